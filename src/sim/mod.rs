@@ -1,0 +1,1 @@
+//! LogP discrete-event simulator.
