@@ -1,1 +1,12 @@
-//! LogP discrete-event simulator.
+//! LogP discrete-event simulator: the first driver of the sans-IO protocols.
+
+pub mod calendar;
+pub mod engine;
+pub mod faults;
+pub mod montecarlo;
+pub mod stats;
+
+pub use engine::{Engine, RunStats, TraceRow};
+pub use faults::{DeadBefore, Faults};
+pub use montecarlo::{Experiment, run_many, trace_one, write_trace};
+pub use stats::{Report, Summary};

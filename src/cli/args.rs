@@ -1,0 +1,140 @@
+//! Command-line flags (clap) and their resolution into a checked experiment configuration.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Fault-tolerant group communication for HPC clusters: simulate, model and reproduce.
+#[derive(Parser, Debug)]
+#[command(name = "ftcoll", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Monte Carlo simulation of one broadcast algorithm in the LogP model.
+    Sim(SimArgs),
+    /// The papers' analytic predictions for the same flags as `sim`.
+    Model(SimArgs),
+    /// Regenerate docs/reproduction.md: the papers' results next to ours.
+    Reproduce(ReproduceArgs),
+}
+
+/// The broadcast algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AlgoName {
+    /// Corrected Trees: tree dissemination + ring correction.
+    CorrectedTree,
+    /// Corrected Gossip: OCG, CCG or FCG (see --variant).
+    CorrectedGossip,
+    /// Gossip only (GOS), no correction.
+    Gossip,
+    /// Binomial-graph broadcast (BIG).
+    Big,
+    /// Buntinas' fault-tolerant broadcast (BFB) with a modeled failure detector.
+    Bfb,
+    /// Tree broadcast with acknowledgments.
+    TreeAck,
+}
+
+/// Tree numbering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OrderName {
+    Interleaved,
+    InOrder,
+}
+
+/// Correction start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StartName {
+    Synchronized,
+    Overlapped,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Broadcast algorithm.
+    #[arg(long, value_enum, default_value = "corrected-tree")]
+    pub algo: AlgoName,
+    /// Dissemination tree: kary:K, binomial, lame:K or optimal [default: binomial].
+    #[arg(long)]
+    pub tree: Option<String>,
+    /// Tree numbering [default: interleaved].
+    #[arg(long, value_enum)]
+    pub order: Option<OrderName>,
+    /// Correction: none, opportunistic:D, optimized:D, checked, failproof:F, delayed[:DELAY]
+    /// [default: checked].
+    #[arg(long)]
+    pub correction: Option<String>,
+    /// Correction start [default: synchronized].
+    #[arg(long, value_enum)]
+    pub start: Option<StartName>,
+    /// Corrected-gossip variant: ocg, ccg or fcg[:F] [default: ccg].
+    #[arg(long)]
+    pub variant: Option<String>,
+    /// Gossip rounds T (virtual time at which gossip stops) [default: the paper's T_opt].
+    #[arg(long = "gossip-rounds")]
+    pub gossip_rounds: Option<u64>,
+    /// OCG correction time C [default: Claim 2's C = K·O + L + O, plus one O].
+    #[arg(long = "correction-time")]
+    pub correction_time: Option<u64>,
+    /// Number of processes P (N).
+    #[arg(long, default_value_t = 65536)]
+    pub nodes: u32,
+    /// LogP latency L.
+    #[arg(long = "L", default_value_t = 2)]
+    pub l: u64,
+    /// LogP overhead o (> 0).
+    #[arg(long = "o", default_value_t = 1)]
+    pub o: u64,
+    /// Processes dead before the operation: a count (5), a percentage (1%) or a fraction (0.01).
+    #[arg(long, default_value = "1%")]
+    pub faults: String,
+    /// These ranks are dead before the operation (comma-separated; overrides --faults).
+    #[arg(long)]
+    pub dead: Option<String>,
+    /// Random processes that die at a random time during each run.
+    #[arg(long = "online-faults", default_value_t = 0)]
+    pub online_faults: u32,
+    /// Specific online failures: RANK@TIME,...
+    #[arg(long)]
+    pub kill: Option<String>,
+    /// Modeled failure-detector delay (BFB).
+    #[arg(long = "detect-delay", default_value_t = 10)]
+    pub detect_delay: u64,
+    /// Monte Carlo runs.
+    #[arg(long, default_value_t = 1000)]
+    pub runs: u64,
+    /// Base seed; run i uses a seed derived from (seed, i).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Worker threads [default: all cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Per-run event cap (a run over it is counted as aborted) [default: 4000·P + 10^7].
+    #[arg(long = "max-events")]
+    pub max_events: Option<u64>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the events of run 0 as CSV (time,node,event,peer,label) to FILE.
+    #[arg(long)]
+    pub trace: Option<std::path::PathBuf>,
+    /// Never show a progress bar.
+    #[arg(long = "no-progress")]
+    pub no_progress: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReproduceArgs {
+    /// Fewer runs and smaller sizes (minutes instead of tens of minutes).
+    #[arg(long)]
+    pub quick: bool,
+    /// Output file.
+    #[arg(long, default_value = "docs/reproduction.md")]
+    pub out: std::path::PathBuf,
+    /// Worker threads [default: all cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+}

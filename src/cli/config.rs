@@ -1,0 +1,183 @@
+//! Resolution of `sim`/`model` flags into a validated experiment: every impossible
+//! combination is a one-line error here, before anything runs.
+
+use serde::Serialize;
+
+use crate::cli::args::{AlgoName, OrderName, SimArgs, StartName};
+use crate::cli::spec;
+use crate::model::{LogP, Time};
+use crate::protocol::bcast::Start;
+use crate::protocol::bcast::corrected_gossip::Variant;
+use crate::protocol::bcast::correction::Correction;
+use crate::sim::{DeadBefore, Experiment, Faults};
+use crate::topology::{Order, TreeKind};
+
+/// A fully resolved algorithm.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Algo {
+    CorrectedTree { tree: TreeKind, order: Order, correction: Correction, start: Start },
+    /// GOS, OCG, CCG or FCG gossiping until `t`.
+    CorrectedGossip { variant: Variant, t: Time },
+    Big,
+    Bfb,
+    TreeAck { tree: TreeKind, order: Order },
+}
+
+impl Algo {
+    /// A short human description.
+    pub fn describe(&self) -> String {
+        match self {
+            Algo::CorrectedTree { tree, order, correction, start } => {
+                format!("corrected-tree tree={} order={} correction={} start={}", tree_name(tree), order_name(*order), corr_name(correction), start_name(*start))
+            }
+            Algo::CorrectedGossip { variant, t } => match variant {
+                Variant::Gos => format!("gossip (GOS) T={t}"),
+                Variant::Ocg { c } => format!("corrected-gossip variant=ocg T={t} C={c}"),
+                Variant::Ccg => format!("corrected-gossip variant=ccg T={t}"),
+                Variant::Fcg { f } => format!("corrected-gossip variant=fcg f={f} T={t}"),
+            },
+            Algo::Big => "big (binomial-graph broadcast)".into(),
+            Algo::Bfb => "bfb (Buntinas' fault-tolerant broadcast)".into(),
+            Algo::TreeAck { tree, order } => format!("tree-ack tree={} order={}", tree_name(tree), order_name(*order)),
+        }
+    }
+}
+
+/// Short name of a tree kind, as the CLI spells it.
+pub fn tree_name(t: &TreeKind) -> String {
+    match t {
+        TreeKind::Kary(k) => format!("kary:{k}"),
+        TreeKind::Binomial => "binomial".into(),
+        TreeKind::Lame(k) => format!("lame:{k}"),
+        TreeKind::Optimal => "optimal".into(),
+    }
+}
+
+fn order_name(o: Order) -> &'static str {
+    match o {
+        Order::Interleaved => "interleaved",
+        Order::InOrder => "in-order",
+    }
+}
+
+fn start_name(s: Start) -> &'static str {
+    match s {
+        Start::Synchronized => "synchronized",
+        Start::Overlapped => "overlapped",
+    }
+}
+
+/// Short name of a correction, as the CLI spells it.
+pub fn corr_name(c: &Correction) -> String {
+    match c {
+        Correction::None => "none".into(),
+        Correction::Opportunistic { d } => format!("opportunistic:{d}"),
+        Correction::Optimized { d } => format!("optimized:{d}"),
+        Correction::Checked => "checked".into(),
+        Correction::FailProof { f } => format!("failproof:{f}"),
+        Correction::Delayed { delay: None } => "delayed".into(),
+        Correction::Delayed { delay: Some(d) } => format!("delayed:{d}"),
+    }
+}
+
+/// A validated `sim` / `model` invocation.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub algo: Algo,
+    pub experiment: Experiment,
+    /// The fault flag as given, for the report header.
+    pub faults_text: String,
+}
+
+fn reject(given: bool, flag: &str, algo: AlgoName) -> Result<(), String> {
+    if given {
+        let name = serde_json::to_value(algo).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        return Err(format!("{flag} does not apply to --algo {name}"));
+    }
+    Ok(())
+}
+
+impl Setup {
+    /// Validates the flags; errors are one line.
+    pub fn from_args(a: &SimArgs) -> Result<Setup, String> {
+        if a.nodes < 2 {
+            return Err(format!("--nodes must be at least 2, got {}", a.nodes));
+        }
+        let logp = LogP::new(a.l, a.o).map_err(|e| format!("--o: {e}"))?;
+        if a.runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        let n = a.nodes;
+        let treeish = matches!(a.algo, AlgoName::CorrectedTree | AlgoName::TreeAck);
+        reject(!treeish && a.tree.is_some(), "--tree", a.algo)?;
+        reject(!treeish && a.order.is_some(), "--order", a.algo)?;
+        let is_ct = a.algo == AlgoName::CorrectedTree;
+        reject(!is_ct && a.correction.is_some(), "--correction", a.algo)?;
+        reject(!is_ct && a.start.is_some(), "--start", a.algo)?;
+        let gossipy = matches!(a.algo, AlgoName::CorrectedGossip | AlgoName::Gossip);
+        reject(a.algo != AlgoName::CorrectedGossip && a.variant.is_some(), "--variant", a.algo)?;
+        reject(!gossipy && a.gossip_rounds.is_some(), "--gossip-rounds", a.algo)?;
+        reject(!gossipy && a.correction_time.is_some(), "--correction-time", a.algo)?;
+        let tree = a.tree.as_deref().map(spec::tree).transpose()?.unwrap_or(TreeKind::Binomial);
+        let order = match a.order.unwrap_or(OrderName::Interleaved) {
+            OrderName::Interleaved => Order::Interleaved,
+            OrderName::InOrder => Order::InOrder,
+        };
+        let algo = match a.algo {
+            AlgoName::CorrectedTree => {
+                let correction = a.correction.as_deref().map(spec::correction).transpose()?.unwrap_or(Correction::Checked);
+                let start = match a.start.unwrap_or(StartName::Synchronized) {
+                    StartName::Synchronized => Start::Synchronized,
+                    StartName::Overlapped => Start::Overlapped,
+                };
+                Algo::CorrectedTree { tree, order, correction, start }
+            }
+            AlgoName::CorrectedGossip | AlgoName::Gossip => {
+                let variant = if a.algo == AlgoName::Gossip {
+                    Variant::Gos
+                } else {
+                    a.variant.as_deref().map(spec::variant).transpose()?.unwrap_or(Variant::Ccg)
+                };
+                if a.correction_time.is_some() && !matches!(variant, Variant::Ocg { .. }) {
+                    return Err("--correction-time applies to --variant ocg only".into());
+                }
+                let dead_guess = match spec::dead(&a.faults)? {
+                    DeadBefore::Count(c) => c,
+                    DeadBefore::Fraction(f) => Faults::fraction_count(f, n),
+                    DeadBefore::List(l) => l.len() as u32,
+                };
+                crate::cli::defaults::gossip(variant, n, n.saturating_sub(dead_guess).max(1), logp, a.gossip_rounds, a.correction_time)?
+            }
+            AlgoName::Big => Algo::Big,
+            AlgoName::Bfb => Algo::Bfb,
+            AlgoName::TreeAck => Algo::TreeAck { tree, order },
+        };
+        let before = match &a.dead {
+            Some(list) => DeadBefore::List(spec::ranks(list)?),
+            None => spec::dead(&a.faults)?,
+        };
+        let online_list = a.kill.as_deref().map(spec::kills).transpose()?.unwrap_or_default();
+        let horizon = crate::cli::defaults::fault_free_latency(&algo, n, logp).max(1);
+        let faults = Faults { before, online: a.online_faults, online_horizon: horizon, online_list, detect_delay: a.detect_delay };
+        faults.validate(n)?;
+        let threads = match a.threads {
+            Some(0) => return Err("--threads must be at least 1".into()),
+            Some(t) => t,
+            None => std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1),
+        };
+        let experiment = Experiment {
+            n,
+            logp,
+            faults,
+            runs: a.runs,
+            seed: a.seed,
+            threads,
+            max_events: a.max_events.unwrap_or_else(|| Experiment::default_max_events(n)),
+        };
+        let faults_text = match &a.dead {
+            Some(l) => format!("dead={l}"),
+            None => a.faults.clone(),
+        };
+        Ok(Setup { algo, experiment, faults_text })
+    }
+}

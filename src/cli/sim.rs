@@ -1,0 +1,106 @@
+//! `ftcoll sim`: Monte Carlo simulation with a table (or JSON) of latencies and messages.
+
+use std::io::IsTerminal;
+
+use serde_json::json;
+
+use crate::cli::args::SimArgs;
+use crate::cli::config::Setup;
+use crate::cli::runner;
+use crate::sim::stats::Percentiles;
+use crate::sim::{Report, write_trace};
+
+/// Runs `ftcoll sim`.
+pub fn run(a: &SimArgs) -> Result<(), String> {
+    let setup = Setup::from_args(a)?;
+    let ex = &setup.experiment;
+    if let Some(path) = &a.trace {
+        let rows = runner::trace(&setup)?;
+        let mut f = std::fs::File::create(path).map_err(|e| format!("cannot write trace {}: {e}", path.display()))?;
+        write_trace(&rows, &mut f).map_err(|e| format!("cannot write trace {}: {e}", path.display()))?;
+    }
+    let show = !a.no_progress && !a.json && std::io::stderr().is_terminal() && ex.runs >= 20;
+    let bar = show.then(|| {
+        let b = indicatif::ProgressBar::new(ex.runs);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs ({per_sec}, eta {eta})")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        b
+    });
+    let started = std::time::Instant::now();
+    let summary = runner::simulate(&setup, &|k| {
+        if let Some(b) = &bar {
+            b.inc(k);
+        }
+    })?;
+    let secs = started.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let r = summary.report();
+    if a.json {
+        println!("{}", json_report(&setup, &r, secs));
+    } else {
+        print!("{}", table(&setup, &r, secs));
+    }
+    Ok(())
+}
+
+/// The JSON object printed by `--json`.
+pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
+    let ex = &setup.experiment;
+    let mut v = serde_json::to_value(r).expect("report serializes");
+    v["config"] = json!({
+        "algo": setup.algo,
+        "description": setup.algo.describe(),
+        "nodes": ex.n,
+        "L": ex.logp.l,
+        "o": ex.logp.o,
+        "faults": setup.faults_text,
+        "online_faults": ex.faults.online,
+        "kills": ex.faults.online_list,
+        "runs": ex.runs,
+        "seed": ex.seed,
+        "threads": ex.threads,
+    });
+    v["wall_seconds"] = json!(secs);
+    v
+}
+
+fn row(name: &str, p: &Percentiles) -> String {
+    format!("{name:<26}{:>10.2}{:>10.1}{:>10.1}{:>10.1}{:>10.1}\n", p.mean, p.p50, p.p99, p.p999, p.max)
+}
+
+/// The human-readable table.
+pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
+    let ex = &setup.experiment;
+    let mut s = String::new();
+    s += &format!("ftcoll sim: {}\n", setup.algo.describe());
+    s += &format!(
+        "nodes={} L={} o={} faults={} online-faults={}{} runs={} seed={} threads={}\n\n",
+        ex.n,
+        ex.logp.l,
+        ex.logp.o,
+        setup.faults_text,
+        ex.faults.online,
+        if ex.faults.online_list.is_empty() { String::new() } else { format!(" kills={:?}", ex.faults.online_list) },
+        ex.runs,
+        ex.seed,
+        ex.threads
+    );
+    s += &format!("{:<26}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "metric (LogP time units)", "mean", "p50", "p99", "p99.9", "max");
+    s += &row("coloring_latency", &r.coloring_latency);
+    s += &row("quiescence_latency", &r.quiescence_latency);
+    s += &row("correction_latency", &r.correction_latency);
+    s += &row("gmax", &r.gmax);
+    s += &row("messages_per_process", &r.messages_per_process);
+    s += &row("max_messages_per_process", &r.max_messages_per_process);
+    s += &format!(
+        "\nuncolored_runs: {} of {} (live processes left uncolored: {}); aborted_runs: {}\n",
+        r.uncolored_runs, r.runs, r.uncolored_nodes, r.aborted_runs
+    );
+    s += &format!("{} events in {:.2} s ({:.0} runs/s)\n", r.events, secs, r.runs as f64 / secs.max(1e-9));
+    s
+}

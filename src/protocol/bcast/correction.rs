@@ -1,0 +1,607 @@
+//! Ring correction, shared by Corrected Trees and Corrected Gossip.
+//!
+//! After dissemination, processes sit on a virtual ring of ranks `0..n`. Participants (the
+//! processes colored by dissemination: "g-nodes") send correction messages to their ring
+//! neighbours at growing offsets, alternating between the two directions; processes colored
+//! by correction ("c-nodes") never send (Corrected Gossip §III, Corrected Trees §3.1, §3.3).
+//!
+//! Kinds, each as its paper specifies it:
+//! - opportunistic (distance `d`): `d` messages each way, no checks (§3.1; OCG, Algorithm 1);
+//! - optimized opportunistic: skips what a closer participant provably covers (CT §3.3);
+//! - checked: stop a direction after reaching the nearest participant heard from on that side
+//!   (CCG, Algorithm 2; CT §3.1); a stopped direction's slot either idles for `o` (CCG's
+//!   analysis) or goes to the other direction (CT Lemma 2), see [`CorrParams`];
+//! - failure-proof (`f`): FCG's correction (Algorithm 3), tolerating `f` failures during it,
+//!   including the c-nodes' wait for `f + 1` g-nodes and the SOS mode;
+//! - delayed: one message to the left, then send right only if the right neighbour is not
+//!   heard from within a delay (CT §3.3).
+
+use serde::Serialize;
+
+use crate::protocol::{Action, Rank, Time};
+use crate::topology::ring;
+
+/// The largest `f` of failure-proof correction (bounds the knowledge carried in messages).
+pub const MAX_FAILPROOF_F: u32 = 7;
+const KNOWN_CAP: usize = MAX_FAILPROOF_F as usize + 1;
+
+/// A correction algorithm and its parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Correction {
+    /// No correction: dissemination only.
+    None,
+    /// Opportunistic correction: `d` messages in each direction.
+    Opportunistic { d: u32 },
+    /// Optimized opportunistic correction with distance `d` (CT §3.3).
+    Optimized { d: u32 },
+    /// Checked correction.
+    Checked,
+    /// Failure-proof correction tolerating `f` failures during the operation.
+    FailProof { f: u32 },
+    /// Delayed correction; `delay` in model time units (a default is derived when `None`).
+    Delayed { delay: Option<Time> },
+}
+
+/// A direction on the ring: `Fwd` sends to `r + off` ("right"), `Bwd` to `r - off` ("left").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Dir {
+    Fwd = 0,
+    Bwd = 1,
+}
+
+impl Dir {
+    fn other(self) -> Dir {
+        match self {
+            Dir::Fwd => Dir::Bwd,
+            Dir::Bwd => Dir::Fwd,
+        }
+    }
+    fn idx(self) -> usize {
+        self as usize
+    }
+}
+
+/// What a correction message is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CorrKind {
+    /// An ordinary correction message.
+    Normal,
+    /// FCG's finalization round message.
+    Final,
+    /// Delayed correction's immediate reply that stops a sender.
+    Reply,
+    /// FCG's SOS: the receiver delivers and floods.
+    Sos,
+}
+
+/// Up to `f + 1` g-nodes known in one direction, nearest first (FCG's `k` arrays).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Known {
+    len: u8,
+    ranks: [Rank; KNOWN_CAP],
+}
+
+impl Default for Known {
+    fn default() -> Self {
+        Self { len: 0, ranks: [0; KNOWN_CAP] }
+    }
+}
+
+impl Known {
+    /// The known ranks, nearest first.
+    pub fn as_slice(&self) -> &[Rank] {
+        &self.ranks[..self.len as usize]
+    }
+    fn len(&self) -> u32 {
+        u32::from(self.len)
+    }
+    /// Inserts `r` keeping the `cap` nearest by `dist`, without duplicates.
+    fn insert(&mut self, r: Rank, cap: usize, dist: impl Fn(Rank) -> u32) {
+        let s = &mut self.ranks;
+        let len = self.len as usize;
+        if s[..len].contains(&r) {
+            return;
+        }
+        let d = dist(r);
+        let mut pos = len;
+        while pos > 0 && dist(s[pos - 1]) > d {
+            pos -= 1;
+        }
+        if pos >= cap {
+            return;
+        }
+        let new_len = (len + 1).min(cap);
+        let mut i = new_len - 1;
+        while i > pos {
+            s[i] = s[i - 1];
+            i -= 1;
+        }
+        s[pos] = r;
+        self.len = new_len as u8;
+    }
+    fn with(mut self, r: Rank, cap: usize, dist: impl Fn(Rank) -> u32) -> Self {
+        self.insert(r, cap, dist);
+        self
+    }
+}
+
+/// A correction message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CorrMsg {
+    /// The direction the message travels in.
+    pub dir: Dir,
+    /// Its purpose.
+    pub kind: CorrKind,
+    /// FCG only: g-nodes the sender knows on the side the message comes from (sender included).
+    pub known: Known,
+}
+
+/// Parameters a corrector needs, fixed for the whole operation.
+#[derive(Clone, Copy, Debug)]
+pub struct CorrParams {
+    /// The algorithm.
+    pub kind: Correction,
+    /// The direction of the first message (CT Lemma 2: left; CCG: forward).
+    pub first: Dir,
+    /// LogP `o`, the length of an idle slot.
+    pub o: Time,
+    /// Delayed correction's wait after its first message.
+    pub delay: Time,
+    /// FCG: how long a c-node waits for `f + 1` g-nodes before SOS.
+    pub sos_timeout: Time,
+    /// Checked/failure-proof: a stopped direction's slot idles for `o` (CCG Algorithm 2's
+    /// analysis) instead of being given to the other direction (CT Lemma 2's count
+    /// `3 + ⌊L/o⌋` needs the latter: for L = o = 1 it is 4, not 3).
+    pub idle_when_stopped: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Not colored yet.
+    Unknown,
+    /// Colored by dissemination: will run correction (once started).
+    Participant,
+    /// Colored (or contacted) by correction: never sends (except FCG's SOS).
+    CNode,
+}
+
+/// One process's correction state.
+#[derive(Clone, Debug)]
+pub struct Corrector {
+    role: Role,
+    started: bool,
+    done: bool,
+    delivered: bool,
+    next: Dir,
+    off: [u32; 2],
+    /// Checked: distance to the nearest participant heard from on that side.
+    /// Opportunistic: the last offset to send on that side.
+    bound: [u32; 2],
+    /// Optimized: first offset still to send on that side.
+    stopped: [bool; 2],
+    /// FCG: known g-nodes ahead (`[Fwd]`, to the right) and behind (`[Bwd]`); c-nodes use
+    /// `[Fwd]` for every g-node they learned of.
+    known: [Known; 2],
+    fin: [bool; 2],
+    sos: bool,
+    sos_next: Rank,
+    timer: Option<Time>,
+    /// Delayed: heard from the right; replies owed (targets, FIFO, bounded).
+    heard_right: bool,
+    replies: [Rank; 4],
+    n_replies: u8,
+    /// Replies that did not fit in the queue (the sender also stops on any later message).
+    pub replies_dropped: u32,
+}
+
+impl Default for Corrector {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Corrector {
+    /// An uncolored process's corrector.
+    pub fn new() -> Self {
+        Self {
+            role: Role::Unknown,
+            started: false,
+            done: false,
+            delivered: false,
+            next: Dir::Bwd,
+            off: [1, 1],
+            bound: [u32::MAX, u32::MAX],
+            stopped: [false, false],
+            known: [Known::default(); 2],
+            fin: [false, false],
+            sos: false,
+            sos_next: 0,
+            timer: None,
+            heard_right: false,
+            replies: [0; 4],
+            n_replies: 0,
+            replies_dropped: 0,
+        }
+    }
+
+    /// This process was colored by dissemination: it will participate.
+    pub fn colored_by_dissemination(&mut self) {
+        if self.role == Role::Unknown {
+            self.role = Role::Participant;
+            self.delivered = true;
+        }
+    }
+
+    /// Has the correction delivered (or dissemination colored) this process?
+    pub fn delivered(&self) -> bool {
+        self.delivered
+    }
+
+    /// Is this process a c-node that was contacted by correction?
+    pub fn is_cnode(&self) -> bool {
+        self.role == Role::CNode
+    }
+
+    /// Is this process a participant (g-node)?
+    pub fn is_participant(&self) -> bool {
+        self.role == Role::Participant
+    }
+
+    /// Will this process send no more correction messages?
+    pub fn finished(&self) -> bool {
+        match self.role {
+            Role::Participant => self.done && !self.sos && self.n_replies == 0,
+            Role::CNode => !self.sos && self.n_replies == 0 && (self.delivered || self.timer.is_none()),
+            Role::Unknown => true,
+        }
+    }
+
+    /// A pending timer, if any.
+    pub fn next_timer(&self) -> Option<Time> {
+        self.timer
+    }
+
+    /// A participant begins its correction phase at `now`.
+    pub fn start(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time) {
+        if self.role != Role::Participant || self.started {
+            return;
+        }
+        self.started = true;
+        self.next = p.first;
+        match p.kind {
+            Correction::None => self.done = true,
+            Correction::Opportunistic { d } | Correction::Optimized { d } => {
+                let d = d.min(n.saturating_sub(1));
+                self.bound = [d, d];
+                if d == 0 {
+                    self.done = true;
+                }
+            }
+            Correction::Checked | Correction::FailProof { .. } => {}
+            Correction::Delayed { .. } => {
+                // One message to the left, then wait for the right neighbour.
+                self.bound = [0, 1];
+                self.timer = Some(now + p.delay);
+            }
+        }
+        if let Correction::FailProof { f } = p.kind {
+            // Knowledge gathered before the start may already trigger the final phase.
+            self.check_final(f);
+        }
+        if n < 2 {
+            self.done = true;
+        }
+    }
+
+    fn check_final(&mut self, f: u32) {
+        // |behind| >= f: inform the processes ahead (final Fwd), and symmetrically.
+        for dir in [Dir::Fwd, Dir::Bwd] {
+            if !self.fin[dir.idx()] && self.known[dir.other().idx()].len() >= f {
+                self.fin[dir.idx()] = true;
+                self.off[dir.idx()] = 1;
+                self.stopped[dir.idx()] = false;
+            }
+        }
+    }
+
+    /// Handles a correction message from `from`. Returns true if it newly delivers here.
+    pub fn on_message(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time, from: Rank, m: &CorrMsg) -> bool {
+        let was = self.delivered;
+        if m.kind == CorrKind::Sos {
+            if !self.sos {
+                self.enter_sos(me, n);
+            }
+            self.delivered = true;
+            return !was;
+        }
+        // Distance to the sender on the side it sits: a Bwd message comes from the right.
+        let side = m.dir.other(); // the sender is on this side of us
+        let dist = match side {
+            Dir::Fwd => ring::forward_distance(me, from, n),
+            Dir::Bwd => ring::backward_distance(me, from, n),
+        };
+        match self.role {
+            Role::Unknown => {
+                self.role = Role::CNode;
+                if !matches!(p.kind, Correction::FailProof { .. }) {
+                    self.delivered = true;
+                }
+                self.cnode_learn(p, me, n, now, from, m);
+            }
+            Role::CNode => self.cnode_learn(p, me, n, now, from, m),
+            Role::Participant => self.participant_learn(p, me, n, side, dist, from, m),
+        }
+        self.delivered && !was
+    }
+
+    fn cnode_learn(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time, from: Rank, m: &CorrMsg) {
+        let Correction::FailProof { f } = p.kind else { return };
+        if self.delivered {
+            return;
+        }
+        // Line 13 of Algorithm 3: deliver once f + 1 distinct g-nodes are known.
+        let cap = KNOWN_CAP;
+        let d = |r: Rank| ring::forward_distance(me, r, n);
+        self.known[0].insert(from, cap, d);
+        for &r in m.known.as_slice() {
+            self.known[0].insert(r, cap, d);
+        }
+        if self.known[0].len() > f {
+            self.delivered = true;
+            self.timer = None;
+        } else if self.timer.is_none() {
+            // Line 14: SOS after a timeout.
+            self.timer = Some(now + p.sos_timeout);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn participant_learn(&mut self, p: &CorrParams, me: Rank, n: Rank, side: Dir, dist: u32, from: Rank, m: &CorrMsg) {
+        let s = side.idx();
+        match p.kind {
+            Correction::None | Correction::Opportunistic { .. } => {}
+            Correction::Optimized { d } => {
+                // CT §3.3: a participant j at distance δ < d covers everything we would send
+                // towards it and all but the last d + 1 - δ offsets on our other side.
+                if m.kind == CorrKind::Normal && dist < d {
+                    self.stopped[s] = true;
+                    let o = side.other().idx();
+                    self.off[o] = self.off[o].max(d + 1 - dist);
+                }
+            }
+            Correction::Checked => {
+                self.bound[s] = self.bound[s].min(dist);
+            }
+            Correction::Delayed { .. } => {
+                if side == Dir::Fwd {
+                    // Anything from the right stops our rightward search.
+                    self.heard_right = true;
+                    self.timer = None;
+                } else if m.kind != CorrKind::Reply {
+                    // A search from the left reached us: reply at once to stop it.
+                    if (self.n_replies as usize) < self.replies.len() {
+                        self.replies[self.n_replies as usize] = from;
+                        self.n_replies += 1;
+                    } else {
+                        self.replies_dropped += 1;
+                    }
+                }
+            }
+            Correction::FailProof { f } => {
+                let cap = (f as usize + 1).min(KNOWN_CAP);
+                let k = &mut self.known[s];
+                match side {
+                    Dir::Fwd => {
+                        let d = |r: Rank| ring::forward_distance(me, r, n);
+                        k.insert(from, cap, d);
+                        for &r in m.known.as_slice() {
+                            if r != me {
+                                k.insert(r, cap, d);
+                            }
+                        }
+                    }
+                    Dir::Bwd => {
+                        let d = |r: Rank| ring::backward_distance(me, r, n);
+                        k.insert(from, cap, d);
+                        for &r in m.known.as_slice() {
+                            if r != me {
+                                k.insert(r, cap, d);
+                            }
+                        }
+                    }
+                }
+                if self.started {
+                    self.check_final(f);
+                }
+            }
+        }
+    }
+
+    fn enter_sos(&mut self, me: Rank, n: Rank) {
+        self.sos = true;
+        self.done = false;
+        self.timer = None;
+        self.sos_next = if me == 0 { 1 } else { 0 };
+        if self.sos_next >= n {
+            self.sos = false;
+            self.done = true;
+        }
+    }
+
+    /// The pending timer fired.
+    pub fn on_timer(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time) {
+        match self.timer {
+            Some(t) if t <= now => self.timer = None,
+            _ => return,
+        }
+        match p.kind {
+            Correction::Delayed { .. } => {
+                if !self.heard_right {
+                    // Nobody from the right: search to the right until someone answers.
+                    self.bound[Dir::Fwd.idx()] = n;
+                }
+            }
+            Correction::FailProof { .. } if self.role == Role::CNode && !self.delivered => {
+                self.delivered = true;
+                self.enter_sos(me, n);
+            }
+            _ => {}
+        }
+    }
+
+    /// The sender is free: the next correction action.
+    pub fn poll(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg> {
+        if self.sos {
+            let to = self.sos_next;
+            let mut nx = to + 1;
+            if nx == me {
+                nx += 1;
+            }
+            self.sos_next = nx;
+            if nx >= n {
+                self.sos = false;
+                self.done = true;
+            }
+            return Action::Send { to, msg: CorrMsg { dir: Dir::Fwd, kind: CorrKind::Sos, known: Known::default() } };
+        }
+        if self.n_replies > 0 {
+            let to = self.replies[0];
+            self.replies.copy_within(1..self.n_replies as usize, 0);
+            self.n_replies -= 1;
+            return Action::Send { to, msg: CorrMsg { dir: Dir::Bwd, kind: CorrKind::Reply, known: Known::default() } };
+        }
+        if self.role != Role::Participant || !self.started || self.done {
+            return Action::Wait;
+        }
+        match p.kind {
+            Correction::None => {
+                self.done = true;
+                Action::Wait
+            }
+            Correction::Opportunistic { .. } | Correction::Optimized { .. } => self.poll_opportunistic(me, n),
+            Correction::Checked => self.poll_checked(p, me, n),
+            Correction::FailProof { f } => self.poll_failproof(p, f, me, n),
+            Correction::Delayed { .. } => self.poll_delayed(me, n),
+        }
+    }
+
+    fn send(&mut self, dir: Dir, me: Rank, n: Rank, kind: CorrKind, known: Known) -> Action<CorrMsg> {
+        let off = self.off[dir.idx()];
+        self.off[dir.idx()] += 1;
+        let to = match dir {
+            Dir::Fwd => ring::forward(me, off, n),
+            Dir::Bwd => ring::backward(me, off, n),
+        };
+        Action::Send { to, msg: CorrMsg { dir, kind, known } }
+    }
+
+    /// Opportunistic: alternate while both sides have offsets left, then finish the other.
+    fn poll_opportunistic(&mut self, me: Rank, n: Rank) -> Action<CorrMsg> {
+        for _ in 0..2 {
+            let dir = self.next;
+            self.next = dir.other();
+            let i = dir.idx();
+            if !self.stopped[i] && self.off[i] <= self.bound[i] {
+                return self.send(dir, me, n, CorrKind::Normal, Known::default());
+            }
+        }
+        self.done = true;
+        Action::Wait
+    }
+
+    /// Checked: a direction stops once it has sent to the nearest participant heard from on
+    /// that side (or wrapped around the ring); a stopped direction's slot idles for `o`.
+    fn poll_checked(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg> {
+        for d in [Dir::Fwd, Dir::Bwd] {
+            let i = d.idx();
+            if self.off[i] > self.bound[i] || self.off[i] >= n {
+                self.stopped[i] = true;
+            }
+        }
+        if self.stopped[0] && self.stopped[1] {
+            self.done = true;
+            return Action::Wait;
+        }
+        let mut dir = self.next;
+        self.next = dir.other();
+        if self.stopped[dir.idx()] {
+            if p.idle_when_stopped {
+                return Action::Sleep(p.o);
+            }
+            dir = dir.other();
+        }
+        self.send(dir, me, n, CorrKind::Normal, Known::default())
+    }
+
+    /// Failure-proof (FCG Algorithm 3, lines 15–28).
+    fn poll_failproof(&mut self, p: &CorrParams, f: u32, me: Rank, n: Rank) -> Action<CorrMsg> {
+        self.check_final(f);
+        for d in [Dir::Fwd, Dir::Bwd] {
+            let i = d.idx();
+            // Stop once past the (f+1)-th known g-node on that side (line 25).
+            let k = &self.known[i];
+            if k.len() > f {
+                let far = k.as_slice()[f as usize];
+                let dist = match d {
+                    Dir::Fwd => ring::forward_distance(me, far, n),
+                    Dir::Bwd => ring::backward_distance(me, far, n),
+                };
+                if self.off[i] > dist {
+                    self.stopped[i] = true;
+                }
+            }
+        }
+        if self.fin[0] && self.fin[1] && self.stopped[0] && self.stopped[1] {
+            self.done = true;
+            return Action::Wait;
+        }
+        // A full loop without f + 1 g-nodes on a side: SOS (line 28).
+        if self.off[0] > n || self.off[1] > n {
+            self.delivered = true;
+            self.enter_sos(me, n);
+            return self.poll(p, me, n);
+        }
+        let mut dir = self.next;
+        self.next = dir.other();
+        if self.stopped[dir.idx()] && !p.idle_when_stopped {
+            dir = dir.other();
+        }
+        let i = dir.idx();
+        if self.stopped[i] {
+            return Action::Sleep(p.o);
+        }
+        if self.off[i] >= n {
+            // Sending to ourselves would be pointless: count the slot and move on.
+            self.off[i] += 1;
+            return Action::Sleep(p.o);
+        }
+        // A message travelling `dir` tells its receiver about us and what lies behind us.
+        let behind = self.known[dir.other().idx()];
+        let cap = (f as usize + 1).min(KNOWN_CAP);
+        let known = match dir {
+            Dir::Fwd => behind.with(me, cap, |r| ring::backward_distance(me, r, n)),
+            Dir::Bwd => behind.with(me, cap, |r| ring::forward_distance(me, r, n)),
+        };
+        let kind = if self.fin[i] { CorrKind::Final } else { CorrKind::Normal };
+        self.send(dir, me, n, kind, known)
+    }
+
+    /// Delayed (CT §3.3): the first message goes left; rightward messages only after the delay
+    /// expired without a message from the right, until one arrives.
+    fn poll_delayed(&mut self, me: Rank, n: Rank) -> Action<CorrMsg> {
+        let b = Dir::Bwd.idx();
+        if self.off[b] <= self.bound[b] {
+            return self.send(Dir::Bwd, me, n, CorrKind::Normal, Known::default());
+        }
+        let fw = Dir::Fwd.idx();
+        if self.heard_right || self.off[fw] >= n {
+            self.done = true;
+            self.timer = None;
+            return Action::Wait;
+        }
+        if self.bound[fw] >= n {
+            return self.send(Dir::Fwd, me, n, CorrKind::Normal, Known::default());
+        }
+        Action::Wait
+    }
+}

@@ -1,0 +1,303 @@
+//! The LogP discrete-event driver (DESIGN.md decision 4, Corrected Trees §2.2).
+//!
+//! Integer time. A send occupies the sender for `o`; the message travels `L`; its receive
+//! occupies the receiver for `o`, in arrival order. A process sends and receives at the same
+//! time but does one of each at a time; `g` is ignored. Dead processes are passive: a message
+//! to one costs the sender `o` and vanishes. Memory is O(P) and nothing is allocated per event
+//! once the buffers have grown (they are reused across runs).
+
+use crate::model::{LogP, Time};
+use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo};
+use crate::sim::calendar::{Calendar, Class};
+use crate::sim::faults::Faults;
+use crate::topology::ring;
+
+#[derive(Clone, Copy, Debug)]
+enum Ev<M> {
+    Poll(Rank),
+    Recv { to: Rank, from: Rank, msg: M },
+    Timer(Rank),
+    Suspect { node: Rank, peer: Rank },
+    Die(Rank),
+}
+
+/// One simulated run's measurements (Corrected Trees §4: coloring and quiescence latency,
+/// messages; §4.3: `g_max` and correction latency).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Root's start to the last live process's delivery.
+    pub coloring: Time,
+    /// Root's start to the end of the last activity (send or receive) of the operation.
+    pub quiescence: Time,
+    /// Quiescence minus the end of dissemination (the synchronized correction start, or the
+    /// last dissemination message received, whichever is later).
+    pub correction: Time,
+    /// The end of dissemination as defined for `correction`.
+    pub dissemination_end: Time,
+    /// Longest circular run of processes not colored by dissemination (dead ones included).
+    pub gmax: u32,
+    /// Messages sent in total.
+    pub messages: u64,
+    /// The most messages any one process sent.
+    pub max_messages_per_process: u32,
+    /// Processes alive at the end that never delivered.
+    pub uncolored_live: u32,
+    /// The run hit the event cap and was stopped (counted, never hidden).
+    pub aborted: bool,
+    /// Events processed.
+    pub events: u64,
+}
+
+/// One trace line: `time,node,event,peer,label`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceRow {
+    pub time: Time,
+    pub node: Rank,
+    pub event: &'static str,
+    pub peer: Rank,
+    pub label: &'static str,
+}
+
+/// A reusable simulator for protocol `P` over `n` processes.
+pub struct Engine<P: Protocol> {
+    n: u32,
+    logp: LogP,
+    nodes: Vec<P>,
+    death: Vec<Time>,
+    delivered_at: Vec<Time>,
+    recv_free: Vec<Time>,
+    poll_pending: Vec<bool>,
+    timer_at: Vec<Time>,
+    sent: Vec<u32>,
+    cal: Calendar<Ev<P::Msg>>,
+    scratch: Vec<Rank>,
+    sends_log: Vec<(Rank, Rank)>,
+    /// When `Some`, every event of the next runs is appended here.
+    pub trace: Option<Vec<TraceRow>>,
+}
+
+impl<P: Protocol> Engine<P>
+where
+    P::Shared: SharedInfo,
+{
+    /// An engine for `n >= 1` processes.
+    pub fn new(n: u32, logp: LogP) -> Self {
+        let len = n as usize;
+        Self {
+            n,
+            logp,
+            nodes: Vec::with_capacity(len),
+            death: vec![Time::MAX; len],
+            delivered_at: vec![Time::MAX; len],
+            recv_free: vec![0; len],
+            poll_pending: vec![false; len],
+            timer_at: vec![Time::MAX; len],
+            sent: vec![0; len],
+            cal: Calendar::new(4 * logp.hop() + 4),
+            scratch: Vec::new(),
+            sends_log: Vec::new(),
+            trace: None,
+        }
+    }
+
+    /// The protocol state of process `r` after the last run (for tests and diagnostics).
+    pub fn node(&self, r: Rank) -> &P {
+        &self.nodes[r as usize]
+    }
+
+    /// The death time drawn for `r` in the last run (`Time::MAX`: alive).
+    pub fn death_time(&self, r: Rank) -> Time {
+        self.death[r as usize]
+    }
+
+    /// When `r` delivered in the last run (`Time::MAX`: never).
+    pub fn delivered_at(&self, r: Rank) -> Time {
+        self.delivered_at[r as usize]
+    }
+
+    fn cx<'a>(&self, shared: &'a P::Shared, rank: Rank, now: Time) -> Ctx<'a, P::Shared> {
+        Ctx { rank, n: self.n, now, shared }
+    }
+
+    fn log(&mut self, time: Time, node: Rank, event: &'static str, peer: Rank, label: &'static str) {
+        if let Some(t) = self.trace.as_mut() {
+            t.push(TraceRow { time, node, event, peer, label });
+        }
+    }
+
+    /// After any event at `r`: record delivery, wake an idle sender, (re)arm the timer.
+    fn settle(&mut self, r: Rank, now: Time) {
+        let i = r as usize;
+        if self.delivered_at[i] == Time::MAX && self.nodes[i].delivered() {
+            self.delivered_at[i] = now;
+        }
+        if !self.poll_pending[i] {
+            self.poll_pending[i] = true;
+            self.cal.push(now, Class::Late, Ev::Poll(r));
+        }
+        let t = self.nodes[i].next_timer().unwrap_or(Time::MAX);
+        if t != self.timer_at[i] {
+            self.timer_at[i] = t;
+            if t != Time::MAX {
+                self.cal.push(t.max(now), Class::Early, Ev::Timer(r));
+            }
+        }
+    }
+
+    /// Runs one operation with faults drawn from `faults` using `seed`.
+    pub fn run(&mut self, shared: &P::Shared, faults: &Faults, seed: u64, max_events: u64) -> RunStats {
+        let n = self.n;
+        let (o, l) = (self.logp.o, self.logp.l);
+        let mut rng = ProtoRng::new(seed);
+        faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
+        self.delivered_at.fill(Time::MAX);
+        self.recv_free.fill(0);
+        self.poll_pending.fill(false);
+        self.timer_at.fill(Time::MAX);
+        self.sent.fill(0);
+        self.sends_log.clear();
+        self.cal.reset();
+        self.nodes.clear();
+        for r in 0..n {
+            let node = P::new(&self.cx(shared, r, 0));
+            self.nodes.push(node);
+        }
+        let fd = shared.uses_failure_detector();
+        for r in 0..n {
+            let d = self.death[r as usize];
+            if d == 0 {
+                self.log(0, r, "dead", r, "");
+                continue;
+            }
+            if d != Time::MAX && fd {
+                self.cal.push(d, Class::Early, Ev::Die(r));
+            }
+            let cx = self.cx(shared, r, 0);
+            self.nodes[r as usize].start(&cx);
+            self.settle(r, 0);
+        }
+
+        let mut st = RunStats::default();
+        let mut diss_end: Time = 0;
+        while let Some((t, ev)) = self.cal.pop() {
+            st.events += 1;
+            if st.events > max_events {
+                st.aborted = true;
+                break;
+            }
+            match ev {
+                Ev::Poll(r) => {
+                    let i = r as usize;
+                    self.poll_pending[i] = false;
+                    if self.death[i] <= t {
+                        continue;
+                    }
+                    let cx = self.cx(shared, r, t);
+                    match self.nodes[i].poll_send(&cx, &mut rng) {
+                        Action::Send { to, msg } => {
+                            debug_assert!(to < n && to != r, "rank {r} sent to {to}");
+                            st.messages += 1;
+                            self.sent[i] += 1;
+                            st.quiescence = st.quiescence.max(t + o);
+                            self.log(t, r, "send", to, msg.label());
+                            let ti = to as usize;
+                            let done = (t + o + l).max(self.recv_free[ti]) + o;
+                            if self.death[ti] > t + o + l {
+                                self.recv_free[ti] = done;
+                            }
+                            self.cal.push(done, Class::Early, Ev::Recv { to, from: r, msg });
+                            if fd {
+                                self.sends_log.push((r, to));
+                            }
+                            self.poll_pending[i] = true;
+                            self.cal.push(t + o, Class::Late, Ev::Poll(r));
+                        }
+                        Action::Sleep(s) => {
+                            self.poll_pending[i] = true;
+                            self.cal.push(t + s.max(1), Class::Late, Ev::Poll(r));
+                        }
+                        Action::Wait => {}
+                    }
+                    let tt = self.nodes[i].next_timer().unwrap_or(Time::MAX);
+                    if tt != self.timer_at[i] {
+                        self.timer_at[i] = tt;
+                        if tt != Time::MAX {
+                            self.cal.push(tt.max(t), Class::Early, Ev::Timer(r));
+                        }
+                    }
+                    if self.delivered_at[i] == Time::MAX && self.nodes[i].delivered() {
+                        self.delivered_at[i] = t;
+                    }
+                }
+                Ev::Recv { to, from, msg } => {
+                    let i = to as usize;
+                    if self.death[i] <= t {
+                        self.log(t, to, "lost", from, msg.label());
+                        if fd {
+                            self.cal.push(t + faults.detect_delay, Class::Early, Ev::Suspect { node: from, peer: to });
+                        }
+                        continue;
+                    }
+                    st.quiescence = st.quiescence.max(t);
+                    if msg.phase() == Phase::Dissemination {
+                        diss_end = diss_end.max(t);
+                    }
+                    self.log(t, to, "recv", from, msg.label());
+                    let cx = self.cx(shared, to, t);
+                    self.nodes[i].on_message(&cx, from, &msg);
+                    self.settle(to, t);
+                }
+                Ev::Timer(r) => {
+                    let i = r as usize;
+                    if self.death[i] <= t || self.timer_at[i] != t {
+                        continue;
+                    }
+                    self.timer_at[i] = Time::MAX;
+                    self.log(t, r, "timer", r, "");
+                    let cx = self.cx(shared, r, t);
+                    self.nodes[i].on_timer(&cx);
+                    self.settle(r, t);
+                }
+                Ev::Suspect { node, peer } => {
+                    let i = node as usize;
+                    if self.death[i] <= t {
+                        continue;
+                    }
+                    self.log(t, node, "suspect", peer, "");
+                    let cx = self.cx(shared, node, t);
+                    self.nodes[i].on_suspect(&cx, peer);
+                    self.settle(node, t);
+                }
+                Ev::Die(r) => {
+                    self.log(t, r, "die", r, "");
+                    for k in 0..self.sends_log.len() {
+                        let (a, b) = self.sends_log[k];
+                        if b == r {
+                            self.cal.push(t + faults.detect_delay, Class::Early, Ev::Suspect { node: a, peer: r });
+                        }
+                    }
+                }
+            }
+        }
+
+        // Per-run statistics.
+        let mut coloring = 0;
+        for r in 0..n as usize {
+            if self.death[r] != Time::MAX {
+                continue;
+            }
+            if self.delivered_at[r] == Time::MAX {
+                st.uncolored_live += 1;
+            } else {
+                coloring = coloring.max(self.delivered_at[r]);
+            }
+        }
+        st.coloring = coloring;
+        st.max_messages_per_process = self.sent.iter().copied().max().unwrap_or(0);
+        let nodes = &self.nodes;
+        st.gmax = ring::longest_circular_run(|r| !nodes[r as usize].colored_by_dissemination(), n);
+        st.dissemination_end = diss_end.max(shared.sync_correction_start().unwrap_or(0));
+        st.correction = st.quiescence.saturating_sub(st.dissemination_end);
+        st
+    }
+}
