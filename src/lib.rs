@@ -4,7 +4,7 @@
 //! [`protocol`] (sans-IO state machines) above them, [`sim`] (the LogP discrete-event driver)
 //! on top, and the command line in [`cli`].
 
-// pub mod cli;
+pub mod cli;
 pub mod model;
 pub mod protocol;
 pub mod sim;

@@ -15,20 +15,42 @@ use crate::topology::{Order, TreeKind};
 /// A fully resolved algorithm.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum Algo {
-    CorrectedTree { tree: TreeKind, order: Order, correction: Correction, start: Start },
+    CorrectedTree {
+        tree: TreeKind,
+        order: Order,
+        correction: Correction,
+        start: Start,
+    },
     /// GOS, OCG, CCG or FCG gossiping until `t`.
-    CorrectedGossip { variant: Variant, t: Time },
+    CorrectedGossip {
+        variant: Variant,
+        t: Time,
+    },
     Big,
     Bfb,
-    TreeAck { tree: TreeKind, order: Order },
+    TreeAck {
+        tree: TreeKind,
+        order: Order,
+    },
 }
 
 impl Algo {
     /// A short human description.
     pub fn describe(&self) -> String {
         match self {
-            Algo::CorrectedTree { tree, order, correction, start } => {
-                format!("corrected-tree tree={} order={} correction={} start={}", tree_name(tree), order_name(*order), corr_name(correction), start_name(*start))
+            Algo::CorrectedTree {
+                tree,
+                order,
+                correction,
+                start,
+            } => {
+                format!(
+                    "corrected-tree tree={} order={} correction={} start={}",
+                    tree_name(tree),
+                    order_name(*order),
+                    corr_name(correction),
+                    start_name(*start)
+                )
             }
             Algo::CorrectedGossip { variant, t } => match variant {
                 Variant::Gos => format!("gossip (GOS) T={t}"),
@@ -91,7 +113,10 @@ pub struct Setup {
 
 fn reject(given: bool, flag: &str, algo: AlgoName) -> Result<(), String> {
     if given {
-        let name = serde_json::to_value(algo).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let name = serde_json::to_value(algo)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
         return Err(format!("{flag} does not apply to --algo {name}"));
     }
     Ok(())
@@ -115,28 +140,51 @@ impl Setup {
         reject(!is_ct && a.correction.is_some(), "--correction", a.algo)?;
         reject(!is_ct && a.start.is_some(), "--start", a.algo)?;
         let gossipy = matches!(a.algo, AlgoName::CorrectedGossip | AlgoName::Gossip);
-        reject(a.algo != AlgoName::CorrectedGossip && a.variant.is_some(), "--variant", a.algo)?;
+        reject(
+            a.algo != AlgoName::CorrectedGossip && a.variant.is_some(),
+            "--variant",
+            a.algo,
+        )?;
         reject(!gossipy && a.gossip_rounds.is_some(), "--gossip-rounds", a.algo)?;
         reject(!gossipy && a.correction_time.is_some(), "--correction-time", a.algo)?;
-        let tree = a.tree.as_deref().map(spec::tree).transpose()?.unwrap_or(TreeKind::Binomial);
+        let tree = a
+            .tree
+            .as_deref()
+            .map(spec::tree)
+            .transpose()?
+            .unwrap_or(TreeKind::Binomial);
         let order = match a.order.unwrap_or(OrderName::Interleaved) {
             OrderName::Interleaved => Order::Interleaved,
             OrderName::InOrder => Order::InOrder,
         };
         let algo = match a.algo {
             AlgoName::CorrectedTree => {
-                let correction = a.correction.as_deref().map(spec::correction).transpose()?.unwrap_or(Correction::Checked);
+                let correction = a
+                    .correction
+                    .as_deref()
+                    .map(spec::correction)
+                    .transpose()?
+                    .unwrap_or(Correction::Checked);
                 let start = match a.start.unwrap_or(StartName::Synchronized) {
                     StartName::Synchronized => Start::Synchronized,
                     StartName::Overlapped => Start::Overlapped,
                 };
-                Algo::CorrectedTree { tree, order, correction, start }
+                Algo::CorrectedTree {
+                    tree,
+                    order,
+                    correction,
+                    start,
+                }
             }
             AlgoName::CorrectedGossip | AlgoName::Gossip => {
                 let variant = if a.algo == AlgoName::Gossip {
                     Variant::Gos
                 } else {
-                    a.variant.as_deref().map(spec::variant).transpose()?.unwrap_or(Variant::Ccg)
+                    a.variant
+                        .as_deref()
+                        .map(spec::variant)
+                        .transpose()?
+                        .unwrap_or(Variant::Ccg)
                 };
                 if a.correction_time.is_some() && !matches!(variant, Variant::Ocg { .. }) {
                     return Err("--correction-time applies to --variant ocg only".into());
@@ -146,7 +194,14 @@ impl Setup {
                     DeadBefore::Fraction(f) => Faults::fraction_count(f, n),
                     DeadBefore::List(l) => l.len() as u32,
                 };
-                crate::cli::defaults::gossip(variant, n, n.saturating_sub(dead_guess).max(1), logp, a.gossip_rounds, a.correction_time)?
+                crate::cli::defaults::gossip(
+                    variant,
+                    n,
+                    n.saturating_sub(dead_guess).max(1),
+                    logp,
+                    a.gossip_rounds,
+                    a.correction_time,
+                )?
             }
             AlgoName::Big => Algo::Big,
             AlgoName::Bfb => Algo::Bfb,
@@ -158,7 +213,13 @@ impl Setup {
         };
         let online_list = a.kill.as_deref().map(spec::kills).transpose()?.unwrap_or_default();
         let horizon = crate::cli::defaults::fault_free_latency(&algo, n, logp).max(1);
-        let faults = Faults { before, online: a.online_faults, online_horizon: horizon, online_list, detect_delay: a.detect_delay };
+        let faults = Faults {
+            before,
+            online: a.online_faults,
+            online_horizon: horizon,
+            online_list,
+            detect_delay: a.detect_delay,
+        };
         faults.validate(n)?;
         let threads = match a.threads {
             Some(0) => return Err("--threads must be at least 1".into()),
@@ -178,6 +239,10 @@ impl Setup {
             Some(l) => format!("dead={l}"),
             None => a.faults.clone(),
         };
-        Ok(Setup { algo, experiment, faults_text })
+        Ok(Setup {
+            algo,
+            experiment,
+            faults_text,
+        })
     }
 }

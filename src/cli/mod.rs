@@ -26,14 +26,24 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Ok(c) => c,
         Err(e) => {
             return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
                     let _ = e.print();
-                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { EXIT_USAGE } else { 0 }
+                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                        EXIT_USAGE
+                    } else {
+                        0
+                    }
                 }
                 _ => {
                     // clap's message is multi-line (usage, hints): keep its first line.
                     let text = e.render().to_string();
-                    let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+                    let first = text
+                        .lines()
+                        .next()
+                        .unwrap_or("invalid arguments")
+                        .trim_start_matches("error: ");
                     eprintln!("ftcoll: error: {first}");
                     EXIT_USAGE
                 }

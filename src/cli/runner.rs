@@ -15,7 +15,12 @@ use crate::topology::Tree;
 pub fn simulate(setup: &Setup, progress: &(dyn Fn(u64) + Sync)) -> Result<Summary, String> {
     let ex = &setup.experiment;
     Ok(match &setup.algo {
-        Algo::CorrectedTree { tree, order, correction, start } => {
+        Algo::CorrectedTree {
+            tree,
+            order,
+            correction,
+            start,
+        } => {
             let t = Tree::build(*tree, *order, ex.n, ex.logp)?;
             let shared = TreeShared::new(t, ex.logp, *correction, *start);
             run_many::<CorrectedTree>(&shared, ex, progress)
@@ -44,11 +49,18 @@ where
 pub fn trace(setup: &Setup) -> Result<Vec<TraceRow>, String> {
     let ex = &setup.experiment;
     Ok(match &setup.algo {
-        Algo::CorrectedTree { tree, order, correction, start } => {
+        Algo::CorrectedTree {
+            tree,
+            order,
+            correction,
+            start,
+        } => {
             let t = Tree::build(*tree, *order, ex.n, ex.logp)?;
             traced::<CorrectedTree>(&TreeShared::new(t, ex.logp, *correction, *start), ex)
         }
-        Algo::CorrectedGossip { variant, t } => traced::<CorrectedGossip>(&GossipShared::new(ex.n, ex.logp, *t, *variant), ex),
+        Algo::CorrectedGossip { variant, t } => {
+            traced::<CorrectedGossip>(&GossipShared::new(ex.n, ex.logp, *t, *variant), ex)
+        }
         Algo::Big => traced::<Big>(&BigShared::new(ex.n), ex),
         Algo::Bfb => traced::<Bfb>(&BfbShared::new(ex.n, ex.logp), ex),
         Algo::TreeAck { tree, order } => {

@@ -23,9 +23,11 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(ex.runs);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs ({per_sec}, eta {eta})")
-                .expect("static template")
-                .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} runs ({per_sec}, eta {eta})",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
         );
         b
     });
@@ -70,7 +72,10 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
 }
 
 fn row(name: &str, p: &Percentiles) -> String {
-    format!("{name:<26}{:>10.2}{:>10.1}{:>10.1}{:>10.1}{:>10.1}\n", p.mean, p.p50, p.p99, p.p999, p.max)
+    format!(
+        "{name:<26}{:>10.2}{:>10.1}{:>10.1}{:>10.1}{:>10.1}\n",
+        p.mean, p.p50, p.p99, p.p999, p.max
+    )
 }
 
 /// The human-readable table.
@@ -85,12 +90,19 @@ pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
         ex.logp.o,
         setup.faults_text,
         ex.faults.online,
-        if ex.faults.online_list.is_empty() { String::new() } else { format!(" kills={:?}", ex.faults.online_list) },
+        if ex.faults.online_list.is_empty() {
+            String::new()
+        } else {
+            format!(" kills={:?}", ex.faults.online_list)
+        },
         ex.runs,
         ex.seed,
         ex.threads
     );
-    s += &format!("{:<26}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "metric (LogP time units)", "mean", "p50", "p99", "p99.9", "max");
+    s += &format!(
+        "{:<26}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+        "metric (LogP time units)", "mean", "p50", "p99", "p99.9", "max"
+    );
     s += &row("coloring_latency", &r.coloring_latency);
     s += &row("quiescence_latency", &r.quiescence_latency);
     s += &row("correction_latency", &r.correction_latency);
@@ -101,6 +113,11 @@ pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
         "\nuncolored_runs: {} of {} (live processes left uncolored: {}); aborted_runs: {}\n",
         r.uncolored_runs, r.runs, r.uncolored_nodes, r.aborted_runs
     );
-    s += &format!("{} events in {:.2} s ({:.0} runs/s)\n", r.events, secs, r.runs as f64 / secs.max(1e-9));
+    s += &format!(
+        "{} events in {:.2} s ({:.0} runs/s)\n",
+        r.events,
+        secs,
+        r.runs as f64 / secs.max(1e-9)
+    );
     s
 }

@@ -30,7 +30,9 @@ pub fn tree(s: &str) -> Result<TreeKind, String> {
             k => Ok(TreeKind::Lame(k)),
         },
         ("optimal", None) => Ok(TreeKind::Optimal),
-        _ => Err(format!("unknown tree '{s}' (expected kary:K, binomial, lame:K or optimal)")),
+        _ => Err(format!(
+            "unknown tree '{s}' (expected kary:K, binomial, lame:K or optimal)"
+        )),
     }
 }
 
@@ -45,13 +47,19 @@ pub fn correction(s: &str) -> Result<Correction, String> {
     };
     match split(s) {
         ("none", None) => Ok(Correction::None),
-        ("opportunistic", Some(d)) => Ok(Correction::Opportunistic { d: num(d, "correction distance")? }),
-        ("optimized", Some(d)) => Ok(Correction::Optimized { d: num(d, "correction distance")? }),
+        ("opportunistic", Some(d)) => Ok(Correction::Opportunistic {
+            d: num(d, "correction distance")?,
+        }),
+        ("optimized", Some(d)) => Ok(Correction::Optimized {
+            d: num(d, "correction distance")?,
+        }),
         ("checked", None) => Ok(Correction::Checked),
         ("failproof", Some(x)) => Ok(Correction::FailProof { f: f(x)? }),
         ("failproof", None) => Ok(Correction::FailProof { f: 1 }),
         ("delayed", None) => Ok(Correction::Delayed { delay: None }),
-        ("delayed", Some(d)) => Ok(Correction::Delayed { delay: Some(num(d, "delay")?) }),
+        ("delayed", Some(d)) => Ok(Correction::Delayed {
+            delay: Some(num(d, "delay")?),
+        }),
         _ => Err(format!(
             "unknown correction '{s}' (expected none, opportunistic:D, optimized:D, checked, failproof:F or delayed[:DELAY])"
         )),
@@ -98,7 +106,10 @@ pub fn dead(s: &str) -> Result<DeadBefore, String> {
 
 /// A comma-separated list of ranks.
 pub fn ranks(s: &str) -> Result<Vec<u32>, String> {
-    s.split(',').filter(|x| !x.trim().is_empty()).map(|x| num(x, "rank")).collect()
+    s.split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| num(x, "rank"))
+        .collect()
 }
 
 /// A comma-separated list of `RANK@TIME`.
@@ -106,7 +117,9 @@ pub fn kills(s: &str) -> Result<Vec<(u32, Time)>, String> {
     s.split(',')
         .filter(|x| !x.trim().is_empty())
         .map(|x| {
-            let (r, t) = x.split_once('@').ok_or_else(|| format!("invalid kill '{x}' (expected RANK@TIME)"))?;
+            let (r, t) = x
+                .split_once('@')
+                .ok_or_else(|| format!("invalid kill '{x}' (expected RANK@TIME)"))?;
             Ok((num(r, "rank")?, num(t, "time")?))
         })
         .collect()

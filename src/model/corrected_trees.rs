@@ -24,12 +24,7 @@ pub fn m_scc(logp: LogP) -> Result<u64, ModelError> {
 pub fn l_scc_bounds(g_max: u64, logp: LogP) -> Result<(Time, Time), ModelError> {
     let ff = l_ff_scc(logp)?;
     let lower = ff.saturating_add(g_max.saturating_mul(logp.o));
-    let upper = ff.saturating_add(
-        g_max
-            .saturating_mul(2)
-            .saturating_add(1)
-            .saturating_mul(logp.o),
-    );
+    let upper = ff.saturating_add(g_max.saturating_mul(2).saturating_add(1).saturating_mul(logp.o));
     Ok((lower, upper))
 }
 

@@ -47,8 +47,7 @@ pub fn binomial_latency(n: u64, logp: LogP) -> Result<Time, ModelError> {
     let colored = |r: u64| -> Time {
         let p = u64::from(r.count_ones());
         let msb = u64::from(63 - r.leading_zeros());
-        p.saturating_mul(h)
-            .saturating_add(logp.o.saturating_mul(msb + 1 - p))
+        p.saturating_mul(h).saturating_add(logp.o.saturating_mul(msb + 1 - p))
     };
     let last = n - 1;
     let mut worst = colored(last);
@@ -100,12 +99,12 @@ pub fn kary_latency(k: u32, n: u64, logp: LogP) -> Result<Time, ModelError> {
     }
     let top = k as u64 - 1;
     let mut best: u64 = digits.iter().sum();
-    let mut higher: u64 = best;
+    let mut higher: u64 = 0; // digit sum above position b
     for (b, &d) in digits.iter().enumerate().rev() {
-        higher -= d;
         if d > 0 {
             best = best.max(higher + d - 1 + b as u64 * top);
         }
+        higher += d;
     }
     let last_level = depth.saturating_mul(h).saturating_add(logp.o.saturating_mul(best));
     let full_level = (depth - 1).saturating_mul(h.saturating_add(logp.o.saturating_mul(top)));
@@ -179,13 +178,10 @@ pub fn optimal_colored(t: Time, logp: LogP, cap: u128) -> Result<u128, ModelErro
     let h = hop(logp);
     let mut total: u128 = 0;
     let mut d: u64 = 0;
-    loop {
-        let Some(used) = d.checked_mul(h).filter(|&u| u <= t) else {
-            break;
-        };
+    while let Some(used) = d.checked_mul(h).filter(|&u| u <= t) {
         let m = u128::from((t - used) / logp.o);
         total = total.saturating_add(binomial_capped(m + u128::from(d), d, cap));
-        if total >= cap || h == 0 {
+        if total >= cap {
             break;
         }
         d += 1;
@@ -350,10 +346,15 @@ mod tests {
             let logp = lp(l, o);
             let h = logp.hop() as usize;
             let mut r: Vec<u128> = Vec::new();
-            for t in 0..200usize {
-                let v = if t < h { 1 } else { r[t - o as usize] + r[t - h] };
+            let cap = 1u128 << 64;
+            for t in 0..400usize {
+                let v = if t < h {
+                    1
+                } else {
+                    (r[t - o as usize] + r[t - h]).min(cap)
+                };
                 r.push(v);
-                assert_eq!(optimal_colored(t as Time, logp, u128::MAX).unwrap(), v, "t={t}");
+                assert_eq!(optimal_colored(t as Time, logp, cap).unwrap(), v, "t={t}");
             }
             for n in 1..3000u64 {
                 let expect = r.iter().position(|&v| v >= u128::from(n)).unwrap() as Time;
@@ -376,6 +377,36 @@ mod tests {
         }
     }
 
+    /// Cross-check against the topology layer's explicit trees (built, then timed).
+    #[test]
+    fn matches_topology_trees() {
+        use crate::topology::{Order, Tree, TreeKind};
+        let kinds = [
+            (TreeKind::Binomial, TreeShape::Binomial, 2000),
+            (TreeKind::Optimal, TreeShape::Optimal, 2000),
+            (TreeKind::Kary(2), TreeShape::Kary(2), 2000),
+            (TreeKind::Lame(2), TreeShape::Lame(2), 2000),
+            (TreeKind::Kary(1), TreeShape::Kary(1), 300),
+            (TreeKind::Kary(3), TreeShape::Kary(3), 2000),
+            (TreeKind::Kary(4), TreeShape::Kary(4), 2000),
+            (TreeKind::Lame(3), TreeShape::Lame(3), 2000),
+            (TreeKind::Lame(5), TreeShape::Lame(5), 2000),
+        ];
+        for (l, o) in [(2, 1), (1, 1), (0, 1), (5, 2), (3, 3)] {
+            let logp = lp(l, o);
+            for (kind, shape, max_n) in kinds {
+                for n in 1..=max_n {
+                    let tree = Tree::build(kind, Order::Interleaved, n, logp).unwrap();
+                    assert_eq!(
+                        tree_latency(shape, u64::from(n), logp).unwrap(),
+                        tree.dissemination_latency(logp),
+                        "{kind:?} n={n} L={l} o={o}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn gossip_figure_1_optimal_tree() {
         // Corrected Gossip Fig. 1: L = O = 1, N = 1024: "the optimal tree would require t = 20".
@@ -390,7 +421,10 @@ mod tests {
         assert_eq!(lame_latency(0, 5, lp(2, 1)), Err(ModelError::ZeroOrder));
         assert_eq!(optimal_latency(5, lp(2, 0)), Err(ModelError::ZeroOverhead));
         assert_eq!(lame_latency(u32::MAX, 10, lp(2, 1)), Ok(12));
-        assert_eq!(lame_latency(u32::MAX, u64::MAX, lp(2, 1)), Err(ModelError::OrderTooLarge(u32::MAX)));
+        assert_eq!(
+            lame_latency(u32::MAX, u64::MAX, lp(2, 1)),
+            Err(ModelError::OrderTooLarge(u32::MAX))
+        );
         // Huge inputs saturate instead of overflowing.
         let big = lp(u64::MAX / 2, 1);
         assert_eq!(binomial_latency(u64::MAX, big), Ok(Time::MAX));

@@ -37,7 +37,9 @@ impl DuplicateFilter {
 
     /// A filter for `n` possible roots; sequences start at 0.
     pub fn new(n: u32) -> Self {
-        Self { roots: vec![(0, 0); n as usize] }
+        Self {
+            roots: vec![(0, 0); n as usize],
+        }
     }
 
     /// Classifies a message of `op`. Roots outside the membership are `Stale`.
@@ -55,7 +57,11 @@ impl DuplicateFilter {
         if d > Self::WINDOW {
             return Admission::TooFarAhead;
         }
-        if ahead >> (d - 1) & 1 == 1 { Admission::Stale } else { Admission::Live }
+        if ahead >> (d - 1) & 1 == 1 {
+            Admission::Stale
+        } else {
+            Admission::Live
+        }
     }
 
     /// Records that `op` completed here: later messages of it are `Stale`.

@@ -103,7 +103,12 @@ impl<E> Calendar<E> {
             self.in_ring += 1;
         } else {
             self.seq += 1;
-            self.far.push(Far { time, seq: self.seq, class, ev });
+            self.far.push(Far {
+                time,
+                seq: self.seq,
+                class,
+                ev,
+            });
         }
     }
 
@@ -168,7 +173,10 @@ mod tests {
         c.push(3, Class::Early, 'e');
         c.push(40, Class::Late, 'f');
         let got: Vec<_> = std::iter::from_fn(|| c.pop()).collect();
-        assert_eq!(got, vec![(1, 'c'), (3, 'b'), (3, 'e'), (3, 'a'), (40, 'f'), (1000, 'd')]);
+        assert_eq!(
+            got,
+            vec![(1, 'c'), (3, 'b'), (3, 'e'), (3, 'a'), (40, 'f'), (1000, 'd')]
+        );
     }
 
     #[test]

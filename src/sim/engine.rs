@@ -116,12 +116,23 @@ where
     }
 
     fn cx<'a>(&self, shared: &'a P::Shared, rank: Rank, now: Time) -> Ctx<'a, P::Shared> {
-        Ctx { rank, n: self.n, now, shared }
+        Ctx {
+            rank,
+            n: self.n,
+            now,
+            shared,
+        }
     }
 
     fn log(&mut self, time: Time, node: Rank, event: &'static str, peer: Rank, label: &'static str) {
         if let Some(t) = self.trace.as_mut() {
-            t.push(TraceRow { time, node, event, peer, label });
+            t.push(TraceRow {
+                time,
+                node,
+                event,
+                peer,
+                label,
+            });
         }
     }
 
@@ -234,7 +245,11 @@ where
                     if self.death[i] <= t {
                         self.log(t, to, "lost", from, msg.label());
                         if fd {
-                            self.cal.push(t + faults.detect_delay, Class::Early, Ev::Suspect { node: from, peer: to });
+                            self.cal.push(
+                                t + faults.detect_delay,
+                                Class::Early,
+                                Ev::Suspect { node: from, peer: to },
+                            );
                         }
                         continue;
                     }
@@ -273,7 +288,8 @@ where
                     for k in 0..self.sends_log.len() {
                         let (a, b) = self.sends_log[k];
                         if b == r {
-                            self.cal.push(t + faults.detect_delay, Class::Early, Ev::Suspect { node: a, peer: r });
+                            self.cal
+                                .push(t + faults.detect_delay, Class::Early, Ev::Suspect { node: a, peer: r });
                         }
                     }
                 }

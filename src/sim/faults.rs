@@ -37,7 +37,13 @@ pub struct Faults {
 
 impl Default for Faults {
     fn default() -> Self {
-        Self { before: DeadBefore::Count(0), online: 0, online_horizon: 1, online_list: Vec::new(), detect_delay: 10 }
+        Self {
+            before: DeadBefore::Count(0),
+            online: 0,
+            online_horizon: 1,
+            online_list: Vec::new(),
+            detect_delay: 10,
+        }
     }
 }
 
@@ -108,7 +114,14 @@ impl Faults {
 }
 
 /// Marks `count` distinct live non-root processes dead at `when(rng)`.
-fn pick(n: u32, count: u32, rng: &mut ProtoRng, death: &mut [Time], scratch: &mut Vec<Rank>, mut when: impl FnMut(&mut ProtoRng) -> Time) {
+fn pick(
+    n: u32,
+    count: u32,
+    rng: &mut ProtoRng,
+    death: &mut [Time],
+    scratch: &mut Vec<Rank>,
+    mut when: impl FnMut(&mut ProtoRng) -> Time,
+) {
     if count == 0 || n < 2 {
         return;
     }
@@ -142,7 +155,10 @@ mod tests {
     #[test]
     fn draws_exactly_the_requested_number_and_never_the_root() {
         for (n, c) in [(100u32, 3u32), (100, 60), (10, 9)] {
-            let f = Faults { before: DeadBefore::Count(c), ..Faults::default() };
+            let f = Faults {
+                before: DeadBefore::Count(c),
+                ..Faults::default()
+            };
             let mut death = vec![0; n as usize];
             let mut s = Vec::new();
             let mut rng = ProtoRng::new(n.into());
@@ -154,7 +170,10 @@ mod tests {
 
     #[test]
     fn validation_rejects_impossible_plans() {
-        let f = |b| Faults { before: b, ..Faults::default() };
+        let f = |b| Faults {
+            before: b,
+            ..Faults::default()
+        };
         assert!(f(DeadBefore::Fraction(1.0)).validate(10).is_err());
         assert!(f(DeadBefore::Fraction(-0.1)).validate(10).is_err());
         assert!(f(DeadBefore::Count(10)).validate(10).is_err());

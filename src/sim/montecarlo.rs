@@ -63,7 +63,10 @@ where
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("simulation thread panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("simulation thread panicked"))
+            .collect()
     });
     for p in &parts {
         total.merge(p);

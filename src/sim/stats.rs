@@ -33,7 +33,13 @@ pub struct Percentiles {
 impl Dist {
     /// An empty distribution of values recorded in units of `1/scale`.
     pub fn new(scale: u64) -> Self {
-        Self { hist: Histogram::new(3).expect("3 significant figures is valid"), sum: 0, max: 0, count: 0, scale }
+        Self {
+            hist: Histogram::new_with_bounds(1, 1 << 50, 3).expect("valid bounds"),
+            sum: 0,
+            max: 0,
+            count: 0,
+            scale,
+        }
     }
 
     /// Records one value (already multiplied by the scale).
@@ -46,7 +52,9 @@ impl Dist {
 
     /// Adds another distribution's values.
     pub fn merge(&mut self, other: &Dist) {
-        self.hist.add(&other.hist).expect("auto-resizing histograms always merge");
+        self.hist
+            .add(&other.hist)
+            .expect("auto-resizing histograms always merge");
         self.sum += other.sum;
         self.max = self.max.max(other.max);
         self.count += other.count;
@@ -56,7 +64,13 @@ impl Dist {
     pub fn percentiles(&self) -> Percentiles {
         let s = self.scale as f64;
         if self.count == 0 {
-            return Percentiles { mean: 0.0, p50: 0.0, p99: 0.0, p999: 0.0, max: 0.0 };
+            return Percentiles {
+                mean: 0.0,
+                p50: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+                max: 0.0,
+            };
         }
         let q = |p: f64| self.hist.value_at_quantile(p).min(self.max) as f64 / s;
         Percentiles {
@@ -66,6 +80,14 @@ impl Dist {
             p999: q(0.999),
             max: self.max as f64 / s,
         }
+    }
+
+    /// The value at quantile `q` in the quantity's unit (HdrHistogram, 3 significant digits).
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        self.hist.value_at_quantile(q).min(self.max) as f64 / self.scale as f64
     }
 
     /// The raw histogram (for HdrHistogram log output).
@@ -122,7 +144,8 @@ impl Summary {
         self.gmax.record(u64::from(r.gmax));
         let per = (u128::from(r.messages) * u128::from(MILLI) + u128::from(self.n / 2)) / u128::from(self.n.max(1));
         self.messages_per_process.record(per as u64);
-        self.max_messages_per_process.record(u64::from(r.max_messages_per_process));
+        self.max_messages_per_process
+            .record(u64::from(r.max_messages_per_process));
         if r.uncolored_live > 0 {
             self.uncolored_runs += 1;
         }

@@ -9,11 +9,7 @@ use super::ring::{backward, forward};
 
 /// `ceil(log2 n)`: the number of exponents `x` with `2^x < n` (0 for `n <= 1`).
 fn exponents(n: u32) -> u32 {
-    if n <= 1 {
-        0
-    } else {
-        u32::BITS - (n - 1).leading_zeros()
-    }
+    if n <= 1 { 0 } else { u32::BITS - (n - 1).leading_zeros() }
 }
 
 /// Corrected Gossip §IV.B.3: `N(p) = { p + 2^x mod n | 0 <= x < ceil(log2 n) }`, in increasing

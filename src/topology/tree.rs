@@ -24,7 +24,9 @@ pub enum TreeKind {
     /// `2o + L = k` and `o = 1` (§3.2.3, Figure 5).
     Lame(u32),
     /// Latency-optimal tree for the given LogP parameters, `T_t = T_{t-o} • T_{t-2o-L}`
-    /// (§3.2.3).
+    /// (§3.2.3), built as the greedy LogP schedule: every colored process sends every `o`
+    /// from the moment it is colored. For `o = 1` it is `Lame(2 + L)`. Its interleaved
+    /// numbering satisfies Definition 1 iff `o` divides `L`.
     Optimal,
 }
 
@@ -294,7 +296,9 @@ fn kary_parents(k: u32, n: u32) -> Vec<u32> {
 /// §3.2.3): a colored process sends to a new process every `step` time units starting when it
 /// is colored, and each new process is colored `hop` after that send starts. Ranks are given in
 /// order of (coloring time, parent rank), so new processes of one instant are numbered in the
-/// order of their parents, which makes the tree interleaved (Lemma 1).
+/// order of their parents. When `hop` is a multiple of `step` the senders of each instant are a
+/// prefix of the ranks and the tree is interleaved (Lemma 1); otherwise (the optimal tree with
+/// `o ∤ L`) Definition 1 can fail, e.g. for L = 1, o = 2, n = 15.
 ///
 /// Binomial is `(1, 1)`, Lamé of order k is `(1, k)` (eq. (1)–(2): children
 /// `r + R(i + k - 1)`), the optimal tree is `(o, 2o + L)` (the greedy LogP schedule, which

@@ -34,7 +34,9 @@ impl Variant {
             Variant::Gos => Correction::None,
             Variant::Ocg { c } => {
                 let s = c.saturating_sub(logp.l + logp.o) / logp.o;
-                Correction::Opportunistic { d: s.div_ceil(2).min(u64::from(u32::MAX)) as u32 }
+                Correction::Opportunistic {
+                    d: s.div_ceil(2).min(u64::from(u32::MAX)) as u32,
+                }
             }
             Variant::Ccg => Correction::Checked,
             Variant::Fcg { f } => Correction::FailProof { f },
@@ -110,7 +112,10 @@ impl Protocol for CorrectedGossip {
     type Msg = GossipMsg;
 
     fn new(_cx: &Ctx<'_, GossipShared>) -> Self {
-        Self { gossip: GossipState::default(), corr: Corrector::new() }
+        Self {
+            gossip: GossipState::default(),
+            corr: Corrector::new(),
+        }
     }
 
     fn start(&mut self, cx: &Ctx<'_, GossipShared>) {
@@ -139,13 +144,21 @@ impl Protocol for CorrectedGossip {
         let s = cx.shared;
         if self.corr.is_participant() {
             match self.gossip.poll(&s.gossip, cx.rank, cx.n, rng) {
-                Some(Action::Send { to, msg }) => return Action::Send { to, msg: GossipMsg::Gossip { vt: msg } },
+                Some(Action::Send { to, msg }) => {
+                    return Action::Send {
+                        to,
+                        msg: GossipMsg::Gossip { vt: msg },
+                    };
+                }
                 Some(Action::Sleep(t)) => return Action::Sleep(t),
                 _ => self.corr.start(&s.corr, cx.rank, cx.n, cx.now),
             }
         }
         match self.corr.poll(&s.corr, cx.rank, cx.n) {
-            Action::Send { to, msg } => Action::Send { to, msg: GossipMsg::Corr(msg) },
+            Action::Send { to, msg } => Action::Send {
+                to,
+                msg: GossipMsg::Corr(msg),
+            },
             Action::Sleep(t) => Action::Sleep(t),
             Action::Wait => Action::Wait,
         }
@@ -170,5 +183,99 @@ impl Protocol for CorrectedGossip {
     fn finished(&self, cx: &Ctx<'_, GossipShared>) -> bool {
         let gossip_over = !self.corr.is_participant() || self.gossip.vt >= cx.shared.gossip.end();
         gossip_over && self.corr.finished()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{DeadBefore, Engine, Faults, RunStats};
+
+    fn run(n: u32, logp: LogP, t: Time, v: Variant, faults: &Faults, seed: u64) -> RunStats {
+        let shared = GossipShared::new(n, logp, t, v);
+        Engine::<CorrectedGossip>::new(n, logp).run(&shared, faults, seed, 50_000_000)
+    }
+
+    fn dead(k: u32) -> Faults {
+        Faults {
+            before: DeadBefore::Count(k),
+            ..Faults::default()
+        }
+    }
+
+    const UNIT: LogP = LogP { l: 1, o: 1 };
+
+    #[test]
+    fn gossip_stops_at_t_and_correction_starts_at_t_plus_l_plus_o() {
+        for seed in 0..20 {
+            let s = run(1024, UNIT, 20, Variant::Gos, &dead(0), seed);
+            // Only g-nodes send, one per O before T: at most 20 from the root.
+            assert!(s.max_messages_per_process <= 20);
+            assert_eq!(s.correction, 0, "GOS has no correction");
+            // Virtual time may lag real time by receive queueing (several gossip messages
+            // arriving together), so the last receive can come a few O after T + L + O.
+            assert!(s.quiescence <= 20 + 2 + 6, "quiescence {}", s.quiescence);
+        }
+    }
+
+    #[test]
+    fn ccg_colors_every_live_process_with_faults_before() {
+        for seed in 0..50 {
+            let s = run(1024, UNIT, 25, Variant::Ccg, &dead(seed as u32 * 3), seed);
+            assert_eq!(s.uncolored_live, 0, "seed {seed}");
+            assert!(!s.aborted);
+        }
+        // Even with a tiny T (few g-nodes, long gaps).
+        let s = run(1024, UNIT, 3, Variant::Ccg, &dead(0), 1);
+        assert_eq!(s.uncolored_live, 0);
+    }
+
+    #[test]
+    fn fcg_survives_up_to_f_online_failures() {
+        let logp = LogP { l: 2, o: 1 };
+        for f in [1u32, 2] {
+            for seed in 0..40 {
+                let faults = Faults {
+                    before: DeadBefore::Count(3),
+                    online: f,
+                    online_horizon: 60,
+                    ..Faults::default()
+                };
+                let s = run(1024, logp, 24, Variant::Fcg { f }, &faults, seed);
+                assert_eq!(s.uncolored_live, 0, "f={f} seed={seed}");
+                assert!(!s.aborted, "no SOS flood expected");
+            }
+        }
+    }
+
+    #[test]
+    fn fcg_sos_still_colors_everyone_when_gossip_reaches_nobody() {
+        // T = 0: only the root is a g-node; with f = 1 it never finds f + 1 g-nodes: SOS.
+        let s = run(64, UNIT, 0, Variant::Fcg { f: 1 }, &dead(0), 0);
+        assert_eq!(s.uncolored_live, 0);
+        assert!(s.messages >= 63 * 63, "SOS floods: {}", s.messages);
+    }
+
+    #[test]
+    fn ocg_with_model_c_mostly_colors_all_and_gos_often_does_not() {
+        let (mut ocg_bad, mut gos_bad) = (0, 0);
+        for seed in 0..200 {
+            ocg_bad += u32::from(run(1024, UNIT, 24, Variant::Ocg { c: 12 }, &dead(0), seed).uncolored_live > 0);
+            gos_bad += u32::from(run(1024, UNIT, 24, Variant::Gos, &dead(0), seed).uncolored_live > 0);
+        }
+        assert!(ocg_bad <= 2, "OCG inconsistent in {ocg_bad}/200 runs");
+        assert!(gos_bad > 100, "GOS at T=24 misses nodes in most runs: {gos_bad}/200");
+    }
+
+    #[test]
+    fn ccg_counts_are_plausible_fault_free() {
+        // Figure 5 neighbourhood: N = 1024, L = O = 1, T = 25: latency near T + 2L + 2O + 2K̂O.
+        let mut worst = 0;
+        for seed in 0..100 {
+            let s = run(1024, UNIT, 25, Variant::Ccg, &dead(0), seed);
+            assert_eq!(s.uncolored_live, 0);
+            worst = worst.max(s.quiescence);
+        }
+        assert!((30..=60).contains(&worst), "worst CCG latency {worst}");
     }
 }

@@ -8,8 +8,8 @@
 //! clock.
 
 use crate::model::LogP;
-use crate::protocol::bcast::correction::{CorrMsg, CorrParams, Correction, Corrector, Dir};
 use crate::protocol::bcast::Start;
+use crate::protocol::bcast::correction::{CorrMsg, CorrParams, Correction, Corrector, Dir};
 use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo, Time};
 use crate::topology::Tree;
 
@@ -54,7 +54,13 @@ impl TreeShared {
             idle_when_stopped: false,
             sos_timeout: sync_at + 2 * n * logp.o + 2 * hop,
         };
-        Self { tree, logp, corr, start, sync_at }
+        Self {
+            tree,
+            logp,
+            corr,
+            start,
+            sync_at,
+        }
     }
 }
 
@@ -105,7 +111,12 @@ impl Protocol for CorrectedTree {
     type Msg = TreeMsg;
 
     fn new(_cx: &Ctx<'_, TreeShared>) -> Self {
-        Self { tree_received: false, next_child: 0, vt: 0, corr: Corrector::new() }
+        Self {
+            tree_received: false,
+            next_child: 0,
+            vt: 0,
+            corr: Corrector::new(),
+        }
     }
 
     fn start(&mut self, cx: &Ctx<'_, TreeShared>) {
@@ -144,7 +155,10 @@ impl Protocol for CorrectedTree {
                 self.next_child += 1;
                 let vt = self.vt;
                 self.vt += s.logp.o;
-                return Action::Send { to: child, msg: TreeMsg::Tree { vt } };
+                return Action::Send {
+                    to: child,
+                    msg: TreeMsg::Tree { vt },
+                };
             }
             if self.corr.is_participant() {
                 if s.start == Start::Synchronized && self.vt < s.sync_at {
@@ -156,7 +170,10 @@ impl Protocol for CorrectedTree {
             }
         }
         match self.corr.poll(&s.corr, cx.rank, cx.n) {
-            Action::Send { to, msg } => Action::Send { to, msg: TreeMsg::Corr(msg) },
+            Action::Send { to, msg } => Action::Send {
+                to,
+                msg: TreeMsg::Corr(msg),
+            },
             Action::Sleep(t) => Action::Sleep(t),
             Action::Wait => Action::Wait,
         }
@@ -192,7 +209,16 @@ mod tests {
     use crate::sim::{DeadBefore, Engine, Faults, RunStats};
     use crate::topology::{Order, TreeKind};
 
-    fn run(kind: TreeKind, order: Order, n: u32, logp: LogP, c: Correction, start: Start, faults: &Faults, seed: u64) -> RunStats {
+    fn run(
+        kind: TreeKind,
+        order: Order,
+        n: u32,
+        logp: LogP,
+        c: Correction,
+        start: Start,
+        faults: &Faults,
+        seed: u64,
+    ) -> RunStats {
         let tree = Tree::build(kind, order, n, logp).unwrap();
         let shared = TreeShared::new(tree, logp, c, start);
         let mut e = Engine::<CorrectedTree>::new(n, logp);
@@ -200,10 +226,19 @@ mod tests {
     }
 
     fn dead(k: u32) -> Faults {
-        Faults { before: DeadBefore::Count(k), ..Faults::default() }
+        Faults {
+            before: DeadBefore::Count(k),
+            ..Faults::default()
+        }
     }
 
-    const TREES: [TreeKind; 5] = [TreeKind::Binomial, TreeKind::Lame(2), TreeKind::Optimal, TreeKind::Kary(2), TreeKind::Kary(4)];
+    const TREES: [TreeKind; 5] = [
+        TreeKind::Binomial,
+        TreeKind::Lame(2),
+        TreeKind::Optimal,
+        TreeKind::Kary(2),
+        TreeKind::Kary(4),
+    ];
 
     /// Corrected Trees Lemma 2 and Corollary 1, exactly, for L divisible by o.
     #[test]
@@ -214,13 +249,28 @@ mod tests {
             let mscc = 3 + l / o;
             for kind in TREES {
                 for n in [16, 1000, 4096] {
-                    let s = run(kind, Order::Interleaved, n, logp, Correction::Checked, Start::Synchronized, &dead(0), 1);
-                    let d = Tree::build(kind, Order::Interleaved, n, logp).unwrap().dissemination_latency(logp);
+                    let s = run(
+                        kind,
+                        Order::Interleaved,
+                        n,
+                        logp,
+                        Correction::Checked,
+                        Start::Synchronized,
+                        &dead(0),
+                        1,
+                    );
+                    let d = Tree::build(kind, Order::Interleaved, n, logp)
+                        .unwrap()
+                        .dissemination_latency(logp);
                     assert_eq!(s.uncolored_live, 0);
                     assert_eq!(s.coloring, d, "{kind:?} n={n} L={l} o={o}");
                     assert_eq!(s.correction, lff, "{kind:?} n={n} L={l} o={o}");
                     assert_eq!(s.quiescence, d + lff);
-                    assert_eq!(s.messages - u64::from(n - 1), u64::from(n) * mscc, "{kind:?} n={n} L={l} o={o}");
+                    assert_eq!(
+                        s.messages - u64::from(n - 1),
+                        u64::from(n) * mscc,
+                        "{kind:?} n={n} L={l} o={o}"
+                    );
                     assert_eq!(s.gmax, 0);
                 }
             }
@@ -235,11 +285,23 @@ mod tests {
         let lff = 8;
         for kind in TREES {
             for seed in 0..40 {
-                let s = run(kind, Order::Interleaved, 4096, logp, Correction::Checked, Start::Synchronized, &dead(41 + seed as u32), seed);
+                let s = run(
+                    kind,
+                    Order::Interleaved,
+                    4096,
+                    logp,
+                    Correction::Checked,
+                    Start::Synchronized,
+                    &dead(41 + seed as u32),
+                    seed,
+                );
                 assert_eq!(s.uncolored_live, 0, "{kind:?} seed {seed}");
                 let g = u64::from(s.gmax);
                 assert!(s.correction >= lff + g * logp.o, "{kind:?} seed {seed}: {s:?}");
-                assert!(s.correction <= lff + (2 * g + 1) * logp.o, "{kind:?} seed {seed}: {s:?}");
+                assert!(
+                    s.correction <= lff + (2 * g + 1) * logp.o,
+                    "{kind:?} seed {seed}: {s:?}"
+                );
             }
         }
     }
@@ -250,7 +312,16 @@ mod tests {
         for order in [Order::Interleaved, Order::InOrder] {
             for start in [Start::Synchronized, Start::Overlapped] {
                 for seed in 0..20 {
-                    let s = run(TreeKind::Binomial, order, 2000, logp, Correction::Checked, start, &dead(200), seed);
+                    let s = run(
+                        TreeKind::Binomial,
+                        order,
+                        2000,
+                        logp,
+                        Correction::Checked,
+                        start,
+                        &dead(200),
+                        seed,
+                    );
                     assert_eq!(s.uncolored_live, 0, "{order:?} {start:?} seed {seed}");
                 }
             }
@@ -264,15 +335,36 @@ mod tests {
         for k in [2u32, 3, 4] {
             for seed in 0..200 {
                 for start in [Start::Synchronized, Start::Overlapped] {
-                    let s = run(TreeKind::Kary(k), Order::Interleaved, 500, logp, Correction::Opportunistic { d: k }, start, &dead(k - 1), seed);
+                    let s = run(
+                        TreeKind::Kary(k),
+                        Order::Interleaved,
+                        500,
+                        logp,
+                        Correction::Opportunistic { d: k },
+                        start,
+                        &dead(k - 1),
+                        seed,
+                    );
                     assert_eq!(s.uncolored_live, 0, "k={k} seed={seed} {start:?}");
                 }
             }
         }
         // ... and the guarantee is not vacuous: killing all the root's children leaves holes.
         let tree = Tree::build(TreeKind::Kary(2), Order::Interleaved, 500, logp).unwrap();
-        let f = Faults { before: DeadBefore::List(tree.children(0).to_vec()), ..Faults::default() };
-        let s = run(TreeKind::Kary(2), Order::Interleaved, 500, logp, Correction::Opportunistic { d: 2 }, Start::Synchronized, &f, 0);
+        let f = Faults {
+            before: DeadBefore::List(tree.children(0).to_vec()),
+            ..Faults::default()
+        };
+        let s = run(
+            TreeKind::Kary(2),
+            Order::Interleaved,
+            500,
+            logp,
+            Correction::Opportunistic { d: 2 },
+            Start::Synchronized,
+            &f,
+            0,
+        );
         assert!(s.uncolored_live > 0);
     }
 
@@ -280,27 +372,84 @@ mod tests {
     fn optimized_opportunistic_sends_no_more_than_opportunistic_and_colors_all() {
         let logp = LogP { l: 2, o: 1 };
         for seed in 0..30 {
-            let a = run(TreeKind::Binomial, Order::Interleaved, 4096, logp, Correction::Opportunistic { d: 4 }, Start::Overlapped, &dead(8), seed);
-            let b = run(TreeKind::Binomial, Order::Interleaved, 4096, logp, Correction::Optimized { d: 4 }, Start::Overlapped, &dead(8), seed);
+            let a = run(
+                TreeKind::Binomial,
+                Order::Interleaved,
+                4096,
+                logp,
+                Correction::Opportunistic { d: 4 },
+                Start::Overlapped,
+                &dead(8),
+                seed,
+            );
+            let b = run(
+                TreeKind::Binomial,
+                Order::Interleaved,
+                4096,
+                logp,
+                Correction::Optimized { d: 4 },
+                Start::Overlapped,
+                &dead(8),
+                seed,
+            );
             assert!(b.messages <= a.messages, "seed {seed}: {} > {}", b.messages, a.messages);
             assert_eq!(a.uncolored_live, 0);
             assert_eq!(b.uncolored_live, 0, "seed {seed}");
         }
-        let ff = run(TreeKind::Binomial, Order::Interleaved, 4096, logp, Correction::Optimized { d: 4 }, Start::Overlapped, &dead(0), 0);
-        let plain = run(TreeKind::Binomial, Order::Interleaved, 4096, logp, Correction::Opportunistic { d: 4 }, Start::Overlapped, &dead(0), 0);
-        assert!(ff.messages < plain.messages, "the optimization saves messages fault-free");
+        let ff = run(
+            TreeKind::Binomial,
+            Order::Interleaved,
+            4096,
+            logp,
+            Correction::Optimized { d: 4 },
+            Start::Overlapped,
+            &dead(0),
+            0,
+        );
+        let plain = run(
+            TreeKind::Binomial,
+            Order::Interleaved,
+            4096,
+            logp,
+            Correction::Opportunistic { d: 4 },
+            Start::Overlapped,
+            &dead(0),
+            0,
+        );
+        assert!(
+            ff.messages < plain.messages,
+            "the optimization saves messages fault-free"
+        );
     }
 
     #[test]
     fn delayed_correction_sends_one_message_fault_free_and_still_colors_all() {
         let logp = LogP { l: 2, o: 1 };
-        let s = run(TreeKind::Binomial, Order::Interleaved, 1024, logp, Correction::Delayed { delay: None }, Start::Synchronized, &dead(0), 0);
+        let s = run(
+            TreeKind::Binomial,
+            Order::Interleaved,
+            1024,
+            logp,
+            Correction::Delayed { delay: None },
+            Start::Synchronized,
+            &dead(0),
+            0,
+        );
         assert_eq!(s.messages, 1023 + 1024);
         // Overlapped: early correction messages turn some processes into c-nodes that do not
         // participate (§3.3), so their left neighbours search: more messages, same coloring.
         for start in [Start::Synchronized, Start::Overlapped] {
             for seed in 0..30 {
-                let s = run(TreeKind::Binomial, Order::Interleaved, 1024, logp, Correction::Delayed { delay: None }, start, &dead(20), seed);
+                let s = run(
+                    TreeKind::Binomial,
+                    Order::Interleaved,
+                    1024,
+                    logp,
+                    Correction::Delayed { delay: None },
+                    start,
+                    &dead(20),
+                    seed,
+                );
                 assert_eq!(s.uncolored_live, 0, "{start:?} seed {seed}");
             }
         }
@@ -311,11 +460,28 @@ mod tests {
     fn failproof_survives_online_failures() {
         let logp = LogP { l: 2, o: 1 };
         let n = 1024;
-        let horizon = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap().dissemination_latency(logp) + 30;
+        let horizon = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp)
+            .unwrap()
+            .dissemination_latency(logp)
+            + 30;
         for f in [1u32, 2] {
             for seed in 0..40 {
-                let faults = Faults { before: DeadBefore::Count(10), online: f, online_horizon: horizon, ..Faults::default() };
-                let s = run(TreeKind::Binomial, Order::Interleaved, n, logp, Correction::FailProof { f }, Start::Synchronized, &faults, seed);
+                let faults = Faults {
+                    before: DeadBefore::Count(10),
+                    online: f,
+                    online_horizon: horizon,
+                    ..Faults::default()
+                };
+                let s = run(
+                    TreeKind::Binomial,
+                    Order::Interleaved,
+                    n,
+                    logp,
+                    Correction::FailProof { f },
+                    Start::Synchronized,
+                    &faults,
+                    seed,
+                );
                 assert_eq!(s.uncolored_live, 0, "f={f} seed={seed}");
                 assert!(!s.aborted);
             }
@@ -327,8 +493,28 @@ mod tests {
         let logp = LogP { l: 2, o: 1 };
         let (mut gi, mut go) = (0, 0);
         for seed in 0..20 {
-            gi += run(TreeKind::Binomial, Order::Interleaved, 4096, logp, Correction::Checked, Start::Synchronized, &dead(5), seed).gmax;
-            go += run(TreeKind::Binomial, Order::InOrder, 4096, logp, Correction::Checked, Start::Synchronized, &dead(5), seed).gmax;
+            gi += run(
+                TreeKind::Binomial,
+                Order::Interleaved,
+                4096,
+                logp,
+                Correction::Checked,
+                Start::Synchronized,
+                &dead(5),
+                seed,
+            )
+            .gmax;
+            go += run(
+                TreeKind::Binomial,
+                Order::InOrder,
+                4096,
+                logp,
+                Correction::Checked,
+                Start::Synchronized,
+                &dead(5),
+                seed,
+            )
+            .gmax;
         }
         assert!(go > 4 * gi, "in-order {go} vs interleaved {gi}");
     }

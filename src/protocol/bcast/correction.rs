@@ -21,8 +21,9 @@ use serde::Serialize;
 use crate::protocol::{Action, Rank, Time};
 use crate::topology::ring;
 
-/// The largest `f` of failure-proof correction (bounds the knowledge carried in messages).
-pub const MAX_FAILPROOF_F: u32 = 7;
+/// The largest `f` of failure-proof correction: bounds the knowledge carried in every
+/// correction message, which the simulator copies per event (the papers use f <= 3).
+pub const MAX_FAILPROOF_F: u32 = 3;
 const KNOWN_CAP: usize = MAX_FAILPROOF_F as usize + 1;
 
 /// A correction algorithm and its parameter.
@@ -83,7 +84,10 @@ pub struct Known {
 
 impl Default for Known {
     fn default() -> Self {
-        Self { len: 0, ranks: [0; KNOWN_CAP] }
+        Self {
+            len: 0,
+            ranks: [0; KNOWN_CAP],
+        }
     }
 }
 
@@ -462,13 +466,27 @@ impl Corrector {
                 self.sos = false;
                 self.done = true;
             }
-            return Action::Send { to, msg: CorrMsg { dir: Dir::Fwd, kind: CorrKind::Sos, known: Known::default() } };
+            return Action::Send {
+                to,
+                msg: CorrMsg {
+                    dir: Dir::Fwd,
+                    kind: CorrKind::Sos,
+                    known: Known::default(),
+                },
+            };
         }
         if self.n_replies > 0 {
             let to = self.replies[0];
             self.replies.copy_within(1..self.n_replies as usize, 0);
             self.n_replies -= 1;
-            return Action::Send { to, msg: CorrMsg { dir: Dir::Bwd, kind: CorrKind::Reply, known: Known::default() } };
+            return Action::Send {
+                to,
+                msg: CorrMsg {
+                    dir: Dir::Bwd,
+                    kind: CorrKind::Reply,
+                    known: Known::default(),
+                },
+            };
         }
         if self.role != Role::Participant || !self.started || self.done {
             return Action::Wait;
@@ -492,7 +510,10 @@ impl Corrector {
             Dir::Fwd => ring::forward(me, off, n),
             Dir::Bwd => ring::backward(me, off, n),
         };
-        Action::Send { to, msg: CorrMsg { dir, kind, known } }
+        Action::Send {
+            to,
+            msg: CorrMsg { dir, kind, known },
+        }
     }
 
     /// Opportunistic: alternate while both sides have offsets left, then finish the other.

@@ -59,7 +59,10 @@ impl GossipState {
         if self.vt < p.t && n > 1 {
             let vt = self.vt;
             self.vt += p.logp.o;
-            return Some(Action::Send { to: rng.other_than(me, n), msg: vt });
+            return Some(Action::Send {
+                to: rng.other_than(me, n),
+                msg: vt,
+            });
         }
         if self.vt < p.end() {
             let wait = p.end() - self.vt;

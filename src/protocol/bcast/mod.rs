@@ -1,9 +1,12 @@
 //! Broadcast protocols: Corrected Trees, Corrected Gossip and the papers' baselines.
 
+pub mod bfb;
+pub mod big;
 pub mod corrected_gossip;
 pub mod corrected_tree;
 pub mod correction;
 pub mod gossip;
+pub mod tree_ack;
 
 use serde::Serialize;
 

@@ -1,0 +1,84 @@
+//! Parameters the papers' models choose when the user does not: the gossip time `T` and OCG's
+//! correction time `C` (Corrected Gossip eqs. (3)–(5), Claim 2), and the fault-free latency
+//! that bounds when random online failures happen.
+
+use crate::cli::config::Algo;
+use crate::model::{
+    DEFAULT_DELTA, GossipCurve, LogP, ModelError, Time, TreeShape, c_for_ocg, k_hat, l_ff_scc, t_bfb, t_big, t_opt_ccg,
+    t_opt_fcg, t_opt_ocg, tree_latency,
+};
+use crate::protocol::bcast::corrected_gossip::Variant;
+use crate::topology::TreeKind;
+
+fn err(e: ModelError) -> String {
+    format!("model: {e}")
+}
+
+/// The model's shape for a topology tree kind.
+pub fn shape(k: TreeKind) -> TreeShape {
+    match k {
+        TreeKind::Kary(k) => TreeShape::Kary(k),
+        TreeKind::Binomial => TreeShape::Binomial,
+        TreeKind::Lame(k) => TreeShape::Lame(k),
+        TreeKind::Optimal => TreeShape::Optimal,
+    }
+}
+
+/// GOS: the smallest `T` (multiple of `O`) with `n − c(T + L + O) < δ`, i.e. gossip alone
+/// colors everyone with probability about `1 − δ` (Corrected Gossip, remark after Lemma 1).
+pub fn t_gos(total: u32, active: u32, logp: LogP) -> Result<Time, String> {
+    let mut curve = GossipCurve::new(total.into(), active.into(), logp).map_err(err)?;
+    let mut t = 0;
+    while active as f64 - curve.at_correction_start(t).map_err(err)? >= DEFAULT_DELTA {
+        t += logp.o;
+    }
+    Ok(t)
+}
+
+/// Resolves a corrected-gossip variant: `T` (and OCG's `C`) from the model unless given.
+/// OCG uses `T_opt + O` (the paper's margin, §III.B Discussion) and Claim 2's `C` with its
+/// extra `O`; CCG uses eq. (4)'s `T_opt`; FCG with f = 1 eq. (5)'s, other f fall back to
+/// eq. (4)'s (Appendix B is derived for f = 1 only).
+pub fn gossip(
+    variant: Variant,
+    total: u32,
+    active: u32,
+    logp: LogP,
+    t: Option<Time>,
+    c: Option<Time>,
+) -> Result<Algo, String> {
+    let (big, small) = (u64::from(total), u64::from(active));
+    let t = match (t, variant) {
+        (Some(t), _) => t,
+        (None, Variant::Gos) => t_gos(total, active, logp)?,
+        (None, Variant::Ocg { .. }) => t_opt_ocg(DEFAULT_DELTA, big, small, logp).map_err(err)?.recommended_t,
+        (None, Variant::Ccg) => t_opt_ccg(DEFAULT_DELTA, big, small, logp).map_err(err)?.t,
+        (None, Variant::Fcg { f: 1 }) => t_opt_fcg(DEFAULT_DELTA, big, small, 1, logp).map_err(err)?.t,
+        (None, Variant::Fcg { .. }) => t_opt_ccg(DEFAULT_DELTA, big, small, logp).map_err(err)?.t,
+    };
+    let variant = match variant {
+        Variant::Ocg { .. } => {
+            let c = match c {
+                Some(c) => c,
+                None => c_for_ocg(k_hat(DEFAULT_DELTA, big, small, t, logp).map_err(err)?, logp, true),
+            };
+            Variant::Ocg { c }
+        }
+        v => v,
+    };
+    Ok(Algo::CorrectedGossip { variant, t })
+}
+
+/// A fault-free latency estimate for the algorithm: the window in which random online
+/// failures are drawn.
+pub fn fault_free_latency(algo: &Algo, n: u32, logp: LogP) -> Time {
+    let n64 = u64::from(n);
+    let lff = l_ff_scc(logp).unwrap_or(0);
+    match algo {
+        Algo::CorrectedTree { tree, .. } => tree_latency(shape(*tree), n64, logp).unwrap_or(0) + lff,
+        Algo::CorrectedGossip { t, .. } => t + 2 * logp.hop() + lff,
+        Algo::Big => t_big(n64, logp).unwrap_or(0),
+        Algo::Bfb => t_bfb(n64, logp).unwrap_or(0),
+        Algo::TreeAck { tree, .. } => 2 * tree_latency(shape(*tree), n64, logp).unwrap_or(0),
+    }
+}

@@ -1,0 +1,85 @@
+//! `ftcoll model`: the papers' analytic predictions for the same flags as `ftcoll sim`.
+
+use crate::cli::args::SimArgs;
+use crate::cli::config::{Algo, Setup};
+use crate::cli::defaults::shape;
+use crate::model::{DEFAULT_DELTA, Prediction, bfb_messages, big_messages, l_scc_bounds, t_bfb, t_big, tree_latency};
+
+/// Builds the predictions for a setup.
+pub fn predict(setup: &Setup) -> Result<Vec<Prediction>, String> {
+    let ex = &setup.experiment;
+    let (n, logp) = (u64::from(ex.n), ex.logp);
+    let e = |e: crate::model::ModelError| format!("model: {e}");
+    let mut out = Vec::new();
+    match &setup.algo {
+        Algo::CorrectedTree { tree, .. } => {
+            let mut p = Prediction::corrected_tree(shape(*tree), n, logp).map_err(e)?;
+            for g in [1u64, 2, 5, 10] {
+                let (lo, hi) = l_scc_bounds(g, logp).map_err(e)?;
+                p.push(format!("L_SCC lower bound, g_max = {g}"), lo, "Corrected Trees Lemma 3")
+                    .push(format!("L_SCC upper bound, g_max = {g}"), hi, "Corrected Trees Lemma 3");
+            }
+            out.push(p);
+        }
+        Algo::TreeAck { tree, .. } => {
+            let d = tree_latency(shape(*tree), n, logp).map_err(e)?;
+            let mut p = Prediction::new(format!("tree with acknowledgments, P = {n}"), Some(logp));
+            p.push("dissemination latency", d, "Corrected Trees §3.2 (LogP timing)")
+                .push(
+                    "messages per process",
+                    2.0 * (n - 1) as f64 / n as f64,
+                    "Corrected Trees Figure 6",
+                );
+            out.push(p);
+        }
+        Algo::CorrectedGossip { variant, t } => {
+            let active = ex.n - dead_count(setup);
+            let mut p = Prediction::corrected_gossip(n, active.into(), DEFAULT_DELTA, logp).map_err(e)?;
+            p.push("T used by `ftcoll sim` for these flags", *t, "ftcoll defaults (README)");
+            if let crate::protocol::bcast::corrected_gossip::Variant::Ocg { c } = variant {
+                p.push("C used by `ftcoll sim` (OCG)", *c, "Corrected Gossip Claim 2 (+O)");
+            }
+            out.push(p);
+        }
+        Algo::Big | Algo::Bfb => {
+            let mut p = Prediction::new(format!("baselines, N = {n}"), Some(logp));
+            if setup.algo == Algo::Big {
+                p.push("T_BIG", t_big(n, logp).map_err(e)?, "Corrected Gossip §IV.B.3")
+                    .push("BIG messages", big_messages(n), "Corrected Gossip §IV.B.3");
+            } else {
+                p.push("T_BFB", t_bfb(n, logp).map_err(e)?, "Corrected Gossip §IV.B.2")
+                    .push("BFB messages", bfb_messages(n), "Corrected Gossip §IV.B.2");
+            }
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+fn dead_count(setup: &Setup) -> u32 {
+    use crate::sim::{DeadBefore, Faults};
+    let ex = &setup.experiment;
+    match &ex.faults.before {
+        DeadBefore::Count(c) => *c,
+        DeadBefore::Fraction(f) => Faults::fraction_count(*f, ex.n),
+        DeadBefore::List(l) => l.len() as u32,
+    }
+}
+
+/// Runs `ftcoll model`.
+pub fn run(a: &SimArgs) -> Result<(), String> {
+    let setup = Setup::from_args(a)?;
+    let preds = predict(&setup)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&preds).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    println!("ftcoll model: {}", setup.algo.describe());
+    for p in &preds {
+        println!("\n{}", p.title);
+        for q in &p.quantities {
+            println!("  {:<46} {:>14}   {}", q.name, q.value.to_string(), q.reference);
+        }
+    }
+    Ok(())
+}

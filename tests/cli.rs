@@ -1,0 +1,213 @@
+//! End-to-end tests of the `ftcoll` binary: output shape, determinism and misuse handling.
+
+use std::process::Command;
+
+fn ftcoll(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
+        .args(args)
+        .output()
+        .expect("run ftcoll");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = ftcoll(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+}
+
+#[test]
+fn sim_json_has_the_documented_fields() {
+    let v = json(&["sim", "--nodes", "1024", "--runs", "30", "--faults", "1%", "--json"]);
+    for k in [
+        "coloring_latency",
+        "quiescence_latency",
+        "correction_latency",
+        "gmax",
+        "messages_per_process",
+    ] {
+        for p in ["mean", "p50", "p99", "p99.9", "max"] {
+            assert!(v[k][p].is_number(), "{k}.{p} missing in {v}");
+        }
+    }
+    assert_eq!(v["runs"], 30);
+    assert_eq!(v["uncolored_runs"], 0, "checked correction colors everyone");
+    assert_eq!(v["config"]["nodes"], 1024);
+}
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let base = [
+        "sim",
+        "--algo",
+        "corrected-gossip",
+        "--variant",
+        "ccg",
+        "--nodes",
+        "512",
+        "--runs",
+        "40",
+        "--faults",
+        "2%",
+        "--json",
+    ];
+    let mut a = json(&[&base[..], &["--threads", "1"]].concat());
+    let mut b = json(&[&base[..], &["--threads", "2"]].concat());
+    for v in [&mut a, &mut b] {
+        v["wall_seconds"] = serde_json::Value::Null;
+        v["config"]["threads"] = serde_json::Value::Null;
+    }
+    assert_eq!(a, b);
+}
+
+#[test]
+fn table_output_names_every_metric() {
+    let (code, out, err) = ftcoll(&[
+        "sim", "--nodes", "256", "--runs", "10", "--algo", "big", "--faults", "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for k in [
+        "coloring_latency",
+        "quiescence_latency",
+        "correction_latency",
+        "gmax",
+        "messages_per_process",
+        "uncolored_runs",
+    ] {
+        assert!(out.contains(k), "{k} missing:\n{out}");
+    }
+}
+
+#[test]
+fn every_algorithm_runs_from_the_cli() {
+    for algo in [
+        &[
+            "--algo",
+            "corrected-tree",
+            "--tree",
+            "lame:2",
+            "--correction",
+            "optimized:4",
+            "--start",
+            "overlapped",
+        ][..],
+        &[
+            "--algo",
+            "corrected-tree",
+            "--tree",
+            "kary:4",
+            "--order",
+            "in-order",
+            "--correction",
+            "failproof:1",
+        ],
+        &[
+            "--algo",
+            "corrected-tree",
+            "--tree",
+            "optimal",
+            "--correction",
+            "delayed",
+        ],
+        &["--algo", "corrected-gossip", "--variant", "ocg"],
+        &[
+            "--algo",
+            "corrected-gossip",
+            "--variant",
+            "fcg:1",
+            "--online-faults",
+            "1",
+        ],
+        &["--algo", "gossip"],
+        &["--algo", "big"],
+        &["--algo", "bfb", "--faults", "2"],
+        &["--algo", "tree-ack", "--faults", "0"],
+    ] {
+        let args = [&["sim", "--nodes", "256", "--runs", "5", "--json"][..], algo].concat();
+        let v = json(&args);
+        assert_eq!(v["runs"], 5, "{algo:?}");
+    }
+}
+
+#[test]
+fn trace_writes_csv_events() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("t.csv");
+    let (code, _, err) = ftcoll(&[
+        "sim",
+        "--nodes",
+        "64",
+        "--runs",
+        "1",
+        "--faults",
+        "2",
+        "--trace",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let csv = std::fs::read_to_string(&f).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("time,node,event,peer,label"));
+    let sends = csv.lines().filter(|l| l.contains(",send,")).count();
+    assert!(sends >= 63, "at least the tree's sends: {sends}");
+    assert!(csv.contains(",dead,"), "the two dead processes are listed");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn model_prints_predictions() {
+    let (code, out, err) = ftcoll(&["model", "--nodes", "65536"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Lemma 2"), "{out}");
+    let v = json(&[
+        "model",
+        "--algo",
+        "corrected-gossip",
+        "--variant",
+        "ocg",
+        "--nodes",
+        "1024",
+        "--L",
+        "1",
+        "--o",
+        "1",
+        "--json",
+    ]);
+    assert!(v.to_string().contains("T_opt"), "{v}");
+}
+
+#[test]
+fn misuse_is_one_line_and_exit_2() {
+    for args in [
+        &["sim", "--algo", "nope"][..],
+        &["sim", "--nodes", "1"],
+        &["sim", "--o", "0"],
+        &["sim", "--faults", "100%"],
+        &["sim", "--faults", "1.0"],
+        &["sim", "--nodes", "10", "--faults", "10"],
+        &["sim", "--nodes", "10", "--dead", "0"],
+        &["sim", "--nodes", "10", "--dead", "12"],
+        &["sim", "--variant", "ccg"],
+        &["sim", "--algo", "big", "--tree", "binomial"],
+        &["sim", "--algo", "corrected-gossip", "--correction", "checked"],
+        &["sim", "--tree", "kary:0"],
+        &["sim", "--correction", "failproof:9"],
+        &["sim", "--kill", "3"],
+        &["sim", "--runs", "0"],
+        &["sim", "--threads", "0"],
+        &["sim", "--nodes", "abc"],
+        &["model", "--nodes", "1"],
+        &["bogus"],
+    ] {
+        let (code, _, err) = ftcoll(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
