@@ -31,8 +31,6 @@ pub struct BigShared {
     pub n: u32,
     /// Send order of every process's neighbours.
     pub order: BigOrder,
-    /// `|N(p)| = ⌈log2 P⌉`, the same for every `p`.
-    degree: u32,
 }
 
 impl BigShared {
@@ -43,11 +41,7 @@ impl BigShared {
 
     /// A BIG broadcast over `n` processes with the given send order.
     pub fn with_order(n: u32, order: BigOrder) -> Self {
-        Self {
-            n,
-            order,
-            degree: forward_neighbors(0, n).count() as u32,
-        }
+        Self { n, order }
     }
 }
 
@@ -71,14 +65,15 @@ impl Message for BigMsg {
 pub struct Big {
     /// The payload has arrived (or this is the root).
     received: bool,
-    /// Index (the exponent `x`) of the next neighbour to send to.
+    /// Neighbours sent to so far.
     next: u32,
 }
 
 impl Big {
     /// The neighbour this process sends to next, if any is left.
     fn next_neighbor(&self, cx: &Ctx<'_, BigShared>) -> Option<Rank> {
-        let k = cx.shared.degree;
+        // |N(p)| = ⌈log2 P⌉, the same for every p.
+        let k = forward_neighbors(cx.rank, cx.n).count() as u32;
         if self.next >= k {
             return None;
         }
@@ -185,6 +180,8 @@ mod tests {
                 assert_eq!(tree.dissemination_latency(logp), logp.hop() * kt, "{what}");
                 assert_eq!(s.coloring, logp.hop() * kt, "{what}");
                 assert!(s.coloring <= t_big, "{what}");
+                assert_eq!(Ok(t_big), crate::model::baselines::t_big(n.into(), logp), "{what}");
+                assert_eq!(s.messages, crate::model::baselines::big_messages(n.into()), "{what}");
                 assert_eq!(s.quiescence, t_big + o + l, "{what}");
                 let shared = BigShared::with_order(n, BigOrder::Increasing);
                 let s = Engine::<Big>::new(n, logp).run(&shared, &Faults::default(), 1, 100_000_000);
@@ -264,7 +261,7 @@ mod tests {
     #[test]
     fn tolerates_every_small_dead_set_exhaustively() {
         let logp = LogP::default();
-        for n in [8u32, 12, 16] {
+        for n in [8u32, 12, 16, 20, 32] {
             let f = log2_ceil(n) - 1;
             let mut set: Vec<Rank> = (1..=f).collect();
             loop {

@@ -151,7 +151,7 @@ impl Protocol for CorrectedGossip {
                     };
                 }
                 Some(Action::Sleep(t)) => return Action::Sleep(t),
-                _ => self.corr.start(&s.corr, cx.rank, cx.n, cx.now),
+                _ => self.corr.start(&s.corr, cx.n, cx.now),
             }
         }
         match self.corr.poll(&s.corr, cx.rank, cx.n) {

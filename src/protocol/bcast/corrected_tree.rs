@@ -166,7 +166,7 @@ impl Protocol for CorrectedTree {
                     self.vt = s.sync_at;
                     return Action::Sleep(wait);
                 }
-                self.corr.start(&s.corr, cx.rank, cx.n, cx.now);
+                self.corr.start(&s.corr, cx.n, cx.now);
             }
         }
         match self.corr.poll(&s.corr, cx.rank, cx.n) {
@@ -209,6 +209,7 @@ mod tests {
     use crate::sim::{DeadBefore, Engine, Faults, RunStats};
     use crate::topology::{Order, TreeKind};
 
+    #[allow(clippy::too_many_arguments)]
     fn run(
         kind: TreeKind,
         order: Order,

@@ -266,7 +266,7 @@ impl Corrector {
     }
 
     /// A participant begins its correction phase at `now`.
-    pub fn start(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time) {
+    pub fn start(&mut self, p: &CorrParams, n: Rank, now: Time) {
         if self.role != Role::Participant || self.started {
             return;
         }
@@ -439,12 +439,8 @@ impl Corrector {
             _ => return,
         }
         match p.kind {
-            Correction::Delayed { .. } => {
-                if !self.heard_right {
-                    // Nobody from the right: search to the right until someone answers.
-                    self.bound[Dir::Fwd.idx()] = n;
-                }
-            }
+            // Nobody from the right: search to the right until someone answers.
+            Correction::Delayed { .. } if !self.heard_right => self.bound[Dir::Fwd.idx()] = n,
             Correction::FailProof { .. } if self.role == Role::CNode && !self.delivered => {
                 self.delivered = true;
                 self.enter_sos(me, n);

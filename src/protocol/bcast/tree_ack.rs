@@ -56,7 +56,9 @@ pub struct TreeAck {
     /// Next child index to send the payload to.
     next_child: u32,
     /// One bit per child index: its acknowledgment has arrived (duplicates count once).
-    acked: Vec<u64>,
+    /// Children 0..64 here, the rest (only wide k-ary trees have them) in `acked_more`.
+    acked: u64,
+    acked_more: Vec<u64>,
     /// Children whose acknowledgment has arrived.
     acks: u32,
     /// This process has acknowledged to its parent (never set at the root).
@@ -85,7 +87,8 @@ impl Protocol for TreeAck {
         Self {
             received: false,
             next_child: 0,
-            acked: vec![0; k.div_ceil(64)],
+            acked: 0,
+            acked_more: vec![0; k.saturating_sub(64).div_ceil(64)],
             acks: 0,
             ack_sent: false,
         }
@@ -103,10 +106,16 @@ impl Protocol for TreeAck {
             TreeAckMsg::Ack => {
                 // Only a child's first acknowledgment counts.
                 let children = cx.shared.tree.children(cx.rank);
-                let Some(i) = children.iter().position(|&c| c == from) else {
+                // Children are normally in increasing rank order; search linearly otherwise.
+                let found = children.binary_search(&from).ok();
+                let Some(i) = found.or_else(|| children.iter().position(|&c| c == from)) else {
                     return;
                 };
-                if let Some(word) = self.acked.get_mut(i / 64) {
+                let word = match i {
+                    0..64 => Some(&mut self.acked),
+                    _ => self.acked_more.get_mut(i / 64 - 1),
+                };
+                if let Some(word) = word {
                     let bit = 1u64 << (i % 64);
                     if *word & bit == 0 {
                         *word |= bit;
@@ -129,16 +138,16 @@ impl Protocol for TreeAck {
                 msg: TreeAckMsg::Tree,
             };
         }
-        if !self.ack_sent && self.subtree_done(cx) {
-            if let Some(parent) = tree.parent(cx.rank) {
+        match tree.parent(cx.rank) {
+            Some(parent) if !self.ack_sent && self.subtree_done(cx) => {
                 self.ack_sent = true;
-                return Action::Send {
+                Action::Send {
                     to: parent,
                     msg: TreeAckMsg::Ack,
-                };
+                }
             }
+            _ => Action::Wait,
         }
-        Action::Wait
     }
 
     fn delivered(&self) -> bool {
@@ -161,13 +170,14 @@ mod tests {
     use crate::sim::{DeadBefore, Engine, Faults, RunStats};
     use crate::topology::{Order, TreeKind};
 
-    const TREES: [TreeKind; 6] = [
+    const TREES: [TreeKind; 7] = [
         TreeKind::Binomial,
         TreeKind::Lame(2),
         TreeKind::Optimal,
         TreeKind::Kary(1),
         TreeKind::Kary(2),
         TreeKind::Kary(4),
+        TreeKind::Kary(150),
     ];
 
     fn run_on(tree: &Tree, logp: LogP, faults: &Faults) -> (RunStats, Engine<TreeAck>) {
@@ -280,6 +290,34 @@ mod tests {
             assert!(!e.node(0).complete(&cx), "{kind:?}");
             assert!(!e.node(0).finished(&cx), "{kind:?}");
         }
+    }
+
+    /// A root with 150 children counts each child's acknowledgment once, however often sent.
+    #[test]
+    fn wide_node_counts_each_child_once() {
+        let logp = LogP::default();
+        let n = 151;
+        let shared = TreeAckShared::new(Tree::build(TreeKind::Kary(150), Order::Interleaved, n, logp).unwrap());
+        let cx = Ctx {
+            rank: 0,
+            n,
+            now: 0,
+            shared: &shared,
+        };
+        let mut rng = ProtoRng::new(1);
+        let mut root = TreeAck::new(&cx);
+        root.start(&cx);
+        while let Action::Send { .. } = root.poll_send(&cx, &mut rng) {}
+        for c in (1..n).rev() {
+            assert!(!root.complete(&cx));
+            root.on_message(&cx, c, &TreeAckMsg::Ack);
+            root.on_message(&cx, c, &TreeAckMsg::Ack);
+        }
+        assert!(root.complete(&cx));
+        for c in 1..n {
+            root.on_message(&cx, c, &TreeAckMsg::Ack);
+        }
+        assert_eq!(root.acks, n - 1);
     }
 
     #[test]
