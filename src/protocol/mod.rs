@@ -32,6 +32,17 @@ pub enum Action<M> {
     Wait,
 }
 
+impl<M> Action<M> {
+    /// The same action with its message converted (a protocol wrapping a sub-protocol's).
+    pub fn map<N>(self, f: impl FnOnce(M) -> N) -> Action<N> {
+        match self {
+            Action::Send { to, msg } => Action::Send { to, msg: f(msg) },
+            Action::Sleep(t) => Action::Sleep(t),
+            Action::Wait => Action::Wait,
+        }
+    }
+}
+
 /// Which phase of an operation a message belongs to; drivers use it for statistics only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {

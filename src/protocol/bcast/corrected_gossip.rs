@@ -154,14 +154,7 @@ impl Protocol for CorrectedGossip {
                 _ => self.corr.start(&s.corr, cx.n, cx.now),
             }
         }
-        match self.corr.poll(&s.corr, cx.rank, cx.n) {
-            Action::Send { to, msg } => Action::Send {
-                to,
-                msg: GossipMsg::Corr(msg),
-            },
-            Action::Sleep(t) => Action::Sleep(t),
-            Action::Wait => Action::Wait,
-        }
+        self.corr.poll(&s.corr, cx.rank, cx.n).map(GossipMsg::Corr)
     }
 
     fn on_timer(&mut self, cx: &Ctx<'_, GossipShared>) {

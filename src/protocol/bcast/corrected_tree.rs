@@ -169,14 +169,7 @@ impl Protocol for CorrectedTree {
                 self.corr.start(&s.corr, cx.n, cx.now);
             }
         }
-        match self.corr.poll(&s.corr, cx.rank, cx.n) {
-            Action::Send { to, msg } => Action::Send {
-                to,
-                msg: TreeMsg::Corr(msg),
-            },
-            Action::Sleep(t) => Action::Sleep(t),
-            Action::Wait => Action::Wait,
-        }
+        self.corr.poll(&s.corr, cx.rank, cx.n).map(TreeMsg::Corr)
     }
 
     fn on_timer(&mut self, cx: &Ctx<'_, TreeShared>) {
