@@ -1,5 +1,5 @@
 //! Runs a resolved [`Setup`] on the simulator: builds the protocol's shared configuration once
-//! and drives the Monte Carlo runner (or a single traced run).
+//! and hands it, with the protocol type, to one of the drivers (Monte Carlo or a traced run).
 
 use crate::cli::config::{Algo, Setup};
 use crate::protocol::bcast::bfb::{Bfb, BfbShared};
@@ -11,8 +11,17 @@ use crate::protocol::{Protocol, SharedInfo};
 use crate::sim::{Experiment, Summary, TraceRow, run_many, trace_one};
 use crate::topology::Tree;
 
-/// Runs the experiment, calling `progress` with completed run counts.
-pub fn simulate(setup: &Setup, progress: &(dyn Fn(u64) + Sync)) -> Result<Summary, String> {
+/// Something done with a protocol type and its shared configuration.
+trait Driver {
+    type Out;
+    fn drive<P: Protocol>(self, shared: &P::Shared, ex: &Experiment) -> Self::Out
+    where
+        P::Shared: SharedInfo;
+}
+
+/// Builds the algorithm's shared configuration and runs `d` on it: the one place that maps
+/// an [`Algo`] to a protocol type.
+fn dispatch<D: Driver>(setup: &Setup, d: D) -> Result<D::Out, String> {
     let ex = &setup.experiment;
     Ok(match &setup.algo {
         Algo::CorrectedTree {
@@ -22,50 +31,50 @@ pub fn simulate(setup: &Setup, progress: &(dyn Fn(u64) + Sync)) -> Result<Summar
             start,
         } => {
             let t = Tree::build(*tree, *order, ex.n, ex.logp)?;
-            let shared = TreeShared::new(t, ex.logp, *correction, *start);
-            run_many::<CorrectedTree>(&shared, ex, progress)
+            d.drive::<CorrectedTree>(&TreeShared::new(t, ex.logp, *correction, *start), ex)
         }
         Algo::CorrectedGossip { variant, t } => {
-            let shared = GossipShared::new(ex.n, ex.logp, *t, *variant);
-            run_many::<CorrectedGossip>(&shared, ex, progress)
+            d.drive::<CorrectedGossip>(&GossipShared::new(ex.n, ex.logp, *t, *variant), ex)
         }
-        Algo::Big => run_many::<Big>(&BigShared::new(ex.n), ex, progress),
-        Algo::Bfb => run_many::<Bfb>(&BfbShared::new(ex.n, ex.logp), ex, progress),
+        Algo::Big => d.drive::<Big>(&BigShared::new(ex.n), ex),
+        Algo::Bfb => d.drive::<Bfb>(&BfbShared::new(ex.n, ex.logp), ex),
         Algo::TreeAck { tree, order } => {
             let t = Tree::build(*tree, *order, ex.n, ex.logp)?;
-            run_many::<TreeAck>(&TreeAckShared::new(t), ex, progress)
+            d.drive::<TreeAck>(&TreeAckShared::new(t), ex)
         }
     })
 }
 
-fn traced<P: Protocol>(shared: &P::Shared, ex: &Experiment) -> Vec<TraceRow>
-where
-    P::Shared: SharedInfo,
-{
-    trace_one::<P>(shared, ex, 0)
+struct MonteCarlo<'a>(&'a (dyn Fn(u64) + Sync));
+
+impl Driver for MonteCarlo<'_> {
+    type Out = Summary;
+    fn drive<P: Protocol>(self, shared: &P::Shared, ex: &Experiment) -> Summary
+    where
+        P::Shared: SharedInfo,
+    {
+        run_many::<P>(shared, ex, self.0)
+    }
+}
+
+struct Traced;
+
+impl Driver for Traced {
+    type Out = Vec<TraceRow>;
+    fn drive<P: Protocol>(self, shared: &P::Shared, ex: &Experiment) -> Vec<TraceRow>
+    where
+        P::Shared: SharedInfo,
+    {
+        trace_one::<P>(shared, ex, 0)
+    }
+}
+
+/// Runs the experiment, calling `progress` with completed run counts.
+pub fn simulate(setup: &Setup, progress: &(dyn Fn(u64) + Sync)) -> Result<Summary, String> {
+    dispatch(setup, MonteCarlo(progress))
 }
 
 /// The event trace of run 0 of the experiment.
 pub fn trace(setup: &Setup) -> Result<Vec<TraceRow>, String> {
-    let ex = &setup.experiment;
-    Ok(match &setup.algo {
-        Algo::CorrectedTree {
-            tree,
-            order,
-            correction,
-            start,
-        } => {
-            let t = Tree::build(*tree, *order, ex.n, ex.logp)?;
-            traced::<CorrectedTree>(&TreeShared::new(t, ex.logp, *correction, *start), ex)
-        }
-        Algo::CorrectedGossip { variant, t } => {
-            traced::<CorrectedGossip>(&GossipShared::new(ex.n, ex.logp, *t, *variant), ex)
-        }
-        Algo::Big => traced::<Big>(&BigShared::new(ex.n), ex),
-        Algo::Bfb => traced::<Bfb>(&BfbShared::new(ex.n, ex.logp), ex),
-        Algo::TreeAck { tree, order } => {
-            let t = Tree::build(*tree, *order, ex.n, ex.logp)?;
-            traced::<TreeAck>(&TreeAckShared::new(t), ex)
-        }
-    })
+    dispatch(setup, Traced)
 }
