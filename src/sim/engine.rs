@@ -72,6 +72,7 @@ pub struct Engine<P: Protocol> {
     cal: Calendar<Ev<P::Msg>>,
     scratch: Vec<Rank>,
     sends_log: Vec<(Rank, Rank)>,
+    fd: bool,
     /// When `Some`, every event of the next runs is appended here.
     pub trace: Option<Vec<TraceRow>>,
 }
@@ -96,6 +97,7 @@ where
             cal: Calendar::new(4 * logp.hop() + 4),
             scratch: Vec::new(),
             sends_log: Vec::new(),
+            fd: false,
             trace: None,
         }
     }
@@ -136,15 +138,11 @@ where
         }
     }
 
-    /// After any event at `r`: record delivery, wake an idle sender, (re)arm the timer.
-    fn settle(&mut self, r: Rank, now: Time) {
+    /// Re-arms `r`'s timer if the protocol changed it, and records a first delivery.
+    fn rearm(&mut self, r: Rank, now: Time) {
         let i = r as usize;
         if self.delivered_at[i] == Time::MAX && self.nodes[i].delivered() {
             self.delivered_at[i] = now;
-        }
-        if !self.poll_pending[i] {
-            self.poll_pending[i] = true;
-            self.cal.push(now, Class::Late, Ev::Poll(r));
         }
         let t = self.nodes[i].next_timer().unwrap_or(Time::MAX);
         if t != self.timer_at[i] {
@@ -155,11 +153,66 @@ where
         }
     }
 
+    /// After an event at `r`: an idle sender is asked at once what it sends (its state is
+    /// hot in cache now; a deferred poll at the same instant would miss again), unless a timer
+    /// of `r` is due at this instant or the protocol takes suspicions (which may arrive at the
+    /// same instant), in which case the poll waits for them: a process acts on everything it
+    /// learned at an instant before its send slot (receives are serial, so at most one
+    /// receive completes per process and instant).
+    fn settle(&mut self, shared: &P::Shared, r: Rank, now: Time, rng: &mut ProtoRng, st: &mut RunStats) {
+        let i = r as usize;
+        self.rearm(r, now);
+        if !self.poll_pending[i] {
+            if self.timer_at[i] == now || self.fd {
+                self.poll_pending[i] = true;
+                self.cal.push(now, Class::Late, Ev::Poll(r));
+            } else {
+                self.poll(shared, r, now, rng, st);
+            }
+        }
+    }
+
+    /// The sender of `r` is free at `t`: ask the protocol and carry out its action.
+    fn poll(&mut self, shared: &P::Shared, r: Rank, t: Time, rng: &mut ProtoRng, st: &mut RunStats) {
+        let i = r as usize;
+        if self.death[i] <= t {
+            return;
+        }
+        let (o, l) = (self.logp.o, self.logp.l);
+        let cx = self.cx(shared, r, t);
+        match self.nodes[i].poll_send(&cx, rng) {
+            Action::Send { to, msg } => {
+                debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
+                st.messages += 1;
+                self.sent[i] += 1;
+                st.quiescence = st.quiescence.max(t + o);
+                self.log(t, r, "send", to, msg.label());
+                let ti = to as usize;
+                let done = (t + o + l).max(self.recv_free[ti]) + o;
+                if self.death[ti] > t + o + l {
+                    self.recv_free[ti] = done;
+                }
+                self.cal.push(done, Class::Early, Ev::Recv { to, from: r, msg });
+                if self.fd {
+                    self.sends_log.push((r, to));
+                }
+                self.poll_pending[i] = true;
+                self.cal.push(t + o, Class::Late, Ev::Poll(r));
+            }
+            Action::Sleep(s) => {
+                self.poll_pending[i] = true;
+                self.cal.push(t + s.max(1), Class::Late, Ev::Poll(r));
+            }
+            Action::Wait => {}
+        }
+        self.rearm(r, t);
+    }
+
     /// Runs one operation with faults drawn from `faults` using `seed`.
     pub fn run(&mut self, shared: &P::Shared, faults: &Faults, seed: u64, max_events: u64) -> RunStats {
         let n = self.n;
-        let (o, l) = (self.logp.o, self.logp.l);
         let mut rng = ProtoRng::new(seed);
+        let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.delivered_at.fill(Time::MAX);
         self.recv_free.fill(0);
@@ -174,6 +227,7 @@ where
             self.nodes.push(node);
         }
         let fd = shared.uses_failure_detector();
+        self.fd = fd;
         for r in 0..n {
             let d = self.death[r as usize];
             if d == 0 {
@@ -185,10 +239,9 @@ where
             }
             let cx = self.cx(shared, r, 0);
             self.nodes[r as usize].start(&cx);
-            self.settle(r, 0);
+            self.settle(shared, r, 0, &mut rng, &mut st);
         }
 
-        let mut st = RunStats::default();
         let mut diss_end: Time = 0;
         while let Some((t, ev)) = self.cal.pop() {
             st.events += 1;
@@ -198,47 +251,8 @@ where
             }
             match ev {
                 Ev::Poll(r) => {
-                    let i = r as usize;
-                    self.poll_pending[i] = false;
-                    if self.death[i] <= t {
-                        continue;
-                    }
-                    let cx = self.cx(shared, r, t);
-                    match self.nodes[i].poll_send(&cx, &mut rng) {
-                        Action::Send { to, msg } => {
-                            debug_assert!(to < n && to != r, "rank {r} sent to {to}");
-                            st.messages += 1;
-                            self.sent[i] += 1;
-                            st.quiescence = st.quiescence.max(t + o);
-                            self.log(t, r, "send", to, msg.label());
-                            let ti = to as usize;
-                            let done = (t + o + l).max(self.recv_free[ti]) + o;
-                            if self.death[ti] > t + o + l {
-                                self.recv_free[ti] = done;
-                            }
-                            self.cal.push(done, Class::Early, Ev::Recv { to, from: r, msg });
-                            if fd {
-                                self.sends_log.push((r, to));
-                            }
-                            self.poll_pending[i] = true;
-                            self.cal.push(t + o, Class::Late, Ev::Poll(r));
-                        }
-                        Action::Sleep(s) => {
-                            self.poll_pending[i] = true;
-                            self.cal.push(t + s.max(1), Class::Late, Ev::Poll(r));
-                        }
-                        Action::Wait => {}
-                    }
-                    let tt = self.nodes[i].next_timer().unwrap_or(Time::MAX);
-                    if tt != self.timer_at[i] {
-                        self.timer_at[i] = tt;
-                        if tt != Time::MAX {
-                            self.cal.push(tt.max(t), Class::Early, Ev::Timer(r));
-                        }
-                    }
-                    if self.delivered_at[i] == Time::MAX && self.nodes[i].delivered() {
-                        self.delivered_at[i] = t;
-                    }
+                    self.poll_pending[r as usize] = false;
+                    self.poll(shared, r, t, &mut rng, &mut st);
                 }
                 Ev::Recv { to, from, msg } => {
                     let i = to as usize;
@@ -260,7 +274,7 @@ where
                     self.log(t, to, "recv", from, msg.label());
                     let cx = self.cx(shared, to, t);
                     self.nodes[i].on_message(&cx, from, &msg);
-                    self.settle(to, t);
+                    self.settle(shared, to, t, &mut rng, &mut st);
                 }
                 Ev::Timer(r) => {
                     let i = r as usize;
@@ -271,7 +285,7 @@ where
                     self.log(t, r, "timer", r, "");
                     let cx = self.cx(shared, r, t);
                     self.nodes[i].on_timer(&cx);
-                    self.settle(r, t);
+                    self.settle(shared, r, t, &mut rng, &mut st);
                 }
                 Ev::Suspect { node, peer } => {
                     let i = node as usize;
@@ -281,7 +295,7 @@ where
                     self.log(t, node, "suspect", peer, "");
                     let cx = self.cx(shared, node, t);
                     self.nodes[i].on_suspect(&cx, peer);
-                    self.settle(node, t);
+                    self.settle(shared, node, t, &mut rng, &mut st);
                 }
                 Ev::Die(r) => {
                     self.log(t, r, "die", r, "");
