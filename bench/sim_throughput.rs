@@ -30,7 +30,7 @@ fn measure(n: u32, runs: u64, threads: usize) -> (f64, f64, f64) {
         max_events: Experiment::default_max_events(n),
     };
     let t = Instant::now();
-    let s = run_many::<CorrectedTree>(&shared, &ex, &|_| {});
+    let s = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});
     let secs = t.elapsed().as_secs_f64();
     assert_eq!(s.uncolored_runs, 0, "checked correction must color everyone");
     (runs as f64 / secs, s.events as f64 / secs, secs)

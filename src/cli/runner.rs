@@ -4,8 +4,9 @@
 use crate::cli::config::{Algo, Setup};
 use crate::protocol::bcast::bfb::{Bfb, BfbShared};
 use crate::protocol::bcast::big::{Big, BigShared};
-use crate::protocol::bcast::corrected_gossip::{CorrectedGossip, GossipShared};
+use crate::protocol::bcast::corrected_gossip::{CorrectedGossip, GossipShared, Variant};
 use crate::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
+use crate::protocol::bcast::correction::{Correction, FAILPROOF_CAP};
 use crate::protocol::bcast::tree_ack::{TreeAck, TreeAckShared};
 use crate::protocol::{Protocol, SharedInfo};
 use crate::sim::{Experiment, Summary, TraceRow, run_many, trace_one};
@@ -31,10 +32,18 @@ fn dispatch<D: Driver>(setup: &Setup, d: D) -> Result<D::Out, String> {
             start,
         } => {
             let t = Tree::build(*tree, *order, ex.n, ex.logp)?;
-            d.drive::<CorrectedTree>(&TreeShared::new(t, ex.logp, *correction, *start), ex)
+            let shared = TreeShared::new(t, ex.logp, *correction, *start);
+            match correction {
+                Correction::FailProof { .. } => d.drive::<CorrectedTree<FAILPROOF_CAP>>(&shared, ex),
+                _ => d.drive::<CorrectedTree<0>>(&shared, ex),
+            }
         }
         Algo::CorrectedGossip { variant, t } => {
-            d.drive::<CorrectedGossip>(&GossipShared::new(ex.n, ex.logp, *t, *variant), ex)
+            let shared = GossipShared::new(ex.n, ex.logp, *t, *variant);
+            match variant {
+                Variant::Fcg { .. } => d.drive::<CorrectedGossip<FAILPROOF_CAP>>(&shared, ex),
+                _ => d.drive::<CorrectedGossip<0>>(&shared, ex),
+            }
         }
         Algo::Big => d.drive::<Big>(&BigShared::new(ex.n), ex),
         Algo::Bfb => d.drive::<Bfb>(&BfbShared::new(ex.n, ex.logp), ex),

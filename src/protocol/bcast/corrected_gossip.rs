@@ -78,14 +78,14 @@ impl SharedInfo for GossipShared {
 
 /// A corrected-gossip message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GossipMsg {
+pub enum GossipMsg<const C: usize> {
     /// A gossip message sent at the sender's virtual time `vt`.
     Gossip { vt: Time },
     /// Ring correction.
-    Corr(CorrMsg),
+    Corr(CorrMsg<C>),
 }
 
-impl Message for GossipMsg {
+impl<const C: usize> Message for GossipMsg<C> {
     fn phase(&self) -> Phase {
         match self {
             GossipMsg::Gossip { .. } => Phase::Dissemination,
@@ -102,14 +102,14 @@ impl Message for GossipMsg {
 
 /// One process of GOS / OCG / CCG / FCG.
 #[derive(Clone, Debug)]
-pub struct CorrectedGossip {
+pub struct CorrectedGossip<const C: usize> {
     gossip: GossipState,
-    corr: Corrector,
+    corr: Corrector<C>,
 }
 
-impl Protocol for CorrectedGossip {
+impl<const C: usize> Protocol for CorrectedGossip<C> {
     type Shared = GossipShared;
-    type Msg = GossipMsg;
+    type Msg = GossipMsg<C>;
 
     fn new(_cx: &Ctx<'_, GossipShared>) -> Self {
         Self {
@@ -125,7 +125,7 @@ impl Protocol for CorrectedGossip {
         }
     }
 
-    fn on_message(&mut self, cx: &Ctx<'_, GossipShared>, from: Rank, msg: &GossipMsg) {
+    fn on_message(&mut self, cx: &Ctx<'_, GossipShared>, from: Rank, msg: &GossipMsg<C>) {
         let s = cx.shared;
         match msg {
             GossipMsg::Gossip { vt } => {
@@ -140,7 +140,7 @@ impl Protocol for CorrectedGossip {
         }
     }
 
-    fn poll_send(&mut self, cx: &Ctx<'_, GossipShared>, rng: &mut ProtoRng) -> Action<GossipMsg> {
+    fn poll_send(&mut self, cx: &Ctx<'_, GossipShared>, rng: &mut ProtoRng) -> Action<GossipMsg<C>> {
         let s = cx.shared;
         if self.corr.is_participant() {
             match self.gossip.poll(&s.gossip, cx.rank, cx.n, rng) {
@@ -182,11 +182,17 @@ impl Protocol for CorrectedGossip {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::bcast::correction::FAILPROOF_CAP;
     use crate::sim::{DeadBefore, Engine, Faults, RunStats};
 
     fn run(n: u32, logp: LogP, t: Time, v: Variant, faults: &Faults, seed: u64) -> RunStats {
         let shared = GossipShared::new(n, logp, t, v);
-        Engine::<CorrectedGossip>::new(n, logp).run(&shared, faults, seed, 50_000_000)
+        match v {
+            Variant::Fcg { .. } => {
+                Engine::<CorrectedGossip<FAILPROOF_CAP>>::new(n, logp).run(&shared, faults, seed, 50_000_000)
+            }
+            _ => Engine::<CorrectedGossip<0>>::new(n, logp).run(&shared, faults, seed, 50_000_000),
+        }
     }
 
     fn dead(k: u32) -> Faults {

@@ -72,14 +72,14 @@ impl SharedInfo for TreeShared {
 
 /// A corrected-tree message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TreeMsg {
+pub enum TreeMsg<const C: usize> {
     /// Dissemination along a tree edge; `vt` is the sender's virtual time at the send.
     Tree { vt: Time },
     /// Ring correction.
-    Corr(CorrMsg),
+    Corr(CorrMsg<C>),
 }
 
-impl Message for TreeMsg {
+impl<const C: usize> Message for TreeMsg<C> {
     fn phase(&self) -> Phase {
         match self {
             TreeMsg::Tree { .. } => Phase::Dissemination,
@@ -96,19 +96,19 @@ impl Message for TreeMsg {
 
 /// One process of a corrected-tree broadcast.
 #[derive(Clone, Debug)]
-pub struct CorrectedTree {
+pub struct CorrectedTree<const C: usize> {
     /// A tree message arrived (or this is the root): children are owed a message.
     tree_received: bool,
     /// Next child index to send to.
     next_child: u32,
     /// Virtual time of this process's sender.
     vt: Time,
-    corr: Corrector,
+    corr: Corrector<C>,
 }
 
-impl Protocol for CorrectedTree {
+impl<const C: usize> Protocol for CorrectedTree<C> {
     type Shared = TreeShared;
-    type Msg = TreeMsg;
+    type Msg = TreeMsg<C>;
 
     fn new(_cx: &Ctx<'_, TreeShared>) -> Self {
         Self {
@@ -127,7 +127,7 @@ impl Protocol for CorrectedTree {
         }
     }
 
-    fn on_message(&mut self, cx: &Ctx<'_, TreeShared>, from: Rank, msg: &TreeMsg) {
+    fn on_message(&mut self, cx: &Ctx<'_, TreeShared>, from: Rank, msg: &TreeMsg<C>) {
         let s = cx.shared;
         match msg {
             TreeMsg::Tree { vt } => {
@@ -147,7 +147,7 @@ impl Protocol for CorrectedTree {
         }
     }
 
-    fn poll_send(&mut self, cx: &Ctx<'_, TreeShared>, _rng: &mut ProtoRng) -> Action<TreeMsg> {
+    fn poll_send(&mut self, cx: &Ctx<'_, TreeShared>, _rng: &mut ProtoRng) -> Action<TreeMsg<C>> {
         let s = cx.shared;
         if self.tree_received {
             let children = s.tree.children(cx.rank);
@@ -199,6 +199,7 @@ impl Protocol for CorrectedTree {
 mod tests {
     use super::*;
     use crate::model::LogP;
+    use crate::protocol::bcast::correction::FAILPROOF_CAP;
     use crate::sim::{DeadBefore, Engine, Faults, RunStats};
     use crate::topology::{Order, TreeKind};
 
@@ -215,8 +216,12 @@ mod tests {
     ) -> RunStats {
         let tree = Tree::build(kind, order, n, logp).unwrap();
         let shared = TreeShared::new(tree, logp, c, start);
-        let mut e = Engine::<CorrectedTree>::new(n, logp);
-        e.run(&shared, faults, seed, 100_000_000)
+        match c {
+            Correction::FailProof { .. } => {
+                Engine::<CorrectedTree<FAILPROOF_CAP>>::new(n, logp).run(&shared, faults, seed, 100_000_000)
+            }
+            _ => Engine::<CorrectedTree<0>>::new(n, logp).run(&shared, faults, seed, 100_000_000),
+        }
     }
 
     fn dead(k: u32) -> Faults {

@@ -24,7 +24,11 @@ use crate::topology::ring;
 /// The largest `f` of failure-proof correction: bounds the knowledge carried in every
 /// correction message, which the simulator copies per event (the papers use f <= 3).
 pub const MAX_FAILPROOF_F: u32 = 3;
-const KNOWN_CAP: usize = MAX_FAILPROOF_F as usize + 1;
+/// Knowledge capacity a failure-proof corrector needs (`MAX_FAILPROOF_F + 1`). Correctors and
+/// messages are generic over their capacity `C`: the other kinds use `C = 0`, so neither
+/// their per-process state nor their messages carry FCG's arrays (the simulator holds one
+/// state per process and copies every message through its event queue).
+pub const FAILPROOF_CAP: usize = MAX_FAILPROOF_F as usize + 1;
 
 /// A correction algorithm and its parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -77,21 +81,18 @@ pub enum CorrKind {
 
 /// Up to `f + 1` g-nodes known in one direction, nearest first (FCG's `k` arrays).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Known {
+pub struct Known<const C: usize> {
     len: u8,
-    ranks: [Rank; KNOWN_CAP],
+    ranks: [Rank; C],
 }
 
-impl Default for Known {
+impl<const C: usize> Default for Known<C> {
     fn default() -> Self {
-        Self {
-            len: 0,
-            ranks: [0; KNOWN_CAP],
-        }
+        Self { len: 0, ranks: [0; C] }
     }
 }
 
-impl Known {
+impl<const C: usize> Known<C> {
     /// The known ranks, nearest first.
     pub fn as_slice(&self) -> &[Rank] {
         &self.ranks[..self.len as usize]
@@ -131,13 +132,13 @@ impl Known {
 
 /// A correction message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CorrMsg {
+pub struct CorrMsg<const C: usize> {
     /// The direction the message travels in.
     pub dir: Dir,
     /// Its purpose.
     pub kind: CorrKind,
     /// FCG only: g-nodes the sender knows on the side the message comes from (sender included).
-    pub known: Known,
+    pub known: Known<C>,
 }
 
 /// Parameters a corrector needs, fixed for the whole operation.
@@ -171,7 +172,7 @@ enum Role {
 
 /// One process's correction state.
 #[derive(Clone, Debug)]
-pub struct Corrector {
+pub struct Corrector<const C: usize> {
     role: Role,
     started: bool,
     done: bool,
@@ -185,7 +186,7 @@ pub struct Corrector {
     stopped: [bool; 2],
     /// FCG: known g-nodes ahead (`[Fwd]`, to the right) and behind (`[Bwd]`); c-nodes use
     /// `[Fwd]` for every g-node they learned of.
-    known: [Known; 2],
+    known: [Known<C>; 2],
     fin: [bool; 2],
     sos: bool,
     sos_next: Rank,
@@ -198,13 +199,13 @@ pub struct Corrector {
     pub replies_dropped: u32,
 }
 
-impl Default for Corrector {
+impl<const C: usize> Default for Corrector<C> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Corrector {
+impl<const C: usize> Corrector<C> {
     /// An uncolored process's corrector.
     pub fn new() -> Self {
         Self {
@@ -289,6 +290,7 @@ impl Corrector {
             }
         }
         if let Correction::FailProof { f } = p.kind {
+            debug_assert!(f as usize + 1 <= C, "failure-proof correction needs Corrector<FAILPROOF_CAP>");
             // Knowledge gathered before the start may already trigger the final phase.
             self.check_final(f);
         }
@@ -309,7 +311,7 @@ impl Corrector {
     }
 
     /// Handles a correction message from `from`. Returns true if it newly delivers here.
-    pub fn on_message(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time, from: Rank, m: &CorrMsg) -> bool {
+    pub fn on_message(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time, from: Rank, m: &CorrMsg<C>) -> bool {
         let was = self.delivered;
         if m.kind == CorrKind::Sos {
             if !self.sos {
@@ -338,13 +340,13 @@ impl Corrector {
         self.delivered && !was
     }
 
-    fn cnode_learn(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time, from: Rank, m: &CorrMsg) {
+    fn cnode_learn(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time, from: Rank, m: &CorrMsg<C>) {
         let Correction::FailProof { f } = p.kind else { return };
         if self.delivered {
             return;
         }
         // Line 13 of Algorithm 3: deliver once f + 1 distinct g-nodes are known.
-        let cap = KNOWN_CAP;
+        let cap = C;
         let d = |r: Rank| ring::forward_distance(me, r, n);
         self.known[0].insert(from, cap, d);
         for &r in m.known.as_slice() {
@@ -360,7 +362,16 @@ impl Corrector {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn participant_learn(&mut self, p: &CorrParams, me: Rank, n: Rank, side: Dir, dist: u32, from: Rank, m: &CorrMsg) {
+    fn participant_learn(
+        &mut self,
+        p: &CorrParams,
+        me: Rank,
+        n: Rank,
+        side: Dir,
+        dist: u32,
+        from: Rank,
+        m: &CorrMsg<C>,
+    ) {
         let s = side.idx();
         match p.kind {
             Correction::None | Correction::Opportunistic { .. } => {}
@@ -392,7 +403,7 @@ impl Corrector {
                 }
             }
             Correction::FailProof { f } => {
-                let cap = (f as usize + 1).min(KNOWN_CAP);
+                let cap = (f as usize + 1).min(C);
                 let k = &mut self.known[s];
                 match side {
                     Dir::Fwd => {
@@ -450,7 +461,7 @@ impl Corrector {
     }
 
     /// The sender is free: the next correction action.
-    pub fn poll(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg> {
+    pub fn poll(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg<C>> {
         if self.sos {
             let to = self.sos_next;
             let mut nx = to + 1;
@@ -499,7 +510,7 @@ impl Corrector {
         }
     }
 
-    fn send(&mut self, dir: Dir, me: Rank, n: Rank, kind: CorrKind, known: Known) -> Action<CorrMsg> {
+    fn send(&mut self, dir: Dir, me: Rank, n: Rank, kind: CorrKind, known: Known<C>) -> Action<CorrMsg<C>> {
         let off = self.off[dir.idx()];
         self.off[dir.idx()] += 1;
         let to = match dir {
@@ -513,7 +524,7 @@ impl Corrector {
     }
 
     /// Opportunistic: alternate while both sides have offsets left, then finish the other.
-    fn poll_opportunistic(&mut self, me: Rank, n: Rank) -> Action<CorrMsg> {
+    fn poll_opportunistic(&mut self, me: Rank, n: Rank) -> Action<CorrMsg<C>> {
         for _ in 0..2 {
             let dir = self.next;
             self.next = dir.other();
@@ -528,7 +539,7 @@ impl Corrector {
 
     /// Checked: a direction stops once it has sent to the nearest participant heard from on
     /// that side (or wrapped around the ring); a stopped direction's slot idles for `o`.
-    fn poll_checked(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg> {
+    fn poll_checked(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg<C>> {
         for d in [Dir::Fwd, Dir::Bwd] {
             let i = d.idx();
             if self.off[i] > self.bound[i] || self.off[i] >= n {
@@ -551,7 +562,7 @@ impl Corrector {
     }
 
     /// Failure-proof (FCG Algorithm 3, lines 15–28).
-    fn poll_failproof(&mut self, p: &CorrParams, f: u32, me: Rank, n: Rank) -> Action<CorrMsg> {
+    fn poll_failproof(&mut self, p: &CorrParams, f: u32, me: Rank, n: Rank) -> Action<CorrMsg<C>> {
         self.check_final(f);
         for d in [Dir::Fwd, Dir::Bwd] {
             let i = d.idx();
@@ -594,7 +605,7 @@ impl Corrector {
         }
         // A message travelling `dir` tells its receiver about us and what lies behind us.
         let behind = self.known[dir.other().idx()];
-        let cap = (f as usize + 1).min(KNOWN_CAP);
+        let cap = (f as usize + 1).min(C);
         let known = match dir {
             Dir::Fwd => behind.with(me, cap, |r| ring::backward_distance(me, r, n)),
             Dir::Bwd => behind.with(me, cap, |r| ring::forward_distance(me, r, n)),
@@ -605,7 +616,7 @@ impl Corrector {
 
     /// Delayed (CT §3.3): the first message goes left; rightward messages only after the delay
     /// expired without a message from the right, until one arrives.
-    fn poll_delayed(&mut self, me: Rank, n: Rank) -> Action<CorrMsg> {
+    fn poll_delayed(&mut self, me: Rank, n: Rank) -> Action<CorrMsg<C>> {
         let b = Dir::Bwd.idx();
         if self.off[b] <= self.bound[b] {
             return self.send(Dir::Bwd, me, n, CorrKind::Normal, Known::default());

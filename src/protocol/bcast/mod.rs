@@ -22,14 +22,14 @@ pub enum Start {
     Overlapped,
 }
 
-fn corr_phase(c: &CorrMsg) -> Phase {
+fn corr_phase<const C: usize>(c: &CorrMsg<C>) -> Phase {
     match c.kind {
         CorrKind::Normal | CorrKind::Final => Phase::Correction,
         CorrKind::Reply | CorrKind::Sos => Phase::Control,
     }
 }
 
-fn corr_label(c: &CorrMsg) -> &'static str {
+fn corr_label<const C: usize>(c: &CorrMsg<C>) -> &'static str {
     match (c.kind, c.dir) {
         (CorrKind::Normal, Dir::Fwd) => "corr>",
         (CorrKind::Normal, Dir::Bwd) => "corr<",
