@@ -160,6 +160,8 @@ pub struct CorrParams {
     pub idle_when_stopped: bool,
 }
 
+const NO_TIMER: Time = Time::MAX;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
     /// Not colored yet.
@@ -190,13 +192,14 @@ pub struct Corrector<const C: usize> {
     fin: [bool; 2],
     sos: bool,
     sos_next: Rank,
-    timer: Option<Time>,
+    /// Pending timer (`NO_TIMER`: none); a sentinel keeps the state small.
+    timer: Time,
     /// Delayed: heard from the right; replies owed (targets, FIFO, bounded).
     heard_right: bool,
-    replies: [Rank; 4],
+    replies: [Rank; 2],
     n_replies: u8,
     /// Replies that did not fit in the queue (the sender also stops on any later message).
-    pub replies_dropped: u32,
+    pub replies_dropped: u16,
 }
 
 impl<const C: usize> Default for Corrector<C> {
@@ -221,9 +224,9 @@ impl<const C: usize> Corrector<C> {
             fin: [false, false],
             sos: false,
             sos_next: 0,
-            timer: None,
+            timer: NO_TIMER,
             heard_right: false,
-            replies: [0; 4],
+            replies: [0; 2],
             n_replies: 0,
             replies_dropped: 0,
         }
@@ -256,14 +259,14 @@ impl<const C: usize> Corrector<C> {
     pub fn finished(&self) -> bool {
         match self.role {
             Role::Participant => self.done && !self.sos && self.n_replies == 0,
-            Role::CNode => !self.sos && self.n_replies == 0 && (self.delivered || self.timer.is_none()),
+            Role::CNode => !self.sos && self.n_replies == 0 && (self.delivered || (self.timer == NO_TIMER)),
             Role::Unknown => true,
         }
     }
 
     /// A pending timer, if any.
     pub fn next_timer(&self) -> Option<Time> {
-        self.timer
+        (self.timer != NO_TIMER).then_some(self.timer)
     }
 
     /// A participant begins its correction phase at `now`.
@@ -286,11 +289,11 @@ impl<const C: usize> Corrector<C> {
             Correction::Delayed { .. } => {
                 // One message to the left, then wait for the right neighbour.
                 self.bound = [0, 1];
-                self.timer = Some(now + p.delay);
+                self.timer = now + p.delay;
             }
         }
         if let Correction::FailProof { f } = p.kind {
-            debug_assert!(f as usize + 1 <= C, "failure-proof correction needs Corrector<FAILPROOF_CAP>");
+            debug_assert!((f as usize) < C, "failure-proof correction needs Corrector<FAILPROOF_CAP>");
             // Knowledge gathered before the start may already trigger the final phase.
             self.check_final(f);
         }
@@ -354,10 +357,10 @@ impl<const C: usize> Corrector<C> {
         }
         if self.known[0].len() > f {
             self.delivered = true;
-            self.timer = None;
-        } else if self.timer.is_none() {
+            self.timer = NO_TIMER;
+        } else if (self.timer == NO_TIMER) {
             // Line 14: SOS after a timeout.
-            self.timer = Some(now + p.sos_timeout);
+            self.timer = now + p.sos_timeout;
         }
     }
 
@@ -391,14 +394,14 @@ impl<const C: usize> Corrector<C> {
                 if side == Dir::Fwd {
                     // Anything from the right stops our rightward search.
                     self.heard_right = true;
-                    self.timer = None;
+                    self.timer = NO_TIMER;
                 } else if m.kind != CorrKind::Reply {
                     // A search from the left reached us: reply at once to stop it.
                     if (self.n_replies as usize) < self.replies.len() {
                         self.replies[self.n_replies as usize] = from;
                         self.n_replies += 1;
                     } else {
-                        self.replies_dropped += 1;
+                        self.replies_dropped = self.replies_dropped.saturating_add(1);
                     }
                 }
             }
@@ -435,7 +438,7 @@ impl<const C: usize> Corrector<C> {
     fn enter_sos(&mut self, me: Rank, n: Rank) {
         self.sos = true;
         self.done = false;
-        self.timer = None;
+        self.timer = NO_TIMER;
         self.sos_next = if me == 0 { 1 } else { 0 };
         if self.sos_next >= n {
             self.sos = false;
@@ -445,10 +448,10 @@ impl<const C: usize> Corrector<C> {
 
     /// The pending timer fired.
     pub fn on_timer(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time) {
-        match self.timer {
-            Some(t) if t <= now => self.timer = None,
-            _ => return,
+        if self.timer > now {
+            return;
         }
+        self.timer = NO_TIMER;
         match p.kind {
             // Nobody from the right: search to the right until someone answers.
             Correction::Delayed { .. } if !self.heard_right => self.bound[Dir::Fwd.idx()] = n,
@@ -624,7 +627,7 @@ impl<const C: usize> Corrector<C> {
         let fw = Dir::Fwd.idx();
         if self.heard_right || self.off[fw] >= n {
             self.done = true;
-            self.timer = None;
+            self.timer = NO_TIMER;
             return Action::Wait;
         }
         if self.bound[fw] >= n {
