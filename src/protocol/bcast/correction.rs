@@ -358,7 +358,7 @@ impl<const C: usize> Corrector<C> {
         if self.known[0].len() > f {
             self.delivered = true;
             self.timer = NO_TIMER;
-        } else if (self.timer == NO_TIMER) {
+        } else if self.timer == NO_TIMER {
             // Line 14: SOS after a timeout.
             self.timer = now + p.sos_timeout;
         }
