@@ -48,6 +48,36 @@ pub struct RunStats {
     pub events: u64,
 }
 
+/// The driver's per-process state.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// When the receive port is free again.
+    recv_free: Time,
+    /// Death time (`Time::MAX`: alive; 0: dead before the start).
+    death: Time,
+    /// First delivery (`Time::MAX`: never).
+    delivered_at: Time,
+    /// The armed timer (`Time::MAX`: none).
+    timer_at: Time,
+    /// Messages sent.
+    sent: u32,
+    /// A poll is queued or the sender is busy.
+    poll_pending: bool,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self {
+            recv_free: 0,
+            death: Time::MAX,
+            delivered_at: Time::MAX,
+            timer_at: Time::MAX,
+            sent: 0,
+            poll_pending: false,
+        }
+    }
+}
+
 /// One trace line: `time,node,event,peer,label`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceRow {
@@ -63,12 +93,10 @@ pub struct Engine<P: Protocol> {
     n: u32,
     logp: LogP,
     nodes: Vec<P>,
+    /// Per-process driver state, one cache line per process (an event touches one slot).
+    slots: Vec<Slot>,
+    /// Death times as drawn by the fault plan (copied into the slots).
     death: Vec<Time>,
-    delivered_at: Vec<Time>,
-    recv_free: Vec<Time>,
-    poll_pending: Vec<bool>,
-    timer_at: Vec<Time>,
-    sent: Vec<u32>,
     cal: Calendar<Ev<P::Msg>>,
     scratch: Vec<Rank>,
     sends_log: Vec<(Rank, Rank)>,
@@ -88,12 +116,8 @@ where
             n,
             logp,
             nodes: Vec::with_capacity(len),
+            slots: vec![Slot::default(); len],
             death: vec![Time::MAX; len],
-            delivered_at: vec![Time::MAX; len],
-            recv_free: vec![0; len],
-            poll_pending: vec![false; len],
-            timer_at: vec![Time::MAX; len],
-            sent: vec![0; len],
             cal: Calendar::new(4 * logp.hop() + 4),
             scratch: Vec::new(),
             sends_log: Vec::new(),
@@ -109,12 +133,12 @@ where
 
     /// The death time drawn for `r` in the last run (`Time::MAX`: alive).
     pub fn death_time(&self, r: Rank) -> Time {
-        self.death[r as usize]
+        self.slots[r as usize].death
     }
 
     /// When `r` delivered in the last run (`Time::MAX`: never).
     pub fn delivered_at(&self, r: Rank) -> Time {
-        self.delivered_at[r as usize]
+        self.slots[r as usize].delivered_at
     }
 
     fn cx<'a>(&self, shared: &'a P::Shared, rank: Rank, now: Time) -> Ctx<'a, P::Shared> {
@@ -141,12 +165,12 @@ where
     /// Re-arms `r`'s timer if the protocol changed it, and records a first delivery.
     fn rearm(&mut self, r: Rank, now: Time) {
         let i = r as usize;
-        if self.delivered_at[i] == Time::MAX && self.nodes[i].delivered() {
-            self.delivered_at[i] = now;
+        if self.slots[i].delivered_at == Time::MAX && self.nodes[i].delivered() {
+            self.slots[i].delivered_at = now;
         }
         let t = self.nodes[i].next_timer().unwrap_or(Time::MAX);
-        if t != self.timer_at[i] {
-            self.timer_at[i] = t;
+        if t != self.slots[i].timer_at {
+            self.slots[i].timer_at = t;
             if t != Time::MAX {
                 self.cal.push(t.max(now), Class::Early, Ev::Timer(r));
             }
@@ -162,9 +186,9 @@ where
     fn settle(&mut self, shared: &P::Shared, r: Rank, now: Time, rng: &mut ProtoRng, st: &mut RunStats) {
         let i = r as usize;
         self.rearm(r, now);
-        if !self.poll_pending[i] {
-            if self.timer_at[i] == now || self.fd {
-                self.poll_pending[i] = true;
+        if !self.slots[i].poll_pending {
+            if self.slots[i].timer_at == now || self.fd {
+                self.slots[i].poll_pending = true;
                 self.cal.push(now, Class::Late, Ev::Poll(r));
             } else {
                 self.poll(shared, r, now, rng, st);
@@ -175,7 +199,7 @@ where
     /// The sender of `r` is free at `t`: ask the protocol and carry out its action.
     fn poll(&mut self, shared: &P::Shared, r: Rank, t: Time, rng: &mut ProtoRng, st: &mut RunStats) {
         let i = r as usize;
-        if self.death[i] <= t {
+        if self.slots[i].death <= t {
             return;
         }
         let (o, l) = (self.logp.o, self.logp.l);
@@ -184,23 +208,25 @@ where
             Action::Send { to, msg } => {
                 debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
                 st.messages += 1;
-                self.sent[i] += 1;
+                self.slots[i].sent += 1;
                 st.quiescence = st.quiescence.max(t + o);
-                self.log(t, r, "send", to, msg.label());
+                if self.trace.is_some() {
+                    self.log(t, r, "send", to, msg.label());
+                }
                 let ti = to as usize;
-                let done = (t + o + l).max(self.recv_free[ti]) + o;
-                if self.death[ti] > t + o + l {
-                    self.recv_free[ti] = done;
+                let done = (t + o + l).max(self.slots[ti].recv_free) + o;
+                if self.slots[ti].death > t + o + l {
+                    self.slots[ti].recv_free = done;
                 }
                 self.cal.push(done, Class::Early, Ev::Recv { to, from: r, msg });
                 if self.fd {
                     self.sends_log.push((r, to));
                 }
-                self.poll_pending[i] = true;
+                self.slots[i].poll_pending = true;
                 self.cal.push(t + o, Class::Late, Ev::Poll(r));
             }
             Action::Sleep(s) => {
-                self.poll_pending[i] = true;
+                self.slots[i].poll_pending = true;
                 self.cal.push(t + s.max(1), Class::Late, Ev::Poll(r));
             }
             Action::Wait => {}
@@ -214,11 +240,12 @@ where
         let mut rng = ProtoRng::new(seed);
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
-        self.delivered_at.fill(Time::MAX);
-        self.recv_free.fill(0);
-        self.poll_pending.fill(false);
-        self.timer_at.fill(Time::MAX);
-        self.sent.fill(0);
+        for (slot, &death) in self.slots.iter_mut().zip(&self.death) {
+            *slot = Slot {
+                death,
+                ..Slot::default()
+            };
+        }
         self.sends_log.clear();
         self.cal.reset();
         self.nodes.clear();
@@ -229,7 +256,7 @@ where
         let fd = shared.uses_failure_detector();
         self.fd = fd;
         for r in 0..n {
-            let d = self.death[r as usize];
+            let d = self.slots[r as usize].death;
             if d == 0 {
                 self.log(0, r, "dead", r, "");
                 continue;
@@ -251,12 +278,12 @@ where
             }
             match ev {
                 Ev::Poll(r) => {
-                    self.poll_pending[r as usize] = false;
+                    self.slots[r as usize].poll_pending = false;
                     self.poll(shared, r, t, &mut rng, &mut st);
                 }
                 Ev::Recv { to, from, msg } => {
                     let i = to as usize;
-                    if self.death[i] <= t {
+                    if self.slots[i].death <= t {
                         self.log(t, to, "lost", from, msg.label());
                         if fd {
                             self.cal.push(
@@ -271,17 +298,19 @@ where
                     if msg.phase() == Phase::Dissemination {
                         diss_end = diss_end.max(t);
                     }
-                    self.log(t, to, "recv", from, msg.label());
+                    if self.trace.is_some() {
+                        self.log(t, to, "recv", from, msg.label());
+                    }
                     let cx = self.cx(shared, to, t);
                     self.nodes[i].on_message(&cx, from, &msg);
                     self.settle(shared, to, t, &mut rng, &mut st);
                 }
                 Ev::Timer(r) => {
                     let i = r as usize;
-                    if self.death[i] <= t || self.timer_at[i] != t {
+                    if self.slots[i].death <= t || self.slots[i].timer_at != t {
                         continue;
                     }
-                    self.timer_at[i] = Time::MAX;
+                    self.slots[i].timer_at = Time::MAX;
                     self.log(t, r, "timer", r, "");
                     let cx = self.cx(shared, r, t);
                     self.nodes[i].on_timer(&cx);
@@ -289,7 +318,7 @@ where
                 }
                 Ev::Suspect { node, peer } => {
                     let i = node as usize;
-                    if self.death[i] <= t {
+                    if self.slots[i].death <= t {
                         continue;
                     }
                     self.log(t, node, "suspect", peer, "");
@@ -313,17 +342,17 @@ where
         // Per-run statistics.
         let mut coloring = 0;
         for r in 0..n as usize {
-            if self.death[r] != Time::MAX {
+            if self.slots[r].death != Time::MAX {
                 continue;
             }
-            if self.delivered_at[r] == Time::MAX {
+            if self.slots[r].delivered_at == Time::MAX {
                 st.uncolored_live += 1;
             } else {
-                coloring = coloring.max(self.delivered_at[r]);
+                coloring = coloring.max(self.slots[r].delivered_at);
             }
         }
         st.coloring = coloring;
-        st.max_messages_per_process = self.sent.iter().copied().max().unwrap_or(0);
+        st.max_messages_per_process = self.slots.iter().map(|s| s.sent).max().unwrap_or(0);
         let nodes = &self.nodes;
         st.gmax = ring::longest_circular_run(|r| !nodes[r as usize].colored_by_dissemination(), n);
         st.dissemination_end = diss_end.max(shared.sync_correction_start().unwrap_or(0));

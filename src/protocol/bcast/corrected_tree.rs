@@ -99,6 +99,8 @@ impl<const C: usize> Message for TreeMsg<C> {
 pub struct CorrectedTree<const C: usize> {
     /// A tree message arrived (or this is the root): children are owed a message.
     tree_received: bool,
+    /// All children were sent to (and a participant's correction started).
+    tree_sent: bool,
     /// Next child index to send to.
     next_child: u32,
     /// Virtual time of this process's sender.
@@ -113,6 +115,7 @@ impl<const C: usize> Protocol for CorrectedTree<C> {
     fn new(_cx: &Ctx<'_, TreeShared>) -> Self {
         Self {
             tree_received: false,
+            tree_sent: false,
             next_child: 0,
             vt: 0,
             corr: Corrector::new(),
@@ -149,7 +152,7 @@ impl<const C: usize> Protocol for CorrectedTree<C> {
 
     fn poll_send(&mut self, cx: &Ctx<'_, TreeShared>, _rng: &mut ProtoRng) -> Action<TreeMsg<C>> {
         let s = cx.shared;
-        if self.tree_received {
+        if self.tree_received && !self.tree_sent {
             let children = s.tree.children(cx.rank);
             if let Some(&child) = children.get(self.next_child as usize) {
                 self.next_child += 1;
@@ -168,6 +171,8 @@ impl<const C: usize> Protocol for CorrectedTree<C> {
                 }
                 self.corr.start(&s.corr, cx.n, cx.now);
             }
+            // Every child served and correction started: later polls skip the tree.
+            self.tree_sent = true;
         }
         self.corr.poll(&s.corr, cx.rank, cx.n).map(TreeMsg::Corr)
     }

@@ -293,7 +293,10 @@ impl<const C: usize> Corrector<C> {
             }
         }
         if let Correction::FailProof { f } = p.kind {
-            debug_assert!((f as usize) < C, "failure-proof correction needs Corrector<FAILPROOF_CAP>");
+            debug_assert!(
+                (f as usize) < C,
+                "failure-proof correction needs Corrector<FAILPROOF_CAP>"
+            );
             // Knowledge gathered before the start may already trigger the final phase.
             self.check_final(f);
         }
