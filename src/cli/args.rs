@@ -52,8 +52,9 @@ pub enum StartName {
     Overlapped,
 }
 
+/// The broadcast algorithm and its parameters (shared by `sim`, `model` and `bench`).
 #[derive(Args, Debug, Clone)]
-pub struct SimArgs {
+pub struct AlgoArgs {
     /// Broadcast algorithm.
     #[arg(long, value_enum, default_value = "corrected-tree")]
     pub algo: AlgoName,
@@ -79,6 +80,12 @@ pub struct SimArgs {
     /// OCG correction time C [default: Claim 2's C = K·O + L + O, plus one O].
     #[arg(long = "correction-time")]
     pub correction_time: Option<u64>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub alg: AlgoArgs,
     /// Number of processes P (N).
     #[arg(long, default_value_t = 65536)]
     pub nodes: u32,

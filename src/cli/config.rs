@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::cli::args::{AlgoName, OrderName, SimArgs, StartName};
+use crate::cli::args::{AlgoArgs, AlgoName, OrderName, SimArgs, StartName};
 use crate::cli::spec;
 use crate::model::{LogP, Time};
 use crate::protocol::bcast::Start;
@@ -122,6 +122,80 @@ fn reject(given: bool, flag: &str, algo: AlgoName) -> Result<(), String> {
     Ok(())
 }
 
+/// Resolves the algorithm flags for `n` processes of which about `dead` are dead before the
+/// operation (the gossip model needs the active count); errors are one line.
+pub fn resolve_algo(g: &AlgoArgs, n: u32, logp: LogP, dead: u32) -> Result<Algo, String> {
+    let treeish = matches!(g.algo, AlgoName::CorrectedTree | AlgoName::TreeAck);
+    reject(!treeish && g.tree.is_some(), "--tree", g.algo)?;
+    reject(!treeish && g.order.is_some(), "--order", g.algo)?;
+    let is_ct = g.algo == AlgoName::CorrectedTree;
+    reject(!is_ct && g.correction.is_some(), "--correction", g.algo)?;
+    reject(!is_ct && g.start.is_some(), "--start", g.algo)?;
+    let gossipy = matches!(g.algo, AlgoName::CorrectedGossip | AlgoName::Gossip);
+    reject(
+        g.algo != AlgoName::CorrectedGossip && g.variant.is_some(),
+        "--variant",
+        g.algo,
+    )?;
+    reject(!gossipy && g.gossip_rounds.is_some(), "--gossip-rounds", g.algo)?;
+    reject(!gossipy && g.correction_time.is_some(), "--correction-time", g.algo)?;
+    let tree = g
+        .tree
+        .as_deref()
+        .map(spec::tree)
+        .transpose()?
+        .unwrap_or(TreeKind::Binomial);
+    let order = match g.order.unwrap_or(OrderName::Interleaved) {
+        OrderName::Interleaved => Order::Interleaved,
+        OrderName::InOrder => Order::InOrder,
+    };
+    Ok(match g.algo {
+        AlgoName::CorrectedTree => {
+            let correction = g
+                .correction
+                .as_deref()
+                .map(spec::correction)
+                .transpose()?
+                .unwrap_or(Correction::Checked);
+            let start = match g.start.unwrap_or(StartName::Synchronized) {
+                StartName::Synchronized => Start::Synchronized,
+                StartName::Overlapped => Start::Overlapped,
+            };
+            Algo::CorrectedTree {
+                tree,
+                order,
+                correction,
+                start,
+            }
+        }
+        AlgoName::CorrectedGossip | AlgoName::Gossip => {
+            let variant = if g.algo == AlgoName::Gossip {
+                Variant::Gos
+            } else {
+                g.variant
+                    .as_deref()
+                    .map(spec::variant)
+                    .transpose()?
+                    .unwrap_or(Variant::Ccg)
+            };
+            if g.correction_time.is_some() && !matches!(variant, Variant::Ocg { .. }) {
+                return Err("--correction-time applies to --variant ocg only".into());
+            }
+            crate::cli::defaults::gossip(
+                variant,
+                n,
+                n.saturating_sub(dead).max(1),
+                logp,
+                g.gossip_rounds,
+                g.correction_time,
+            )?
+        }
+        AlgoName::Big => Algo::Big,
+        AlgoName::Bfb => Algo::Bfb,
+        AlgoName::TreeAck => Algo::TreeAck { tree, order },
+    })
+}
+
 impl Setup {
     /// Validates the flags; errors are one line.
     pub fn from_args(a: &SimArgs) -> Result<Setup, String> {
@@ -133,80 +207,12 @@ impl Setup {
             return Err("--runs must be at least 1".into());
         }
         let n = a.nodes;
-        let treeish = matches!(a.algo, AlgoName::CorrectedTree | AlgoName::TreeAck);
-        reject(!treeish && a.tree.is_some(), "--tree", a.algo)?;
-        reject(!treeish && a.order.is_some(), "--order", a.algo)?;
-        let is_ct = a.algo == AlgoName::CorrectedTree;
-        reject(!is_ct && a.correction.is_some(), "--correction", a.algo)?;
-        reject(!is_ct && a.start.is_some(), "--start", a.algo)?;
-        let gossipy = matches!(a.algo, AlgoName::CorrectedGossip | AlgoName::Gossip);
-        reject(
-            a.algo != AlgoName::CorrectedGossip && a.variant.is_some(),
-            "--variant",
-            a.algo,
-        )?;
-        reject(!gossipy && a.gossip_rounds.is_some(), "--gossip-rounds", a.algo)?;
-        reject(!gossipy && a.correction_time.is_some(), "--correction-time", a.algo)?;
-        let tree = a
-            .tree
-            .as_deref()
-            .map(spec::tree)
-            .transpose()?
-            .unwrap_or(TreeKind::Binomial);
-        let order = match a.order.unwrap_or(OrderName::Interleaved) {
-            OrderName::Interleaved => Order::Interleaved,
-            OrderName::InOrder => Order::InOrder,
+        let dead_guess = match spec::dead(&a.faults)? {
+            DeadBefore::Count(c) => c,
+            DeadBefore::Fraction(f) => Faults::fraction_count(f, n),
+            DeadBefore::List(l) => l.len() as u32,
         };
-        let algo = match a.algo {
-            AlgoName::CorrectedTree => {
-                let correction = a
-                    .correction
-                    .as_deref()
-                    .map(spec::correction)
-                    .transpose()?
-                    .unwrap_or(Correction::Checked);
-                let start = match a.start.unwrap_or(StartName::Synchronized) {
-                    StartName::Synchronized => Start::Synchronized,
-                    StartName::Overlapped => Start::Overlapped,
-                };
-                Algo::CorrectedTree {
-                    tree,
-                    order,
-                    correction,
-                    start,
-                }
-            }
-            AlgoName::CorrectedGossip | AlgoName::Gossip => {
-                let variant = if a.algo == AlgoName::Gossip {
-                    Variant::Gos
-                } else {
-                    a.variant
-                        .as_deref()
-                        .map(spec::variant)
-                        .transpose()?
-                        .unwrap_or(Variant::Ccg)
-                };
-                if a.correction_time.is_some() && !matches!(variant, Variant::Ocg { .. }) {
-                    return Err("--correction-time applies to --variant ocg only".into());
-                }
-                let dead_guess = match spec::dead(&a.faults)? {
-                    DeadBefore::Count(c) => c,
-                    DeadBefore::Fraction(f) => Faults::fraction_count(f, n),
-                    DeadBefore::List(l) => l.len() as u32,
-                };
-                crate::cli::defaults::gossip(
-                    variant,
-                    n,
-                    n.saturating_sub(dead_guess).max(1),
-                    logp,
-                    a.gossip_rounds,
-                    a.correction_time,
-                )?
-            }
-            AlgoName::Big => Algo::Big,
-            AlgoName::Bfb => Algo::Bfb,
-            AlgoName::TreeAck => Algo::TreeAck { tree, order },
-        };
+        let algo = resolve_algo(&a.alg, n, logp, dead_guess)?;
         let before = match &a.dead {
             Some(list) => DeadBefore::List(spec::ranks(list)?),
             None => spec::dead(&a.faults)?,
