@@ -7,5 +7,8 @@
 pub mod cli;
 pub mod model;
 pub mod protocol;
+pub mod runtime;
 pub mod sim;
 pub mod topology;
+pub mod transport;
+pub mod wire;

@@ -18,6 +18,9 @@ pub enum Command {
     Model(SimArgs),
     /// Regenerate docs/reproduction.md: the papers' results next to ours.
     Reproduce(ReproduceArgs),
+    /// The main job: broadcasts on a local cluster (UDP loopback or in-process), crashes
+    /// injected, latencies against the LogP prediction.
+    Bench(crate::cli::bench::BenchArgs),
 }
 
 /// The broadcast algorithms.

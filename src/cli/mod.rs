@@ -4,6 +4,7 @@
 //! panic (DESIGN.md decision 9).
 
 pub mod args;
+pub mod bench;
 pub mod config;
 pub mod defaults;
 pub mod model;
@@ -54,6 +55,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Sim(a) => sim::run(a),
         Command::Model(a) => model::run(a),
         Command::Reproduce(a) => reproduce::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => 0,

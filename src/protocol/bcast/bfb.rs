@@ -85,7 +85,7 @@ impl Excluded {
     }
 
     /// `None` if `ranks` does not fit.
-    fn from_slice(ranks: &[Rank]) -> Option<Self> {
+    pub fn from_slice(ranks: &[Rank]) -> Option<Self> {
         let mut e = Self::EMPTY;
         e.ranks.get_mut(..ranks.len())?.copy_from_slice(ranks);
         e.len = ranks.len() as u8;
@@ -93,7 +93,7 @@ impl Excluded {
     }
 
     /// Well formed for `n` processes: in capacity, strictly increasing, never the root.
-    fn is_valid(&self, n: u32) -> bool {
+    pub fn is_valid(&self, n: u32) -> bool {
         let s = self.as_slice();
         usize::from(self.len) <= MAX_EXCLUDED && s.iter().all(|&r| r > 0 && r < n) && s.windows(2).all(|w| w[0] < w[1])
     }

@@ -97,6 +97,13 @@ impl<const C: usize> Known<C> {
     pub fn as_slice(&self) -> &[Rank] {
         &self.ranks[..self.len as usize]
     }
+    /// The set holding `ranks` as given (nearest first); `None` if more than `C`.
+    pub fn from_slice(ranks: &[Rank]) -> Option<Self> {
+        let mut k = Self::default();
+        k.ranks.get_mut(..ranks.len())?.copy_from_slice(ranks);
+        k.len = u8::try_from(ranks.len()).ok()?;
+        Some(k)
+    }
     fn len(&self) -> u32 {
         u32::from(self.len)
     }

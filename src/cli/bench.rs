@@ -1,0 +1,333 @@
+//! `ftcoll bench`: the main job. A local cluster (threads of this process over UDP loopback or
+//! in-process queues) broadcasts back to back with crashes injected, checks every operation
+//! for consistency, and prints a perftest-like table next to the LogP prediction.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use clap::Args;
+use hdrhistogram::Histogram;
+use serde_json::json;
+
+use crate::cli::args::AlgoArgs;
+use crate::cli::config::{Algo, Setup, resolve_algo};
+use crate::cli::runner;
+use crate::model::LogP;
+use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
+use crate::runtime::kill::{Kill, KillPoint, parse_kills};
+use crate::runtime::logp::{Estimate, estimate};
+use crate::runtime::{Bench, TransportKind};
+use crate::sim::{DeadBefore, Experiment, Faults};
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub alg: AlgoArgs,
+    /// Nodes in the local cluster.
+    #[arg(long, default_value_t = 8)]
+    pub nodes: u32,
+    /// Transport.
+    #[arg(long, value_enum, default_value = "udp")]
+    pub transport: TransportKind,
+    /// Worker threads (each pinned to a core, owning nodes round-robin) [default: min(nodes, cores)].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// How idle workers wait.
+    #[arg(long, value_enum, default_value = "busy")]
+    pub poll: PollMode,
+    /// Broadcast payload in bytes.
+    #[arg(long, default_value_t = 8)]
+    pub size: usize,
+    /// Measured operations.
+    #[arg(long, default_value_t = 10_000)]
+    pub iterations: u64,
+    /// Unmeasured operations first.
+    #[arg(long, default_value_t = 1_000)]
+    pub warmup: u64,
+    /// Crashes: R (dead from the start), R@I[:recv] (dies on iteration I's first message),
+    /// R@I:sent=K (after sending K messages of iteration I), comma-separated; `none` for no
+    /// crash [default: rank 1, the root's first child, dies on receiving mid-run].
+    #[arg(long)]
+    pub kill: Option<String>,
+    /// Operations in flight at once (1: a barrier between iterations, like osu_bcast).
+    #[arg(long, default_value_t = 1)]
+    pub window: u64,
+    /// LogP o in ns for the protocols' time unit and the prediction [default: measured].
+    #[arg(long = "o-ns")]
+    pub o_ns: Option<u64>,
+    /// LogP L in ns [default: measured].
+    #[arg(long = "L-ns")]
+    pub l_ns: Option<u64>,
+    /// An operation not complete after this many ms is abandoned and counted.
+    #[arg(long = "op-timeout-ms", default_value_t = 1000)]
+    pub op_timeout_ms: u64,
+    /// Seed (gossip targets, job id).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Do not pin workers to cores.
+    #[arg(long = "no-pin")]
+    pub no_pin: bool,
+    /// Skip the LogP prediction.
+    #[arg(long = "no-model")]
+    pub no_model: bool,
+    /// Write the latency histograms in HdrHistogram's interval-log format to FILE.
+    #[arg(long)]
+    pub hlog: Option<std::path::PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn default_kills(a: &BenchArgs) -> String {
+    if a.nodes < 3 {
+        return "none".into();
+    }
+    format!("1@{}", a.warmup + a.iterations / 2)
+}
+
+/// Percentiles of a histogram in µs.
+fn pcts(h: &Histogram<u64>) -> serde_json::Value {
+    let us = |v: u64| v as f64 / 1000.0;
+    json!({
+        "t_min": us(h.min()), "p50": us(h.value_at_quantile(0.5)), "avg": h.mean() / 1000.0,
+        "p99": us(h.value_at_quantile(0.99)), "p99.9": us(h.value_at_quantile(0.999)), "max": us(h.max()),
+    })
+}
+
+fn row(name: &str, h: &Histogram<u64>) -> String {
+    let us = |v: u64| v as f64 / 1000.0;
+    format!(
+        "{name:<22}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}\n",
+        us(h.min()),
+        us(h.value_at_quantile(0.5)),
+        h.mean() / 1000.0,
+        us(h.value_at_quantile(0.99)),
+        us(h.value_at_quantile(0.999)),
+        us(h.max())
+    )
+}
+
+/// The simulator's prediction of the median coloring latency (ns) for the same algorithm,
+/// nodes and nodes dead from the start, with the measured L and o.
+fn predict(algo: &Algo, n: u32, model: LogP, o_ns: u64, kills: &[Kill]) -> Result<(f64, f64), String> {
+    let dead: Vec<u32> = kills
+        .iter()
+        .filter(|k| k.point == KillPoint::Start)
+        .map(|k| k.rank)
+        .collect();
+    let faults = Faults {
+        before: DeadBefore::List(dead),
+        ..Faults::default()
+    };
+    let setup = Setup {
+        algo: algo.clone(),
+        experiment: Experiment {
+            n,
+            logp: model,
+            faults,
+            runs: 200,
+            seed: 1,
+            threads: 1,
+            max_events: Experiment::default_max_events(n),
+        },
+        faults_text: String::new(),
+    };
+    let s = runner::simulate(&setup, &|_| {})?;
+    let r = s.report();
+    Ok((
+        r.coloring_latency.p50 * o_ns as f64,
+        r.quiescence_latency.p50 * o_ns as f64,
+    ))
+}
+
+/// Runs `ftcoll bench`.
+pub fn run(a: &BenchArgs) -> Result<(), String> {
+    if a.nodes < 2 {
+        return Err(format!("--nodes must be at least 2, got {}", a.nodes));
+    }
+    if a.iterations == 0 {
+        return Err("--iterations must be at least 1".into());
+    }
+    if a.window == 0 || a.window > 32 {
+        return Err(format!("--window must be in 1..=32, got {}", a.window));
+    }
+    if a.size > 1024 {
+        return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
+    }
+    if a.workers == Some(0) {
+        return Err("--workers must be at least 1".into());
+    }
+    if matches!(a.o_ns, Some(0)) {
+        return Err("--o-ns must be at least 1".into());
+    }
+    let kill_text = a.kill.clone().unwrap_or_else(|| default_kills(a));
+    let kills = if kill_text == "none" {
+        Vec::new()
+    } else {
+        parse_kills(&kill_text, a.nodes)?
+    };
+    let est: Option<Estimate> = match (a.o_ns, a.l_ns) {
+        (Some(_), Some(_)) => None,
+        _ => Some(estimate(a.transport, 2000, a.size)?),
+    };
+    let o_ns = a.o_ns.or(est.map(|e| e.o_ns)).unwrap_or(1).max(1);
+    let l_ns = a.l_ns.or(est.map(|e| e.l_ns)).unwrap_or(1);
+    let model = LogP {
+        l: (l_ns + o_ns / 2) / o_ns,
+        o: 1,
+    };
+    let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
+    let algo = resolve_algo(&a.alg, a.nodes, model, dead)?;
+    let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
+    let workers = a.workers.unwrap_or(cores).min(a.nodes as usize).max(1);
+    let cluster = ClusterConfig {
+        nodes: a.nodes,
+        workers,
+        poll: a.poll,
+        warmup: a.warmup,
+        iterations: a.iterations,
+        window: a.window,
+        payload_len: a.size,
+        tick_ns: o_ns,
+        job: 0xF7C0_0000_0000_0000 ^ a.seed,
+        seed: a.seed,
+        op_timeout: Duration::from_millis(a.op_timeout_ms.max(1)),
+        idle: Duration::from_micros(500),
+        pin: !a.no_pin,
+    };
+    let bench = Bench {
+        algo: algo.clone(),
+        cluster,
+        transport: a.transport,
+        kills: kills.clone(),
+        model,
+        loss: 0.0,
+    };
+    let show = !a.json && std::io::stderr().is_terminal();
+    if show {
+        eprintln!(
+            "running {} operations on {} nodes ...",
+            a.warmup + a.iterations,
+            a.nodes
+        );
+    }
+    let res = crate::runtime::run(&bench)?;
+    let pred = if a.no_model {
+        None
+    } else {
+        Some(predict(&algo, a.nodes, model, o_ns, &kills)?)
+    };
+    if let Some(path) = &a.hlog {
+        write_hlog(path, &res).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let measured_p50 = res.coloring.value_at_quantile(0.5) as f64;
+    if a.json {
+        let v = json!({
+            "config": {
+                "algo": algo, "description": algo.describe(), "nodes": a.nodes, "transport": a.transport,
+                "workers": workers, "poll": a.poll, "size": a.size, "iterations": a.iterations,
+                "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
+            },
+            "logp_estimate": est,
+            "coloring_latency_us": pcts(&res.coloring),
+            "quiescence_latency_us": pcts(&res.quiescence),
+            "delivery_latency_us": pcts(&res.delivery),
+            "messages_per_op": res.messages.mean(),
+            "violations": res.violations,
+            "timeouts": res.timeouts,
+            "measured_ops": res.measured,
+            "wall_seconds": res.wall.as_secs_f64(),
+            "ops_per_second": res.measured as f64 / res.wall.as_secs_f64().max(1e-9),
+            "prediction": pred.map(|(c, q)| json!({
+                "coloring_p50_us": c / 1000.0, "quiescence_p50_us": q / 1000.0,
+                "measured_over_predicted": measured_p50 / c.max(1.0),
+            })),
+            "transport": res.transport,
+            "drops": res.drops,
+            "stale": res.stale, "spoofed": res.spoofed, "wrong_kind": res.wrong_kind, "backpressure": res.backpressure,
+            "dead_nodes": res.dead_nodes,
+        });
+        println!("{v}");
+        return Ok(());
+    }
+    let mut s = String::new();
+    s += &format!("ftcoll bench: {}\n", algo.describe());
+    s += &format!(
+        "nodes={} transport={:?} workers={} poll={:?} size={}B iterations={} warmup={} window={} kills={}\n",
+        a.nodes, a.transport, workers, a.poll, a.size, a.iterations, a.warmup, a.window, kill_text
+    );
+    match est {
+        Some(e) => {
+            s += &format!(
+                "LogP (estimated by ping-pong, median of {}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
+                e.samples, o_ns, e.o_send_ns, e.o_recv_ns, l_ns, e.rtt_ns
+            )
+        }
+        None => s += &format!("LogP (given): o = {o_ns} ns, L = {l_ns} ns\n"),
+    }
+    s += &format!(
+        "\n{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+        "latency (µs)", "t_min", "p50", "avg", "p99", "p99.9", "max"
+    );
+    s += &row("coloring", &res.coloring);
+    s += &row("quiescence", &res.quiescence);
+    s += &row("per-node delivery", &res.delivery);
+    s += &format!(
+        "\nmessages per operation: {:.2}   consistency violations: {}   timeouts: {}   operations: {} ({:.0}/s)\n",
+        res.messages.mean(),
+        res.violations,
+        res.timeouts,
+        res.measured,
+        res.measured as f64 / res.wall.as_secs_f64().max(1e-9)
+    );
+    if let Some((c, q)) = pred {
+        s += &format!(
+            "LogP prediction (simulator, same algorithm and nodes): coloring p50 {:.2} µs, quiescence p50 {:.2} µs; measured/predicted (coloring p50) = {:.2}\n",
+            c / 1000.0,
+            q / 1000.0,
+            measured_p50 / c.max(1.0)
+        );
+    }
+    if a.nodes as usize > workers {
+        s += &format!(
+            "note: {} nodes share {} workers, so a message may wait while its worker serves other nodes; the model gives every node its own core, so expect measured > predicted.\n",
+            a.nodes, workers
+        );
+    }
+    let t = &res.transport;
+    s += &format!(
+        "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} decode {} stale {}; dead nodes {:?}\n",
+        t.sent,
+        t.received,
+        t.retransmits,
+        t.suspected,
+        t.malformed,
+        t.foreign,
+        res.drops.total(),
+        res.stale,
+        res.dead_nodes
+    );
+    print!("{s}");
+    Ok(())
+}
+
+fn write_hlog(path: &std::path::Path, res: &ClusterResult) -> std::io::Result<()> {
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+    let mut f = std::fs::File::create(path)?;
+    let mut ser = V2DeflateSerializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment("ftcoll bench latency histograms, values in ns")
+        .with_max_value_divisor(1000.0)
+        .begin_log_with(&mut f, &mut ser)?;
+    let d = res.wall;
+    for (tag, h) in [
+        ("coloring", &res.coloring),
+        ("quiescence", &res.quiescence),
+        ("delivery", &res.delivery),
+    ] {
+        w.write_histogram(h, Duration::ZERO, d, Tag::new(tag))
+            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,323 @@
+//! A local cluster: W worker threads, pinned to cores (spawned first, pinned inside the thread
+//! so no mask is inherited), each owning a set of nodes and polling them; worker 0 also runs
+//! the coordinator that starts operations back to back (a barrier between iterations, as
+//! osu_bcast does, or a window of K in flight), checks consistency and records latencies.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::protocol::{Protocol, SharedInfo};
+use crate::runtime::board::{Control, WINDOW};
+use crate::runtime::node::{Node, NodeParams};
+use crate::transport::TransportStats;
+use crate::wire::{DropCounters, WireMessage};
+
+/// How workers wait when there is nothing to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PollMode {
+    /// Spin on the endpoints (lowest latency; needs a core per worker).
+    Busy,
+    /// Spin, then yield and sleep briefly after a while without progress.
+    Adaptive,
+    /// Sleep between polls when idle (for machines with fewer cores than workers).
+    Blocking,
+}
+
+/// A benchmark run's parameters.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterConfig {
+    pub nodes: u32,
+    pub workers: usize,
+    pub poll: PollMode,
+    pub warmup: u64,
+    pub iterations: u64,
+    pub window: u64,
+    pub payload_len: usize,
+    pub tick_ns: u64,
+    pub job: u64,
+    pub seed: u64,
+    /// An operation not complete after this is abandoned and counted as a violation.
+    pub op_timeout: Duration,
+    /// Once every live node delivered, an operation is over when nothing happened for this
+    /// long even if some protocol never reports itself finished (BFB's inner nodes).
+    pub idle: Duration,
+    pub pin: bool,
+}
+
+/// What a run measured.
+#[derive(Debug)]
+pub struct ClusterResult {
+    /// Root's start to the last live node's delivery, ns, per measured operation.
+    pub coloring: Histogram<u64>,
+    /// Root's start to the last send/receive of the operation, ns.
+    pub quiescence: Histogram<u64>,
+    /// Messages per operation.
+    pub messages: Histogram<u64>,
+    /// Per-node delivery latency, ns (merged over nodes).
+    pub delivery: Histogram<u64>,
+    /// Live nodes that did not deliver exactly once with an intact payload, summed over
+    /// measured operations.
+    pub violations: u64,
+    /// Operations abandoned at the timeout.
+    pub timeouts: u64,
+    pub measured: u64,
+    pub wall: Duration,
+    pub transport: TransportStats,
+    pub drops: DropCounters,
+    pub stale: u64,
+    pub spoofed: u64,
+    pub wrong_kind: u64,
+    pub backpressure: u64,
+    pub deferred_overflow: u64,
+    pub dead_nodes: Vec<u32>,
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds")
+}
+
+struct Coordinator {
+    total: u64,
+    window: u64,
+    warmup: u64,
+    next_allow: u64,
+    cur: u64,
+    op_timeout_ns: u64,
+    idle_ns: u64,
+    res: ClusterResult,
+}
+
+impl Coordinator {
+    fn live_for(ctl: &Control, r: usize, seq: u64) -> bool {
+        let b = &ctl.boards[r];
+        if !b.dead.load(Ordering::Acquire) {
+            return true;
+        }
+        let died = b.died_in.load(Ordering::Relaxed);
+        died != u64::MAX && died > seq
+    }
+
+    /// Checks the oldest unfinished operation; returns false once everything is done.
+    fn tick(&mut self, ctl: &Control, epoch: Instant) -> bool {
+        if self.cur >= self.total {
+            return false;
+        }
+        if self.next_allow < (self.cur + self.window).min(self.total) {
+            self.next_allow = (self.cur + self.window).min(self.total);
+            ctl.allowed.store(self.next_allow, Ordering::Release);
+        }
+        let seq = self.cur;
+        let start = ctl.started_ns[(seq % WINDOW as u64) as usize].load(Ordering::Acquire);
+        if start == 0 || ctl.boards[0].get(seq).is_none() {
+            return true;
+        }
+        let now = epoch.elapsed().as_nanos() as u64;
+        let (mut all_delivered, mut all_finished, mut last, mut colored) = (true, true, start, start);
+        for r in 0..ctl.boards.len() {
+            if !Self::live_for(ctl, r, seq) {
+                continue;
+            }
+            match ctl.boards[r].get(seq) {
+                Some(b) => {
+                    let d = b.delivered_ns.load(Ordering::Relaxed);
+                    if d == 0 {
+                        all_delivered = false;
+                    }
+                    colored = colored.max(d);
+                    last = last.max(b.last_ns.load(Ordering::Relaxed));
+                    all_finished &= b.finished.load(Ordering::Acquire);
+                }
+                None => {
+                    all_delivered = false;
+                    all_finished = false;
+                }
+            }
+        }
+        let timed_out = now.saturating_sub(start) > self.op_timeout_ns;
+        let quiet = now.saturating_sub(last) > self.idle_ns;
+        if !(all_delivered && (all_finished || quiet)) && !timed_out {
+            return true;
+        }
+        // The operation is over: account for it.
+        if seq >= self.warmup {
+            let r = &mut self.res;
+            r.measured += 1;
+            if timed_out && !all_delivered {
+                r.timeouts += 1;
+            }
+            let mut msgs = 0u64;
+            for (i, nb) in ctl.boards.iter().enumerate() {
+                let Some(b) = nb.get(seq) else {
+                    if Self::live_for(ctl, i, seq) {
+                        r.violations += 1;
+                    }
+                    continue;
+                };
+                msgs += u64::from(b.sent.load(Ordering::Relaxed));
+                if !Self::live_for(ctl, i, seq) {
+                    continue;
+                }
+                let d = b.delivered_ns.load(Ordering::Relaxed);
+                if b.deliveries.load(Ordering::Relaxed) != 1 || b.bad_payload.load(Ordering::Relaxed) > 0 || d == 0 {
+                    r.violations += 1;
+                } else if i != 0 {
+                    r.delivery.saturating_record(d.saturating_sub(start).max(1));
+                }
+            }
+            r.coloring.saturating_record(colored.saturating_sub(start).max(1));
+            r.quiescence.saturating_record(last.saturating_sub(start).max(1));
+            r.messages.saturating_record(msgs.max(1));
+        }
+        self.cur += 1;
+        ctl.retired.store(self.cur, Ordering::Release);
+        self.cur < self.total
+    }
+}
+
+/// Runs the benchmark over the given nodes (one per rank, index = rank).
+pub fn run<P>(shared: &P::Shared, cfg: &ClusterConfig, nodes: Vec<Node<P>>) -> ClusterResult
+where
+    P: Protocol,
+    P::Shared: SharedInfo,
+    P::Msg: WireMessage,
+{
+    let n = cfg.nodes;
+    let ctl = Control::new(n);
+    let epoch = Instant::now();
+    let params = NodeParams {
+        shared,
+        n,
+        root: 0,
+        job: cfg.job,
+        tick_ns: cfg.tick_ns,
+        epoch,
+        payload_len: cfg.payload_len,
+    };
+    let workers = cfg.workers.clamp(1, n as usize);
+    let mut groups: Vec<Vec<Node<P>>> = (0..workers).map(|_| Vec::new()).collect();
+    for node in nodes {
+        let w = node.rank as usize % workers;
+        groups[w].push(node);
+    }
+    for g in &mut groups {
+        for node in g.iter_mut() {
+            node.kill_at_start(&ctl.boards[node.rank as usize]);
+        }
+    }
+    let total = cfg.warmup + cfg.iterations;
+    let mut coord = Some(Coordinator {
+        total,
+        window: cfg.window.clamp(1, WINDOW as u64 / 2),
+        warmup: cfg.warmup,
+        next_allow: 0,
+        cur: 0,
+        op_timeout_ns: cfg.op_timeout.as_nanos() as u64,
+        idle_ns: cfg.idle.as_nanos() as u64,
+        res: ClusterResult {
+            coloring: hist(),
+            quiescence: hist(),
+            messages: hist(),
+            delivery: hist(),
+            violations: 0,
+            timeouts: 0,
+            measured: 0,
+            wall: Duration::ZERO,
+            transport: TransportStats::default(),
+            drops: DropCounters::default(),
+            stale: 0,
+            spoofed: 0,
+            wrong_kind: 0,
+            backpressure: 0,
+            deferred_overflow: 0,
+            dead_nodes: Vec::new(),
+        },
+    });
+    let cores = if cfg.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let started = Instant::now();
+    let (coord, groups) = std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .enumerate()
+            .map(|(w, mut group)| {
+                let mut coord = if w == 0 { coord.take() } else { None };
+                let (ctl, params) = (&ctl, &params);
+                let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
+                let poll = cfg.poll;
+                s.spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    let mut idle_rounds = 0u32;
+                    while !ctl.stop.load(Ordering::Relaxed) {
+                        let mut progress = false;
+                        for node in group.iter_mut() {
+                            // A fresh clock per node: timestamps are per event, not per round.
+                            progress |= node.step(params, ctl, Instant::now());
+                        }
+                        if let Some(c) = coord.as_mut()
+                            && !c.tick(ctl, params.epoch)
+                        {
+                            ctl.stop.store(true, Ordering::Release);
+                        }
+                        if progress {
+                            idle_rounds = 0;
+                            continue;
+                        }
+                        idle_rounds = idle_rounds.saturating_add(1);
+                        match poll {
+                            PollMode::Busy => std::hint::spin_loop(),
+                            PollMode::Adaptive if idle_rounds < 2000 => std::hint::spin_loop(),
+                            PollMode::Adaptive => std::thread::yield_now(),
+                            PollMode::Blocking => std::thread::sleep(Duration::from_micros(20)),
+                        }
+                    }
+                    (coord, group)
+                })
+            })
+            .collect();
+        let mut coord = None;
+        let mut groups = Vec::new();
+        for h in handles {
+            let (c, g) = h.join().expect("worker thread panicked");
+            if c.is_some() {
+                coord = c;
+            }
+            groups.push(g);
+        }
+        (coord.expect("worker 0 returns the coordinator"), groups)
+    });
+    let mut res = coord.res;
+    res.wall = started.elapsed();
+    for node in groups.into_iter().flatten() {
+        if let Some(t) = node.transport_stats() {
+            let s = &mut res.transport;
+            s.sent += t.sent;
+            s.received += t.received;
+            s.retransmits += t.retransmits;
+            s.acks_sent += t.acks_sent;
+            s.duplicates += t.duplicates;
+            s.malformed += t.malformed;
+            s.foreign += t.foreign;
+            s.suspected += t.suspected;
+            s.injected_losses += t.injected_losses;
+        } else {
+            res.dead_nodes.push(node.rank);
+        }
+        res.drops.merge(&node.stats.drops);
+        res.stale += node.stats.stale;
+        res.spoofed += node.stats.spoofed;
+        res.wrong_kind += node.stats.wrong_kind;
+        res.backpressure += node.stats.backpressure;
+        res.deferred_overflow += node.stats.deferred_overflow;
+    }
+    res.dead_nodes.sort_unstable();
+    res
+}

@@ -1,0 +1,120 @@
+//! Crash injection for the runtime (issue 3): which node dies, when, and how.
+//!
+//! Spec syntax (comma-separated in `--kill`):
+//! - `R`: node R is dead from the start (never runs);
+//! - `R@I` or `R@I:recv`: node R dies during iteration I on receiving that operation's first
+//!   message, before forwarding anything (the worst case for trees);
+//! - `R@I:sent=K`: node R dies during iteration I right after sending K messages of it.
+
+/// When a node dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum KillPoint {
+    /// Dead before the first iteration.
+    Start,
+    /// On the first message of iteration `iter`, before acting on it.
+    OnReceive { iter: u64 },
+    /// After sending `k` messages of iteration `iter`.
+    AfterSends { iter: u64, k: u32 },
+}
+
+/// One crash: node `rank` dies at `point`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Kill {
+    pub rank: u32,
+    pub point: KillPoint,
+}
+
+impl Kill {
+    /// The iteration during which this node is faulty (and dead after): `None` for `Start`.
+    pub fn iteration(&self) -> Option<u64> {
+        match self.point {
+            KillPoint::Start => None,
+            KillPoint::OnReceive { iter } | KillPoint::AfterSends { iter, .. } => Some(iter),
+        }
+    }
+}
+
+fn num<T: std::str::FromStr>(s: &str, what: &str, spec: &str) -> Result<T, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("invalid {what} in kill spec '{spec}'"))
+}
+
+/// Parses a `--kill` list for `n` nodes (the root, rank 0, cannot be killed).
+pub fn parse_kills(s: &str, n: u32) -> Result<Vec<Kill>, String> {
+    let mut out: Vec<Kill> = Vec::new();
+    for spec in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (rank, rest) = match spec.split_once('@') {
+            Some((r, rest)) => (num::<u32>(r, "rank", spec)?, Some(rest)),
+            None => (num::<u32>(spec, "rank", spec)?, None),
+        };
+        if rank == 0 {
+            return Err(format!("kill spec '{spec}': the root (rank 0) cannot be killed"));
+        }
+        if rank >= n {
+            return Err(format!("kill spec '{spec}': rank {rank} is out of range for {n} nodes"));
+        }
+        let point = match rest {
+            None => KillPoint::Start,
+            Some(rest) => {
+                let (iter, how) = match rest.split_once(':') {
+                    Some((i, how)) => (num::<u64>(i, "iteration", spec)?, how),
+                    None => (num::<u64>(rest, "iteration", spec)?, "recv"),
+                };
+                match how.split_once('=') {
+                    None if how == "recv" => KillPoint::OnReceive { iter },
+                    Some(("sent", k)) => KillPoint::AfterSends {
+                        iter,
+                        k: num(k, "send count", spec)?,
+                    },
+                    _ => return Err(format!("kill spec '{spec}': expected R, R@I, R@I:recv or R@I:sent=K")),
+                }
+            }
+        };
+        if out.iter().any(|k| k.rank == rank) {
+            return Err(format!("kill spec '{spec}': rank {rank} is killed twice"));
+        }
+        out.push(Kill { rank, point });
+    }
+    if out.len() as u64 >= u64::from(n) {
+        return Err(format!("cannot kill {} of {n} nodes", out.len()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_form() {
+        let k = parse_kills("3, 4@10, 5@2:recv, 6@7:sent=2", 8).unwrap();
+        assert_eq!(
+            k[0],
+            Kill {
+                rank: 3,
+                point: KillPoint::Start
+            }
+        );
+        assert_eq!(k[1].point, KillPoint::OnReceive { iter: 10 });
+        assert_eq!(k[2].point, KillPoint::OnReceive { iter: 2 });
+        assert_eq!(k[3].point, KillPoint::AfterSends { iter: 7, k: 2 });
+        assert_eq!(k[3].iteration(), Some(7));
+    }
+
+    #[test]
+    fn rejects_bad_specs() {
+        for bad in [
+            "0",
+            "8",
+            "x",
+            "3@",
+            "3@x",
+            "3@1:boom",
+            "3@1:sent=x",
+            "3,3@4",
+        ] {
+            assert!(parse_kills(bad, 8).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The runtime: the same protocol state machines as the simulator, on a real network
+//! (DESIGN.md decisions 6–9). A local cluster runs every node as a thread of this process
+//! over the `udp` (loopback) or `inproc` transport; operations run back to back and every one
+//! is checked for consistency.
+//!
+//! Model time: the protocols count in units of `o` (LogP with `o = 1` and `L = L/o`), and one
+//! unit lasts `o` nanoseconds of real time, so counted waits (synchronized correction, gossip
+//! rounds, delayed correction) keep their meaning on the wire.
+
+pub mod board;
+pub mod cluster;
+pub mod kill;
+pub mod logp;
+pub mod node;
+
+use serde::Serialize;
+
+use crate::cli::config::Algo;
+use crate::model::LogP;
+use crate::protocol::bcast::bfb::{Bfb, BfbShared};
+use crate::protocol::bcast::big::{Big, BigShared};
+use crate::protocol::bcast::corrected_gossip::{CorrectedGossip, GossipShared, Variant};
+use crate::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
+use crate::protocol::bcast::correction::{Correction, FAILPROOF_CAP};
+use crate::protocol::bcast::tree_ack::{TreeAck, TreeAckShared};
+use crate::protocol::{Protocol, SharedInfo};
+use crate::topology::Tree;
+use crate::transport::Transport;
+use crate::transport::inproc::InprocNet;
+use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::wire::WireMessage;
+use cluster::{ClusterConfig, ClusterResult};
+use kill::Kill;
+use node::Node;
+
+/// Which transport the local cluster uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    /// One UDP socket per node on 127.0.0.1, made reliable by ftcoll.
+    Udp,
+    /// Lock-free queues between threads of this process.
+    Inproc,
+}
+
+/// A benchmark to run on a local cluster.
+#[derive(Clone, Debug, Serialize)]
+pub struct Bench {
+    pub algo: Algo,
+    pub cluster: ClusterConfig,
+    pub transport: TransportKind,
+    pub kills: Vec<Kill>,
+    /// The protocols' LogP, in units of `o` (so `o = 1`); `cluster.tick_ns` is `o` in ns.
+    pub model: LogP,
+    /// UDP only: fraction of datagrams the transport drops on purpose (tests of the
+    /// reliability layer); also reorders the same fraction.
+    pub loss: f64,
+}
+
+/// Runs a benchmark. Errors (a port in use, no sockets) are one line.
+pub fn run(b: &Bench) -> Result<ClusterResult, String> {
+    let (n, logp) = (b.cluster.nodes, b.model);
+    Ok(match &b.algo {
+        Algo::CorrectedTree {
+            tree,
+            order,
+            correction,
+            start,
+        } => {
+            let t = Tree::build(*tree, *order, n, logp)?;
+            let shared = TreeShared::new(t, logp, *correction, *start);
+            match correction {
+                Correction::FailProof { .. } => with::<CorrectedTree<FAILPROOF_CAP>>(&shared, b)?,
+                _ => with::<CorrectedTree<0>>(&shared, b)?,
+            }
+        }
+        Algo::CorrectedGossip { variant, t } => {
+            let shared = GossipShared::new(n, logp, *t, *variant);
+            match variant {
+                Variant::Fcg { .. } => with::<CorrectedGossip<FAILPROOF_CAP>>(&shared, b)?,
+                _ => with::<CorrectedGossip<0>>(&shared, b)?,
+            }
+        }
+        Algo::Big => with::<Big>(&BigShared::new(n), b)?,
+        Algo::Bfb => with::<Bfb>(&BfbShared::new(n, logp), b)?,
+        Algo::TreeAck { tree, order } => {
+            let t = Tree::build(*tree, *order, n, logp)?;
+            with::<TreeAck>(&TreeAckShared::new(t), b)?
+        }
+    })
+}
+
+type Endpoints = Vec<(Box<dyn Transport>, Option<Box<dyn FnMut() + Send>>)>;
+
+/// Endpoints for every rank of a local cluster.
+pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) -> Result<Endpoints, String> {
+    Ok(match kind {
+        TransportKind::Inproc => {
+            let (net, ts) = InprocNet::new(n, 1024);
+            ts.into_iter()
+                .enumerate()
+                .map(|(r, t)| {
+                    let net = net.clone();
+                    let kill: Box<dyn FnMut() + Send> = Box::new(move || net.kill(r as u32));
+                    (Box::new(t) as Box<dyn Transport>, Some(kill))
+                })
+                .collect()
+        }
+        TransportKind::Udp => {
+            let cfg = UdpConfig {
+                job,
+                seed,
+                loss,
+                reorder: loss,
+                ..UdpConfig::default()
+            };
+            let (_, ts) = UdpTransport::bind_ephemeral_local(n, cfg)
+                .map_err(|e| format!("cannot open UDP sockets on 127.0.0.1: {e}"))?;
+            ts.into_iter()
+                .map(|t| (Box::new(t) as Box<dyn Transport>, None))
+                .collect()
+        }
+    })
+}
+
+fn with<P>(shared: &P::Shared, b: &Bench) -> Result<ClusterResult, String>
+where
+    P: Protocol,
+    P::Shared: SharedInfo,
+    P::Msg: WireMessage,
+{
+    let c = &b.cluster;
+    let eps = endpoints(b.transport, c.nodes, c.job, c.seed, b.loss)?;
+    let nodes = eps
+        .into_iter()
+        .enumerate()
+        .map(|(r, (t, on_death))| {
+            let r = r as u32;
+            let kill = b.kills.iter().copied().find(|k| k.rank == r);
+            Node::<P>::new(r, c.nodes, t, kill, c.seed, on_death)
+        })
+        .collect();
+    Ok(cluster::run::<P>(shared, c, nodes))
+}

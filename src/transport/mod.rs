@@ -1,0 +1,91 @@
+//! Transports the runtime drives (DESIGN.md decision 6): `inproc` (threads of one process,
+//! lock-free queues) and `udp` (one non-blocking socket per node, made reliable here). Both
+//! move opaque byte strings between ranks of one job; encoding is [`crate::wire`]'s.
+
+pub mod inproc;
+pub mod udp;
+
+use std::time::{Duration, Instant};
+
+/// The largest payload a transport carries in one datagram.
+pub const MAX_PAYLOAD: usize = 1200;
+
+/// Something the transport hands to the runtime while polling.
+#[derive(Debug)]
+pub enum Delivery<'a> {
+    /// A payload from rank `from`, exactly once and in order per sender.
+    Message { from: u32, bytes: &'a [u8] },
+    /// `peer` stopped answering (retries exhausted, endpoint gone): the runtime's failure
+    /// detector consumes this.
+    Suspect { peer: u32 },
+}
+
+/// Why a send was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The payload exceeds [`MAX_PAYLOAD`].
+    TooLarge,
+    /// The destination is not a rank of the job, or is this rank.
+    BadPeer,
+    /// The peer is suspected: nothing more is sent to it.
+    Suspected,
+    /// The bounded retransmit window to this peer is full: try again after polling.
+    WindowFull,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SendError::TooLarge => "payload too large",
+            SendError::BadPeer => "no such peer",
+            SendError::Suspected => "peer suspected",
+            SendError::WindowFull => "retransmit window full",
+        })
+    }
+}
+
+/// Counters every transport keeps (never reset; read at the end of a run).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TransportStats {
+    pub sent: u64,
+    pub received: u64,
+    pub retransmits: u64,
+    pub acks_sent: u64,
+    pub duplicates: u64,
+    /// Datagrams dropped because they failed validation (bad magic, job, length, rank, ...).
+    pub malformed: u64,
+    /// Datagrams from an address outside the job.
+    pub foreign: u64,
+    pub suspected: u64,
+    /// Datagrams dropped by the loss injector (tests).
+    pub injected_losses: u64,
+    /// Sends refused with [`SendError::WindowFull`] (backpressure).
+    pub window_full: u64,
+    /// Valid datagrams dropped because their sender is suspected.
+    pub from_suspected: u64,
+}
+
+/// One endpoint of one rank.
+pub trait Transport: Send {
+    /// This endpoint's rank.
+    fn rank(&self) -> u32;
+    /// Ranks in the job.
+    fn size(&self) -> u32;
+    /// Queues `bytes` for reliable delivery to `to`. Never blocks.
+    fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError>;
+    /// Makes progress (receive, acknowledge, retransmit) and hands deliveries to `sink`.
+    /// Returns how many deliveries were made. Never blocks.
+    fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize>;
+    /// Blocks until data may be readable or `timeout` passed (blocking/adaptive poll modes).
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()>;
+    /// The counters.
+    fn stats(&self) -> TransportStats;
+    /// Messages sent but not yet acknowledged (0 for transports that need no acknowledgement):
+    /// poll until 0 before dropping an endpoint whose last messages matter.
+    fn unacked(&self) -> usize {
+        0
+    }
+}
+
+#[cfg(test)]
+mod testutil;

@@ -1,0 +1,284 @@
+//! Bodies of the broadcast protocols' messages ([`crate::protocol::bcast`]).
+//!
+//! Little-endian; ranks are virtual `u32` (root 0), each checked `< n`; enum tags are one byte.
+//!
+//! ```text
+//! CorrMsg<C>      dir u8 (0 Fwd, 1 Bwd) · kind u8 (0 Normal, 1 Final, 2 Reply, 3 Sos)
+//!                 · len u8 (<= C) · len × rank u32 (distinct)
+//! TreeMsg<C>      0 · vt u64                 | 1 · CorrMsg<C>
+//! GossipMsg<C>    0 · vt u64                 | 1 · CorrMsg<C>
+//! BigMsg          (empty)
+//! TreeAckMsg      0 (Tree)                   | 1 (Ack)
+//! BfbMsg          0 · epoch u32 · lo u32 · hi u32 · len u8 · len × rank u32   (Tree)
+//!                 | 1 · epoch u32 (Ack)      | 2 · epoch u32 · dead rank u32 (Nack)
+//! ```
+//! BFB's tree range must satisfy `lo < hi <= n - len`, and its excluded set be a valid one
+//! (strictly increasing, never the root, at most `MAX_EXCLUDED`).
+
+use super::codec::{Reader, Writer};
+use super::{DecodeError, WireMessage, kind};
+use crate::protocol::Rank;
+use crate::protocol::bcast::bfb::{BfbMsg, Excluded, MAX_EXCLUDED};
+use crate::protocol::bcast::big::BigMsg;
+use crate::protocol::bcast::corrected_gossip::GossipMsg;
+use crate::protocol::bcast::corrected_tree::TreeMsg;
+use crate::protocol::bcast::correction::{CorrKind, CorrMsg, Dir, Known};
+use crate::protocol::bcast::tree_ack::TreeAckMsg;
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b { a } else { b }
+}
+
+/// Bytes of a `CorrMsg<C>` body at most.
+const fn corr_max(c: usize) -> usize {
+    3 + 4 * c
+}
+
+fn put_corr<const C: usize>(w: &mut Writer<'_>, m: &CorrMsg<C>) {
+    w.u8(match m.dir {
+        Dir::Fwd => 0,
+        Dir::Bwd => 1,
+    });
+    w.u8(match m.kind {
+        CorrKind::Normal => 0,
+        CorrKind::Final => 1,
+        CorrKind::Reply => 2,
+        CorrKind::Sos => 3,
+    });
+    let known = m.known.as_slice();
+    w.u8(known.len() as u8);
+    for &r in known {
+        w.u32(r);
+    }
+}
+
+fn get_corr<const C: usize>(r: &mut Reader<'_>, n: u32) -> Result<CorrMsg<C>, DecodeError> {
+    let dir = match r.u8()? {
+        0 => Dir::Fwd,
+        1 => Dir::Bwd,
+        _ => return Err(DecodeError::BadField("corr.dir")),
+    };
+    let kind = match r.u8()? {
+        0 => CorrKind::Normal,
+        1 => CorrKind::Final,
+        2 => CorrKind::Reply,
+        3 => CorrKind::Sos,
+        _ => return Err(DecodeError::BadField("corr.kind")),
+    };
+    let len = usize::from(r.u8()?);
+    if len > C {
+        return Err(DecodeError::BadField("corr.known.len"));
+    }
+    let mut ranks = [0 as Rank; C];
+    let ranks = ranks.get_mut(..len).ok_or(DecodeError::BadField("corr.known.len"))?;
+    for i in 0..len {
+        let x = r.rank(n)?;
+        let (seen, rest) = ranks
+            .split_at_mut_checked(i)
+            .ok_or(DecodeError::BadField("corr.known.len"))?;
+        if seen.contains(&x) {
+            return Err(DecodeError::BadField("corr.known.duplicate"));
+        }
+        if let Some(slot) = rest.first_mut() {
+            *slot = x;
+        }
+    }
+    let known = Known::from_slice(ranks).ok_or(DecodeError::BadField("corr.known.len"))?;
+    Ok(CorrMsg { dir, kind, known })
+}
+
+impl<const C: usize> WireMessage for CorrMsg<C> {
+    const KIND: u8 = kind::with_cap(kind::CORRECTION, C);
+    const MAX_BODY: usize = corr_max(C);
+
+    fn encode(&self, out: &mut [u8]) -> usize {
+        let mut w = Writer::new(out);
+        put_corr(&mut w, self);
+        w.len()
+    }
+
+    fn decode(body: &[u8], n: u32) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let m = get_corr(&mut r, n)?;
+        r.finish()?;
+        Ok(m)
+    }
+}
+
+impl<const C: usize> WireMessage for TreeMsg<C> {
+    const KIND: u8 = kind::with_cap(kind::CORRECTED_TREE, C);
+    const MAX_BODY: usize = 1 + max(8, corr_max(C));
+
+    fn encode(&self, out: &mut [u8]) -> usize {
+        let mut w = Writer::new(out);
+        match self {
+            TreeMsg::Tree { vt } => {
+                w.u8(0);
+                w.u64(*vt);
+            }
+            TreeMsg::Corr(c) => {
+                w.u8(1);
+                put_corr(&mut w, c);
+            }
+        }
+        w.len()
+    }
+
+    fn decode(body: &[u8], n: u32) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let m = match r.u8()? {
+            0 => TreeMsg::Tree { vt: r.u64()? },
+            1 => TreeMsg::Corr(get_corr(&mut r, n)?),
+            _ => return Err(DecodeError::BadField("tree.tag")),
+        };
+        r.finish()?;
+        Ok(m)
+    }
+}
+
+impl<const C: usize> WireMessage for GossipMsg<C> {
+    const KIND: u8 = kind::with_cap(kind::CORRECTED_GOSSIP, C);
+    const MAX_BODY: usize = 1 + max(8, corr_max(C));
+
+    fn encode(&self, out: &mut [u8]) -> usize {
+        let mut w = Writer::new(out);
+        match self {
+            GossipMsg::Gossip { vt } => {
+                w.u8(0);
+                w.u64(*vt);
+            }
+            GossipMsg::Corr(c) => {
+                w.u8(1);
+                put_corr(&mut w, c);
+            }
+        }
+        w.len()
+    }
+
+    fn decode(body: &[u8], n: u32) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let m = match r.u8()? {
+            0 => GossipMsg::Gossip { vt: r.u64()? },
+            1 => GossipMsg::Corr(get_corr(&mut r, n)?),
+            _ => return Err(DecodeError::BadField("gossip.tag")),
+        };
+        r.finish()?;
+        Ok(m)
+    }
+}
+
+impl WireMessage for BigMsg {
+    const KIND: u8 = kind::BIG;
+    const MAX_BODY: usize = 0;
+
+    fn encode(&self, _out: &mut [u8]) -> usize {
+        0
+    }
+
+    fn decode(body: &[u8], _n: u32) -> Result<Self, DecodeError> {
+        Reader::new(body).finish()?;
+        Ok(BigMsg)
+    }
+}
+
+impl WireMessage for TreeAckMsg {
+    const KIND: u8 = kind::TREE_ACK;
+    const MAX_BODY: usize = 1;
+
+    fn encode(&self, out: &mut [u8]) -> usize {
+        let mut w = Writer::new(out);
+        w.u8(match self {
+            TreeAckMsg::Tree => 0,
+            TreeAckMsg::Ack => 1,
+        });
+        w.len()
+    }
+
+    fn decode(body: &[u8], _n: u32) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let m = match r.u8()? {
+            0 => TreeAckMsg::Tree,
+            1 => TreeAckMsg::Ack,
+            _ => return Err(DecodeError::BadField("tree_ack.tag")),
+        };
+        r.finish()?;
+        Ok(m)
+    }
+}
+
+impl WireMessage for BfbMsg {
+    const KIND: u8 = kind::BFB;
+    const MAX_BODY: usize = 1 + 12 + 1 + 4 * MAX_EXCLUDED;
+
+    fn encode(&self, out: &mut [u8]) -> usize {
+        let mut w = Writer::new(out);
+        match self {
+            BfbMsg::Tree {
+                epoch,
+                lo,
+                hi,
+                excluded,
+            } => {
+                w.u8(0);
+                w.u32(*epoch);
+                w.u32(*lo);
+                w.u32(*hi);
+                let ex = excluded.as_slice();
+                w.u8(ex.len() as u8);
+                for &r in ex {
+                    w.u32(r);
+                }
+            }
+            BfbMsg::Ack { epoch } => {
+                w.u8(1);
+                w.u32(*epoch);
+            }
+            BfbMsg::Nack { epoch, dead } => {
+                w.u8(2);
+                w.u32(*epoch);
+                w.u32(*dead);
+            }
+        }
+        w.len()
+    }
+
+    fn decode(body: &[u8], n: u32) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let m = match r.u8()? {
+            0 => {
+                let epoch = r.u32()?;
+                let lo = r.u32()?;
+                let hi = r.u32()?;
+                let len = usize::from(r.u8()?);
+                let mut ranks = [0 as Rank; MAX_EXCLUDED];
+                let ranks = ranks.get_mut(..len).ok_or(DecodeError::BadField("bfb.excluded.len"))?;
+                for slot in ranks.iter_mut() {
+                    *slot = r.rank(n)?;
+                }
+                let excluded = Excluded::from_slice(ranks).ok_or(DecodeError::BadField("bfb.excluded.len"))?;
+                if !excluded.is_valid(n) {
+                    return Err(DecodeError::BadField("bfb.excluded"));
+                }
+                // Positions of the live view, which has n - len ranks.
+                let live = n.saturating_sub(len as u32);
+                if lo >= hi || hi > live {
+                    return Err(DecodeError::BadField("bfb.range"));
+                }
+                BfbMsg::Tree {
+                    epoch,
+                    lo,
+                    hi,
+                    excluded,
+                }
+            }
+            1 => BfbMsg::Ack { epoch: r.u32()? },
+            2 => BfbMsg::Nack {
+                epoch: r.u32()?,
+                dead: r.rank(n)?,
+            },
+            _ => return Err(DecodeError::BadField("bfb.tag")),
+        };
+        r.finish()?;
+        Ok(m)
+    }
+}

@@ -1,0 +1,131 @@
+//! Little-endian cursors over byte slices that never panic: the writer skips what does not
+//! fit, the reader reports it as [`DecodeError::LengthMismatch`].
+
+use super::DecodeError;
+
+/// Appends little-endian fields to a buffer; a field that does not fit is not written.
+pub(crate) struct Writer<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(buf: &'a mut [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        let Some(end) = self.pos.checked_add(b.len()) else {
+            return;
+        };
+        if let Some(dst) = self.buf.get_mut(self.pos..end) {
+            dst.copy_from_slice(b);
+            self.pos = end;
+        }
+    }
+
+    pub(crate) fn u8(&mut self, v: u8) {
+        self.bytes(&[v]);
+    }
+
+    pub(crate) fn u16(&mut self, v: u16) {
+        self.bytes(&v.to_le_bytes());
+    }
+
+    pub(crate) fn u32(&mut self, v: u32) {
+        self.bytes(&v.to_le_bytes());
+    }
+
+    pub(crate) fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+}
+
+/// Reads little-endian fields from a byte slice, front to back.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Self { buf }
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let (head, rest) = self.buf.split_first_chunk::<N>().ok_or(DecodeError::LengthMismatch)?;
+        self.buf = rest;
+        Ok(*head)
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take::<1>()?[0])
+    }
+
+    pub(crate) fn u16(&mut self) -> Result<u16, DecodeError> {
+        self.take().map(u16::from_le_bytes)
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
+        self.take().map(u32::from_le_bytes)
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
+        self.take().map(u64::from_le_bytes)
+    }
+
+    /// A rank, which must be below `n`.
+    pub(crate) fn rank(&mut self, n: u32) -> Result<u32, DecodeError> {
+        let r = self.u32()?;
+        if r < n { Ok(r) } else { Err(DecodeError::RankOutOfRange) }
+    }
+
+    /// Succeeds only if every byte was read (trailing bytes are a length mismatch).
+    pub(crate) fn finish(self) -> Result<(), DecodeError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::LengthMismatch)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writer_skips_what_does_not_fit() {
+        let mut buf = [0u8; 5];
+        let mut w = Writer::new(&mut buf);
+        w.u32(0x0403_0201);
+        w.u32(7);
+        w.u8(9);
+        assert_eq!(w.len(), 5);
+        assert_eq!(buf, [1, 2, 3, 4, 9]);
+    }
+
+    #[test]
+    fn reader_reads_back_and_rejects_short_and_trailing() {
+        let mut buf = [0u8; 15];
+        let mut w = Writer::new(&mut buf);
+        w.u8(1);
+        w.u16(0x0302);
+        w.u32(5);
+        w.u64(u64::MAX);
+        assert_eq!(w.len(), 15);
+        let mut r = Reader::new(&buf);
+        assert_eq!(r.u8(), Ok(1));
+        assert_eq!(r.u16(), Ok(0x0302));
+        assert_eq!(r.rank(5), Err(DecodeError::RankOutOfRange));
+        assert_eq!(r.u64(), Ok(u64::MAX));
+        assert_eq!(r.u8(), Err(DecodeError::LengthMismatch));
+        assert_eq!(r.finish(), Ok(()));
+        let r = Reader::new(&buf[..1]);
+        assert_eq!(r.finish(), Err(DecodeError::LengthMismatch));
+    }
+}
