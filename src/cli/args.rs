@@ -21,6 +21,8 @@ pub enum Command {
     /// The main job: broadcasts on a local cluster (UDP loopback or in-process), crashes
     /// injected, latencies against the LogP prediction.
     Bench(crate::cli::bench::BenchArgs),
+    /// Measure LogP's o, g and L of a transport (Netgauge PRTT and the direct method).
+    Logp(crate::cli::logp::LogpArgs),
 }
 
 /// The broadcast algorithms.

@@ -7,6 +7,7 @@ pub mod args;
 pub mod bench;
 pub mod config;
 pub mod defaults;
+pub mod logp;
 pub mod model;
 pub mod reproduce;
 pub mod runner;
@@ -56,6 +57,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Model(a) => model::run(a),
         Command::Reproduce(a) => reproduce::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Logp(a) => logp::run(a),
     };
     match result {
         Ok(()) => 0,

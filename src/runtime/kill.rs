@@ -104,16 +104,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_specs() {
-        for bad in [
-            "0",
-            "8",
-            "x",
-            "3@",
-            "3@x",
-            "3@1:boom",
-            "3@1:sent=x",
-            "3,3@4",
-        ] {
+        for bad in ["0", "8", "x", "3@", "3@x", "3@1:boom", "3@1:sent=x", "3,3@4"] {
             assert!(parse_kills(bad, 8).is_err(), "{bad}");
         }
     }

@@ -97,3 +97,130 @@ pub fn estimate(kind: TransportKind, reps: usize, size: usize) -> Result<Estimat
         samples: rtt.len(),
     })
 }
+
+/// Netgauge's parametrized round-trip time PRTT(n, d, s): the client sends `n` messages of
+/// `s` bytes with a busy-wait of `d` ns between consecutive sends; the server answers once it
+/// has all `n`; the time from the first send to the answer. Median over `reps`.
+fn prtt(kind: TransportKind, n: usize, d_ns: u64, size: usize, reps: usize) -> Result<u64, String> {
+    let mut eps = endpoints(kind, 2, 0x10_70, 2, 0.0)?;
+    let (server, client) = (eps.pop().expect("two").0, eps.pop().expect("two").0);
+    let msg = vec![0xa5u8; size.max(1)];
+    let total = reps + reps / 10 + 1;
+    let limit = Duration::from_secs(2);
+    std::thread::scope(|s| {
+        let msg2 = msg.clone();
+        let srv = s.spawn(move || -> Result<(), String> {
+            let mut t = server;
+            for _ in 0..total {
+                let mut got = 0;
+                let start = Instant::now();
+                while got < n {
+                    t.poll(Instant::now(), &mut |d| {
+                        if let Delivery::Message { .. } = d {
+                            got += 1;
+                        }
+                    })
+                    .map_err(|e| format!("poll failed: {e}"))?;
+                    if start.elapsed() > limit {
+                        return Err("PRTT server: messages missing for 2 s".into());
+                    }
+                }
+                send_retrying(t.as_mut(), 0, &msg2)?;
+            }
+            // Keep acknowledging until the client is done.
+            let end = Instant::now();
+            while end.elapsed() < Duration::from_millis(20) {
+                t.poll(Instant::now(), &mut |_| {})
+                    .map_err(|e| format!("poll failed: {e}"))?;
+            }
+            Ok(())
+        });
+        let mut t = client;
+        let mut samples = Vec::with_capacity(reps);
+        for rep in 0..total {
+            let t0 = Instant::now();
+            for i in 0..n {
+                send_retrying(t.as_mut(), 1, &msg)?;
+                if i + 1 < n && d_ns > 0 {
+                    // A pure spin: the delay must not include the transport's own work.
+                    let until = Instant::now() + Duration::from_nanos(d_ns);
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+            let mut got = false;
+            while !got {
+                t.poll(Instant::now(), &mut |d| {
+                    if let Delivery::Message { .. } = d {
+                        got = true;
+                    }
+                })
+                .map_err(|e| format!("poll failed: {e}"))?;
+                if t0.elapsed() > limit {
+                    return Err("PRTT client: no answer for 2 s".into());
+                }
+            }
+            if rep > reps / 10 {
+                samples.push(t0.elapsed().as_nanos() as u64);
+            }
+        }
+        srv.join().map_err(|_| "PRTT server thread panicked".to_string())??;
+        Ok(median(&mut samples))
+    })
+}
+
+fn send_retrying(t: &mut dyn Transport, to: u32, msg: &[u8]) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        match t.send(to, msg, Instant::now()) {
+            Ok(()) => return Ok(()),
+            Err(crate::transport::SendError::WindowFull) if start.elapsed() < Duration::from_secs(2) => {
+                t.poll(Instant::now(), &mut |_| {})
+                    .map_err(|e| format!("poll failed: {e}"))?;
+            }
+            Err(e) => return Err(format!("send failed: {e}")),
+        }
+    }
+}
+
+/// LogP parameters by Netgauge's PRTT method (Hoefler et al.): with `n` messages,
+/// `g = (PRTT(n,0,s) − PRTT(1,0,s)) / (n − 1)`, `o = (PRTT(n,d,s) − PRTT(1,0,s)) / (n − 1) − d`
+/// for a delay `d` larger than `g` (here `d = 2·PRTT(1,0,s)`), and
+/// `L = PRTT(1,0,s) / 2 − 2o` (one-way time minus both overheads).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Prtt {
+    pub n: usize,
+    pub size: usize,
+    pub d_ns: u64,
+    pub prtt_1_0_ns: u64,
+    pub prtt_n_0_ns: u64,
+    pub prtt_n_d_ns: u64,
+    pub g_ns: f64,
+    pub o_ns: f64,
+    pub l_ns: f64,
+}
+
+/// Measures [`Prtt`] on a transport.
+pub fn netgauge(kind: TransportKind, n: usize, size: usize, reps: usize) -> Result<Prtt, String> {
+    let n = n.max(2);
+    let p1 = prtt(kind, 1, 0, size, reps)?;
+    let pn = prtt(kind, n, 0, size, reps)?;
+    let d = 2 * p1;
+    let pnd = prtt(kind, n, d, size, reps)?;
+    let k = (n - 1) as f64;
+    let g = (pn as f64 - p1 as f64) / k;
+    let o = ((pnd as f64 - p1 as f64) / k - d as f64).max(0.0);
+    let l = (p1 as f64 / 2.0 - 2.0 * o).max(0.0);
+    Ok(Prtt {
+        n,
+        size,
+        d_ns: d,
+        prtt_1_0_ns: p1,
+        prtt_n_0_ns: pn,
+        prtt_n_d_ns: pnd,
+        g_ns: g,
+        o_ns: o,
+        l_ns: l,
+    })
+}
