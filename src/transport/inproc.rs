@@ -347,4 +347,57 @@ mod tests {
             assert_eq!(o.suspects, vec![3]);
         }
     }
+
+    #[test]
+    #[ignore = "measurement: cargo test --release --lib transport -- --ignored --nocapture"]
+    fn inproc_latency_and_rate() {
+        const ROUNDS: usize = 200_000;
+        let (_net, mut ep) = InprocNet::new(2, 256);
+        let mut b = ep.pop().unwrap();
+        let mut a = ep.pop().unwrap();
+        let echo = std::thread::spawn(move || {
+            let mut n = 0;
+            while n < ROUNDS {
+                let mut got = 0;
+                b.poll(Instant::now(), &mut |_| got += 1).unwrap();
+                for _ in 0..got {
+                    while b.send(0, &[2u8; 8], Instant::now()).is_err() {}
+                }
+                n += got;
+            }
+            b
+        });
+        let mut rtt = Vec::with_capacity(ROUNDS);
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            a.send(1, &[1u8; 8], t).unwrap();
+            let mut got = false;
+            while !got {
+                a.poll(t, &mut |_| got = true).unwrap();
+            }
+            rtt.push(t.elapsed());
+        }
+        rtt.sort_unstable();
+        let half = rtt[ROUNDS / 2] / 2;
+        let mut b = echo.join().unwrap();
+        let sink = std::thread::spawn(move || {
+            let mut n = 0;
+            while n < 10 * ROUNDS {
+                n += b.poll(Instant::now(), &mut |_| {}).unwrap();
+            }
+        });
+        let t = Instant::now();
+        let mut sent = 0;
+        while sent < 10 * ROUNDS {
+            if a.send(1, &[3u8; 8], t).is_ok() {
+                sent += 1;
+            }
+        }
+        sink.join().unwrap();
+        let rate = (10 * ROUNDS) as f64 / t.elapsed().as_secs_f64();
+        println!(
+            "inproc one-way (half ping-pong, 8 B, median of {ROUNDS}): {:.0} ns; stream rate {rate:.0} msg/s",
+            half.as_nanos()
+        );
+    }
 }
