@@ -101,7 +101,10 @@ fn transport_pingpong(kind: TransportKind, rounds: usize) -> f64 {
         });
         pin(0);
         let mut v = Vec::with_capacity(rounds);
-        for _ in 0..rounds {
+        for k in 0..rounds {
+            if std::env::var_os("TL_DEBUG").is_some() && k % 1000 == 0 {
+                eprintln!("round {k} stats {:?}", a.stats());
+            }
             let t = Instant::now();
             send(a.as_mut(), 1, &[7u8; 8]);
             recv_one(a.as_mut());

@@ -202,6 +202,18 @@ fn misuse_is_one_line_and_exit_2() {
         &["sim", "--threads", "0"],
         &["sim", "--nodes", "abc"],
         &["model", "--nodes", "1"],
+        &["bench", "--nodes", "1"],
+        &["bench", "--kill", "0"],
+        &["bench", "--kill", "9"],
+        &["bench", "--kill", "3@x"],
+        &["bench", "--window", "0"],
+        &["bench", "--size", "5000"],
+        &["bench", "--o-ns", "0"],
+        &["bench", "--iterations", "0"],
+        &["bench", "--transport", "carrier-pigeon"],
+        &["bench", "--algo", "big", "--correction", "checked"],
+        &["logp", "--n", "1"],
+        &["logp", "--size", "0"],
         &["bogus"],
     ] {
         let (code, _, err) = ftcoll(args);
@@ -210,4 +222,75 @@ fn misuse_is_one_line_and_exit_2() {
         assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn bench_json_reports_latencies_consistency_and_prediction() {
+    let v = json(&[
+        "bench",
+        "--transport",
+        "inproc",
+        "--nodes",
+        "6",
+        "--iterations",
+        "60",
+        "--warmup",
+        "5",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+        "--kill",
+        "2@30",
+        "--poll",
+        "adaptive",
+        "--json",
+    ]);
+    assert_eq!(v["measured_ops"], 60);
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["dead_nodes"], serde_json::json!([2]));
+    for k in ["t_min", "p50", "avg", "p99", "p99.9", "max"] {
+        assert!(
+            v["coloring_latency_us"][k].as_f64().is_some_and(|x| x > 0.0),
+            "{k} in {v}"
+        );
+    }
+    assert!(
+        v["prediction"]["coloring"]["ratio"]["p50"]
+            .as_f64()
+            .is_some_and(|r| r > 0.0),
+        "{v}"
+    );
+}
+
+#[test]
+fn bench_writes_an_hdrhistogram_interval_log() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-hlog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("lat.hlog");
+    let (code, _, err) = ftcoll(&[
+        "bench",
+        "--transport",
+        "inproc",
+        "--nodes",
+        "4",
+        "--iterations",
+        "30",
+        "--warmup",
+        "2",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "1000",
+        "--kill",
+        "none",
+        "--no-model",
+        "--hlog",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let log = std::fs::read_to_string(&f).unwrap();
+    assert!(log.contains("#ftcoll bench latency histograms"), "{log}");
+    assert_eq!(log.lines().filter(|l| l.starts_with("Tag=")).count(), 3, "{log}");
+    std::fs::remove_dir_all(dir).ok();
 }

@@ -109,7 +109,7 @@ fn row(name: &str, h: &Histogram<u64>) -> String {
 
 /// The simulator's prediction of the median coloring latency (ns) for the same algorithm,
 /// nodes and nodes dead from the start, with the measured L and o.
-fn predict(algo: &Algo, n: u32, model: LogP, o_ns: u64, kills: &[Kill]) -> Result<(f64, f64), String> {
+fn predict(algo: &Algo, n: u32, model: LogP, o_ns: u64, kills: &[Kill]) -> Result<Prediction, String> {
     let dead: Vec<u32> = kills
         .iter()
         .filter(|k| k.point == KillPoint::Start)
@@ -133,11 +133,46 @@ fn predict(algo: &Algo, n: u32, model: LogP, o_ns: u64, kills: &[Kill]) -> Resul
         faults_text: String::new(),
     };
     let s = runner::simulate(&setup, &|_| {})?;
+    let ns = |p: crate::sim::stats::Percentiles| [p.p50 * o_ns as f64, p.p99 * o_ns as f64, p.p999 * o_ns as f64];
     let r = s.report();
-    Ok((
-        r.coloring_latency.p50 * o_ns as f64,
-        r.quiescence_latency.p50 * o_ns as f64,
-    ))
+    Ok(Prediction {
+        coloring: ns(r.coloring_latency),
+        quiescence: ns(r.quiescence_latency),
+        messages: r.messages_per_process.mean * f64::from(n),
+    })
+}
+
+/// The simulator's p50, p99 and p99.9 (ns) and mean messages per operation.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct Prediction {
+    coloring: [f64; 3],
+    quiescence: [f64; 3],
+    messages: f64,
+}
+
+const QS: [f64; 3] = [0.5, 0.99, 0.999];
+
+fn compare(h: &Histogram<u64>, pred: &[f64; 3]) -> serde_json::Value {
+    let m: Vec<f64> = QS.iter().map(|&q| h.value_at_quantile(q) as f64).collect();
+    json!({
+        "measured_us": {"p50": m[0] / 1e3, "p99": m[1] / 1e3, "p99.9": m[2] / 1e3},
+        "predicted_us": {"p50": pred[0] / 1e3, "p99": pred[1] / 1e3, "p99.9": pred[2] / 1e3},
+        "ratio": {"p50": m[0] / pred[0].max(1.0), "p99": m[1] / pred[1].max(1.0), "p99.9": m[2] / pred[2].max(1.0)},
+    })
+}
+
+fn compare_rows(name: &str, h: &Histogram<u64>, pred: &[f64; 3]) -> String {
+    let mut s = String::new();
+    for (i, q) in ["p50", "p99", "p99.9"].iter().enumerate() {
+        let m = h.value_at_quantile(QS[i]) as f64;
+        s += &format!(
+            "  {name:<11}{q:<7}{:>12.2}{:>12.2}{:>10.2}\n",
+            m / 1e3,
+            pred[i] / 1e3,
+            m / pred[i].max(1.0)
+        );
+    }
+    s
 }
 
 /// Runs `ftcoll bench`.
@@ -220,7 +255,6 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if let Some(path) = &a.hlog {
         write_hlog(path, &res).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    let measured_p50 = res.coloring.value_at_quantile(0.5) as f64;
     if a.json {
         let v = json!({
             "config": {
@@ -238,9 +272,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             "measured_ops": res.measured,
             "wall_seconds": res.wall.as_secs_f64(),
             "ops_per_second": res.measured as f64 / res.wall.as_secs_f64().max(1e-9),
-            "prediction": pred.map(|(c, q)| json!({
-                "coloring_p50_us": c / 1000.0, "quiescence_p50_us": q / 1000.0,
-                "measured_over_predicted": measured_p50 / c.max(1.0),
+            "prediction": pred.map(|p| json!({
+                "coloring": compare(&res.coloring, &p.coloring),
+                "quiescence": compare(&res.quiescence, &p.quiescence),
+                "messages_per_op": p.messages,
             })),
             "transport": res.transport,
             "drops": res.drops,
@@ -280,13 +315,17 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         res.measured,
         res.measured as f64 / res.wall.as_secs_f64().max(1e-9)
     );
-    if let Some((c, q)) = pred {
+    if let Some(p) = pred {
         s += &format!(
-            "LogP prediction (simulator, same algorithm and nodes): coloring p50 {:.2} µs, quiescence p50 {:.2} µs; measured/predicted (coloring p50) = {:.2}\n",
-            c / 1000.0,
-            q / 1000.0,
-            measured_p50 / c.max(1.0)
+            "\nLogP prediction (simulator, same algorithm, nodes and nodes dead from the start; {:.2} messages/op):\n",
+            p.messages
         );
+        s += &format!(
+            "  {:<11}{:<7}{:>12}{:>12}{:>10}\n",
+            "latency", "", "measured µs", "model µs", "ratio"
+        );
+        s += &compare_rows("coloring", &res.coloring, &p.coloring);
+        s += &compare_rows("quiescence", &res.quiescence, &p.quiescence);
     }
     if a.nodes as usize > workers {
         s += &format!(
