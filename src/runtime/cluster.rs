@@ -76,11 +76,51 @@ pub struct ClusterResult {
     pub dead_nodes: Vec<u32>,
 }
 
+impl ClusterResult {
+    fn empty() -> Self {
+        ClusterResult {
+            coloring: hist(),
+            quiescence: hist(),
+            messages: hist(),
+            delivery: hist(),
+            violations: 0,
+            timeouts: 0,
+            measured: 0,
+            wall: Duration::ZERO,
+            transport: TransportStats::default(),
+            drops: DropCounters::default(),
+            stale: 0,
+            spoofed: 0,
+            wrong_kind: 0,
+            backpressure: 0,
+            deferred_overflow: 0,
+            dead_nodes: Vec::new(),
+        }
+    }
+
+    /// Adds one node's transport counters.
+    pub fn add_transport(&mut self, t: &TransportStats) {
+        let s = &mut self.transport;
+        s.sent += t.sent;
+        s.received += t.received;
+        s.retransmits += t.retransmits;
+        s.acks_sent += t.acks_sent;
+        s.duplicates += t.duplicates;
+        s.malformed += t.malformed;
+        s.foreign += t.foreign;
+        s.suspected += t.suspected;
+        s.injected_losses += t.injected_losses;
+        s.window_full += t.window_full;
+        s.from_suspected += t.from_suspected;
+    }
+}
+
 fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds")
 }
 
-struct Coordinator {
+/// Starts operations, decides when each is over, checks it and records its latencies.
+pub(crate) struct Coordinator {
     total: u64,
     window: u64,
     warmup: u64,
@@ -92,6 +132,24 @@ struct Coordinator {
 }
 
 impl Coordinator {
+    pub(crate) fn new(cfg: &ClusterConfig) -> Self {
+        Coordinator {
+            total: cfg.warmup + cfg.iterations,
+            window: cfg.window.clamp(1, WINDOW as u64 / 2),
+            warmup: cfg.warmup,
+            next_allow: 0,
+            cur: 0,
+            op_timeout_ns: cfg.op_timeout.as_nanos() as u64,
+            idle_ns: cfg.idle.as_nanos() as u64,
+            res: ClusterResult::empty(),
+        }
+    }
+
+    /// The results so far.
+    pub(crate) fn into_result(self) -> ClusterResult {
+        self.res
+    }
+
     fn live_for(ctl: &Control, r: usize, seq: u64) -> bool {
         let b = &ctl.boards[r];
         if !b.dead.load(Ordering::Acquire) {
@@ -102,7 +160,7 @@ impl Coordinator {
     }
 
     /// Checks the oldest unfinished operation; returns false once everything is done.
-    fn tick(&mut self, ctl: &Control, epoch: Instant) -> bool {
+    pub(crate) fn tick(&mut self, ctl: &Control, epoch: Instant) -> bool {
         if self.cur >= self.total {
             return false;
         }
@@ -208,34 +266,7 @@ where
             node.kill_at_start(&ctl.boards[node.rank as usize]);
         }
     }
-    let total = cfg.warmup + cfg.iterations;
-    let mut coord = Some(Coordinator {
-        total,
-        window: cfg.window.clamp(1, WINDOW as u64 / 2),
-        warmup: cfg.warmup,
-        next_allow: 0,
-        cur: 0,
-        op_timeout_ns: cfg.op_timeout.as_nanos() as u64,
-        idle_ns: cfg.idle.as_nanos() as u64,
-        res: ClusterResult {
-            coloring: hist(),
-            quiescence: hist(),
-            messages: hist(),
-            delivery: hist(),
-            violations: 0,
-            timeouts: 0,
-            measured: 0,
-            wall: Duration::ZERO,
-            transport: TransportStats::default(),
-            drops: DropCounters::default(),
-            stale: 0,
-            spoofed: 0,
-            wrong_kind: 0,
-            backpressure: 0,
-            deferred_overflow: 0,
-            dead_nodes: Vec::new(),
-        },
-    });
+    let mut coord = Some(Coordinator::new(cfg));
     let cores = if cfg.pin {
         core_affinity::get_core_ids().unwrap_or_default()
     } else {
@@ -294,20 +325,11 @@ where
         }
         (coord.expect("worker 0 returns the coordinator"), groups)
     });
-    let mut res = coord.res;
+    let mut res = coord.into_result();
     res.wall = started.elapsed();
     for node in groups.into_iter().flatten() {
         if let Some(t) = node.transport_stats() {
-            let s = &mut res.transport;
-            s.sent += t.sent;
-            s.received += t.received;
-            s.retransmits += t.retransmits;
-            s.acks_sent += t.acks_sent;
-            s.duplicates += t.duplicates;
-            s.malformed += t.malformed;
-            s.foreign += t.foreign;
-            s.suspected += t.suspected;
-            s.injected_losses += t.injected_losses;
+            res.add_transport(&t);
         } else {
             res.dead_nodes.push(node.rank);
         }

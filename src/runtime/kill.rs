@@ -4,7 +4,9 @@
 //! - `R`: node R is dead from the start (never runs);
 //! - `R@I` or `R@I:recv`: node R dies during iteration I on receiving that operation's first
 //!   message, before forwarding anything (the worst case for trees);
-//! - `R@I:sent=K`: node R dies during iteration I right after sending K messages of it.
+//! - `R@I:sent=K`: node R dies during iteration I right after sending K messages of it;
+//! - `R@I:sigkill`: multi-process mode only: the process of rank R gets a real `SIGKILL` when
+//!   iteration I starts.
 
 /// When a node dies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -15,6 +17,8 @@ pub enum KillPoint {
     OnReceive { iter: u64 },
     /// After sending `k` messages of iteration `iter`.
     AfterSends { iter: u64, k: u32 },
+    /// A real `SIGKILL` of the node's process when iteration `iter` starts (`--procs`).
+    SigKill { iter: u64 },
 }
 
 /// One crash: node `rank` dies at `point`.
@@ -29,7 +33,9 @@ impl Kill {
     pub fn iteration(&self) -> Option<u64> {
         match self.point {
             KillPoint::Start => None,
-            KillPoint::OnReceive { iter } | KillPoint::AfterSends { iter, .. } => Some(iter),
+            KillPoint::OnReceive { iter } | KillPoint::AfterSends { iter, .. } | KillPoint::SigKill { iter } => {
+                Some(iter)
+            }
         }
     }
 }
@@ -63,11 +69,12 @@ pub fn parse_kills(s: &str, n: u32) -> Result<Vec<Kill>, String> {
                 };
                 match how.split_once('=') {
                     None if how == "recv" => KillPoint::OnReceive { iter },
+                    None if how == "sigkill" => KillPoint::SigKill { iter },
                     Some(("sent", k)) => KillPoint::AfterSends {
                         iter,
                         k: num(k, "send count", spec)?,
                     },
-                    _ => return Err(format!("kill spec '{spec}': expected R, R@I, R@I:recv or R@I:sent=K")),
+                    _ => return Err(format!("kill spec '{spec}': expected R, R@I, R@I:recv, R@I:sent=K or R@I:sigkill")),
                 }
             }
         };
@@ -88,7 +95,8 @@ mod tests {
 
     #[test]
     fn parses_every_form() {
-        let k = parse_kills("3, 4@10, 5@2:recv, 6@7:sent=2", 8).unwrap();
+        let k = parse_kills("3, 4@10, 5@2:recv, 6@7:sent=2, 7@1:sigkill", 8).unwrap();
+        assert_eq!(k[4].point, KillPoint::SigKill { iter: 1 });
         assert_eq!(
             k[0],
             Kill {
@@ -108,4 +116,15 @@ mod tests {
             assert!(parse_kills(bad, 8).is_err(), "{bad}");
         }
     }
+}
+
+/// Renders kills back into `--kill` syntax.
+pub fn format_kills(kills: &[Kill]) -> String {
+    let one = |k: &Kill| match k.point {
+        KillPoint::Start => format!("{}", k.rank),
+        KillPoint::OnReceive { iter } => format!("{}@{iter}:recv", k.rank),
+        KillPoint::AfterSends { iter, k: n } => format!("{}@{iter}:sent={n}", k.rank),
+        KillPoint::SigKill { iter } => format!("{}@{iter}:sigkill", k.rank),
+    };
+    if kills.is_empty() { "none".into() } else { kills.iter().map(one).collect::<Vec<_>>().join(",") }
 }

@@ -688,3 +688,58 @@ fn udp_loopback_latency_and_rate() {
         a.stats().retransmits,
     );
 }
+
+#[test]
+fn zz_debug_pingpong() {
+    const ROUNDS: usize = 20_000;
+    let mut eps = local(2, UdpConfig { job: 9, seed: 9, ..UdpConfig::default() });
+    let mut b = eps.pop().unwrap();
+    let mut a = eps.pop().unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    let pin = |i: usize| {
+        let ids = core_affinity::get_core_ids().unwrap();
+        core_affinity::set_for_current(ids[i % ids.len()]);
+    };
+    let hb = std::thread::spawn(move || {
+        pin(1);
+        let mut n = 0;
+        while n < ROUNDS && Instant::now() < end {
+            let mut got = false;
+            b.poll(Instant::now(), &mut |d| got |= matches!(d, Delivery::Message { .. })).unwrap();
+            if got {
+                while b.send(0, &[1u8; 8], Instant::now()).is_err() {
+                    b.poll(Instant::now(), &mut |_| {}).unwrap();
+                }
+                n += 1;
+            }
+        }
+        (b, n)
+    });
+    pin(0);
+    let mut k = 0;
+    'outer: while k < ROUNDS {
+        if k % 1000 == 0 {
+            eprintln!("round {k} stats {:?}", a.stats());
+        }
+        while a.send(1, &[7u8; 8], Instant::now()).is_err() {
+            a.poll(Instant::now(), &mut |_| {}).unwrap();
+        }
+        let mut got = false;
+        while !got {
+            if Instant::now() > end {
+                break 'outer;
+            }
+            a.poll(Instant::now(), &mut |d| got |= matches!(d, Delivery::Message { .. })).unwrap();
+        }
+        k += 1;
+    }
+    let (b, n) = hb.join().unwrap();
+    for (name, t) in [("A", &a), ("B", &b)] {
+        let c = &t.core;
+        eprintln!("{name} stats {:?}", c.stats);
+        eprintln!("{name} peers {:?}", c.peers);
+        eprintln!("{name} wheel cur {} armed {} slot {:?} deadline {:?} start {:?} now {:?}", c.wheel.cur, c.wheel.armed, c.wheel.slot, c.wheel.deadline, c.wheel.start, Instant::now());
+        eprintln!("{name} ack_list {:?}", c.ack_list);
+    }
+    assert_eq!((k, n), (ROUNDS, ROUNDS));
+}
