@@ -294,3 +294,86 @@ fn bench_writes_an_hdrhistogram_interval_log() {
     assert_eq!(log.lines().filter(|l| l.starts_with("Tag=")).count(), 3, "{log}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn procs_mode_survives_a_real_sigkill() {
+    let v = json(&[
+        "bench",
+        "--procs",
+        "--nodes",
+        "4",
+        "--iterations",
+        "80",
+        "--warmup",
+        "10",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+        "--kill",
+        "2@40:sigkill",
+        "--no-model",
+        "--json",
+    ]);
+    assert_eq!(v["measured_ops"], 80, "{v}");
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["timeouts"], 0, "{v}");
+    assert_eq!(v["dead_nodes"], serde_json::json!([2]), "{v}");
+}
+
+#[test]
+fn node_misuse_is_one_line() {
+    for args in [
+        &[
+            "node",
+            "--hostfile",
+            "/nonexistent",
+            "--control",
+            "127.0.0.1:9",
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+        ][..],
+        &[
+            "node",
+            "--hostfile",
+            "/dev/null",
+            "--control",
+            "127.0.0.1:9",
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+        ],
+        &[
+            "node",
+            "--hostfile",
+            "/dev/null",
+            "--control",
+            "127.0.0.1:9",
+            "--rank",
+            "5",
+            "--nodes",
+            "2",
+        ],
+        &[
+            "node",
+            "--hostfile",
+            "/dev/null",
+            "--control",
+            "nowhere",
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+        ],
+        &["bench", "--procs", "--transport", "inproc"],
+        &["bench", "--kill", "2@3:sigkill"],
+    ] {
+        let (code, _, err) = ftcoll(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
+    }
+}

@@ -23,6 +23,8 @@ pub enum Command {
     Bench(crate::cli::bench::BenchArgs),
     /// Measure LogP's o, g and L of a transport (Netgauge PRTT and the direct method).
     Logp(crate::cli::logp::LogpArgs),
+    /// One node of a multi-process run (started by `bench --procs` or a launcher).
+    Node(crate::cli::node::NodeArgs),
 }
 
 /// The broadcast algorithms.
@@ -85,6 +87,42 @@ pub struct AlgoArgs {
     /// OCG correction time C [default: Claim 2's C = K·O + L + O, plus one O].
     #[arg(long = "correction-time")]
     pub correction_time: Option<u64>,
+}
+
+impl AlgoArgs {
+    /// The flags that reproduce these algorithm settings (to start `ftcoll node` processes).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = vec!["--algo".to_string()];
+        v.push(
+            clap::ValueEnum::to_possible_value(&self.algo)
+                .map(|p| p.get_name().to_string())
+                .unwrap_or_default(),
+        );
+        let mut opt = |flag: &str, val: Option<String>| {
+            if let Some(x) = val {
+                v.push(flag.to_string());
+                v.push(x);
+            }
+        };
+        opt("--tree", self.tree.clone());
+        opt(
+            "--order",
+            self.order
+                .and_then(|o| clap::ValueEnum::to_possible_value(&o))
+                .map(|p| p.get_name().to_string()),
+        );
+        opt("--correction", self.correction.clone());
+        opt(
+            "--start",
+            self.start
+                .and_then(|o| clap::ValueEnum::to_possible_value(&o))
+                .map(|p| p.get_name().to_string()),
+        );
+        opt("--variant", self.variant.clone());
+        opt("--gossip-rounds", self.gossip_rounds.map(|x| x.to_string()));
+        opt("--correction-time", self.correction_time.map(|x| x.to_string()));
+        v
+    }
 }
 
 #[derive(Args, Debug, Clone)]

@@ -14,7 +14,7 @@ use crate::cli::config::{Algo, Setup, resolve_algo};
 use crate::cli::runner;
 use crate::model::LogP;
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
-use crate::runtime::kill::{Kill, KillPoint, parse_kills};
+use crate::runtime::kill::{Kill, KillPoint, format_kills, parse_kills};
 use crate::runtime::logp::{Estimate, estimate};
 use crate::runtime::{Bench, TransportKind};
 use crate::sim::{DeadBefore, Experiment, Faults};
@@ -67,6 +67,10 @@ pub struct BenchArgs {
     /// Do not pin workers to cores.
     #[arg(long = "no-pin")]
     pub no_pin: bool,
+    /// One OS process per node (`ftcoll node`, UDP only), coordinated by this process; allows
+    /// `--kill R@I:sigkill`.
+    #[arg(long)]
+    pub procs: bool,
     /// Skip the LogP prediction.
     #[arg(long = "no-model")]
     pub no_model: bool,
@@ -214,7 +218,14 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
     let algo = resolve_algo(&a.alg, a.nodes, model, dead)?;
     let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
-    let workers = a.workers.unwrap_or(cores).min(a.nodes as usize).max(1);
+    if a.procs && a.workers.is_some() {
+        return Err("--workers does not apply to --procs (each node process has one worker)".into());
+    }
+    let workers = if a.procs {
+        a.nodes as usize
+    } else {
+        a.workers.unwrap_or(cores).min(a.nodes as usize).max(1)
+    };
     let cluster = ClusterConfig {
         nodes: a.nodes,
         workers,
@@ -246,7 +257,39 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             a.nodes
         );
     }
-    let res = crate::runtime::run(&bench)?;
+    let res = if a.procs {
+        if a.transport != TransportKind::Udp {
+            return Err("--procs needs --transport udp (processes do not share memory)".into());
+        }
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
+        let dir = std::env::temp_dir().join(format!("ftcoll-procs-{}", std::process::id()));
+        let l_ns_s = l_ns.to_string();
+        let alg_args = a.alg.to_args();
+        let child_args = |r: u32| {
+            let mine: Vec<Kill> = kills
+                .iter()
+                .copied()
+                .filter(|k| k.rank == r && !matches!(k.point, KillPoint::SigKill { .. }))
+                .collect();
+            let mut v = alg_args.clone();
+            v.extend([
+                "--L-ns".to_string(),
+                l_ns_s.clone(),
+                "--kill".to_string(),
+                format_kills(&mine),
+            ]);
+            v.extend(["--poll".to_string(), "adaptive".to_string()]);
+            v
+        };
+        let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, &kills, &child_args, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        r?
+    } else {
+        if kills.iter().any(|k| matches!(k.point, KillPoint::SigKill { .. })) {
+            return Err("--kill R@I:sigkill needs --procs (a thread cannot be SIGKILLed)".into());
+        }
+        crate::runtime::run(&bench)?
+    };
     let pred = if a.no_model {
         None
     } else {
@@ -288,8 +331,17 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     let mut s = String::new();
     s += &format!("ftcoll bench: {}\n", algo.describe());
     s += &format!(
-        "nodes={} transport={:?} workers={} poll={:?} size={}B iterations={} warmup={} window={} kills={}\n",
-        a.nodes, a.transport, workers, a.poll, a.size, a.iterations, a.warmup, a.window, kill_text
+        "nodes={} transport={:?}{} workers={} poll={:?} size={}B iterations={} warmup={} window={} kills={}\n",
+        a.nodes,
+        a.transport,
+        if a.procs { " (one process per node)" } else { "" },
+        workers,
+        a.poll,
+        a.size,
+        a.iterations,
+        a.warmup,
+        a.window,
+        kill_text
     );
     match est {
         Some(e) => {
@@ -327,7 +379,12 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         s += &compare_rows("coloring", &res.coloring, &p.coloring);
         s += &compare_rows("quiescence", &res.quiescence, &p.quiescence);
     }
-    if a.nodes as usize > workers {
+    if a.procs && a.nodes as usize > cores {
+        s += &format!(
+            "note: {} node processes share {} cores (plus this coordinator): they poll adaptively and the OS schedules them, so expect tails well above the model.\n",
+            a.nodes, cores
+        );
+    } else if a.nodes as usize > workers {
         s += &format!(
             "note: {} nodes share {} workers, so a message may wait while its worker serves other nodes; the model gives every node its own core, so expect measured > predicted.\n",
             a.nodes, workers

@@ -9,6 +9,7 @@ pub mod config;
 pub mod defaults;
 pub mod logp;
 pub mod model;
+pub mod node;
 pub mod reproduce;
 pub mod runner;
 pub mod sim;
@@ -58,6 +59,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Reproduce(a) => reproduce::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Logp(a) => logp::run(a),
+        Command::Node(a) => node::run(a),
     };
     match result {
         Ok(()) => 0,

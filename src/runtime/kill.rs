@@ -74,7 +74,11 @@ pub fn parse_kills(s: &str, n: u32) -> Result<Vec<Kill>, String> {
                         iter,
                         k: num(k, "send count", spec)?,
                     },
-                    _ => return Err(format!("kill spec '{spec}': expected R, R@I, R@I:recv, R@I:sent=K or R@I:sigkill")),
+                    _ => {
+                        return Err(format!(
+                            "kill spec '{spec}': expected R, R@I, R@I:recv, R@I:sent=K or R@I:sigkill"
+                        ));
+                    }
                 }
             }
         };
@@ -87,6 +91,21 @@ pub fn parse_kills(s: &str, n: u32) -> Result<Vec<Kill>, String> {
         return Err(format!("cannot kill {} of {n} nodes", out.len()));
     }
     Ok(out)
+}
+
+/// Renders kills back into `--kill` syntax.
+pub fn format_kills(kills: &[Kill]) -> String {
+    let one = |k: &Kill| match k.point {
+        KillPoint::Start => format!("{}", k.rank),
+        KillPoint::OnReceive { iter } => format!("{}@{iter}:recv", k.rank),
+        KillPoint::AfterSends { iter, k: n } => format!("{}@{iter}:sent={n}", k.rank),
+        KillPoint::SigKill { iter } => format!("{}@{iter}:sigkill", k.rank),
+    };
+    if kills.is_empty() {
+        "none".into()
+    } else {
+        kills.iter().map(one).collect::<Vec<_>>().join(",")
+    }
 }
 
 #[cfg(test)]
@@ -116,15 +135,4 @@ mod tests {
             assert!(parse_kills(bad, 8).is_err(), "{bad}");
         }
     }
-}
-
-/// Renders kills back into `--kill` syntax.
-pub fn format_kills(kills: &[Kill]) -> String {
-    let one = |k: &Kill| match k.point {
-        KillPoint::Start => format!("{}", k.rank),
-        KillPoint::OnReceive { iter } => format!("{}@{iter}:recv", k.rank),
-        KillPoint::AfterSends { iter, k: n } => format!("{}@{iter}:sent={n}", k.rank),
-        KillPoint::SigKill { iter } => format!("{}@{iter}:sigkill", k.rank),
-    };
-    if kills.is_empty() { "none".into() } else { kills.iter().map(one).collect::<Vec<_>>().join(",") }
 }

@@ -9,9 +9,11 @@
 
 pub mod board;
 pub mod cluster;
+pub mod control;
 pub mod kill;
 pub mod logp;
 pub mod node;
+pub mod procs;
 
 use serde::Serialize;
 

@@ -811,8 +811,6 @@ pub struct UdpTransport {
     rng: Option<Xoshiro256PlusPlus>,
     /// The last poll stopped before the socket was empty: more may be waiting.
     backlog: bool,
-    dbg_last: Instant,
-    dbg_dumped: bool,
 }
 
 impl std::fmt::Debug for UdpTransport {
@@ -959,8 +957,6 @@ impl UdpTransport {
             hbuf: vec![0; MAX_DATAGRAM + 1].into_boxed_slice(),
             rng,
             backlog: false,
-            dbg_last: Instant::now(),
-            dbg_dumped: false,
         })
     }
 
@@ -1057,17 +1053,6 @@ impl Transport for UdpTransport {
             delivered += 1;
         }
         self.core.flush_acks(now);
-        if delivered > 0 {
-            self.dbg_last = now;
-            self.dbg_dumped = false;
-        } else if !self.dbg_dumped && now.saturating_duration_since(self.dbg_last) > Duration::from_secs(1) {
-            self.dbg_dumped = true;
-            let c = &self.core;
-            eprintln!("DUMP rank {} stats {:?}", c.rank, c.stats);
-            eprintln!("DUMP rank {} peers {:?}", c.rank, c.peers);
-            eprintln!("DUMP rank {} wheel cur {} armed {} slot {:?} deadline {:?} start {:?} now {:?} tick {} mask {}", c.rank, c.wheel.cur, c.wheel.armed, c.wheel.slot, c.wheel.deadline, c.wheel.start, now, c.wheel.tick_ns, c.wheel.mask);
-            eprintln!("DUMP rank {} ack_list {:?} tx_meta {:?}", c.rank, c.ack_list, &c.tx_meta[c.cfg.window..c.cfg.window+4]);
-        }
         Ok(delivered)
     }
 

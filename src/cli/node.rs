@@ -1,0 +1,138 @@
+//! `ftcoll node`: one node of a multi-process run. Rank and size come from the flags or the
+//! launcher's environment (Slurm `SLURM_PROCID`/`SLURM_NTASKS`, Open MPI
+//! `OMPI_COMM_WORLD_RANK`/`SIZE`, MPICH/PMI `PMI_RANK`/`PMI_SIZE`); peers from a hostfile; the
+//! run is coordinated over a control channel (`--control`, the `bench --procs` parent).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::cli::args::AlgoArgs;
+use crate::cli::config::{Algo, resolve_algo};
+use crate::model::LogP;
+use crate::protocol::bcast::bfb::{Bfb, BfbShared};
+use crate::protocol::bcast::big::{Big, BigShared};
+use crate::protocol::bcast::corrected_gossip::{CorrectedGossip, GossipShared, Variant};
+use crate::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
+use crate::protocol::bcast::correction::{Correction, FAILPROOF_CAP};
+use crate::protocol::bcast::tree_ack::{TreeAck, TreeAckShared};
+use crate::runtime::cluster::PollMode;
+use crate::runtime::kill::parse_kills;
+use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rank_from_env, run_node, unix_ns};
+use crate::topology::Tree;
+
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    #[command(flatten)]
+    pub alg: AlgoArgs,
+    /// This node's rank [default: from the launcher's environment].
+    #[arg(long)]
+    pub rank: Option<u32>,
+    /// Nodes in the run [default: from the launcher's environment].
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// Peer addresses: one `IP:port` per line in rank order, or `RANK IP:port` lines.
+    #[arg(long)]
+    pub hostfile: PathBuf,
+    /// The coordinator's control address (`IP:port`).
+    #[arg(long)]
+    pub control: SocketAddr,
+    /// The run's common clock epoch, ns since the Unix epoch [default: now].
+    #[arg(long = "epoch-unix-ns")]
+    pub epoch_unix_ns: Option<u64>,
+    /// Job id: datagrams of other jobs are dropped.
+    #[arg(long, default_value_t = 1)]
+    pub job: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// LogP o in ns (the protocols' time unit).
+    #[arg(long = "o-ns", default_value_t = 1000)]
+    pub o_ns: u64,
+    /// LogP L in ns.
+    #[arg(long = "L-ns", default_value_t = 2000)]
+    pub l_ns: u64,
+    /// Broadcast payload in bytes.
+    #[arg(long, default_value_t = 8)]
+    pub size: usize,
+    #[arg(long, value_enum, default_value = "adaptive")]
+    pub poll: PollMode,
+    /// Crash specs (see `bench --kill`); only the one naming this rank applies.
+    #[arg(long)]
+    pub kill: Option<String>,
+}
+
+/// Runs `ftcoll node`; prints one JSON line with the node's counters when it exits.
+pub fn run(a: &NodeArgs) -> Result<(), String> {
+    let (rank, n) = match (a.rank, a.nodes) {
+        (Some(r), Some(n)) => (r, n),
+        _ => rank_from_env()
+            .ok_or("rank and size not given: use --rank and --nodes, or run under Slurm, Open MPI or a PMI launcher")?,
+    };
+    if n < 2 || rank >= n {
+        return Err(format!(
+            "rank {rank} of {n} nodes is invalid (need 0 <= rank < nodes, nodes >= 2)"
+        ));
+    }
+    if a.o_ns == 0 {
+        return Err("--o-ns must be at least 1".into());
+    }
+    if a.size > 1024 {
+        return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
+    }
+    let text = std::fs::read_to_string(&a.hostfile)
+        .map_err(|e| format!("cannot read hostfile {}: {e}", a.hostfile.display()))?;
+    let peers = parse_hostfile(&text, n)?;
+    let kill = match a.kill.as_deref() {
+        None | Some("none") => None,
+        Some(k) => parse_kills(k, n)?.into_iter().find(|k| k.rank == rank),
+    };
+    let model = LogP {
+        l: (a.l_ns + a.o_ns / 2) / a.o_ns,
+        o: 1,
+    };
+    let algo = resolve_algo(&a.alg, n, model, 0)?;
+    let spec = NodeSpec {
+        rank,
+        n,
+        peers,
+        control: a.control,
+        epoch_unix_ns: a.epoch_unix_ns.unwrap_or_else(unix_ns),
+        job: a.job,
+        seed: a.seed,
+        tick_ns: a.o_ns,
+        payload_len: a.size,
+        poll: a.poll,
+        kill,
+    };
+    let exit: NodeExit = match &algo {
+        Algo::CorrectedTree {
+            tree,
+            order,
+            correction,
+            start,
+        } => {
+            let t = Tree::build(*tree, *order, n, model)?;
+            let shared = TreeShared::new(t, model, *correction, *start);
+            match correction {
+                Correction::FailProof { .. } => run_node::<CorrectedTree<FAILPROOF_CAP>>(&shared, &spec)?,
+                _ => run_node::<CorrectedTree<0>>(&shared, &spec)?,
+            }
+        }
+        Algo::CorrectedGossip { variant, t } => {
+            let shared = GossipShared::new(n, model, *t, *variant);
+            match variant {
+                Variant::Fcg { .. } => run_node::<CorrectedGossip<FAILPROOF_CAP>>(&shared, &spec)?,
+                _ => run_node::<CorrectedGossip<0>>(&shared, &spec)?,
+            }
+        }
+        Algo::Big => run_node::<Big>(&BigShared::new(n), &spec)?,
+        Algo::Bfb => run_node::<Bfb>(&BfbShared::new(n, model), &spec)?,
+        Algo::TreeAck { tree, order } => {
+            let t = Tree::build(*tree, *order, n, model)?;
+            run_node::<TreeAck>(&TreeAckShared::new(t), &spec)?
+        }
+    };
+    println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
+    Ok(())
+}

@@ -1,0 +1,410 @@
+//! The control plane of a multi-process run: a small UDP side channel on 127.0.0.1 between
+//! the parent (`ftcoll bench --procs`, which runs the coordinator) and each node process
+//! (`ftcoll node`). Nodes report per operation what the in-process cluster reads from shared
+//! atomics; the parent tells the root which operations it may start and everyone which are
+//! over. Reports are idempotent and re-sent periodically, so a lost datagram only delays.
+//! Every datagram is validated (magic, version, job, type, rank, exact length) and the
+//! invalid ones are counted and dropped.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::runtime::board::{Control, WINDOW};
+
+const MAGIC: [u8; 4] = *b"FTCC";
+const VERSION: u8 = 1;
+/// Bytes of every control datagram.
+pub const LEN: usize = 64;
+
+/// What a control datagram says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// Child → parent: I am here (sent until the parent answers).
+    Hello,
+    /// Child → parent: my state for operation `seq`.
+    Report {
+        seq: u64,
+        delivered_ns: u64,
+        last_ns: u64,
+        started_ns: u64,
+        sent: u32,
+        deliveries: u8,
+        bad: u8,
+        finished: bool,
+    },
+    /// Child → parent: I crashed (injected) during iteration `iter` (`u64::MAX`: at the start).
+    Dead { iter: u64 },
+    /// Parent → root: operations with `seq < allowed` may start.
+    Allow { allowed: u64 },
+    /// Parent → all: operations with `seq < retired` are over.
+    Retire { retired: u64 },
+    /// Parent → all: exit now.
+    Stop,
+}
+
+fn put(out: &mut [u8; LEN], at: usize, v: &[u8]) {
+    out[at..at + v.len()].copy_from_slice(v);
+}
+
+fn u64_at(b: &[u8; LEN], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+fn u32_at(b: &[u8; LEN], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(x)
+}
+
+/// Encodes `m` from `rank` of `job`.
+pub fn encode(job: u64, rank: u32, m: &Msg) -> [u8; LEN] {
+    let mut o = [0u8; LEN];
+    put(&mut o, 0, &MAGIC);
+    o[4] = VERSION;
+    put(&mut o, 8, &job.to_le_bytes());
+    put(&mut o, 16, &rank.to_le_bytes());
+    let (ty, seq, a, b, c, d, flags): (u8, u64, u64, u64, u64, u32, u32) = match *m {
+        Msg::Hello => (1, 0, 0, 0, 0, 0, 0),
+        Msg::Report {
+            seq,
+            delivered_ns,
+            last_ns,
+            started_ns,
+            sent,
+            deliveries,
+            bad,
+            finished,
+        } => (
+            2,
+            seq,
+            delivered_ns,
+            last_ns,
+            started_ns,
+            sent,
+            u32::from(finished) | u32::from(deliveries) << 8 | u32::from(bad) << 16,
+        ),
+        Msg::Dead { iter } => (3, iter, 0, 0, 0, 0, 0),
+        Msg::Allow { allowed } => (4, allowed, 0, 0, 0, 0, 0),
+        Msg::Retire { retired } => (5, retired, 0, 0, 0, 0, 0),
+        Msg::Stop => (6, 0, 0, 0, 0, 0, 0),
+    };
+    o[5] = ty;
+    put(&mut o, 24, &seq.to_le_bytes());
+    put(&mut o, 32, &a.to_le_bytes());
+    put(&mut o, 40, &b.to_le_bytes());
+    put(&mut o, 48, &c.to_le_bytes());
+    put(&mut o, 56, &d.to_le_bytes());
+    put(&mut o, 60, &flags.to_le_bytes());
+    o
+}
+
+/// Decodes and validates a datagram of `job` from a rank below `n`: `(rank, message)`.
+pub fn decode(buf: &[u8], job: u64, n: u32) -> Option<(u32, Msg)> {
+    let b: &[u8; LEN] = buf.try_into().ok()?;
+    if b[0..4] != MAGIC || b[4] != VERSION || b[6] != 0 || b[7] != 0 || u64_at(b, 8) != job {
+        return None;
+    }
+    let rank = u32_at(b, 16);
+    if rank >= n || u32_at(b, 20) != 0 {
+        return None;
+    }
+    let (seq, a, bb, c, d, flags) = (
+        u64_at(b, 24),
+        u64_at(b, 32),
+        u64_at(b, 40),
+        u64_at(b, 48),
+        u32_at(b, 56),
+        u32_at(b, 60),
+    );
+    let m = match b[5] {
+        1 => Msg::Hello,
+        2 if flags >> 24 == 0 && flags & 0xFE == 0 => Msg::Report {
+            seq,
+            delivered_ns: a,
+            last_ns: bb,
+            started_ns: c,
+            sent: d,
+            deliveries: (flags >> 8) as u8,
+            bad: (flags >> 16) as u8,
+            finished: flags & 1 == 1,
+        },
+        3 => Msg::Dead { iter: seq },
+        4 => Msg::Allow { allowed: seq },
+        5 => Msg::Retire { retired: seq },
+        6 => Msg::Stop,
+        _ => return None,
+    };
+    Some((rank, m))
+}
+
+/// The node process's side: applies the parent's commands to its local [`Control`] and reports
+/// its board.
+pub struct ChildAgent {
+    sock: UdpSocket,
+    parent: SocketAddr,
+    job: u64,
+    rank: u32,
+    n: u32,
+    heard: bool,
+    last: Vec<Option<Msg>>,
+    last_flush: Instant,
+    /// Control datagrams dropped as invalid.
+    pub invalid: u64,
+}
+
+impl ChildAgent {
+    /// Binds the control socket on 127.0.0.1.
+    pub fn new(parent: SocketAddr, job: u64, rank: u32, n: u32) -> std::io::Result<Self> {
+        let sock = UdpSocket::bind("127.0.0.1:0")?;
+        sock.set_nonblocking(true)?;
+        Ok(Self {
+            sock,
+            parent,
+            job,
+            rank,
+            n,
+            heard: false,
+            last: vec![None; WINDOW],
+            last_flush: Instant::now(),
+            invalid: 0,
+        })
+    }
+
+    fn send(&self, m: &Msg) {
+        // A full socket buffer only delays: reports are re-sent.
+        let _ = self.sock.send_to(&encode(self.job, self.rank, m), self.parent);
+    }
+
+    /// Tells the parent this node crashed; sent a few times, the process then exits.
+    pub fn report_death(&self, iter: u64) {
+        for _ in 0..5 {
+            self.send(&Msg::Dead { iter });
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Receives commands and sends changed reports; returns true when told to stop.
+    pub fn pump(&mut self, ctl: &Control, root: bool) -> bool {
+        let mut buf = [0u8; 128];
+        while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
+            if from != self.parent {
+                self.invalid += 1;
+                continue;
+            }
+            match decode(&buf[..len], self.job, self.n.max(1)) {
+                Some((_, Msg::Allow { allowed })) => {
+                    ctl.allowed.fetch_max(allowed, Ordering::AcqRel);
+                    self.heard = true;
+                }
+                Some((_, Msg::Retire { retired })) => {
+                    ctl.retired.fetch_max(retired, Ordering::AcqRel);
+                    self.heard = true;
+                }
+                Some((_, Msg::Stop)) => return true,
+                _ => self.invalid += 1,
+            }
+        }
+        let now = Instant::now();
+        let resend = now.duration_since(self.last_flush) > Duration::from_millis(2);
+        if resend {
+            self.last_flush = now;
+            if !self.heard {
+                self.send(&Msg::Hello);
+            }
+        }
+        let retired = ctl.retired.load(Ordering::Acquire);
+        let board = &ctl.boards[self.rank as usize];
+        for (i, b) in board.ops.iter().enumerate() {
+            let seq1 = b.seq1.load(Ordering::Acquire);
+            if seq1 == 0 || seq1 - 1 < retired {
+                continue;
+            }
+            let seq = seq1 - 1;
+            let started_ns = if root {
+                ctl.started_ns[i].load(Ordering::Acquire)
+            } else {
+                0
+            };
+            let m = Msg::Report {
+                seq,
+                delivered_ns: b.delivered_ns.load(Ordering::Relaxed),
+                last_ns: b.last_ns.load(Ordering::Relaxed),
+                started_ns,
+                sent: b.sent.load(Ordering::Relaxed),
+                deliveries: b.deliveries.load(Ordering::Relaxed).min(255) as u8,
+                bad: b.bad_payload.load(Ordering::Relaxed).min(255) as u8,
+                finished: b.finished.load(Ordering::Acquire),
+            };
+            if resend || self.last[i] != Some(m) {
+                self.send(&m);
+                self.last[i] = Some(m);
+            }
+        }
+        false
+    }
+}
+
+/// The parent's side: turns reports into board entries for the coordinator and sends its
+/// commands.
+pub struct ParentAgent {
+    sock: UdpSocket,
+    job: u64,
+    children: Vec<Option<SocketAddr>>,
+    sent_allowed: u64,
+    sent_retired: u64,
+    last_flush: Instant,
+    pub invalid: u64,
+}
+
+impl ParentAgent {
+    /// Binds the control socket on 127.0.0.1; `addr()` is passed to the children.
+    pub fn new(job: u64, n: u32) -> std::io::Result<Self> {
+        let sock = UdpSocket::bind("127.0.0.1:0")?;
+        sock.set_nonblocking(true)?;
+        Ok(Self {
+            sock,
+            job,
+            children: vec![None; n as usize],
+            sent_allowed: 0,
+            sent_retired: 0,
+            last_flush: Instant::now(),
+            invalid: 0,
+        })
+    }
+
+    /// The control address.
+    pub fn addr(&self) -> std::io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// How many children have made contact.
+    pub fn joined(&self) -> usize {
+        self.children.iter().filter(|c| c.is_some()).count()
+    }
+
+    fn send_to(&self, r: usize, m: &Msg) {
+        if let Some(a) = self.children[r] {
+            let _ = self.sock.send_to(&encode(self.job, 0, m), a);
+        }
+    }
+
+    /// Tells every child to exit.
+    pub fn stop(&self) {
+        for r in 0..self.children.len() {
+            self.send_to(r, &Msg::Stop);
+        }
+    }
+
+    /// Receives reports into `ctl` and sends commands that changed (and periodically).
+    pub fn pump(&mut self, ctl: &Control) {
+        let n = self.children.len() as u32;
+        let mut buf = [0u8; 128];
+        while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
+            let Some((rank, m)) = decode(&buf[..len], self.job, n) else {
+                self.invalid += 1;
+                continue;
+            };
+            let r = rank as usize;
+            match self.children[r] {
+                None => self.children[r] = Some(from),
+                Some(a) if a != from => {
+                    self.invalid += 1;
+                    continue;
+                }
+                Some(_) => {}
+            }
+            match m {
+                Msg::Report {
+                    seq,
+                    delivered_ns,
+                    last_ns,
+                    started_ns,
+                    sent,
+                    deliveries,
+                    bad,
+                    finished,
+                } => {
+                    if seq < ctl.retired.load(Ordering::Acquire) {
+                        continue;
+                    }
+                    let b = ctl.boards[r].claim(seq);
+                    b.delivered_ns.store(delivered_ns, Ordering::Relaxed);
+                    b.last_ns.store(last_ns, Ordering::Relaxed);
+                    b.sent.store(sent, Ordering::Relaxed);
+                    b.deliveries.store(u32::from(deliveries), Ordering::Relaxed);
+                    b.bad_payload.store(u32::from(bad), Ordering::Relaxed);
+                    if started_ns != 0 {
+                        ctl.started_ns[(seq % WINDOW as u64) as usize].store(started_ns, Ordering::Release);
+                    }
+                    b.finished.store(finished, Ordering::Release);
+                }
+                Msg::Dead { iter } => {
+                    let b = &ctl.boards[r];
+                    if !b.dead.load(Ordering::Acquire) {
+                        b.died_in.store(iter, Ordering::Relaxed);
+                        b.dead.store(true, Ordering::Release);
+                    }
+                }
+                Msg::Hello => {}
+                _ => self.invalid += 1,
+            }
+        }
+        let allowed = ctl.allowed.load(Ordering::Acquire);
+        let retired = ctl.retired.load(Ordering::Acquire);
+        let periodic = self.last_flush.elapsed() > Duration::from_millis(2);
+        if periodic {
+            self.last_flush = Instant::now();
+        }
+        if allowed != self.sent_allowed || periodic {
+            self.send_to(0, &Msg::Allow { allowed });
+            self.sent_allowed = allowed;
+        }
+        if retired != self.sent_retired || periodic {
+            for r in 0..self.children.len() {
+                self.send_to(r, &Msg::Retire { retired });
+            }
+            self.sent_retired = retired;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rejects_garbage() {
+        let msgs = [
+            Msg::Hello,
+            Msg::Report {
+                seq: 7,
+                delivered_ns: 1,
+                last_ns: 2,
+                started_ns: 3,
+                sent: 4,
+                deliveries: 1,
+                bad: 2,
+                finished: true,
+            },
+            Msg::Dead { iter: 9 },
+            Msg::Allow { allowed: 3 },
+            Msg::Retire { retired: 2 },
+            Msg::Stop,
+        ];
+        for m in msgs {
+            let b = encode(5, 3, &m);
+            assert_eq!(decode(&b, 5, 4), Some((3, m)));
+            assert_eq!(decode(&b, 6, 4), None, "foreign job");
+            assert_eq!(decode(&b, 5, 3), None, "rank out of range");
+            assert_eq!(decode(&b[..LEN - 1], 5, 4), None, "truncated");
+            for i in 0..8 {
+                let mut c = b;
+                c[i] ^= 0x40;
+                assert_eq!(decode(&c, 5, 4), None, "byte {i}");
+            }
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! Multi-process mode: one OS process per node (`ftcoll node`), each with its own UDP socket,
+//! launched and coordinated by `ftcoll bench --procs` over the control plane of
+//! [`crate::runtime::control`]. This is what makes a real `SIGKILL` of a node possible.
+//!
+//! Clock: every process aligns its monotonic clock to a common wall-clock epoch given by the
+//! parent (`--epoch-unix-ns`), so the timestamps of one machine's processes are comparable.
+//! Across hosts this alignment is only as good as the hosts' clock synchronization; a cluster
+//! run would estimate each node's offset by ping-pong with rank 0 (not built yet).
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{Protocol, SharedInfo};
+use crate::runtime::board::Control;
+use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator, PollMode};
+use crate::runtime::control::{ChildAgent, ParentAgent};
+use crate::runtime::kill::{Kill, KillPoint};
+use crate::runtime::node::{Node, NodeParams};
+use crate::transport::TransportStats;
+use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::wire::{DropCounters, WireMessage};
+
+/// Wall-clock nanoseconds since the Unix epoch.
+pub fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The local `Instant` that corresponds to `epoch_unix_ns` on the wall clock.
+pub fn aligned_epoch(epoch_unix_ns: u64) -> Instant {
+    let (now_i, now_u) = (Instant::now(), unix_ns());
+    let back = Duration::from_nanos(now_u.saturating_sub(epoch_unix_ns));
+    now_i.checked_sub(back).unwrap_or(now_i)
+}
+
+/// Parses a hostfile: one `host:port` per line in rank order, or `RANK host:port` lines in
+/// any order; blank lines and `#` comments are ignored. Errors name the line.
+pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
+    let mut out: Vec<Option<SocketAddr>> = vec![None; n as usize];
+    let mut next = 0usize;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        let (rank, addr) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(a), None, None) => (next, a),
+            (Some(r), Some(a), None) => (
+                r.parse::<usize>()
+                    .map_err(|_| format!("hostfile line {}: invalid rank '{r}'", i + 1))?,
+                a,
+            ),
+            _ => {
+                return Err(format!(
+                    "hostfile line {}: expected 'host:port' or 'RANK host:port'",
+                    i + 1
+                ));
+            }
+        };
+        let addr: SocketAddr = addr
+            .parse()
+            .map_err(|_| format!("hostfile line {}: invalid address '{addr}' (expected IP:port)", i + 1))?;
+        let slot = out
+            .get_mut(rank)
+            .ok_or_else(|| format!("hostfile line {}: rank {rank} out of range for {n} nodes", i + 1))?;
+        if slot.is_some() {
+            return Err(format!("hostfile line {}: rank {rank} listed twice", i + 1));
+        }
+        *slot = Some(addr);
+        next = rank + 1;
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(r, a)| a.ok_or_else(|| format!("hostfile: no address for rank {r} ({n} nodes)")))
+        .collect()
+}
+
+/// Rank and size from the launcher's environment: Slurm, Open MPI, MPICH/PMI.
+pub fn rank_from_env() -> Option<(u32, u32)> {
+    let get = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<u32>().ok());
+    [
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+    ]
+    .iter()
+    .find_map(|(r, s)| Some((get(r)?, get(s)?)))
+}
+
+/// What a node process prints (one JSON line) when it exits.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NodeExit {
+    pub rank: u32,
+    pub alive: bool,
+    pub transport: Option<TransportStatsWire>,
+    pub drops: DropCounters,
+    pub stale: u64,
+    pub spoofed: u64,
+    pub wrong_kind: u64,
+    pub backpressure: u64,
+    pub control_invalid: u64,
+}
+
+/// Transport counters as carried in [`NodeExit`].
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct TransportStatsWire {
+    pub sent: u64,
+    pub received: u64,
+    pub retransmits: u64,
+    pub suspected: u64,
+    pub malformed: u64,
+    pub foreign: u64,
+}
+
+impl From<TransportStats> for TransportStatsWire {
+    fn from(t: TransportStats) -> Self {
+        Self {
+            sent: t.sent,
+            received: t.received,
+            retransmits: t.retransmits,
+            suspected: t.suspected,
+            malformed: t.malformed,
+            foreign: t.foreign,
+        }
+    }
+}
+
+/// One node process's parameters.
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    pub rank: u32,
+    pub n: u32,
+    pub peers: Vec<SocketAddr>,
+    pub control: SocketAddr,
+    pub epoch_unix_ns: u64,
+    pub job: u64,
+    pub seed: u64,
+    pub tick_ns: u64,
+    pub payload_len: usize,
+    pub poll: PollMode,
+    pub kill: Option<Kill>,
+}
+
+/// Runs one node until the parent says stop (or the node is killed). Bind errors (a port in
+/// use) are one-line errors.
+pub fn run_node<P>(shared: &P::Shared, s: &NodeSpec) -> Result<NodeExit, String>
+where
+    P: Protocol,
+    P::Shared: SharedInfo,
+    P::Msg: WireMessage,
+{
+    let cfg = UdpConfig {
+        job: s.job,
+        seed: s.seed,
+        ..UdpConfig::default()
+    };
+    let t = UdpTransport::bind(s.rank, &s.peers, cfg)
+        .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
+    let mut agent = ChildAgent::new(s.control, s.job, s.rank, s.n).map_err(|e| format!("control socket: {e}"))?;
+    let mut node = Node::<P>::new(s.rank, s.n, Box::new(t), s.kill, s.seed, None);
+    let ctl = Control::new(s.n);
+    let params = NodeParams {
+        shared,
+        n: s.n,
+        root: 0,
+        job: s.job,
+        tick_ns: s.tick_ns,
+        epoch: aligned_epoch(s.epoch_unix_ns),
+        payload_len: s.payload_len,
+    };
+    let board = &ctl.boards[s.rank as usize];
+    node.kill_at_start(board);
+    let mut idle = 0u32;
+    let started = Instant::now();
+    loop {
+        if !node.alive() {
+            agent.report_death(board.died_in.load(Ordering::Relaxed));
+            break;
+        }
+        let progress = node.step(&params, &ctl, Instant::now());
+        if agent.pump(&ctl, s.rank == 0) {
+            break;
+        }
+        if progress {
+            idle = 0;
+            continue;
+        }
+        idle = idle.saturating_add(1);
+        match s.poll {
+            PollMode::Busy => std::hint::spin_loop(),
+            PollMode::Adaptive if idle < 2000 => std::hint::spin_loop(),
+            PollMode::Adaptive => std::thread::yield_now(),
+            PollMode::Blocking => std::thread::sleep(Duration::from_micros(20)),
+        }
+        if started.elapsed() > Duration::from_secs(24 * 3600) {
+            return Err("node ran for a day without a stop: giving up".into());
+        }
+    }
+    Ok(NodeExit {
+        rank: s.rank,
+        alive: node.alive(),
+        transport: node.transport_stats().map(Into::into),
+        drops: node.stats.drops,
+        stale: node.stats.stale,
+        spoofed: node.stats.spoofed,
+        wrong_kind: node.stats.wrong_kind,
+        backpressure: node.stats.backpressure,
+        control_invalid: agent.invalid,
+    })
+}
+
+/// Kills every child still running when dropped (also on errors and panics).
+struct Children(Vec<Option<Child>>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `n` free ports on 127.0.0.1 (bound, read, released: a short race with other programs).
+fn free_ports(n: u32) -> Result<Vec<SocketAddr>, String> {
+    let socks: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cannot open UDP sockets on 127.0.0.1: {e}"))?;
+    socks
+        .iter()
+        .map(|s| s.local_addr().map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// Launches one `ftcoll node` process per rank (`exe node <args>`) and coordinates the run.
+/// `child_args(rank)` gives each child its algorithm flags and its own crash.
+pub fn run_parent(
+    exe: &Path,
+    cfg: &ClusterConfig,
+    kills: &[Kill],
+    child_args: &dyn Fn(u32) -> Vec<String>,
+    dir: &Path,
+) -> Result<ClusterResult, String> {
+    let n = cfg.nodes;
+    let addrs = free_ports(n)?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let hostfile: PathBuf = dir.join("hostfile");
+    let text: String = addrs.iter().enumerate().map(|(r, a)| format!("{r} {a}\n")).collect();
+    std::fs::write(&hostfile, text).map_err(|e| format!("cannot write {}: {e}", hostfile.display()))?;
+    let mut agent = ParentAgent::new(cfg.job, n).map_err(|e| format!("control socket: {e}"))?;
+    let control = agent.addr().map_err(|e| e.to_string())?;
+    let epoch_unix_ns = unix_ns();
+    let epoch = aligned_epoch(epoch_unix_ns);
+    let mut children = Children(Vec::new());
+    for r in 0..n {
+        let mut cmd = Command::new(exe);
+        cmd.arg("node")
+            .args(["--rank", &r.to_string(), "--nodes", &n.to_string()])
+            .arg("--hostfile")
+            .arg(&hostfile)
+            .args([
+                "--control",
+                &control.to_string(),
+                "--epoch-unix-ns",
+                &epoch_unix_ns.to_string(),
+            ])
+            .args([
+                "--job",
+                &cfg.job.to_string(),
+                "--seed",
+                &cfg.seed.to_string(),
+                "--o-ns",
+                &cfg.tick_ns.to_string(),
+            ])
+            .args(["--size", &cfg.payload_len.to_string()])
+            .args(child_args(r))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        children.0.push(Some(child));
+    }
+    let ctl = Control::new(n);
+    let join_deadline = Instant::now() + Duration::from_secs(20);
+    while agent.joined() < n as usize {
+        agent.pump(&ctl);
+        for (r, c) in children.0.iter_mut().enumerate() {
+            if let Some(ch) = c
+                && let Ok(Some(st)) = ch.try_wait()
+                && !kills.iter().any(|k| k.rank == r as u32 && k.point == KillPoint::Start)
+            {
+                return Err(format!("node {r} exited before joining ({st})"));
+            }
+        }
+        if Instant::now() > join_deadline {
+            return Err(format!(
+                "only {} of {n} node processes joined within 20 s",
+                agent.joined()
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let mut coord = Coordinator::new(cfg);
+    let started = Instant::now();
+    let mut sigkilled = vec![false; n as usize];
+    loop {
+        agent.pump(&ctl);
+        let allowed = ctl.allowed.load(Ordering::Acquire);
+        for k in kills {
+            if let KillPoint::SigKill { iter } = k.point {
+                let r = k.rank as usize;
+                if !sigkilled[r] && allowed > iter {
+                    sigkilled[r] = true;
+                    if let Some(ch) = children.0[r].as_mut() {
+                        let _ = ch.kill(); // SIGKILL on Unix.
+                    }
+                    let b = &ctl.boards[r];
+                    b.died_in.store(iter, Ordering::Relaxed);
+                    b.dead.store(true, Ordering::Release);
+                }
+            }
+        }
+        if !coord.tick(&ctl, epoch) {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    }
+    let wall = started.elapsed();
+    let mut res = coord.into_result();
+    res.wall = wall;
+    // Stop everyone and collect their exit reports.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for c in children.0.iter_mut() {
+        let Some(ch) = c.as_mut() else { continue };
+        loop {
+            if matches!(ch.try_wait(), Ok(Some(_))) || Instant::now() > deadline {
+                break;
+            }
+            agent.stop();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    for (r, c) in children.0.iter_mut().enumerate() {
+        let Some(mut ch) = c.take() else { continue };
+        let _ = ch.kill();
+        let _ = ch.wait();
+        let exit: Option<NodeExit> = ch.stdout.take().and_then(|out| {
+            BufReader::new(out)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| serde_json::from_str(&l).ok())
+                .last()
+        });
+        match exit {
+            Some(e) if e.alive => {
+                if let Some(t) = e.transport {
+                    res.transport.sent += t.sent;
+                    res.transport.received += t.received;
+                    res.transport.retransmits += t.retransmits;
+                    res.transport.suspected += t.suspected;
+                    res.transport.malformed += t.malformed;
+                    res.transport.foreign += t.foreign;
+                }
+                res.stale += e.stale;
+                res.spoofed += e.spoofed;
+                res.wrong_kind += e.wrong_kind;
+                res.backpressure += e.backpressure;
+                res.drops.merge(&e.drops);
+            }
+            _ => res.dead_nodes.push(r as u32),
+        }
+    }
+    res.dead_nodes.sort_unstable();
+    Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostfiles_parse_in_both_forms_and_errors_name_the_line() {
+        let a = parse_hostfile("127.0.0.1:5000\n# c\n\n127.0.0.1:5001 # x\n", 2).unwrap();
+        assert_eq!(a[1].port(), 5001);
+        let b = parse_hostfile("1 10.0.0.2:7\n0 10.0.0.1:7\n", 2).unwrap();
+        assert_eq!(b[0].to_string(), "10.0.0.1:7");
+        for (bad, what) in [
+            ("127.0.0.1:1\n", "no address for rank 1"),
+            ("x\n127.0.0.1:2", "line 1"),
+            ("0 127.0.0.1:1\n0 127.0.0.1:2\n", "listed twice"),
+            ("5 127.0.0.1:1\n", "out of range"),
+            ("a b c\n", "line 1"),
+            ("z 127.0.0.1:1\n", "invalid rank"),
+        ] {
+            let e = parse_hostfile(bad, 2).unwrap_err();
+            assert!(e.contains(what), "{bad:?}: {e}");
+            assert_eq!(e.lines().count(), 1);
+        }
+    }
+
+    #[test]
+    fn aligned_epochs_agree() {
+        let e = unix_ns();
+        let a = aligned_epoch(e);
+        let b = aligned_epoch(e);
+        let d = if a > b { a - b } else { b - a };
+        assert!(d < Duration::from_millis(5), "{d:?}");
+    }
+}
