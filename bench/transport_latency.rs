@@ -12,8 +12,16 @@ use std::time::{Duration, Instant};
 use ftcoll::runtime::{TransportKind, endpoints};
 use ftcoll::transport::{Delivery, SendError, Transport};
 
+/// The machine's cores, read once before anything is pinned: `get_core_ids` returns the
+/// calling thread's allowed cores, so a thread spawned by a pinned one would see only one.
+fn cores() -> &'static [core_affinity::CoreId] {
+    static CORES: std::sync::OnceLock<Vec<core_affinity::CoreId>> = std::sync::OnceLock::new();
+    CORES.get_or_init(|| core_affinity::get_core_ids().unwrap_or_default())
+}
+
 fn pin(i: usize) {
-    if let Some(ids) = core_affinity::get_core_ids().filter(|ids| !ids.is_empty()) {
+    let ids = cores();
+    if !ids.is_empty() {
         core_affinity::set_for_current(ids[i % ids.len()]);
     }
 }
@@ -99,10 +107,7 @@ fn transport_pingpong(kind: TransportKind, rounds: usize) -> f64 {
         });
         pin(0);
         let mut v = Vec::with_capacity(rounds);
-        for k in 0..rounds {
-            if std::env::var_os("TL_DEBUG").is_some() && k % 1000 == 0 {
-                eprintln!("round {k} stats {:?}", a.stats());
-            }
+        for _ in 0..rounds {
             let t = Instant::now();
             send(a.as_mut(), 1, &[7u8; 8]);
             recv_one(a.as_mut());
@@ -150,6 +155,7 @@ fn message_rate(kind: TransportKind, secs: f64) -> f64 {
 }
 
 fn main() {
+    cores();
     let quick = std::env::args().any(|a| a == "--quick");
     let rounds = if quick { 20_000 } else { 200_000 };
     let secs = if quick { 1.0 } else { 3.0 };
