@@ -377,3 +377,27 @@ fn node_misuse_is_one_line() {
         assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_node_whose_port_is_in_use_fails_cleanly() {
+    let busy = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dir = std::env::temp_dir().join(format!("ftcoll-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, format!("{}\n127.0.0.1:1\n", busy.local_addr().unwrap())).unwrap();
+    let (code, _, err) = ftcoll(&[
+        "node",
+        "--rank",
+        "0",
+        "--nodes",
+        "2",
+        "--hostfile",
+        hf.to_str().unwrap(),
+        "--control",
+        "127.0.0.1:9",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("ftcoll: error: cannot bind"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}

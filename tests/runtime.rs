@@ -137,3 +137,43 @@ fn tree_ack_without_correction_is_inconsistent_under_a_crash() {
     );
     assert!(r.violations > 0 && r.timeouts > 0, "{r:?}");
 }
+
+#[test]
+fn message_counts_stay_near_the_simulators() {
+    // Same protocol, same nodes, no faults: the runtime's messages per operation are within
+    // a factor of the LogP simulation's (real timing shifts when checked correction stops).
+    use ftcoll::sim::{Experiment, Faults, run_many};
+    let model = LogP { l: 2, o: 1 };
+    let r = bench("--correction checked", TransportKind::Inproc, 16, 100, "", 0.0);
+    assert_consistent(&r, 100, "fault-free");
+    let tree = ftcoll::topology::Tree::build(
+        ftcoll::topology::TreeKind::Binomial,
+        ftcoll::topology::Order::Interleaved,
+        16,
+        model,
+    )
+    .unwrap();
+    let shared = ftcoll::protocol::bcast::corrected_tree::TreeShared::new(
+        tree,
+        model,
+        ftcoll::protocol::bcast::correction::Correction::Checked,
+        ftcoll::protocol::bcast::Start::Synchronized,
+    );
+    let ex = Experiment {
+        n: 16,
+        logp: model,
+        faults: Faults::default(),
+        runs: 1,
+        seed: 1,
+        threads: 1,
+        max_events: 1 << 20,
+    };
+    let sim = run_many::<ftcoll::protocol::bcast::corrected_tree::CorrectedTree<0>>(&shared, &ex, &|_| {});
+    let predicted = sim.report().messages_per_process.mean * 16.0;
+    let measured = r.messages.mean();
+    assert!(measured >= 15.0, "at least the tree's 15 messages: {measured}");
+    assert!(
+        (0.5 * predicted..=1.5 * predicted).contains(&measured),
+        "measured {measured} vs simulated {predicted}"
+    );
+}

@@ -307,6 +307,11 @@ where
                             PollMode::Busy => std::hint::spin_loop(),
                             PollMode::Adaptive if idle_rounds < 2000 => std::hint::spin_loop(),
                             PollMode::Adaptive => std::thread::yield_now(),
+                            // One node: block on its socket; several: a short sleep (blocking on
+                            // one socket would starve the others).
+                            PollMode::Blocking if group.len() == 1 && coord.is_none() => {
+                                group[0].wait(Duration::from_micros(200))
+                            }
                             PollMode::Blocking => std::thread::sleep(Duration::from_micros(20)),
                         }
                     }

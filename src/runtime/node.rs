@@ -148,6 +148,15 @@ where
         self.transport.is_some()
     }
 
+    /// Blocks until the transport may have data or `timeout` passed (blocking poll mode).
+    pub fn wait(&mut self, timeout: Duration) {
+        if let Some(t) = self.transport.as_mut() {
+            let _ = t.wait(timeout);
+        } else {
+            std::thread::sleep(timeout);
+        }
+    }
+
     /// The transport's counters (None once dead).
     pub fn transport_stats(&self) -> Option<crate::transport::TransportStats> {
         self.transport.as_ref().map(|t| t.stats())
