@@ -259,26 +259,40 @@ where
                 progress = true;
             }
         }
-        // Receive.
-        let mut t = self.transport.take().expect("alive");
-        let mut deaths = None;
-        let r = t.poll(now, &mut |d| match d {
-            Delivery::Message { from, bytes } => {
-                if let Some(iter) = self.on_datagram(p, board, from, bytes, now) {
-                    deaths = Some(iter);
+        // Receive, act, send; again while datagrams keep arriving (the transport hands out
+        // one delivery per poll so that a forward leaves before the next read), bounded so the
+        // worker's other nodes are served too.
+        for round in 0..16 {
+            let now = if round == 0 { now } else { Instant::now() };
+            let mut t = self.transport.take().expect("alive");
+            let mut deaths = None;
+            let r = t.poll(now, &mut |d| match d {
+                Delivery::Message { from, bytes } => {
+                    if let Some(iter) = self.on_datagram(p, board, from, bytes, now) {
+                        deaths = Some(iter);
+                    }
                 }
+                Delivery::Suspect { peer } => self.on_suspect(p, board, peer, now),
+            });
+            self.transport = Some(t);
+            let delivered = matches!(r, Ok(k) if k > 0);
+            progress |= delivered;
+            if let Some(iter) = deaths {
+                self.die(board, iter);
+                return true;
             }
-            Delivery::Suspect { peer } => self.on_suspect(p, board, peer, now),
-        });
-        self.transport = Some(t);
-        if let Ok(k) = r {
-            progress |= k > 0;
+            progress |= self.fire_timers(p, board, now);
+            progress |= self.send_phase(p, board, now);
+            if !delivered || self.transport.is_none() {
+                break;
+            }
         }
-        if let Some(iter) = deaths {
-            self.die(board, iter);
-            return true;
-        }
-        // Timers.
+        progress
+    }
+
+    /// Runs the protocol timers that are due.
+    fn fire_timers(&mut self, p: &NodeParams<'_, P::Shared>, board: &NodeBoard, now: Instant) -> bool {
+        let mut progress = false;
         let units = Self::now_units(p, now);
         for i in 0..WINDOW {
             let Some(proto) = self.slots[i].proto.as_mut() else {
@@ -296,8 +310,7 @@ where
                 progress = true;
             }
         }
-        // Send.
-        progress | self.send_phase(p, board, now)
+        progress
     }
 
     /// Decodes and admits one datagram; returns the iteration if it kills this node.
