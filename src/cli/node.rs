@@ -9,18 +9,14 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::cli::args::AlgoArgs;
-use crate::cli::config::{Algo, resolve_algo};
+use crate::cli::config::resolve_algo;
 use crate::model::LogP;
-use crate::protocol::bcast::bfb::{Bfb, BfbShared};
-use crate::protocol::bcast::big::{Big, BigShared};
-use crate::protocol::bcast::corrected_gossip::{CorrectedGossip, GossipShared, Variant};
-use crate::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
-use crate::protocol::bcast::correction::{Correction, FAILPROOF_CAP};
-use crate::protocol::bcast::tree_ack::{TreeAck, TreeAckShared};
+use crate::protocol::bcast::algo::Visit;
+use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::cluster::PollMode;
 use crate::runtime::kill::parse_kills;
 use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rank_from_env, run_node, unix_ns};
-use crate::topology::Tree;
+use crate::wire::WireMessage;
 
 #[derive(Args, Debug, Clone)]
 pub struct NodeArgs {
@@ -105,34 +101,21 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         poll: a.poll,
         kill,
     };
-    let exit: NodeExit = match &algo {
-        Algo::CorrectedTree {
-            tree,
-            order,
-            correction,
-            start,
-        } => {
-            let t = Tree::build(*tree, *order, n, model)?;
-            let shared = TreeShared::new(t, model, *correction, *start);
-            match correction {
-                Correction::FailProof { .. } => run_node::<CorrectedTree<FAILPROOF_CAP>>(&shared, &spec)?,
-                _ => run_node::<CorrectedTree<0>>(&shared, &spec)?,
-            }
-        }
-        Algo::CorrectedGossip { variant, t } => {
-            let shared = GossipShared::new(n, model, *t, *variant);
-            match variant {
-                Variant::Fcg { .. } => run_node::<CorrectedGossip<FAILPROOF_CAP>>(&shared, &spec)?,
-                _ => run_node::<CorrectedGossip<0>>(&shared, &spec)?,
-            }
-        }
-        Algo::Big => run_node::<Big>(&BigShared::new(n), &spec)?,
-        Algo::Bfb => run_node::<Bfb>(&BfbShared::new(n, model), &spec)?,
-        Algo::TreeAck { tree, order } => {
-            let t = Tree::build(*tree, *order, n, model)?;
-            run_node::<TreeAck>(&TreeAckShared::new(t), &spec)?
-        }
-    };
+    let exit = algo.dispatch(n, model, RunNode(&spec))??;
     println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
     Ok(())
+}
+
+struct RunNode<'a>(&'a NodeSpec);
+
+impl Visit for RunNode<'_> {
+    type Out = Result<NodeExit, String>;
+    fn visit<P>(self, shared: &P::Shared) -> Self::Out
+    where
+        P: Protocol,
+        P::Shared: SharedInfo,
+        P::Msg: WireMessage,
+    {
+        run_node::<P>(shared, self.0)
+    }
 }

@@ -17,16 +17,9 @@ pub mod procs;
 
 use serde::Serialize;
 
-use crate::cli::config::Algo;
 use crate::model::LogP;
-use crate::protocol::bcast::bfb::{Bfb, BfbShared};
-use crate::protocol::bcast::big::{Big, BigShared};
-use crate::protocol::bcast::corrected_gossip::{CorrectedGossip, GossipShared, Variant};
-use crate::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
-use crate::protocol::bcast::correction::{Correction, FAILPROOF_CAP};
-use crate::protocol::bcast::tree_ack::{TreeAck, TreeAckShared};
+use crate::protocol::bcast::algo::{Algo, Visit};
 use crate::protocol::{Protocol, SharedInfo};
-use crate::topology::Tree;
 use crate::transport::Transport;
 use crate::transport::inproc::InprocNet;
 use crate::transport::udp::{UdpConfig, UdpTransport};
@@ -61,35 +54,21 @@ pub struct Bench {
 
 /// Runs a benchmark. Errors (a port in use, no sockets) are one line.
 pub fn run(b: &Bench) -> Result<ClusterResult, String> {
-    let (n, logp) = (b.cluster.nodes, b.model);
-    Ok(match &b.algo {
-        Algo::CorrectedTree {
-            tree,
-            order,
-            correction,
-            start,
-        } => {
-            let t = Tree::build(*tree, *order, n, logp)?;
-            let shared = TreeShared::new(t, logp, *correction, *start);
-            match correction {
-                Correction::FailProof { .. } => with::<CorrectedTree<FAILPROOF_CAP>>(&shared, b)?,
-                _ => with::<CorrectedTree<0>>(&shared, b)?,
-            }
-        }
-        Algo::CorrectedGossip { variant, t } => {
-            let shared = GossipShared::new(n, logp, *t, *variant);
-            match variant {
-                Variant::Fcg { .. } => with::<CorrectedGossip<FAILPROOF_CAP>>(&shared, b)?,
-                _ => with::<CorrectedGossip<0>>(&shared, b)?,
-            }
-        }
-        Algo::Big => with::<Big>(&BigShared::new(n), b)?,
-        Algo::Bfb => with::<Bfb>(&BfbShared::new(n, logp), b)?,
-        Algo::TreeAck { tree, order } => {
-            let t = Tree::build(*tree, *order, n, logp)?;
-            with::<TreeAck>(&TreeAckShared::new(t), b)?
-        }
-    })
+    b.algo.dispatch(b.cluster.nodes, b.model, With(b))?
+}
+
+struct With<'a>(&'a Bench);
+
+impl Visit for With<'_> {
+    type Out = Result<ClusterResult, String>;
+    fn visit<P>(self, shared: &P::Shared) -> Self::Out
+    where
+        P: Protocol,
+        P::Shared: SharedInfo,
+        P::Msg: WireMessage,
+    {
+        with::<P>(shared, self.0)
+    }
 }
 
 type Endpoints = Vec<(Box<dyn Transport>, Option<Box<dyn FnMut() + Send>>)>;

@@ -1,5 +1,6 @@
 //! Broadcast protocols: Corrected Trees, Corrected Gossip and the papers' baselines.
 
+pub mod algo;
 pub mod bfb;
 pub mod big;
 pub mod corrected_gossip;
