@@ -105,34 +105,54 @@ impl<const C: usize> WireMessage for CorrMsg<C> {
     }
 }
 
+/// Tree and gossip messages share one layout: tag 0 and the sender's virtual time, or tag 1
+/// and a correction message.
+fn put_vt_or_corr<const C: usize>(out: &mut [u8], m: Result<u64, &CorrMsg<C>>) -> usize {
+    let mut w = Writer::new(out);
+    match m {
+        Ok(vt) => {
+            w.u8(0);
+            w.u64(vt);
+        }
+        Err(c) => {
+            w.u8(1);
+            put_corr(&mut w, c);
+        }
+    }
+    w.len()
+}
+
+fn get_vt_or_corr<const C: usize>(
+    body: &[u8],
+    n: u32,
+    tag: &'static str,
+) -> Result<Result<u64, CorrMsg<C>>, DecodeError> {
+    let mut r = Reader::new(body);
+    let m = match r.u8()? {
+        0 => Ok(r.u64()?),
+        1 => Err(get_corr(&mut r, n)?),
+        _ => return Err(DecodeError::BadField(tag)),
+    };
+    r.finish()?;
+    Ok(m)
+}
+
 impl<const C: usize> WireMessage for TreeMsg<C> {
     const KIND: u8 = kind::with_cap(kind::CORRECTED_TREE, C);
     const MAX_BODY: usize = 1 + max(8, corr_max(C));
 
     fn encode(&self, out: &mut [u8]) -> usize {
-        let mut w = Writer::new(out);
         match self {
-            TreeMsg::Tree { vt } => {
-                w.u8(0);
-                w.u64(*vt);
-            }
-            TreeMsg::Corr(c) => {
-                w.u8(1);
-                put_corr(&mut w, c);
-            }
+            TreeMsg::Tree { vt } => put_vt_or_corr::<C>(out, Ok(*vt)),
+            TreeMsg::Corr(c) => put_vt_or_corr(out, Err(c)),
         }
-        w.len()
     }
 
     fn decode(body: &[u8], n: u32) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(body);
-        let m = match r.u8()? {
-            0 => TreeMsg::Tree { vt: r.u64()? },
-            1 => TreeMsg::Corr(get_corr(&mut r, n)?),
-            _ => return Err(DecodeError::BadField("tree.tag")),
-        };
-        r.finish()?;
-        Ok(m)
+        Ok(match get_vt_or_corr::<C>(body, n, "tree.tag")? {
+            Ok(vt) => TreeMsg::Tree { vt },
+            Err(c) => TreeMsg::Corr(c),
+        })
     }
 }
 
@@ -141,29 +161,17 @@ impl<const C: usize> WireMessage for GossipMsg<C> {
     const MAX_BODY: usize = 1 + max(8, corr_max(C));
 
     fn encode(&self, out: &mut [u8]) -> usize {
-        let mut w = Writer::new(out);
         match self {
-            GossipMsg::Gossip { vt } => {
-                w.u8(0);
-                w.u64(*vt);
-            }
-            GossipMsg::Corr(c) => {
-                w.u8(1);
-                put_corr(&mut w, c);
-            }
+            GossipMsg::Gossip { vt } => put_vt_or_corr::<C>(out, Ok(*vt)),
+            GossipMsg::Corr(c) => put_vt_or_corr(out, Err(c)),
         }
-        w.len()
     }
 
     fn decode(body: &[u8], n: u32) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(body);
-        let m = match r.u8()? {
-            0 => GossipMsg::Gossip { vt: r.u64()? },
-            1 => GossipMsg::Corr(get_corr(&mut r, n)?),
-            _ => return Err(DecodeError::BadField("gossip.tag")),
-        };
-        r.finish()?;
-        Ok(m)
+        Ok(match get_vt_or_corr::<C>(body, n, "gossip.tag")? {
+            Ok(vt) => GossipMsg::Gossip { vt },
+            Err(c) => GossipMsg::Corr(c),
+        })
     }
 }
 
