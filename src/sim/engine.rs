@@ -8,13 +8,12 @@
 
 use crate::model::{LogP, Time};
 use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo};
-use crate::sim::calendar::{Calendar, Class};
+use crate::sim::calendar::{Calendar, Item};
 use crate::sim::faults::Faults;
 use crate::topology::ring;
 
 #[derive(Clone, Copy, Debug)]
 enum Ev<M> {
-    Poll(Rank),
     Recv { to: Rank, from: Rank, msg: M },
     Timer(Rank),
     Suspect { node: Rank, peer: Rank },
@@ -97,7 +96,7 @@ pub struct Engine<P: Protocol> {
     slots: Vec<Slot>,
     /// Death times as drawn by the fault plan (copied into the slots).
     death: Vec<Time>,
-    cal: Calendar<Ev<P::Msg>>,
+    cal: Calendar<Ev<P::Msg>, Rank>,
     scratch: Vec<Rank>,
     sends_log: Vec<(Rank, Rank)>,
     fd: bool,
@@ -172,7 +171,7 @@ where
         if t != self.slots[i].timer_at {
             self.slots[i].timer_at = t;
             if t != Time::MAX {
-                self.cal.push(t.max(now), Class::Early, Ev::Timer(r));
+                self.cal.push(t.max(now), Ev::Timer(r));
             }
         }
     }
@@ -189,7 +188,7 @@ where
         if !self.slots[i].poll_pending {
             if self.slots[i].timer_at == now || self.fd {
                 self.slots[i].poll_pending = true;
-                self.cal.push(now, Class::Late, Ev::Poll(r));
+                self.cal.push_late(now, r);
             } else {
                 self.poll(shared, r, now, rng, st);
             }
@@ -218,16 +217,16 @@ where
                 if self.slots[ti].death > t + o + l {
                     self.slots[ti].recv_free = done;
                 }
-                self.cal.push(done, Class::Early, Ev::Recv { to, from: r, msg });
+                self.cal.push(done, Ev::Recv { to, from: r, msg });
                 if self.fd {
                     self.sends_log.push((r, to));
                 }
                 self.slots[i].poll_pending = true;
-                self.cal.push(t + o, Class::Late, Ev::Poll(r));
+                self.cal.push_late(t + o, r);
             }
             Action::Sleep(s) => {
                 self.slots[i].poll_pending = true;
-                self.cal.push(t + s.max(1), Class::Late, Ev::Poll(r));
+                self.cal.push_late(t + s.max(1), r);
             }
             Action::Wait => {}
         }
@@ -262,7 +261,7 @@ where
                 continue;
             }
             if d != Time::MAX && fd {
-                self.cal.push(d, Class::Early, Ev::Die(r));
+                self.cal.push(d, Ev::Die(r));
             }
             let cx = self.cx(shared, r, 0);
             self.nodes[r as usize].start(&cx);
@@ -270,27 +269,27 @@ where
         }
 
         let mut diss_end: Time = 0;
-        while let Some((t, ev)) = self.cal.pop() {
+        while let Some((t, item)) = self.cal.pop() {
             st.events += 1;
             if st.events > max_events {
                 st.aborted = true;
                 break;
             }
-            match ev {
-                Ev::Poll(r) => {
+            let ev = match item {
+                Item::Late(r) => {
                     self.slots[r as usize].poll_pending = false;
                     self.poll(shared, r, t, &mut rng, &mut st);
+                    continue;
                 }
+                Item::Early(ev) => ev,
+            };
+            match ev {
                 Ev::Recv { to, from, msg } => {
                     let i = to as usize;
                     if self.slots[i].death <= t {
                         self.log(t, to, "lost", from, msg.label());
                         if fd {
-                            self.cal.push(
-                                t + faults.detect_delay,
-                                Class::Early,
-                                Ev::Suspect { node: from, peer: to },
-                            );
+                            self.cal.push(t + faults.detect_delay, Ev::Suspect { node: from, peer: to });
                         }
                         continue;
                     }
@@ -332,7 +331,7 @@ where
                         let (a, b) = self.sends_log[k];
                         if b == r {
                             self.cal
-                                .push(t + faults.detect_delay, Class::Early, Ev::Suspect { node: a, peer: r });
+                                .push(t + faults.detect_delay, Ev::Suspect { node: a, peer: r });
                         }
                     }
                 }
