@@ -16,6 +16,15 @@ pub use crate::model::Time;
 pub use op::{DuplicateFilter, OpId};
 pub use rng::ProtoRng;
 
+/// Virtual time as carried in messages: counted from the operation's start, so 32 bits
+/// suffice (smaller messages, smaller simulator events); saturates rather than wraps.
+pub type VTime = u32;
+
+/// Saturating conversion of a model time into a message's [`VTime`].
+pub fn vtime(t: Time) -> VTime {
+    VTime::try_from(t).unwrap_or(VTime::MAX)
+}
+
 /// A process rank inside one operation (virtual: the operation's root is 0).
 pub type Rank = u32;
 

@@ -111,7 +111,11 @@ impl<E: Copy, L: Copy> Calendar<E, L> {
             self.in_ring += 1;
         } else {
             self.seq += 1;
-            self.far.push(Far { time, seq: self.seq, item });
+            self.far.push(Far {
+                time,
+                seq: self.seq,
+                item,
+            });
         }
     }
 
@@ -174,7 +178,17 @@ mod tests {
         c.push_late(40, 'f');
         let got: Vec<_> = std::iter::from_fn(|| c.pop()).collect();
         use Item::{Early as E, Late as L};
-        assert_eq!(got, vec![(1, L('c')), (3, E('b')), (3, E('e')), (3, L('a')), (40, L('f')), (1000, E('d'))]);
+        assert_eq!(
+            got,
+            vec![
+                (1, L('c')),
+                (3, E('b')),
+                (3, E('e')),
+                (3, L('a')),
+                (40, L('f')),
+                (1000, E('d'))
+            ]
+        );
     }
 
     #[test]

@@ -289,7 +289,8 @@ where
                     if self.slots[i].death <= t {
                         self.log(t, to, "lost", from, msg.label());
                         if fd {
-                            self.cal.push(t + faults.detect_delay, Ev::Suspect { node: from, peer: to });
+                            self.cal
+                                .push(t + faults.detect_delay, Ev::Suspect { node: from, peer: to });
                         }
                         continue;
                     }
@@ -330,8 +331,7 @@ where
                     for k in 0..self.sends_log.len() {
                         let (a, b) = self.sends_log[k];
                         if b == r {
-                            self.cal
-                                .push(t + faults.detect_delay, Ev::Suspect { node: a, peer: r });
+                            self.cal.push(t + faults.detect_delay, Ev::Suspect { node: a, peer: r });
                         }
                     }
                 }

@@ -107,12 +107,12 @@ impl<const C: usize> WireMessage for CorrMsg<C> {
 
 /// Tree and gossip messages share one layout: tag 0 and the sender's virtual time, or tag 1
 /// and a correction message.
-fn put_vt_or_corr<const C: usize>(out: &mut [u8], m: Result<u64, &CorrMsg<C>>) -> usize {
+fn put_vt_or_corr<const C: usize>(out: &mut [u8], m: Result<u32, &CorrMsg<C>>) -> usize {
     let mut w = Writer::new(out);
     match m {
         Ok(vt) => {
             w.u8(0);
-            w.u64(vt);
+            w.u32(vt);
         }
         Err(c) => {
             w.u8(1);
@@ -126,10 +126,10 @@ fn get_vt_or_corr<const C: usize>(
     body: &[u8],
     n: u32,
     tag: &'static str,
-) -> Result<Result<u64, CorrMsg<C>>, DecodeError> {
+) -> Result<Result<u32, CorrMsg<C>>, DecodeError> {
     let mut r = Reader::new(body);
     let m = match r.u8()? {
-        0 => Ok(r.u64()?),
+        0 => Ok(r.u32()?),
         1 => Err(get_corr(&mut r, n)?),
         _ => return Err(DecodeError::BadField(tag)),
     };
@@ -139,7 +139,7 @@ fn get_vt_or_corr<const C: usize>(
 
 impl<const C: usize> WireMessage for TreeMsg<C> {
     const KIND: u8 = kind::with_cap(kind::CORRECTED_TREE, C);
-    const MAX_BODY: usize = 1 + max(8, corr_max(C));
+    const MAX_BODY: usize = 1 + max(4, corr_max(C));
 
     fn encode(&self, out: &mut [u8]) -> usize {
         match self {
@@ -158,7 +158,7 @@ impl<const C: usize> WireMessage for TreeMsg<C> {
 
 impl<const C: usize> WireMessage for GossipMsg<C> {
     const KIND: u8 = kind::with_cap(kind::CORRECTED_GOSSIP, C);
-    const MAX_BODY: usize = 1 + max(8, corr_max(C));
+    const MAX_BODY: usize = 1 + max(4, corr_max(C));
 
     fn encode(&self, out: &mut [u8]) -> usize {
         match self {

@@ -52,7 +52,7 @@ fn corr_samples<const C: usize>() -> Vec<CorrMsg<C>> {
 }
 
 fn tree_samples<const C: usize>() -> Vec<TreeMsg<C>> {
-    let mut v = vec![TreeMsg::Tree { vt: 0 }, TreeMsg::Tree { vt: u64::MAX }];
+    let mut v = vec![TreeMsg::Tree { vt: 0 }, TreeMsg::Tree { vt: u32::MAX }];
     v.extend(corr_samples::<C>().into_iter().map(TreeMsg::Corr));
     v
 }

@@ -10,7 +10,7 @@ use crate::model::{LogP, Time};
 use crate::protocol::bcast::correction::{CorrMsg, CorrParams, Correction, Corrector, Dir};
 use crate::protocol::bcast::gossip::{GossipParams, GossipState};
 use crate::protocol::bcast::{corr_label, corr_phase};
-use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo};
+use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo, VTime, vtime};
 
 /// Which corrected-gossip algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -80,7 +80,7 @@ impl SharedInfo for GossipShared {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GossipMsg<const C: usize> {
     /// A gossip message sent at the sender's virtual time `vt`.
-    Gossip { vt: Time },
+    Gossip { vt: VTime },
     /// Ring correction.
     Corr(CorrMsg<C>),
 }
@@ -130,7 +130,8 @@ impl<const C: usize> Protocol for CorrectedGossip<C> {
         match msg {
             GossipMsg::Gossip { vt } => {
                 // Only an uncolored process becomes a g-node (c-nodes stay c-nodes).
-                if !self.corr.delivered() && !self.corr.is_cnode() && self.gossip.on_gossip(&s.gossip, *vt) {
+                if !self.corr.delivered() && !self.corr.is_cnode() && self.gossip.on_gossip(&s.gossip, Time::from(*vt))
+                {
                     self.corr.colored_by_dissemination();
                 }
             }
@@ -147,7 +148,7 @@ impl<const C: usize> Protocol for CorrectedGossip<C> {
                 Some(Action::Send { to, msg }) => {
                     return Action::Send {
                         to,
-                        msg: GossipMsg::Gossip { vt: msg },
+                        msg: GossipMsg::Gossip { vt: vtime(msg) },
                     };
                 }
                 Some(Action::Sleep(t)) => return Action::Sleep(t),

@@ -10,7 +10,7 @@
 use crate::model::LogP;
 use crate::protocol::bcast::Start;
 use crate::protocol::bcast::correction::{CorrMsg, CorrParams, Correction, Corrector, Dir};
-use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo, Time};
+use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo, Time, VTime, vtime};
 use crate::topology::Tree;
 
 /// Configuration shared by all processes of a corrected-tree broadcast.
@@ -74,7 +74,7 @@ impl SharedInfo for TreeShared {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TreeMsg<const C: usize> {
     /// Dissemination along a tree edge; `vt` is the sender's virtual time at the send.
-    Tree { vt: Time },
+    Tree { vt: VTime },
     /// Ring correction.
     Corr(CorrMsg<C>),
 }
@@ -139,7 +139,7 @@ impl<const C: usize> Protocol for CorrectedTree<C> {
                 }
                 self.tree_received = true;
                 // Counted time: the send started at `vt`, so we hold it at vt + 2o + L.
-                self.vt = vt + s.logp.hop();
+                self.vt = Time::from(*vt) + s.logp.hop();
                 // An early correction message may have colored us already (overlapped
                 // start): then we still forward down the tree but do not correct (§3.3).
                 self.corr.colored_by_dissemination();
@@ -160,7 +160,7 @@ impl<const C: usize> Protocol for CorrectedTree<C> {
                 self.vt += s.logp.o;
                 return Action::Send {
                     to: child,
-                    msg: TreeMsg::Tree { vt },
+                    msg: TreeMsg::Tree { vt: vtime(vt) },
                 };
             }
             if self.corr.is_participant() {
