@@ -37,9 +37,11 @@ where
     P: Protocol,
     P::Shared: SharedInfo,
 {
-    const CHUNK: u64 = 8;
     let next = AtomicU64::new(0);
     let threads = ex.threads.max(1).min(ex.runs.max(1) as usize);
+    // Runs are handed out in chunks (fewer atomic operations), small enough that every
+    // thread gets work even when there are few runs.
+    let chunk = (ex.runs / (4 * threads as u64)).clamp(1, 8);
     let mut total = Summary::new(ex.n);
     let parts: Vec<Summary> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -48,11 +50,11 @@ where
                     let mut eng = Engine::<P>::new(ex.n, ex.logp);
                     let mut sum = Summary::new(ex.n);
                     loop {
-                        let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                        let start = next.fetch_add(chunk, Ordering::Relaxed);
                         if start >= ex.runs {
                             break;
                         }
-                        let end = (start + CHUNK).min(ex.runs);
+                        let end = (start + chunk).min(ex.runs);
                         for i in start..end {
                             let st = eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, i), ex.max_events);
                             sum.record(&st);
