@@ -54,15 +54,15 @@ fn bench_with(
     } else {
         parse_kills(kills, n).unwrap()
     };
-    run(&Bench {
+    let bench = Bench {
         algo: algo(flags, n, model),
         cluster,
         transport,
         kills,
         model,
         loss,
-    })
-    .expect("bench runs")
+    };
+    run(&bench, None).expect("bench runs")
 }
 
 fn assert_consistent(r: &ClusterResult, iters: u64, what: &str) {

@@ -250,13 +250,23 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         loss: 0.0,
     };
     let show = !a.json && std::io::stderr().is_terminal();
-    if show {
-        eprintln!(
-            "running {} operations on {} nodes ...",
-            a.warmup + a.iterations,
-            a.nodes
+    let bar = show.then(|| {
+        let b = indicatif::ProgressBar::new(a.warmup + a.iterations);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} operations ({per_sec}, eta {eta})",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
         );
-    }
+        b
+    });
+    let tick = |k: u64| {
+        if let Some(b) = &bar {
+            b.set_position(k);
+        }
+    };
+    let progress: Option<&(dyn Fn(u64) + Sync)> = if show { Some(&tick) } else { None };
     let res = if a.procs {
         if a.transport != TransportKind::Udp {
             return Err("--procs needs --transport udp (processes do not share memory)".into());
@@ -288,8 +298,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         if kills.iter().any(|k| matches!(k.point, KillPoint::SigKill { .. })) {
             return Err("--kill R@I:sigkill needs --procs (a thread cannot be SIGKILLed)".into());
         }
-        crate::runtime::run(&bench)?
+        crate::runtime::run(&bench, progress)?
     };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     let pred = if a.no_model {
         None
     } else {

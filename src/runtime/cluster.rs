@@ -237,7 +237,13 @@ impl Coordinator {
 }
 
 /// Runs the benchmark over the given nodes (one per rank, index = rank).
-pub fn run<P>(shared: &P::Shared, cfg: &ClusterConfig, nodes: Vec<Node<P>>) -> ClusterResult
+/// `progress`, if given, is called about every 100 ms with the operations completed so far.
+pub fn run<P>(
+    shared: &P::Shared,
+    cfg: &ClusterConfig,
+    nodes: Vec<Node<P>>,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+) -> ClusterResult
 where
     P: Protocol,
     P::Shared: SharedInfo,
@@ -319,6 +325,14 @@ where
                 })
             })
             .collect();
+        // The caller's thread sleeps and reports progress while the workers run.
+        if let Some(p) = progress {
+            while !ctl.stop.load(Ordering::Relaxed) {
+                p(ctl.retired.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            p(ctl.retired.load(Ordering::Relaxed));
+        }
         let mut coord = None;
         let mut groups = Vec::new();
         for h in handles {

@@ -52,12 +52,13 @@ pub struct Bench {
     pub loss: f64,
 }
 
-/// Runs a benchmark. Errors (a port in use, no sockets) are one line.
-pub fn run(b: &Bench) -> Result<ClusterResult, String> {
-    b.algo.dispatch(b.cluster.nodes, b.model, With(b))?
+/// Runs a benchmark; `progress`, if given, hears the completed operation count about every
+/// 100 ms. Errors (a port in use, no sockets) are one line.
+pub fn run(b: &Bench, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String> {
+    b.algo.dispatch(b.cluster.nodes, b.model, With(b, progress))?
 }
 
-struct With<'a>(&'a Bench);
+struct With<'a>(&'a Bench, Option<&'a (dyn Fn(u64) + Sync)>);
 
 impl Visit for With<'_> {
     type Out = Result<ClusterResult, String>;
@@ -67,7 +68,7 @@ impl Visit for With<'_> {
         P::Shared: SharedInfo,
         P::Msg: WireMessage,
     {
-        with::<P>(shared, self.0)
+        with::<P>(shared, self.0, self.1)
     }
 }
 
@@ -104,7 +105,7 @@ pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) ->
     })
 }
 
-fn with<P>(shared: &P::Shared, b: &Bench) -> Result<ClusterResult, String>
+fn with<P>(shared: &P::Shared, b: &Bench, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String>
 where
     P: Protocol,
     P::Shared: SharedInfo,
@@ -121,5 +122,5 @@ where
             Node::<P>::new(r, c.nodes, t, kill, c.seed, on_death)
         })
         .collect();
-    Ok(cluster::run::<P>(shared, c, nodes))
+    Ok(cluster::run::<P>(shared, c, nodes, progress))
 }
