@@ -15,7 +15,7 @@ use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::cluster::PollMode;
 use crate::runtime::kill::parse_kills;
-use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rank_from_env, run_node, unix_ns};
+use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rank_from_env, rendezvous, run_node, unix_ns};
 use crate::wire::WireMessage;
 
 #[derive(Args, Debug, Clone)]
@@ -29,8 +29,14 @@ pub struct NodeArgs {
     #[arg(long)]
     pub nodes: Option<u32>,
     /// Peer addresses: one `IP:port` per line in rank order, or `RANK IP:port` lines.
+    #[arg(long, required_unless_present = "rendezvous", conflicts_with = "rendezvous")]
+    pub hostfile: Option<PathBuf>,
+    /// Exchange addresses through this directory instead (shared by all nodes of the job).
     #[arg(long)]
-    pub hostfile: PathBuf,
+    pub rendezvous: Option<PathBuf>,
+    /// With --rendezvous: the IP address to bind and publish.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
     /// The coordinator's control address (`IP:port`).
     #[arg(long)]
     pub control: SocketAddr,
@@ -76,9 +82,14 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
     if a.size > 1024 {
         return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
     }
-    let text = std::fs::read_to_string(&a.hostfile)
-        .map_err(|e| format!("cannot read hostfile {}: {e}", a.hostfile.display()))?;
-    let peers = parse_hostfile(&text, n)?;
+    let peers = match (&a.hostfile, &a.rendezvous) {
+        (Some(h), _) => {
+            let text = std::fs::read_to_string(h).map_err(|e| format!("cannot read hostfile {}: {e}", h.display()))?;
+            parse_hostfile(&text, n)?
+        }
+        (None, Some(dir)) => rendezvous(dir, rank, n, a.bind, std::time::Duration::from_secs(60))?,
+        (None, None) => return Err("give --hostfile or --rendezvous".into()),
+    };
     let kill = match a.kill.as_deref() {
         None | Some("none") => None,
         Some(k) => parse_kills(k, n)?.into_iter().find(|k| k.rank == rank),

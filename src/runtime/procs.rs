@@ -84,6 +84,53 @@ pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
         .collect()
 }
 
+/// Exchanges addresses through a directory all nodes can see (a job's shared directory):
+/// each node picks a free UDP port on `ip`, publishes `node-RANK.addr` atomically (write then
+/// rename), and waits up to `timeout` for all `n` nodes. Returns every rank's address.
+pub fn rendezvous(
+    dir: &Path,
+    rank: u32,
+    n: u32,
+    ip: std::net::IpAddr,
+    timeout: Duration,
+) -> Result<Vec<SocketAddr>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("rendezvous directory {}: {e}", dir.display()))?;
+    let me = UdpSocket::bind((ip, 0))
+        .and_then(|s| s.local_addr())
+        .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
+    let tmp = dir.join(format!(".node-{rank}.addr.{}", std::process::id()));
+    std::fs::write(&tmp, me.to_string()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, dir.join(format!("node-{rank}.addr")))
+        .map_err(|e| format!("cannot publish in {}: {e}", dir.display()))?;
+    let deadline = Instant::now() + timeout;
+    let mut peers: Vec<Option<SocketAddr>> = vec![None; n as usize];
+    loop {
+        for (r, slot) in peers.iter_mut().enumerate() {
+            if slot.is_none()
+                && let Ok(text) = std::fs::read_to_string(dir.join(format!("node-{r}.addr")))
+            {
+                let a = text
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("rendezvous: node-{r}.addr holds '{}', not IP:port", text.trim()))?;
+                *slot = Some(a);
+            }
+        }
+        let missing = peers.iter().filter(|p| p.is_none()).count();
+        if missing == 0 {
+            return Ok(peers.into_iter().flatten().collect());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "rendezvous: {missing} of {n} nodes did not publish in {} within {:?}",
+                dir.display(),
+                timeout
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Rank and size from the launcher's environment: Slurm, Open MPI, MPICH/PMI.
 pub fn rank_from_env() -> Option<(u32, u32)> {
     let get = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<u32>().ok());
@@ -408,6 +455,26 @@ mod tests {
             assert!(e.contains(what), "{bad:?}: {e}");
             assert_eq!(e.lines().count(), 1);
         }
+    }
+
+    #[test]
+    fn rendezvous_gives_every_node_the_same_table() {
+        let dir = std::env::temp_dir().join(format!("ftcoll-rdv-{}", std::process::id()));
+        let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let tables: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|r| {
+                    let dir = &dir;
+                    s.spawn(move || rendezvous(dir, r, 3, ip, Duration::from_secs(5)).unwrap())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(tables[0].len(), 3);
+        assert!(tables.iter().all(|t| t == &tables[0]));
+        let lonely = rendezvous(&dir.join("x"), 0, 2, ip, Duration::from_millis(50)).unwrap_err();
+        assert!(lonely.contains("1 of 2 nodes did not publish"), "{lonely}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
