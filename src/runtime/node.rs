@@ -98,6 +98,8 @@ pub struct Node<P: Protocol> {
     spare: Vec<Vec<u8>>,
     blocked: Vec<u32>,
     out: Vec<u8>,
+    payload: Vec<u8>,
+    payload_seq: Option<u64>,
     rng: ProtoRng,
     kill: Option<Kill>,
     pub stats: NodeStats,
@@ -137,6 +139,8 @@ where
             spare: Vec::new(),
             blocked: Vec::new(),
             out: vec![0; MAX_PAYLOAD],
+            payload: Vec::with_capacity(MAX_PAYLOAD),
+            payload_seq: None,
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
             kill,
             stats: NodeStats::default(),
@@ -568,11 +572,13 @@ where
     }
 
     fn encode(&mut self, p: &NodeParams<'_, P::Shared>, seq: u64, msg: &P::Msg) -> Result<usize, DecodeError> {
-        let mut payload = [0u8; MAX_PAYLOAD];
-        let len = p.payload_len.min(MAX_PAYLOAD);
-        for (i, b) in payload[..len].iter_mut().enumerate() {
-            *b = payload_byte(seq, i);
+        // The payload of an operation is built once, not per message.
+        if self.payload_seq != Some(seq) {
+            let len = p.payload_len.min(MAX_PAYLOAD);
+            self.payload.clear();
+            self.payload.extend((0..len).map(|i| payload_byte(seq, i)));
+            self.payload_seq = Some(seq);
         }
-        encode_datagram(&mut self.out, p.job, p.root, seq, self.rank, msg, &payload[..len])
+        encode_datagram(&mut self.out, p.job, p.root, seq, self.rank, msg, &self.payload)
     }
 }
