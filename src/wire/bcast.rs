@@ -45,9 +45,8 @@ fn put_corr<const C: usize>(w: &mut Writer<'_>, m: &CorrMsg<C>) {
         CorrKind::Reply => 2,
         CorrKind::Sos => 3,
     });
-    let known = m.known.as_slice();
-    w.u8(known.len() as u8);
-    for &r in known {
+    w.u8(m.known.count() as u8);
+    for r in m.known.iter() {
         w.u32(r);
     }
 }

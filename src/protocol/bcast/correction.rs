@@ -79,28 +79,42 @@ pub enum CorrKind {
     Sos,
 }
 
-/// Up to `f + 1` g-nodes known in one direction, nearest first (FCG's `k` arrays).
+/// Up to `f + 1` g-nodes known in one direction, nearest first (FCG's `k` arrays). Ranks are
+/// kept as bytes so that `Known<0>` (every kind but failure-proof) is one byte, not four.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Known<const C: usize> {
     len: u8,
-    ranks: [Rank; C],
+    ranks: [[u8; 4]; C],
 }
 
 impl<const C: usize> Default for Known<C> {
     fn default() -> Self {
-        Self { len: 0, ranks: [0; C] }
+        Self {
+            len: 0,
+            ranks: [[0; 4]; C],
+        }
     }
 }
 
 impl<const C: usize> Known<C> {
     /// The known ranks, nearest first.
-    pub fn as_slice(&self) -> &[Rank] {
-        &self.ranks[..self.len as usize]
+    pub fn iter(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.ranks[..self.len as usize].iter().map(|b| Rank::from_ne_bytes(*b))
+    }
+    /// How many ranks are known.
+    pub fn count(&self) -> usize {
+        self.len as usize
+    }
+    /// The `i`-th nearest known rank.
+    pub fn get(&self, i: usize) -> Option<Rank> {
+        self.ranks[..self.len as usize].get(i).map(|b| Rank::from_ne_bytes(*b))
     }
     /// The set holding `ranks` as given (nearest first); `None` if more than `C`.
     pub fn from_slice(ranks: &[Rank]) -> Option<Self> {
         let mut k = Self::default();
-        k.ranks.get_mut(..ranks.len())?.copy_from_slice(ranks);
+        for (slot, r) in k.ranks.get_mut(..ranks.len())?.iter_mut().zip(ranks) {
+            *slot = r.to_ne_bytes();
+        }
         k.len = u8::try_from(ranks.len()).ok()?;
         Some(k)
     }
@@ -109,26 +123,26 @@ impl<const C: usize> Known<C> {
     }
     /// Inserts `r` keeping the `cap` nearest by `dist`, without duplicates.
     fn insert(&mut self, r: Rank, cap: usize, dist: impl Fn(Rank) -> u32) {
-        let s = &mut self.ranks;
         let len = self.len as usize;
-        if s[..len].contains(&r) {
+        if self.iter().any(|x| x == r) {
             return;
         }
         let d = dist(r);
+        let at = |s: &Self, i: usize| Rank::from_ne_bytes(s.ranks[i]);
         let mut pos = len;
-        while pos > 0 && dist(s[pos - 1]) > d {
+        while pos > 0 && dist(at(self, pos - 1)) > d {
             pos -= 1;
         }
-        if pos >= cap {
+        if pos >= cap.min(C) {
             return;
         }
-        let new_len = (len + 1).min(cap);
+        let new_len = (len + 1).min(cap).min(C);
         let mut i = new_len - 1;
         while i > pos {
-            s[i] = s[i - 1];
+            self.ranks[i] = self.ranks[i - 1];
             i -= 1;
         }
-        s[pos] = r;
+        self.ranks[pos] = r.to_ne_bytes();
         self.len = new_len as u8;
     }
     fn with(mut self, r: Rank, cap: usize, dist: impl Fn(Rank) -> u32) -> Self {
@@ -168,6 +182,7 @@ pub struct CorrParams {
 }
 
 const NO_TIMER: Time = Time::MAX;
+const NO_REPLY: Rank = Rank::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
@@ -198,13 +213,13 @@ pub struct Corrector<const C: usize> {
     known: [Known<C>; 2],
     fin: [bool; 2],
     sos: bool,
-    sos_next: Rank,
     /// Pending timer (`NO_TIMER`: none); a sentinel keeps the state small.
     timer: Time,
-    /// Delayed: heard from the right; replies owed (targets, FIFO, bounded).
+    /// Delayed: heard from the right.
     heard_right: bool,
-    replies: [Rank; 2],
-    n_replies: u8,
+    /// The searcher owed a reply (`NO_REPLY`: none); further ones are counted in
+    /// `replies_dropped` (the searcher also stops on any later message from its right).
+    reply: Rank,
     /// Replies that did not fit in the queue (the sender also stops on any later message).
     pub replies_dropped: u16,
 }
@@ -230,11 +245,9 @@ impl<const C: usize> Corrector<C> {
             known: [Known::default(); 2],
             fin: [false, false],
             sos: false,
-            sos_next: 0,
             timer: NO_TIMER,
             heard_right: false,
-            replies: [0; 2],
-            n_replies: 0,
+            reply: NO_REPLY,
             replies_dropped: 0,
         }
     }
@@ -265,8 +278,8 @@ impl<const C: usize> Corrector<C> {
     /// Will this process send no more correction messages?
     pub fn finished(&self) -> bool {
         match self.role {
-            Role::Participant => self.done && !self.sos && self.n_replies == 0,
-            Role::CNode => !self.sos && self.n_replies == 0 && (self.delivered || (self.timer == NO_TIMER)),
+            Role::Participant => self.done && !self.sos && self.reply == NO_REPLY,
+            Role::CNode => !self.sos && self.reply == NO_REPLY && (self.delivered || (self.timer == NO_TIMER)),
             Role::Unknown => true,
         }
     }
@@ -362,7 +375,7 @@ impl<const C: usize> Corrector<C> {
         let cap = C;
         let d = |r: Rank| ring::forward_distance(me, r, n);
         self.known[0].insert(from, cap, d);
-        for &r in m.known.as_slice() {
+        for r in m.known.iter() {
             self.known[0].insert(r, cap, d);
         }
         if self.known[0].len() > f {
@@ -407,9 +420,8 @@ impl<const C: usize> Corrector<C> {
                     self.timer = NO_TIMER;
                 } else if m.kind != CorrKind::Reply {
                     // A search from the left reached us: reply at once to stop it.
-                    if (self.n_replies as usize) < self.replies.len() {
-                        self.replies[self.n_replies as usize] = from;
-                        self.n_replies += 1;
+                    if self.reply == NO_REPLY {
+                        self.reply = from;
                     } else {
                         self.replies_dropped = self.replies_dropped.saturating_add(1);
                     }
@@ -422,7 +434,7 @@ impl<const C: usize> Corrector<C> {
                     Dir::Fwd => {
                         let d = |r: Rank| ring::forward_distance(me, r, n);
                         k.insert(from, cap, d);
-                        for &r in m.known.as_slice() {
+                        for r in m.known.iter() {
                             if r != me {
                                 k.insert(r, cap, d);
                             }
@@ -431,7 +443,7 @@ impl<const C: usize> Corrector<C> {
                     Dir::Bwd => {
                         let d = |r: Rank| ring::backward_distance(me, r, n);
                         k.insert(from, cap, d);
-                        for &r in m.known.as_slice() {
+                        for r in m.known.iter() {
                             if r != me {
                                 k.insert(r, cap, d);
                             }
@@ -449,8 +461,9 @@ impl<const C: usize> Corrector<C> {
         self.sos = true;
         self.done = false;
         self.timer = NO_TIMER;
-        self.sos_next = if me == 0 { 1 } else { 0 };
-        if self.sos_next >= n {
+        // The SOS cursor reuses the forward offset: correction is over for this process.
+        self.off[0] = if me == 0 { 1 } else { 0 };
+        if self.off[0] >= n {
             self.sos = false;
             self.done = true;
         }
@@ -476,12 +489,12 @@ impl<const C: usize> Corrector<C> {
     /// The sender is free: the next correction action.
     pub fn poll(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg<C>> {
         if self.sos {
-            let to = self.sos_next;
+            let to = self.off[0];
             let mut nx = to + 1;
             if nx == me {
                 nx += 1;
             }
-            self.sos_next = nx;
+            self.off[0] = nx;
             if nx >= n {
                 self.sos = false;
                 self.done = true;
@@ -495,10 +508,9 @@ impl<const C: usize> Corrector<C> {
                 },
             };
         }
-        if self.n_replies > 0 {
-            let to = self.replies[0];
-            self.replies.copy_within(1..self.n_replies as usize, 0);
-            self.n_replies -= 1;
+        if self.reply != NO_REPLY {
+            let to = self.reply;
+            self.reply = NO_REPLY;
             return Action::Send {
                 to,
                 msg: CorrMsg {
@@ -580,9 +592,7 @@ impl<const C: usize> Corrector<C> {
         for d in [Dir::Fwd, Dir::Bwd] {
             let i = d.idx();
             // Stop once past the (f+1)-th known g-node on that side (line 25).
-            let k = &self.known[i];
-            if k.len() > f {
-                let far = k.as_slice()[f as usize];
+            if let Some(far) = self.known[i].get(f as usize) {
                 let dist = match d {
                     Dir::Fwd => ring::forward_distance(me, far, n),
                     Dir::Bwd => ring::backward_distance(me, far, n),
