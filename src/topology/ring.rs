@@ -6,6 +6,12 @@
 
 /// `(r + off) mod n`: the process `off` steps forward (to the right) of `r`.
 pub fn forward(r: u32, off: u32, n: u32) -> u32 {
+    if r < n && off <= n {
+        // Ranks and offsets on the ring (every caller on a hot path): no division.
+        let s = u64::from(r) + u64::from(off);
+        let n = u64::from(n);
+        return (if s >= n { s - n } else { s }) as u32;
+    }
     if n == 0 {
         return 0;
     }
@@ -14,6 +20,9 @@ pub fn forward(r: u32, off: u32, n: u32) -> u32 {
 
 /// `(r - off) mod n`: the process `off` steps backward (to the left) of `r`.
 pub fn backward(r: u32, off: u32, n: u32) -> u32 {
+    if r < n && off <= n {
+        return if r >= off { r - off } else { (u64::from(r) + u64::from(n) - u64::from(off)) as u32 };
+    }
     if n == 0 {
         return 0;
     }
