@@ -319,6 +319,10 @@ fn procs_mode_survives_a_real_sigkill() {
     assert_eq!(v["violations"], 0, "{v}");
     assert_eq!(v["timeouts"], 0, "{v}");
     assert_eq!(v["dead_nodes"], serde_json::json!([2]), "{v}");
+    let unc = v["clock_uncertainty_ns"]
+        .as_u64()
+        .expect("procs mode reports the clock uncertainty");
+    assert!(unc < 1_000_000, "loopback ping-pong is well under a millisecond: {unc}");
 }
 
 #[test]

@@ -337,6 +337,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             "drops": res.drops,
             "stale": res.stale, "spoofed": res.spoofed, "wrong_kind": res.wrong_kind, "backpressure": res.backpressure,
             "dead_nodes": res.dead_nodes,
+            "clock_uncertainty_ns": res.clock_uncertainty_ns,
         });
         println!("{v}");
         return Ok(());
@@ -401,6 +402,12 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         s += &format!(
             "note: {} nodes share {} workers, so a message may wait while its worker serves other nodes; the model gives every node its own core, so expect measured > predicted.\n",
             a.nodes, workers
+        );
+    }
+    if let Some(u) = res.clock_uncertainty_ns {
+        s += &format!(
+            "clocks: each process's offset to this coordinator estimated by ping-pong; largest uncertainty {:.2} µs\n",
+            u as f64 / 1e3
         );
     }
     let t = &res.transport;

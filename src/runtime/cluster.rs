@@ -74,6 +74,9 @@ pub struct ClusterResult {
     pub backpressure: u64,
     pub deferred_overflow: u64,
     pub dead_nodes: Vec<u32>,
+    /// Multi-process runs: the largest uncertainty of the per-process clock offsets (ns);
+    /// `None` when every node shares one clock.
+    pub clock_uncertainty_ns: Option<u64>,
 }
 
 impl ClusterResult {
@@ -95,6 +98,7 @@ impl ClusterResult {
             backpressure: 0,
             deferred_overflow: 0,
             dead_nodes: Vec::new(),
+            clock_uncertainty_ns: None,
         }
     }
 

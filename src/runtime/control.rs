@@ -41,6 +41,13 @@ pub enum Msg {
     Retire { retired: u64 },
     /// Parent → all: exit now.
     Stop,
+    /// Child → parent: clock probe sent at the child's time `t1`.
+    Ping { t1: u64 },
+    /// Parent → child: the probe `t1` answered at the parent's time `t2`.
+    Pong { t1: u64, t2: u64 },
+    /// Child → parent: parent clock − child clock, and its uncertainty (half the best probe's
+    /// round trip), both ns.
+    Clock { offset: i64, uncertainty: u64 },
 }
 
 fn put(out: &mut [u8; LEN], at: usize, v: &[u8]) {
@@ -90,6 +97,9 @@ pub fn encode(job: u64, rank: u32, m: &Msg) -> [u8; LEN] {
         Msg::Allow { allowed } => (4, allowed, 0, 0, 0, 0, 0),
         Msg::Retire { retired } => (5, retired, 0, 0, 0, 0, 0),
         Msg::Stop => (6, 0, 0, 0, 0, 0, 0),
+        Msg::Ping { t1 } => (7, t1, 0, 0, 0, 0, 0),
+        Msg::Pong { t1, t2 } => (8, t1, t2, 0, 0, 0, 0),
+        Msg::Clock { offset, uncertainty } => (9, offset as u64, uncertainty, 0, 0, 0, 0),
     };
     o[5] = ty;
     put(&mut o, 24, &seq.to_le_bytes());
@@ -135,6 +145,12 @@ pub fn decode(buf: &[u8], job: u64, n: u32) -> Option<(u32, Msg)> {
         4 => Msg::Allow { allowed: seq },
         5 => Msg::Retire { retired: seq },
         6 => Msg::Stop,
+        7 => Msg::Ping { t1: seq },
+        8 => Msg::Pong { t1: seq, t2: a },
+        9 => Msg::Clock {
+            offset: seq as i64,
+            uncertainty: a,
+        },
         _ => return None,
     };
     Some((rank, m))
@@ -176,6 +192,50 @@ impl ChildAgent {
     fn send(&self, m: &Msg) {
         // A full socket buffer only delays: reports are re-sent.
         let _ = self.sock.send_to(&encode(self.job, self.rank, m), self.parent);
+    }
+
+    /// Estimates this process's clock offset to the parent by ping-pong (Cristian's method:
+    /// the probe with the smallest round trip wins; the uncertainty is half of it), tells the
+    /// parent, and returns `(offset, uncertainty)`. `now_ns` is this process's clock.
+    pub fn sync_clock(&mut self, now_ns: &dyn Fn() -> u64, probes: usize) -> (i64, u64) {
+        let mut best: Option<(u64, i64)> = None;
+        let mut buf = [0u8; 128];
+        for _ in 0..probes {
+            let t1 = now_ns();
+            self.send(&Msg::Ping { t1 });
+            let deadline = Instant::now() + Duration::from_millis(20);
+            while Instant::now() < deadline {
+                let Ok((len, from)) = self.sock.recv_from(&mut buf) else {
+                    std::hint::spin_loop();
+                    continue;
+                };
+                if from != self.parent {
+                    self.invalid += 1;
+                    continue;
+                }
+                if let Some((_, Msg::Pong { t1: e, t2 })) = decode(&buf[..len], self.job, self.n.max(1)) {
+                    if e != t1 {
+                        continue;
+                    }
+                    let t3 = now_ns();
+                    let rtt = t3.saturating_sub(t1);
+                    let offset = t2 as i64 - ((t1 / 2 + t3 / 2) as i64);
+                    if best.is_none_or(|(r, _)| rtt < r) {
+                        best = Some((rtt, offset));
+                    }
+                    break;
+                }
+            }
+        }
+        let (rtt, offset) = best.unwrap_or((u64::MAX, 0));
+        let unc = rtt / 2;
+        for _ in 0..3 {
+            self.send(&Msg::Clock {
+                offset,
+                uncertainty: unc,
+            });
+        }
+        (offset, unc)
     }
 
     /// Tells the parent this node crashed; sent a few times, the process then exits.
@@ -256,6 +316,8 @@ pub struct ParentAgent {
     sent_allowed: u64,
     sent_retired: u64,
     last_flush: Instant,
+    /// Per child: parent clock − child clock and its uncertainty (ns), once measured.
+    pub clocks: Vec<Option<(i64, u64)>>,
     pub invalid: u64,
 }
 
@@ -271,6 +333,7 @@ impl ParentAgent {
             sent_allowed: 0,
             sent_retired: 0,
             last_flush: Instant::now(),
+            clocks: vec![None; n as usize],
             invalid: 0,
         })
     }
@@ -298,8 +361,9 @@ impl ParentAgent {
         }
     }
 
-    /// Receives reports into `ctl` and sends commands that changed (and periodically).
-    pub fn pump(&mut self, ctl: &Control) {
+    /// Receives reports into `ctl` (timestamps moved to the parent's clock) and sends commands
+    /// that changed (and periodically). `now_ns` is the parent's clock.
+    pub fn pump(&mut self, ctl: &Control, now_ns: &dyn Fn() -> u64) {
         let n = self.children.len() as u32;
         let mut buf = [0u8; 128];
         while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
@@ -349,6 +413,12 @@ impl ParentAgent {
                     }
                 }
                 Msg::Hello => {}
+                Msg::Ping { t1 } => {
+                    let _ = self
+                        .sock
+                        .send_to(&encode(self.job, 0, &Msg::Pong { t1, t2: now_ns() }), from);
+                }
+                Msg::Clock { offset, uncertainty } => self.clocks[r] = Some((offset, uncertainty)),
                 _ => self.invalid += 1,
             }
         }
@@ -393,6 +463,12 @@ mod tests {
             Msg::Allow { allowed: 3 },
             Msg::Retire { retired: 2 },
             Msg::Stop,
+            Msg::Ping { t1: 11 },
+            Msg::Pong { t1: 11, t2: 12 },
+            Msg::Clock {
+                offset: -5,
+                uncertainty: 3,
+            },
         ];
         for m in msgs {
             let b = encode(5, 3, &m);

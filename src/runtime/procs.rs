@@ -225,6 +225,8 @@ where
         payload_len: s.payload_len,
     };
     let board = &ctl.boards[s.rank as usize];
+    let epoch = params.epoch;
+    agent.sync_clock(&|| epoch.elapsed().as_nanos() as u64, 100);
     node.kill_at_start(board);
     let mut idle = 0u32;
     let started = Instant::now();
@@ -341,8 +343,15 @@ pub fn run_parent(
     }
     let ctl = Control::new(n);
     let join_deadline = Instant::now() + Duration::from_secs(20);
-    while agent.joined() < n as usize {
-        agent.pump(&ctl);
+    let now_ns = move || epoch.elapsed().as_nanos() as u64;
+    while agent.joined() < n as usize
+        || agent
+            .clocks
+            .iter()
+            .enumerate()
+            .any(|(r, c)| c.is_none() && !kills.iter().any(|k| k.rank == r as u32 && k.point == KillPoint::Start))
+    {
+        agent.pump(&ctl, &now_ns);
         for (r, c) in children.0.iter_mut().enumerate() {
             if let Some(ch) = c
                 && let Ok(Some(st)) = ch.try_wait()
@@ -357,13 +366,13 @@ pub fn run_parent(
                 agent.joined()
             ));
         }
-        std::thread::sleep(Duration::from_micros(200));
+        std::thread::yield_now();
     }
     let mut coord = Coordinator::new(cfg);
     let started = Instant::now();
     let mut sigkilled = vec![false; n as usize];
     loop {
-        agent.pump(&ctl);
+        agent.pump(&ctl, &now_ns);
         let allowed = ctl.allowed.load(Ordering::Acquire);
         for k in kills {
             if let KillPoint::SigKill { iter } = k.point {
@@ -387,6 +396,7 @@ pub fn run_parent(
     let wall = started.elapsed();
     let mut res = coord.into_result();
     res.wall = wall;
+    res.clock_uncertainty_ns = agent.clocks.iter().flatten().map(|&(_, u)| u).max();
     // Stop everyone and collect their exit reports.
     let deadline = Instant::now() + Duration::from_secs(5);
     for c in children.0.iter_mut() {

@@ -21,7 +21,11 @@ pub fn forward(r: u32, off: u32, n: u32) -> u32 {
 /// `(r - off) mod n`: the process `off` steps backward (to the left) of `r`.
 pub fn backward(r: u32, off: u32, n: u32) -> u32 {
     if r < n && off <= n {
-        return if r >= off { r - off } else { (u64::from(r) + u64::from(n) - u64::from(off)) as u32 };
+        return if r >= off {
+            r - off
+        } else {
+            (u64::from(r) + u64::from(n) - u64::from(off)) as u32
+        };
     }
     if n == 0 {
         return 0;
