@@ -275,6 +275,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         let dir = std::env::temp_dir().join(format!("ftcoll-procs-{}", std::process::id()));
         let l_ns_s = l_ns.to_string();
         let alg_args = a.alg.to_args();
+        let child_poll = if a.nodes as usize + 1 > cores {
+            "blocking"
+        } else {
+            "busy"
+        };
         let child_args = |r: u32| {
             let mine: Vec<Kill> = kills
                 .iter()
@@ -288,7 +293,9 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                 "--kill".to_string(),
                 format_kills(&mine),
             ]);
-            v.extend(["--poll".to_string(), "adaptive".to_string()]);
+            // More processes than cores: block on the socket (the kernel wakes a process when
+            // its datagram arrives); otherwise spin like the threaded cluster does.
+            v.extend(["--poll".to_string(), child_poll.to_string()]);
             v
         };
         let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, &kills, &child_args, &dir);
@@ -395,7 +402,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     }
     if a.procs && a.nodes as usize > cores {
         s += &format!(
-            "note: {} node processes share {} cores (plus this coordinator): they poll adaptively and the OS schedules them, so expect tails well above the model.\n",
+            "note: {} node processes share {} cores (plus this coordinator): they block on their sockets and the OS wakes them, so expect latencies well above the model.\n",
             a.nodes, cores
         );
     } else if a.nodes as usize > workers {

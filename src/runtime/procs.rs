@@ -248,7 +248,7 @@ where
             PollMode::Busy => std::hint::spin_loop(),
             PollMode::Adaptive if idle < 2000 => std::hint::spin_loop(),
             PollMode::Adaptive => std::thread::yield_now(),
-            PollMode::Blocking => std::thread::sleep(Duration::from_micros(20)),
+            PollMode::Blocking => node.wait(Duration::from_micros(100)),
         }
         if started.elapsed() > Duration::from_secs(24 * 3600) {
             return Err("node ran for a day without a stop: giving up".into());
