@@ -405,3 +405,48 @@ fn a_node_whose_port_is_in_use_fails_cleanly() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn node_with_a_malformed_hostfile_or_a_silent_coordinator_fails_cleanly() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-hf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad");
+    std::fs::write(&bad, "127.0.0.1:7000\nnot-an-address\n").unwrap();
+    let (code, _, err) = ftcoll(&[
+        "node",
+        "--rank",
+        "0",
+        "--nodes",
+        "2",
+        "--hostfile",
+        bad.to_str().unwrap(),
+        "--control",
+        "127.0.0.1:9",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hostfile line 2"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // A well-formed hostfile but nobody at the control address: bounded, one line.
+    let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let good = dir.join("good");
+    std::fs::write(&good, format!("{a}\n{b}\n")).unwrap();
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (code, _, err) = ftcoll(&[
+        "node",
+        "--rank",
+        "1",
+        "--nodes",
+        "2",
+        "--hostfile",
+        good.to_str().unwrap(),
+        "--control",
+        &silent.local_addr().unwrap().to_string(),
+        "--control-timeout-ms",
+        "300",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did not answer"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -59,6 +59,9 @@ pub struct NodeArgs {
     pub size: usize,
     #[arg(long, value_enum, default_value = "adaptive")]
     pub poll: PollMode,
+    /// Give up when the coordinator has not answered within this many ms.
+    #[arg(long = "control-timeout-ms", default_value_t = 30_000)]
+    pub control_timeout_ms: u64,
     /// Crash specs (see `bench --kill`); only the one naming this rank applies.
     #[arg(long)]
     pub kill: Option<String>,
@@ -111,6 +114,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         payload_len: a.size,
         poll: a.poll,
         kill,
+        control_timeout: std::time::Duration::from_millis(a.control_timeout_ms),
     };
     let exit = algo.dispatch(n, model, RunNode(&spec))??;
     println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);

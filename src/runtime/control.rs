@@ -200,7 +200,12 @@ impl ChildAgent {
     pub fn sync_clock(&mut self, now_ns: &dyn Fn() -> u64, probes: usize) -> (i64, u64) {
         let mut best: Option<(u64, i64)> = None;
         let mut buf = [0u8; 128];
+        let mut silent = 0;
         for _ in 0..probes {
+            if silent >= 10 {
+                break; // Nobody answers (yet): the main loop's timeout decides.
+            }
+            silent += 1;
             let t1 = now_ns();
             self.send(&Msg::Ping { t1 });
             let deadline = Instant::now() + Duration::from_millis(20);
@@ -223,6 +228,7 @@ impl ChildAgent {
                     if best.is_none_or(|(r, _)| rtt < r) {
                         best = Some((rtt, offset));
                     }
+                    silent = 0;
                     break;
                 }
             }
@@ -236,6 +242,11 @@ impl ChildAgent {
             });
         }
         (offset, unc)
+    }
+
+    /// Has the parent answered yet?
+    pub fn heard(&self) -> bool {
+        self.heard
     }
 
     /// Tells the parent this node crashed; sent a few times, the process then exits.

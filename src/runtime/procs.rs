@@ -195,6 +195,8 @@ pub struct NodeSpec {
     pub payload_len: usize,
     pub poll: PollMode,
     pub kill: Option<Kill>,
+    /// Give up if the coordinator has not answered within this long.
+    pub control_timeout: Duration,
 }
 
 /// Runs one node until the parent says stop (or the node is killed). Bind errors (a port in
@@ -249,6 +251,12 @@ where
             PollMode::Adaptive if idle < 2000 => std::hint::spin_loop(),
             PollMode::Adaptive => std::thread::yield_now(),
             PollMode::Blocking => node.wait(Duration::from_micros(100)),
+        }
+        if !agent.heard() && started.elapsed() > s.control_timeout {
+            return Err(format!(
+                "the coordinator at {} did not answer within {:?}",
+                s.control, s.control_timeout
+            ));
         }
         if started.elapsed() > Duration::from_secs(24 * 3600) {
             return Err("node ran for a day without a stop: giving up".into());
