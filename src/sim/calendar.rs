@@ -9,32 +9,31 @@ use crate::model::Time;
 
 /// Two classes of events at the same instant: `Early` ones (receives, timers) are handed out
 /// before `Late` ones (sender polls), so a process that receives at time t can act on it in
-/// the send slot that starts at t. Late events have their own, usually smaller, type `L`
-/// (the simulator's polls are just a rank), which keeps the hot buckets small.
+/// the send slot that starts at t. A late event is just a rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Item<E, L> {
+pub enum Item<E> {
     Early(E),
-    Late(L),
+    Late(u32),
 }
 
-struct Far<E, L> {
+struct Far<E> {
     time: Time,
     seq: u64,
-    item: Item<E, L>,
+    item: Item<E>,
 }
 
-impl<E, L> PartialEq for Far<E, L> {
+impl<E> PartialEq for Far<E> {
     fn eq(&self, other: &Self) -> bool {
         (self.time, self.seq) == (other.time, other.seq)
     }
 }
-impl<E, L> Eq for Far<E, L> {}
-impl<E, L> PartialOrd for Far<E, L> {
+impl<E> Eq for Far<E> {}
+impl<E> PartialOrd for Far<E> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl<E, L> Ord for Far<E, L> {
+impl<E> Ord for Far<E> {
     fn cmp(&self, other: &Self) -> Ordering {
         // Min-heap on (time, seq).
         (other.time, other.seq).cmp(&(self.time, self.seq))
@@ -42,30 +41,47 @@ impl<E, L> Ord for Far<E, L> {
 }
 
 /// The event queue of one simulation.
-pub struct Calendar<E, L = E> {
+///
+/// Early events of an instant come out in insertion order. Late events of an instant form a
+/// *set* of ranks, kept as a bitmap per bucket and handed out in ascending rank order: the
+/// sender polls of one instant then sweep the per-process state sequentially instead of in
+/// the order dissemination happened to wake the processes (at P = 65536 the state is larger
+/// than L2, and a random sweep per instant made the simulator memory-bound). The order among
+/// different processes at one instant is arbitrary in LogP; fixing it by rank keeps runs
+/// deterministic.
+pub struct Calendar<E> {
     now: Time,
     mask: Time,
     early: Vec<Vec<E>>,
-    late: Vec<Vec<L>>,
-    /// Read positions inside the current buckets.
+    /// Read position inside the current early bucket.
     early_pos: usize,
-    late_pos: usize,
+    /// `buckets × words` bitmap words: bit r of bucket b is a late event for rank r.
+    late: Vec<u64>,
+    words: usize,
+    /// Set bits per bucket.
+    late_count: Vec<u32>,
+    /// Scan position (word) in the current bucket: every bit below it is clear.
+    late_word: usize,
     in_ring: usize,
-    far: BinaryHeap<Far<E, L>>,
+    far: BinaryHeap<Far<E>>,
     seq: u64,
 }
 
-impl<E: Copy, L: Copy> Calendar<E, L> {
-    /// A queue whose ring covers at least `window` time units ahead.
-    pub fn new(window: Time) -> Self {
+impl<E: Copy> Calendar<E> {
+    /// A queue whose ring covers at least `window` time units ahead, for late events of ranks
+    /// below `ranks`.
+    pub fn new(window: Time, ranks: u32) -> Self {
         let size = (window + 1).next_power_of_two().max(16) as usize;
+        let words = (ranks as usize).div_ceil(64).max(1);
         Self {
             now: 0,
             mask: size as Time - 1,
             early: (0..size).map(|_| Vec::new()).collect(),
-            late: (0..size).map(|_| Vec::new()).collect(),
             early_pos: 0,
-            late_pos: 0,
+            late: vec![0; size * words],
+            words,
+            late_count: vec![0; size],
+            late_word: 0,
             in_ring: 0,
             far: BinaryHeap::new(),
             seq: 0,
@@ -75,11 +91,16 @@ impl<E: Copy, L: Copy> Calendar<E, L> {
     /// Empties the queue and rewinds time to 0, keeping the buckets' capacity.
     pub fn reset(&mut self) {
         self.early.iter_mut().for_each(Vec::clear);
-        self.late.iter_mut().for_each(Vec::clear);
+        for (b, count) in self.late_count.iter_mut().enumerate() {
+            if *count != 0 {
+                self.late[b * self.words..(b + 1) * self.words].fill(0);
+                *count = 0;
+            }
+        }
         self.far.clear();
         self.now = 0;
         self.early_pos = 0;
-        self.late_pos = 0;
+        self.late_word = 0;
         self.in_ring = 0;
         self.seq = 0;
     }
@@ -94,33 +115,51 @@ impl<E: Copy, L: Copy> Calendar<E, L> {
         self.push_item(time, Item::Early(ev));
     }
 
-    /// Schedules a late event at `time` (never before `now`).
-    pub fn push_late(&mut self, time: Time, ev: L) {
-        self.push_item(time, Item::Late(ev));
+    /// Schedules a late event for `rank` at `time` (never before `now`); a second one for
+    /// the same rank and instant is the same event.
+    pub fn push_late(&mut self, time: Time, rank: u32) {
+        self.push_item(time, Item::Late(rank));
     }
 
-    fn push_item(&mut self, time: Time, item: Item<E, L>) {
+    fn push_item(&mut self, time: Time, item: Item<E>) {
         debug_assert!(time >= self.now);
         let time = time.max(self.now);
-        if time - self.now <= self.mask {
-            let b = (time & self.mask) as usize;
-            match item {
-                Item::Early(e) => self.early[b].push(e),
-                Item::Late(l) => self.late[b].push(l),
-            }
-            self.in_ring += 1;
-        } else {
+        if time - self.now > self.mask {
             self.seq += 1;
             self.far.push(Far {
                 time,
                 seq: self.seq,
                 item,
             });
+            return;
+        }
+        let b = (time & self.mask) as usize;
+        match item {
+            Item::Early(e) => {
+                self.early[b].push(e);
+                self.in_ring += 1;
+            }
+            Item::Late(r) => self.set_late(b, r, time == self.now),
         }
     }
 
-    /// The next event in (time, class, insertion) order, with its time.
-    pub fn pop(&mut self) -> Option<(Time, Item<E, L>)> {
+    fn set_late(&mut self, b: usize, r: u32, current: bool) {
+        let w = r as usize / 64;
+        assert!(w < self.words, "late event for rank {r} beyond the calendar's ranks");
+        let word = &mut self.late[b * self.words + w];
+        let bit = 1u64 << (r % 64);
+        if *word & bit == 0 {
+            *word |= bit;
+            self.late_count[b] += 1;
+            self.in_ring += 1;
+            if current && w < self.late_word {
+                self.late_word = w;
+            }
+        }
+    }
+
+    /// The next event in (time, class, order within the class) order, with its time.
+    pub fn pop(&mut self) -> Option<(Time, Item<E>)> {
         loop {
             let b = (self.now & self.mask) as usize;
             if self.early_pos < self.early[b].len() {
@@ -129,17 +168,24 @@ impl<E: Copy, L: Copy> Calendar<E, L> {
                 self.in_ring -= 1;
                 return Some((self.now, Item::Early(ev)));
             }
-            if self.late_pos < self.late[b].len() {
-                let ev = self.late[b][self.late_pos];
-                self.late_pos += 1;
+            if self.late_count[b] != 0 {
+                let base = b * self.words;
+                let mut w = self.late_word;
+                while self.late[base + w] == 0 {
+                    w += 1;
+                }
+                let word = &mut self.late[base + w];
+                let bit = word.trailing_zeros();
+                *word &= *word - 1;
+                self.late_word = w;
+                self.late_count[b] -= 1;
                 self.in_ring -= 1;
-                return Some((self.now, Item::Late(ev)));
+                return Some((self.now, Item::Late((w * 64) as u32 + bit)));
             }
             // The current instant is exhausted: advance.
             self.early[b].clear();
-            self.late[b].clear();
             self.early_pos = 0;
-            self.late_pos = 0;
+            self.late_word = 0;
             if self.in_ring == 0 {
                 let far = self.far.peek()?;
                 self.now = far.time;
@@ -154,10 +200,12 @@ impl<E: Copy, L: Copy> Calendar<E, L> {
                 let f = self.far.pop().expect("peeked");
                 let b = (f.time & self.mask) as usize;
                 match f.item {
-                    Item::Early(e) => self.early[b].push(e),
-                    Item::Late(l) => self.late[b].push(l),
+                    Item::Early(e) => {
+                        self.early[b].push(e);
+                        self.in_ring += 1;
+                    }
+                    Item::Late(r) => self.set_late(b, r, false),
                 }
-                self.in_ring += 1;
             }
         }
     }
@@ -169,23 +217,28 @@ mod tests {
 
     #[test]
     fn pops_in_time_then_class_then_insertion_order() {
-        let mut c: Calendar<char> = Calendar::new(4);
-        c.push_late(3, 'a');
+        let mut c: Calendar<char> = Calendar::new(4, 200);
+        c.push_late(3, 7);
         c.push(3, 'b');
-        c.push_late(1, 'c');
+        c.push_late(1, 9);
         c.push(1000, 'd');
         c.push(3, 'e');
-        c.push_late(40, 'f');
+        c.push_late(40, 150);
+        c.push_late(3, 2);
+        c.push_late(3, 130);
+        c.push_late(3, 7);
         let got: Vec<_> = std::iter::from_fn(|| c.pop()).collect();
         use Item::{Early as E, Late as L};
         assert_eq!(
             got,
             vec![
-                (1, L('c')),
+                (1, L(9)),
                 (3, E('b')),
                 (3, E('e')),
-                (3, L('a')),
-                (40, L('f')),
+                (3, L(2)),
+                (3, L(7)),
+                (3, L(130)),
+                (40, L(150)),
                 (1000, E('d'))
             ]
         );
@@ -193,13 +246,32 @@ mod tests {
 
     #[test]
     fn events_pushed_at_the_current_instant_are_seen() {
-        let mut c: Calendar<i32> = Calendar::new(4);
+        let mut c: Calendar<i32> = Calendar::new(4, 128);
         c.push(2, 1);
         assert_eq!(c.pop(), Some((2, Item::Early(1))));
-        c.push_late(2, 2);
+        c.push_late(2, 100);
         c.push(2, 3);
         assert_eq!(c.pop(), Some((2, Item::Early(3))));
-        assert_eq!(c.pop(), Some((2, Item::Late(2))));
+        assert_eq!(c.pop(), Some((2, Item::Late(100))));
+        // A late event pushed at the current instant below the scan position is still seen.
+        c.push_late(2, 5);
+        assert_eq!(c.pop(), Some((2, Item::Late(5))));
+        assert_eq!(c.pop(), None);
+    }
+
+    #[test]
+    fn far_late_events_enter_the_ring_and_reset_empties_it() {
+        let mut c: Calendar<i32> = Calendar::new(4, 64);
+        c.push_late(100, 63);
+        c.push_late(100, 0);
+        c.push(50, 1);
+        assert_eq!(c.pop(), Some((50, Item::Early(1))));
+        assert_eq!(c.pop(), Some((100, Item::Late(0))));
+        c.push_late(101, 3);
+        c.reset();
+        assert_eq!(c.pop(), None);
+        c.push_late(0, 3);
+        assert_eq!(c.pop(), Some((0, Item::Late(3))));
         assert_eq!(c.pop(), None);
     }
 }

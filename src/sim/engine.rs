@@ -96,7 +96,7 @@ pub struct Engine<P: Protocol> {
     slots: Vec<Slot>,
     /// Death times as drawn by the fault plan (copied into the slots).
     death: Vec<Time>,
-    cal: Calendar<Ev<P::Msg>, Rank>,
+    cal: Calendar<Ev<P::Msg>>,
     scratch: Vec<Rank>,
     sends_log: Vec<(Rank, Rank)>,
     fd: bool,
@@ -117,7 +117,7 @@ where
             nodes: Vec::with_capacity(len),
             slots: vec![Slot::default(); len],
             death: vec![Time::MAX; len],
-            cal: Calendar::new(4 * logp.hop() + 4),
+            cal: Calendar::new(4 * logp.hop() + 4, n),
             scratch: Vec::new(),
             sends_log: Vec::new(),
             fd: false,
