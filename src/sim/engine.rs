@@ -77,6 +77,12 @@ impl Default for Slot {
     }
 }
 
+/// One process: the protocol's state and the driver's.
+struct Proc<P> {
+    slot: Slot,
+    node: P,
+}
+
 /// One trace line: `time,node,event,peer,label`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceRow {
@@ -91,9 +97,8 @@ pub struct TraceRow {
 pub struct Engine<P: Protocol> {
     n: u32,
     logp: LogP,
-    nodes: Vec<P>,
-    /// Per-process driver state, one cache line per process (an event touches one slot).
-    slots: Vec<Slot>,
+    /// Per-process protocol and driver state side by side: an event touches one record.
+    procs: Vec<Proc<P>>,
     /// Death times as drawn by the fault plan (copied into the slots).
     death: Vec<Time>,
     cal: Calendar<Ev<P::Msg>>,
@@ -114,8 +119,7 @@ where
         Self {
             n,
             logp,
-            nodes: Vec::with_capacity(len),
-            slots: vec![Slot::default(); len],
+            procs: Vec::with_capacity(len),
             death: vec![Time::MAX; len],
             cal: Calendar::new(4 * logp.hop() + 4, n),
             scratch: Vec::new(),
@@ -127,17 +131,17 @@ where
 
     /// The protocol state of process `r` after the last run (for tests and diagnostics).
     pub fn node(&self, r: Rank) -> &P {
-        &self.nodes[r as usize]
+        &self.procs[r as usize].node
     }
 
     /// The death time drawn for `r` in the last run (`Time::MAX`: alive).
     pub fn death_time(&self, r: Rank) -> Time {
-        self.slots[r as usize].death
+        self.procs[r as usize].slot.death
     }
 
     /// When `r` delivered in the last run (`Time::MAX`: never).
     pub fn delivered_at(&self, r: Rank) -> Time {
-        self.slots[r as usize].delivered_at
+        self.procs[r as usize].slot.delivered_at
     }
 
     fn cx<'a>(&self, shared: &'a P::Shared, rank: Rank, now: Time) -> Ctx<'a, P::Shared> {
@@ -164,12 +168,12 @@ where
     /// Re-arms `r`'s timer if the protocol changed it, and records a first delivery.
     fn rearm(&mut self, r: Rank, now: Time) {
         let i = r as usize;
-        if self.slots[i].delivered_at == Time::MAX && self.nodes[i].delivered() {
-            self.slots[i].delivered_at = now;
+        if self.procs[i].slot.delivered_at == Time::MAX && self.procs[i].node.delivered() {
+            self.procs[i].slot.delivered_at = now;
         }
-        let t = self.nodes[i].next_timer().unwrap_or(Time::MAX);
-        if t != self.slots[i].timer_at {
-            self.slots[i].timer_at = t;
+        let t = self.procs[i].node.next_timer().unwrap_or(Time::MAX);
+        if t != self.procs[i].slot.timer_at {
+            self.procs[i].slot.timer_at = t;
             if t != Time::MAX {
                 self.cal.push(t.max(now), Ev::Timer(r));
             }
@@ -185,9 +189,9 @@ where
     fn settle(&mut self, shared: &P::Shared, r: Rank, now: Time, rng: &mut ProtoRng, st: &mut RunStats) {
         let i = r as usize;
         self.rearm(r, now);
-        if !self.slots[i].poll_pending {
-            if self.slots[i].timer_at == now || self.fd {
-                self.slots[i].poll_pending = true;
+        if !self.procs[i].slot.poll_pending {
+            if self.procs[i].slot.timer_at == now || self.fd {
+                self.procs[i].slot.poll_pending = true;
                 self.cal.push_late(now, r);
             } else {
                 self.poll(shared, r, now, rng, st);
@@ -198,34 +202,34 @@ where
     /// The sender of `r` is free at `t`: ask the protocol and carry out its action.
     fn poll(&mut self, shared: &P::Shared, r: Rank, t: Time, rng: &mut ProtoRng, st: &mut RunStats) {
         let i = r as usize;
-        if self.slots[i].death <= t {
+        if self.procs[i].slot.death <= t {
             return;
         }
         let (o, l) = (self.logp.o, self.logp.l);
         let cx = self.cx(shared, r, t);
-        match self.nodes[i].poll_send(&cx, rng) {
+        match self.procs[i].node.poll_send(&cx, rng) {
             Action::Send { to, msg } => {
                 debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
                 st.messages += 1;
-                self.slots[i].sent += 1;
+                self.procs[i].slot.sent += 1;
                 st.quiescence = st.quiescence.max(t + o);
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
                 let ti = to as usize;
-                let done = (t + o + l).max(self.slots[ti].recv_free) + o;
-                if self.slots[ti].death > t + o + l {
-                    self.slots[ti].recv_free = done;
+                let done = (t + o + l).max(self.procs[ti].slot.recv_free) + o;
+                if self.procs[ti].slot.death > t + o + l {
+                    self.procs[ti].slot.recv_free = done;
                 }
                 self.cal.push(done, Ev::Recv { to, from: r, msg });
                 if self.fd {
                     self.sends_log.push((r, to));
                 }
-                self.slots[i].poll_pending = true;
+                self.procs[i].slot.poll_pending = true;
                 self.cal.push_late(t + o, r);
             }
             Action::Sleep(s) => {
-                self.slots[i].poll_pending = true;
+                self.procs[i].slot.poll_pending = true;
                 self.cal.push_late(t + s.max(1), r);
             }
             Action::Wait => {}
@@ -239,23 +243,21 @@ where
         let mut rng = ProtoRng::new(seed);
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
-        for (slot, &death) in self.slots.iter_mut().zip(&self.death) {
-            *slot = Slot {
-                death,
-                ..Slot::default()
-            };
-        }
         self.sends_log.clear();
         self.cal.reset();
-        self.nodes.clear();
+        self.procs.clear();
         for r in 0..n {
             let node = P::new(&self.cx(shared, r, 0));
-            self.nodes.push(node);
+            let slot = Slot {
+                death: self.death[r as usize],
+                ..Slot::default()
+            };
+            self.procs.push(Proc { slot, node });
         }
         let fd = shared.uses_failure_detector();
         self.fd = fd;
         for r in 0..n {
-            let d = self.slots[r as usize].death;
+            let d = self.procs[r as usize].slot.death;
             if d == 0 {
                 self.log(0, r, "dead", r, "");
                 continue;
@@ -264,7 +266,7 @@ where
                 self.cal.push(d, Ev::Die(r));
             }
             let cx = self.cx(shared, r, 0);
-            self.nodes[r as usize].start(&cx);
+            self.procs[r as usize].node.start(&cx);
             self.settle(shared, r, 0, &mut rng, &mut st);
         }
 
@@ -277,7 +279,7 @@ where
             }
             let ev = match item {
                 Item::Late(r) => {
-                    self.slots[r as usize].poll_pending = false;
+                    self.procs[r as usize].slot.poll_pending = false;
                     self.poll(shared, r, t, &mut rng, &mut st);
                     continue;
                 }
@@ -286,7 +288,7 @@ where
             match ev {
                 Ev::Recv { to, from, msg } => {
                     let i = to as usize;
-                    if self.slots[i].death <= t {
+                    if self.procs[i].slot.death <= t {
                         self.log(t, to, "lost", from, msg.label());
                         if fd {
                             self.cal
@@ -302,28 +304,28 @@ where
                         self.log(t, to, "recv", from, msg.label());
                     }
                     let cx = self.cx(shared, to, t);
-                    self.nodes[i].on_message(&cx, from, &msg);
+                    self.procs[i].node.on_message(&cx, from, &msg);
                     self.settle(shared, to, t, &mut rng, &mut st);
                 }
                 Ev::Timer(r) => {
                     let i = r as usize;
-                    if self.slots[i].death <= t || self.slots[i].timer_at != t {
+                    if self.procs[i].slot.death <= t || self.procs[i].slot.timer_at != t {
                         continue;
                     }
-                    self.slots[i].timer_at = Time::MAX;
+                    self.procs[i].slot.timer_at = Time::MAX;
                     self.log(t, r, "timer", r, "");
                     let cx = self.cx(shared, r, t);
-                    self.nodes[i].on_timer(&cx);
+                    self.procs[i].node.on_timer(&cx);
                     self.settle(shared, r, t, &mut rng, &mut st);
                 }
                 Ev::Suspect { node, peer } => {
                     let i = node as usize;
-                    if self.slots[i].death <= t {
+                    if self.procs[i].slot.death <= t {
                         continue;
                     }
                     self.log(t, node, "suspect", peer, "");
                     let cx = self.cx(shared, node, t);
-                    self.nodes[i].on_suspect(&cx, peer);
+                    self.procs[i].node.on_suspect(&cx, peer);
                     self.settle(shared, node, t, &mut rng, &mut st);
                 }
                 Ev::Die(r) => {
@@ -341,19 +343,19 @@ where
         // Per-run statistics.
         let mut coloring = 0;
         for r in 0..n as usize {
-            if self.slots[r].death != Time::MAX {
+            if self.procs[r].slot.death != Time::MAX {
                 continue;
             }
-            if self.slots[r].delivered_at == Time::MAX {
+            if self.procs[r].slot.delivered_at == Time::MAX {
                 st.uncolored_live += 1;
             } else {
-                coloring = coloring.max(self.slots[r].delivered_at);
+                coloring = coloring.max(self.procs[r].slot.delivered_at);
             }
         }
         st.coloring = coloring;
-        st.max_messages_per_process = self.slots.iter().map(|s| s.sent).max().unwrap_or(0);
-        let nodes = &self.nodes;
-        st.gmax = ring::longest_circular_run(|r| !nodes[r as usize].colored_by_dissemination(), n);
+        st.max_messages_per_process = self.procs.iter().map(|p| p.slot.sent).max().unwrap_or(0);
+        let procs = &self.procs;
+        st.gmax = ring::longest_circular_run(|r| !procs[r as usize].node.colored_by_dissemination(), n);
         st.dissemination_end = diss_end.max(shared.sync_correction_start().unwrap_or(0));
         st.correction = st.quiescence.saturating_sub(st.dissemination_end);
         st
