@@ -212,6 +212,11 @@ fn misuse_is_one_line_and_exit_2() {
         &["bench", "--iterations", "0"],
         &["bench", "--transport", "carrier-pigeon"],
         &["bench", "--algo", "big", "--correction", "checked"],
+        &["bench", "--join", "127.0.0.1:9"],
+        &["bench", "--join", "127.0.0.1:9", "--rank", "4", "--nodes", "4"],
+        &["bench", "--join", "127.0.0.1:9", "--rank", "0", "--procs"],
+        &["bench", "--join", "127.0.0.1:9", "--rank", "0", "--transport", "inproc"],
+        &["bench", "--rank", "1"],
         &["logp", "--n", "1"],
         &["logp", "--size", "0"],
         &["bogus"],
@@ -449,4 +454,58 @@ fn node_with_a_malformed_hostfile_or_a_silent_coordinator_fails_cleanly() {
     assert!(err.contains("did not answer"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn launched_processes_rendezvous_through_rank_0_and_survive_a_self_sigkill() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free port")
+        .port();
+    let join = format!("127.0.0.1:{port}");
+    let common = |rank: u32| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_ftcoll"));
+        c.args(["bench", "--join", &join, "--rank", &rank.to_string(), "--nodes", "3"])
+            .args([
+                "--iterations",
+                "200",
+                "--warmup",
+                "20",
+                "--poll",
+                "blocking",
+                "--no-model",
+            ])
+            .args([
+                "--o-ns",
+                "1000",
+                "--L-ns",
+                "2000",
+                "--kill",
+                "2@100:sigkill",
+                "--join-timeout-ms",
+                "20000",
+            ]);
+        c
+    };
+    let others: Vec<_> = (1..3)
+        .map(|r| {
+            common(r)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn a node")
+        })
+        .collect();
+    let out = common(0).arg("--json").output().expect("run rank 0");
+    for mut c in others {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("rank 0 prints one JSON object");
+    assert_eq!(v["measured_ops"], 200, "{v}");
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["timeouts"], 0, "{v}");
+    assert!(v["clock_uncertainty_ns"].as_u64().is_some(), "{v}");
 }

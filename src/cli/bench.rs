@@ -11,11 +11,15 @@ use serde_json::json;
 
 use crate::cli::args::AlgoArgs;
 use crate::cli::config::{Algo, Setup, resolve_algo};
+use crate::cli::node::{JoinedNode, run_joined_node};
 use crate::cli::runner;
 use crate::model::LogP;
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
+use crate::runtime::control::ParentAgent;
+use crate::runtime::join::JobParams;
 use crate::runtime::kill::{Kill, KillPoint, format_kills, parse_kills};
 use crate::runtime::logp::{Estimate, estimate};
+use crate::runtime::procs::{coordinate_joined, rank_from_env, unix_ns};
 use crate::runtime::{Bench, TransportKind};
 use crate::sim::{DeadBefore, Experiment, Faults};
 
@@ -80,6 +84,26 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// A launched run (Slurm, mpirun, one process per host): rank 0 runs the coordinator at
+    /// this `IP:PORT` and prints the results; every rank joins it for the address table.
+    #[arg(long, value_name = "IP:PORT")]
+    pub join: Option<std::net::SocketAddr>,
+    /// With --join: this process's rank [default: from the launcher's environment; the size
+    /// then comes from it too].
+    #[arg(long, requires = "join")]
+    pub rank: Option<u32>,
+    /// With --join: the IP to publish for this node [default: the interface toward rank 0].
+    #[arg(long, requires = "join")]
+    pub bind: Option<std::net::IpAddr>,
+    /// With --join: how long to wait for every rank to join (and the longest silence of the
+    /// coordinator a node accepts), ms.
+    #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
+    pub join_timeout_ms: u64,
+}
+
+/// The job id every node of a run derives from the seed (datagrams of other jobs are dropped).
+fn job_id(seed: u64) -> u64 {
+    0xF7C0_0000_0000_0000 ^ seed
 }
 
 fn default_kills(a: &BenchArgs) -> String {
@@ -179,8 +203,38 @@ fn compare_rows(name: &str, h: &Histogram<u64>, pred: &[f64; 3]) -> String {
     s
 }
 
+/// With `--join`: this process's rank, and the arguments with `--nodes` set to the run's size
+/// (from the launcher's environment unless `--rank` is given).
+fn joined_args(a: &BenchArgs) -> Result<(BenchArgs, Option<u32>), String> {
+    let mut adj = a.clone();
+    if a.join.is_none() {
+        return Ok((adj, None));
+    }
+    if a.procs {
+        return Err("--join and --procs exclude each other (the launcher starts the processes)".into());
+    }
+    if a.transport != TransportKind::Udp {
+        return Err("--join needs --transport udp".into());
+    }
+    let (rank, n) = match a.rank {
+        Some(r) => (r, a.nodes),
+        None => rank_from_env().ok_or(
+            "--join needs this process's rank: give --rank (and --nodes), or run under Slurm, Open MPI or a PMI launcher",
+        )?,
+    };
+    if n < 2 || rank >= n {
+        return Err(format!(
+            "rank {rank} of {n} nodes is invalid (need 0 <= rank < nodes, nodes >= 2)"
+        ));
+    }
+    adj.nodes = n;
+    Ok((adj, Some(rank)))
+}
+
 /// Runs `ftcoll bench`.
 pub fn run(a: &BenchArgs) -> Result<(), String> {
+    let (adj, join_rank) = joined_args(a)?;
+    let a = &adj;
     if a.nodes < 2 {
         return Err(format!("--nodes must be at least 2, got {}", a.nodes));
     }
@@ -205,6 +259,26 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     } else {
         parse_kills(&kill_text, a.nodes)?
     };
+    let joined_node = |rank: u32| JoinedNode {
+        alg: &a.alg,
+        coordinator: a.join.expect("join mode"),
+        bind: a.bind,
+        rank,
+        n: a.nodes,
+        job: job_id(a.seed),
+        seed: a.seed,
+        size: a.size,
+        poll: a.poll,
+        kills: &kills,
+        timeout: Duration::from_millis(a.join_timeout_ms.max(1)),
+    };
+    if let Some(rank) = join_rank
+        && rank != 0
+    {
+        // Not the coordinator: this process is one node; rank 0 prints the results.
+        run_joined_node(&joined_node(rank))?;
+        return Ok(());
+    }
     let est: Option<Estimate> = match (a.o_ns, a.l_ns) {
         (Some(_), Some(_)) => None,
         _ => Some(estimate(a.transport, 2000, a.size)?),
@@ -218,10 +292,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
     let algo = resolve_algo(&a.alg, a.nodes, model, dead)?;
     let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
-    if a.procs && a.workers.is_some() {
+    if (a.procs || a.join.is_some()) && a.workers.is_some() {
         return Err("--workers does not apply to --procs (each node process has one worker)".into());
     }
-    let workers = if a.procs {
+    let workers = if a.procs || a.join.is_some() {
         a.nodes as usize
     } else {
         a.workers.unwrap_or(cores).min(a.nodes as usize).max(1)
@@ -235,7 +309,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         window: a.window,
         payload_len: a.size,
         tick_ns: o_ns,
-        job: 0xF7C0_0000_0000_0000 ^ a.seed,
+        job: job_id(a.seed),
         seed: a.seed,
         op_timeout: Duration::from_millis(a.op_timeout_ms.max(1)),
         idle: Duration::from_micros(500),
@@ -267,7 +341,24 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         }
     };
     let progress: Option<&(dyn Fn(u64) + Sync)> = if show { Some(&tick) } else { None };
-    let res = if a.procs {
+    let res = if let Some(addr) = a.join {
+        let agent = ParentAgent::bind(addr, bench.cluster.job, a.nodes)
+            .map_err(|e| format!("cannot bind the coordinator at {addr}: {e}"))?;
+        let params = JobParams {
+            o_ns,
+            l_ns,
+            epoch_unix_ns: unix_ns(),
+        };
+        let timeout = Duration::from_millis(a.join_timeout_ms.max(1));
+        let (res, node) = std::thread::scope(|sc| {
+            let coord = sc.spawn(|| coordinate_joined(agent, &bench.cluster, &kills, params, timeout));
+            let node = run_joined_node(&joined_node(0));
+            (coord.join(), node)
+        });
+        let res = res.map_err(|_| "the coordinator thread panicked".to_string())??;
+        node?;
+        res
+    } else if a.procs {
         if a.transport != TransportKind::Udp {
             return Err("--procs needs --transport udp (processes do not share memory)".into());
         }
@@ -355,7 +446,13 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         "nodes={} transport={:?}{} workers={} poll={:?} size={}B iterations={} warmup={} window={} kills={}\n",
         a.nodes,
         a.transport,
-        if a.procs { " (one process per node)" } else { "" },
+        if a.procs {
+            " (one process per node)"
+        } else if a.join.is_some() {
+            " (launched, one process per node, joined at rank 0)"
+        } else {
+            ""
+        },
         workers,
         a.poll,
         a.size,
@@ -372,6 +469,9 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             )
         }
         None => s += &format!("LogP (given): o = {o_ns} ns, L = {l_ns} ns\n"),
+    }
+    if a.join.is_some() && est.is_some() {
+        s += "note: L and o were estimated on rank 0's loopback, not between hosts: give --L-ns/--o-ns from `ftcoll logp` between two hosts for a cluster model\n";
     }
     s += &format!(
         "\n{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
@@ -418,6 +518,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         );
     }
     let t = &res.transport;
+    if a.join.is_some() {
+        s += "transport: counters stay with each node in a launched run (ftcoll node prints them)\n";
+        print!("{s}");
+        return Ok(());
+    }
     s += &format!(
         "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} decode {} stale {}; dead nodes {:?}\n",
         t.sent,

@@ -14,7 +14,10 @@ use crate::model::LogP;
 use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::cluster::PollMode;
+use crate::runtime::control::ChildAgent;
+use crate::runtime::join::JobParams;
 use crate::runtime::kill::parse_kills;
+use crate::runtime::kill::{Kill, KillPoint};
 use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rank_from_env, rendezvous, run_node, unix_ns};
 use crate::wire::WireMessage;
 
@@ -115,13 +118,15 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         poll: a.poll,
         kill,
         control_timeout: std::time::Duration::from_millis(a.control_timeout_ms),
+        sigkill_self: false,
     };
-    let exit = algo.dispatch(n, model, RunNode(&spec))??;
+    let agent = ChildAgent::new(a.control, a.job, rank, n).map_err(|e| format!("control socket: {e}"))?;
+    let exit = algo.dispatch(n, model, RunNode(&spec, agent))??;
     println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
     Ok(())
 }
 
-struct RunNode<'a>(&'a NodeSpec);
+struct RunNode<'a>(&'a NodeSpec, ChildAgent);
 
 impl Visit for RunNode<'_> {
     type Out = Result<NodeExit, String>;
@@ -131,6 +136,89 @@ impl Visit for RunNode<'_> {
         P::Shared: SharedInfo,
         P::Msg: WireMessage,
     {
-        run_node::<P>(shared, self.0)
+        run_node::<P>(shared, self.0, self.1)
     }
+}
+
+/// One node of a launched run (`bench --join`): the node's part, for every rank.
+pub struct JoinedNode<'a> {
+    pub alg: &'a AlgoArgs,
+    /// Rank 0's coordinator address.
+    pub coordinator: SocketAddr,
+    /// The IP to publish for this node's data socket [default: the interface toward the
+    /// coordinator].
+    pub bind: Option<std::net::IpAddr>,
+    pub rank: u32,
+    pub n: u32,
+    pub job: u64,
+    pub seed: u64,
+    pub size: usize,
+    pub poll: PollMode,
+    /// Every crash of the run (all ranks resolve the algorithm alike); this rank's applies.
+    pub kills: &'a [Kill],
+    pub timeout: std::time::Duration,
+}
+
+/// The local IP this host uses to reach `dst` (no packet is sent: a connected UDP socket).
+fn local_ip_toward(dst: SocketAddr) -> std::io::Result<std::net::IpAddr> {
+    let any: std::net::IpAddr = if dst.is_ipv4() {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    };
+    let s = std::net::UdpSocket::bind((any, 0))?;
+    s.connect(dst)?;
+    Ok(s.local_addr()?.ip())
+}
+
+/// Joins the coordinator (rendezvous through rank 0), builds the algorithm with the run's
+/// LogP unit from it, and runs the node until told to stop. A `sigkill` crash is carried out
+/// by the process on itself.
+pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
+    let ip = match j.bind {
+        Some(ip) => ip,
+        None => {
+            local_ip_toward(j.coordinator).map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?
+        }
+    };
+    let me = std::net::UdpSocket::bind((ip, 0))
+        .and_then(|s| s.local_addr())
+        .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
+    let mut agent = ChildAgent::new(j.coordinator, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
+    let (peers, p): (Vec<SocketAddr>, JobParams) = agent.join(me, j.timeout)?;
+    let model = LogP {
+        l: (p.l_ns + p.o_ns / 2) / p.o_ns,
+        o: 1,
+    };
+    let (kill, sigkill_self) = match j.kills.iter().copied().find(|k| k.rank == j.rank) {
+        Some(Kill {
+            rank,
+            point: KillPoint::SigKill { iter },
+        }) => (
+            Some(Kill {
+                rank,
+                point: KillPoint::OnReceive { iter },
+            }),
+            true,
+        ),
+        k => (k, false),
+    };
+    let dead = j.kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
+    let algo = resolve_algo(j.alg, j.n, model, dead)?;
+    let spec = NodeSpec {
+        rank: j.rank,
+        n: j.n,
+        peers,
+        control: j.coordinator,
+        epoch_unix_ns: p.epoch_unix_ns,
+        job: j.job,
+        seed: j.seed,
+        tick_ns: p.o_ns,
+        payload_len: j.size,
+        poll: j.poll,
+        kill,
+        control_timeout: j.timeout,
+        sigkill_self,
+    };
+    algo.dispatch(j.n, model, RunNode(&spec, agent))?
 }

@@ -1,16 +1,19 @@
-//! The control plane of a multi-process run: a small UDP side channel on 127.0.0.1 between
-//! the parent (`ftcoll bench --procs`, which runs the coordinator) and each node process
-//! (`ftcoll node`). Nodes report per operation what the in-process cluster reads from shared
+//! The control plane of a multi-process run: a small UDP side channel between the coordinator
+//! (the `ftcoll bench --procs` parent on 127.0.0.1, or rank 0 of a launcher-started run at
+//! its `--join` address) and each node process. With `--join` it is also the rendezvous:
+//! every node sends its data address ([`Msg::Join`]) and receives the whole table, with the
+//! run's LogP unit, in [`Table`] datagrams. Nodes report per operation what the in-process cluster reads from shared
 //! atomics; the parent tells the root which operations it may start and everyone which are
 //! over. Reports are idempotent and re-sent periodically, so a lost datagram only delays.
 //! Every datagram is validated (magic, version, job, type, rank, exact length) and the
 //! invalid ones are counted and dropped.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::runtime::board::{Control, WINDOW};
+use crate::runtime::join::{self, JobParams};
 
 const MAGIC: [u8; 4] = *b"FTCC";
 const VERSION: u8 = 1;
@@ -48,6 +51,74 @@ pub enum Msg {
     /// Child → parent: parent clock − child clock, and its uncertainty (half the best probe's
     /// round trip), both ns.
     Clock { offset: i64, uncertainty: u64 },
+    /// Child → parent: my data (transport) address; asks for the address table.
+    Join { addr: SocketAddr },
+}
+
+fn ip_bytes(a: &SocketAddr) -> (u64, u64, u32) {
+    let (b, fam) = match a.ip() {
+        IpAddr::V4(v4) => (v4.to_ipv6_mapped().octets(), 4),
+        IpAddr::V6(v6) => (v6.octets(), 6),
+    };
+    let hi = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+    let lo = u64::from_le_bytes(b[8..].try_into().expect("8 bytes"));
+    (hi, lo, fam)
+}
+
+/// An address as 19 bytes: family (4 or 6), 16 bytes of IPv6 (IPv4-mapped for v4), port.
+pub fn addr_to_bytes(a: &SocketAddr) -> [u8; 19] {
+    let (hi, lo, fam) = ip_bytes(a);
+    let mut o = [0u8; 19];
+    o[0] = fam as u8;
+    o[1..9].copy_from_slice(&hi.to_le_bytes());
+    o[9..17].copy_from_slice(&lo.to_le_bytes());
+    o[17..].copy_from_slice(&a.port().to_le_bytes());
+    o
+}
+
+/// The inverse of [`addr_to_bytes`]; `None` for an unknown family or a v4 that is not mapped.
+pub fn addr_from_bytes(b: &[u8; 19]) -> Option<SocketAddr> {
+    let hi = u64::from_le_bytes(b[1..9].try_into().expect("8 bytes"));
+    let lo = u64::from_le_bytes(b[9..17].try_into().expect("8 bytes"));
+    let port = u16::from_le_bytes([b[17], b[18]]);
+    ip_from(hi, lo, u32::from(b[0]), u64::from(port))
+}
+
+fn ip_from(hi: u64, lo: u64, fam: u32, port: u64) -> Option<SocketAddr> {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&hi.to_le_bytes());
+    b[8..].copy_from_slice(&lo.to_le_bytes());
+    let v6 = Ipv6Addr::from(b);
+    let ip = match fam {
+        4 => IpAddr::V4(v6.to_ipv4_mapped()?),
+        6 => IpAddr::V6(v6),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, u16::try_from(port).ok()?))
+}
+
+/// A blocking receive on a non-blocking socket, until `deadline` at the latest.
+fn recv_within(sock: &UdpSocket, buf: &mut [u8], deadline: Instant) -> std::io::Result<(usize, SocketAddr)> {
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_micros(1));
+    sock.set_nonblocking(false)?;
+    sock.set_read_timeout(Some(left))?;
+    let r = sock.recv_from(buf);
+    sock.set_nonblocking(true)?;
+    r
+}
+
+/// Blocks until `sock` has a datagram or `timeout` passed (leaves it non-blocking).
+fn wait_readable(sock: &UdpSocket, timeout: Duration) {
+    if sock.set_nonblocking(false).is_ok()
+        && sock
+            .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))
+            .is_ok()
+    {
+        let _ = sock.peek_from(&mut [0u8; 1]);
+    }
+    let _ = sock.set_nonblocking(true);
 }
 
 fn put(out: &mut [u8; LEN], at: usize, v: &[u8]) {
@@ -100,6 +171,10 @@ pub fn encode(job: u64, rank: u32, m: &Msg) -> [u8; LEN] {
         Msg::Ping { t1 } => (7, t1, 0, 0, 0, 0, 0),
         Msg::Pong { t1, t2 } => (8, t1, t2, 0, 0, 0, 0),
         Msg::Clock { offset, uncertainty } => (9, offset as u64, uncertainty, 0, 0, 0, 0),
+        Msg::Join { addr } => {
+            let (hi, lo, fam) = ip_bytes(&addr);
+            (10, u64::from(addr.port()), hi, lo, 0, 0, fam)
+        }
     };
     o[5] = ty;
     put(&mut o, 24, &seq.to_le_bytes());
@@ -151,6 +226,9 @@ pub fn decode(buf: &[u8], job: u64, n: u32) -> Option<(u32, Msg)> {
             offset: seq as i64,
             uncertainty: a,
         },
+        10 if c == 0 && d == 0 => Msg::Join {
+            addr: ip_from(a, bb, flags, seq)?,
+        },
         _ => return None,
     };
     Some((rank, m))
@@ -165,6 +243,7 @@ pub struct ChildAgent {
     rank: u32,
     n: u32,
     heard: bool,
+    last_heard: Instant,
     last: Vec<Option<Msg>>,
     last_flush: Instant,
     /// Control datagrams dropped as invalid.
@@ -172,9 +251,14 @@ pub struct ChildAgent {
 }
 
 impl ChildAgent {
-    /// Binds the control socket on 127.0.0.1.
+    /// Binds the control socket (any local address of the parent's family).
     pub fn new(parent: SocketAddr, job: u64, rank: u32, n: u32) -> std::io::Result<Self> {
-        let sock = UdpSocket::bind("127.0.0.1:0")?;
+        let any: IpAddr = if parent.is_ipv4() {
+            Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            Ipv6Addr::UNSPECIFIED.into()
+        };
+        let sock = UdpSocket::bind((any, 0))?;
         sock.set_nonblocking(true)?;
         Ok(Self {
             sock,
@@ -183,6 +267,7 @@ impl ChildAgent {
             rank,
             n,
             heard: false,
+            last_heard: Instant::now(),
             last: vec![None; WINDOW],
             last_flush: Instant::now(),
             invalid: 0,
@@ -210,8 +295,9 @@ impl ChildAgent {
             self.send(&Msg::Ping { t1 });
             let deadline = Instant::now() + Duration::from_millis(20);
             while Instant::now() < deadline {
-                let Ok((len, from)) = self.sock.recv_from(&mut buf) else {
-                    std::hint::spin_loop();
+                // Sleep in the kernel until the answer comes: spinning here would compete for
+                // the core with the very processes whose answers we time.
+                let Ok((len, from)) = recv_within(&self.sock, &mut buf, deadline) else {
                     continue;
                 };
                 if from != self.parent {
@@ -244,9 +330,65 @@ impl ChildAgent {
         (offset, unc)
     }
 
+    /// Rendezvous through the coordinator: announces this node's data address `me` until the
+    /// whole address table (and the run's parameters) has arrived, or `timeout` passes.
+    pub fn join(&mut self, me: SocketAddr, timeout: Duration) -> Result<(Vec<SocketAddr>, JobParams), String> {
+        let n = self.n as usize;
+        let mut table: Vec<Option<SocketAddr>> = vec![None; n];
+        let mut params = None;
+        let mut missing = n;
+        let mut buf = vec![0u8; 2048];
+        let deadline = Instant::now() + timeout;
+        let mut last_sent: Option<Instant> = None;
+        while missing > 0 {
+            let now = Instant::now();
+            if now > deadline {
+                return Err(format!(
+                    "rendezvous with the coordinator at {}: {missing} of {n} addresses missing after {timeout:?}",
+                    self.parent
+                ));
+            }
+            if last_sent.is_none_or(|t| now.duration_since(t) > Duration::from_millis(5)) {
+                self.send(&Msg::Join { addr: me });
+                last_sent = Some(now);
+            }
+            let Ok((len, from)) = recv_within(&self.sock, &mut buf, now + Duration::from_millis(5)) else {
+                continue;
+            };
+            let chunk = (from == self.parent)
+                .then(|| join::decode(&buf[..len], self.job, self.n))
+                .flatten();
+            let Some((first, addrs, p)) = chunk else {
+                self.invalid += 1;
+                continue;
+            };
+            if params.is_some_and(|q| q != p) {
+                self.invalid += 1;
+                continue;
+            }
+            params = Some(p);
+            for (i, a) in addrs.into_iter().enumerate() {
+                let slot = &mut table[first as usize + i];
+                if slot.is_none() {
+                    missing -= 1;
+                }
+                *slot = Some(a);
+            }
+        }
+        self.heard = true;
+        self.last_heard = Instant::now();
+        let params = params.expect("a complete table came with parameters");
+        Ok((table.into_iter().flatten().collect(), params))
+    }
+
     /// Has the parent answered yet?
     pub fn heard(&self) -> bool {
         self.heard
+    }
+
+    /// Time since the parent's last valid command (it repeats them every few ms).
+    pub fn silent_for(&self) -> Duration {
+        self.last_heard.elapsed()
     }
 
     /// Tells the parent this node crashed; sent a few times, the process then exits.
@@ -259,20 +401,25 @@ impl ChildAgent {
 
     /// Receives commands and sends changed reports; returns true when told to stop.
     pub fn pump(&mut self, ctl: &Control, root: bool) -> bool {
-        let mut buf = [0u8; 128];
+        let mut buf = [0u8; 2048];
         while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
             if from != self.parent {
                 self.invalid += 1;
                 continue;
             }
+            if join::is_table(&buf[..len]) {
+                continue; // A late copy of the address table.
+            }
             match decode(&buf[..len], self.job, self.n.max(1)) {
                 Some((_, Msg::Allow { allowed })) => {
                     ctl.allowed.fetch_max(allowed, Ordering::AcqRel);
                     self.heard = true;
+                    self.last_heard = Instant::now();
                 }
                 Some((_, Msg::Retire { retired })) => {
                     ctl.retired.fetch_max(retired, Ordering::AcqRel);
                     self.heard = true;
+                    self.last_heard = Instant::now();
                 }
                 Some((_, Msg::Stop)) => return true,
                 _ => self.invalid += 1,
@@ -329,13 +476,24 @@ pub struct ParentAgent {
     last_flush: Instant,
     /// Per child: parent clock − child clock and its uncertainty (ns), once measured.
     pub clocks: Vec<Option<(i64, u64)>>,
+    /// Per child: its data address, when it joined through this agent (`--join`).
+    addrs: Vec<Option<SocketAddr>>,
+    /// Per child: when it was last heard from.
+    last_seen: Vec<Option<Instant>>,
+    /// The parameters handed out with the address table; no table before they are set.
+    params: Option<JobParams>,
     pub invalid: u64,
 }
 
 impl ParentAgent {
     /// Binds the control socket on 127.0.0.1; `addr()` is passed to the children.
     pub fn new(job: u64, n: u32) -> std::io::Result<Self> {
-        let sock = UdpSocket::bind("127.0.0.1:0")?;
+        Self::bind("127.0.0.1:0".parse().expect("literal address"), job, n)
+    }
+
+    /// Binds the control socket at `addr` (rank 0's `--join` address in a launched run).
+    pub fn bind(addr: SocketAddr, job: u64, n: u32) -> std::io::Result<Self> {
+        let sock = UdpSocket::bind(addr)?;
         sock.set_nonblocking(true)?;
         Ok(Self {
             sock,
@@ -345,13 +503,67 @@ impl ParentAgent {
             sent_retired: 0,
             last_flush: Instant::now(),
             clocks: vec![None; n as usize],
+            addrs: vec![None; n as usize],
+            last_seen: vec![None; n as usize],
+            params: None,
             invalid: 0,
         })
+    }
+
+    /// How many children have sent their data address.
+    pub fn addresses_known(&self) -> usize {
+        self.addrs.iter().filter(|a| a.is_some()).count()
+    }
+
+    /// From now on, answers every join with the address table and `p`.
+    pub fn set_params(&mut self, p: JobParams) {
+        self.params = Some(p);
+    }
+
+    /// Sends the whole address table to `to` (nothing while an address or the parameters are
+    /// missing: the child keeps asking).
+    fn send_table(&self, to: SocketAddr) {
+        let Some(p) = self.params else { return };
+        let Some(addrs) = self.addrs.iter().copied().collect::<Option<Vec<_>>>() else {
+            return;
+        };
+        let n = addrs.len() as u32;
+        for (i, chunk) in addrs.chunks(join::PER_DATAGRAM).enumerate() {
+            let first = (i * join::PER_DATAGRAM) as u32;
+            let _ = self.sock.send_to(&join::encode(self.job, n, first, chunk, &p), to);
+        }
     }
 
     /// The control address.
     pub fn addr(&self) -> std::io::Result<SocketAddr> {
         self.sock.local_addr()
+    }
+
+    /// Sleeps until a control datagram arrives or `timeout` passed (while nothing else needs
+    /// this thread: joining, clock probes).
+    pub fn wait(&self, timeout: Duration) {
+        wait_readable(&self.sock, timeout);
+    }
+
+    /// The harness's own failure detector for crashes it did not cause (a host killed or cut
+    /// off from outside): a child that has been silent for `silence` — children repeat their
+    /// reports every 2 ms — is marked dead in the operation the root may currently start, so
+    /// that operations stop waiting for its reports. Returns the ranks newly marked.
+    pub fn mark_silent_dead(&self, ctl: &Control, silence: Duration) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (r, seen) in self.last_seen.iter().enumerate() {
+            let b = &ctl.boards[r];
+            if let Some(t) = seen
+                && t.elapsed() > silence
+                && !b.dead.load(Ordering::Acquire)
+            {
+                let iter = ctl.allowed.load(Ordering::Acquire).saturating_sub(1);
+                b.died_in.store(iter, Ordering::Relaxed);
+                b.dead.store(true, Ordering::Release);
+                out.push(r as u32);
+            }
+        }
+        out
     }
 
     /// How many children have made contact.
@@ -391,6 +603,7 @@ impl ParentAgent {
                 }
                 Some(_) => {}
             }
+            self.last_seen[r] = Some(Instant::now());
             match m {
                 Msg::Report {
                     seq,
@@ -430,6 +643,10 @@ impl ParentAgent {
                         .send_to(&encode(self.job, 0, &Msg::Pong { t1, t2: now_ns() }), from);
                 }
                 Msg::Clock { offset, uncertainty } => self.clocks[r] = Some((offset, uncertainty)),
+                Msg::Join { addr } => {
+                    self.addrs[r] = Some(addr);
+                    self.send_table(from);
+                }
                 _ => self.invalid += 1,
             }
         }
@@ -479,6 +696,12 @@ mod tests {
             Msg::Clock {
                 offset: -5,
                 uncertainty: 3,
+            },
+            Msg::Join {
+                addr: "10.1.2.3:4567".parse().unwrap(),
+            },
+            Msg::Join {
+                addr: "[2001:db8::7]:9".parse().unwrap(),
             },
         ];
         for m in msgs {

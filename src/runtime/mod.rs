@@ -10,6 +10,7 @@
 pub mod board;
 pub mod cluster;
 pub mod control;
+pub mod join;
 pub mod kill;
 pub mod logp;
 pub mod node;

@@ -2,10 +2,13 @@
 //! launched and coordinated by `ftcoll bench --procs` over the control plane of
 //! [`crate::runtime::control`]. This is what makes a real `SIGKILL` of a node possible.
 //!
+//! A launcher (Slurm, mpirun, the netns script) starts the same processes itself with
+//! `ftcoll bench --join ADDR`: rank 0 runs the coordinator at `ADDR` next to its own node, and
+//! every node gets the address table from it ([`crate::runtime::join`]).
+//!
 //! Clock: every process aligns its monotonic clock to a common wall-clock epoch given by the
-//! parent (`--epoch-unix-ns`), so the timestamps of one machine's processes are comparable.
-//! Across hosts this alignment is only as good as the hosts' clock synchronization; a cluster
-//! run would estimate each node's offset by ping-pong with rank 0 (not built yet).
+//! coordinator, then measures its offset to the coordinator's clock by ping-pong (Cristian);
+//! timestamps are moved to the coordinator's clock and the worst uncertainty is reported.
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
@@ -20,6 +23,7 @@ use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::board::Control;
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator, PollMode};
 use crate::runtime::control::{ChildAgent, ParentAgent};
+use crate::runtime::join::JobParams;
 use crate::runtime::kill::{Kill, KillPoint};
 use crate::runtime::node::{Node, NodeParams};
 use crate::transport::TransportStats;
@@ -195,13 +199,16 @@ pub struct NodeSpec {
     pub payload_len: usize,
     pub poll: PollMode,
     pub kill: Option<Kill>,
-    /// Give up if the coordinator has not answered within this long.
+    /// Give up if the coordinator has not answered (or went silent) for this long.
     pub control_timeout: Duration,
+    /// When the node's injected crash happens, the process reports it and SIGKILLs itself
+    /// (a launched run, where no parent can kill it).
+    pub sigkill_self: bool,
 }
 
 /// Runs one node until the parent says stop (or the node is killed). Bind errors (a port in
 /// use) are one-line errors.
-pub fn run_node<P>(shared: &P::Shared, s: &NodeSpec) -> Result<NodeExit, String>
+pub fn run_node<P>(shared: &P::Shared, s: &NodeSpec, mut agent: ChildAgent) -> Result<NodeExit, String>
 where
     P: Protocol,
     P::Shared: SharedInfo,
@@ -214,7 +221,6 @@ where
     };
     let t = UdpTransport::bind(s.rank, &s.peers, cfg)
         .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
-    let mut agent = ChildAgent::new(s.control, s.job, s.rank, s.n).map_err(|e| format!("control socket: {e}"))?;
     let mut node = Node::<P>::new(s.rank, s.n, Box::new(t), s.kill, s.seed, None);
     let ctl = Control::new(s.n);
     let params = NodeParams {
@@ -235,6 +241,9 @@ where
     loop {
         if !node.alive() {
             agent.report_death(board.died_in.load(Ordering::Relaxed));
+            if s.sigkill_self {
+                sigkill_self();
+            }
             break;
         }
         let progress = node.step(&params, &ctl, Instant::now());
@@ -258,6 +267,12 @@ where
                 s.control, s.control_timeout
             ));
         }
+        if agent.heard() && agent.silent_for() > s.control_timeout {
+            return Err(format!(
+                "the coordinator at {} went silent for {:?}",
+                s.control, s.control_timeout
+            ));
+        }
         if started.elapsed() > Duration::from_secs(24 * 3600) {
             return Err("node ran for a day without a stop: giving up".into());
         }
@@ -273,6 +288,16 @@ where
         backpressure: node.stats.backpressure,
         control_invalid: agent.invalid,
     })
+}
+
+/// A real crash of this process: `kill -KILL` on itself (no unwinding, no exit handlers, the
+/// socket vanishes as after a fault); exits with 137 should that fail.
+fn sigkill_self() -> ! {
+    let _ = Command::new("kill")
+        .args(["-KILL", &std::process::id().to_string()])
+        .status();
+    std::thread::sleep(Duration::from_secs(1));
+    std::process::exit(137)
 }
 
 /// Kills every child still running when dropped (also on errors and panics).
@@ -297,6 +322,109 @@ fn free_ports(n: u32) -> Result<Vec<SocketAddr>, String> {
         .iter()
         .map(|s| s.local_addr().map_err(|e| e.to_string()))
         .collect()
+}
+
+/// A node the coordinator has not heard from for this long has crashed (it reports every
+/// 2 ms while alive).
+const SILENCE: Duration = Duration::from_millis(300);
+
+/// Waits until every node has made contact and measured its clock offset (nodes dead from the
+/// start need not), pumping the control plane; `check` may abort the wait.
+fn await_nodes(
+    agent: &mut ParentAgent,
+    ctl: &Control,
+    kills: &[Kill],
+    now_ns: &dyn Fn() -> u64,
+    timeout: Duration,
+    check: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let n = ctl.boards.len();
+    let deadline = Instant::now() + timeout;
+    let dead_at_start = |r: usize| kills.iter().any(|k| k.rank == r as u32 && k.point == KillPoint::Start);
+    while agent.joined() < n
+        || agent
+            .clocks
+            .iter()
+            .enumerate()
+            .any(|(r, c)| c.is_none() && !dead_at_start(r))
+    {
+        agent.pump(ctl, now_ns);
+        check()?;
+        if Instant::now() > deadline {
+            return Err(format!(
+                "only {} of {n} nodes joined the coordinator within {timeout:?}",
+                agent.joined()
+            ));
+        }
+        agent.wait(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// Runs the coordinator over the control plane until every operation is over; `each` runs
+/// between its ticks (the parent's SIGKILLs). Fills in wall time and clock uncertainty.
+fn drive(
+    agent: &mut ParentAgent,
+    ctl: &Control,
+    cfg: &ClusterConfig,
+    epoch: Instant,
+    now_ns: &dyn Fn() -> u64,
+    each: &mut dyn FnMut(&Control),
+) -> ClusterResult {
+    let mut coord = Coordinator::new(cfg);
+    let started = Instant::now();
+    loop {
+        agent.pump(ctl, now_ns);
+        for r in agent.mark_silent_dead(ctl, SILENCE) {
+            eprintln!("ftcoll: node {r} went silent for {SILENCE:?}: counted as crashed");
+        }
+        each(ctl);
+        if !coord.tick(ctl, epoch) {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    }
+    let mut res = coord.into_result();
+    res.wall = started.elapsed();
+    res.clock_uncertainty_ns = agent.clocks.iter().flatten().map(|&(_, u)| u).max();
+    res
+}
+
+/// The coordinator of a launched run (`bench --join`), on rank 0, on its bound `agent`: hands every
+/// node the address table and `params` once all `cfg.nodes` have joined, runs the operations
+/// and tells the nodes to stop. Per-node counters stay with the nodes (each prints its own).
+pub fn coordinate_joined(
+    mut agent: ParentAgent,
+    cfg: &ClusterConfig,
+    kills: &[Kill],
+    params: JobParams,
+    join_timeout: Duration,
+) -> Result<ClusterResult, String> {
+    let n = cfg.nodes as usize;
+    let addr = agent.addr().map_err(|e| e.to_string())?;
+    agent.set_params(params);
+    let epoch = aligned_epoch(params.epoch_unix_ns);
+    let now_ns = move || epoch.elapsed().as_nanos() as u64;
+    let ctl = Control::new(cfg.nodes);
+    let deadline = Instant::now() + join_timeout;
+    while agent.addresses_known() < n {
+        agent.pump(&ctl, &now_ns);
+        if Instant::now() > deadline {
+            return Err(format!(
+                "only {} of {n} nodes joined at {addr} within {join_timeout:?}",
+                agent.addresses_known()
+            ));
+        }
+        agent.wait(Duration::from_millis(1));
+    }
+    await_nodes(&mut agent, &ctl, kills, &now_ns, join_timeout, &mut || Ok(()))?;
+    let res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |_| {});
+    // Stop is idempotent; repeat it so that a lost datagram does not leave a node running.
+    for _ in 0..50 {
+        agent.stop();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(res)
 }
 
 /// Launches one `ftcoll node` process per rank (`exe node <args>`) and coordinates the run.
@@ -350,16 +478,8 @@ pub fn run_parent(
         children.0.push(Some(child));
     }
     let ctl = Control::new(n);
-    let join_deadline = Instant::now() + Duration::from_secs(20);
     let now_ns = move || epoch.elapsed().as_nanos() as u64;
-    while agent.joined() < n as usize
-        || agent
-            .clocks
-            .iter()
-            .enumerate()
-            .any(|(r, c)| c.is_none() && !kills.iter().any(|k| k.rank == r as u32 && k.point == KillPoint::Start))
-    {
-        agent.pump(&ctl, &now_ns);
+    let mut check_children = || {
         for (r, c) in children.0.iter_mut().enumerate() {
             if let Some(ch) = c
                 && let Ok(Some(st)) = ch.try_wait()
@@ -368,19 +488,18 @@ pub fn run_parent(
                 return Err(format!("node {r} exited before joining ({st})"));
             }
         }
-        if Instant::now() > join_deadline {
-            return Err(format!(
-                "only {} of {n} node processes joined within 20 s",
-                agent.joined()
-            ));
-        }
-        std::thread::yield_now();
-    }
-    let mut coord = Coordinator::new(cfg);
-    let started = Instant::now();
+        Ok(())
+    };
+    await_nodes(
+        &mut agent,
+        &ctl,
+        kills,
+        &now_ns,
+        Duration::from_secs(20),
+        &mut check_children,
+    )?;
     let mut sigkilled = vec![false; n as usize];
-    loop {
-        agent.pump(&ctl, &now_ns);
+    let mut res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |ctl| {
         let allowed = ctl.allowed.load(Ordering::Acquire);
         for k in kills {
             if let KillPoint::SigKill { iter } = k.point {
@@ -396,15 +515,7 @@ pub fn run_parent(
                 }
             }
         }
-        if !coord.tick(&ctl, epoch) {
-            break;
-        }
-        std::thread::sleep(Duration::from_micros(20));
-    }
-    let wall = started.elapsed();
-    let mut res = coord.into_result();
-    res.wall = wall;
-    res.clock_uncertainty_ns = agent.clocks.iter().flatten().map(|&(_, u)| u).max();
+    });
     // Stop everyone and collect their exit reports.
     let deadline = Instant::now() + Duration::from_secs(5);
     for c in children.0.iter_mut() {
