@@ -102,7 +102,7 @@ pub struct BenchArgs {
 }
 
 /// The job id every node of a run derives from the seed (datagrams of other jobs are dropped).
-fn job_id(seed: u64) -> u64 {
+pub fn job_id(seed: u64) -> u64 {
     0xF7C0_0000_0000_0000 ^ seed
 }
 

@@ -32,7 +32,7 @@ pub struct NodeArgs {
     #[arg(long)]
     pub nodes: Option<u32>,
     /// Peer addresses: one `IP:port` per line in rank order, or `RANK IP:port` lines.
-    #[arg(long, required_unless_present = "rendezvous", conflicts_with = "rendezvous")]
+    #[arg(long, required_unless_present_any = ["rendezvous", "join"], conflicts_with_all = ["rendezvous", "join"])]
     pub hostfile: Option<PathBuf>,
     /// Exchange addresses through this directory instead (shared by all nodes of the job).
     #[arg(long)]
@@ -41,14 +41,19 @@ pub struct NodeArgs {
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: std::net::IpAddr,
     /// The coordinator's control address (`IP:port`).
-    #[arg(long)]
-    pub control: SocketAddr,
+    #[arg(long, required_unless_present = "join", conflicts_with = "join")]
+    pub control: Option<SocketAddr>,
+    /// Rendezvous and control through rank 0's coordinator at `IP:port` (a `ftcoll bench
+    /// --join IP:port` process of rank 0): the address table and LogP unit come from it.
+    #[arg(long, value_name = "IP:PORT", conflicts_with = "rendezvous")]
+    pub join: Option<SocketAddr>,
     /// The run's common clock epoch, ns since the Unix epoch [default: now].
     #[arg(long = "epoch-unix-ns")]
     pub epoch_unix_ns: Option<u64>,
-    /// Job id: datagrams of other jobs are dropped.
-    #[arg(long, default_value_t = 1)]
-    pub job: u64,
+    /// Job id: datagrams of other jobs are dropped [default: 1; with --join, the id `bench
+    /// --join` derives from --seed].
+    #[arg(long)]
+    pub job: Option<u64>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// LogP o in ns (the protocols' time unit).
@@ -88,6 +93,31 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
     if a.size > 1024 {
         return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
     }
+    if let Some(coordinator) = a.join {
+        if rank == 0 {
+            return Err("rank 0 coordinates a joined run: start it as `ftcoll bench --join ADDR --rank 0`".into());
+        }
+        let kills = match a.kill.as_deref() {
+            None | Some("none") => Vec::new(),
+            Some(k) => parse_kills(k, n)?,
+        };
+        let exit = run_joined_node(&JoinedNode {
+            alg: &a.alg,
+            coordinator,
+            bind: (!a.bind.is_loopback()).then_some(a.bind),
+            rank,
+            n,
+            job: a.job.unwrap_or(crate::cli::bench::job_id(a.seed)),
+            seed: a.seed,
+            size: a.size,
+            poll: a.poll,
+            kills: &kills,
+            timeout: std::time::Duration::from_millis(a.control_timeout_ms),
+        })?;
+        println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    let control = a.control.ok_or("give --control or --join")?;
     let peers = match (&a.hostfile, &a.rendezvous) {
         (Some(h), _) => {
             let text = std::fs::read_to_string(h).map_err(|e| format!("cannot read hostfile {}: {e}", h.display()))?;
@@ -109,9 +139,9 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         rank,
         n,
         peers,
-        control: a.control,
+        control,
         epoch_unix_ns: a.epoch_unix_ns.unwrap_or_else(unix_ns),
-        job: a.job,
+        job: a.job.unwrap_or(1),
         seed: a.seed,
         tick_ns: a.o_ns,
         payload_len: a.size,
@@ -120,7 +150,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         control_timeout: std::time::Duration::from_millis(a.control_timeout_ms),
         sigkill_self: false,
     };
-    let agent = ChildAgent::new(a.control, a.job, rank, n).map_err(|e| format!("control socket: {e}"))?;
+    let agent = ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;
     let exit = algo.dispatch(n, model, RunNode(&spec, agent))??;
     println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
     Ok(())
