@@ -9,18 +9,23 @@
 #   -n, --hosts N        hosts (2..=200)                                  [4]
 #   -d, --delay D        one-way netem delay per link, e.g. 10us, 2ms     [none]
 #   -j, --jitter J       netem jitter (needs --delay)                     [none]
+#   --emulate            emulate --delay/--jitter inside ftcoll's UDP transport
+#                        (received datagrams held; the fallback, taken automatically,
+#                        when the kernel has no netem qdisc)
 #   -c, --crash R@S      SIGKILL host R's ftcoll S seconds after start (repeatable)
 #   -x, --cut R@S        cut host R's link S seconds after start (repeatable)
 #   -b, --bin PATH       the ftcoll binary                 [target/release/ftcoll]
 #   -l, --logs DIR       per-rank logs                     [mktemp -d]
 #   -t, --timeout S      kill everything after S seconds                  [300]
-#   --run CMD            instead of bench, run CMD in every host namespace with
-#                        {rank}, {nodes}, {ip}, {root} substituted (e.g. `ftcoll logp`)
+#   --run CMD            instead of bench, run CMD in every host namespace with {rank},
+#                        {nodes}, {ip}, {root}, {hosts} (all IPs, comma-separated) and
+#                        {bin} substituted, e.g. '{bin} logp --between {hosts} --rank {rank}',
+#                        and {delay} (the emulation flags when --delay is emulated, else empty)
 #   --keep               leave the namespaces up (printed) instead of cleaning up
 # Everything created is removed on exit, Ctrl-C and failure.
 set -euo pipefail
 
-HOSTS=4 DELAY="" JITTER="" BIN="" LOGS="" TIMEOUT=300 KEEP=0 RUN=""
+HOSTS=4 DELAY="" JITTER="" BIN="" LOGS="" TIMEOUT=300 KEEP=0 RUN="" EMULATE=0
 CRASH=() CUT=() EXTRA=()
 die() { echo "netns-cluster: $*" >&2; exit 2; }
 say() { echo "netns-cluster: $*" >&2; }
@@ -37,6 +42,7 @@ while [[ $# -gt 0 ]]; do
     -t|--timeout) TIMEOUT="${2:?}"; shift 2 ;;
     --run) RUN="${2:?}"; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --emulate) EMULATE=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -90,7 +96,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "creating $HOSTS hosts ${SUBNET}.1-$(( HOSTS )) on a private bridge${DELAY:+, netem delay $DELAY${JITTER:+ jitter $JITTER}}"
+say "creating $HOSTS hosts ${SUBNET}.1-$(( HOSTS )) on a private bridge"
 ip netns add "$SW"
 ip -n "$SW" link add br0 type bridge
 ip -n "$SW" link set br0 up
@@ -106,12 +112,31 @@ for ((i = 0; i < HOSTS; i++)); do
   ip -n "$h" link set eth0 up
   ip -n "$SW" link set "${PFX}p$i" master br0
   ip -n "$SW" link set "${PFX}p$i" up
-  if [[ -n "$DELAY" ]]; then
-    ip netns exec "$h" tc qdisc add dev eth0 root netem delay "$DELAY" ${JITTER:+"$JITTER"}
-  fi
 done
 
+# A time like 10us, 2ms, 0.5s in ns.
+to_ns() { awk -v t="$1" 'BEGIN { n = t + 0; u = t; sub(/^[0-9.]+/, "", u);
+  m = (u == "us") ? 1e3 : (u == "ms") ? 1e6 : 1e9; printf "%d", n * m }'; }
+DELAY_FLAGS=()
+if [[ -n "$DELAY" ]] && (( ! EMULATE )); then
+  if ! ip netns exec "$(ns 0)" tc qdisc add dev eth0 root netem delay "$DELAY" ${JITTER:+"$JITTER"} 2>/dev/null; then
+    say "this kernel has no netem qdisc: emulating the delay in ftcoll's UDP transport instead"
+    EMULATE=1
+  else
+    for ((i = 1; i < HOSTS; i++)); do
+      ip netns exec "$(ns "$i")" tc qdisc add dev eth0 root netem delay "$DELAY" ${JITTER:+"$JITTER"}
+    done
+    say "netem: one-way delay $DELAY${JITTER:+ jitter $JITTER} on every host's link"
+  fi
+fi
+if [[ -n "$DELAY" ]] && (( EMULATE )); then
+  DELAY_FLAGS=(--emulate-delay-ns "$(to_ns "$DELAY")")
+  [[ -z "$JITTER" ]] || DELAY_FLAGS+=(--emulate-jitter-ns "$(to_ns "$JITTER")")
+  say "emulated link: ${DELAY_FLAGS[*]}"
+fi
+
 ROOT="$(ip_of 0):47000"
+ALL=$(for ((i = 0; i < HOSTS; i++)); do printf '%s%s' "$([[ $i -gt 0 ]] && echo ,)" "$(ip_of "$i")"; done)
 START=$(date +%s.%N)
 if [[ -n "$RUN" ]]; then
   say "running '$RUN' on every host"
@@ -121,10 +146,11 @@ fi
 for ((i = HOSTS - 1; i >= 0; i--)); do
   h="$(ns "$i")"
   if [[ -n "$RUN" ]]; then
-    cmd="${RUN//\{rank\}/$i}"; cmd="${cmd//\{nodes\}/$HOSTS}"; cmd="${cmd//\{ip\}/$(ip_of "$i")}"; cmd="${cmd//\{root\}/$(ip_of 0)}"
+    cmd="${RUN//\{rank\}/$i}"; cmd="${cmd//\{nodes\}/$HOSTS}"; cmd="${cmd//\{ip\}/$(ip_of "$i")}"
+    cmd="${cmd//\{root\}/$(ip_of 0)}"; cmd="${cmd//\{hosts\}/$ALL}"; cmd="${cmd//\{bin\}/$BIN}"; cmd="${cmd//\{delay\}/${DELAY_FLAGS[*]}}"
     read -r -a argv <<< "$cmd"
   else
-    argv=("$BIN" bench --join "$ROOT" --rank "$i" --nodes "$HOSTS" --bind "$(ip_of "$i")" "${EXTRA[@]}")
+    argv=("$BIN" bench --join "$ROOT" --rank "$i" --nodes "$HOSTS" --bind "$(ip_of "$i")" "${DELAY_FLAGS[@]}" "${EXTRA[@]}")
   fi
   if (( i == 0 )); then
     ( ip netns exec "$h" timeout -s KILL "$TIMEOUT" "${argv[@]}" 2>"$LOGS/rank0.err" | tee "$LOGS/rank0.out" ) &

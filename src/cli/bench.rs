@@ -95,6 +95,13 @@ pub struct BenchArgs {
     /// With --join: the IP to publish for this node [default: the interface toward rank 0].
     #[arg(long, requires = "join")]
     pub bind: Option<std::net::IpAddr>,
+    /// Emulated one-way link delay in ns, held in the UDP transport on receive (for kernels
+    /// without `netem`; the netns script passes it) [default: 0, off; --join runs only].
+    #[arg(long = "emulate-delay-ns", default_value_t = 0)]
+    pub emulate_delay_ns: u64,
+    /// Uniform jitter added to --emulate-delay-ns, ns.
+    #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
+    pub emulate_jitter_ns: u64,
     /// With --join: how long to wait for every rank to join (and the longest silence of the
     /// coordinator a node accepts), ms.
     #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
@@ -235,6 +242,9 @@ fn joined_args(a: &BenchArgs) -> Result<(BenchArgs, Option<u32>), String> {
 pub fn run(a: &BenchArgs) -> Result<(), String> {
     let (adj, join_rank) = joined_args(a)?;
     let a = &adj;
+    if a.join.is_none() && (a.emulate_delay_ns > 0 || a.emulate_jitter_ns > 0) {
+        return Err("--emulate-delay-ns applies to launched runs (--join), e.g. on the netns cluster".into());
+    }
     if a.nodes < 2 {
         return Err(format!("--nodes must be at least 2, got {}", a.nodes));
     }
@@ -271,6 +281,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         poll: a.poll,
         kills: &kills,
         timeout: Duration::from_millis(a.join_timeout_ms.max(1)),
+        link_delay: (
+            Duration::from_nanos(a.emulate_delay_ns),
+            Duration::from_nanos(a.emulate_jitter_ns),
+        ),
     };
     if let Some(rank) = join_rank
         && rank != 0

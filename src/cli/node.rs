@@ -70,6 +70,13 @@ pub struct NodeArgs {
     /// Give up when the coordinator has not answered within this many ms.
     #[arg(long = "control-timeout-ms", default_value_t = 30_000)]
     pub control_timeout_ms: u64,
+    /// Emulated one-way link delay in ns, held in the UDP transport on receive (for kernels
+    /// without `netem`; the netns script passes it) [default: 0, off].
+    #[arg(long = "emulate-delay-ns", default_value_t = 0)]
+    pub emulate_delay_ns: u64,
+    /// Uniform jitter added to --emulate-delay-ns, ns.
+    #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
+    pub emulate_jitter_ns: u64,
     /// Crash specs (see `bench --kill`); only the one naming this rank applies.
     #[arg(long)]
     pub kill: Option<String>,
@@ -113,6 +120,10 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
             poll: a.poll,
             kills: &kills,
             timeout: std::time::Duration::from_millis(a.control_timeout_ms),
+            link_delay: (
+                std::time::Duration::from_nanos(a.emulate_delay_ns),
+                std::time::Duration::from_nanos(a.emulate_jitter_ns),
+            ),
         })?;
         println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
         return Ok(());
@@ -149,6 +160,10 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         kill,
         control_timeout: std::time::Duration::from_millis(a.control_timeout_ms),
         sigkill_self: false,
+        link_delay: (
+            std::time::Duration::from_nanos(a.emulate_delay_ns),
+            std::time::Duration::from_nanos(a.emulate_jitter_ns),
+        ),
     };
     let agent = ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;
     let exit = algo.dispatch(n, model, RunNode(&spec, agent))??;
@@ -187,6 +202,8 @@ pub struct JoinedNode<'a> {
     /// Every crash of the run (all ranks resolve the algorithm alike); this rank's applies.
     pub kills: &'a [Kill],
     pub timeout: std::time::Duration,
+    /// Emulated link delay and jitter (zero: off).
+    pub link_delay: (std::time::Duration, std::time::Duration),
 }
 
 /// The local IP this host uses to reach `dst` (no packet is sent: a connected UDP socket).
@@ -249,6 +266,7 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         kill,
         control_timeout: j.timeout,
         sigkill_self,
+        link_delay: j.link_delay,
     };
     algo.dispatch(j.n, model, RunNode(&spec, agent))?
 }

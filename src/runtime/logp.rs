@@ -22,7 +22,7 @@ pub struct Estimate {
     pub samples: usize,
 }
 
-fn median(v: &mut [u64]) -> u64 {
+pub(crate) fn median(v: &mut [u64]) -> u64 {
     if v.is_empty() {
         return 0;
     }
@@ -85,17 +85,24 @@ pub fn estimate(kind: TransportKind, reps: usize, size: usize) -> Result<Estimat
             or.push(r);
         }
     }
-    let (rtt_ns, o_send_ns, o_recv_ns) = (median(&mut rtt), median(&mut os), median(&mut or));
-    let o_ns = ((o_send_ns + o_recv_ns) / 2).max(1);
-    let l_ns = (rtt_ns / 2).saturating_sub(o_send_ns + o_recv_ns).max(1);
-    Ok(Estimate {
-        rtt_ns,
-        o_send_ns,
-        o_recv_ns,
-        o_ns,
-        l_ns,
-        samples: rtt.len(),
-    })
+    Ok(Estimate::from_samples(&mut rtt, &mut os, &mut or))
+}
+
+impl Estimate {
+    /// The direct method's parameters from per-round-trip samples (medians).
+    pub fn from_samples(rtt: &mut [u64], os: &mut [u64], or: &mut [u64]) -> Estimate {
+        let (rtt_ns, o_send_ns, o_recv_ns) = (median(rtt), median(os), median(or));
+        let o_ns = ((o_send_ns + o_recv_ns) / 2).max(1);
+        let l_ns = (rtt_ns / 2).saturating_sub(o_send_ns + o_recv_ns).max(1);
+        Estimate {
+            rtt_ns,
+            o_send_ns,
+            o_recv_ns,
+            o_ns,
+            l_ns,
+            samples: rtt.len(),
+        }
+    }
 }
 
 /// Netgauge's parametrized round-trip time PRTT(n, d, s): the client sends `n` messages of
@@ -170,7 +177,7 @@ fn prtt(kind: TransportKind, n: usize, d_ns: u64, size: usize, reps: usize) -> R
     })
 }
 
-fn send_retrying(t: &mut dyn Transport, to: u32, msg: &[u8]) -> Result<(), String> {
+pub(crate) fn send_retrying(t: &mut dyn Transport, to: u32, msg: &[u8]) -> Result<(), String> {
     let start = Instant::now();
     loop {
         match t.send(to, msg, Instant::now()) {
@@ -208,19 +215,26 @@ pub fn netgauge(kind: TransportKind, n: usize, size: usize, reps: usize) -> Resu
     let pn = prtt(kind, n, 0, size, reps)?;
     let d = 2 * p1;
     let pnd = prtt(kind, n, d, size, reps)?;
-    let k = (n - 1) as f64;
-    let g = (pn as f64 - p1 as f64) / k;
-    let o = ((pnd as f64 - p1 as f64) / k - d as f64).max(0.0);
-    let l = (p1 as f64 / 2.0 - 2.0 * o).max(0.0);
-    Ok(Prtt {
-        n,
-        size,
-        d_ns: d,
-        prtt_1_0_ns: p1,
-        prtt_n_0_ns: pn,
-        prtt_n_d_ns: pnd,
-        g_ns: g,
-        o_ns: o,
-        l_ns: l,
-    })
+    Ok(Prtt::from_times(n, size, p1, pn, d, pnd))
+}
+
+impl Prtt {
+    /// Netgauge's parameters from the three PRTT medians (`d` the delay of the third).
+    pub fn from_times(n: usize, size: usize, p1: u64, pn: u64, d: u64, pnd: u64) -> Prtt {
+        let k = (n - 1) as f64;
+        let g = (pn as f64 - p1 as f64) / k;
+        let o = ((pnd as f64 - p1 as f64) / k - d as f64).max(0.0);
+        let l = (p1 as f64 / 2.0 - 2.0 * o).max(0.0);
+        Prtt {
+            n,
+            size,
+            d_ns: d,
+            prtt_1_0_ns: p1,
+            prtt_n_0_ns: pn,
+            prtt_n_d_ns: pnd,
+            g_ns: g,
+            o_ns: o,
+            l_ns: l,
+        }
+    }
 }

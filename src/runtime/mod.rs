@@ -13,6 +13,7 @@ pub mod control;
 pub mod join;
 pub mod kill;
 pub mod logp;
+pub mod logp_remote;
 pub mod node;
 pub mod procs;
 

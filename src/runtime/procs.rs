@@ -204,6 +204,8 @@ pub struct NodeSpec {
     /// When the node's injected crash happens, the process reports it and SIGKILLs itself
     /// (a launched run, where no parent can kill it).
     pub sigkill_self: bool,
+    /// Emulated one-way link delay and jitter in the UDP transport (zero: off).
+    pub link_delay: (Duration, Duration),
 }
 
 /// Runs one node until the parent says stop (or the node is killed). Bind errors (a port in
@@ -217,6 +219,8 @@ where
     let cfg = UdpConfig {
         job: s.job,
         seed: s.seed,
+        delay: s.link_delay.0,
+        delay_jitter: s.link_delay.1,
         ..UdpConfig::default()
     };
     let t = UdpTransport::bind(s.rank, &s.peers, cfg)

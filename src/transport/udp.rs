@@ -80,6 +80,11 @@ pub struct UdpConfig {
     pub reorder: f64,
     /// Seed of the injectors (mixed with the rank).
     pub seed: u64,
+    /// Emulated one-way link delay: received datagrams are held this long before they are
+    /// processed (for kernels without `netem`; see `udp/delay.rs`). Zero: off.
+    pub delay: Duration,
+    /// Uniform extra delay in `[0, delay_jitter]` per datagram (FIFO kept).
+    pub delay_jitter: Duration,
 }
 
 impl Default for UdpConfig {
@@ -112,6 +117,8 @@ impl Default for UdpConfig {
             loss: 0.0,
             reorder: 0.0,
             seed: 0x5EED,
+            delay: Duration::ZERO,
+            delay_jitter: Duration::ZERO,
         }
     }
 }
@@ -809,6 +816,8 @@ pub struct UdpTransport {
     /// A datagram held back by the reorder injector.
     hbuf: Box<[u8]>,
     rng: Option<Xoshiro256PlusPlus>,
+    /// The emulated link delay, when configured.
+    delay: Option<Box<delay::DelayLine>>,
     /// The last poll stopped before the socket was empty: more may be waiting.
     backlog: bool,
 }
@@ -821,6 +830,42 @@ impl std::fmt::Debug for UdpTransport {
             .field("local_addr", &self.core.socket.local_addr().ok())
             .finish()
     }
+}
+
+/// Blocks until `socket` is readable or `timeout` (sub-millisecond precision) has passed.
+fn ppoll_readable(socket: &UdpSocket, timeout: Duration) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    thread_local! {
+        static SLACK_SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !SLACK_SET.get() {
+        // Linux lets a timed sleep overrun by the thread's timer slack, 50 µs by default, as
+        // much as the delays we time here: ask for 1 µs (best effort).
+        // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this
+        // thread's timer slack; no memory is passed.
+        let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+        SLACK_SET.set(true);
+    }
+    let mut fd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `fd` is one valid, initialized pollfd that outlives the call (nfds = 1); `ts` is
+    // a valid timespec; a null signal mask leaves the thread's mask unchanged. The descriptor
+    // belongs to `socket`, which the borrow keeps open for the duration of the call.
+    let r = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// Receive errors after which reading goes on.
@@ -930,6 +975,14 @@ impl UdpTransport {
             Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ mix)
         });
         let window = cfg.window;
+        let delay = (!cfg.delay.is_zero() || !cfg.delay_jitter.is_zero()).then(|| {
+            Box::new(delay::DelayLine::new(
+                cfg.delay,
+                cfg.delay_jitter,
+                MAX_DATAGRAM,
+                cfg.seed ^ u64::from(rank),
+            ))
+        });
         let core = Core {
             rank,
             size,
@@ -956,6 +1009,7 @@ impl UdpTransport {
             rbuf: vec![0; MAX_DATAGRAM + 1].into_boxed_slice(),
             hbuf: vec![0; MAX_DATAGRAM + 1].into_boxed_slice(),
             rng,
+            delay,
             backlog: false,
         })
     }
@@ -1027,6 +1081,12 @@ impl Transport for UdpTransport {
                     continue;
                 }
             }
+            if let Some(line) = self.delay.as_mut() {
+                if !line.push(&self.rbuf[..n], src, now) {
+                    self.core.stats.injected_losses += 1;
+                }
+                continue;
+            }
             delivered += self.core.on_datagram(&self.rbuf[..n], src, now, sink);
             if let Some((hn, hsrc)) = held.take() {
                 delivered += self.core.on_datagram(&self.hbuf[..hn], hsrc, now, sink);
@@ -1040,6 +1100,10 @@ impl Transport for UdpTransport {
         }
         if let Some((hn, hsrc)) = held.take() {
             delivered += self.core.on_datagram(&self.hbuf[..hn], hsrc, now, sink);
+        }
+        if let Some(line) = self.delay.as_mut() {
+            let core = &mut self.core;
+            while line.pop_due(now, &mut |d, src| delivered += core.on_datagram(d, src, now, sink)) {}
         }
         let mut expired = std::mem::take(&mut self.core.expired);
         self.core.wheel.expire(now, &mut expired);
@@ -1064,8 +1128,16 @@ impl Transport for UdpTransport {
         if let Some(due) = self.core.next_due() {
             timeout = timeout.min(due.saturating_duration_since(Instant::now()));
         }
+        if let Some(due) = self.delay.as_ref().and_then(|l| l.next_due()) {
+            timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+        }
         if timeout.is_zero() {
             return Ok(());
+        }
+        if timeout < Duration::from_millis(1) {
+            // epoll counts in milliseconds (mio rounds up): a timer due in 20 µs would sleep a
+            // whole millisecond. ppoll takes a timespec and sleeps on a high-resolution timer.
+            return ppoll_readable(&self.core.socket, timeout);
         }
         // Registered only while waiting: a registered socket costs ~0.2 µs more per arrival
         // (the epoll callback, measured on loopback), which busy polling should not pay.
@@ -1091,3 +1163,5 @@ impl Transport for UdpTransport {
 
 #[cfg(test)]
 mod tests;
+
+mod delay;
