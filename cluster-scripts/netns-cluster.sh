@@ -49,8 +49,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-[[ "$HOSTS" =~ ^[0-9]+$ ]] && (( HOSTS >= 2 && HOSTS <= 200 )) || die "--hosts must be 2..200, got '$HOSTS'"
-[[ "$TIMEOUT" =~ ^[0-9]+$ ]] && (( TIMEOUT > 0 )) || die "--timeout must be a positive number of seconds"
+if ! [[ "$HOSTS" =~ ^[0-9]+$ ]] || ! (( HOSTS >= 2 && HOSTS <= 200 )); then die "--hosts must be 2..200, got '$HOSTS'"; fi
+if ! [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || ! (( TIMEOUT > 0 )); then die "--timeout must be a positive number of seconds"; fi
 time_re='^[0-9]+(\.[0-9]+)?(us|ms|s)$'
 [[ -z "$DELAY" || "$DELAY" =~ $time_re ]] || die "--delay must look like 10us, 2ms or 0.5ms, got '$DELAY'"
 [[ -z "$JITTER" || "$JITTER" =~ $time_re ]] || die "--jitter must look like 1us or 1ms, got '$JITTER'"
@@ -78,6 +78,7 @@ ns() { echo "${PFX}h$1"; }
 ip_of() { echo "${SUBNET}.$(( $1 + 1 ))"; }
 PIDS=()
 
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM

@@ -1,0 +1,150 @@
+//! The launcher scripts of `cluster-scripts/`: their dry-run modes print the exact launch
+//! command (checked here), bad input is one line and exit code 2, and shellcheck finds nothing
+//! (when installed; `.ci/run` installs it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn script(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-scripts").join(rel)
+}
+
+fn run(rel: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut c = Command::new("bash");
+    c.arg(script(rel)).args(args);
+    for k in ["SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_JOB_NODELIST", "FTCOLL_BIN"] {
+        c.env_remove(k);
+    }
+    c.envs(env.iter().copied());
+    let out = c.output().expect("run the script");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn sbatch_dry_run_launches_one_joined_bench_per_task() {
+    let (rc, out, err) = run(
+        "slurm/ftcoll.sbatch",
+        &[
+            "--dry-run",
+            "--kill",
+            "1@500:sigkill",
+            "--algo",
+            "--algo corrected-gossip",
+            "--",
+            "--size",
+            "64",
+        ],
+        &[
+            ("SLURM_JOB_ID", "77"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_JOB_NODELIST", "localhost"),
+        ],
+    );
+    assert_eq!(rc, 0, "{err}");
+    let srun = out.lines().find(|l| l.starts_with("srun ")).expect("an srun line");
+    for want in [
+        "--ntasks=8",
+        "--cpu-bind=cores",
+        "bench --join 127.0.0.1:47000",
+        "--algo corrected-gossip",
+        "--kill 1@500:sigkill",
+        "--json",
+        "--size 64",
+    ] {
+        assert!(srun.contains(want), "'{want}' missing from: {srun}");
+    }
+    assert!(out.contains("ftcoll-77/ftcoll-77.json"), "{out}");
+    assert!(err.contains("8 tasks"), "{err}");
+}
+
+#[test]
+fn mpirun_dry_run_uses_the_launchers_conventions() {
+    let (rc, out, err) = run("mpirun.sh", &["-n", "4", "--dry-run", "--kill", "2@9:sigkill"], &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("mpirun -n 4 "), "{out}");
+    for want in [
+        "--with-ft ulfm",
+        "bench --join 127.0.0.1:47000",
+        "--kill 2@9:sigkill",
+        "--json",
+    ] {
+        assert!(out.contains(want), "'{want}' missing from: {out}");
+    }
+    let hosts = std::env::temp_dir().join(format!("ftcoll-hosts-{}", std::process::id()));
+    std::fs::write(&hosts, "# cluster\n127.0.0.1 slots=2\nnode2 slots=2\n").unwrap();
+    let (rc, out, err) = run(
+        "mpirun.sh",
+        &[
+            "-n",
+            "4",
+            "--launcher",
+            "mpich",
+            "--hostfile",
+            hosts.to_str().unwrap(),
+            "--dry-run",
+        ],
+        &[],
+    );
+    std::fs::remove_file(&hosts).ok();
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("mpiexec -n 4 -bind-to core -f "), "{out}");
+    assert!(
+        out.contains("--join 127.0.0.1:47000") && out.contains("--poll busy"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    for (rel, args, msg) in [
+        ("slurm/ftcoll.sbatch", &["--port", "0"][..], "--port must be"),
+        ("slurm/ftcoll.sbatch", &["--transport", "pigeon"], "--transport must be"),
+        ("slurm/ftcoll.sbatch", &[], "not inside a Slurm allocation"),
+        ("slurm/ftcoll.sbatch", &["--what"], "unknown option"),
+        ("mpirun.sh", &[], "-n must be an integer"),
+        ("mpirun.sh", &["-n", "4", "--launcher", "lam"], "--launcher must be"),
+        (
+            "mpirun.sh",
+            &["-n", "4", "--hostfile", "/nonexistent"],
+            "cannot read hostfile",
+        ),
+        (
+            "mpirun.sh",
+            &["-n", "4", "--bin", "/nonexistent"],
+            "ftcoll binary not found",
+        ),
+    ] {
+        let (rc, _, err) = run(rel, args, &[]);
+        assert_eq!(rc, 2, "{rel} {args:?}: {err}");
+        assert!(
+            err.contains(msg) && err.trim().lines().count() == 1,
+            "{rel} {args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn shellcheck_is_clean() {
+    if Command::new("shellcheck").arg("--version").output().is_err() {
+        eprintln!("skipped: shellcheck is not installed");
+        return;
+    }
+    let out = Command::new("shellcheck")
+        .args([
+            script("netns-cluster.sh"),
+            script("mpirun.sh"),
+            script("slurm/ftcoll.sbatch"),
+        ])
+        .output()
+        .expect("run shellcheck");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
