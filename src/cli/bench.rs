@@ -144,30 +144,66 @@ fn row(name: &str, h: &Histogram<u64>) -> String {
 
 /// The simulator's prediction of the median coloring latency (ns) for the same algorithm,
 /// nodes and nodes dead from the start, with the measured L and o.
-fn predict(algo: &Algo, n: u32, model: LogP, o_ns: u64, kills: &[Kill]) -> Result<Prediction, String> {
-    let dead: Vec<u32> = kills
+/// The simulator's prediction for the measured operations `warmup..warmup + iterations`: nodes
+/// dead from the start are dead in every run, and a node crashed during iteration I is dead in
+/// the share of runs that stands for the measured operations from I on (the runs are split
+/// over the segments between crashes in proportion to their lengths).
+fn predict(
+    algo: &Algo,
+    n: u32,
+    model: LogP,
+    o_ns: u64,
+    kills: &[Kill],
+    measured: (u64, u64),
+) -> Result<Prediction, String> {
+    const RUNS: u64 = 200;
+    let (first, end) = (measured.0, measured.0 + measured.1);
+    let mut cuts: Vec<(u64, u32)> = kills.iter().filter_map(|k| Some((k.iteration()?, k.rank))).collect();
+    cuts.sort_unstable();
+    let mut dead: Vec<u32> = kills
         .iter()
         .filter(|k| k.point == KillPoint::Start)
         .map(|k| k.rank)
         .collect();
-    let faults = Faults {
-        before: DeadBefore::List(dead),
-        ..Faults::default()
-    };
-    let setup = Setup {
-        algo: algo.clone(),
-        experiment: Experiment {
-            n,
-            logp: model,
-            faults,
-            runs: 200,
-            seed: 1,
-            threads: 1,
-            max_events: Experiment::default_max_events(n),
-        },
-        faults_text: String::new(),
-    };
-    let s = runner::simulate(&setup, &|_| {})?;
+    let mut segments: Vec<(Vec<u32>, u64)> = Vec::new();
+    let mut at = first;
+    for &(iter, rank) in &cuts {
+        if iter > at && at < end {
+            segments.push((dead.clone(), iter.min(end) - at));
+            at = iter.min(end);
+        }
+        dead.push(rank);
+    }
+    if at < end {
+        segments.push((dead.clone(), end - at));
+    }
+    let total: u64 = segments.iter().map(|s| s.1).sum::<u64>().max(1);
+    let mut summary: Option<crate::sim::stats::Summary> = None;
+    for (dead, len) in segments {
+        let runs = (RUNS * len).div_ceil(total).max(1);
+        let setup = Setup {
+            algo: algo.clone(),
+            experiment: Experiment {
+                n,
+                logp: model,
+                faults: Faults {
+                    before: DeadBefore::List(dead),
+                    ..Faults::default()
+                },
+                runs,
+                seed: 1,
+                threads: 1,
+                max_events: Experiment::default_max_events(n),
+            },
+            faults_text: String::new(),
+        };
+        let s = runner::simulate(&setup, &|_| {})?;
+        match summary.as_mut() {
+            Some(all) => all.merge(&s),
+            None => summary = Some(s),
+        }
+    }
+    let s = summary.ok_or("no measured operations to predict")?;
     let ns = |p: crate::sim::stats::Percentiles| [p.p50 * o_ns as f64, p.p99 * o_ns as f64, p.p999 * o_ns as f64];
     let r = s.report();
     Ok(Prediction {
@@ -418,7 +454,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     let pred = if a.no_model {
         None
     } else {
-        Some(predict(&algo, a.nodes, model, o_ns, &kills)?)
+        Some(predict(&algo, a.nodes, model, o_ns, &kills, (a.warmup, a.iterations))?)
     };
     if let Some(path) = &a.hlog {
         write_hlog(path, &res).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -504,7 +540,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     );
     if let Some(p) = pred {
         s += &format!(
-            "\nLogP prediction (simulator, same algorithm, nodes and nodes dead from the start; {:.2} messages/op):\n",
+            "\nLogP prediction (simulator, same algorithm and nodes; crashed nodes dead in the share of operations after their crash; {:.2} messages/op):\n",
             p.messages
         );
         s += &format!(

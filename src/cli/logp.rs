@@ -43,6 +43,10 @@ pub struct LogpArgs {
     /// Uniform jitter added to --emulate-delay-ns, ns.
     #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
     pub emulate_jitter_ns: u64,
+    /// With --between: how both hosts wait for datagrams (`blocking` sleeps in the kernel, as
+    /// `bench --poll blocking` nodes do; the wake-up then counts in L).
+    #[arg(long, value_enum, default_value = "busy")]
+    pub poll: crate::runtime::cluster::PollMode,
     /// The L you expect (e.g. an emulated link's netem delay), ns: the ratio is printed.
     #[arg(long = "expected-L-ns")]
     pub expected_l_ns: Option<u64>,
@@ -85,6 +89,7 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
                 return Err(format!("--rank must be 0 or 1, got {rank}"));
             }
             let peers = hosts(b, a.port)?;
+            let blocking = a.poll != crate::runtime::cluster::PollMode::Busy;
             let cfg = UdpConfig {
                 job: 0x106f_0000 ^ u64::from(a.port),
                 delay: std::time::Duration::from_nanos(a.emulate_delay_ns),
@@ -94,9 +99,9 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
             let mut t = UdpTransport::bind(rank, &peers, cfg)
                 .map_err(|e| format!("cannot bind {}: {e}", peers[rank as usize]))?;
             if rank == 1 {
-                return serve(&mut t, std::time::Duration::from_secs(60));
+                return serve(&mut t, std::time::Duration::from_secs(60), blocking);
             }
-            measure(&mut t, a.n, a.size, a.reps)?
+            measure(&mut t, a.n, a.size, a.reps, blocking)?
         }
         _ if a.emulate_delay_ns > 0 || a.emulate_jitter_ns > 0 => {
             return Err("--emulate-delay-ns applies to --between (two hosts)".into());

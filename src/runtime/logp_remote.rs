@@ -14,8 +14,10 @@ const BURST: u8 = 0;
 const ANSWER: u8 = 1;
 const BYE: u8 = 2;
 
-/// Rank 1: answers rank 0 until it says bye (or nothing came for `idle`).
-pub fn serve(t: &mut dyn Transport, idle: Duration) -> Result<(), String> {
+/// Rank 1: answers rank 0 until it says bye (or nothing came for `idle`). `blocking`: sleep
+/// in the kernel between datagrams, as `--poll blocking` nodes do (the wake-up then counts in
+/// the measured L, as it does in their broadcasts).
+pub fn serve(t: &mut dyn Transport, idle: Duration, blocking: bool) -> Result<(), String> {
     let mut last = Instant::now();
     let mut reply: Option<usize> = None;
     let mut bye = false;
@@ -39,6 +41,9 @@ pub fn serve(t: &mut dyn Transport, idle: Duration) -> Result<(), String> {
             last = Instant::now();
         } else if last.elapsed() > idle {
             return Err(format!("the measuring host was silent for {idle:?}"));
+        } else if blocking && !bye {
+            t.wait(Duration::from_millis(10))
+                .map_err(|e| format!("wait failed: {e}"))?;
         }
     }
     // Acknowledge the bye (and anything before it) for a moment before leaving.
@@ -50,8 +55,9 @@ pub fn serve(t: &mut dyn Transport, idle: Duration) -> Result<(), String> {
     Ok(())
 }
 
-/// Polls until rank 1's answer arrives; returns the duration of the delivering poll call.
-fn await_answer(t: &mut dyn Transport, limit: Duration) -> Result<u64, String> {
+/// Polls until rank 1's answer arrives (sleeping in the kernel between polls if `blocking`);
+/// returns the duration of the delivering poll call.
+fn await_answer(t: &mut dyn Transport, limit: Duration, blocking: bool) -> Result<u64, String> {
     let start = Instant::now();
     loop {
         let mut got = false;
@@ -68,11 +74,15 @@ fn await_answer(t: &mut dyn Transport, limit: Duration) -> Result<u64, String> {
         if start.elapsed() > limit {
             return Err("no answer from the echoing host within 2 s".into());
         }
+        if blocking {
+            t.wait(Duration::from_millis(10))
+                .map_err(|e| format!("wait failed: {e}"))?;
+        }
     }
 }
 
 /// PRTT(n, d, s) against the echo: median of `reps` bursts (a tenth more run as warm-up).
-fn prtt(t: &mut dyn Transport, n: usize, d_ns: u64, size: usize, reps: usize) -> Result<u64, String> {
+fn prtt(t: &mut dyn Transport, n: usize, d_ns: u64, size: usize, reps: usize, blocking: bool) -> Result<u64, String> {
     let mut msg = vec![0xa5u8; size.max(1)];
     let mut samples = Vec::with_capacity(reps);
     for rep in 0..reps + reps / 10 {
@@ -91,7 +101,7 @@ fn prtt(t: &mut dyn Transport, n: usize, d_ns: u64, size: usize, reps: usize) ->
                 }
             }
         }
-        await_answer(t, Duration::from_secs(2))?;
+        await_answer(t, Duration::from_secs(2), blocking)?;
         if rep >= reps / 10 {
             samples.push(t0.elapsed().as_nanos() as u64);
         }
@@ -100,12 +110,18 @@ fn prtt(t: &mut dyn Transport, n: usize, d_ns: u64, size: usize, reps: usize) ->
 }
 
 /// Rank 0: both methods against the echo on rank 1, then tells it to stop.
-pub fn measure(t: &mut dyn Transport, n: usize, size: usize, reps: usize) -> Result<(Prtt, Estimate), String> {
+pub fn measure(
+    t: &mut dyn Transport,
+    n: usize,
+    size: usize,
+    reps: usize,
+    blocking: bool,
+) -> Result<(Prtt, Estimate), String> {
     let n = n.max(2);
-    let p1 = prtt(t, 1, 0, size, reps)?;
-    let pn = prtt(t, n, 0, size, reps)?;
+    let p1 = prtt(t, 1, 0, size, reps, blocking)?;
+    let pn = prtt(t, n, 0, size, reps, blocking)?;
     let d = 2 * p1;
-    let pnd = prtt(t, n, d, size, reps)?;
+    let pnd = prtt(t, n, d, size, reps, blocking)?;
     let p = Prtt::from_times(n, size, p1, pn, d, pnd);
     let mut msg = vec![ANSWER; size.max(1)];
     let (mut rtt, mut os, mut or) = (Vec::new(), Vec::new(), Vec::new());
@@ -113,7 +129,7 @@ pub fn measure(t: &mut dyn Transport, n: usize, size: usize, reps: usize) -> Res
         let t0 = Instant::now();
         send_retrying(t, 1, &msg)?;
         let s = t0.elapsed().as_nanos() as u64;
-        let r = await_answer(t, Duration::from_secs(2))?;
+        let r = await_answer(t, Duration::from_secs(2), blocking)?;
         if rep >= reps / 10 {
             rtt.push(t0.elapsed().as_nanos() as u64);
             os.push(s);
@@ -143,8 +159,8 @@ mod tests {
         let (_, mut ts) = UdpTransport::bind_ephemeral_local(2, cfg).unwrap();
         let mut echo = ts.pop().unwrap();
         let mut me = ts.pop().unwrap();
-        let srv = std::thread::spawn(move || serve(&mut echo, Duration::from_secs(10)));
-        let r = measure(&mut me, 4, 8, 100).unwrap();
+        let srv = std::thread::spawn(move || serve(&mut echo, Duration::from_secs(10), false));
+        let r = measure(&mut me, 4, 8, 100, false).unwrap();
         srv.join().unwrap().unwrap();
         r
     }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Model fidelity on the emulated cluster: measures L and o between two hosts with
+# `ftcoll logp --between` (link delay D), then runs `ftcoll bench --join` on N hosts for
+# corrected binomial, Lamé and optimal trees and corrected gossip, without and with a host
+# crashed mid-run, each with the model fed the measured L and o, and prints one markdown table
+# of p50 coloring latency, measured against predicted. Needs root (netns-cluster.sh).
+#
+# usage: fidelity.sh [-n HOSTS] [-d DELAY] [--iterations N] [--poll busy|blocking]
+#   -n, --hosts N      hosts of the broadcast runs                                   [4]
+#   -d, --delay D      one-way link delay (netem, or emulated when the kernel lacks it) [50us]
+#   --iterations N     measured operations per run (plus a tenth as warm-up)         [2000]
+#   --poll P           how nodes wait: busy needs a core per host      [blocking if N > cores]
+set -euo pipefail
+
+die() { echo "fidelity: $*" >&2; exit 2; }
+HOSTS=4 DELAY=50us ITER=2000 POLL=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -n|--hosts) HOSTS="${2:?}"; shift 2 ;;
+    -d|--delay) DELAY="${2:?}"; shift 2 ;;
+    --iterations) ITER="${2:?}"; shift 2 ;;
+    --poll) POLL="${2:?}"; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+if ! [[ "$ITER" =~ ^[0-9]+$ ]] || ! (( ITER >= 100 )); then die "--iterations must be at least 100"; fi
+if ! [[ "$HOSTS" =~ ^[0-9]+$ ]] || ! (( HOSTS >= 3 )); then die "--hosts must be at least 3 (one is crashed)"; fi
+[[ -n "$POLL" ]] || { if (( HOSTS + 1 > $(nproc) )); then POLL=blocking; else POLL=busy; fi; }
+[[ "$POLL" == busy || "$POLL" == blocking ]] || die "--poll must be busy or blocking"
+command -v python3 >/dev/null || die "needs python3 (to read the JSON results)"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+NETNS="$HERE/netns-cluster.sh"
+D_NS="$(awk -v t="$DELAY" 'BEGIN { n = t + 0; u = t; sub(/^[0-9.]+/, "", u);
+  m = (u == "us") ? 1e3 : (u == "ms") ? 1e6 : 1e9; printf "%d", n * m }')"
+
+echo "fidelity: measuring L and o between two hosts (delay $DELAY, poll $POLL)" >&2
+LOGP="$("$NETNS" -n 2 -d "$DELAY" --run "{bin} logp --between {hosts} --rank {rank} --reps 2000 --json --poll $POLL --expected-L-ns $D_NS {delay}" 2>/dev/null | grep '^{')"
+read -r L_NS O_NS RATIO < <(python3 -c '
+import json, sys
+v = json.loads(sys.argv[1]); d = v["direct"]
+print(d["l_ns"], d["o_ns"], "%.2f" % v["L_over_expected"]["direct"])' "$LOGP")
+echo "| link delay D | measured L (direct) | L / D | o |"
+echo "|---|---|---|---|"
+echo "| $DELAY | $(( L_NS / 1000 )).$(( L_NS % 1000 / 100 )) µs | $RATIO | $O_NS ns |"
+echo
+echo "| algorithm | crash | measured p50 µs | model p50 µs | ratio | violations |"
+echo "|---|---|---|---|---|---|"
+WARM=$(( ITER / 10 ))
+MID=$(( WARM + ITER / 2 ))
+for algo in "corrected-tree --tree binomial --correction checked" \
+            "corrected-tree --tree lame:2 --correction checked" \
+            "corrected-tree --tree optimal --correction checked" \
+            "corrected-gossip"; do
+  for kill in none "2@$MID:sigkill"; do
+    read -r -a A <<< "--algo $algo"
+    OUT="$("$NETNS" -n "$HOSTS" -d "$DELAY" -- "${A[@]}" --iterations "$ITER" --warmup "$WARM" --poll "$POLL" \
+      --kill "$kill" --L-ns "$L_NS" --o-ns "$O_NS" --json 2>/dev/null | grep '^{' || true)"
+    if [[ -z "$OUT" ]]; then
+      echo "| $algo | $kill | run failed | | | |"
+      continue
+    fi
+    python3 -c '
+import json, sys
+v = json.loads(sys.argv[1]); c = v["prediction"]["coloring"]
+print("| %s | %s | %.1f | %.1f | %.2f | %d |" % (sys.argv[2], sys.argv[3], c["measured_us"]["p50"],
+      c["predicted_us"]["p50"], c["ratio"]["p50"], v["violations"]))' "$OUT" "$algo" "$kill"
+  done
+done
