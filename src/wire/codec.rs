@@ -1,5 +1,6 @@
-//! Little-endian cursors (public so that value codecs such as [`super::agree::WireValue`] can use them) over byte slices that never panic: the writer skips what does not
-//! fit, the reader reports it as [`DecodeError::LengthMismatch`].
+//! Little-endian cursors over byte slices that never panic: the writer skips what does not
+//! fit, the reader reports it as [`DecodeError::LengthMismatch`]. Public for value codecs
+//! such as [`super::agree::WireValue`].
 
 use super::DecodeError;
 

@@ -489,9 +489,13 @@ impl<V: Value> Era<V> {
         }
     }
 
-    /// §4: collect the results every live process has returned; rebuild the tree if the
-    /// agreed failures degenerated it.
+    /// The decided failed set is now known here (every entry was dead when reported,
+    /// Lemma 1); §4: collect the results every live process has returned; rebuild the tree if
+    /// the agreed failures degenerated it.
     fn after_decision(&mut self, id: AgreeId, v: &Ballot<V>) {
+        for &r in v.failed.as_slice() {
+            self.on_dead(r);
+        }
         if self.cfg.gc && v.returned_below != u64::MAX && v.returned_below > self.floor {
             let floor = v.returned_below.min(self.returned_below);
             let keep = self.slots.split_off(&floor);
