@@ -25,6 +25,8 @@ pub enum Command {
     Logp(crate::cli::logp::LogpArgs),
     /// One node of a multi-process run (started by `bench --procs` or a launcher).
     Node(crate::cli::node::NodeArgs),
+    /// ERA agreements (early-returning agreement): `--sim` runs them in the LogP simulator.
+    Agree(crate::cli::agree::AgreeArgs),
 }
 
 /// The broadcast algorithms.

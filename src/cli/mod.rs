@@ -3,6 +3,7 @@
 //! Every misuse ends with a one-line `ftcoll: error: ...` on stderr and exit code 2, never a
 //! panic (DESIGN.md decision 9).
 
+pub mod agree;
 pub mod args;
 pub mod bench;
 pub mod config;
@@ -60,6 +61,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Bench(a) => bench::run(a),
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
+        Command::Agree(a) => agree::run(a),
     };
     match result {
         Ok(()) => 0,

@@ -181,7 +181,10 @@ enum Ev {
     Arrive(u32),
     /// The receive of a message ends: the protocol handles it.
     Handle(u32),
-    Detect { node: Rank, dead: Rank },
+    Detect {
+        node: Rank,
+        dead: Rank,
+    },
     Die(Rank),
 }
 
@@ -262,7 +265,12 @@ impl<'a, V: SimValue> Run<'a, V> {
         self.send_free[r as usize] = now + o;
         // The sender is free again at now + o: whatever is queued by then goes out.
         self.cal.push_late(now + o, r);
-        let i = self.alloc(Flight { from: r, to, steps, msg });
+        let i = self.alloc(Flight {
+            from: r,
+            to,
+            steps,
+            msg,
+        });
         self.cal.push(now + o + self.sim.logp.l, Ev::Arrive(i));
     }
 
@@ -304,7 +312,10 @@ impl<'a, V: SimValue> Run<'a, V> {
 
     fn detect_time(&mut self, x: Rank) -> Time {
         let j = if self.sim.detect_jitter > 0 {
-            u64::from(self.rng.below(self.sim.detect_jitter.min(u64::from(u32::MAX)) as u32 + 1))
+            u64::from(
+                self.rng
+                    .below(self.sim.detect_jitter.min(u64::from(u32::MAX)) as u32 + 1),
+            )
         } else {
             0
         };
@@ -543,7 +554,9 @@ fn finish<V: SimValue>(mut run: Run<'_, V>) -> Result<AgreeRun, String> {
         if run.first_entry[id] == Time::MAX {
             continue;
         }
-        run.out.latency.record(run.last_return[id].saturating_sub(run.first_entry[id]));
+        run.out
+            .latency
+            .record(run.last_return[id].saturating_sub(run.first_entry[id]));
         run.out.messages.record(run.msgs[id]);
         run.out.steps.record(u64::from(run.steps[id]));
         if run.out.dead == 0 {

@@ -197,14 +197,26 @@ mod tests {
     #[test]
     fn every_message_round_trips() {
         for m in [
-            EraMsg::Up { id: 0, ballot: ballot(And32(7)) },
-            EraMsg::Down { id: u64::MAX, ballot: Ballot::bottom() },
+            EraMsg::Up {
+                id: 0,
+                ballot: ballot(And32(7)),
+            },
+            EraMsg::Down {
+                id: u64::MAX,
+                ballot: Ballot::bottom(),
+            },
             EraMsg::ResultRequest { id: 9 },
         ] {
             round_trip(m);
         }
-        round_trip(EraMsg::Down { id: 3, ballot: ballot(And64(u64::MAX - 1)) });
-        round_trip(EraMsg::Up { id: 3, ballot: ballot(RankSet::of(0..MAX_SET as u32)) });
+        round_trip(EraMsg::Down {
+            id: 3,
+            ballot: ballot(And64(u64::MAX - 1)),
+        });
+        round_trip(EraMsg::Up {
+            id: 3,
+            ballot: ballot(RankSet::of(0..MAX_SET as u32)),
+        });
     }
 
     #[test]
@@ -239,7 +251,10 @@ mod tests {
         bad.extend_from_slice(&0u64.to_le_bytes());
         assert_eq!(dec(&body(0, &bad), N), Err(DecodeError::BadField("era.acked.tag")));
         // A set too large to encode never decodes.
-        let big = EraMsg::Up { id: 1, ballot: ballot(RankSet::of(0..MAX_SET as u32 + 1)) };
+        let big = EraMsg::Up {
+            id: 1,
+            ballot: ballot(RankSet::of(0..MAX_SET as u32 + 1)),
+        };
         let mut buf = vec![0u8; EraMsg::<RankSet>::MAX_BODY];
         let len = big.encode(&mut buf);
         assert!(EraMsg::<RankSet>::decode(&buf[..len], N).is_err());

@@ -20,6 +20,11 @@ impl<'a> Writer<'a> {
         self.pos
     }
 
+    /// Nothing written yet?
+    pub fn is_empty(&self) -> bool {
+        self.pos == 0
+    }
+
     pub fn bytes(&mut self, b: &[u8]) {
         let Some(end) = self.pos.checked_add(b.len()) else {
             return;

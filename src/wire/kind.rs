@@ -34,7 +34,8 @@ pub(crate) const fn with_cap(family: u8, c: usize) -> u8 {
 
 /// Is `k` the kind of some message type (whatever its capacity)?
 pub fn is_known(k: u8) -> bool {
-    matches!(k, BIG | TREE_ACK | BFB | ERA_AND32 | ERA_AND64 | ERA_UNION) || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
+    matches!(k, BIG | TREE_ACK | BFB | ERA_AND32 | ERA_AND64 | ERA_UNION)
+        || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
 }
 
 #[cfg(test)]

@@ -517,11 +517,17 @@ impl<V: Value> Era<V> {
             return;
         }
         let (last_from, _) = self.epochs[self.epochs.len() - 1];
-        if id + 1 <= last_from {
+        if id < last_from {
             return;
         }
         let tree = self.tree_for(id);
-        let agreed: Vec<Rank> = v.failed.as_slice().iter().copied().filter(|&r| tree.is_member(r)).collect();
+        let agreed: Vec<Rank> = v
+            .failed
+            .as_slice()
+            .iter()
+            .copied()
+            .filter(|&r| tree.is_member(r))
+            .collect();
         if agreed.is_empty() {
             return;
         }
@@ -529,7 +535,12 @@ impl<V: Value> Era<V> {
         for &r in &agreed {
             common[r as usize] = true;
         }
-        let survivors: Vec<Rank> = tree.members().iter().copied().filter(|&r| !common[r as usize]).collect();
+        let survivors: Vec<Rank> = tree
+            .members()
+            .iter()
+            .copied()
+            .filter(|&r| !common[r as usize])
+            .collect();
         if !survivors.contains(&self.me) {
             return;
         }

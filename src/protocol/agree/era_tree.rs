@@ -274,10 +274,18 @@ mod tests {
     use crate::protocol::ProtoRng;
 
     fn shapes() -> Vec<Shape> {
-        ["bin", "star", "string", "bin/bin:4", "bin/star:3", "star/bin:5", "string/bin:2"]
-            .iter()
-            .map(|s| s.parse().unwrap())
-            .collect()
+        [
+            "bin",
+            "star",
+            "string",
+            "bin/bin:4",
+            "bin/star:3",
+            "star/bin:5",
+            "string/bin:2",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect()
     }
 
     #[test]

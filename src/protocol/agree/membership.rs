@@ -15,7 +15,9 @@ pub struct Membership {
 impl Membership {
     /// Every rank `0..n`.
     pub fn all(n: Rank) -> Self {
-        Self { ranks: (0..n).collect() }
+        Self {
+            ranks: (0..n).collect(),
+        }
     }
 
     /// These ranks (sorted, deduplicated).

@@ -220,7 +220,12 @@ mod tests {
     fn and_and_union_are_idempotent_commutative_monoids() {
         laws(&[And32(0), And32(5), And32(u32::MAX), And32(0xF0F0)]);
         laws(&[And64(3), And64(u64::MAX), And64(1 << 40)]);
-        laws(&[RankSet::of([1, 5]), RankSet::new(), RankSet::of([2, 5, 9]), RankSet::of([0])]);
+        laws(&[
+            RankSet::of([1, 5]),
+            RankSet::new(),
+            RankSet::of([2, 5, 9]),
+            RankSet::of([0]),
+        ]);
         let b = |v: u64, f: &[Rank], a: Option<&[Rank]>, r: u64| Ballot {
             value: And64(v),
             failed: RankSet::of(f.iter().copied()),

@@ -37,7 +37,10 @@ fn theorem_5_failure_free_steps_and_messages() {
             // Theorem 5's 2·⌈log_δ n⌉ assumes a tree whose depth is log_δ n: the flat ones.
             // Hierarchical trees are as deep as their two levels together (2·height above).
             if !shape.contains('/') {
-                assert!(r.max_steps_failure_free <= theorem5_bound(n, fanout, height), "{shape} n={n}");
+                assert!(
+                    r.max_steps_failure_free <= theorem5_bound(n, fanout, height),
+                    "{shape} n={n}"
+                );
             }
             assert_eq!(r.messages.percentiles().max, f64::from(2 * (n - 1)));
             assert_eq!(r.messages.percentiles().p50, f64::from(2 * (n - 1)));
@@ -81,7 +84,12 @@ fn random_failure_schedules_keep_the_four_properties() {
         }
         let r = run_once::<RankSet>(&s, run).unwrap();
         assert!(!r.aborted, "run {run}");
-        assert_eq!(r.violations, Violations::default(), "run {run}: {shape} n={n} {:?}", s.kills);
+        assert_eq!(
+            r.violations,
+            Violations::default(),
+            "run {run}: {shape} n={n} {:?}",
+            s.kills
+        );
         failures += u64::from(r.dead);
     }
     assert!(failures > 1000, "the schedules inject failures: {failures}");
@@ -134,15 +142,27 @@ fn detecting_then_stabilizing_then_post_failure() {
     assert_eq!(r.not_acknowledged, 15);
     s.ack_on_error = false;
     let r = run_once::<And64>(&s, 9).unwrap();
-    assert_eq!(r.not_acknowledged, 4 * 15, "never acknowledged: every agreement reports it");
+    assert_eq!(
+        r.not_acknowledged,
+        4 * 15,
+        "never acknowledged: every agreement reports it"
+    );
 }
 
 #[test]
 fn bad_configurations_are_errors() {
     let mut s = sim(4, "bin", 1);
-    s.kills = vec![Kill { rank: 9, at: KillAt::Before }];
+    s.kills = vec![Kill {
+        rank: 9,
+        at: KillAt::Before,
+    }];
     assert!(run_once::<And64>(&s, 1).is_err());
-    s.kills = (0..4).map(|r| Kill { rank: r, at: KillAt::Before }).collect();
+    s.kills = (0..4)
+        .map(|r| Kill {
+            rank: r,
+            at: KillAt::Before,
+        })
+        .collect();
     assert!(run_once::<And64>(&s, 1).is_err());
     let s = sim(4, "bin", 0);
     assert!(run_once::<And64>(&s, 1).is_err());

@@ -103,7 +103,10 @@ impl Net {
                     assert_eq!(d, o, "{ctx}: agreement on {id} (ranks {live:?})");
                 }
                 decided = Some(o);
-                assert!(o.failed.as_slice().iter().all(|&f| !self.alive[f as usize]), "{ctx}: failed set");
+                assert!(
+                    o.failed.as_slice().iter().all(|&f| !self.alive[f as usize]),
+                    "{ctx}: failed set"
+                );
             }
             let Some(d) = decided else { continue };
             for &r in &live {
@@ -217,7 +220,13 @@ fn garbage_collection_keeps_storage_bounded() {
     assert!(most <= 3, "stored agreements per process: {most}");
     assert!(net.eras.iter().all(|e| e.collected_below() >= 297));
     // Without collection every result stays.
-    let mut net = Net::new(n, EraConfig { gc: false, ..cfg(Shape::Flat(Flat::Binary)) });
+    let mut net = Net::new(
+        n,
+        EraConfig {
+            gc: false,
+            ..cfg(Shape::Flat(Flat::Binary))
+        },
+    );
     net.run(&mut rng, 50, 0);
     assert!(net.eras.iter().all(|e| e.stored() == 50));
 }
@@ -247,7 +256,7 @@ fn rebalancing_rebuilds_a_degenerated_tree_identically() {
         .collect();
     assert!(members.iter().all(|m| m == &members[0]), "same tree everywhere");
     assert_eq!(members[0], vec![0, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
-    assert!(live.iter().all(|&r| net.alive[r] == false || net.eras[r].rebalances() == 1));
+    assert!(live.iter().all(|&r| !net.alive[r] || net.eras[r].rebalances() == 1));
 }
 
 #[test]
@@ -270,4 +279,3 @@ fn window_limits_outstanding_agreements() {
     assert_eq!(e.agree(And64(1)), Ok(0));
     assert_eq!(e.agree(And64(1)), Err(AgreeError::WindowFull));
 }
-
