@@ -60,7 +60,7 @@ fn random_failure_schedules_keep_the_four_properties() {
     let shapes = ["bin", "star", "string", "bin/bin:4", "bin/star:3", "star/bin:5"];
     let mut rng = ProtoRng::new(2024);
     let mut failures = 0;
-    for run in 0..1200u64 {
+    for run in 0..3000u64 {
         let n = 2 + rng.below(40);
         let shape = shapes[run as usize % shapes.len()];
         let mut s = sim(n, shape, 1 + u64::from(rng.below(4)));
@@ -92,7 +92,7 @@ fn random_failure_schedules_keep_the_four_properties() {
         );
         failures += u64::from(r.dead);
     }
-    assert!(failures > 1000, "the schedules inject failures: {failures}");
+    assert!(failures > 3000, "the schedules inject failures: {failures}");
 }
 
 #[test]

@@ -150,7 +150,7 @@ fn failure_free_uses_two_messages_per_edge() {
 #[test]
 fn random_asynchrony_and_crashes_keep_the_four_properties() {
     let shapes = ["bin", "star", "string", "bin/bin:3", "bin/star:2", "star/bin:4"];
-    for seed in 0..1500u64 {
+    for seed in 0..3000u64 {
         let mut rng = ProtoRng::new(seed);
         let shape = shapes[seed as usize % shapes.len()];
         let n = 1 + rng.below(12);
