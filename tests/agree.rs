@@ -100,7 +100,7 @@ fn table_output_names_the_checks() {
 #[test]
 fn misuse_is_a_one_line_error_with_code_2() {
     for args in [
-        &["agree", "--nodes", "4"][..],
+        &["agree", "--sim", "--nodes", "4", "--tree", "bin/"][..],
         &["agree", "--sim", "--tree", "ring"],
         &["agree", "--sim", "--tree", "bin/bin:0"],
         &["agree", "--sim", "--nodes", "4", "--kill", "7"],
@@ -112,10 +112,50 @@ fn misuse_is_a_one_line_error_with_code_2() {
         &["agree", "--sim", "--agreements", "0"],
         &["agree", "--sim", "--value", "xor"],
         &["agree", "--sim", "--window", "0"],
+        &["agree", "--nodes", "1"],
+        &["agree", "--nodes", "4", "--kill", "1"],
+        &["agree", "--nodes", "4", "--kill", "7@1"],
+        &["agree", "--nodes", "4", "--agreements", "10", "--kill", "1@10"],
+        &["agree", "--nodes", "4", "--window", "2"],
+        &["agree", "--nodes", "4", "--heartbeat-us", "0"],
     ] {
         let (code, out, err) = ftcoll(args);
         assert_eq!(code, 2, "{args:?}: {out} {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn network_benchmark_survives_a_kill_inproc_and_udp() {
+    for transport in ["inproc", "udp"] {
+        let v = json(&[
+            "agree",
+            "--transport",
+            transport,
+            "--nodes",
+            "4",
+            "--warmup",
+            "20",
+            "--agreements",
+            "200",
+            "--kill",
+            "2@100",
+            "--suspect-ms",
+            "50",
+            "--json",
+        ]);
+        assert_eq!(v["disagreements"], 0, "{transport}: {v}");
+        assert_eq!(v["invalid"], 0, "{transport}: {v}");
+        assert_eq!(v["unfinished"], 0, "{transport}: {v}");
+        assert!(v["first_success_after_kill_us"].is_number(), "{transport}: {v}");
+        let classes: Vec<&str> = v["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["class"].as_str().unwrap())
+            .collect();
+        assert!(classes.contains(&"failure-detecting"), "{transport}: {v}");
+        assert!(classes.contains(&"post-failure"), "{transport}: {v}");
     }
 }

@@ -1,4 +1,4 @@
-//! `ftcoll agree --sim`: ERA in the LogP simulator — back-to-back agreements per process
+//! `ftcoll agree --sim`: ERA in the LogP simulator (without `--sim`: [`super::agree_bench`]) — back-to-back agreements per process
 //! (ULFM's `benchagree` loop), failures before or during them, latency, messages and
 //! critical-path steps as percentiles, the properties of §2.1 checked on every return.
 
@@ -21,6 +21,13 @@ pub enum ValueName {
     Union,
 }
 
+/// Transport of the network benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportName {
+    Udp,
+    Inproc,
+}
+
 /// Tree rebalancing policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum RebalanceName {
@@ -31,9 +38,30 @@ pub enum RebalanceName {
 
 #[derive(Args, Debug, Clone)]
 pub struct AgreeArgs {
-    /// Run in the LogP simulator (the network benchmark is not built yet).
+    /// Run in the LogP simulator instead of on a local cluster.
     #[arg(long)]
     pub sim: bool,
+    /// Network benchmark: transport.
+    #[arg(long, value_enum, default_value = "udp")]
+    pub transport: TransportName,
+    /// Network benchmark: warm-up agreements before the measured ones.
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+    /// Network benchmark: worker threads [default: min(nodes, cores)].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Network benchmark: do not pin workers to cores.
+    #[arg(long = "no-pin")]
+    pub no_pin: bool,
+    /// Network benchmark: heartbeat period to tree neighbours, µs.
+    #[arg(long = "heartbeat-us", default_value_t = 500)]
+    pub heartbeat_us: u64,
+    /// Network benchmark: a neighbour silent this long is suspected, ms.
+    #[arg(long = "suspect-ms", default_value_t = 100)]
+    pub suspect_ms: u64,
+    /// Network benchmark: give up when no agreement returns for this long, ms.
+    #[arg(long = "op-timeout-ms", default_value_t = 5000)]
+    pub op_timeout_ms: u64,
     /// Number of processes.
     #[arg(long, default_value_t = 64)]
     pub nodes: u32,
@@ -52,8 +80,9 @@ pub struct AgreeArgs {
     /// Monte Carlo runs.
     #[arg(long, default_value_t = 100)]
     pub runs: u64,
-    /// Failures: R (dead before), R@T (dies at time T), R@msg:K (dies on its K-th received
-    /// message); comma-separated.
+    /// Failures. --sim: R (dead before), R@T (dies at time T), R@msg:K (dies on its K-th
+    /// received message), comma-separated. Network: R@I, rank R dies instead of entering
+    /// measured agreement I.
     #[arg(long)]
     pub kill: Option<String>,
     /// Random processes dying at random times in [0, --kill-horizon) in each run.
@@ -120,9 +149,6 @@ fn parse_kills(spec: &str, n: u32) -> Result<Vec<Kill>, String> {
 
 /// The simulated experiment of these flags.
 pub fn experiment(a: &AgreeArgs) -> Result<AgreeSim, String> {
-    if !a.sim {
-        return Err("ftcoll agree: only --sim is implemented (the network benchmark is not built yet)".into());
-    }
     if a.nodes == 0 {
         return Err("--nodes must be at least 1".into());
     }
@@ -233,6 +259,9 @@ fn simulate<V: SimValue>(sim: &AgreeSim, a: &AgreeArgs) -> Result<Totals, String
 
 /// Runs `ftcoll agree`.
 pub fn run(a: &AgreeArgs) -> Result<(), String> {
+    if !a.sim {
+        return crate::cli::agree_bench::run(a);
+    }
     let sim = experiment(a)?;
     let started = std::time::Instant::now();
     let t = match a.value {

@@ -4,6 +4,7 @@
 //! panic (DESIGN.md decision 9).
 
 pub mod agree;
+pub mod agree_bench;
 pub mod args;
 pub mod bench;
 pub mod config;

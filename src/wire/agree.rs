@@ -8,6 +8,7 @@
 //! ballot      value · failed set · acked (0 = ⊥ | 1 · set) · returned_below u64
 //! set         len u16 (<= MAX_SET) · len × rank u32
 //! value       And32: u32 | And64: u64 | RankSet (union): set
+//! Heartbeat   (empty)
 //! ```
 
 use super::codec::{Reader, Writer};
@@ -162,6 +163,27 @@ impl<V: WireValue> WireMessage for EraMsg<V> {
     }
 }
 
+/// The failure detector's heartbeat between ERA tree neighbours (empty body).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heartbeat;
+
+impl WireMessage for Heartbeat {
+    const KIND: u8 = kind::HEARTBEAT;
+    const MAX_BODY: usize = 0;
+
+    fn encode(&self, _out: &mut [u8]) -> usize {
+        0
+    }
+
+    fn decode(body: &[u8], _n: u32) -> Result<Self, DecodeError> {
+        if body.is_empty() {
+            Ok(Heartbeat)
+        } else {
+            Err(DecodeError::LengthMismatch)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +280,14 @@ mod tests {
         let mut buf = vec![0u8; EraMsg::<RankSet>::MAX_BODY];
         let len = big.encode(&mut buf);
         assert!(EraMsg::<RankSet>::decode(&buf[..len], N).is_err());
+    }
+
+    #[test]
+    fn heartbeat_is_empty() {
+        let mut buf = vec![0u8; crate::wire::HEADER_LEN];
+        let len = encode_datagram(&mut buf, JOB, 0, 0, 3, &Heartbeat, &[]).unwrap();
+        assert!(decode_datagram::<Heartbeat>(&buf[..len], JOB, N).is_ok());
+        assert_eq!(Heartbeat::decode(&[0], N), Err(DecodeError::LengthMismatch));
     }
 
     #[test]
