@@ -159,3 +159,23 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
         assert!(classes.contains(&"post-failure"), "{transport}: {v}");
     }
 }
+
+#[test]
+fn stress_agree_runs_for_its_duration_without_disagreement() {
+    let (code, out, err) = ftcoll(&[
+        "stress",
+        "agree",
+        "--duration",
+        "2",
+        "--transport",
+        "inproc",
+        "--nodes",
+        "6",
+        "--agreements",
+        "300",
+    ]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("disagreements 0"), "{out}");
+    let (code, _, err) = ftcoll(&["stress", "agree", "--max-kills", "8", "--nodes", "8"]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -11,13 +11,18 @@ use crate::cli::agree::{AgreeArgs, RebalanceName, TransportName};
 use crate::protocol::agree::{EraConfig, Rebalance, Shape};
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport};
 
-fn parse_kill(spec: &str) -> Result<Option<(u32, u64)>, String> {
+fn parse_kills(spec: &str) -> Result<Vec<(u32, u64)>, String> {
     if spec == "none" {
-        return Ok(None);
+        return Ok(Vec::new());
     }
-    let bad = || format!("bad --kill '{spec}': the network benchmark takes R@I (rank R dies at agreement I) or none");
-    let (r, i) = spec.split_once('@').ok_or_else(bad)?;
-    Ok(Some((r.parse().map_err(|_| bad())?, i.parse().map_err(|_| bad())?)))
+    let mut v = Vec::new();
+    for part in spec.split(',').map(str::trim) {
+        let bad =
+            || format!("bad --kill '{part}': the network benchmark takes R@I (rank R dies at agreement I) or none");
+        let (r, i) = part.split_once('@').ok_or_else(bad)?;
+        v.push((r.parse().map_err(|_| bad())?, i.parse().map_err(|_| bad())?));
+    }
+    Ok(v)
 }
 
 /// The benchmark of these flags.
@@ -53,7 +58,7 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
         pin: !a.no_pin,
         warmup: a.warmup,
         iterations: a.agreements,
-        kill: a.kill.as_deref().map(parse_kill).transpose()?.flatten(),
+        kills: a.kill.as_deref().map(parse_kills).transpose()?.unwrap_or_default(),
         heartbeat: Duration::from_micros(a.heartbeat_us),
         suspect_after: Duration::from_millis(a.suspect_ms),
         op_timeout: Duration::from_millis(a.op_timeout_ms.max(1)),
@@ -114,7 +119,15 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport) -> String {
         b.workers.min(b.n as usize),
         b.warmup,
         b.iterations,
-        b.kill.map(|(r, i)| format!("{r}@{i}")).unwrap_or_else(|| "none".into())
+        if b.kills.is_empty() {
+            "none".to_string()
+        } else {
+            b.kills
+                .iter()
+                .map(|(r, i)| format!("{r}@{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        }
     );
     let _ = writeln!(
         s,

@@ -27,6 +27,8 @@ pub enum Command {
     Node(crate::cli::node::NodeArgs),
     /// ERA agreements (early-returning agreement): `--sim` runs them in the LogP simulator.
     Agree(crate::cli::agree::AgreeArgs),
+    /// Stress loops: `stress agree` (agreements with random kills until --duration).
+    Stress(crate::cli::stress::StressArgs),
 }
 
 /// The broadcast algorithms.

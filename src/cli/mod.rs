@@ -16,6 +16,7 @@ pub mod reproduce;
 pub mod runner;
 pub mod sim;
 pub mod spec;
+pub mod stress;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -63,6 +64,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
         Command::Agree(a) => agree::run(a),
+        Command::Stress(a) => stress::run(a),
     };
     match result {
         Ok(()) => 0,

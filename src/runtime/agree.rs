@@ -3,8 +3,8 @@
 //! a 64-bit AND, with a failure detector that watches only the node's ERA tree neighbours
 //! (ERA §2): heartbeats every `heartbeat`, a neighbour silent for `suspect_after` is
 //! suspected, and so is one the transport reports (UDP retries exhausted; in-process, a send
-//! to a killed endpoint — the closed-socket signal). One node can be killed when it would
-//! enter a given agreement; it then stops dead (its endpoint is closed, nothing more is sent).
+//! to a killed endpoint — the closed-socket signal). Nodes can be killed when they would
+//! enter a given agreement; they then stop dead (the endpoint is closed, nothing more is sent).
 //!
 //! Every return is recorded on the process's one monotonic clock; agreements are classed as
 //! in the paper's §5.1: failure-free, failure-detecting (the first to report the failure),
@@ -47,7 +47,7 @@ pub struct AgreeBench {
     pub warmup: u64,
     pub iterations: u64,
     /// `(rank, i)`: the rank dies instead of entering measured agreement `i`.
-    pub kill: Option<(Rank, u64)>,
+    pub kills: Vec<(Rank, u64)>,
     pub heartbeat: Duration,
     pub suspect_after: Duration,
     /// The run is abandoned when no agreement returns anywhere for this long.
@@ -122,6 +122,11 @@ struct Node {
     last_sent: Vec<Instant>,
     nb: Vec<Rank>,
     nb_at: Instant,
+    last_step: Instant,
+    /// The neighbours watched at the last check.
+    watching: Vec<Rank>,
+    /// When each peer last sent this node a heartbeat (it watches this node).
+    pinged: Vec<Option<Instant>>,
     backlog: VecDeque<(Rank, Vec<u8>)>,
     buf: Vec<u8>,
     recs: Vec<Rec>,
@@ -203,7 +208,7 @@ impl Node {
         if self.kill_id == Some(id) {
             self.dead = true;
             sh.dead[self.rank as usize].store(true, Ordering::Release);
-            sh.kill_ns.store(sh.ns(now), Ordering::Release);
+            sh.kill_ns.fetch_min(sh.ns(now), Ordering::AcqRel);
             if let Some(net) = &sh.inproc {
                 net.kill(self.rank);
             }
@@ -222,12 +227,24 @@ impl Node {
             return false;
         }
         let now = Instant::now();
+        // This node was not polling for a while (descheduled): the silence of others during
+        // that time says nothing about them, so it does not count.
+        if now.saturating_duration_since(self.last_step) >= bench.suspect_after / 4 {
+            self.last_heard.iter_mut().for_each(|t| *t = now);
+        }
+        self.last_step = now;
         let n = bench.n;
         let (inbox, suspects) = (&mut self.inbox, &mut self.suspects);
-        let _ = self.tp.poll(now, &mut |d| match d {
-            Delivery::Message { from, bytes } => inbox.push((from, bytes.to_vec())),
-            Delivery::Suspect { peer } => suspects.push(peer),
-        });
+        // Transports may hand out one delivery per poll: drain (bounded).
+        for _ in 0..64 {
+            let got = self.tp.poll(now, &mut |d| match d {
+                Delivery::Message { from, bytes } => inbox.push((from, bytes.to_vec())),
+                Delivery::Suspect { peer } => suspects.push(peer),
+            });
+            if !matches!(got, Ok(k) if k > 0) {
+                break;
+            }
+        }
         let mut progress = !self.inbox.is_empty();
         for (from, bytes) in std::mem::take(&mut self.inbox) {
             self.last_heard[from as usize] = now;
@@ -238,11 +255,10 @@ impl Node {
                     Ok(m) => self.era.on_message(from, m),
                     Err(e) => self.drops.count(e),
                 },
-                Ok((h, body, _)) if h.kind == kind::HEARTBEAT => {
-                    if let Err(e) = Heartbeat::decode(body, n) {
-                        self.drops.count(e);
-                    }
-                }
+                Ok((h, body, _)) if h.kind == kind::HEARTBEAT => match Heartbeat::decode(body, n) {
+                    Ok(_) => self.pinged[from as usize] = Some(now),
+                    Err(e) => self.drops.count(e),
+                },
                 Ok(_) => self.drops.count(crate::wire::DecodeError::UnknownKind),
             }
         }
@@ -254,8 +270,29 @@ impl Node {
             self.nb_at = now;
             let mut nb = std::mem::take(&mut self.nb);
             self.era.neighbours(&mut nb);
+            // Those who watch this node (their views may differ from this one's) hear from it
+            // too: heartbeats go to the neighbours and to every recent pinger.
+            let watched = nb.len();
+            // A peer newly watched is timed from now, not from the last time it happened to
+            // send something (it may never have had reason to).
+            let mut was = std::mem::take(&mut self.watching);
             for &p in &nb {
-                if now.saturating_duration_since(self.last_heard[p as usize]) >= bench.suspect_after {
+                if !was.contains(&p) {
+                    self.last_heard[p as usize] = now;
+                }
+            }
+            was.clear();
+            was.extend_from_slice(&nb);
+            self.watching = was;
+            for p in 0..n {
+                if self.pinged[p as usize].is_some_and(|t| now.saturating_duration_since(t) < bench.suspect_after)
+                    && !nb.contains(&p)
+                {
+                    nb.push(p);
+                }
+            }
+            for (i, &p) in nb.iter().enumerate() {
+                if i < watched && now.saturating_duration_since(self.last_heard[p as usize]) >= bench.suspect_after {
                     self.suspect(p, sh);
                 } else if now.saturating_duration_since(self.last_sent[p as usize]) >= bench.heartbeat {
                     let mut b = vec![0u8; HEADER_LEN];
@@ -319,13 +356,19 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
     if b.n < 2 {
         return Err("--nodes must be at least 2 for the network benchmark".into());
     }
-    if let Some((r, i)) = b.kill
-        && (r >= b.n || i >= b.iterations)
-    {
-        return Err(format!(
-            "bad --kill {r}@{i}: the rank must be below {} and the iteration below {}",
-            b.n, b.iterations
-        ));
+    for &(r, i) in &b.kills {
+        if r >= b.n || i >= b.iterations {
+            return Err(format!(
+                "bad --kill {r}@{i}: the rank must be below {} and the iteration below {}",
+                b.n, b.iterations
+            ));
+        }
+        if b.kills.iter().filter(|k| k.0 == r).count() > 1 {
+            return Err(format!("bad --kill: rank {r} is killed twice"));
+        }
+    }
+    if b.kills.len() >= b.n as usize {
+        return Err("bad --kill: at least one node must survive".into());
     }
     let total = b.warmup + b.iterations;
     let (tps, inproc): (Vec<Box<dyn Transport>>, Option<InprocNet>) = match b.transport {
@@ -353,7 +396,7 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
         live: AtomicU64::new(u64::from(b.n)),
         last_return: AtomicU64::new(0),
         abort: AtomicBool::new(false),
-        kill_ns: AtomicU64::new(0),
+        kill_ns: AtomicU64::new(u64::MAX),
         inproc,
     };
     let mut nodes = Vec::new();
@@ -367,6 +410,9 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
             last_sent: vec![base; b.n as usize],
             nb: Vec::new(),
             nb_at: base,
+            last_step: base,
+            pinged: vec![None; b.n as usize],
+            watching: Vec::new(),
             backlog: VecDeque::new(),
             buf: Vec::new(),
             recs: vec![Rec::default(); total as usize],
@@ -374,7 +420,7 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
             enforced: false,
             finished: false,
             total,
-            kill_id: b.kill.filter(|k| k.0 == r).map(|k| b.warmup + k.1),
+            kill_id: b.kills.iter().find(|k| k.0 == r).map(|k| b.warmup + k.1),
             seed: b.seed,
             suspicions: 0,
             false_suspicions: 0,
@@ -413,6 +459,7 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
                     let now = Instant::now();
                     for node in group.iter_mut() {
                         node.last_heard.iter_mut().for_each(|t| *t = now);
+                        node.last_step = now;
                         node.enter_next(sh, now);
                     }
                     loop {
@@ -456,7 +503,7 @@ fn report(b: &AgreeBench, sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBen
     let mut disagreements = 0;
     let mut invalid = 0;
     let unfinished = live.iter().filter(|n| !n.finished).count() as u64;
-    let kill_id = b.kill.map(|k| (b.warmup + k.1) as usize);
+    let kill_id = b.kills.iter().map(|k| (b.warmup + k.1) as usize).min();
     // The detecting agreement: the first after the kill that reports a failure.
     let detecting = kill_id.and_then(|k| (k..total).find(|&i| live.iter().any(|n| n.recs[i].done && !n.recs[i].ok)));
     let names = ["failure-free", "failure-detecting", "stabilizing", "post-failure"];
