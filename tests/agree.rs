@@ -113,6 +113,7 @@ fn misuse_is_a_one_line_error_with_code_2() {
         &["agree", "--sim", "--value", "xor"],
         &["agree", "--sim", "--window", "0"],
         &["agree", "--nodes", "1"],
+        &["agree", "--nodes", "129"],
         &["agree", "--nodes", "4", "--kill", "1"],
         &["agree", "--nodes", "4", "--kill", "7@1"],
         &["agree", "--nodes", "4", "--agreements", "10", "--kill", "1@10"],

@@ -28,6 +28,14 @@ use crate::wire::{DropCounters, HEADER_LEN, Header, WireMessage, encode_datagram
 
 const JOB: u64 = 0xE4A0_A64E_E000_0001;
 
+/// The most nodes: an ERA message with every other node failed and acknowledged (two sets of
+/// `n - 1` ranks) must fit one transport datagram ([`crate::transport::MAX_PAYLOAD`]).
+pub const MAX_NODES: u32 = 128;
+
+const _: () = assert!(
+    HEADER_LEN + 1 + 8 + 8 + 2 * (2 + 4 * (MAX_NODES as usize - 1)) + 1 + 8 <= crate::transport::MAX_PAYLOAD
+);
+
 /// Which transport carries the agreements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AgreeTransport {
@@ -353,8 +361,8 @@ fn hist() -> Histogram<u64> {
 
 /// Runs the benchmark.
 pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
-    if b.n < 2 {
-        return Err("--nodes must be at least 2 for the network benchmark".into());
+    if b.n < 2 || b.n > MAX_NODES {
+        return Err(format!("--nodes must be in 2..={MAX_NODES} for the network benchmark"));
     }
     for &(r, i) in &b.kills {
         if r >= b.n || i >= b.iterations {
