@@ -25,6 +25,10 @@ pub enum Command {
     Logp(crate::cli::logp::LogpArgs),
     /// One node of a multi-process run (started by `bench --procs` or a launcher).
     Node(crate::cli::node::NodeArgs),
+    /// ERA agreements (early-returning agreement): `--sim` runs them in the LogP simulator.
+    Agree(crate::cli::agree::AgreeArgs),
+    /// Stress loops: `stress agree` (agreements with random kills until --duration).
+    Stress(crate::cli::stress::StressArgs),
 }
 
 /// The broadcast algorithms.

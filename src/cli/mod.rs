@@ -3,6 +3,8 @@
 //! Every misuse ends with a one-line `ftcoll: error: ...` on stderr and exit code 2, never a
 //! panic (DESIGN.md decision 9).
 
+pub mod agree;
+pub mod agree_bench;
 pub mod args;
 pub mod bench;
 pub mod config;
@@ -14,6 +16,7 @@ pub mod reproduce;
 pub mod runner;
 pub mod sim;
 pub mod spec;
+pub mod stress;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -60,6 +63,8 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Bench(a) => bench::run(a),
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
+        Command::Agree(a) => agree::run(a),
+        Command::Stress(a) => stress::run(a),
     };
     match result {
         Ok(()) => 0,

@@ -8,6 +8,7 @@
 //! Ranks are *virtual*: the root of an operation is rank 0 (the papers assume this without loss
 //! of generality); a driver maps virtual to physical ranks as `(physical - root) mod n`.
 
+pub mod agree;
 pub mod bcast;
 pub mod op;
 pub mod rng;

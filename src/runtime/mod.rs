@@ -7,6 +7,7 @@
 //! unit lasts `o` nanoseconds of real time, so counted waits (synchronized correction, gossip
 //! rounds, delayed correction) keep their meaning on the wire.
 
+pub mod agree;
 pub mod board;
 pub mod cluster;
 pub mod control;

@@ -1,5 +1,6 @@
 //! LogP discrete-event simulator: the first driver of the sans-IO protocols.
 
+pub mod agree;
 pub mod calendar;
 pub mod engine;
 pub mod faults;

@@ -1,25 +1,31 @@
 //! Little-endian cursors over byte slices that never panic: the writer skips what does not
-//! fit, the reader reports it as [`DecodeError::LengthMismatch`].
+//! fit, the reader reports it as [`DecodeError::LengthMismatch`]. Public for value codecs
+//! such as [`super::agree::WireValue`].
 
 use super::DecodeError;
 
 /// Appends little-endian fields to a buffer; a field that does not fit is not written.
-pub(crate) struct Writer<'a> {
+pub struct Writer<'a> {
     buf: &'a mut [u8],
     pos: usize,
 }
 
 impl<'a> Writer<'a> {
-    pub(crate) fn new(buf: &'a mut [u8]) -> Self {
+    pub fn new(buf: &'a mut [u8]) -> Self {
         Self { buf, pos: 0 }
     }
 
     /// Bytes written so far.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.pos
     }
 
-    pub(crate) fn bytes(&mut self, b: &[u8]) {
+    /// Nothing written yet?
+    pub fn is_empty(&self) -> bool {
+        self.pos == 0
+    }
+
+    pub fn bytes(&mut self, b: &[u8]) {
         let Some(end) = self.pos.checked_add(b.len()) else {
             return;
         };
@@ -29,30 +35,30 @@ impl<'a> Writer<'a> {
         }
     }
 
-    pub(crate) fn u8(&mut self, v: u8) {
+    pub fn u8(&mut self, v: u8) {
         self.bytes(&[v]);
     }
 
-    pub(crate) fn u16(&mut self, v: u16) {
+    pub fn u16(&mut self, v: u16) {
         self.bytes(&v.to_le_bytes());
     }
 
-    pub(crate) fn u32(&mut self, v: u32) {
+    pub fn u32(&mut self, v: u32) {
         self.bytes(&v.to_le_bytes());
     }
 
-    pub(crate) fn u64(&mut self, v: u64) {
+    pub fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
     }
 }
 
 /// Reads little-endian fields from a byte slice, front to back.
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     buf: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
+    pub fn new(buf: &'a [u8]) -> Self {
         Self { buf }
     }
 
@@ -62,30 +68,30 @@ impl<'a> Reader<'a> {
         Ok(*head)
     }
 
-    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take::<1>()?[0])
     }
 
-    pub(crate) fn u16(&mut self) -> Result<u16, DecodeError> {
+    pub fn u16(&mut self) -> Result<u16, DecodeError> {
         self.take().map(u16::from_le_bytes)
     }
 
-    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
         self.take().map(u32::from_le_bytes)
     }
 
-    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
         self.take().map(u64::from_le_bytes)
     }
 
     /// A rank, which must be below `n`.
-    pub(crate) fn rank(&mut self, n: u32) -> Result<u32, DecodeError> {
+    pub fn rank(&mut self, n: u32) -> Result<u32, DecodeError> {
         let r = self.u32()?;
         if r < n { Ok(r) } else { Err(DecodeError::RankOutOfRange) }
     }
 
     /// Succeeds only if every byte was read (trailing bytes are a length mismatch).
-    pub(crate) fn finish(self) -> Result<(), DecodeError> {
+    pub fn finish(self) -> Result<(), DecodeError> {
         if self.buf.is_empty() {
             Ok(())
         } else {

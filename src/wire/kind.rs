@@ -11,6 +11,14 @@ pub const BIG: u8 = 0x01;
 pub const TREE_ACK: u8 = 0x02;
 /// `BfbMsg`.
 pub const BFB: u8 = 0x03;
+/// `EraMsg<And32>` (ERA agreement on a 32-bit AND).
+pub const ERA_AND32: u8 = 0x05;
+/// `EraMsg<And64>`.
+pub const ERA_AND64: u8 = 0x06;
+/// `EraMsg<RankSet>` (set union).
+pub const ERA_UNION: u8 = 0x07;
+/// `Heartbeat` (ERA's failure detector).
+pub const HEARTBEAT: u8 = 0x08;
 /// `TreeMsg<C>` is `CORRECTED_TREE | C`.
 pub const CORRECTED_TREE: u8 = 0x10;
 /// `GossipMsg<C>` is `CORRECTED_GOSSIP | C`.
@@ -28,7 +36,8 @@ pub(crate) const fn with_cap(family: u8, c: usize) -> u8 {
 
 /// Is `k` the kind of some message type (whatever its capacity)?
 pub fn is_known(k: u8) -> bool {
-    matches!(k, BIG | TREE_ACK | BFB) || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
+    matches!(k, BIG | TREE_ACK | BFB | ERA_AND32 | ERA_AND64 | ERA_UNION | HEARTBEAT)
+        || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
 }
 
 #[cfg(test)]
@@ -38,7 +47,7 @@ mod tests {
     #[test]
     fn known_kinds() {
         let known: Vec<u8> = (0..=u8::MAX).filter(|&k| is_known(k)).collect();
-        assert_eq!(known.len(), 3 + 3 * 16);
+        assert_eq!(known.len(), 7 + 3 * 16);
         assert!(!is_known(0));
         assert!(!is_known(0x04) && !is_known(0x40) && !is_known(0xFF));
         assert_eq!(with_cap(CORRECTION, 4), 0x34);

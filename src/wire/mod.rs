@@ -9,8 +9,9 @@
 //! Ranks in the header are physical; ranks inside bodies are virtual (the root is 0). Both
 //! must be below the job's size `n`.
 
+pub mod agree;
 pub mod bcast;
-mod codec;
+pub mod codec;
 pub mod header;
 pub mod kind;
 

@@ -1,0 +1,121 @@
+//! `ftcoll stress agree`: the paper's §5 stress test in the spirit of ULFM's — an endless loop
+//! (bounded by `--duration`) of agreements on a local cluster in which random nodes are killed
+//! mid-run; each generation ends when every survivor has returned all its agreements, and the
+//! next generation is a new group in which the dead are replaced by fresh nodes (ULFM's
+//! shrink, spawn and merge). Prints agreements completed, failures tolerated and
+//! disagreements (must be 0), totals and per minute.
+
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+
+use crate::cli::agree::TransportName;
+use crate::protocol::ProtoRng;
+use crate::protocol::agree::{EraConfig, Shape};
+use crate::runtime::agree::{AgreeBench, AgreeTransport};
+
+#[derive(Args, Debug, Clone)]
+pub struct StressArgs {
+    #[command(subcommand)]
+    pub what: StressWhat,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum StressWhat {
+    /// Agreements with random kills until --duration is over.
+    Agree(StressAgreeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StressAgreeArgs {
+    /// How long to run, seconds.
+    #[arg(long, default_value_t = 60)]
+    pub duration: u64,
+    /// Nodes per generation.
+    #[arg(long, default_value_t = 8)]
+    pub nodes: u32,
+    #[arg(long, value_enum, default_value = "udp")]
+    pub transport: TransportName,
+    /// ERA tree.
+    #[arg(long, default_value = "bin")]
+    pub tree: String,
+    /// Agreements per generation.
+    #[arg(long, default_value_t = 2000)]
+    pub agreements: u64,
+    /// Kills per generation at most (at least 1).
+    #[arg(long = "max-kills", default_value_t = 2)]
+    pub max_kills: u32,
+    #[arg(long = "heartbeat-us", default_value_t = 500)]
+    pub heartbeat_us: u64,
+    #[arg(long = "suspect-ms", default_value_t = 100)]
+    pub suspect_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Runs `ftcoll stress ...`.
+pub fn run(a: &StressArgs) -> Result<(), String> {
+    let StressWhat::Agree(a) = &a.what;
+    if a.nodes < 2 || a.max_kills == 0 || a.max_kills >= a.nodes {
+        return Err("stress agree needs --nodes >= 2 and 1 <= --max-kills < --nodes".into());
+    }
+    if a.agreements < 2 || a.duration == 0 || a.heartbeat_us == 0 || a.suspect_ms == 0 {
+        return Err("--agreements must be at least 2; --duration, --heartbeat-us and --suspect-ms positive".into());
+    }
+    let shape: Shape = a.tree.parse()?;
+    let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
+    let mut rng = ProtoRng::new(a.seed);
+    let started = Instant::now();
+    let (mut agreements, mut failures, mut bad, mut generations, mut false_susp) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    while started.elapsed() < Duration::from_secs(a.duration) {
+        let k = 1 + rng.below(a.max_kills);
+        let mut kills: Vec<(u32, u64)> = Vec::new();
+        while kills.len() < k as usize {
+            let r = rng.below(a.nodes);
+            if kills.iter().all(|x| x.0 != r) {
+                kills.push((r, u64::from(rng.below(a.agreements as u32))));
+            }
+        }
+        let b = AgreeBench {
+            n: a.nodes,
+            era: EraConfig {
+                shape,
+                ..EraConfig::default()
+            },
+            transport: match a.transport {
+                TransportName::Udp => AgreeTransport::Udp,
+                TransportName::Inproc => AgreeTransport::Inproc,
+            },
+            workers: cores.min(a.nodes as usize),
+            pin: true,
+            warmup: 0,
+            iterations: a.agreements,
+            kills,
+            heartbeat: Duration::from_micros(a.heartbeat_us),
+            suspect_after: Duration::from_millis(a.suspect_ms),
+            op_timeout: Duration::from_secs(10),
+            seed: rng.next_u64(),
+        };
+        let r = crate::runtime::agree::run(&b)?;
+        generations += 1;
+        agreements += a.agreements;
+        failures += u64::from(k) + r.false_suspicions;
+        false_susp += r.false_suspicions;
+        bad += r.disagreements + r.invalid + r.unfinished;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let per_min = |x: u64| x as f64 * 60.0 / secs;
+    println!(
+        "ftcoll stress agree: nodes={} transport={:?} tree={} agreements/generation={} max-kills={}",
+        a.nodes, a.transport, shape, a.agreements, a.max_kills
+    );
+    println!(
+        "{secs:.1} s, {generations} generations: agreements completed {agreements} ({:.0}/min), failures tolerated {failures} ({:.1}/min; {false_susp} of them false suspicions made real), disagreements {bad}",
+        per_min(agreements),
+        per_min(failures)
+    );
+    if bad > 0 {
+        return Err(format!("{bad} disagreements, invalid values or unfinished nodes"));
+    }
+    Ok(())
+}

@@ -1,0 +1,668 @@
+//! ERA, the Early Returning Agreement (Herault et al., SC'15), rule for rule as a sans-IO state
+//! machine: one [`Era`] is one process's long-lived state for every agreement of a group
+//! (ERA Part 1's variables, kept per agreement id), driven by four events: the user's
+//! [`Era::agree`] (procedure Agreement), a received message ([`Era::on_message`]: ERA Part 2's
+//! UP / DOWN / RESULT_REQUEST rules), and a failure-detector report ([`Era::on_dead`]: ERA
+//! Part 4). The spontaneous rule (ERA Part 3) runs whenever its guard may have become true.
+//! Messages wait in an outbox ([`Era::poll_send`]); decisions of agreements the user entered
+//! come out of [`Era::poll_outcome`] as soon as they are reached (early return), and the
+//! decided result stays to answer later requests until garbage-collected (§4).
+//!
+//! Where the pseudo-code and the prose of §2 differ, the prose and the proofs are followed,
+//! and the choice is named at the place it is made:
+//! - Part 2's UP rule tests `Result^a_p`, not `Result^q_p` (a typo); an UP received before
+//!   the decision records its sender as a requester, so the decision answers it ("which will
+//!   trigger the answer to the requesting child") even when the sender is not a child in this
+//!   process's view: a process whose parent died sends its UP to its new parent, which may
+//!   not have detected that death yet (found by the asynchronous property test; `Decision`
+//!   sends to `Children ∪ RequestedResult`, so failure-free runs send nothing more).
+//! - Part 2's DOWN rule is also accepted by a root (`Parent = ⊥`): a root receives DOWN only
+//!   in answer to its RESULT_REQUESTs (Theorem 5's proof: "wait for the c UP or DOWN messages";
+//!   Theorem 4: "a root process decides in ERA Part 2").
+//! - Part 4's first loop tests `q = Parent(S'_p, p)` (the old view: in the new one `q` is dead).
+//! - The processes marked dead by a RESULT_REQUEST (all `r < q`, Part 2) are "discovered dead"
+//!   and go through Part 4, so an agreement whose parent was among them re-sends its UP.
+//!
+//! Identifiers are consecutive per group (as counting agreement calls on an MPI communicator,
+//! §2); ranks in messages are physical ranks.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::era_tree::{EraTree, Shape};
+use super::value::{Ballot, RankSet, Value};
+use crate::protocol::Rank;
+
+/// The name of one agreement inside a group: its position in the sequence of agreements.
+pub type AgreeId = u64;
+
+/// ERA's messages (Part 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EraMsg<V> {
+    /// A contribution going up the tree.
+    Up { id: AgreeId, ballot: Ballot<V> },
+    /// A decision going down the tree (or answering a request).
+    Down { id: AgreeId, ballot: Ballot<V> },
+    /// A new root asks whether a decision was reached, or for a lost contribution.
+    ResultRequest { id: AgreeId },
+}
+
+impl<V> EraMsg<V> {
+    pub fn id(&self) -> AgreeId {
+        match self {
+            EraMsg::Up { id, .. } | EraMsg::Down { id, .. } | EraMsg::ResultRequest { id } => *id,
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            EraMsg::Up { .. } => "up",
+            EraMsg::Down { .. } => "down",
+            EraMsg::ResultRequest { .. } => "request",
+        }
+    }
+}
+
+/// When the tree is rebuilt over the agreed live membership between agreements (§4 "Topology
+/// Deterioration Mitigation").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rebalance {
+    /// Never: the tree only mends (Figure 2d's "w/o rebalancing").
+    Off,
+    /// When the mended tree has degenerated: its height exceeds the balanced tree's by more
+    /// than one level, or its largest fan-out is over twice the balanced one's. §5.1 finds a
+    /// rebuild after one failure not worth its cost and recommends it "only when the topology
+    /// has degenerated after a large number of failures"; a few scattered failures keep the
+    /// mended tree within these bounds.
+    Degenerated,
+    /// After every agreement that agrees on a new failure.
+    Always,
+}
+
+/// Configuration shared by the processes of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EraConfig {
+    pub shape: Shape,
+    /// How many agreements one process may have entered and not yet returned from (1: the
+    /// blocking `MPIX_Comm_agree`; more: non-blocking agreements).
+    pub window: u32,
+    /// Garbage-collect decided results by agreeing on the prefix of returned ids (§4).
+    pub gc: bool,
+    /// Tree rebalancing between agreements; only with `window == 1` (with several agreements
+    /// in flight the switch point would not be common to every process).
+    pub rebalance: Rebalance,
+}
+
+impl Default for EraConfig {
+    fn default() -> Self {
+        Self {
+            shape: Shape::Flat(super::era_tree::Flat::Binary),
+            window: 1,
+            gc: true,
+            rebalance: Rebalance::Degenerated,
+        }
+    }
+}
+
+/// ERA Part 1's `Status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    NotContributed,
+    Gathering,
+    Broadcasting,
+}
+
+/// ERA Part 1's variables of one undecided agreement.
+#[derive(Clone, Debug)]
+struct Pending<V> {
+    status: Status,
+    current: Ballot<V>,
+    contributed: RankSet,
+    requested: RankSet,
+}
+
+/// After the decision only `Result` is kept (§4: the other variables are reclaimed).
+#[derive(Clone, Debug)]
+enum Slot<V> {
+    Pending(Pending<V>),
+    Decided { result: Ballot<V>, returned: bool },
+}
+
+/// What an agreement returns to the user (`MPIX_Comm_agree`'s value and error code).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome<V> {
+    pub id: AgreeId,
+    pub value: V,
+    /// The agreed set of failed processes.
+    pub failed: RankSet,
+    /// Failed processes not acknowledged by every participant before it entered: non-empty
+    /// means "failure not acknowledged" (`MPI_ERR_PROC_FAILED`), identically everywhere.
+    pub unacknowledged: RankSet,
+}
+
+impl<V> Outcome<V> {
+    /// `MPI_SUCCESS`?
+    pub fn ok(&self) -> bool {
+        self.unacknowledged.is_empty()
+    }
+}
+
+/// Why [`Era::agree`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgreeError {
+    /// `window` agreements are already entered and not returned.
+    WindowFull,
+}
+
+/// Messages dropped and why (bad or stale input is counted, never trusted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EraCounters {
+    /// For an agreement already garbage-collected here.
+    pub stale: u64,
+    /// For an agreement too far ahead to be legitimate (see [`Era::on_message`]).
+    pub too_far_ahead: u64,
+    /// From a process outside the agreement's membership, or from this process itself.
+    pub foreign: u64,
+    /// DOWN messages ignored by the DOWN rule (not from the parent).
+    pub ignored_down: u64,
+}
+
+/// One process's ERA state for every agreement of its group.
+#[derive(Clone, Debug)]
+pub struct Era<V> {
+    me: Rank,
+    cfg: EraConfig,
+    /// ERA Part 1's `S_p`, indexed by rank (`true` = dead).
+    dead: Vec<bool>,
+    /// Trees and the first agreement id each applies to (rebalancing appends).
+    epochs: Vec<(AgreeId, EraTree)>,
+    slots: BTreeMap<AgreeId, Slot<V>>,
+    next_id: AgreeId,
+    /// Every id below has returned here.
+    returned_below: AgreeId,
+    /// Every id below is collected (§4): its messages are stale.
+    floor: AgreeId,
+    /// Failures the user acknowledged (`MPIX_Comm_failure_ack`).
+    acked: RankSet,
+    out: VecDeque<(Rank, EraMsg<V>)>,
+    done: VecDeque<Outcome<V>>,
+    pub counters: EraCounters,
+    kids: Vec<Rank>,
+}
+
+impl<V: Value> Era<V> {
+    /// Process `me` of a group of ranks `0..n`, every rank a member.
+    pub fn new(me: Rank, n: Rank, cfg: EraConfig) -> Result<Self, String> {
+        Self::with_members(me, n, (0..n).collect(), cfg)
+    }
+
+    /// Process `me` of a group made of `members` (e.g. after a shrink), ranks below `n`.
+    pub fn with_members(me: Rank, n: Rank, members: Vec<Rank>, cfg: EraConfig) -> Result<Self, String> {
+        if cfg.window == 0 {
+            return Err("the agreement window must be at least 1".into());
+        }
+        let tree = EraTree::new(cfg.shape, members, n);
+        if !tree.is_member(me) {
+            return Err(format!("rank {me} is not a member of the group"));
+        }
+        Ok(Self {
+            me,
+            cfg,
+            dead: vec![false; n as usize],
+            epochs: vec![(0, tree)],
+            slots: BTreeMap::new(),
+            next_id: 0,
+            returned_below: 0,
+            floor: 0,
+            acked: RankSet::new(),
+            out: VecDeque::new(),
+            done: VecDeque::new(),
+            counters: EraCounters::default(),
+            kids: Vec::new(),
+        })
+    }
+
+    pub fn rank(&self) -> Rank {
+        self.me
+    }
+
+    /// The tree of the latest epoch (the membership later agreements use).
+    pub fn tree(&self) -> &EraTree {
+        &self.epochs[self.epochs.len() - 1].1
+    }
+
+    /// How many times the tree was rebuilt.
+    pub fn rebalances(&self) -> usize {
+        self.epochs.len() - 1
+    }
+
+    /// Agreements whose state is stored here (pending or decided and not yet collected).
+    pub fn stored(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Every agreement id below this one is collected.
+    pub fn collected_below(&self) -> AgreeId {
+        self.floor
+    }
+
+    /// The next agreement's id.
+    pub fn next_id(&self) -> AgreeId {
+        self.next_id
+    }
+
+    /// The processes this one knows dead (`S_p`).
+    pub fn known_dead(&self) -> RankSet {
+        RankSet::of((0..self.dead.len() as Rank).filter(|&r| self.dead[r as usize]))
+    }
+
+    /// `MPIX_Comm_failure_ack`: acknowledges every failure known so far; agreements entered
+    /// afterwards do not report them as unacknowledged.
+    pub fn acknowledge_failures(&mut self) {
+        self.acked = self.known_dead();
+    }
+
+    fn tree_for(&self, id: AgreeId) -> &EraTree {
+        let i = self.epochs.iter().rposition(|(from, _)| *from <= id).unwrap_or(0);
+        &self.epochs[i].1
+    }
+
+    fn parent(&self, id: AgreeId) -> Option<Rank> {
+        self.tree_for(id).parent(&self.dead, self.me)
+    }
+
+    fn children(&mut self, id: AgreeId, of: Rank) -> Vec<Rank> {
+        let mut kids = std::mem::take(&mut self.kids);
+        let i = self.epochs.iter().rposition(|(from, _)| *from <= id).unwrap_or(0);
+        self.epochs[i].1.children(&self.dead, of, &mut kids);
+        let v = kids.clone();
+        self.kids = kids;
+        v
+    }
+
+    fn send(&mut self, to: Rank, msg: EraMsg<V>) {
+        self.out.push_back((to, msg));
+    }
+
+    /// The sender is free: the next message to send, if any.
+    pub fn poll_send(&mut self) -> Option<(Rank, EraMsg<V>)> {
+        self.out.pop_front()
+    }
+
+    /// Messages waiting to be sent.
+    pub fn outbox_len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// The next agreement the user entered that has returned (in decision order).
+    pub fn poll_outcome(&mut self) -> Option<Outcome<V>> {
+        self.done.pop_front()
+    }
+
+    /// Procedure Agreement: enters the next agreement contributing `value`; returns its id.
+    /// The contribution also carries the known failures, the acknowledged ones and the
+    /// returned prefix (the ballot's other fields).
+    pub fn agree(&mut self, value: V) -> Result<AgreeId, AgreeError> {
+        if self.next_id - self.returned_below >= u64::from(self.cfg.window) {
+            return Err(AgreeError::WindowFull);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let contribution = Ballot {
+            value,
+            failed: self.known_dead(),
+            acked: Some(self.acked.clone()),
+            returned_below: self.returned_below,
+        };
+        let me = self.me;
+        match self.slots.entry(id).or_insert_with(new_pending) {
+            Slot::Decided { returned, result } => {
+                // Decided before entering (only if a parent's DOWN overtook the call).
+                *returned = true;
+                let result = result.clone();
+                self.returned(id, &result);
+            }
+            Slot::Pending(p) => {
+                p.status = Status::Gathering;
+                p.contributed.insert(me);
+                p.current.fold(&contribution);
+                self.spontaneous(id);
+            }
+        }
+        Ok(id)
+    }
+
+    /// A message from `from`. Dropped and counted: from outside the agreement's membership,
+    /// for a collected agreement, or for one at least `window` past the next id here (no
+    /// process can enter such an agreement before this one has contributed to an earlier
+    /// one, which bounds what bad input can make this process store).
+    pub fn on_message(&mut self, from: Rank, msg: EraMsg<V>) {
+        let id = msg.id();
+        if id < self.floor {
+            self.counters.stale += 1;
+            return;
+        }
+        if id >= self.next_id + u64::from(self.cfg.window) {
+            self.counters.too_far_ahead += 1;
+            return;
+        }
+        if from == self.me || !self.tree_for(id).is_member(from) {
+            self.counters.foreign += 1;
+            return;
+        }
+        match msg {
+            EraMsg::Up { id, ballot } => self.recv_up(from, id, ballot),
+            EraMsg::Down { id, ballot } => self.recv_down(from, id, ballot),
+            EraMsg::ResultRequest { id } => self.recv_request(from, id),
+        }
+    }
+
+    /// Rule Recv(UP(a, v)) from q.
+    fn recv_up(&mut self, q: Rank, id: AgreeId, v: Ballot<V>) {
+        let down = match self.slots.entry(id).or_insert_with(new_pending) {
+            Slot::Pending(p) => {
+                if p.status != Status::Broadcasting {
+                    p.current.fold(&v);
+                    p.contributed.insert(q);
+                }
+                p.requested.insert(q);
+                None
+            }
+            Slot::Decided { result, .. } => Some(result.clone()),
+        };
+        match down {
+            Some(ballot) => self.send(q, EraMsg::Down { id, ballot }),
+            None => self.spontaneous(id),
+        }
+    }
+
+    /// Rule Recv(DOWN(a, v)) from q.
+    fn recv_down(&mut self, q: Rank, id: AgreeId, v: Ballot<V>) {
+        if matches!(self.slots.get(&id), Some(Slot::Decided { .. })) {
+            return;
+        }
+        let parent = self.parent(id);
+        if parent == Some(q) || parent.is_none() {
+            self.decision(id, v);
+        } else {
+            self.counters.ignored_down += 1;
+        }
+    }
+
+    /// Rule Recv(RESULT_REQUEST(a)) from q.
+    fn recv_request(&mut self, q: Rank, id: AgreeId) {
+        let tree = self.tree_for(id);
+        let newly: Vec<Rank> = (0..q)
+            .filter(|&r| tree.is_member(r) && !self.dead[r as usize])
+            .collect();
+        for r in newly {
+            self.on_dead(r);
+        }
+        let reply = match self.slots.entry(id).or_insert_with(new_pending) {
+            Slot::Decided { result, .. } => Some(EraMsg::Down {
+                id,
+                ballot: result.clone(),
+            }),
+            Slot::Pending(p) if p.status == Status::Broadcasting => Some(EraMsg::Up {
+                id,
+                ballot: p.current.clone(),
+            }),
+            Slot::Pending(p) => {
+                p.requested.insert(q);
+                None
+            }
+        };
+        if let Some(m) = reply {
+            self.send(q, m);
+        }
+    }
+
+    /// ERA Part 3: `Status = gathering ∧ Children(S_p, p) ∪ {p} ⊆ Contributed`.
+    fn spontaneous(&mut self, id: AgreeId) {
+        let Some(Slot::Pending(p)) = self.slots.get(&id) else {
+            return;
+        };
+        if p.status != Status::Gathering || !p.contributed.contains(self.me) {
+            return;
+        }
+        let kids = self.children(id, self.me);
+        let parent = self.parent(id);
+        let known = self.known_dead();
+        let Some(Slot::Pending(p)) = self.slots.get_mut(&id) else {
+            return;
+        };
+        if !kids.iter().all(|&k| p.contributed.contains(k)) {
+            return;
+        }
+        // This process also proposes the failures it knows now (idempotent for F).
+        p.current.failed.union_with(&known);
+        p.status = Status::Broadcasting;
+        let current = p.current.clone();
+        match parent {
+            None => self.decision(id, current),
+            Some(par) => self.send(par, EraMsg::Up { id, ballot: current }),
+        }
+    }
+
+    /// Procedure Decision(v, a).
+    fn decision(&mut self, id: AgreeId, v: Ballot<V>) {
+        let mut to = RankSet::of(self.children(id, self.me));
+        let entered = match self.slots.get(&id) {
+            Some(Slot::Pending(p)) => {
+                to.union_with(&p.requested);
+                p.status != Status::NotContributed
+            }
+            _ => false,
+        };
+        for &n in to.as_slice() {
+            self.send(n, EraMsg::Down { id, ballot: v.clone() });
+        }
+        self.slots.insert(
+            id,
+            Slot::Decided {
+                result: v.clone(),
+                returned: entered,
+            },
+        );
+        if entered {
+            self.returned(id, &v);
+        }
+        self.after_decision(id, &v);
+    }
+
+    /// The user's call of agreement `id` returns `v` (early return).
+    fn returned(&mut self, id: AgreeId, v: &Ballot<V>) {
+        let acked = v.acked.clone().unwrap_or_default();
+        self.done.push_back(Outcome {
+            id,
+            value: v.value.clone(),
+            failed: v.failed.clone(),
+            unacknowledged: v.failed.minus(&acked),
+        });
+        while self.returned_below < self.next_id
+            && (self.returned_below < self.floor
+                || matches!(
+                    self.slots.get(&self.returned_below),
+                    Some(Slot::Decided { returned: true, .. })
+                ))
+        {
+            self.returned_below += 1;
+        }
+    }
+
+    /// The decided failed set is now known here (every entry was dead when reported,
+    /// Lemma 1); §4: collect the results every live process has returned; rebuild the tree if
+    /// the agreed failures degenerated it.
+    fn after_decision(&mut self, id: AgreeId, v: &Ballot<V>) {
+        for &r in v.failed.as_slice() {
+            self.on_dead(r);
+        }
+        if self.cfg.gc && v.returned_below != u64::MAX && v.returned_below > self.floor {
+            let floor = v.returned_below.min(self.returned_below);
+            let keep = self.slots.split_off(&floor);
+            let old = std::mem::replace(&mut self.slots, keep);
+            // Only decided results are collected; anything else stays (it cannot exist here
+            // for a live contributor, whose prefix bounded `returned_below`).
+            for (k, s) in old {
+                if let Slot::Pending(_) = s {
+                    self.slots.insert(k, s);
+                }
+            }
+            self.floor = self.floor.max(floor);
+        }
+        self.rebalance(id, v);
+    }
+
+    fn rebalance(&mut self, id: AgreeId, v: &Ballot<V>) {
+        if self.cfg.rebalance == Rebalance::Off || self.cfg.window != 1 {
+            return;
+        }
+        let (last_from, _) = self.epochs[self.epochs.len() - 1];
+        if id < last_from {
+            return;
+        }
+        let tree = self.tree_for(id);
+        let agreed: Vec<Rank> = v
+            .failed
+            .as_slice()
+            .iter()
+            .copied()
+            .filter(|&r| tree.is_member(r))
+            .collect();
+        if agreed.is_empty() {
+            return;
+        }
+        let mut common = vec![false; self.dead.len()];
+        for &r in &agreed {
+            common[r as usize] = true;
+        }
+        let survivors: Vec<Rank> = tree
+            .members()
+            .iter()
+            .copied()
+            .filter(|&r| !common[r as usize])
+            .collect();
+        if !survivors.contains(&self.me) {
+            return;
+        }
+        let fresh = EraTree::new(tree.shape(), survivors, self.dead.len() as Rank);
+        let go = match self.cfg.rebalance {
+            Rebalance::Off => false,
+            Rebalance::Always => true,
+            Rebalance::Degenerated => {
+                let (h, f) = tree.mended_shape(&common);
+                let (hb, fb) = fresh.shape_stats();
+                h > hb + 1 || f > 2 * fb
+            }
+        };
+        if go {
+            self.epochs.push((id + 1, fresh));
+            // Old epochs no agreement can use any more are dropped.
+            let lowest = self.slots.keys().next().copied().unwrap_or(id + 1).min(id + 1);
+            while self.epochs.len() > 1 && self.epochs[1].0 <= lowest {
+                self.epochs.remove(0);
+            }
+        }
+    }
+
+    /// ERA Part 4: process `q` is discovered dead (failure detector, or a RESULT_REQUEST).
+    pub fn on_dead(&mut self, q: Rank) {
+        if q as usize >= self.dead.len() || self.dead[q as usize] || q == self.me {
+            return;
+        }
+        // Evaluate the old view S'_p first.
+        let ids: Vec<AgreeId> = self
+            .slots
+            .iter()
+            .filter_map(|(&id, s)| match s {
+                Slot::Pending(p) if p.status != Status::NotContributed => Some(id),
+                _ => None,
+            })
+            .collect();
+        let mut lost_parent = Vec::new();
+        let mut grandkids = Vec::new();
+        for &id in &ids {
+            let Some(Slot::Pending(p)) = self.slots.get(&id) else {
+                continue;
+            };
+            let status = p.status;
+            let old_parent = self.parent(id);
+            if status == Status::Broadcasting && old_parent == Some(q) {
+                lost_parent.push(id);
+            }
+            if status == Status::Gathering && old_parent.is_none() && self.children(id, self.me).contains(&q) {
+                grandkids.push((id, self.children(id, q)));
+            }
+        }
+        self.dead[q as usize] = true;
+        for id in lost_parent {
+            match self.parent(id) {
+                None => {
+                    let kids = self.children(id, self.me);
+                    if let Some(Slot::Pending(p)) = self.slots.get_mut(&id) {
+                        p.contributed = RankSet::of([self.me]);
+                        p.status = Status::Gathering;
+                    }
+                    for n in kids {
+                        self.send(n, EraMsg::ResultRequest { id });
+                    }
+                }
+                Some(par) => {
+                    if let Some(Slot::Pending(p)) = self.slots.get(&id) {
+                        let ballot = p.current.clone();
+                        self.send(par, EraMsg::Up { id, ballot });
+                    }
+                }
+            }
+        }
+        for (id, kids) in grandkids {
+            for n in kids {
+                self.send(n, EraMsg::ResultRequest { id });
+            }
+        }
+        for id in ids {
+            self.spontaneous(id);
+        }
+    }
+
+    /// The processes this one's failure detector must watch: its parent and children in
+    /// every agreement it has entered and not decided, and in the latest tree (§2: "the
+    /// local failure detector monitors only the processes appearing in its neighborhood").
+    pub fn neighbours(&mut self, out: &mut Vec<Rank>) {
+        out.clear();
+        let mut ids: Vec<AgreeId> = self
+            .slots
+            .iter()
+            .filter_map(|(&id, s)| match s {
+                Slot::Pending(p) if p.status != Status::NotContributed => Some(id),
+                _ => None,
+            })
+            .collect();
+        ids.push(self.next_id);
+        let mut seen_epoch = Vec::new();
+        for id in ids {
+            let e = self.epochs.iter().rposition(|(from, _)| *from <= id).unwrap_or(0);
+            if seen_epoch.contains(&e) {
+                continue;
+            }
+            seen_epoch.push(e);
+            let t = &self.epochs[e].1;
+            out.extend(t.parent(&self.dead, self.me));
+            t.children(&self.dead, self.me, &mut self.kids);
+            out.extend_from_slice(&self.kids);
+        }
+        out.sort_unstable();
+        out.dedup();
+    }
+}
+
+fn new_pending<V: Value>() -> Slot<V> {
+    Slot::Pending(Pending {
+        status: Status::NotContributed,
+        current: Ballot::bottom(),
+        contributed: RankSet::new(),
+        requested: RankSet::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

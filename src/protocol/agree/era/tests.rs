@@ -1,0 +1,281 @@
+//! ERA under arbitrary asynchrony: messages delivered in a random order, processes killed at
+//! random points, every survivor told of each death at a random later point (an eventually
+//! perfect detector). The properties of §2.1 are checked on every run.
+
+use super::*;
+use crate::protocol::ProtoRng;
+use crate::protocol::agree::era_tree::Flat;
+use crate::protocol::agree::value::{And32, And64};
+
+struct Net {
+    eras: Vec<Era<RankSet>>,
+    alive: Vec<bool>,
+    flight: Vec<(Rank, Rank, EraMsg<RankSet>)>,
+    /// (observer, dead) detections not yet delivered.
+    detect: Vec<(Rank, Rank)>,
+    outcomes: Vec<Vec<Outcome<RankSet>>>,
+    messages: u64,
+}
+
+impl Net {
+    fn new(n: Rank, cfg: EraConfig) -> Self {
+        Self {
+            eras: (0..n).map(|r| Era::new(r, n, cfg).unwrap()).collect(),
+            alive: vec![true; n as usize],
+            flight: Vec::new(),
+            detect: Vec::new(),
+            outcomes: vec![Vec::new(); n as usize],
+            messages: 0,
+        }
+    }
+
+    fn flush(&mut self, r: Rank) {
+        let e = &mut self.eras[r as usize];
+        while let Some((to, m)) = e.poll_send() {
+            self.flight.push((r, to, m));
+            self.messages += 1;
+        }
+        while let Some(o) = e.poll_outcome() {
+            self.outcomes[r as usize].push(o);
+        }
+    }
+
+    fn kill(&mut self, r: Rank) {
+        self.alive[r as usize] = false;
+        for p in 0..self.eras.len() as Rank {
+            if self.alive[p as usize] {
+                self.detect.push((p, r));
+            }
+        }
+    }
+
+    /// Runs until nothing is left to do; `agreements` per process, entered back to back.
+    fn run(&mut self, rng: &mut ProtoRng, agreements: u64, kill_chance: u32) {
+        let n = self.eras.len() as Rank;
+        loop {
+            for r in 0..n {
+                if self.alive[r as usize] {
+                    let e = &mut self.eras[r as usize];
+                    while e.next_id() < agreements && e.agree(RankSet::of([r])).is_ok() {}
+                    self.flush(r);
+                }
+            }
+            let live = self.alive.iter().filter(|&&a| a).count();
+            if kill_chance > 0 && live > 1 && rng.below(kill_chance) == 0 {
+                let r = rng.below(n);
+                if self.alive[r as usize] {
+                    self.kill(r);
+                }
+            }
+            let total = self.flight.len() + self.detect.len();
+            if total == 0 {
+                break;
+            }
+            let i = rng.below(total as u32) as usize;
+            if i < self.flight.len() {
+                let (from, to, m) = self.flight.swap_remove(i);
+                if self.alive[to as usize] {
+                    self.eras[to as usize].on_message(from, m);
+                    self.flush(to);
+                }
+            } else {
+                let (obs, dead) = self.detect.swap_remove(i - self.flight.len());
+                if self.alive[obs as usize] {
+                    self.eras[obs as usize].on_dead(dead);
+                    self.flush(obs);
+                }
+            }
+        }
+    }
+
+    /// Termination, agreement (non-uniform, footnote 1), validity and participation, and the
+    /// failed set holding only dead processes.
+    fn check(&self, agreements: u64, ctx: &str) {
+        let n = self.eras.len();
+        let live: Vec<Rank> = (0..n as Rank).filter(|&r| self.alive[r as usize]).collect();
+        for id in 0..agreements {
+            let mut decided: Option<&Outcome<RankSet>> = None;
+            for &r in &live {
+                let os: Vec<_> = self.outcomes[r as usize].iter().filter(|o| o.id == id).collect();
+                assert_eq!(os.len(), 1, "{ctx}: termination / one return: rank {r} agreement {id}");
+                let o = os[0];
+                if let Some(d) = decided {
+                    assert_eq!(d, o, "{ctx}: agreement on {id} (ranks {live:?})");
+                }
+                decided = Some(o);
+                assert!(
+                    o.failed.as_slice().iter().all(|&f| !self.alive[f as usize]),
+                    "{ctx}: failed set"
+                );
+            }
+            let Some(d) = decided else { continue };
+            for &r in &live {
+                assert!(d.value.contains(r), "{ctx}: participation of {r} in {id}");
+            }
+            // Dead processes that returned something else: only if every process that
+            // returned it died (footnote 1) — here, only dead ones returned it.
+            for r in 0..n {
+                for o in self.outcomes[r].iter().filter(|o| o.id == id) {
+                    if o != d {
+                        assert!(!self.alive[r], "{ctx}: a live process disagrees");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn cfg(shape: Shape) -> EraConfig {
+    EraConfig {
+        shape,
+        ..EraConfig::default()
+    }
+}
+
+#[test]
+fn failure_free_uses_two_messages_per_edge() {
+    for shape in ["bin", "star", "string", "bin/bin:3", "bin/star:4"] {
+        for n in [1u32, 2, 5, 16] {
+            let mut net = Net::new(n, cfg(shape.parse().unwrap()));
+            net.run(&mut ProtoRng::new(9), 3, 0);
+            net.check(3, shape);
+            assert_eq!(net.messages, 3 * 2 * u64::from(n - 1), "{shape} n={n}");
+            for r in 0..n as usize {
+                assert!(net.outcomes[r].iter().all(|o| o.ok() && o.value.len() == n as usize));
+            }
+        }
+    }
+}
+
+#[test]
+fn random_asynchrony_and_crashes_keep_the_four_properties() {
+    let shapes = ["bin", "star", "string", "bin/bin:3", "bin/star:2", "star/bin:4"];
+    for seed in 0..3000u64 {
+        let mut rng = ProtoRng::new(seed);
+        let shape = shapes[seed as usize % shapes.len()];
+        let n = 1 + rng.below(12);
+        let mut c = cfg(shape.parse().unwrap());
+        c.rebalance = [Rebalance::Off, Rebalance::Degenerated, Rebalance::Always][seed as usize % 3];
+        let mut net = Net::new(n, c);
+        // Some dead before the first agreement.
+        for _ in 0..rng.below(3) {
+            let r = rng.below(n);
+            if net.alive.iter().filter(|&&a| a).count() > 1 && net.alive[r as usize] {
+                net.kill(r);
+            }
+        }
+        net.run(&mut rng, 4, 6);
+        net.check(4, &format!("seed {seed} {shape} n={n}"));
+    }
+}
+
+#[test]
+fn concurrent_agreements_are_independent() {
+    for seed in 0..300u64 {
+        let mut rng = ProtoRng::new(seed);
+        let n = 2 + rng.below(9);
+        let c = EraConfig {
+            window: 4,
+            rebalance: Rebalance::Off,
+            ..cfg(Shape::Flat(Flat::Binary))
+        };
+        let mut net = Net::new(n, c);
+        net.run(&mut rng, 8, 8);
+        net.check(8, &format!("concurrent seed {seed} n={n}"));
+    }
+}
+
+#[test]
+fn unacknowledged_failures_are_reported_then_acknowledged() {
+    let mut net = Net::new(7, cfg(Shape::Flat(Flat::Binary)));
+    net.kill(3);
+    net.run(&mut ProtoRng::new(1), 1, 0);
+    net.check(1, "detecting");
+    for r in [0usize, 1, 2, 4, 5, 6] {
+        let o = &net.outcomes[r][0];
+        assert_eq!(o.failed.as_slice(), &[3]);
+        assert!(!o.ok(), "the failure was not acknowledged before entering");
+        net.eras[r].acknowledge_failures();
+    }
+    net.run(&mut ProtoRng::new(2), 2, 0);
+    net.check(2, "stabilizing");
+    for r in [0usize, 1, 2, 4, 5, 6] {
+        let o = &net.outcomes[r][1];
+        assert_eq!(o.failed.as_slice(), &[3], "still agreed failed");
+        assert!(o.ok(), "acknowledged by everyone: success");
+    }
+}
+
+#[test]
+fn garbage_collection_keeps_storage_bounded() {
+    let n = 6;
+    let mut net = Net::new(n, cfg(Shape::Flat(Flat::Binary)));
+    let mut rng = ProtoRng::new(4);
+    let mut most = 0;
+    for k in 1..=300u64 {
+        net.run(&mut rng, k, 0);
+        most = most.max(net.eras.iter().map(|e| e.stored()).max().unwrap());
+    }
+    net.check(300, "gc");
+    assert!(most <= 3, "stored agreements per process: {most}");
+    assert!(net.eras.iter().all(|e| e.collected_below() >= 297));
+    // Without collection every result stays.
+    let mut net = Net::new(
+        n,
+        EraConfig {
+            gc: false,
+            ..cfg(Shape::Flat(Flat::Binary))
+        },
+    );
+    net.run(&mut rng, 50, 0);
+    assert!(net.eras.iter().all(|e| e.stored() == 50));
+}
+
+#[test]
+fn rebalancing_rebuilds_a_degenerated_tree_identically() {
+    // A string of 12 with every odd rank dead mends into a string of 6 ... which is what a
+    // fresh string is, so no rebuild; a binary tree losing a whole inner level degenerates.
+    let n = 15;
+    let mut net = Net::new(n, cfg(Shape::Flat(Flat::Binary)));
+    for r in [1, 2] {
+        net.kill(r);
+    }
+    net.run(&mut ProtoRng::new(5), 2, 0);
+    net.check(2, "rebalance");
+    let live: Vec<usize> = (0..n as usize).filter(|&r| net.alive[r]).collect();
+    // Root 0 with 4 children (3, 4, 5, 6) is within 2 × 2: no rebuild yet.
+    assert!(live.iter().all(|&r| net.eras[r].rebalances() == 0));
+    for r in [3, 4, 5] {
+        net.kill(r);
+    }
+    net.run(&mut ProtoRng::new(6), 4, 0);
+    net.check(4, "rebalance 2");
+    let members: Vec<Vec<Rank>> = (0..n as usize)
+        .filter(|&r| net.alive[r])
+        .map(|r| net.eras[r].tree().members().to_vec())
+        .collect();
+    assert!(members.iter().all(|m| m == &members[0]), "same tree everywhere");
+    assert_eq!(members[0], vec![0, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+    assert!(live.iter().all(|&r| !net.alive[r] || net.eras[r].rebalances() == 1));
+}
+
+#[test]
+fn bad_input_is_dropped_and_counted() {
+    let mut e: Era<And32> = Era::new(1, 4, EraConfig::default()).unwrap();
+    e.on_message(1, EraMsg::ResultRequest { id: 0 });
+    e.on_message(0, EraMsg::ResultRequest { id: 1_000_000 });
+    assert_eq!(e.counters.foreign, 1);
+    assert_eq!(e.counters.too_far_ahead, 1);
+    assert_eq!(e.stored(), 0);
+    assert!(Era::<And32>::new(5, 4, EraConfig::default()).is_err());
+    let mut e: Era<And32> = Era::new(0, 1, EraConfig::default()).unwrap();
+    assert_eq!(e.agree(And32(5)), Ok(0));
+    assert_eq!(e.poll_outcome().map(|o| o.value), Some(And32(5)));
+}
+
+#[test]
+fn window_limits_outstanding_agreements() {
+    let mut e: Era<And64> = Era::new(0, 3, EraConfig::default()).unwrap();
+    assert_eq!(e.agree(And64(1)), Ok(0));
+    assert_eq!(e.agree(And64(1)), Err(AgreeError::WindowFull));
+}

@@ -1,0 +1,12 @@
+//! Agreement: ERA, the Early Returning Agreement (`../shared/papers/era-agreement.txt`), with
+//! its trees, its values and the shrink built on it.
+
+pub mod era;
+pub mod era_tree;
+pub mod membership;
+pub mod value;
+
+pub use era::{AgreeError, AgreeId, Era, EraConfig, EraCounters, EraMsg, Outcome, Rebalance};
+pub use era_tree::{EraTree, Flat, Shape};
+pub use membership::Membership;
+pub use value::{And32, And64, Ballot, RankSet, Value};

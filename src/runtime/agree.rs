@@ -1,0 +1,601 @@
+//! ERA on a local cluster (`ftcoll agree`): nodes as threads of this process over UDP loopback
+//! or in-process queues, each running ULFM's `benchagree` loop of back-to-back agreements on
+//! a 64-bit AND, with a failure detector that watches only the node's ERA tree neighbours
+//! (ERA §2): heartbeats every `heartbeat`, a neighbour silent for `suspect_after` is
+//! suspected, and so is one the transport reports (UDP retries exhausted; in-process, a send
+//! to a killed endpoint — the closed-socket signal). Nodes can be killed when they would
+//! enter a given agreement; they then stop dead (the endpoint is closed, nothing more is sent).
+//!
+//! Every return is recorded on the process's one monotonic clock; agreements are classed as
+//! in the paper's §5.1: failure-free, failure-detecting (the first to report the failure),
+//! stabilizing (the next one, after acknowledging) and post-failure.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::protocol::Rank;
+use crate::protocol::agree::{AgreeId, And64, Era, EraConfig, EraMsg, Outcome};
+use crate::sim::agree::SimValue;
+use crate::transport::inproc::InprocNet;
+use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::transport::{Delivery, SendError, Transport, TransportStats};
+use crate::wire::agree::Heartbeat;
+use crate::wire::{DropCounters, HEADER_LEN, Header, WireMessage, encode_datagram, kind};
+
+const JOB: u64 = 0xE4A0_A64E_E000_0001;
+
+/// The most nodes: an ERA message with every other node failed and acknowledged (two sets of
+/// `n - 1` ranks) must fit one transport datagram ([`crate::transport::MAX_PAYLOAD`]).
+pub const MAX_NODES: u32 = 128;
+
+const _: () = assert!(
+    HEADER_LEN + 1 + 8 + 8 + 2 * (2 + 4 * (MAX_NODES as usize - 1)) + 1 + 8 <= crate::transport::MAX_PAYLOAD
+);
+
+/// Which transport carries the agreements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgreeTransport {
+    Inproc,
+    Udp,
+}
+
+/// One benchmark run.
+#[derive(Clone, Debug)]
+pub struct AgreeBench {
+    pub n: u32,
+    pub era: EraConfig,
+    pub transport: AgreeTransport,
+    /// Worker threads; node `r` runs on worker `r % workers`.
+    pub workers: usize,
+    pub pin: bool,
+    pub warmup: u64,
+    pub iterations: u64,
+    /// `(rank, i)`: the rank dies instead of entering measured agreement `i`.
+    pub kills: Vec<(Rank, u64)>,
+    pub heartbeat: Duration,
+    pub suspect_after: Duration,
+    /// The run is abandoned when no agreement returns anywhere for this long.
+    pub op_timeout: Duration,
+    pub seed: u64,
+}
+
+/// Latencies of one class of agreements, in nanoseconds.
+pub struct Class {
+    pub name: &'static str,
+    /// Per agreement: first entry to the last live return.
+    pub agreement: Histogram<u64>,
+    /// Per node and agreement: entry to return.
+    pub node: Histogram<u64>,
+}
+
+/// What a run measured.
+pub struct AgreeBenchReport {
+    pub classes: Vec<Class>,
+    /// Agreements where two live nodes returned different outcomes (must be 0).
+    pub disagreements: u64,
+    /// Returns whose value misses a live node's contribution (must be 0).
+    pub invalid: u64,
+    /// Live nodes that did not return every agreement (timed out).
+    pub unfinished: u64,
+    /// Failure-detector suspicions, and those of a node that was alive (must be 0).
+    pub suspicions: u64,
+    pub false_suspicions: u64,
+    /// From the kill to the last live node's return of the first successful agreement after
+    /// it, ns.
+    pub first_success_after_kill: Option<u64>,
+    pub messages_per_agreement: f64,
+    pub heartbeats: u64,
+    pub transport: TransportStats,
+    pub drops: DropCounters,
+    pub agreements: u64,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Rec {
+    value: u64,
+    entry: u64,
+    ret: u64,
+    fp: u64,
+    ok: bool,
+    done: bool,
+}
+
+struct Shared {
+    base: Instant,
+    dead: Vec<AtomicBool>,
+    finished: AtomicU64,
+    live: AtomicU64,
+    last_return: AtomicU64,
+    abort: AtomicBool,
+    kill_ns: AtomicU64,
+    inproc: Option<InprocNet>,
+}
+
+impl Shared {
+    fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.base).as_nanos() as u64
+    }
+}
+
+struct Node {
+    rank: Rank,
+    era: Era<And64>,
+    tp: Box<dyn Transport>,
+    last_heard: Vec<Instant>,
+    last_sent: Vec<Instant>,
+    nb: Vec<Rank>,
+    nb_at: Instant,
+    last_step: Instant,
+    /// The neighbours watched at the last check.
+    watching: Vec<Rank>,
+    /// When each peer last sent this node a heartbeat (it watches this node).
+    pinged: Vec<Option<Instant>>,
+    backlog: VecDeque<(Rank, Vec<u8>)>,
+    buf: Vec<u8>,
+    recs: Vec<Rec>,
+    dead: bool,
+    /// Made dead by another node's suspicion.
+    enforced: bool,
+    finished: bool,
+    total: u64,
+    kill_id: Option<AgreeId>,
+    seed: u64,
+    suspicions: u64,
+    false_suspicions: u64,
+    messages: u64,
+    heartbeats: u64,
+    drops: DropCounters,
+    inbox: Vec<(Rank, Vec<u8>)>,
+    suspects: Vec<Rank>,
+}
+
+fn fingerprint(o: &Outcome<And64>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    o.value.hash(&mut h);
+    o.failed.hash(&mut h);
+    o.unacknowledged.hash(&mut h);
+    h.finish() | 1
+}
+
+impl Node {
+    /// A suspicion is final: a suspected node that is in fact alive is made dead (it stops at
+    /// its next step, as ULFM's runtime removes a process it suspects), so the detector stays
+    /// accurate in the sense ERA needs (Lemma 1: only dead processes are marked dead).
+    fn suspect(&mut self, peer: Rank, sh: &Shared) {
+        if self.era.known_dead().contains(peer) {
+            return;
+        }
+        self.suspicions += 1;
+        if !sh.dead[peer as usize].swap(true, Ordering::AcqRel) {
+            self.false_suspicions += 1;
+            if let Some(net) = &sh.inproc {
+                net.kill(peer);
+            }
+        }
+        self.era.on_dead(peer);
+    }
+
+    /// Has someone made this node dead? Then it stops here, for good.
+    fn check_alive(&mut self, sh: &Shared) -> bool {
+        if !self.dead && sh.dead[self.rank as usize].load(Ordering::Acquire) {
+            self.dead = true;
+            self.enforced = true;
+            sh.live.fetch_sub(1, Ordering::AcqRel);
+            if self.finished {
+                sh.finished.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        !self.dead
+    }
+
+    fn send_bytes(&mut self, to: Rank, bytes: Vec<u8>, now: Instant) -> bool {
+        match self.tp.send(to, &bytes, now) {
+            Ok(()) => {
+                self.last_sent[to as usize] = now;
+                true
+            }
+            Err(SendError::WindowFull) => {
+                self.backlog.push_front((to, bytes));
+                false
+            }
+            Err(_) => true,
+        }
+    }
+
+    fn enter_next(&mut self, sh: &Shared, now: Instant) {
+        let id = self.era.next_id();
+        if id >= self.total || self.dead {
+            return;
+        }
+        if self.kill_id == Some(id) {
+            self.dead = true;
+            sh.dead[self.rank as usize].store(true, Ordering::Release);
+            sh.kill_ns.fetch_min(sh.ns(now), Ordering::AcqRel);
+            if let Some(net) = &sh.inproc {
+                net.kill(self.rank);
+            }
+            sh.live.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        if self.era.agree(And64::contribution(self.seed, self.rank, id)).is_ok() {
+            self.recs[id as usize].entry = sh.ns(now);
+        }
+    }
+
+    /// One pass: receive, detect, return and re-enter, send. Returns whether anything
+    /// happened.
+    fn step(&mut self, sh: &Shared, bench: &AgreeBench) -> bool {
+        if !self.check_alive(sh) {
+            return false;
+        }
+        let now = Instant::now();
+        // This node was not polling for a while (descheduled): the silence of others during
+        // that time says nothing about them, so it does not count.
+        if now.saturating_duration_since(self.last_step) >= bench.suspect_after / 4 {
+            self.last_heard.iter_mut().for_each(|t| *t = now);
+        }
+        self.last_step = now;
+        let n = bench.n;
+        let (inbox, suspects) = (&mut self.inbox, &mut self.suspects);
+        // Transports may hand out one delivery per poll: drain (bounded).
+        for _ in 0..64 {
+            let got = self.tp.poll(now, &mut |d| match d {
+                Delivery::Message { from, bytes } => inbox.push((from, bytes.to_vec())),
+                Delivery::Suspect { peer } => suspects.push(peer),
+            });
+            if !matches!(got, Ok(k) if k > 0) {
+                break;
+            }
+        }
+        let mut progress = !self.inbox.is_empty();
+        for (from, bytes) in std::mem::take(&mut self.inbox) {
+            self.last_heard[from as usize] = now;
+            match Header::decode(&bytes, JOB, n) {
+                Err(e) => self.drops.count(e),
+                Ok((h, _, _)) if h.sender != from => self.drops.count(crate::wire::DecodeError::RankOutOfRange),
+                Ok((h, body, _)) if h.kind == kind::ERA_AND64 => match EraMsg::<And64>::decode(body, n) {
+                    Ok(m) => self.era.on_message(from, m),
+                    Err(e) => self.drops.count(e),
+                },
+                Ok((h, body, _)) if h.kind == kind::HEARTBEAT => match Heartbeat::decode(body, n) {
+                    Ok(_) => self.pinged[from as usize] = Some(now),
+                    Err(e) => self.drops.count(e),
+                },
+                Ok(_) => self.drops.count(crate::wire::DecodeError::UnknownKind),
+            }
+        }
+        for peer in std::mem::take(&mut self.suspects) {
+            self.suspect(peer, sh);
+        }
+        // Failure detector over the tree neighbours.
+        if now.saturating_duration_since(self.nb_at) >= bench.heartbeat / 4 {
+            self.nb_at = now;
+            let mut nb = std::mem::take(&mut self.nb);
+            self.era.neighbours(&mut nb);
+            // Those who watch this node (their views may differ from this one's) hear from it
+            // too: heartbeats go to the neighbours and to every recent pinger.
+            let watched = nb.len();
+            // A peer newly watched is timed from now, not from the last time it happened to
+            // send something (it may never have had reason to).
+            let mut was = std::mem::take(&mut self.watching);
+            for &p in &nb {
+                if !was.contains(&p) {
+                    self.last_heard[p as usize] = now;
+                }
+            }
+            was.clear();
+            was.extend_from_slice(&nb);
+            self.watching = was;
+            for p in 0..n {
+                if self.pinged[p as usize].is_some_and(|t| now.saturating_duration_since(t) < bench.suspect_after)
+                    && !nb.contains(&p)
+                {
+                    nb.push(p);
+                }
+            }
+            for (i, &p) in nb.iter().enumerate() {
+                if i < watched && now.saturating_duration_since(self.last_heard[p as usize]) >= bench.suspect_after {
+                    self.suspect(p, sh);
+                } else if now.saturating_duration_since(self.last_sent[p as usize]) >= bench.heartbeat {
+                    let mut b = vec![0u8; HEADER_LEN];
+                    if let Ok(len) = encode_datagram(&mut b, JOB, 0, 0, self.rank, &Heartbeat, &[]) {
+                        b.truncate(len);
+                        self.heartbeats += 1;
+                        self.send_bytes(p, b, now);
+                    }
+                }
+            }
+            self.nb = nb;
+        }
+        while let Some(o) = self.era.poll_outcome() {
+            progress = true;
+            let r = &mut self.recs[o.id as usize];
+            r.ret = sh.ns(now);
+            r.fp = fingerprint(&o);
+            r.value = o.value.0;
+            r.ok = o.ok();
+            r.done = true;
+            sh.last_return.fetch_max(r.ret, Ordering::AcqRel);
+            if !o.ok() {
+                self.era.acknowledge_failures();
+            }
+            if o.id + 1 == self.total && !self.finished {
+                self.finished = true;
+                sh.finished.fetch_add(1, Ordering::AcqRel);
+            }
+            self.enter_next(sh, now);
+        }
+        if self.dead {
+            return true;
+        }
+        while let Some((to, b)) = self.backlog.pop_front() {
+            if !self.send_bytes(to, b, now) {
+                break;
+            }
+        }
+        while self.backlog.is_empty()
+            && self.check_alive(sh)
+            && let Some((to, m)) = self.era.poll_send()
+        {
+            progress = true;
+            self.messages += 1;
+            self.buf.resize(HEADER_LEN + EraMsg::<And64>::MAX_BODY, 0);
+            if let Ok(len) = encode_datagram(&mut self.buf, JOB, 0, m.id(), self.rank, &m, &[]) {
+                let b = self.buf[..len].to_vec();
+                self.send_bytes(to, b, now);
+            }
+        }
+        progress
+    }
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1 << 40, 3).expect("valid bounds")
+}
+
+/// Runs the benchmark.
+pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
+    if b.n < 2 || b.n > MAX_NODES {
+        return Err(format!("--nodes must be in 2..={MAX_NODES} for the network benchmark"));
+    }
+    for &(r, i) in &b.kills {
+        if r >= b.n || i >= b.iterations {
+            return Err(format!(
+                "bad --kill {r}@{i}: the rank must be below {} and the iteration below {}",
+                b.n, b.iterations
+            ));
+        }
+        if b.kills.iter().filter(|k| k.0 == r).count() > 1 {
+            return Err(format!("bad --kill: rank {r} is killed twice"));
+        }
+    }
+    if b.kills.len() >= b.n as usize {
+        return Err("bad --kill: at least one node must survive".into());
+    }
+    let total = b.warmup + b.iterations;
+    let (tps, inproc): (Vec<Box<dyn Transport>>, Option<InprocNet>) = match b.transport {
+        AgreeTransport::Inproc => {
+            let (net, eps) = InprocNet::new(b.n, 256);
+            (
+                eps.into_iter().map(|e| Box::new(e) as Box<dyn Transport>).collect(),
+                Some(net),
+            )
+        }
+        AgreeTransport::Udp => {
+            let (_, eps) = UdpTransport::bind_ephemeral_local(b.n, UdpConfig::default())
+                .map_err(|e| format!("cannot bind UDP sockets on 127.0.0.1: {e}"))?;
+            (
+                eps.into_iter().map(|e| Box::new(e) as Box<dyn Transport>).collect(),
+                None,
+            )
+        }
+    };
+    let base = Instant::now();
+    let sh = Shared {
+        base,
+        dead: (0..b.n).map(|_| AtomicBool::new(false)).collect(),
+        finished: AtomicU64::new(0),
+        live: AtomicU64::new(u64::from(b.n)),
+        last_return: AtomicU64::new(0),
+        abort: AtomicBool::new(false),
+        kill_ns: AtomicU64::new(u64::MAX),
+        inproc,
+    };
+    let mut nodes = Vec::new();
+    for (r, tp) in tps.into_iter().enumerate() {
+        let r = r as Rank;
+        nodes.push(Node {
+            rank: r,
+            era: Era::new(r, b.n, b.era)?,
+            tp,
+            last_heard: vec![base; b.n as usize],
+            last_sent: vec![base; b.n as usize],
+            nb: Vec::new(),
+            nb_at: base,
+            last_step: base,
+            pinged: vec![None; b.n as usize],
+            watching: Vec::new(),
+            backlog: VecDeque::new(),
+            buf: Vec::new(),
+            recs: vec![Rec::default(); total as usize],
+            dead: false,
+            enforced: false,
+            finished: false,
+            total,
+            kill_id: b.kills.iter().find(|k| k.0 == r).map(|k| b.warmup + k.1),
+            seed: b.seed,
+            suspicions: 0,
+            false_suspicions: 0,
+            messages: 0,
+            heartbeats: 0,
+            drops: DropCounters::default(),
+            inbox: Vec::new(),
+            suspects: Vec::new(),
+        });
+    }
+    let workers = b.workers.clamp(1, b.n as usize);
+    let mut groups: Vec<Vec<Node>> = (0..workers).map(|_| Vec::new()).collect();
+    for node in nodes {
+        groups[node.rank as usize % workers].push(node);
+    }
+    let cores = if b.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let sh = Arc::new(sh);
+    let started = Instant::now();
+    let barrier = std::sync::Barrier::new(workers);
+    let groups: Vec<Vec<Node>> = std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .enumerate()
+            .map(|(w, mut group)| {
+                let (sh, barrier) = (&sh, &barrier);
+                let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
+                s.spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    barrier.wait();
+                    let now = Instant::now();
+                    for node in group.iter_mut() {
+                        node.last_heard.iter_mut().for_each(|t| *t = now);
+                        node.last_step = now;
+                        node.enter_next(sh, now);
+                    }
+                    loop {
+                        let mut progress = false;
+                        for node in group.iter_mut() {
+                            progress |= node.step(sh, b);
+                        }
+                        if sh.finished.load(Ordering::Acquire) >= sh.live.load(Ordering::Acquire)
+                            || sh.abort.load(Ordering::Acquire)
+                        {
+                            break;
+                        }
+                        if !progress {
+                            let idle = sh
+                                .ns(Instant::now())
+                                .saturating_sub(sh.last_return.load(Ordering::Acquire));
+                            if idle > b.op_timeout.as_nanos() as u64 {
+                                sh.abort.store(true, Ordering::Release);
+                            }
+                            std::hint::spin_loop();
+                        }
+                    }
+                    group
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker panicked"))
+            .collect()
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let mut nodes: Vec<Node> = groups.into_iter().flatten().collect();
+    nodes.sort_by_key(|n| n.rank);
+    Ok(report(b, &sh, &nodes, seconds))
+}
+
+fn report(b: &AgreeBench, sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
+    let total = (b.warmup + b.iterations) as usize;
+    let live: Vec<&Node> = nodes.iter().filter(|n| !n.dead).collect();
+    let mut disagreements = 0;
+    let mut invalid = 0;
+    let unfinished = live.iter().filter(|n| !n.finished).count() as u64;
+    let kill_id = b.kills.iter().map(|k| (b.warmup + k.1) as usize).min();
+    // The detecting agreement: the first after the kill that reports a failure.
+    let detecting = kill_id.and_then(|k| (k..total).find(|&i| live.iter().any(|n| n.recs[i].done && !n.recs[i].ok)));
+    let names = ["failure-free", "failure-detecting", "stabilizing", "post-failure"];
+    let mut classes: Vec<Class> = names
+        .iter()
+        .map(|&name| Class {
+            name,
+            agreement: hist(),
+            node: hist(),
+        })
+        .collect();
+    let mut first_success = None;
+    for i in b.warmup as usize..total {
+        let recs: Vec<&Rec> = live.iter().map(|n| &n.recs[i]).filter(|r| r.done).collect();
+        if recs.is_empty() {
+            continue;
+        }
+        if recs.iter().any(|r| r.fp != recs[0].fp) {
+            disagreements += 1;
+        }
+        let c = match detecting {
+            Some(d) if i == d => 1,
+            Some(d) if i == d + 1 => 2,
+            Some(d) if i > d + 1 => 3,
+            _ => 0,
+        };
+        let first = recs.iter().map(|r| r.entry).min().unwrap_or(0);
+        let last = recs.iter().map(|r| r.ret).max().unwrap_or(0);
+        let _ = classes[c].agreement.record(last.saturating_sub(first).max(1));
+        for r in &recs {
+            let _ = classes[c].node.record(r.ret.saturating_sub(r.entry).max(1));
+        }
+        if first_success.is_none() && kill_id.is_some_and(|k| i >= k) && recs.iter().all(|r| r.ok) {
+            first_success = Some(last.saturating_sub(sh.kill_ns.load(Ordering::Acquire)));
+        }
+    }
+    // Participation (every live contribution is in the value: `v & c = v`) and validity
+    // (the value is an AND of contributions: it keeps every bit all of them share).
+    for i in 0..total {
+        let (mut live_and, mut all_and) = (u64::MAX, u64::MAX);
+        for n in nodes {
+            let c = And64::contribution(b.seed, n.rank, i as AgreeId).0;
+            all_and &= c;
+            if !n.dead {
+                live_and &= c;
+            }
+        }
+        for n in &live {
+            let r = &n.recs[i];
+            if r.done && (r.value & live_and != r.value || r.value & all_and != all_and) {
+                invalid += 1;
+            }
+        }
+    }
+    let mut transport = TransportStats::default();
+    let mut drops = DropCounters::default();
+    let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats) = (0, 0, 0, 0);
+    for n in nodes {
+        let s = n.tp.stats();
+        transport.sent += s.sent;
+        transport.received += s.received;
+        transport.retransmits += s.retransmits;
+        transport.suspected += s.suspected;
+        transport.malformed += s.malformed;
+        transport.window_full += s.window_full;
+        drops.merge(&n.drops);
+        suspicions += n.suspicions;
+        false_suspicions += n.false_suspicions;
+        messages += n.messages;
+        heartbeats += n.heartbeats;
+    }
+    AgreeBenchReport {
+        classes,
+        disagreements,
+        invalid,
+        unfinished,
+        suspicions,
+        false_suspicions,
+        first_success_after_kill: first_success,
+        messages_per_agreement: messages as f64 / total.max(1) as f64,
+        heartbeats,
+        transport,
+        drops,
+        agreements: total as u64,
+        seconds,
+    }
+}

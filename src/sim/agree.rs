@@ -1,0 +1,586 @@
+//! The LogP driver of ERA ([`crate::protocol::agree::Era`]): every process runs a loop of
+//! back-to-back agreements (ULFM's `benchagree`), failures are injected before or during
+//! them, and a modeled failure detector reports each death to the processes that watch the
+//! dead one (its tree neighbours, [`Era::neighbours`]) after a configurable delay (§2's
+//! eventually perfect detector). Same LogP semantics as [`crate::sim::engine`]: a send
+//! occupies the sender for `o`, the message travels `L`, its receive occupies the receiver
+//! for `o`, in arrival order; a message to a dead process vanishes.
+//!
+//! Every return is checked on the spot against §2.1: agreement (one outcome per agreement
+//! among the processes alive at the end; footnote 1 allows others only at dead ones),
+//! participation (the decided value includes the contribution of every process alive when it
+//! returns, `F(v', v) = v'`), validity (it is `F` of contributions), irrevocability (each
+//! agreement returns once, in order), the failed set holding only dead processes, and at the
+//! end termination (every live process returned every agreement).
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+use crate::model::{LogP, Time};
+use crate::protocol::agree::{AgreeId, And32, And64, Era, EraConfig, EraMsg, Outcome, RankSet, Value};
+use crate::protocol::{ProtoRng, Rank};
+use crate::sim::calendar::{Calendar, Item};
+use crate::sim::stats::Dist;
+
+/// A value type the simulator can generate contributions of.
+pub trait SimValue: Value + Hash {
+    /// Process `r`'s contribution to agreement `id` (a pure function of the seed).
+    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self;
+}
+
+fn mix(seed: u64, r: Rank, id: AgreeId) -> u64 {
+    ProtoRng::run_seed(seed ^ u64::from(r).wrapping_mul(0xA24B_AED4_963E_E407), id)
+}
+
+impl SimValue for And64 {
+    /// A random word with most bits set, so that the AND keeps some.
+    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self {
+        And64(!(mix(seed, r, id) & mix(seed ^ 1, r, id) & mix(seed ^ 2, r, id)))
+    }
+}
+
+impl SimValue for And32 {
+    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self {
+        And32(And64::contribution(seed, r, id).0 as u32)
+    }
+}
+
+impl SimValue for RankSet {
+    /// `{r}`: the decided set is exactly the set of contributors.
+    fn contribution(_seed: u64, r: Rank, _id: AgreeId) -> Self {
+        RankSet::of([r])
+    }
+}
+
+/// When a process dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillAt {
+    /// Dead before the first agreement.
+    Before,
+    /// At this time.
+    Time(Time),
+    /// On receiving its k-th message (k >= 1), before acting on it.
+    Message(u64),
+}
+
+/// One injected failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kill {
+    pub rank: Rank,
+    pub at: KillAt,
+}
+
+/// One simulated experiment.
+#[derive(Clone, Debug)]
+pub struct AgreeSim {
+    pub n: Rank,
+    pub era: EraConfig,
+    pub logp: LogP,
+    /// Agreements per process, entered back to back.
+    pub agreements: u64,
+    /// Failure detection delay after a death (per watcher), plus uniform `[0, jitter]`.
+    pub detect_delay: Time,
+    pub detect_jitter: Time,
+    pub kills: Vec<Kill>,
+    /// Random distinct processes dying at uniform random times in `[0, kill_horizon)`.
+    pub random_kills: u32,
+    pub kill_horizon: Time,
+    /// A process that returns "failure not acknowledged" acknowledges the failures before
+    /// its next agreement (the ULFM pattern: detecting, then stabilizing agreements).
+    pub ack_on_error: bool,
+    /// Events per run at most; a run over it is counted as aborted.
+    pub max_events: u64,
+}
+
+impl AgreeSim {
+    /// Checks the configuration: one-line errors.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.n == 0 {
+            return Err("at least one process is needed".into());
+        }
+        if self.agreements == 0 {
+            return Err("--agreements must be at least 1".into());
+        }
+        let mut seen = HashSet::new();
+        for k in &self.kills {
+            if k.rank >= self.n {
+                return Err(format!("kill of rank {} but there are {} processes", k.rank, self.n));
+            }
+            if !seen.insert(k.rank) {
+                return Err(format!("rank {} is killed twice", k.rank));
+            }
+            if k.at == KillAt::Message(0) {
+                return Err("a kill on a message counts from 1".into());
+            }
+        }
+        if self.kills.len() as u64 + u64::from(self.random_kills) >= u64::from(self.n) {
+            return Err("at least one process must survive: too many kills".into());
+        }
+        Ok(())
+    }
+}
+
+/// What one run measured and checked.
+#[derive(Clone, Debug)]
+pub struct AgreeRun {
+    /// Per agreement: first entry to the last return at a process alive at the end.
+    pub latency: Dist,
+    /// Per process and agreement: its entry to its return.
+    pub process_latency: Dist,
+    /// Messages per agreement.
+    pub messages: Dist,
+    /// Per agreement: the longest causal chain of messages to a return (Theorem 5's
+    /// parallel steps).
+    pub steps: Dist,
+    /// The most steps of an agreement, in a run where no process died (else 0).
+    pub max_steps_failure_free: u32,
+    /// Agreements of runs where no process died.
+    pub failure_free_agreements: u64,
+    /// Agreements stored by one process at most (pending plus decided, not yet collected).
+    pub max_stored: usize,
+    /// Returns that said "failure not acknowledged".
+    pub not_acknowledged: u64,
+    /// Tree rebuilds, summed over processes.
+    pub rebalances: u64,
+    pub violations: Violations,
+    pub events: u64,
+    pub aborted: bool,
+    pub dead: u32,
+    pub end_time: Time,
+}
+
+/// Property violations (all must be 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Violations {
+    pub agreement: u64,
+    pub participation: u64,
+    pub validity: u64,
+    pub irrevocability: u64,
+    pub failed_set: u64,
+    pub termination: u64,
+}
+
+impl Violations {
+    pub fn total(&self) -> u64 {
+        self.agreement + self.participation + self.validity + self.irrevocability + self.failed_set + self.termination
+    }
+
+    pub fn merge(&mut self, o: &Violations) {
+        self.agreement += o.agreement;
+        self.participation += o.participation;
+        self.validity += o.validity;
+        self.irrevocability += o.irrevocability;
+        self.failed_set += o.failed_set;
+        self.termination += o.termination;
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// A message arrives at `to` (its receive then occupies `to` for `o`).
+    Arrive(u32),
+    /// The receive of a message ends: the protocol handles it.
+    Handle(u32),
+    Detect {
+        node: Rank,
+        dead: Rank,
+    },
+    Die(Rank),
+}
+
+struct Flight<V> {
+    from: Rank,
+    to: Rank,
+    steps: u32,
+    msg: EraMsg<V>,
+}
+
+struct Run<'a, V: SimValue> {
+    sim: &'a AgreeSim,
+    seed: u64,
+    eras: Vec<Era<V>>,
+    alive: Vec<bool>,
+    death: Vec<Time>,
+    cal: Calendar<Ev, Rank>,
+    slab: Vec<Option<Flight<V>>>,
+    free: Vec<u32>,
+    send_free: Vec<Time>,
+    recv_free: Vec<Time>,
+    received: Vec<u64>,
+    kill_on_msg: Vec<u64>,
+    watched: HashSet<(Rank, Rank)>,
+    depth: HashMap<(Rank, AgreeId), u32>,
+    entered: Vec<Time>,
+    /// Per agreement: first entry, last return, messages, steps, fingerprint of the first
+    /// outcome.
+    first_entry: Vec<Time>,
+    last_return: Vec<Time>,
+    msgs: Vec<u64>,
+    steps: Vec<u32>,
+    fingerprint: Vec<u64>,
+    /// (agreement, rank, fingerprint) of returns that differ from the first.
+    conflicts: Vec<(AgreeId, Rank, u64)>,
+    returned: Vec<u64>,
+    out: AgreeRun,
+    nb: Vec<Rank>,
+    rng: ProtoRng,
+}
+
+fn fingerprint<V: Hash>(o: &Outcome<V>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    o.value.hash(&mut h);
+    o.failed.hash(&mut h);
+    o.unacknowledged.hash(&mut h);
+    h.finish()
+}
+
+impl<'a, V: SimValue> Run<'a, V> {
+    fn alloc(&mut self, f: Flight<V>) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = Some(f);
+                i
+            }
+            None => {
+                self.slab.push(Some(f));
+                self.slab.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Starts the next send of `r` if its sender is free.
+    fn pump(&mut self, r: Rank, now: Time) {
+        if !self.alive[r as usize] || self.send_free[r as usize] > now {
+            return;
+        }
+        let Some((to, msg)) = self.eras[r as usize].poll_send() else {
+            return;
+        };
+        let o = self.sim.logp.o;
+        let id = msg.id();
+        let steps = self.depth.get(&(r, id)).copied().unwrap_or(0) + 1;
+        if let Some(c) = self.msgs.get_mut(id as usize) {
+            *c += 1;
+        }
+        self.send_free[r as usize] = now + o;
+        // The sender is free again at now + o: whatever is queued by then goes out.
+        self.cal.push_late(now + o, r);
+        let i = self.alloc(Flight {
+            from: r,
+            to,
+            steps,
+            msg,
+        });
+        self.cal.push(now + o + self.sim.logp.l, Ev::Arrive(i));
+    }
+
+    /// Collects `r`'s returns, enters its next agreement, watches its neighbours.
+    fn settle(&mut self, r: Rank, now: Time) {
+        loop {
+            while let Some(o) = self.eras[r as usize].poll_outcome() {
+                self.on_return(r, &o, now);
+                if !o.ok() && self.sim.ack_on_error {
+                    self.eras[r as usize].acknowledge_failures();
+                }
+            }
+            let e = &mut self.eras[r as usize];
+            let id = e.next_id();
+            if id >= self.sim.agreements || id != self.returned[r as usize] {
+                break;
+            }
+            if e.agree(V::contribution(self.seed, r, id)).is_err() {
+                break;
+            }
+            self.entered[r as usize] = now;
+            let f = &mut self.first_entry[id as usize];
+            *f = (*f).min(now);
+        }
+        self.out.max_stored = self.out.max_stored.max(self.eras[r as usize].stored());
+        if self.alive.iter().any(|a| !a) {
+            let mut nb = std::mem::take(&mut self.nb);
+            self.eras[r as usize].neighbours(&mut nb);
+            for &x in &nb {
+                if !self.alive[x as usize] && self.watched.insert((r, x)) {
+                    let t = self.detect_time(x).max(now);
+                    self.cal.push(t, Ev::Detect { node: r, dead: x });
+                }
+            }
+            self.nb = nb;
+        }
+        self.pump(r, now);
+    }
+
+    fn detect_time(&mut self, x: Rank) -> Time {
+        let j = if self.sim.detect_jitter > 0 {
+            u64::from(
+                self.rng
+                    .below(self.sim.detect_jitter.min(u64::from(u32::MAX)) as u32 + 1),
+            )
+        } else {
+            0
+        };
+        self.death[x as usize] + self.sim.detect_delay + j
+    }
+
+    fn on_return(&mut self, r: Rank, o: &Outcome<V>, now: Time) {
+        let v = &mut self.out.violations;
+        if o.id != self.returned[r as usize] {
+            v.irrevocability += 1;
+            return;
+        }
+        self.returned[r as usize] += 1;
+        self.out.process_latency.record(now - self.entered[r as usize]);
+        if !o.ok() {
+            self.out.not_acknowledged += 1;
+        }
+        if o.failed.as_slice().iter().any(|&f| self.alive[f as usize]) {
+            v.failed_set += 1;
+        }
+        let id = o.id as usize;
+        // Kept for the DOWNs this return is about to send; older entries are done.
+        let d = self.depth.get(&(r, o.id)).copied().unwrap_or(0);
+        if o.id >= 2 {
+            self.depth.remove(&(r, o.id - 2));
+        }
+        self.steps[id] = self.steps[id].max(d);
+        self.last_return[id] = self.last_return[id].max(now);
+        let fp = fingerprint(o);
+        if self.fingerprint[id] == 0 {
+            self.fingerprint[id] = fp | 1;
+            let n = self.eras.len() as Rank;
+            let mut all = V::bottom();
+            for p in 0..n {
+                let c = V::contribution(self.seed, p, o.id);
+                if self.alive[p as usize] && !includes(&o.value, &c) {
+                    v.participation += 1;
+                }
+                all.fold(&c);
+            }
+            if !includes(&all, &o.value) {
+                v.validity += 1;
+            }
+        } else if self.fingerprint[id] != fp | 1 {
+            self.conflicts.push((o.id, r, fp | 1));
+        }
+    }
+
+    fn kill(&mut self, r: Rank, now: Time) {
+        if !self.alive[r as usize] {
+            return;
+        }
+        self.alive[r as usize] = false;
+        self.death[r as usize] = now;
+        self.out.dead += 1;
+        for y in 0..self.eras.len() as Rank {
+            if !self.alive[y as usize] {
+                continue;
+            }
+            let mut nb = std::mem::take(&mut self.nb);
+            self.eras[y as usize].neighbours(&mut nb);
+            if nb.contains(&r) && self.watched.insert((y, r)) {
+                let t = self.detect_time(r);
+                self.cal.push(t, Ev::Detect { node: y, dead: r });
+            }
+            self.nb = nb;
+        }
+    }
+}
+
+/// `F(v', v) = v'`: `v'` includes `v` (§2.1's "contributed").
+fn includes<V: Value>(big: &V, small: &V) -> bool {
+    let mut x = big.clone();
+    x.fold(small);
+    &x == big
+}
+
+/// Runs one experiment with seed `seed`.
+pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, String> {
+    sim.validate()?;
+    let n = sim.n;
+    let k = sim.agreements as usize;
+    let mut eras: Vec<Era<V>> = Vec::with_capacity(n as usize);
+    for r in 0..n {
+        eras.push(Era::new(r, n, sim.era)?);
+    }
+    let mut rng = ProtoRng::new(seed);
+    let mut run = Run {
+        sim,
+        seed,
+        eras,
+        alive: vec![true; n as usize],
+        death: vec![Time::MAX; n as usize],
+        cal: Calendar::new(4 * (sim.logp.l + 2 * sim.logp.o) + sim.detect_delay + sim.detect_jitter),
+        slab: Vec::new(),
+        free: Vec::new(),
+        send_free: vec![0; n as usize],
+        recv_free: vec![0; n as usize],
+        received: vec![0; n as usize],
+        kill_on_msg: vec![0; n as usize],
+        watched: HashSet::new(),
+        depth: HashMap::new(),
+        entered: vec![0; n as usize],
+        first_entry: vec![Time::MAX; k],
+        last_return: vec![0; k],
+        msgs: vec![0; k],
+        steps: vec![0; k],
+        fingerprint: vec![0; k],
+        conflicts: Vec::new(),
+        returned: vec![0; n as usize],
+        out: AgreeRun {
+            latency: Dist::new(1),
+            process_latency: Dist::new(1),
+            messages: Dist::new(1),
+            steps: Dist::new(1),
+            max_steps_failure_free: 0,
+            failure_free_agreements: 0,
+            max_stored: 0,
+            not_acknowledged: 0,
+            rebalances: 0,
+            violations: Violations::default(),
+            events: 0,
+            aborted: false,
+            dead: 0,
+            end_time: 0,
+        },
+        nb: Vec::new(),
+        rng: ProtoRng::new(seed ^ 0x5EED),
+    };
+    // The fault plan: listed kills, then random ones on distinct other processes.
+    let mut plan: Vec<Kill> = sim.kills.clone();
+    let mut taken: HashSet<Rank> = plan.iter().map(|k| k.rank).collect();
+    while (plan.len() - sim.kills.len()) < sim.random_kills as usize {
+        let r = rng.below(n);
+        if taken.insert(r) {
+            let t = rng.below(sim.kill_horizon.clamp(1, u64::from(u32::MAX)) as u32);
+            plan.push(Kill {
+                rank: r,
+                at: KillAt::Time(u64::from(t)),
+            });
+        }
+    }
+    for kl in &plan {
+        match kl.at {
+            KillAt::Before => run.kill(kl.rank, 0),
+            KillAt::Time(t) => run.cal.push(t, Ev::Die(kl.rank)),
+            KillAt::Message(m) => run.kill_on_msg[kl.rank as usize] = m,
+        }
+    }
+    for r in 0..n {
+        if run.alive[r as usize] {
+            run.settle(r, 0);
+        }
+    }
+    while let Some((now, item)) = run.cal.pop() {
+        run.out.events += 1;
+        if run.out.events > sim.max_events {
+            run.out.aborted = true;
+            break;
+        }
+        match item {
+            Item::Late(r) => run.pump(r, now),
+            Item::Early(Ev::Die(r)) => run.kill(r, now),
+            Item::Early(Ev::Arrive(i)) => {
+                let to = run.slab[i as usize].as_ref().map(|f| f.to).unwrap_or(0);
+                if !run.alive[to as usize] {
+                    run.slab[i as usize] = None;
+                    run.free.push(i);
+                    continue;
+                }
+                let t = now.max(run.recv_free[to as usize]) + sim.logp.o;
+                run.recv_free[to as usize] = t;
+                run.cal.push(t, Ev::Handle(i));
+            }
+            Item::Early(Ev::Handle(i)) => {
+                let Some(f) = run.slab[i as usize].take() else { continue };
+                run.free.push(i);
+                let to = f.to;
+                if !run.alive[to as usize] {
+                    continue;
+                }
+                run.received[to as usize] += 1;
+                if run.kill_on_msg[to as usize] == run.received[to as usize] {
+                    run.kill(to, now);
+                    continue;
+                }
+                let id = f.msg.id();
+                let d = run.depth.entry((to, id)).or_insert(0);
+                *d = (*d).max(f.steps);
+                run.eras[to as usize].on_message(f.from, f.msg);
+                run.settle(to, now);
+            }
+            Item::Early(Ev::Detect { node, dead }) => {
+                if run.alive[node as usize] {
+                    run.eras[node as usize].on_dead(dead);
+                    run.settle(node, now);
+                }
+            }
+        }
+        run.out.end_time = now;
+    }
+    finish(run)
+}
+
+fn finish<V: SimValue>(mut run: Run<'_, V>) -> Result<AgreeRun, String> {
+    let k = run.sim.agreements;
+    for r in 0..run.eras.len() {
+        if run.alive[r] && run.returned[r] < k {
+            run.out.violations.termination += 1;
+        }
+        run.out.rebalances += run.eras[r].rebalances() as u64;
+    }
+    // A conflicting return counts if its process is alive, or if a live process holds the
+    // first outcome... any two live processes with different outcomes is a violation.
+    let mut by_id: HashMap<AgreeId, Vec<(Rank, u64)>> = HashMap::new();
+    for &(id, r, fp) in &run.conflicts {
+        by_id.entry(id).or_default().push((r, fp));
+    }
+    for (id, list) in by_id {
+        let odd: HashSet<Rank> = list.iter().map(|x| x.0).collect();
+        let mut live_fps: HashSet<u64> = list
+            .iter()
+            .filter(|(r, _)| run.alive[*r as usize])
+            .map(|x| x.1)
+            .collect();
+        let first_live = (0..run.eras.len() as Rank)
+            .any(|r| run.alive[r as usize] && !odd.contains(&r) && run.returned[r as usize] > id);
+        if first_live {
+            live_fps.insert(run.fingerprint[id as usize]);
+        }
+        if live_fps.len() > 1 {
+            run.out.violations.agreement += 1;
+        }
+    }
+    for id in 0..k as usize {
+        if run.first_entry[id] == Time::MAX {
+            continue;
+        }
+        run.out
+            .latency
+            .record(run.last_return[id].saturating_sub(run.first_entry[id]));
+        run.out.messages.record(run.msgs[id]);
+        run.out.steps.record(u64::from(run.steps[id]));
+        if run.out.dead == 0 {
+            run.out.failure_free_agreements += 1;
+            run.out.max_steps_failure_free = run.out.max_steps_failure_free.max(run.steps[id]);
+        }
+    }
+    Ok(run.out)
+}
+
+/// Theorem 5's failure-free bound on parallel steps: `2·⌈log_δ n⌉` for a tree of largest
+/// fan-out `δ ≥ 2`, else twice the tree's height (a string, δ = 1).
+pub fn theorem5_bound(n: Rank, fanout: u32, height: u32) -> u32 {
+    if fanout < 2 || n < 2 {
+        return 2 * height;
+    }
+    // ⌈log_δ n⌉ in integers.
+    let (mut levels, mut reach) = (0u32, 1u64);
+    while reach < u64::from(n) {
+        reach = reach.saturating_mul(u64::from(fanout));
+        levels += 1;
+    }
+    2 * levels
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,182 @@
+//! End-to-end tests of `ftcoll agree --sim`: output, the properties under failures, misuse.
+
+use std::process::Command;
+
+fn ftcoll(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
+        .args(args)
+        .output()
+        .expect("run ftcoll");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = ftcoll(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+}
+
+#[test]
+fn failure_free_json_meets_theorem_5() {
+    let v = json(&[
+        "agree",
+        "--sim",
+        "--nodes",
+        "32",
+        "--runs",
+        "5",
+        "--agreements",
+        "40",
+        "--json",
+    ]);
+    for k in [
+        "agreement_latency",
+        "process_latency",
+        "messages_per_agreement",
+        "critical_path_steps",
+    ] {
+        for p in ["mean", "p50", "p99", "p99.9", "max"] {
+            assert!(v[k][p].is_number(), "{k}.{p} missing in {v}");
+        }
+    }
+    assert_eq!(v["messages_per_agreement"]["max"], 62.0, "2(n-1) messages");
+    assert_eq!(v["max_steps_failure_free"], v["theorem5_bound"]);
+    assert_eq!(v["failure_free_agreements"], 200);
+    assert!(v["max_stored_agreements_per_process"].as_u64().unwrap() <= 3);
+}
+
+#[test]
+fn failures_keep_every_property() {
+    let v = json(&[
+        "agree",
+        "--sim",
+        "--nodes",
+        "24",
+        "--tree",
+        "bin/star:4",
+        "--runs",
+        "50",
+        "--agreements",
+        "6",
+        "--kill",
+        "0@msg:1,5@7",
+        "--random-kills",
+        "3",
+        "--detect-jitter",
+        "9",
+        "--value",
+        "union",
+        "--json",
+    ]);
+    for k in [
+        "agreement",
+        "participation",
+        "validity",
+        "irrevocability",
+        "failed_set",
+        "termination",
+    ] {
+        assert_eq!(v["violations"][k], 0, "{k}: {v}");
+    }
+    assert_eq!(v["dead"], 50 * 5);
+    assert!(v["not_acknowledged_returns"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn table_output_names_the_checks() {
+    let (code, out, err) = ftcoll(&["agree", "--sim", "--nodes", "16", "--runs", "3", "--agreements", "10"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Theorem 5 (failure-free): max steps 8 over 30 agreements"),
+        "{out}"
+    );
+    assert!(out.contains("violations: agreement 0 participation 0"), "{out}");
+}
+
+#[test]
+fn misuse_is_a_one_line_error_with_code_2() {
+    for args in [
+        &["agree", "--sim", "--nodes", "4", "--tree", "bin/"][..],
+        &["agree", "--sim", "--tree", "ring"],
+        &["agree", "--sim", "--tree", "bin/bin:0"],
+        &["agree", "--sim", "--nodes", "4", "--kill", "7"],
+        &["agree", "--sim", "--nodes", "4", "--kill", "1@msg:0"],
+        &["agree", "--sim", "--nodes", "4", "--kill", "1,1@5"],
+        &["agree", "--sim", "--nodes", "3", "--random-kills", "3"],
+        &["agree", "--sim", "--o", "0"],
+        &["agree", "--sim", "--nodes", "0"],
+        &["agree", "--sim", "--agreements", "0"],
+        &["agree", "--sim", "--value", "xor"],
+        &["agree", "--sim", "--window", "0"],
+        &["agree", "--nodes", "1"],
+        &["agree", "--nodes", "129"],
+        &["agree", "--nodes", "4", "--kill", "1"],
+        &["agree", "--nodes", "4", "--kill", "7@1"],
+        &["agree", "--nodes", "4", "--agreements", "10", "--kill", "1@10"],
+        &["agree", "--nodes", "4", "--window", "2"],
+        &["agree", "--nodes", "4", "--heartbeat-us", "0"],
+    ] {
+        let (code, out, err) = ftcoll(args);
+        assert_eq!(code, 2, "{args:?}: {out} {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn network_benchmark_survives_a_kill_inproc_and_udp() {
+    for transport in ["inproc", "udp"] {
+        let v = json(&[
+            "agree",
+            "--transport",
+            transport,
+            "--nodes",
+            "4",
+            "--warmup",
+            "20",
+            "--agreements",
+            "200",
+            "--kill",
+            "2@100",
+            "--suspect-ms",
+            "50",
+            "--json",
+        ]);
+        assert_eq!(v["disagreements"], 0, "{transport}: {v}");
+        assert_eq!(v["invalid"], 0, "{transport}: {v}");
+        assert_eq!(v["unfinished"], 0, "{transport}: {v}");
+        assert!(v["first_success_after_kill_us"].is_number(), "{transport}: {v}");
+        let classes: Vec<&str> = v["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["class"].as_str().unwrap())
+            .collect();
+        assert!(classes.contains(&"failure-detecting"), "{transport}: {v}");
+        assert!(classes.contains(&"post-failure"), "{transport}: {v}");
+    }
+}
+
+#[test]
+fn stress_agree_runs_for_its_duration_without_disagreement() {
+    let (code, out, err) = ftcoll(&[
+        "stress",
+        "agree",
+        "--duration",
+        "2",
+        "--transport",
+        "inproc",
+        "--nodes",
+        "6",
+        "--agreements",
+        "300",
+    ]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("disagreements 0"), "{out}");
+    let (code, _, err) = ftcoll(&["stress", "agree", "--max-kills", "8", "--nodes", "8"]);
+    assert_eq!(code, 2, "{err}");
+}
