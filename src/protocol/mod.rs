@@ -10,6 +10,7 @@
 
 pub mod bcast;
 pub mod op;
+pub mod overlay;
 pub mod rng;
 
 pub use crate::model::Time;

@@ -1,9 +1,11 @@
 //! LogP discrete-event simulator: the first driver of the sans-IO protocols.
 
+pub mod bmg_build;
 pub mod calendar;
 pub mod engine;
 pub mod faults;
 pub mod montecarlo;
+pub mod phased;
 pub mod stats;
 
 pub use engine::{Engine, RunStats, TraceRow};
