@@ -2,6 +2,7 @@
 
 pub mod bmg_build;
 pub mod calendar;
+pub mod dissemination;
 pub mod engine;
 pub mod faults;
 pub mod montecarlo;
