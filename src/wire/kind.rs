@@ -11,6 +11,10 @@ pub const BIG: u8 = 0x01;
 pub const TREE_ACK: u8 = 0x02;
 /// `BfbMsg`.
 pub const BFB: u8 = 0x03;
+/// `OverlayMsg` (the BMG overlay's Algorithms 1 and 2).
+pub const BMG_OVERLAY: u8 = 0x04;
+/// `HfMsg` (Han–Finkel dissemination).
+pub const HAN_FINKEL: u8 = 0x05;
 /// `TreeMsg<C>` is `CORRECTED_TREE | C`.
 pub const CORRECTED_TREE: u8 = 0x10;
 /// `GossipMsg<C>` is `CORRECTED_GOSSIP | C`.
@@ -28,7 +32,8 @@ pub(crate) const fn with_cap(family: u8, c: usize) -> u8 {
 
 /// Is `k` the kind of some message type (whatever its capacity)?
 pub fn is_known(k: u8) -> bool {
-    matches!(k, BIG | TREE_ACK | BFB) || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
+    matches!(k, BIG | TREE_ACK | BFB | BMG_OVERLAY | HAN_FINKEL)
+        || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
 }
 
 #[cfg(test)]
@@ -38,9 +43,9 @@ mod tests {
     #[test]
     fn known_kinds() {
         let known: Vec<u8> = (0..=u8::MAX).filter(|&k| is_known(k)).collect();
-        assert_eq!(known.len(), 3 + 3 * 16);
+        assert_eq!(known.len(), 5 + 3 * 16);
         assert!(!is_known(0));
-        assert!(!is_known(0x04) && !is_known(0x40) && !is_known(0xFF));
+        assert!(!is_known(0x06) && !is_known(0x40) && !is_known(0xFF));
         assert_eq!(with_cap(CORRECTION, 4), 0x34);
     }
 }

@@ -13,6 +13,7 @@ pub mod bcast;
 mod codec;
 pub mod header;
 pub mod kind;
+pub mod overlay;
 
 pub use header::{HEADER_LEN, Header, MAGIC, VERSION};
 
