@@ -71,10 +71,12 @@ impl Rounds {
     pub fn round(&mut self) {
         let n = self.machines.len();
         let live: Vec<bool> = (0..n).map(|p| self.alive(p)).collect();
-        let mut sends: Vec<Option<(Rank, HfMsg)>> = Vec::with_capacity(n);
-        for p in 0..n {
-            sends.push(live[p].then(|| self.machines[p].begin_round()));
-        }
+        let sends: Vec<Option<(Rank, HfMsg)>> = self
+            .machines
+            .iter_mut()
+            .zip(&live)
+            .map(|(m, &alive)| alive.then(|| m.begin_round()))
+            .collect();
         // Identity -> live machine holding it (a failed machine keeps its identity until
         // someone takes it over; messages to it are lost).
         let mut by_id: Vec<Option<usize>> = vec![None; n];
