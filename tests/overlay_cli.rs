@@ -80,6 +80,34 @@ fn bmg_build_self_stabilizes_from_the_cli() {
 }
 
 #[test]
+fn bmg_build_repairs_itself_after_crashes() {
+    let v = json(&[
+        "sim",
+        "--algo",
+        "bmg-build",
+        "--nodes",
+        "128",
+        "--crashes",
+        "3",
+        "--launch-tree",
+        "binomial",
+        "--json",
+    ]);
+    let rows = v["rows"].as_array().unwrap();
+    let big: Vec<_> = rows.iter().filter(|r| r["depth"] == 7).collect();
+    assert_eq!(big.len(), 2, "both schedulers: {v}");
+    for r in big {
+        let repairs = r["repairs"][0].as_array().unwrap();
+        assert_eq!(repairs.len(), 3, "{r}");
+        for (k, x) in repairs.iter().enumerate() {
+            let c = &x[1];
+            assert_eq!(c["closed"], true, "{r}");
+            assert_eq!(c["n"].as_u64(), Some(127 - k as u64), "{r}");
+        }
+    }
+}
+
+#[test]
 fn dissemination_meets_theorems_1_to_3() {
     let v = json(&["sim", "--algo", "dissemination", "--nodes", "40", "--json"]);
     for r in v["rows"].as_array().unwrap() {
@@ -103,6 +131,7 @@ fn overlay_misuse_is_one_line_and_exit_2() {
         &["sim", "--algo", "bmg-build", "--tree", "binomial"],
         &["sim", "--algo", "dissemination", "--nodes", "100000"],
         &["sim", "--algo", "dissemination", "--launch-tree", "binary"],
+        &["sim", "--algo", "dissemination", "--crashes", "1"],
         &["sim", "--algo", "big", "--launch-tree", "binary"],
         &["sim", "--algo", "bmg-build", "--scheduler", "sometimes"],
         &["model", "--algo", "dissemination"],

@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::cli::args::{AlgoName, SimArgs};
 use crate::protocol::ProtoRng;
 use crate::protocol::overlay::han_finkel::{Tolerance, run_len};
-use crate::sim::bmg_build::{self, BuildRun, Convergence, Start};
+use crate::sim::bmg_build::{Build, BuildRun, Convergence, Start};
 use crate::sim::dissemination::{all_gather, reorganize};
 use crate::sim::phased::Scheduler;
 use crate::topology::launch_tree::{LaunchShape, LaunchTree};
@@ -44,6 +44,10 @@ pub struct OverlayArgs {
     /// bmg-build: give up a run after this many phases [default: 1000000].
     #[arg(long = "max-phases")]
     pub max_phases: Option<u64>,
+    /// bmg-build: after convergence, crash K random processes for good, one at a time, each
+    /// followed by the repair (the launch tree mended, N one less) [default: 0].
+    #[arg(long)]
+    pub crashes: Option<u32>,
 }
 
 impl OverlayArgs {
@@ -54,6 +58,7 @@ impl OverlayArgs {
             (self.refresh.is_some(), "--refresh"),
             (self.corrupted, "--corrupted"),
             (self.max_phases.is_some(), "--max-phases"),
+            (self.crashes.is_some(), "--crashes"),
         ]
         .into_iter()
         .find(|x| x.0)
@@ -123,6 +128,8 @@ struct BuildRow {
     max_degree: u32,
     /// Each run's result.
     results: Vec<Convergence>,
+    /// Each run's repairs after `--crashes`: (dead process, convergence from the crash).
+    repairs: Vec<Vec<(u32, Convergence)>>,
 }
 
 fn shapes(spec: &str) -> Result<Vec<String>, String> {
@@ -161,6 +168,7 @@ fn bmg(a: &SimArgs) -> Result<(), String> {
         SchedulerName::Both => vec![Scheduler::Synchronous, Scheduler::Asynchronous],
     };
     let refresh = o.refresh.unwrap_or(64);
+    let crashes = o.crashes.unwrap_or(0);
     if refresh == 0 {
         return Err("--refresh must be at least 1".into());
     }
@@ -195,10 +203,20 @@ fn bmg(a: &SimArgs) -> Result<(), String> {
                 if trees.len() < runs as usize {
                     break;
                 }
-                let results: Vec<Convergence> = trees
-                    .iter_mut()
-                    .map(|(t, rng)| bmg_build::run(t, &cfg(sched, t.len()), rng))
-                    .collect();
+                let mut results = Vec::new();
+                let mut repairs = Vec::new();
+                for (t, rng) in &mut trees {
+                    let mut b = Build::new(t, &cfg(sched, t.len()), rng);
+                    results.push(b.converge());
+                    let mut done = Vec::new();
+                    for _ in 0..crashes.min(t.len().saturating_sub(2)) {
+                        let ring = b.tree().ring_order();
+                        let dead = ring[rng.below(ring.len() as u32) as usize];
+                        b.crash(dead)?;
+                        done.push((dead, b.converge()));
+                    }
+                    repairs.push(done);
+                }
                 rows.push(BuildRow {
                     tree: name.clone(),
                     scheduler: sched,
@@ -207,6 +225,7 @@ fn bmg(a: &SimArgs) -> Result<(), String> {
                     nodes: trees.iter().map(|(t, _)| f64::from(t.len())).sum::<f64>() / trees.len() as f64,
                     max_degree: trees.iter().map(|(t, _)| t.max_degree()).max().unwrap_or(0),
                     results,
+                    repairs,
                 });
             }
         }
@@ -223,7 +242,51 @@ fn bmg(a: &SimArgs) -> Result<(), String> {
         return Ok(());
     }
     print!("{}", bmg_table(&rows, refresh, o.corrupted, a.seed));
+    if crashes > 0 {
+        print!("{}", repair_table(&rows));
+    }
     Ok(())
+}
+
+fn repair_table(rows: &[BuildRow]) -> String {
+    let mut s = String::from(
+        "\nrepairs: a random process crashes for good after convergence (the launch tree mended, N one less);\n",
+    );
+    s += "phases, messages and max received counted from the crash; one line per crash (first run)\n\n";
+    s += &format!(
+        "{:<16}{:<7}{:>6}{:>10}{:>8}{:>8}{:>8}{:>8}{:>12}{:>10}{:>8}\n",
+        "tree", "sched", "depth", "N after", "dead", "ring", "bmg", "quiet", "messages", "max_recv", "closed"
+    );
+    for r in rows {
+        for (dead, c) in r.repairs.first().into_iter().flatten() {
+            s += &format!(
+                "{:<16}{:<7}{:>6}{:>10}{:>8}{:>8}{:>8}{:>8}{:>12}{:>10}{:>8}\n",
+                r.tree,
+                match r.scheduler {
+                    Scheduler::Synchronous => "sync",
+                    Scheduler::Asynchronous => "async",
+                },
+                r.depth,
+                c.n,
+                dead,
+                fmt_opt(c.ring_phases.map(|x| x as f64)),
+                fmt_opt(c.bmg_phases.map(|x| x as f64)),
+                fmt_opt(c.quiet_phases.map(|x| x as f64)),
+                if c.bmg_phases.is_some() {
+                    c.messages.to_string()
+                } else {
+                    "-".into()
+                },
+                if c.bmg_phases.is_some() {
+                    c.max_received.to_string()
+                } else {
+                    "-".into()
+                },
+                if c.closed { "yes" } else { "no" },
+            );
+        }
+    }
+    s
 }
 
 fn fmt_opt(x: Option<f64>) -> String {

@@ -12,11 +12,11 @@
 
 use serde::Serialize;
 
-use crate::protocol::ProtoRng;
 use crate::protocol::overlay::Guarded;
 use crate::protocol::overlay::bmg_overlay::{BmgOverlay, Legitimate, OverlayMsg};
 use crate::protocol::overlay::ring_to_bmg::{BmgMsg, table_len};
 use crate::protocol::overlay::tree_to_ring::RingMsg;
+use crate::protocol::{ProtoRng, Rank};
 use crate::sim::phased::{Phased, Scheduler};
 use crate::topology::launch_tree::LaunchTree;
 
@@ -81,87 +81,185 @@ fn random_msg(n: u32, rng: &mut ProtoRng) -> OverlayMsg {
     }
 }
 
-/// Runs Algorithms 1 and 2 on the launch tree `t` (at least 2 processes).
-pub fn run(t: &LaunchTree, cfg: &BuildRun, rng: &mut ProtoRng) -> Convergence {
-    let n = t.len();
-    let goal = Legitimate::new(t);
-    let mut nodes: Vec<BmgOverlay> = (0..n).map(|id| BmgOverlay::from_tree(t, id, cfg.refresh)).collect();
-    let mut sys_msgs = Vec::new();
-    if let Start::Corrupted { messages } = cfg.start {
-        for p in &mut nodes {
-            p.corrupt(rng);
+/// A system building the overlay: the processes, the phased driver, the legitimate target
+/// and per-process bookkeeping of what is not legitimate yet.
+pub struct Build {
+    sys: Phased<BmgOverlay>,
+    goal: Legitimate,
+    tree: LaunchTree,
+    cfg: BuildRun,
+    live: Vec<bool>,
+    ring_ok: Vec<bool>,
+    bmg_ok: Vec<bool>,
+    quiet: Vec<bool>,
+    ring_bad: usize,
+    bmg_bad: usize,
+    loud: usize,
+}
+
+impl Build {
+    /// Processes of the launch tree `t` (at least 2) started as `cfg.start` says.
+    pub fn new(t: &LaunchTree, cfg: &BuildRun, rng: &mut ProtoRng) -> Self {
+        let n = t.len();
+        let mut nodes: Vec<BmgOverlay> = (0..n).map(|id| BmgOverlay::from_tree(t, id, cfg.refresh)).collect();
+        let mut sys_msgs = Vec::new();
+        if let Start::Corrupted { messages } = cfg.start {
+            for p in &mut nodes {
+                p.corrupt(rng);
+            }
+            for _ in 0..messages {
+                let to = rng.below(n);
+                sys_msgs.push((to, rng.other_than(to, n), random_msg(n, rng)));
+            }
         }
-        for _ in 0..messages {
-            let to = rng.below(n);
-            sys_msgs.push((to, rng.other_than(to, n), random_msg(n, rng)));
+        let mut sys = Phased::new(nodes, cfg.scheduler);
+        for (to, from, m) in sys_msgs {
+            sys.inject(to, from, m);
         }
+        let mut b = Build {
+            sys,
+            goal: Legitimate::new(t),
+            tree: t.clone(),
+            cfg: *cfg,
+            live: vec![true; n as usize],
+            ring_ok: Vec::new(),
+            bmg_ok: Vec::new(),
+            quiet: Vec::new(),
+            ring_bad: 0,
+            bmg_bad: 0,
+            loud: 0,
+        };
+        b.recount();
+        b
     }
-    // Per process: ring ok, BMG ok, quiet; and how many are not.
-    let mut ring_ok: Vec<bool> = nodes.iter().map(|p| goal.ring_ok(p)).collect();
-    let mut bmg_ok: Vec<bool> = nodes.iter().map(|p| goal.bmg_ok(p)).collect();
-    let mut quiet: Vec<bool> = nodes.iter().map(|p| p.quiet()).collect();
-    let bad = |v: &[bool]| v.iter().filter(|&&x| !x).count();
-    let (mut ring_bad, mut bmg_bad, mut loud) = (bad(&ring_ok), bad(&bmg_ok), bad(&quiet));
-    let mut sys = Phased::new(nodes, cfg.scheduler);
-    for (to, from, m) in sys_msgs {
-        sys.inject(to, from, m);
+
+    /// Recomputes every live process's status from scratch.
+    fn recount(&mut self) {
+        let (goal, live) = (&self.goal, &self.live);
+        let nodes = self.sys.nodes();
+        let status = |f: &dyn Fn(&BmgOverlay) -> bool| -> Vec<bool> {
+            nodes.iter().zip(live).map(|(p, &l)| !l || f(p)).collect()
+        };
+        self.ring_ok = status(&|p| goal.ring_ok(p));
+        self.bmg_ok = status(&|p| goal.bmg_ok(p));
+        self.quiet = status(&|p| p.quiet());
+        let bad = |v: &[bool]| v.iter().filter(|&&x| !x).count();
+        (self.ring_bad, self.bmg_bad, self.loud) = (bad(&self.ring_ok), bad(&self.bmg_ok), bad(&self.quiet));
     }
-    let mut c = Convergence {
-        n,
-        ..Convergence::default()
-    };
-    let mut quiet_at = None;
-    let mut was_legit = false;
-    while sys.phase() < cfg.max_phases {
-        sys.step(|i, p| {
-            let (r, b, q) = (goal.ring_ok(p), goal.bmg_ok(p), p.quiet());
-            for (flag, now, count) in [
-                (&mut ring_ok[i], r, &mut ring_bad),
-                (&mut bmg_ok[i], b, &mut bmg_bad),
-                (&mut quiet[i], q, &mut loud),
-            ] {
-                if *flag != now {
-                    *flag = now;
-                    if now {
-                        *count -= 1;
-                    } else {
-                        *count += 1;
+
+    /// Is every live process's state legitimate (ring and BMG)?
+    pub fn legitimate(&self) -> bool {
+        self.ring_bad + self.bmg_bad == 0
+    }
+
+    /// The launch tree as mended so far.
+    pub fn tree(&self) -> &LaunchTree {
+        &self.tree
+    }
+
+    /// The processes.
+    pub fn nodes(&self) -> &[BmgOverlay] {
+        self.sys.nodes()
+    }
+
+    /// Runs until the configuration has been legitimate and quiet for `closure_phases`, or
+    /// `max_phases` more phases have passed; phases and counts are measured from the call.
+    pub fn converge(&mut self) -> Convergence {
+        let (phase0, sent0) = (self.sys.phase(), self.sys.sent());
+        let recv0: Vec<u64> = (0..self.live.len() as u32).map(|p| self.sys.received(p)).collect();
+        let dropped0 = self.dropped();
+        let mut c = Convergence {
+            n: self.live.iter().filter(|&&l| l).count() as u32,
+            ..Convergence::default()
+        };
+        let mut quiet_at = None;
+        let mut was_legit = false;
+        let goal = &self.goal;
+        while self.sys.phase() - phase0 < self.cfg.max_phases {
+            let (ring_ok, bmg_ok, quiet) = (&mut self.ring_ok, &mut self.bmg_ok, &mut self.quiet);
+            let (ring_bad, bmg_bad, loud) = (&mut self.ring_bad, &mut self.bmg_bad, &mut self.loud);
+            self.sys.step(|i, p| {
+                let (r, b, q) = (goal.ring_ok(p), goal.bmg_ok(p), p.quiet());
+                for (flag, now, count) in [
+                    (&mut ring_ok[i], r, &mut *ring_bad),
+                    (&mut bmg_ok[i], b, &mut *bmg_bad),
+                    (&mut quiet[i], q, &mut *loud),
+                ] {
+                    if *flag != now {
+                        *flag = now;
+                        if now {
+                            *count -= 1;
+                        } else {
+                            *count += 1;
+                        }
                     }
                 }
+            });
+            let phase = self.sys.phase() - phase0;
+            c.ring_phases = match (self.ring_bad, c.ring_phases) {
+                (0, None) => Some(phase),
+                (0, at) => at,
+                _ => None,
+            };
+            let legit = self.ring_bad + self.bmg_bad == 0;
+            if legit && c.bmg_phases.is_none() {
+                c.bmg_phases = Some(phase);
+                c.messages = self.sys.sent() - sent0;
+                c.max_received = (0..self.live.len())
+                    .map(|p| self.sys.received(p as u32) - recv0[p])
+                    .max()
+                    .unwrap_or(0);
             }
-        });
-        let phase = sys.phase();
-        c.ring_phases = match (ring_bad, c.ring_phases) {
-            (0, None) => Some(phase),
-            (0, at) => at,
-            _ => None,
-        };
-        let legit = ring_bad + bmg_bad == 0;
-        if legit && c.bmg_phases.is_none() {
-            c.bmg_phases = Some(phase);
-            c.messages = sys.sent();
-            c.max_received = sys.max_received();
+            if !legit {
+                c.bmg_phases = None;
+                c.breaks += u64::from(was_legit);
+            }
+            was_legit = legit;
+            quiet_at = match (legit && self.loud == 0, quiet_at) {
+                (true, None) => Some(phase),
+                (true, at) => at,
+                (false, _) => None,
+            };
+            if let Some(at) = quiet_at
+                && phase >= at + self.cfg.closure_phases
+            {
+                c.quiet_phases = Some(at);
+                c.closed = true;
+                break;
+            }
         }
-        if !legit {
-            c.bmg_phases = None;
-            c.breaks += u64::from(was_legit);
-        }
-        was_legit = legit;
-        quiet_at = match (legit && loud == 0, quiet_at) {
-            (true, None) => Some(phase),
-            (true, at) => at,
-            (false, _) => None,
-        };
-        if let Some(at) = quiet_at
-            && phase >= at + cfg.closure_phases
-        {
-            c.quiet_phases = Some(at);
-            c.closed = true;
-            break;
-        }
+        c.dropped = self.dropped() - dropped0;
+        c
     }
-    c.dropped = sys.lost() + sys.nodes().iter().map(BmgOverlay::dropped).sum::<u64>();
-    c
+
+    fn dropped(&self) -> u64 {
+        self.sys.lost() + self.sys.nodes().iter().map(BmgOverlay::dropped).sum::<u64>()
+    }
+
+    /// Process `dead` crashes for good (issue 6's permanent crash, outside the paper's model
+    /// of transient faults). The launcher's tree is mended ([`LaunchTree::without`]): the
+    /// dead process's parent adopts its children in its place; every survivor learns the
+    /// new `N` (in ftcoll by a failure notice spread with fault-tolerant dissemination, Han–
+    /// Finkel Theorem 2) and keeps its outputs, which the algorithms then repair as any
+    /// transient fault. Errors if `dead` is not in the tree or is the last process.
+    pub fn crash(&mut self, dead: Rank) -> Result<(), String> {
+        let t = self.tree.without(dead)?;
+        self.sys.crash(dead);
+        self.live[dead as usize] = false;
+        let n = self.live.iter().filter(|&&l| l).count() as u32;
+        for p in (0..t.len()).filter(|&p| self.live[p as usize]) {
+            self.sys.node_mut(p).reattach(t.parent(p), t.children(p).to_vec(), n);
+        }
+        self.goal = Legitimate::new(&t);
+        self.tree = t;
+        self.recount();
+        Ok(())
+    }
+}
+
+/// Runs Algorithms 1 and 2 on the launch tree `t` (at least 2 processes) until converged.
+pub fn run(t: &LaunchTree, cfg: &BuildRun, rng: &mut ProtoRng) -> Convergence {
+    Build::new(t, cfg, rng).converge()
 }
 
 #[cfg(test)]
@@ -225,6 +323,30 @@ mod tests {
         assert!(bin.closed && bry.closed);
         assert!(bin.bmg_phases.unwrap() > bry.bmg_phases.unwrap());
         assert!(bin.max_received > bry.max_received, "Figure 3: {bin:?} vs {bry:?}");
+    }
+
+    #[test]
+    fn repairs_itself_after_permanent_crashes() {
+        for s in [Scheduler::Synchronous, Scheduler::Asynchronous] {
+            for (shape, dead) in [
+                (LaunchShape::Binomial { depth: 6 }, [0u32, 1, 63]),
+                (LaunchShape::Binary { depth: 5 }, [0, 2, 40]),
+            ] {
+                let t = tree(shape, 1);
+                let mut b = Build::new(&t, &clean(s), &mut ProtoRng::new(1));
+                assert!(b.converge().closed);
+                let mut n = t.len();
+                for d in dead {
+                    assert!(b.legitimate());
+                    b.crash(d).unwrap();
+                    assert!(!b.legitimate(), "a crash breaks the ring");
+                    n -= 1;
+                    let c = b.converge();
+                    assert!(c.closed && c.n == n, "{s:?} {shape:?} dead {d}: {c:?}");
+                }
+                assert!(b.crash(dead[0]).is_err());
+            }
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub struct Phased<P: Guarded> {
     queues: Vec<VecDeque<(Rank, P::Msg)>>,
     next: Vec<(Rank, Rank, P::Msg)>,
     spontaneous_last: Vec<bool>,
+    crashed: Vec<bool>,
     received: Vec<u64>,
     sent: u64,
     lost: u64,
@@ -48,6 +49,7 @@ impl<P: Guarded> Phased<P> {
             queues: (0..n).map(|_| VecDeque::new()).collect(),
             next: Vec::new(),
             spontaneous_last: vec![false; n],
+            crashed: vec![false; n],
             received: vec![0; n],
             sent: 0,
             lost: 0,
@@ -63,6 +65,20 @@ impl<P: Guarded> Phased<P> {
         if let Some(q) = self.queues.get_mut(to as usize) {
             q.push_back((from, msg));
         }
+    }
+
+    /// Process `p` crashes: it acts no more, its channel is emptied and messages to it are
+    /// lost.
+    pub fn crash(&mut self, p: Rank) {
+        if let Some(c) = self.crashed.get_mut(p as usize) {
+            *c = true;
+            self.queues[p as usize].clear();
+        }
+    }
+
+    /// Process `p`, to change its constants (a repaired tree).
+    pub fn node_mut(&mut self, p: Rank) -> &mut P {
+        &mut self.nodes[p as usize]
     }
 
     /// The processes.
@@ -104,6 +120,9 @@ impl<P: Guarded> Phased<P> {
     /// state may have changed).
     pub fn step(&mut self, mut touched: impl FnMut(usize, &P)) {
         for i in 0..self.nodes.len() {
+            if self.crashed[i] {
+                continue;
+            }
             match self.scheduler {
                 Scheduler::Synchronous => {
                     let mut acted = false;
@@ -142,8 +161,8 @@ impl<P: Guarded> Phased<P> {
         }
         for (to, from, m) in self.next.drain(..) {
             match self.queues.get_mut(to as usize) {
-                Some(q) => q.push_back((from, m)),
-                None => self.lost += 1,
+                Some(q) if !self.crashed[to as usize] => q.push_back((from, m)),
+                _ => self.lost += 1,
             }
         }
         for p in &mut self.nodes {

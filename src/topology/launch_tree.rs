@@ -111,7 +111,41 @@ impl LaunchTree {
         Ok(t)
     }
 
-    /// Number of processes.
+    /// The tree once process `dead` has crashed and been excised, as ERA mends its tree: its
+    /// children take its place, in order, in its parent's list (a dead root's first child
+    /// becomes the root and adopts its siblings). The ring (the preorder) is then the old one
+    /// without `dead`. Identifiers keep their meaning: [`LaunchTree::len`] stays the same and
+    /// `dead` is in no ring. Errors if `dead` is not in the tree or is the last process.
+    pub fn without(&self, dead: u32) -> Result<LaunchTree, String> {
+        let mut t = self.clone();
+        let d = dead as usize;
+        if d >= t.parent.len() || !self.ring_order().contains(&dead) {
+            return Err(format!("process {dead} is not in the tree"));
+        }
+        let orphans = std::mem::take(&mut t.children[d]);
+        match t.parent[d].take() {
+            Some(p) => {
+                for &o in &orphans {
+                    t.parent[o as usize] = Some(p);
+                }
+                let list = &mut t.children[p as usize];
+                let at = list.iter().position(|&c| c == dead).ok_or("inconsistent tree")?;
+                list.splice(at..=at, orphans);
+            }
+            None => {
+                let (&root, rest) = orphans.split_first().ok_or("the last process cannot be removed")?;
+                t.parent[root as usize] = None;
+                for &o in rest {
+                    t.parent[o as usize] = Some(root);
+                }
+                t.children[root as usize].extend_from_slice(rest);
+                t.root = root;
+            }
+        }
+        Ok(t)
+    }
+
+    /// Identifiers `0..len()` (a crashed process keeps its identifier, out of the tree).
     #[allow(clippy::len_without_is_empty)] // a tree always has its root
     pub fn len(&self) -> u32 {
         self.parent.len() as u32
@@ -208,6 +242,25 @@ mod tests {
         let err = LaunchTree::build(LaunchShape::Random { depth: 30, degree: 4 }, 1000, &mut rng);
         assert!(err.is_err());
         assert!(LaunchTree::build(LaunchShape::Binary { depth: 40 }, u32::MAX, &mut rng).is_err());
+    }
+
+    #[test]
+    fn a_crashed_process_leaves_the_ring_and_nothing_else() {
+        let t = build(LaunchShape::Binomial { depth: 5 });
+        for dead in 0..t.len() {
+            let m = t.without(dead).unwrap();
+            let mut want = t.ring_order();
+            want.retain(|&p| p != dead);
+            assert_eq!(m.ring_order(), want, "dead {dead}");
+            for p in m.ring_order() {
+                for &c in m.children(p) {
+                    assert_eq!(m.parent(c), Some(p));
+                }
+            }
+            assert!(m.without(dead).is_err());
+        }
+        let two = LaunchTree::from_parents(vec![None, Some(0)]).unwrap();
+        assert!(two.without(0).unwrap().without(1).is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! any state) is kept. A rule that overwrites `Succ`, `Pred` or level 0 with another value,
 //! and any suspected failure, wakes the process up.
 
-use super::ring_to_bmg::{BmgMsg, RingToBmg, levels, table_len};
+use super::ring_to_bmg::{BmgMsg, RingToBmg, levels};
 use super::tree_to_ring::{RingMsg, TreeToRing};
 use super::{Guarded, Outbox};
 use crate::protocol::{ProtoRng, Rank};
@@ -31,6 +31,8 @@ pub enum OverlayMsg {
 pub struct BmgOverlay {
     pub ring: TreeToRing,
     pub bmg: RingToBmg,
+    /// Identifiers are `0..ids` (the ring may be smaller once processes crashed).
+    ids: u32,
     quiet: bool,
     succ_ok: bool,
     pred_ok: bool,
@@ -49,6 +51,7 @@ impl BmgOverlay {
         Self {
             ring: TreeToRing::new(id, parent, children),
             bmg: RingToBmg::new(n),
+            ids: n,
             quiet: false,
             succ_ok: false,
             pred_ok: false,
@@ -66,6 +69,23 @@ impl BmgOverlay {
         Self::new(id, t.len(), t.parent(id), t.children(id).to_vec(), refresh)
     }
 
+    /// New tree constants and ring size after a crash was repaired (the dead process's
+    /// children re-attached to its parent, `N` one less): the outputs are kept, now an
+    /// arbitrary state for the new tree, from which the algorithms converge again (§3.1:
+    /// a permanent crash is, for the survivors, a transient fault plus a topology change).
+    /// `Succ` and `Pred` are kept (only the dead process's ring neighbours change); the finger
+    /// tables are emptied, since with a new `N` most of their entries move, and a build from
+    /// `⊥` is monotone where repairing wrong entries sets off introductions level after
+    /// level. The process wakes up.
+    pub fn reattach(&mut self, parent: Option<Rank>, children: Vec<Rank>, n: u32) {
+        self.ring.parent = parent;
+        self.ring.children = children;
+        self.bmg = RingToBmg::new(n);
+        self.pred_ok = false;
+        self.succ_ok = false;
+        self.wake();
+    }
+
     /// Messages dropped as invalid (an identifier or level out of range): never trusted.
     pub fn dropped(&self) -> u64 {
         self.dropped
@@ -74,7 +94,7 @@ impl BmgOverlay {
     /// An arbitrary state (a transient fault, §3.1): every output and every flag of the quiet
     /// mode drawn at random, identifiers `⊥` or any process. The tree constants stay (§3.3.1).
     pub fn corrupt(&mut self, rng: &mut ProtoRng) {
-        let n = self.bmg.n;
+        let n = self.ids;
         let any = |rng: &mut ProtoRng| {
             let x = rng.below(n + 1);
             (x < n).then_some(x)
@@ -117,12 +137,12 @@ impl BmgOverlay {
 
     /// Is a received message well formed for a system of `n` processes?
     fn valid(&self, from: Rank, msg: &OverlayMsg) -> bool {
-        let n = self.bmg.n;
-        from < n
+        let ids = self.ids;
+        from < ids
             && match *msg {
-                OverlayMsg::Ring(m) => m.ident() < n,
+                OverlayMsg::Ring(m) => m.ident() < ids,
                 OverlayMsg::Bmg(BmgMsg::Up { ident, hop } | BmgMsg::Dn { ident, hop }) => {
-                    ident < n && usize::from(hop) < table_len(n)
+                    ident < ids && usize::from(hop) < self.bmg.cw.len()
                 }
             }
     }
@@ -203,7 +223,7 @@ impl Legitimate {
     /// The target of the launch tree `t`.
     pub fn new(t: &LaunchTree) -> Self {
         let order = t.ring_order();
-        let mut pos = vec![0u32; order.len()];
+        let mut pos = vec![0u32; t.len() as usize];
         for (i, &p) in order.iter().enumerate() {
             pos[p as usize] = i as u32;
         }
