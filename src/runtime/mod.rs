@@ -8,6 +8,7 @@
 //! rounds, delayed correction) keep their meaning on the wire.
 
 pub mod board;
+pub mod bootstrap;
 pub mod cluster;
 pub mod control;
 pub mod kill;

@@ -15,6 +15,8 @@ pub const BFB: u8 = 0x03;
 pub const BMG_OVERLAY: u8 = 0x04;
 /// `HfMsg` (Han–Finkel dissemination).
 pub const HAN_FINKEL: u8 = 0x05;
+/// `BootMsg` (the runtime bootstrap's envelope of the overlay and the all-gather).
+pub const BOOTSTRAP: u8 = 0x06;
 /// `TreeMsg<C>` is `CORRECTED_TREE | C`.
 pub const CORRECTED_TREE: u8 = 0x10;
 /// `GossipMsg<C>` is `CORRECTED_GOSSIP | C`.
@@ -32,7 +34,7 @@ pub(crate) const fn with_cap(family: u8, c: usize) -> u8 {
 
 /// Is `k` the kind of some message type (whatever its capacity)?
 pub fn is_known(k: u8) -> bool {
-    matches!(k, BIG | TREE_ACK | BFB | BMG_OVERLAY | HAN_FINKEL)
+    matches!(k, BIG | TREE_ACK | BFB | BMG_OVERLAY | HAN_FINKEL | BOOTSTRAP)
         || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
 }
 
@@ -43,9 +45,9 @@ mod tests {
     #[test]
     fn known_kinds() {
         let known: Vec<u8> = (0..=u8::MAX).filter(|&k| is_known(k)).collect();
-        assert_eq!(known.len(), 5 + 3 * 16);
+        assert_eq!(known.len(), 6 + 3 * 16);
         assert!(!is_known(0));
-        assert!(!is_known(0x06) && !is_known(0x40) && !is_known(0xFF));
+        assert!(!is_known(0x07) && !is_known(0x40) && !is_known(0xFF));
         assert_eq!(with_cap(CORRECTION, 4), 0x34);
     }
 }

@@ -10,6 +10,7 @@
 //! must be below the job's size `n`.
 
 pub mod bcast;
+pub mod bootstrap;
 mod codec;
 pub mod header;
 pub mod kind;
