@@ -47,6 +47,10 @@ pub enum AlgoName {
     Bfb,
     /// Tree broadcast with acknowledgments.
     TreeAck,
+    /// `sim` only: the self-stabilizing BMG overlay built from a launch tree (convergence).
+    BmgBuild,
+    /// `sim` only: Han–Finkel dissemination (rounds, one failure, reorganization).
+    Dissemination,
 }
 
 /// Tree numbering.
@@ -178,6 +182,8 @@ pub struct SimArgs {
     /// Never show a progress bar.
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+    #[command(flatten)]
+    pub overlay: crate::cli::overlay::OverlayArgs,
 }
 
 #[derive(Args, Debug, Clone)]

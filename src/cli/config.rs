@@ -102,12 +102,16 @@ pub fn resolve_algo(g: &AlgoArgs, n: u32, logp: LogP, dead: u32) -> Result<Algo,
         AlgoName::Big => Algo::Big,
         AlgoName::Bfb => Algo::Bfb,
         AlgoName::TreeAck => Algo::TreeAck { tree, order },
+        AlgoName::BmgBuild | AlgoName::Dissemination => {
+            return Err("--algo bmg-build and --algo dissemination run in `ftcoll sim` only".into());
+        }
     })
 }
 
 impl Setup {
     /// Validates the flags; errors are one line.
     pub fn from_args(a: &SimArgs) -> Result<Setup, String> {
+        crate::cli::overlay::reject_unused(&a.overlay)?;
         if a.nodes < 2 {
             return Err(format!("--nodes must be at least 2, got {}", a.nodes));
         }

@@ -12,6 +12,7 @@ pub mod defaults;
 pub mod logp;
 pub mod model;
 pub mod node;
+pub mod overlay;
 pub mod reproduce;
 pub mod runner;
 pub mod sim;

@@ -12,6 +12,9 @@ use crate::sim::{Report, write_trace};
 
 /// Runs `ftcoll sim`.
 pub fn run(a: &SimArgs) -> Result<(), String> {
+    if crate::cli::overlay::is_overlay(a.alg.algo) {
+        return crate::cli::overlay::run(a);
+    }
     let setup = Setup::from_args(a)?;
     let ex = &setup.experiment;
     if let Some(path) = &a.trace {

@@ -11,6 +11,7 @@
 pub mod agree;
 pub mod bcast;
 pub mod op;
+pub mod overlay;
 pub mod rng;
 
 pub use crate::model::Time;

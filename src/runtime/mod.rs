@@ -9,6 +9,7 @@
 
 pub mod agree;
 pub mod board;
+pub mod bootstrap;
 pub mod cluster;
 pub mod control;
 pub mod join;

@@ -1,10 +1,13 @@
 //! LogP discrete-event simulator: the first driver of the sans-IO protocols.
 
 pub mod agree;
+pub mod bmg_build;
 pub mod calendar;
+pub mod dissemination;
 pub mod engine;
 pub mod faults;
 pub mod montecarlo;
+pub mod phased;
 pub mod stats;
 
 pub use engine::{Engine, RunStats, TraceRow};

@@ -7,6 +7,7 @@
 //! - [`binomial_graph`]: binomial-graph neighbours (Corrected Gossip §IV.B.3, BMG).
 
 pub mod binomial_graph;
+pub mod launch_tree;
 pub mod ring;
 pub mod tree;
 

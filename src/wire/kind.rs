@@ -19,6 +19,12 @@ pub const ERA_AND64: u8 = 0x06;
 pub const ERA_UNION: u8 = 0x07;
 /// `Heartbeat` (ERA's failure detector).
 pub const HEARTBEAT: u8 = 0x08;
+/// `OverlayMsg` (the BMG overlay's Algorithms 1 and 2).
+pub const BMG_OVERLAY: u8 = 0x04;
+/// `HfMsg` (Han–Finkel dissemination).
+pub const HAN_FINKEL: u8 = 0x09;
+/// `BootMsg` (the runtime bootstrap's envelope of the overlay and the all-gather).
+pub const BOOTSTRAP: u8 = 0x0A;
 /// `TreeMsg<C>` is `CORRECTED_TREE | C`.
 pub const CORRECTED_TREE: u8 = 0x10;
 /// `GossipMsg<C>` is `CORRECTED_GOSSIP | C`.
@@ -36,8 +42,10 @@ pub(crate) const fn with_cap(family: u8, c: usize) -> u8 {
 
 /// Is `k` the kind of some message type (whatever its capacity)?
 pub fn is_known(k: u8) -> bool {
-    matches!(k, BIG | TREE_ACK | BFB | ERA_AND32 | ERA_AND64 | ERA_UNION | HEARTBEAT)
-        || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
+    matches!(
+        k,
+        BIG | TREE_ACK | BFB | ERA_AND32 | ERA_AND64 | ERA_UNION | HEARTBEAT | BMG_OVERLAY | HAN_FINKEL | BOOTSTRAP
+    ) || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
 }
 
 #[cfg(test)]
@@ -47,9 +55,9 @@ mod tests {
     #[test]
     fn known_kinds() {
         let known: Vec<u8> = (0..=u8::MAX).filter(|&k| is_known(k)).collect();
-        assert_eq!(known.len(), 7 + 3 * 16);
+        assert_eq!(known.len(), 10 + 3 * 16);
         assert!(!is_known(0));
-        assert!(!is_known(0x04) && !is_known(0x40) && !is_known(0xFF));
+        assert!(!is_known(0x0B) && !is_known(0x40) && !is_known(0xFF));
         assert_eq!(with_cap(CORRECTION, 4), 0x34);
     }
 }

@@ -11,9 +11,11 @@
 
 pub mod agree;
 pub mod bcast;
+pub mod bootstrap;
 pub mod codec;
 pub mod header;
 pub mod kind;
+pub mod overlay;
 
 pub use header::{HEADER_LEN, Header, MAGIC, VERSION};
 
