@@ -36,6 +36,8 @@ pub enum TransportKind {
     Udp,
     /// Lock-free queues between threads of this process.
     Inproc,
+    /// ibverbs RC QPs on this host's InfiniBand/RoCE device (cargo feature `rdma`).
+    Verbs,
 }
 
 /// A benchmark to run on a local cluster.
@@ -88,6 +90,10 @@ pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) ->
                 })
                 .collect()
         }
+        TransportKind::Verbs => crate::transport::verbs::local_endpoints(n, job, seed)?
+            .into_iter()
+            .map(|t| (t, None))
+            .collect(),
         TransportKind::Udp => {
             let cfg = UdpConfig {
                 job,

@@ -1,0 +1,159 @@
+//! Tests of the device code. Without a device (this build machine) the no-device path is
+//! checked; with `FTCOLL_TEST_RDMA=1` on a machine with an active port, the UDP transport's
+//! conformance tests run unchanged over verbs.
+
+use std::time::Duration;
+
+use super::endpoint::{ibv_init, ibv_rtr, ibv_rts, local};
+use super::qp_attr::{self, RcParams, Remote};
+use super::{VerbsConfig, completion, select};
+use crate::transport::Transport;
+use crate::transport::testutil::{assert_complete, exchange};
+use rdma_sys::*;
+
+fn with_device() -> bool {
+    std::env::var("FTCOLL_TEST_RDMA").is_ok_and(|v| v == "1")
+}
+
+#[test]
+fn our_abi_constants_match_rdma_sys() {
+    use qp_attr::mask;
+    let m = |x: ibv_qp_attr_mask| x.0;
+    assert_eq!(mask::STATE, m(ibv_qp_attr_mask::IBV_QP_STATE));
+    assert_eq!(mask::ACCESS_FLAGS, m(ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS));
+    assert_eq!(mask::PKEY_INDEX, m(ibv_qp_attr_mask::IBV_QP_PKEY_INDEX));
+    assert_eq!(mask::PORT, m(ibv_qp_attr_mask::IBV_QP_PORT));
+    assert_eq!(mask::AV, m(ibv_qp_attr_mask::IBV_QP_AV));
+    assert_eq!(mask::PATH_MTU, m(ibv_qp_attr_mask::IBV_QP_PATH_MTU));
+    assert_eq!(mask::TIMEOUT, m(ibv_qp_attr_mask::IBV_QP_TIMEOUT));
+    assert_eq!(mask::RETRY_CNT, m(ibv_qp_attr_mask::IBV_QP_RETRY_CNT));
+    assert_eq!(mask::RNR_RETRY, m(ibv_qp_attr_mask::IBV_QP_RNR_RETRY));
+    assert_eq!(mask::RQ_PSN, m(ibv_qp_attr_mask::IBV_QP_RQ_PSN));
+    assert_eq!(mask::MAX_QP_RD_ATOMIC, m(ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC));
+    assert_eq!(mask::MIN_RNR_TIMER, m(ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER));
+    assert_eq!(mask::SQ_PSN, m(ibv_qp_attr_mask::IBV_QP_SQ_PSN));
+    assert_eq!(mask::MAX_DEST_RD_ATOMIC, m(ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC));
+    assert_eq!(mask::DEST_QPN, m(ibv_qp_attr_mask::IBV_QP_DEST_QPN));
+    assert_eq!(qp_attr::ACCESS_LOCAL_WRITE, ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0);
+    assert_eq!(qp_attr::ACCESS_REMOTE_WRITE, ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0);
+    use completion::status as s;
+    use ibv_wc_status as w;
+    for (ours, theirs) in [
+        (s::SUCCESS, w::IBV_WC_SUCCESS),
+        (s::LOC_LEN_ERR, w::IBV_WC_LOC_LEN_ERR),
+        (s::LOC_QP_OP_ERR, w::IBV_WC_LOC_QP_OP_ERR),
+        (s::LOC_PROT_ERR, w::IBV_WC_LOC_PROT_ERR),
+        (s::WR_FLUSH_ERR, w::IBV_WC_WR_FLUSH_ERR),
+        (s::BAD_RESP_ERR, w::IBV_WC_BAD_RESP_ERR),
+        (s::LOC_ACCESS_ERR, w::IBV_WC_LOC_ACCESS_ERR),
+        (s::REM_INV_REQ_ERR, w::IBV_WC_REM_INV_REQ_ERR),
+        (s::REM_ACCESS_ERR, w::IBV_WC_REM_ACCESS_ERR),
+        (s::REM_OP_ERR, w::IBV_WC_REM_OP_ERR),
+        (s::RETRY_EXC_ERR, w::IBV_WC_RETRY_EXC_ERR),
+        (s::RNR_RETRY_EXC_ERR, w::IBV_WC_RNR_RETRY_EXC_ERR),
+        (s::REM_ABORT_ERR, w::IBV_WC_REM_ABORT_ERR),
+        (s::FATAL_ERR, w::IBV_WC_FATAL_ERR),
+        (s::RESP_TIMEOUT_ERR, w::IBV_WC_RESP_TIMEOUT_ERR),
+        (s::GENERAL_ERR, w::IBV_WC_GENERAL_ERR),
+    ] {
+        assert_eq!(ours, theirs);
+    }
+}
+
+#[test]
+fn ibv_qp_attr_carries_the_perftest_attributes() {
+    let p = RcParams::default();
+    let (a, m) = ibv_init(&qp_attr::init(&p, 1));
+    assert_eq!((a.qp_state, a.port_num, a.pkey_index, a.qp_access_flags), (1, 1, 0, 3));
+    assert_eq!(m, 0b11_1001);
+    let r = Remote {
+        qpn: 0x1234,
+        psn: 0x56,
+        lid: 9,
+        gid: [7; 16],
+    };
+    let (a, _) = ibv_rtr(&qp_attr::rtr(&p, 1, 5, Some(3), &r));
+    assert_eq!((a.qp_state, a.path_mtu, a.dest_qp_num, a.rq_psn), (ibv_qp_state::IBV_QPS_RTR, 5, 0x1234, 0x56));
+    assert_eq!((a.min_rnr_timer, a.max_dest_rd_atomic, a.ah_attr.dlid, a.ah_attr.port_num), (12, 1, 9, 1));
+    assert_eq!((a.ah_attr.is_global, a.ah_attr.grh.sgid_index, a.ah_attr.grh.hop_limit), (1, 3, 0xFF));
+    // SAFETY: the union was written as raw bytes.
+    assert_eq!(unsafe { a.ah_attr.grh.dgid.raw }, [7; 16]);
+    let (a, _) = ibv_rtr(&qp_attr::rtr(&p, 1, 5, None, &r));
+    assert_eq!(a.ah_attr.is_global, 0);
+    let (a, m) = ibv_rts(&qp_attr::rts(&p, 0xabc));
+    assert_eq!((a.qp_state, a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic), (3, 0xabc, 14, 7, 7, 1));
+    assert_eq!(m as u32, qp_attr::rts(&p, 0).mask);
+}
+
+#[test]
+fn without_a_device_opening_fails_with_one_line_naming_it() {
+    if with_device() {
+        return;
+    }
+    let e = match local(2, &VerbsConfig::default(), 1, 1) {
+        Ok(_) => panic!("a device opened: set FTCOLL_TEST_RDMA=1 to run the device tests"),
+        Err(e) => e,
+    };
+    assert!(e.starts_with("no RDMA device"), "{e}");
+    assert!(e.ends_with(select::HINT), "{e}");
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn conformance_all_to_all_exactly_once_in_order() {
+    if !with_device() {
+        return;
+    }
+    let eps = local(4, &VerbsConfig::default(), 7, 1).expect("FTCOLL_TEST_RDMA=1 needs a device");
+    // More messages than a ring holds: exercises credits and back-pressure.
+    let out = exchange(eps, 2000, 64, &[], Duration::from_secs(20));
+    assert_complete(&out, 2000);
+}
+
+#[test]
+fn conformance_large_messages_are_staged_not_inlined() {
+    if !with_device() {
+        return;
+    }
+    let eps = local(2, &VerbsConfig::default(), 8, 1).expect("device");
+    assert!(eps[0].inline_max() < 1000);
+    let out = exchange(eps, 500, 1000, &[], Duration::from_secs(20));
+    assert_complete(&out, 500);
+}
+
+#[test]
+fn conformance_a_destroyed_peer_is_suspected_while_others_go_on() {
+    if !with_device() {
+        return;
+    }
+    let cfg = VerbsConfig {
+        rc: RcParams {
+            timeout: 10,
+            retry_cnt: 2,
+            ..RcParams::default()
+        },
+        ..VerbsConfig::default()
+    };
+    let mut eps = local(4, &cfg, 9, 1).expect("device");
+    // Rank 3's QPs are destroyed: the HCAs stop acknowledging, RETRY_EXC_ERR follows.
+    drop(eps.pop());
+    let out = exchange(eps, 200, 16, &[3], Duration::from_secs(20));
+    assert_complete(&out, 200);
+    for o in &out {
+        assert_eq!(o.suspects, vec![3], "rank {}: {o:?}", o.rank);
+    }
+}
+
+#[test]
+fn conformance_send_refusals() {
+    if !with_device() {
+        return;
+    }
+    let mut eps = local(2, &VerbsConfig::default(), 10, 1).expect("device");
+    let now = std::time::Instant::now();
+    use crate::transport::SendError;
+    assert_eq!(eps[0].send(0, b"x", now), Err(SendError::BadPeer));
+    assert_eq!(eps[0].send(2, b"x", now), Err(SendError::BadPeer));
+    let big = vec![0u8; crate::transport::MAX_PAYLOAD + 1];
+    assert_eq!(eps[0].send(1, &big, now), Err(SendError::TooLarge));
+}
