@@ -80,6 +80,8 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub verbs: crate::cli::verbs::VerbsArgs,
 }
 
 fn default_kills(a: &BenchArgs) -> String {
@@ -184,6 +186,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if a.nodes < 2 {
         return Err(format!("--nodes must be at least 2, got {}", a.nodes));
     }
+    a.verbs.apply(a.transport)?;
     if a.iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }

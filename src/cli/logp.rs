@@ -24,10 +24,13 @@ pub struct LogpArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub verbs: crate::cli::verbs::VerbsArgs,
 }
 
 /// Runs `ftcoll logp`.
 pub fn run(a: &LogpArgs) -> Result<(), String> {
+    a.verbs.apply(a.transport)?;
     if a.size == 0 || a.size > 1024 {
         return Err(format!("--size must be in 1..=1024, got {}", a.size));
     }

@@ -14,6 +14,7 @@ pub mod reproduce;
 pub mod runner;
 pub mod sim;
 pub mod spec;
+pub mod verbs;
 
 use clap::Parser;
 use clap::error::ErrorKind;

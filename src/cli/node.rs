@@ -13,9 +13,13 @@ use crate::cli::config::resolve_algo;
 use crate::model::LogP;
 use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
+use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::kill::parse_kills;
-use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rank_from_env, rendezvous, run_node, unix_ns};
+use crate::runtime::procs::{
+    NodeExit, NodeSpec, parse_hostfile, rank_from_env, rendezvous, run_node, run_node_with, unix_ns,
+};
+use crate::transport::Transport;
 use crate::wire::WireMessage;
 
 #[derive(Args, Debug, Clone)]
@@ -65,6 +69,11 @@ pub struct NodeArgs {
     /// Crash specs (see `bench --kill`); only the one naming this rank applies.
     #[arg(long)]
     pub kill: Option<String>,
+    /// Transport: udp, or verbs (connection data exchanged through --rendezvous).
+    #[arg(long, value_enum, default_value = "udp")]
+    pub transport: TransportKind,
+    #[command(flatten)]
+    pub verbs: crate::cli::verbs::VerbsArgs,
 }
 
 /// Runs `ftcoll node`; prints one JSON line with the node's counters when it exits.
@@ -85,7 +94,20 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
     if a.size > 1024 {
         return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
     }
+    a.verbs.apply(a.transport)?;
+    let verbs_dir = match (a.transport, &a.rendezvous) {
+        (TransportKind::Inproc, _) => return Err("--transport inproc does not apply to node processes".into()),
+        (TransportKind::Verbs, None) => {
+            return Err(
+                "--transport verbs needs --rendezvous DIR (QP numbers, LIDs/GIDs and PSNs are exchanged through it)"
+                    .into(),
+            );
+        }
+        (TransportKind::Verbs, Some(d)) => Some(d.clone()),
+        (TransportKind::Udp, _) => None,
+    };
     let peers = match (&a.hostfile, &a.rendezvous) {
+        _ if verbs_dir.is_some() => Vec::new(),
         (Some(h), _) => {
             let text = std::fs::read_to_string(h).map_err(|e| format!("cannot read hostfile {}: {e}", h.display()))?;
             parse_hostfile(&text, n)?
@@ -116,12 +138,23 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         kill,
         control_timeout: std::time::Duration::from_millis(a.control_timeout_ms),
     };
-    let exit = algo.dispatch(n, model, RunNode(&spec))??;
+    let transport = match &verbs_dir {
+        Some(dir) => Some(crate::transport::verbs::node_endpoint(
+            rank,
+            n,
+            a.job,
+            a.seed,
+            dir,
+            std::time::Duration::from_secs(60),
+        )?),
+        None => None,
+    };
+    let exit = algo.dispatch(n, model, RunNode(&spec, transport))??;
     println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
     Ok(())
 }
 
-struct RunNode<'a>(&'a NodeSpec);
+struct RunNode<'a>(&'a NodeSpec, Option<Box<dyn Transport>>);
 
 impl Visit for RunNode<'_> {
     type Out = Result<NodeExit, String>;
@@ -131,6 +164,9 @@ impl Visit for RunNode<'_> {
         P::Shared: SharedInfo,
         P::Msg: WireMessage,
     {
-        run_node::<P>(shared, self.0)
+        match self.1 {
+            Some(t) => run_node_with::<P>(shared, self.0, t),
+            None => run_node::<P>(shared, self.0),
+        }
     }
 }

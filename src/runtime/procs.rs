@@ -22,8 +22,8 @@ use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator, PollMod
 use crate::runtime::control::{ChildAgent, ParentAgent};
 use crate::runtime::kill::{Kill, KillPoint};
 use crate::runtime::node::{Node, NodeParams};
-use crate::transport::TransportStats;
 use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::transport::{Transport, TransportStats};
 use crate::wire::{DropCounters, WireMessage};
 
 /// Wall-clock nanoseconds since the Unix epoch.
@@ -214,8 +214,19 @@ where
     };
     let t = UdpTransport::bind(s.rank, &s.peers, cfg)
         .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
+    run_node_with::<P>(shared, s, Box::new(t))
+}
+
+/// [`run_node`] over a transport already connected to the job's peers (the verbs transport
+/// connects through the rendezvous directory before the node joins the coordinator).
+pub fn run_node_with<P>(shared: &P::Shared, s: &NodeSpec, t: Box<dyn Transport>) -> Result<NodeExit, String>
+where
+    P: Protocol,
+    P::Shared: SharedInfo,
+    P::Msg: WireMessage,
+{
     let mut agent = ChildAgent::new(s.control, s.job, s.rank, s.n).map_err(|e| format!("control socket: {e}"))?;
-    let mut node = Node::<P>::new(s.rank, s.n, Box::new(t), s.kill, s.seed, None);
+    let mut node = Node::<P>::new(s.rank, s.n, t, s.kill, s.seed, None);
     let ctl = Control::new(s.n);
     let params = NodeParams {
         shared,

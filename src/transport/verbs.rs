@@ -20,6 +20,7 @@
 //! The device-independent parts (attributes, connection data, credits, send-queue policy,
 //! ring layout, completion mapping, device selection) build and are tested without the feature.
 
+pub mod bootstrap;
 pub mod completion;
 pub mod conn;
 pub mod credits;
@@ -131,6 +132,42 @@ pub fn local_endpoints(_n: u32, _job: u64, _seed: u64) -> Result<Vec<Box<dyn Tra
     Err(NOT_BUILT.to_string())
 }
 
+/// This rank's endpoint of a multi-process job: created on this host's device, connection
+/// data exchanged through the rendezvous directory `dir` ([`bootstrap`]), every QP connected.
+#[cfg(feature = "rdma")]
+pub fn node_endpoint(
+    rank: u32,
+    n: u32,
+    job: u64,
+    seed: u64,
+    dir: &std::path::Path,
+    timeout: std::time::Duration,
+) -> Result<Box<dyn Transport>, String> {
+    let cfg = config();
+    let dev = device::Device::open(&cfg)?;
+    let mut t = endpoint::VerbsTransport::create(dev, rank, n, job, &cfg, seed)?;
+    let mine: Vec<conn::ConnInfo> = (0..n).filter(|&to| to != rank).map(|to| t.conn_info(to)).collect();
+    bootstrap::publish(dir, rank, &mine)?;
+    let theirs = bootstrap::collect(dir, rank, n, job, crate::transport::MAX_PAYLOAD as u32, timeout)?;
+    for c in theirs.iter().flatten() {
+        t.connect(c)?;
+    }
+    Ok(Box::new(t))
+}
+
+/// Without the `rdma` feature: the one-line error saying how to get it.
+#[cfg(not(feature = "rdma"))]
+pub fn node_endpoint(
+    _rank: u32,
+    _n: u32,
+    _job: u64,
+    _seed: u64,
+    _dir: &std::path::Path,
+    _timeout: std::time::Duration,
+) -> Result<Box<dyn Transport>, String> {
+    Err(NOT_BUILT.to_string())
+}
+
 #[cfg(test)]
 mod config_tests {
     use super::*;
@@ -138,17 +175,32 @@ mod config_tests {
     #[test]
     fn defaults_are_perftest_and_valid() {
         let c = VerbsConfig::default();
-        assert_eq!((c.rx_depth, c.tx_depth, c.signal_every, c.max_inline), (512, 128, 100, 236));
+        assert_eq!(
+            (c.rx_depth, c.tx_depth, c.signal_every, c.max_inline),
+            (512, 128, 100, 236)
+        );
         c.validate().unwrap();
     }
 
     #[test]
     fn invalid_settings_are_one_line_errors() {
         for c in [
-            VerbsConfig { rx_depth: 0, ..VerbsConfig::default() },
-            VerbsConfig { tx_depth: 20000, ..VerbsConfig::default() },
-            VerbsConfig { signal_every: 0, ..VerbsConfig::default() },
-            VerbsConfig { port: Some(0), ..VerbsConfig::default() },
+            VerbsConfig {
+                rx_depth: 0,
+                ..VerbsConfig::default()
+            },
+            VerbsConfig {
+                tx_depth: 20000,
+                ..VerbsConfig::default()
+            },
+            VerbsConfig {
+                signal_every: 0,
+                ..VerbsConfig::default()
+            },
+            VerbsConfig {
+                port: Some(0),
+                ..VerbsConfig::default()
+            },
         ] {
             let e = c.validate().unwrap_err();
             assert!(e.starts_with("--") && !e.contains('\n'), "{e}");
@@ -158,7 +210,20 @@ mod config_tests {
     #[cfg(not(feature = "rdma"))]
     #[test]
     fn without_the_feature_endpoints_say_how_to_rebuild() {
-        let e = local_endpoints(2, 1, 1).unwrap_err();
-        assert!(e.contains("--features rdma") && e.contains("--transport udp"), "{e}");
+        for r in [
+            local_endpoints(2, 1, 1).map(|_| ()),
+            node_endpoint(
+                0,
+                2,
+                1,
+                1,
+                std::path::Path::new("/nonexistent"),
+                std::time::Duration::ZERO,
+            )
+            .map(|_| ()),
+        ] {
+            let e = r.unwrap_err();
+            assert!(e.contains("--features rdma") && e.contains("--transport udp"), "{e}");
+        }
     }
 }

@@ -100,6 +100,9 @@ mod tests {
         assert!(!h.suspect());
         assert!(h.is_suspected());
         let mut h = PeerHealth::default();
-        assert!(h.on_status(status::WR_FLUSH_ERR), "a flush alone also means the QP is gone");
+        assert!(
+            h.on_status(status::WR_FLUSH_ERR),
+            "a flush alone also means the QP is gone"
+        );
     }
 }

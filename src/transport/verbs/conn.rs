@@ -186,7 +186,10 @@ mod tests {
     fn every_field_is_validated() {
         let c = sample();
         let d = |c: ConnInfo| ConnInfo::decode(&c.encode(), sample().job, 1, 4, 1200);
-        assert_eq!(ConnInfo::decode(&c.encode(), c.job + 1, 1, 4, 1200), Err(ConnError::Job));
+        assert_eq!(
+            ConnInfo::decode(&c.encode(), c.job + 1, 1, 4, 1200),
+            Err(ConnError::Job)
+        );
         assert_eq!(ConnInfo::decode(&c.encode(), c.job, 2, 4, 1200), Err(ConnError::Rank));
         assert_eq!(d(ConnInfo { from: 4, ..c }), Err(ConnError::Rank));
         assert_eq!(d(ConnInfo { from: 1, ..c }), Err(ConnError::Rank));
@@ -203,7 +206,10 @@ mod tests {
         let mut b = c.encode();
         b[4] = 2;
         assert_eq!(ConnInfo::decode(&b, c.job, 1, 4, 1200), Err(ConnError::Version));
-        assert_eq!(ConnInfo::decode(&b[..LEN - 1], c.job, 1, 4, 1200), Err(ConnError::Length));
+        assert_eq!(
+            ConnInfo::decode(&b[..LEN - 1], c.job, 1, 4, 1200),
+            Err(ConnError::Length)
+        );
     }
 
     #[test]

@@ -131,7 +131,11 @@ impl Device {
         // SAFETY: ctx is open.
         dev.pd = unsafe { ibv_alloc_pd(ctx) };
         if dev.pd.is_null() {
-            return Err(format!("cannot allocate a protection domain on {}: {}; {HINT}", dev.name, errno()));
+            return Err(format!(
+                "cannot allocate a protection domain on {}: {}; {HINT}",
+                dev.name,
+                errno()
+            ));
         }
         Ok(Arc::new(dev))
     }

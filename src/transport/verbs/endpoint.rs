@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use rdma_sys::*;
 
+use super::VerbsConfig;
 use super::completion::{PeerHealth, WcClass, classify, status};
 use super::conn::ConnInfo;
 use super::credits::{RecvCredits, SendCredits};
@@ -15,7 +16,6 @@ use super::qp_attr::{self, InitAttr, Remote, RtrAttr, RtsAttr};
 use super::ring::{Layout, Reposts, slot_len, wr_id};
 use super::select::HINT;
 use super::send_queue::{Post, SendQueue};
-use super::VerbsConfig;
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport, TransportStats};
 
 /// Completions taken per `ibv_poll_cq` (perftest's CTX_POLL_BATCH).
@@ -102,7 +102,10 @@ pub struct VerbsTransport {
 unsafe impl Send for VerbsTransport {}
 
 fn os_err(what: &str, dev: &str) -> String {
-    format!("{what} on RDMA device {dev} failed: {}; {HINT}", io::Error::last_os_error())
+    format!(
+        "{what} on RDMA device {dev} failed: {}; {HINT}",
+        io::Error::last_os_error()
+    )
 }
 
 /// splitmix64: the random initial PSNs (perftest: `lrand48() & 0xffffff`).
@@ -180,12 +183,28 @@ impl VerbsTransport {
         let name = dev.name.clone();
         let cqe = |d: u32| (u64::from(d) * u64::from(n - 1)).min(i32::MAX as u64) as i32;
         // SAFETY: dev.ctx is open; no completion channel.
-        let send_cq = unsafe { ibv_create_cq(dev.ctx, cqe(cfg.tx_depth), std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+        let send_cq = unsafe {
+            ibv_create_cq(
+                dev.ctx,
+                cqe(cfg.tx_depth),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
         if send_cq.is_null() {
             return Err(os_err("ibv_create_cq (send)", &name));
         }
         // SAFETY: as above.
-        let recv_cq = unsafe { ibv_create_cq(dev.ctx, cqe(cfg.rx_depth), std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+        let recv_cq = unsafe {
+            ibv_create_cq(
+                dev.ctx,
+                cqe(cfg.rx_depth),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
         let mut t = VerbsTransport {
             rank,
             n,
@@ -728,7 +747,17 @@ pub fn local(n: u32, cfg: &VerbsConfig, job: u64, seed: u64) -> Result<Vec<Verbs
         .collect::<Result<Vec<_>, _>>()?;
     let wires: Vec<Vec<[u8; super::conn::LEN]>> = eps
         .iter()
-        .map(|e| (0..n).map(|to| if to == e.rank { [0; super::conn::LEN] } else { e.conn_info(to).encode() }).collect())
+        .map(|e| {
+            (0..n)
+                .map(|to| {
+                    if to == e.rank {
+                        [0; super::conn::LEN]
+                    } else {
+                        e.conn_info(to).encode()
+                    }
+                })
+                .collect()
+        })
         .collect();
     for (from, w) in wires.iter().enumerate() {
         for (to, bytes) in w.iter().enumerate() {

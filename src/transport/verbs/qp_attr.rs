@@ -76,7 +76,10 @@ impl RcParams {
             return Err(format!("--retry-count must be in 0..=7, got {}", self.retry_cnt));
         }
         if self.rnr_retry > 7 {
-            return Err(format!("--rnr-retry must be in 0..=7 (7 = forever), got {}", self.rnr_retry));
+            return Err(format!(
+                "--rnr-retry must be in 0..=7 (7 = forever), got {}",
+                self.rnr_retry
+            ));
         }
         if self.min_rnr_timer > 31 {
             return Err(format!("min RNR timer must be in 0..=31, got {}", self.min_rnr_timer));
@@ -196,12 +199,7 @@ pub fn rts(p: &RcParams, my_psn: u32) -> RtsAttr {
         retry_cnt: p.retry_cnt,
         rnr_retry: p.rnr_retry,
         max_rd_atomic: p.out_reads,
-        mask: mask::STATE
-            | mask::SQ_PSN
-            | mask::TIMEOUT
-            | mask::RETRY_CNT
-            | mask::RNR_RETRY
-            | mask::MAX_QP_RD_ATOMIC,
+        mask: mask::STATE | mask::SQ_PSN | mask::TIMEOUT | mask::RETRY_CNT | mask::RNR_RETRY | mask::MAX_QP_RD_ATOMIC,
     }
 }
 
@@ -248,14 +246,20 @@ mod tests {
         assert_eq!((a.dest_qpn, a.rq_psn, a.dlid, a.path_mtu), (0x12_3456, 0xab_cdef, 7, 5));
         assert!(a.grh.is_none());
         assert_eq!((a.max_dest_rd_atomic, a.min_rnr_timer), (1, 12));
-        assert_eq!(a.mask, 1 | (1 << 7) | (1 << 8) | (1 << 20) | (1 << 12) | (1 << 15) | (1 << 17));
+        assert_eq!(
+            a.mask,
+            1 | (1 << 7) | (1 << 8) | (1 << 20) | (1 << 12) | (1 << 15) | (1 << 17)
+        );
     }
 
     #[test]
     fn rtr_with_gid_index_carries_the_remote_gid() {
         let a = rtr(&RcParams::default(), 1, 3, Some(3), &remote());
         let g = a.grh.unwrap();
-        assert_eq!((g.dgid, g.sgid_index, g.hop_limit, g.traffic_class), ([0xfe; 16], 3, 0xFF, 0));
+        assert_eq!(
+            (g.dgid, g.sgid_index, g.hop_limit, g.traffic_class),
+            ([0xfe; 16], 3, 0xFF, 0)
+        );
     }
 
     #[test]
@@ -267,20 +271,39 @@ mod tests {
             ..RcParams::default()
         };
         let a = rts(&p, 42);
-        assert_eq!((a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic), (42, 10, 3, 2, 1));
+        assert_eq!(
+            (a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic),
+            (42, 10, 3, 2, 1)
+        );
         assert_eq!(a.mask, 1 | (1 << 16) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 13));
     }
 
     #[test]
     fn out_of_range_parameters_are_refused() {
         for p in [
-            RcParams { timeout: 32, ..RcParams::default() },
-            RcParams { retry_cnt: 8, ..RcParams::default() },
-            RcParams { rnr_retry: 9, ..RcParams::default() },
+            RcParams {
+                timeout: 32,
+                ..RcParams::default()
+            },
+            RcParams {
+                retry_cnt: 8,
+                ..RcParams::default()
+            },
+            RcParams {
+                rnr_retry: 9,
+                ..RcParams::default()
+            },
         ] {
             assert!(p.validate().is_err(), "{p:?}");
         }
-        assert_eq!(RcParams { timeout: 0, ..RcParams::default() }.failure_bound(), None);
+        assert_eq!(
+            RcParams {
+                timeout: 0,
+                ..RcParams::default()
+            }
+            .failure_bound(),
+            None
+        );
     }
 
     #[test]

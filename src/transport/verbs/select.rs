@@ -53,19 +53,21 @@ pub struct PortInfo {
 pub fn pick_port(dev: &str, ports: &[PortInfo], want: Option<u8>) -> Result<PortInfo, String> {
     match want {
         Some(w) => {
-            let p = ports.iter().find(|p| p.num == w).ok_or_else(|| {
-                format!("RDMA device {dev} has no port {w} (ports 1..={}); {HINT}", ports.len())
-            })?;
+            let p = ports
+                .iter()
+                .find(|p| p.num == w)
+                .ok_or_else(|| format!("RDMA device {dev} has no port {w} (ports 1..={}); {HINT}", ports.len()))?;
             if !p.active {
                 return Err(format!("port {w} of RDMA device {dev} is not active; {HINT}"));
             }
             Ok(*p)
         }
-        None => ports
-            .iter()
-            .find(|p| p.active)
-            .copied()
-            .ok_or_else(|| format!("no active port on RDMA device {dev} ({} ports, none ACTIVE); {HINT}", ports.len())),
+        None => ports.iter().find(|p| p.active).copied().ok_or_else(|| {
+            format!(
+                "no active port on RDMA device {dev} ({} ports, none ACTIVE); {HINT}",
+                ports.len()
+            )
+        }),
     }
 }
 
@@ -88,13 +90,21 @@ pub fn pick_gid(
                 ));
             }
             usable(i).map(|g| Some((i, g))).ok_or_else(|| {
-                format!("GID index {i} on {dev} port {} is empty or unreadable; pick another --gid-index or {HINT}", port.num)
+                format!(
+                    "GID index {i} on {dev} port {} is empty or unreadable; pick another --gid-index or {HINT}",
+                    port.num
+                )
             })
         }
         None if !port.ethernet => Ok(None),
         None => (0..port.gid_tbl_len.clamp(0, 255) as u8)
             .find_map(|i| usable(i).map(|g| Some((i, g))))
-            .ok_or_else(|| format!("RoCE port {} of {dev} has no GID configured (set an IP address on its interface); {HINT}", port.num)),
+            .ok_or_else(|| {
+                format!(
+                    "RoCE port {} of {dev} has no GID configured (set an IP address on its interface); {HINT}",
+                    port.num
+                )
+            }),
     }
 }
 
@@ -149,13 +159,24 @@ mod tests {
         let g = |i: u8| Some(if i == 0 { [0u8; 16] } else { [i; 16] });
         // InfiniBand: LID routing unless asked.
         assert_eq!(pick_gid("d", &port(1, true, false), None, &g), Ok(None));
-        assert_eq!(pick_gid("d", &port(1, true, false), Some(2), &g), Ok(Some((2, [2; 16]))));
+        assert_eq!(
+            pick_gid("d", &port(1, true, false), Some(2), &g),
+            Ok(Some((2, [2; 16])))
+        );
         // RoCE: first non-zero GID.
         assert_eq!(pick_gid("d", &port(1, true, true), None, &g), Ok(Some((1, [1; 16]))));
         let e = pick_gid("d", &port(1, true, true), Some(4), &g).unwrap_err();
         assert!(e.contains("out of range") && e.contains("4 entries"));
-        assert!(pick_gid("d", &port(1, true, true), Some(0), &g).unwrap_err().contains("empty"));
+        assert!(
+            pick_gid("d", &port(1, true, true), Some(0), &g)
+                .unwrap_err()
+                .contains("empty")
+        );
         let none = |_: u8| None;
-        assert!(pick_gid("d", &port(1, true, true), None, &none).unwrap_err().contains("no GID"));
+        assert!(
+            pick_gid("d", &port(1, true, true), None, &none)
+                .unwrap_err()
+                .contains("no GID")
+        );
     }
 }

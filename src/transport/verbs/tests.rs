@@ -35,7 +35,10 @@ fn our_abi_constants_match_rdma_sys() {
     assert_eq!(mask::MAX_DEST_RD_ATOMIC, m(ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC));
     assert_eq!(mask::DEST_QPN, m(ibv_qp_attr_mask::IBV_QP_DEST_QPN));
     assert_eq!(qp_attr::ACCESS_LOCAL_WRITE, ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0);
-    assert_eq!(qp_attr::ACCESS_REMOTE_WRITE, ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0);
+    assert_eq!(
+        qp_attr::ACCESS_REMOTE_WRITE,
+        ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
+    );
     use completion::status as s;
     use ibv_wc_status as w;
     for (ours, theirs) in [
@@ -73,15 +76,39 @@ fn ibv_qp_attr_carries_the_perftest_attributes() {
         gid: [7; 16],
     };
     let (a, _) = ibv_rtr(&qp_attr::rtr(&p, 1, 5, Some(3), &r));
-    assert_eq!((a.qp_state, a.path_mtu, a.dest_qp_num, a.rq_psn), (ibv_qp_state::IBV_QPS_RTR, 5, 0x1234, 0x56));
-    assert_eq!((a.min_rnr_timer, a.max_dest_rd_atomic, a.ah_attr.dlid, a.ah_attr.port_num), (12, 1, 9, 1));
-    assert_eq!((a.ah_attr.is_global, a.ah_attr.grh.sgid_index, a.ah_attr.grh.hop_limit), (1, 3, 0xFF));
+    assert_eq!(
+        (a.qp_state, a.path_mtu, a.dest_qp_num, a.rq_psn),
+        (ibv_qp_state::IBV_QPS_RTR, 5, 0x1234, 0x56)
+    );
+    assert_eq!(
+        (
+            a.min_rnr_timer,
+            a.max_dest_rd_atomic,
+            a.ah_attr.dlid,
+            a.ah_attr.port_num
+        ),
+        (12, 1, 9, 1)
+    );
+    assert_eq!(
+        (a.ah_attr.is_global, a.ah_attr.grh.sgid_index, a.ah_attr.grh.hop_limit),
+        (1, 3, 0xFF)
+    );
     // SAFETY: the union was written as raw bytes.
     assert_eq!(unsafe { a.ah_attr.grh.dgid.raw }, [7; 16]);
     let (a, _) = ibv_rtr(&qp_attr::rtr(&p, 1, 5, None, &r));
     assert_eq!(a.ah_attr.is_global, 0);
     let (a, m) = ibv_rts(&qp_attr::rts(&p, 0xabc));
-    assert_eq!((a.qp_state, a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic), (3, 0xabc, 14, 7, 7, 1));
+    assert_eq!(
+        (
+            a.qp_state,
+            a.sq_psn,
+            a.timeout,
+            a.retry_cnt,
+            a.rnr_retry,
+            a.max_rd_atomic
+        ),
+        (3, 0xabc, 14, 7, 7, 1)
+    );
     assert_eq!(m as u32, qp_attr::rts(&p, 0).mask);
 }
 
