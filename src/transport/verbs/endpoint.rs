@@ -264,6 +264,13 @@ impl VerbsTransport {
                 ia.sq_sig_all = 0;
                 // SAFETY: pd and CQs are valid; ia is initialized.
                 p.qp = unsafe { ibv_create_qp(t.dev.pd, &mut ia) };
+                if p.qp.is_null() && ia.cap.max_inline_data > 0 {
+                    // Some providers refuse an inline size they cannot give instead of
+                    // lowering it: then every send is staged in registered memory.
+                    ia.cap.max_inline_data = 0;
+                    // SAFETY: as above.
+                    p.qp = unsafe { ibv_create_qp(t.dev.pd, &mut ia) };
+                }
                 if p.qp.is_null() {
                     t.peers.push(p);
                     return Err(os_err("ibv_create_qp (RC)", &name));
