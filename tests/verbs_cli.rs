@@ -69,6 +69,29 @@ fn with_the_feature_and_no_device_verbs_names_what_is_missing() {
         fails_with(args, "use --transport udp");
     }
     fails_with(&[BENCH, &["--device", "mlx5_0"]].concat(), "no RDMA device");
+    let dir = std::env::temp_dir().join(format!("ftcoll-verbs-cli-dev-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    fails_with(
+        &[LOGP, &["--rendezvous", d, "--rank", "1", "--nodes", "2"]].concat(),
+        "no RDMA device",
+    );
+    fails_with(
+        &[
+            "node",
+            "--transport",
+            "verbs",
+            "--rendezvous",
+            d,
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+            "--control",
+            "127.0.0.1:9",
+        ],
+        "no RDMA device",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -87,6 +110,11 @@ fn verbs_flags_are_checked_in_every_build() {
     );
     fails_with(&[LOGP, &["--port", "0"]].concat(), "--port must be at least 1");
     fails_with(&[BENCH, &["--port", "x"]].concat(), "invalid value 'x'");
+    fails_with(
+        &[LOGP, &["--rendezvous", "/tmp/x", "--rank", "2", "--nodes", "2"]].concat(),
+        "rank 2 of 2",
+    );
+    fails_with(&["logp", "--rank", "0"], "--rendezvous");
     fails_with(
         &[
             "node",

@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod control;
 pub mod kill;
 pub mod logp;
+pub mod logp_remote;
 pub mod node;
 pub mod procs;
 

@@ -152,6 +152,7 @@ pub fn node_endpoint(
     for c in theirs.iter().flatten() {
         t.connect(c)?;
     }
+    bootstrap::barrier(dir, "verbs-connected", rank, n, timeout)?;
     Ok(Box::new(t))
 }
 

@@ -81,6 +81,28 @@ pub fn collect(
     }
 }
 
+/// Waits until all `n` ranks reached this point (each publishes `TAG-R.ready`): a QP must be
+/// in RTR on both sides before the first SEND, or the sender's HCA retries into the void.
+pub fn barrier(dir: &Path, tag: &str, rank: u32, n: u32, timeout: Duration) -> Result<(), String> {
+    let mark = |r: u32| dir.join(format!("{tag}-{r}.ready"));
+    std::fs::create_dir_all(dir).map_err(|e| format!("rendezvous directory {}: {e}", dir.display()))?;
+    std::fs::write(mark(rank), b"").map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let missing = (0..n).filter(|&r| !mark(r).exists()).count();
+        if missing == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "rendezvous: {missing} of {n} nodes did not reach '{tag}' in {} within {timeout:?}",
+                dir.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +170,18 @@ mod tests {
         std::fs::write(dir.join("verbs-1.conn"), "0 nothex\n").unwrap();
         let e = collect(&dir, 0, 2, 5, 1200, Duration::from_millis(50)).unwrap_err();
         assert!(e.contains("wrong length"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn barrier_waits_for_everyone_and_names_the_missing() {
+        let dir = tmpdir("barrier");
+        let e = barrier(&dir, "t", 0, 2, Duration::from_millis(30)).unwrap_err();
+        assert!(e.contains("1 of 2 nodes") && e.contains("'t'"), "{e}");
+        let d = dir.clone();
+        let h = std::thread::spawn(move || barrier(&d, "u", 1, 2, Duration::from_secs(5)));
+        barrier(&dir, "u", 0, 2, Duration::from_secs(5)).unwrap();
+        h.join().unwrap().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

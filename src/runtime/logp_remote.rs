@@ -1,0 +1,258 @@
+//! LogP between processes (on one host or two, over verbs or UDP): rank 0 measures every other
+//! rank in turn with the methods of [`super::logp`] (Netgauge's PRTT and the direct method),
+//! the others answer. Each message starts with the burst size (u16, little-endian): the server
+//! replies once per completed burst; burst 0 ends the session.
+//!
+//! Direct method, per round trip: `o_s` is the send call (a post on verbs), `o_r` the poll call
+//! that delivered the reply (on verbs: CQ poll plus re-post of the receive, plus the amortized
+//! send-completion polling and credit return that poll also does), `L = RTT/2 − o_s − o_r`.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::logp::{Estimate, Prtt};
+use crate::transport::{Delivery, SendError, Transport};
+
+const HDR: usize = 2;
+
+/// What rank 0 measured against one peer.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct PeerLogp {
+    pub peer: u32,
+    pub direct: Estimate,
+    pub prtt: Prtt,
+}
+
+fn median(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// Sends, polling while the transport pushes back; returns the successful call's duration.
+fn send_retrying(t: &mut dyn Transport, to: u32, msg: &[u8], limit: Duration) -> Result<u64, String> {
+    let start = Instant::now();
+    loop {
+        let t0 = Instant::now();
+        match t.send(to, msg, t0) {
+            Ok(()) => return Ok(t0.elapsed().as_nanos() as u64),
+            Err(SendError::WindowFull) if start.elapsed() < limit => {
+                t.poll(Instant::now(), &mut |_| {})
+                    .map_err(|e| format!("poll failed: {e}"))?;
+            }
+            Err(e) => return Err(format!("send to rank {to} failed: {e}")),
+        }
+    }
+}
+
+/// Polls until a message from `from` arrives; returns the delivering poll call's duration.
+fn await_reply(t: &mut dyn Transport, from: u32, limit: Duration) -> Result<u64, String> {
+    let start = Instant::now();
+    loop {
+        let (mut got, mut lost) = (false, false);
+        let t0 = Instant::now();
+        t.poll(t0, &mut |d| match d {
+            Delivery::Message { from: f, .. } if f == from => got = true,
+            Delivery::Suspect { peer } if peer == from => lost = true,
+            _ => {}
+        })
+        .map_err(|e| format!("poll failed: {e}"))?;
+        let spent = t0.elapsed().as_nanos() as u64;
+        if got {
+            return Ok(spent);
+        }
+        if lost {
+            return Err(format!("rank {from} is suspected: its endpoint stopped answering"));
+        }
+        if start.elapsed() > limit {
+            return Err(format!("no answer from rank {from} within {limit:?}"));
+        }
+    }
+}
+
+fn message(size: usize, burst: u16) -> Vec<u8> {
+    let mut m = vec![0x5a; size.max(HDR)];
+    m[..HDR].copy_from_slice(&burst.to_le_bytes());
+    m
+}
+
+fn direct(t: &mut dyn Transport, peer: u32, reps: usize, size: usize, limit: Duration) -> Result<Estimate, String> {
+    let msg = message(size, 1);
+    let (mut rtt, mut os, mut or) = (
+        Vec::with_capacity(reps),
+        Vec::with_capacity(reps),
+        Vec::with_capacity(reps),
+    );
+    for i in 0..reps + reps / 10 {
+        let t0 = Instant::now();
+        let s = send_retrying(t, peer, &msg, limit)?;
+        let r = await_reply(t, peer, limit)?;
+        let total = t0.elapsed().as_nanos() as u64;
+        if i >= reps / 10 {
+            rtt.push(total);
+            os.push(s);
+            or.push(r);
+        }
+    }
+    let (rtt_ns, o_send_ns, o_recv_ns) = (median(&mut rtt), median(&mut os), median(&mut or));
+    Ok(Estimate {
+        rtt_ns,
+        o_send_ns,
+        o_recv_ns,
+        o_ns: ((o_send_ns + o_recv_ns) / 2).max(1),
+        l_ns: (rtt_ns / 2).saturating_sub(o_send_ns + o_recv_ns).max(1),
+        samples: rtt.len(),
+    })
+}
+
+/// PRTT(n, d, s) against `peer`: median over `reps` of n sends `d` ns apart, then the reply.
+fn prtt(
+    t: &mut dyn Transport,
+    peer: u32,
+    n: usize,
+    d_ns: u64,
+    size: usize,
+    reps: usize,
+    limit: Duration,
+) -> Result<u64, String> {
+    let msg = message(size, n as u16);
+    let mut samples = Vec::with_capacity(reps);
+    for rep in 0..reps + reps / 10 {
+        let t0 = Instant::now();
+        for i in 0..n {
+            send_retrying(t, peer, &msg, limit)?;
+            if i + 1 < n && d_ns > 0 {
+                let until = Instant::now() + Duration::from_nanos(d_ns);
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        await_reply(t, peer, limit)?;
+        if rep >= reps / 10 {
+            samples.push(t0.elapsed().as_nanos() as u64);
+        }
+    }
+    Ok(median(&mut samples))
+}
+
+/// Rank 0: measures every other rank, then ends the session. `n` is the PRTT burst.
+pub fn client(t: &mut dyn Transport, n: usize, size: usize, reps: usize) -> Result<Vec<PeerLogp>, String> {
+    if n > usize::from(u16::MAX) || n < 2 {
+        return Err(format!("burst n must be in 2..=65535, got {n}"));
+    }
+    let limit = Duration::from_secs(10);
+    let mut out = Vec::new();
+    for peer in 1..t.size() {
+        let d = direct(t, peer, reps, size, limit)?;
+        let p1 = prtt(t, peer, 1, 0, size, reps, limit)?;
+        let pn = prtt(t, peer, n, 0, size, reps, limit)?;
+        let delay = 2 * p1;
+        let pnd = prtt(t, peer, n, delay, size, reps, limit)?;
+        out.push(PeerLogp {
+            peer,
+            direct: d,
+            prtt: Prtt::from_times(n, size, delay, p1, pn, pnd),
+        });
+    }
+    let end = message(HDR, 0);
+    for peer in 1..t.size() {
+        send_retrying(t, peer, &end, limit)?;
+    }
+    drain(t, Duration::from_secs(2));
+    Ok(out)
+}
+
+/// Polls until everything sent is acknowledged (or `limit`).
+fn drain(t: &mut dyn Transport, limit: Duration) {
+    let start = Instant::now();
+    while t.unacked() > 0 && start.elapsed() < limit {
+        if t.poll(Instant::now(), &mut |_| {}).is_err() {
+            return;
+        }
+    }
+}
+
+/// Any other rank: answers rank 0 until it ends the session; gives up when rank 0 has been
+/// silent for `idle_limit`. Returns the messages served.
+pub fn serve(t: &mut dyn Transport, idle_limit: Duration) -> Result<u64, String> {
+    let (mut count, mut served, mut done) = (0u16, 0u64, false);
+    let mut reply: Option<usize> = None;
+    let mut heard = Instant::now();
+    let mut lost = false;
+    loop {
+        t.poll(Instant::now(), &mut |d| match d {
+            Delivery::Message { from: 0, bytes } if bytes.len() >= HDR => {
+                served += 1;
+                heard = Instant::now();
+                let burst = u16::from_le_bytes([bytes[0], bytes[1]]);
+                if burst == 0 {
+                    done = true;
+                } else {
+                    count += 1;
+                    if count >= burst {
+                        count = 0;
+                        reply = Some(bytes.len());
+                    }
+                }
+            }
+            Delivery::Suspect { peer: 0 } => lost = true,
+            _ => {}
+        })
+        .map_err(|e| format!("poll failed: {e}"))?;
+        if let Some(len) = reply.take() {
+            send_retrying(t, 0, &message(len, 1), Duration::from_secs(10))?;
+        }
+        if done {
+            drain(t, Duration::from_secs(2));
+            return Ok(served);
+        }
+        if lost {
+            return Err("rank 0 is suspected: its endpoint stopped answering".into());
+        }
+        let quiet = heard.elapsed();
+        if quiet > idle_limit {
+            return Err(format!("rank 0 sent nothing for {idle_limit:?}"));
+        }
+        // Waiting for our turn (rank 0 measures the others first): leave the core to them.
+        if quiet > Duration::from_millis(1) {
+            t.wait(Duration::from_micros(200))
+                .map_err(|e| format!("wait failed: {e}"))?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::inproc::InprocNet;
+
+    #[test]
+    fn client_and_servers_on_threads_measure_every_peer() {
+        let (_net, mut eps) = InprocNet::new(3, 64);
+        let servers: Vec<_> = eps
+            .drain(1..)
+            .map(|mut t| std::thread::spawn(move || serve(&mut t, Duration::from_secs(10))))
+            .collect();
+        let mut c = eps.pop().unwrap();
+        let res = client(&mut c, 4, 16, 50).unwrap();
+        assert_eq!(res.iter().map(|r| r.peer).collect::<Vec<_>>(), vec![1, 2]);
+        for r in &res {
+            assert!(r.direct.rtt_ns > 0 && r.direct.samples == 50, "{r:?}");
+            assert!(r.prtt.prtt_n_d_ns > r.prtt.prtt_1_0_ns, "{r:?}");
+            assert!(r.prtt.d_ns == 2 * r.prtt.prtt_1_0_ns);
+        }
+        for s in servers {
+            // direct: 55 pings; PRTT: 55 + 55·4 + 55·4 bursts' messages; the end marker.
+            assert_eq!(s.join().unwrap().unwrap(), 55 + 55 + 55 * 4 * 2 + 1);
+        }
+    }
+
+    #[test]
+    fn a_silent_client_makes_the_server_give_up() {
+        let (_net, mut eps) = InprocNet::new(2, 8);
+        let mut s = eps.pop().unwrap();
+        let e = serve(&mut s, Duration::from_millis(20)).unwrap_err();
+        assert!(e.contains("rank 0 sent nothing"), "{e}");
+    }
+}
