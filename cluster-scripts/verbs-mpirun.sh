@@ -22,7 +22,7 @@ mkdir -p "$FTCOLL_OUT"
 
 args=(-np "$n" --map-by ppr:1:node --bind-to none)
 [ -n "$hostfile" ] && args+=(--hostfile "$hostfile")
-for v in FTCOLL FTCOLL_OUT FTCOLL_DEVICE FTCOLL_PORT FTCOLL_GID_INDEX FTCOLL_CORES FTCOLL_TRANSPORT FTCOLL_LOGP_ARGS FTCOLL_BENCH_ARGS; do
+for v in FTCOLL FTCOLL_OUT FTCOLL_DEVICE FTCOLL_PORT FTCOLL_GID_INDEX FTCOLL_CORES FTCOLL_TRANSPORT FTCOLL_BIND FTCOLL_LOGP_ARGS FTCOLL_BENCH_ARGS; do
     [ -n "${!v:-}" ] && args+=(-x "$v")
 done
 "${MPIRUN:-mpirun}" "${args[@]}" "$here/verbs-run.sh"
