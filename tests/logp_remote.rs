@@ -37,7 +37,10 @@ fn two_processes_measure_each_other_through_a_rendezvous_directory() {
     assert_eq!(p["direct"]["samples"], 100);
     assert!(p["direct"]["rtt_ns"].as_u64().unwrap() > 0);
     let q = |k: &str| p["prtt"][k].as_u64().unwrap();
-    assert!(q("prtt_1_0_ns") > 0 && q("prtt_n_0_ns") > 0 && q("prtt_n_d_ns") > 0, "{p}");
+    assert!(
+        q("prtt_1_0_ns") > 0 && q("prtt_n_0_ns") > 0 && q("prtt_n_d_ns") > 0,
+        "{p}"
+    );
     assert_eq!(q("d_ns"), 2 * q("prtt_1_0_ns"), "{p}");
     // 110 pings, 110 + 2·110·4 PRTT messages, the end marker.
     assert_eq!(s["served"], 110 + 110 + 2 * 110 * 4 + 1);

@@ -21,6 +21,11 @@ use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport, TransportSta
 /// Completions taken per `ibv_poll_cq` (perftest's CTX_POLL_BATCH).
 const POLL_BATCH: usize = 16;
 
+/// A peer's queue counts as idle after this long without a post: then its unsignaled tail is
+/// flushed and pending credits go back below the batch threshold. Shorter would add a WR per
+/// message to ping-pong traffic; the tail only matters for `unacked` and staging-slot reuse.
+const IDLE: Duration = Duration::from_micros(100);
+
 /// Counters of the verbs data path, beside the common [`TransportStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VerbsCounters {
@@ -47,7 +52,7 @@ struct Peer {
     reported: bool,
     credit_addr: u64,
     credit_rkey: u32,
-    posted_since_poll: bool,
+    last_post: Instant,
 }
 
 /// Page-aligned zeroed memory for registration.
@@ -248,7 +253,7 @@ impl VerbsTransport {
                 reported: true,
                 credit_addr: 0,
                 credit_rkey: 0,
-                posted_since_poll: false,
+                last_post: Instant::now(),
             };
             if r != rank {
                 // SAFETY: plain C struct; all-zero is valid.
@@ -412,7 +417,14 @@ impl VerbsTransport {
     }
 
     /// Posts one SEND (or, with `credit`, an inline RDMA WRITE of that credit value).
-    fn post_send(&mut self, to: usize, bytes: &[u8], credit: Option<u64>, force: bool) -> Result<Post, ()> {
+    fn post_send(
+        &mut self,
+        to: usize,
+        bytes: &[u8],
+        credit: Option<u64>,
+        force: bool,
+        now: Instant,
+    ) -> Result<Post, ()> {
         let Some(post) = self.peers[to].sq.reserve(force) else {
             return Err(());
         };
@@ -474,7 +486,7 @@ impl VerbsTransport {
             self.peers[to].sq.unreserve(post);
             return Err(());
         }
-        self.peers[to].posted_since_poll = true;
+        self.peers[to].last_post = now;
         Ok(post)
     }
 
@@ -587,7 +599,7 @@ impl Transport for VerbsTransport {
         self.n
     }
 
-    fn send(&mut self, to: u32, bytes: &[u8], _now: Instant) -> Result<(), SendError> {
+    fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
         if to >= self.n || to == self.rank || !self.peers[to as usize].connected {
             return Err(SendError::BadPeer);
         }
@@ -608,7 +620,7 @@ impl Transport for VerbsTransport {
         if self.peers[t].sq.outstanding() >= u64::from(self.cfg.tx_depth) {
             let _ = self.poll_send_cq();
         }
-        match self.post_send(t, bytes, None, false) {
+        match self.post_send(t, bytes, None, false, now) {
             Ok(_) => {
                 self.peers[t].tx.take();
                 self.stats.sent += 1;
@@ -626,7 +638,7 @@ impl Transport for VerbsTransport {
         }
     }
 
-    fn poll(&mut self, _now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
+    fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
         let mut delivered = 0;
         loop {
             // SAFETY: the CQ is valid; wc has POLL_BATCH entries.
@@ -676,17 +688,16 @@ impl Transport for VerbsTransport {
             if !p.connected || p.health.is_suspected() {
                 continue;
             }
-            let idle = !p.posted_since_poll;
+            let idle = now.saturating_duration_since(p.last_post) >= IDLE;
             let due = p.rx.due(idle);
             let flush = idle && p.sq.tail() > 0;
             if due.is_some() || flush {
                 let v = due.unwrap_or(p.rx.reposted_count());
-                if self.post_send(r, &[], Some(v), flush).is_ok() {
+                if self.post_send(r, &[], Some(v), flush, now).is_ok() {
                     self.peers[r].rx.advertised(v);
                     self.counters.credit_writes += 1;
                 }
             }
-            self.peers[r].posted_since_poll = false;
         }
         if self.unreported > 0 {
             for r in 0..self.peers.len() {
