@@ -91,10 +91,7 @@ pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) ->
                 })
                 .collect()
         }
-        TransportKind::Verbs => crate::transport::verbs::local_endpoints(n, job, seed)?
-            .into_iter()
-            .map(|t| (t, None))
-            .collect(),
+        TransportKind::Verbs => crate::transport::verbs::local_endpoints(n, job, seed)?,
         TransportKind::Udp => {
             let cfg = UdpConfig {
                 job,

@@ -117,18 +117,26 @@ pub fn config() -> VerbsConfig {
 /// The error of a build without the `rdma` feature.
 pub const NOT_BUILT: &str = "the verbs transport is not in this build: rebuild with `cargo build --release --features rdma` (needs libibverbs-dev, librdmacm-dev and libclang-dev), or use --transport udp";
 
+/// Endpoints with the action that emulates their process's death (QPs to the error state).
+pub type Endpoints = Vec<(Box<dyn Transport>, Option<Box<dyn FnMut() + Send>>)>;
+
 /// `n` endpoints of one job on this host's RDMA device, connected pairwise through it.
 #[cfg(feature = "rdma")]
-pub fn local_endpoints(n: u32, job: u64, seed: u64) -> Result<Vec<Box<dyn Transport>>, String> {
+pub fn local_endpoints(n: u32, job: u64, seed: u64) -> Result<Endpoints, String> {
     Ok(endpoint::local(n, &config(), job, seed)?
         .into_iter()
-        .map(|t| Box::new(t) as Box<dyn Transport>)
+        .map(|t| {
+            let kill = t
+                .kill_switch()
+                .map(|k| Box::new(move || k.fire()) as Box<dyn FnMut() + Send>);
+            (Box::new(t) as Box<dyn Transport>, kill)
+        })
         .collect())
 }
 
 /// Without the `rdma` feature: the one-line error saying how to get it.
 #[cfg(not(feature = "rdma"))]
-pub fn local_endpoints(_n: u32, _job: u64, _seed: u64) -> Result<Vec<Box<dyn Transport>>, String> {
+pub fn local_endpoints(_n: u32, _job: u64, _seed: u64) -> Result<Endpoints, String> {
     Err(NOT_BUILT.to_string())
 }
 

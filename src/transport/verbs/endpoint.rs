@@ -95,6 +95,8 @@ pub struct VerbsTransport {
     send_cq: *mut ibv_cq,
     recv_cq: *mut ibv_cq,
     peers: Vec<Peer>,
+    /// The QPs, shared with [`KillSwitch`]es (`None` until construction completed).
+    qps: Option<Arc<QpSet>>,
     unreported: usize,
     reposts: Reposts<POLL_BATCH>,
     wc: [ibv_wc; POLL_BATCH],
@@ -223,6 +225,7 @@ impl VerbsTransport {
             send_cq,
             recv_cq,
             peers: Vec::with_capacity(peers_n),
+            qps: None,
             unreported: 0,
             reposts: Reposts::default(),
             // SAFETY: plain C structs; all-zero is valid.
@@ -301,6 +304,10 @@ impl VerbsTransport {
                 }
             }
         }
+        t.qps = Some(Arc::new(QpSet {
+            qps: t.peers.iter().map(|p| p.qp).collect(),
+            _dev: Arc::clone(&t.dev),
+        }));
         Ok(t)
     }
 
@@ -361,6 +368,13 @@ impl VerbsTransport {
         p.credit_rkey = c.credit_rkey;
         p.connected = true;
         Ok(())
+    }
+
+    /// A handle that moves every QP of this endpoint to the error state, as the death of its
+    /// process would: the peers' HCAs get no more acknowledgements and suspect this rank. The
+    /// local cluster's crash injection fires it when a node dies.
+    pub fn kill_switch(&self) -> Option<KillSwitch> {
+        self.qps.as_ref().map(|q| KillSwitch(Arc::clone(q)))
     }
 
     /// The data-path counters.
@@ -509,11 +523,7 @@ impl VerbsTransport {
     }
 
     fn fail_qp(&mut self, peer: usize) {
-        // SAFETY: plain C struct; all-zero is valid.
-        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        a.qp_state = ibv_qp_state::IBV_QPS_ERR;
-        // SAFETY: the QP is valid; any state may move to ERR.
-        unsafe { ibv_modify_qp(self.peers[peer].qp, &mut a, ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
+        qp_to_error(self.peers[peer].qp);
     }
 
     fn on_error(&mut self, peer: usize, st: u32) {
@@ -732,16 +742,75 @@ impl Transport for VerbsTransport {
     }
 }
 
+/// The QPs of one endpoint; destroyed when the endpoint and every [`KillSwitch`] are gone.
+struct QpSet {
+    qps: Vec<*mut ibv_qp>,
+    _dev: Arc<Device>,
+}
+
+// SAFETY: QP handles may be used from any thread (verbs calls are thread-safe); the set only
+// changes QP state and destroys them once, in Drop.
+unsafe impl Send for QpSet {}
+// SAFETY: as above.
+unsafe impl Sync for QpSet {}
+
+fn qp_to_error(qp: *mut ibv_qp) {
+    if qp.is_null() {
+        return;
+    }
+    // SAFETY: plain C struct; all-zero is valid.
+    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    a.qp_state = ibv_qp_state::IBV_QPS_ERR;
+    // SAFETY: qp is a live QP (owned by a QpSet or an endpoint being built); any state may
+    // move to ERR.
+    unsafe { ibv_modify_qp(qp, &mut a, ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
+}
+
+impl Drop for QpSet {
+    fn drop(&mut self) {
+        for &qp in &self.qps {
+            if !qp.is_null() {
+                // SAFETY: created by the endpoint, destroyed once here.
+                unsafe { ibv_destroy_qp(qp) };
+            }
+        }
+    }
+}
+
+/// Moves an endpoint's QPs to the error state (see [`VerbsTransport::kill_switch`]).
+pub struct KillSwitch(Arc<QpSet>);
+
+impl KillSwitch {
+    pub fn fire(&self) {
+        for &qp in &self.0.qps {
+            qp_to_error(qp);
+        }
+    }
+}
+
 impl Drop for VerbsTransport {
     fn drop(&mut self) {
-        // SAFETY: each object was created by this endpoint and is destroyed once, QPs before
-        // the CQs they use and the MR before its memory (the Region field drops after this).
-        unsafe {
-            for p in &self.peers {
-                if !p.qp.is_null() {
-                    ibv_destroy_qp(p.qp);
+        // Every QP to ERR first: the HCA stops writing into the region (posted receives are
+        // flushed) even if a KillSwitch keeps a QP alive past this endpoint.
+        for p in &self.peers {
+            qp_to_error(p.qp);
+        }
+        match self.qps.take() {
+            Some(set) => drop(set),
+            None => {
+                for p in &self.peers {
+                    if !p.qp.is_null() {
+                        // SAFETY: construction failed before the QPs went into a set: they
+                        // are owned here alone and destroyed once.
+                        unsafe { ibv_destroy_qp(p.qp) };
+                    }
                 }
             }
+        }
+        // SAFETY: each object was created by this endpoint and is destroyed once, after its QPs
+        // (a CQ still used by a QP a KillSwitch holds is refused with EBUSY and leaked), the MR
+        // before its memory (the Region field drops after this).
+        unsafe {
             if !self.mr.is_null() {
                 ibv_dereg_mr(self.mr);
             }

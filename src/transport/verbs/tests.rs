@@ -184,3 +184,28 @@ fn conformance_send_refusals() {
     let big = vec![0u8; crate::transport::MAX_PAYLOAD + 1];
     assert_eq!(eps[0].send(1, &big, now), Err(SendError::TooLarge));
 }
+
+#[test]
+fn conformance_a_killed_endpoint_is_suspected_like_a_dead_process() {
+    if !with_device() {
+        return;
+    }
+    let cfg = VerbsConfig {
+        rc: RcParams {
+            timeout: 10,
+            retry_cnt: 2,
+            ..RcParams::default()
+        },
+        ..VerbsConfig::default()
+    };
+    let mut eps = local(3, &cfg, 11, 1).expect("device");
+    let dead = eps.pop().unwrap();
+    // The endpoint stays alive (as a killed node's thread does) but its QPs are in ERR.
+    dead.kill_switch().expect("connected endpoint").fire();
+    let out = exchange(eps, 100, 16, &[2], Duration::from_secs(20));
+    assert_complete(&out, 100);
+    for o in &out {
+        assert_eq!(o.suspects, vec![2], "rank {}: {o:?}", o.rank);
+    }
+    drop(dead);
+}
