@@ -388,7 +388,9 @@ impl VerbsTransport {
     }
 
     fn post_recvs(&mut self, peer: u32, slots: &[u32]) -> io::Result<()> {
-        debug_assert!(slots.len() <= POLL_BATCH);
+        if slots.is_empty() || slots.len() > POLL_BATCH {
+            return Err(io::Error::other("a receive batch holds 1 to 16 slots"));
+        }
         let lkey = {
             // SAFETY: mr is valid.
             unsafe { (*self.mr).lkey }
@@ -408,16 +410,19 @@ impl VerbsTransport {
         let sg_base = sges.as_mut_ptr();
         let wr_base = wrs.as_mut_ptr();
         for (i, &s) in slots.iter().enumerate() {
-            wrs[i].wr_id = wr_id::encode(peer as usize, u64::from(s));
-            // SAFETY: i < k <= POLL_BATCH: in bounds of both arrays, which outlive the post.
-            wrs[i].sg_list = unsafe { sg_base.add(i) };
-            wrs[i].num_sge = 1;
-            wrs[i].next = if i + 1 < k {
-                // SAFETY: i + 1 < k: in bounds.
-                unsafe { wr_base.add(i + 1) }
-            } else {
-                std::ptr::null_mut()
-            };
+            // SAFETY: i < k <= POLL_BATCH: in bounds of both arrays, which outlive the post;
+            // the chain is written through the same raw pointers the post reads.
+            unsafe {
+                let w = wr_base.add(i);
+                (*w).wr_id = wr_id::encode(peer as usize, u64::from(s));
+                (*w).sg_list = sg_base.add(i);
+                (*w).num_sge = 1;
+                (*w).next = if i + 1 < k {
+                    wr_base.add(i + 1)
+                } else {
+                    std::ptr::null_mut()
+                };
+            }
         }
         let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
         let qp = self.peers[peer as usize].qp;
@@ -442,44 +447,40 @@ impl VerbsTransport {
         let Some(post) = self.peers[to].sq.reserve(force) else {
             return Err(());
         };
-        let value = credit.unwrap_or(0).to_le_bytes();
+        let value = credit.map(u64::to_le_bytes);
+        let data: &[u8] = match &value {
+            Some(v) => v,
+            None => bytes,
+        };
         // SAFETY: mr is valid.
         let lkey = unsafe { (*self.mr).lkey };
         let mut flags = 0u32;
         let mut sge = ibv_sge {
-            addr: 0,
-            length: 0,
+            addr: data.as_ptr() as u64,
+            length: data.len() as u32,
             lkey,
         };
-        if credit.is_some() {
-            sge.addr = value.as_ptr() as u64;
-            sge.length = 8;
+        let inline = data.len() <= self.inline_max;
+        if inline {
             flags |= ibv_send_flags::IBV_SEND_INLINE.0;
-        } else if bytes.len() <= self.inline_max {
-            sge.addr = bytes.as_ptr() as u64;
-            sge.length = bytes.len() as u32;
-            flags |= ibv_send_flags::IBV_SEND_INLINE.0;
-            self.counters.inline_sends += 1;
         } else {
+            // Above the inline limit (or a QP without inline data): the WR's staging slot.
             let off = self.layout.tx(to, self.peers[to].sq.slot(post.index));
             // SAFETY: off..off+len is inside the region (len <= MAX_PAYLOAD <= slot); the
             // slot's previous WR was retired (at most tx_depth outstanding).
             unsafe {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.region.ptr.add(off), bytes.len());
+                std::ptr::copy_nonoverlapping(data.as_ptr(), self.region.ptr.add(off), data.len());
             }
             sge.addr = self.region.ptr as u64 + off as u64;
-            sge.length = bytes.len() as u32;
-            self.counters.staged_sends += 1;
         }
         if post.signaled {
             flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
-            self.counters.signaled += 1;
         }
         // SAFETY: plain C struct; all-zero is valid.
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id::encode(to, post.index);
-        wr.sg_list = &mut sge;
         wr.num_sge = i32::from(sge.length > 0);
+        wr.sg_list = &mut sge;
         wr.send_flags = flags;
         let p = &self.peers[to];
         if credit.is_some() {
@@ -501,6 +502,12 @@ impl VerbsTransport {
             return Err(());
         }
         self.peers[to].last_post = now;
+        match (credit.is_some(), inline) {
+            (true, _) => {}
+            (false, true) => self.counters.inline_sends += 1,
+            (false, false) => self.counters.staged_sends += 1,
+        }
+        self.counters.signaled += u64::from(post.signaled);
         Ok(post)
     }
 
