@@ -34,6 +34,10 @@ pub mod device;
 #[cfg(feature = "rdma")]
 pub mod endpoint;
 #[cfg(all(test, feature = "rdma"))]
+mod fake;
+#[cfg(feature = "rdma")]
+mod ibv;
+#[cfg(all(test, feature = "rdma"))]
 mod tests;
 
 use std::sync::Mutex;

@@ -4,7 +4,7 @@
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ibv::*;
 
 use super::VerbsConfig;
 use super::select::{self, HINT, PortInfo};

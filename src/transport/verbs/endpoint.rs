@@ -5,7 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdma_sys::*;
+use super::ibv::*;
 
 use super::VerbsConfig;
 use super::completion::{PeerHealth, WcClass, classify, status};
@@ -835,7 +835,17 @@ impl Drop for VerbsTransport {
 /// goes through [`ConnInfo`]'s encoding exactly as over the bootstrap.
 pub fn local(n: u32, cfg: &VerbsConfig, job: u64, seed: u64) -> Result<Vec<VerbsTransport>, String> {
     cfg.validate()?;
-    let dev = Device::open(cfg)?;
+    local_on(Device::open(cfg)?, n, cfg, job, seed)
+}
+
+/// [`local`] on an open device.
+pub(crate) fn local_on(
+    dev: Arc<Device>,
+    n: u32,
+    cfg: &VerbsConfig,
+    job: u64,
+    seed: u64,
+) -> Result<Vec<VerbsTransport>, String> {
     let mut eps = (0..n)
         .map(|r| VerbsTransport::create(Arc::clone(&dev), r, n, job, cfg, seed))
         .collect::<Result<Vec<_>, _>>()?;
