@@ -18,7 +18,8 @@
 //! reconnected, as suspicion is final in the runtime. Other peers' QPs are independent.
 //!
 //! The device-independent parts (attributes, connection data, credits, send-queue policy,
-//! ring layout, completion mapping, device selection) build and are tested without the feature.
+//! ring layout, completion mapping, device selection) build and are tested without the feature;
+//! with it, unit tests also run the endpoint over a software HCA model (`fake.rs`).
 
 pub mod bootstrap;
 pub mod completion;
