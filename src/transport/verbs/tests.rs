@@ -364,3 +364,30 @@ fn model_connection_data_must_match_or_the_peer_is_suspected() {
     .unwrap();
     assert_eq!(suspects, vec![1]);
 }
+
+#[test]
+fn model_a_credit_word_that_cannot_be_true_is_refused_and_counted() {
+    let cfg = VerbsConfig {
+        rx_depth: 4,
+        ..VerbsConfig::default()
+    };
+    let mut eps = model(2, &cfg);
+    let now = std::time::Instant::now();
+    for _ in 0..4 {
+        eps[0].send(1, b"m", now).unwrap();
+    }
+    assert_eq!(eps[0].send(1, b"m", now), Err(crate::transport::SendError::WindowFull));
+    // A forged credit word: more returned than was ever sent.
+    let word = eps[0].conn_info(1).credit_addr as *mut u64;
+    // SAFETY: the address is endpoint 0's credit word for rank 1, inside its live region.
+    unsafe { std::ptr::write_volatile(word, 1_000_000u64.to_le()) };
+    assert_eq!(eps[0].send(1, b"m", now), Err(crate::transport::SendError::WindowFull));
+    assert_eq!(eps[0].counters().bogus_credits, 1);
+    assert_eq!(eps[0].stats().malformed, 1);
+    // The true word (the receiver's) restores the flow.
+    let mut got = 0;
+    eps[1].poll(now, &mut |_| got += 1).unwrap();
+    assert_eq!(got, 4);
+    eps[1].poll(now + Duration::from_millis(1), &mut |_| {}).unwrap();
+    assert_eq!(eps[0].send(1, b"m", now), Ok(()));
+}
