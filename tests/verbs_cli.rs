@@ -119,6 +119,22 @@ fn verbs_flags_are_checked_in_every_build() {
     fails_with(
         &[
             "node",
+            "--verbs-dir",
+            "/tmp/x",
+            "--hostfile",
+            "/dev/null",
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+            "--control",
+            "127.0.0.1:9",
+        ],
+        "--verbs-dir applies to --transport verbs only",
+    );
+    fails_with(
+        &[
+            "node",
             "--transport",
             "verbs",
             "--hostfile",

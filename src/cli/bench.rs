@@ -271,8 +271,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     };
     let progress: Option<&(dyn Fn(u64) + Sync)> = if show { Some(&tick) } else { None };
     let res = if a.procs {
-        if a.transport != TransportKind::Udp {
-            return Err("--procs needs --transport udp (processes do not share memory)".into());
+        if a.transport == TransportKind::Inproc {
+            return Err("--procs needs --transport udp or verbs (processes do not share memory)".into());
         }
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
         let dir = std::env::temp_dir().join(format!("ftcoll-procs-{}", std::process::id()));
@@ -299,6 +299,16 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             // More processes than cores: block on the socket (the kernel wakes a process when
             // its datagram arrives); otherwise spin like the threaded cluster does.
             v.extend(["--poll".to_string(), child_poll.to_string()]);
+            if a.transport == TransportKind::Verbs {
+                // QP data goes through a directory beside the hostfile.
+                v.extend([
+                    "--transport".to_string(),
+                    "verbs".to_string(),
+                    "--verbs-dir".to_string(),
+                ]);
+                v.push(dir.join("verbs").display().to_string());
+                v.extend(a.verbs.to_args());
+            }
             v
         };
         let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, &kills, &child_args, &dir);

@@ -69,9 +69,13 @@ pub struct NodeArgs {
     /// Crash specs (see `bench --kill`); only the one naming this rank applies.
     #[arg(long)]
     pub kill: Option<String>,
-    /// Transport: udp, or verbs (connection data exchanged through --rendezvous).
+    /// Transport: udp, or verbs (QP data exchanged through --verbs-dir or --rendezvous).
     #[arg(long, value_enum, default_value = "udp")]
     pub transport: TransportKind,
+    /// With --transport verbs: the directory (seen by every node) for QP data [default:
+    /// --rendezvous].
+    #[arg(long = "verbs-dir")]
+    pub verbs_dir: Option<PathBuf>,
     #[command(flatten)]
     pub verbs: crate::cli::verbs::VerbsArgs,
 }
@@ -95,15 +99,15 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
     }
     a.verbs.apply(a.transport)?;
-    let verbs_dir = match (a.transport, &a.rendezvous) {
+    let verbs_dir = match (a.transport, a.verbs_dir.as_ref().or(a.rendezvous.as_ref())) {
         (TransportKind::Inproc, _) => return Err("--transport inproc does not apply to node processes".into()),
         (TransportKind::Verbs, None) => {
-            return Err(
-                "--transport verbs needs --rendezvous DIR (QP numbers, LIDs/GIDs and PSNs are exchanged through it)"
-                    .into(),
-            );
+            return Err("--transport verbs needs --rendezvous DIR or --verbs-dir DIR (QP numbers, LIDs/GIDs and PSNs are exchanged through it)".into());
         }
         (TransportKind::Verbs, Some(d)) => Some(d.clone()),
+        (TransportKind::Udp, _) if a.verbs_dir.is_some() => {
+            return Err("--verbs-dir applies to --transport verbs only".into());
+        }
         (TransportKind::Udp, _) => None,
     };
     let peers = match (&a.hostfile, &a.rendezvous) {

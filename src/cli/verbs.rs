@@ -57,6 +57,27 @@ impl VerbsArgs {
         .map(|x| x.1)
     }
 
+    /// The flags that reproduce these settings (to start `ftcoll node` processes).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        let mut opt = |flag: &str, x: Option<String>| {
+            if let Some(x) = x {
+                v.push(flag.to_string());
+                v.push(x);
+            }
+        };
+        opt("--device", self.device.clone());
+        opt("--port", self.port.map(|x| x.to_string()));
+        opt("--gid-index", self.gid_index.map(|x| x.to_string()));
+        opt("--qp-timeout", self.qp_timeout.map(|x| x.to_string()));
+        opt("--retry-count", self.retry_count.map(|x| x.to_string()));
+        opt("--rnr-retry", self.rnr_retry.map(|x| x.to_string()));
+        opt("--rx-depth", self.rx_depth.map(|x| x.to_string()));
+        opt("--tx-depth", self.tx_depth.map(|x| x.to_string()));
+        opt("--signal-every", self.signal_every.map(|x| x.to_string()));
+        v
+    }
+
     /// The validated configuration.
     pub fn config(&self) -> Result<VerbsConfig, String> {
         let d = VerbsConfig::default();
@@ -119,6 +140,31 @@ mod tests {
             ..VerbsArgs::default()
         };
         assert!(bad.config().unwrap_err().contains("--retry-count"));
+    }
+
+    #[test]
+    fn to_args_roundtrips_through_the_parser() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct P {
+            #[command(flatten)]
+            v: VerbsArgs,
+        }
+        let a = VerbsArgs {
+            device: Some("mlx5_1".into()),
+            port: Some(2),
+            gid_index: Some(3),
+            qp_timeout: Some(12),
+            retry_count: Some(3),
+            rnr_retry: Some(6),
+            rx_depth: Some(64),
+            tx_depth: Some(32),
+            signal_every: Some(8),
+        };
+        let argv = std::iter::once("p".to_string()).chain(a.to_args());
+        let b = P::try_parse_from(argv).unwrap().v;
+        assert_eq!(b.config().unwrap(), a.config().unwrap());
+        assert!(VerbsArgs::default().to_args().is_empty());
     }
 
     #[test]
