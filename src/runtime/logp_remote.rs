@@ -1,7 +1,8 @@
 //! LogP between processes (on one host or two, over verbs or UDP): rank 0 measures every other
 //! rank in turn with the methods of [`super::logp`] (Netgauge's PRTT and the direct method),
 //! the others answer. Each message starts with the burst size (u16, little-endian): the server
-//! replies once per completed burst; burst 0 ends the session.
+//! replies once per completed burst; burst 0 ends the session; [`KEEPALIVE`] tells the ranks
+//! still waiting for their turn that rank 0 is alive (their silence limit counts from it).
 //!
 //! Direct method, per round trip: `o_s` is the send call (a post on verbs), `o_r` the poll call
 //! that delivered the reply (on verbs: CQ poll plus re-post of the receive, plus the amortized
@@ -15,6 +16,33 @@ use super::logp::{Estimate, Prtt};
 use crate::transport::{Delivery, SendError, Transport};
 
 const HDR: usize = 2;
+
+/// Burst value of a keep-alive (no reply).
+const KEEPALIVE: u16 = u16::MAX;
+
+/// Rank 0 tells the waiting ranks it is alive this often (outside the timed regions).
+const KEEPALIVE_EVERY: Duration = Duration::from_millis(500);
+
+/// What one measurement needs: message size, repetitions, patience, last keep-alive.
+struct Run {
+    size: usize,
+    reps: usize,
+    limit: Duration,
+    alive: Instant,
+}
+
+/// Sends a keep-alive to every rank but 0 and `busy` when one is due.
+fn keepalive(t: &mut dyn Transport, busy: u32, last: &mut Instant, limit: Duration) -> Result<(), String> {
+    if last.elapsed() < KEEPALIVE_EVERY {
+        return Ok(());
+    }
+    *last = Instant::now();
+    let msg = message(HDR, KEEPALIVE);
+    for r in (1..t.size()).filter(|&r| r != busy) {
+        send_retrying(t, r, &msg, limit)?;
+    }
+    Ok(())
+}
 
 /// What rank 0 measured against one peer.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -76,7 +104,8 @@ fn message(size: usize, burst: u16) -> Vec<u8> {
     m
 }
 
-fn direct(t: &mut dyn Transport, peer: u32, reps: usize, size: usize, limit: Duration) -> Result<Estimate, String> {
+fn direct(t: &mut dyn Transport, peer: u32, run: &mut Run) -> Result<Estimate, String> {
+    let (reps, size, limit) = (run.reps, run.size, run.limit);
     let msg = message(size, 1);
     let (mut rtt, mut os, mut or) = (
         Vec::with_capacity(reps),
@@ -84,6 +113,7 @@ fn direct(t: &mut dyn Transport, peer: u32, reps: usize, size: usize, limit: Dur
         Vec::with_capacity(reps),
     );
     for i in 0..reps + reps / 10 {
+        keepalive(t, peer, &mut run.alive, limit)?;
         let t0 = Instant::now();
         let s = send_retrying(t, peer, &msg, limit)?;
         let r = await_reply(t, peer, limit)?;
@@ -106,18 +136,12 @@ fn direct(t: &mut dyn Transport, peer: u32, reps: usize, size: usize, limit: Dur
 }
 
 /// PRTT(n, d, s) against `peer`: median over `reps` of n sends `d` ns apart, then the reply.
-fn prtt(
-    t: &mut dyn Transport,
-    peer: u32,
-    n: usize,
-    d_ns: u64,
-    size: usize,
-    reps: usize,
-    limit: Duration,
-) -> Result<u64, String> {
+fn prtt(t: &mut dyn Transport, peer: u32, n: usize, d_ns: u64, run: &mut Run) -> Result<u64, String> {
+    let (reps, size, limit) = (run.reps, run.size, run.limit);
     let msg = message(size, n as u16);
     let mut samples = Vec::with_capacity(reps);
     for rep in 0..reps + reps / 10 {
+        keepalive(t, peer, &mut run.alive, limit)?;
         let t0 = Instant::now();
         for i in 0..n {
             send_retrying(t, peer, &msg, limit)?;
@@ -138,17 +162,23 @@ fn prtt(
 
 /// Rank 0: measures every other rank, then ends the session. `n` is the PRTT burst.
 pub fn client(t: &mut dyn Transport, n: usize, size: usize, reps: usize) -> Result<Vec<PeerLogp>, String> {
-    if n > usize::from(u16::MAX) || n < 2 {
-        return Err(format!("burst n must be in 2..=65535, got {n}"));
+    if n >= usize::from(KEEPALIVE) || n < 2 {
+        return Err(format!("burst n must be in 2..=65534, got {n}"));
     }
     let limit = Duration::from_secs(10);
     let mut out = Vec::new();
+    let mut run = Run {
+        size,
+        reps,
+        limit,
+        alive: Instant::now(),
+    };
     for peer in 1..t.size() {
-        let d = direct(t, peer, reps, size, limit)?;
-        let p1 = prtt(t, peer, 1, 0, size, reps, limit)?;
-        let pn = prtt(t, peer, n, 0, size, reps, limit)?;
+        let d = direct(t, peer, &mut run)?;
+        let p1 = prtt(t, peer, 1, 0, &mut run)?;
+        let pn = prtt(t, peer, n, 0, &mut run)?;
         let delay = 2 * p1;
-        let pnd = prtt(t, peer, n, delay, size, reps, limit)?;
+        let pnd = prtt(t, peer, n, delay, &mut run)?;
         out.push(PeerLogp {
             peer,
             direct: d,
@@ -174,7 +204,8 @@ fn drain(t: &mut dyn Transport, limit: Duration) {
 }
 
 /// Any other rank: answers rank 0 until it ends the session; gives up when rank 0 has been
-/// silent for `idle_limit`. Returns the messages served.
+/// silent (keep-alives included) for `idle_limit`. Returns the messages served (keep-alives
+/// not counted).
 pub fn serve(t: &mut dyn Transport, idle_limit: Duration) -> Result<u64, String> {
     let (mut count, mut served, mut done) = (0u16, 0u64, false);
     let mut reply: Option<usize> = None;
@@ -183,12 +214,14 @@ pub fn serve(t: &mut dyn Transport, idle_limit: Duration) -> Result<u64, String>
     loop {
         t.poll(Instant::now(), &mut |d| match d {
             Delivery::Message { from: 0, bytes } if bytes.len() >= HDR => {
-                served += 1;
                 heard = Instant::now();
                 let burst = u16::from_le_bytes([bytes[0], bytes[1]]);
+                if burst != KEEPALIVE {
+                    served += 1;
+                }
                 if burst == 0 {
                     done = true;
-                } else {
+                } else if burst != KEEPALIVE {
                     count += 1;
                     if count >= burst {
                         count = 0;
