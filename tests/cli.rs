@@ -327,7 +327,9 @@ fn procs_mode_survives_a_real_sigkill() {
     let unc = v["clock_uncertainty_ns"]
         .as_u64()
         .expect("procs mode reports the clock uncertainty");
-    assert!(unc < 1_000_000, "loopback ping-pong is well under a millisecond: {unc}");
+    // Loopback ping-pong takes microseconds on a quiet machine; the bound leaves room for a
+    // machine loaded by other builds, where a probe can lose whole scheduler ticks.
+    assert!(unc < 20_000_000, "clock uncertainty of {unc} ns on loopback");
 }
 
 #[test]

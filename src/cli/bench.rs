@@ -106,6 +106,8 @@ pub struct BenchArgs {
     /// coordinator a node accepts), ms.
     #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
     pub join_timeout_ms: u64,
+    #[command(flatten)]
+    pub verbs: crate::cli::verbs::VerbsArgs,
 }
 
 /// The job id every node of a run derives from the seed (datagrams of other jobs are dropped).
@@ -284,6 +286,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if a.nodes < 2 {
         return Err(format!("--nodes must be at least 2, got {}", a.nodes));
     }
+    a.verbs.apply(a.transport)?;
     if a.iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }
@@ -409,8 +412,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         node?;
         res
     } else if a.procs {
-        if a.transport != TransportKind::Udp {
-            return Err("--procs needs --transport udp (processes do not share memory)".into());
+        if a.transport == TransportKind::Inproc {
+            return Err("--procs needs --transport udp or verbs (processes do not share memory)".into());
         }
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
         let dir = std::env::temp_dir().join(format!("ftcoll-procs-{}", std::process::id()));
@@ -437,6 +440,16 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             // More processes than cores: block on the socket (the kernel wakes a process when
             // its datagram arrives); otherwise spin like the threaded cluster does.
             v.extend(["--poll".to_string(), child_poll.to_string()]);
+            if a.transport == TransportKind::Verbs {
+                // QP data goes through a directory beside the hostfile.
+                v.extend([
+                    "--transport".to_string(),
+                    "verbs".to_string(),
+                    "--verbs-dir".to_string(),
+                ]);
+                v.push(dir.join("verbs").display().to_string());
+                v.extend(a.verbs.to_args());
+            }
             v
         };
         let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, &kills, &child_args, &dir);

@@ -4,9 +4,13 @@
 use clap::Args;
 use serde_json::json;
 
+use std::time::Duration;
+
 use crate::runtime::TransportKind;
-use crate::runtime::logp::{estimate, netgauge};
-use crate::runtime::logp_remote::{measure, serve};
+use crate::runtime::logp::{Estimate, Prtt, estimate, netgauge};
+use crate::runtime::logp_remote::{client_with, serve_with};
+use crate::runtime::procs::{rank_from_env, rendezvous};
+use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 
 #[derive(Args, Debug, Clone)]
@@ -28,11 +32,8 @@ pub struct LogpArgs {
     pub json: bool,
     /// Measure between two hosts instead of two endpoints of this process: `IP_A,IP_B`; run
     /// it on both with `--rank 0` (measures, prints) and `--rank 1` (echoes).
-    #[arg(long, value_name = "IP_A,IP_B", requires = "rank")]
+    #[arg(long, value_name = "IP_A,IP_B", requires = "rank", conflicts_with = "rendezvous")]
     pub between: Option<String>,
-    /// With --between: this host's rank (0 or 1).
-    #[arg(long, requires = "between")]
-    pub rank: Option<u32>,
     /// With --between: the UDP port on both hosts.
     #[arg(long, default_value_t = 47100)]
     pub port: u16,
@@ -50,6 +51,25 @@ pub struct LogpArgs {
     /// The L you expect (e.g. an emulated link's netem delay), ns: the ratio is printed.
     #[arg(long = "expected-L-ns")]
     pub expected_l_ns: Option<u64>,
+    /// Between processes (hosts): exchange addresses or QP data through this directory; rank 0
+    /// measures every other rank, the others answer.
+    #[arg(long)]
+    pub rendezvous: Option<std::path::PathBuf>,
+    /// With --rendezvous or --between: this process's rank [default with --rendezvous: from the
+    /// launcher's environment].
+    #[arg(long)]
+    pub rank: Option<u32>,
+    /// With --rendezvous: processes taking part [default: from the launcher's environment].
+    #[arg(long, requires = "rendezvous")]
+    pub nodes: Option<u32>,
+    /// With --rendezvous and UDP: the IP address to bind and publish.
+    #[arg(long, default_value = "127.0.0.1", requires = "rendezvous")]
+    pub bind: std::net::IpAddr,
+    /// With --rendezvous: how long to wait for the other processes, in seconds.
+    #[arg(long = "rendezvous-timeout", default_value_t = 60, requires = "rendezvous")]
+    pub rendezvous_timeout: u64,
+    #[command(flatten)]
+    pub verbs: crate::cli::verbs::VerbsArgs,
 }
 
 /// The two hosts of `--between`.
@@ -71,6 +91,7 @@ fn hosts(text: &str, port: u16) -> Result<Vec<std::net::SocketAddr>, String> {
 
 /// Runs `ftcoll logp`.
 pub fn run(a: &LogpArgs) -> Result<(), String> {
+    a.verbs.apply(a.transport)?;
     if a.size == 0 || a.size > 1024 {
         return Err(format!("--size must be in 1..=1024, got {}", a.size));
     }
@@ -79,6 +100,9 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
     }
     if a.reps < 10 {
         return Err(format!("--reps must be at least 10, got {}", a.reps));
+    }
+    if let Some(dir) = &a.rendezvous {
+        return remote(a, dir);
     }
     let (p, d) = match (&a.between, a.rank) {
         (Some(b), Some(rank)) => {
@@ -99,12 +123,17 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
             let mut t = UdpTransport::bind(rank, &peers, cfg)
                 .map_err(|e| format!("cannot bind {}: {e}", peers[rank as usize]))?;
             if rank == 1 {
-                return serve(&mut t, std::time::Duration::from_secs(60), blocking);
+                serve_with(&mut t, Duration::from_secs(60), blocking)?;
+                return Ok(());
             }
-            measure(&mut t, a.n, a.size, a.reps, blocking)?
+            let r = client_with(&mut t, a.n, a.size, a.reps, blocking)?;
+            (r[0].prtt, r[0].direct)
         }
         _ if a.emulate_delay_ns > 0 || a.emulate_jitter_ns > 0 => {
             return Err("--emulate-delay-ns applies to --between (two hosts)".into());
+        }
+        _ if a.rank.is_some() && a.rendezvous.is_none() => {
+            return Err("--rank needs --between or --rendezvous".into());
         }
         _ => (
             netgauge(a.transport, a.n, a.size, a.reps)?,
@@ -131,31 +160,104 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
         a.n,
         a.reps
     );
-    println!(
-        "PRTT(1,0,s) = {:.2} µs   PRTT(n,0,s) = {:.2} µs   PRTT(n,d,s) = {:.2} µs with d = {:.2} µs",
-        p.prtt_1_0_ns as f64 / 1e3,
-        p.prtt_n_0_ns as f64 / 1e3,
-        p.prtt_n_d_ns as f64 / 1e3,
-        p.d_ns as f64 / 1e3
-    );
-    println!(
-        "Netgauge PRTT method:  o = {:.3} µs   g = {:.3} µs   L = {:.3} µs",
-        p.o_ns / 1e3,
-        p.g_ns / 1e3,
-        p.l_ns / 1e3
-    );
-    println!(
-        "direct method:         o_s = {:.3} µs   o_r = {:.3} µs   L = {:.3} µs   (RTT {:.2} µs)",
-        d.o_send_ns as f64 / 1e3,
-        d.o_recv_ns as f64 / 1e3,
-        d.l_ns as f64 / 1e3,
-        d.rtt_ns as f64 / 1e3
-    );
+    print!("{}", report(&p, &d));
     if let (Some(e), Some(rp), Some(rd)) = (a.expected_l_ns, ratio(p.l_ns), ratio(d.l_ns as f64)) {
         println!(
             "expected L = {:.3} µs:  measured/expected  PRTT {rp:.2}   direct {rd:.2}",
             e as f64 / 1e3
         );
+    }
+    Ok(())
+}
+
+/// The PRTT and direct-method lines.
+fn report(p: &Prtt, d: &Estimate) -> String {
+    let mut s = String::new();
+    s += &format!(
+        "PRTT(1,0,s) = {:.2} µs   PRTT(n,0,s) = {:.2} µs   PRTT(n,d,s) = {:.2} µs with d = {:.2} µs\n",
+        p.prtt_1_0_ns as f64 / 1e3,
+        p.prtt_n_0_ns as f64 / 1e3,
+        p.prtt_n_d_ns as f64 / 1e3,
+        p.d_ns as f64 / 1e3
+    );
+    s += &format!(
+        "Netgauge PRTT method:  o = {:.3} µs   g = {:.3} µs   L = {:.3} µs\n",
+        p.o_ns / 1e3,
+        p.g_ns / 1e3,
+        p.l_ns / 1e3
+    );
+    s += &format!(
+        "direct method:         o_s = {:.3} µs   o_r = {:.3} µs   L = {:.3} µs   (RTT {:.2} µs)\n",
+        d.o_send_ns as f64 / 1e3,
+        d.o_recv_ns as f64 / 1e3,
+        d.l_ns as f64 / 1e3,
+        d.rtt_ns as f64 / 1e3
+    );
+    s
+}
+
+/// `--rendezvous`: one process of a multi-process measurement.
+fn remote(a: &LogpArgs, dir: &std::path::Path) -> Result<(), String> {
+    let (rank, n) = match (a.rank, a.nodes) {
+        (Some(r), Some(n)) => (r, n),
+        _ => rank_from_env()
+            .ok_or("rank and size not given: use --rank and --nodes, or run under Slurm, Open MPI or a PMI launcher")?,
+    };
+    if n < 2 || rank >= n {
+        return Err(format!(
+            "rank {rank} of {n} processes is invalid (need 0 <= rank < nodes, nodes >= 2)"
+        ));
+    }
+    let timeout = Duration::from_secs(a.rendezvous_timeout);
+    let job = 0x10_6f_5e;
+    let mut t: Box<dyn Transport> = match a.transport {
+        TransportKind::Inproc => return Err("--transport inproc cannot cross processes: use udp or verbs".into()),
+        TransportKind::Verbs => crate::transport::verbs::node_endpoint(rank, n, job, 1, dir, timeout)?,
+        TransportKind::Udp => {
+            let peers = rendezvous(dir, rank, n, a.bind, timeout)?;
+            let cfg = UdpConfig {
+                job,
+                ..UdpConfig::default()
+            };
+            let t = UdpTransport::bind(rank, &peers, cfg)
+                .map_err(|e| format!("cannot bind {}: {e}", peers[rank as usize]))?;
+            // Every socket must be bound before rank 0's first datagram.
+            crate::transport::verbs::bootstrap::barrier(dir, "udp-bound", rank, n, timeout)?;
+            Box::new(t)
+        }
+    };
+    if rank != 0 {
+        let served = serve_with(t.as_mut(), timeout, false)?;
+        if a.json {
+            println!(
+                "{}",
+                json!({ "transport": a.transport, "rank": rank, "served": served })
+            );
+        } else {
+            println!("ftcoll logp: rank {rank} answered rank 0 ({served} messages)");
+        }
+        return Ok(());
+    }
+    let res = client_with(t.as_mut(), a.n, a.size, a.reps, false)?;
+    if a.json {
+        println!(
+            "{}",
+            json!({ "transport": a.transport, "rank": 0, "nodes": n, "peers": res })
+        );
+        return Ok(());
+    }
+    println!(
+        "ftcoll logp: transport={:?} size={}B n={} reps={} (medians), rank 0 and each of {} other processes via {}",
+        a.transport,
+        a.size,
+        a.n,
+        a.reps,
+        n - 1,
+        dir.display()
+    );
+    for r in &res {
+        println!("rank 0 <-> rank {}:", r.peer);
+        print!("{}", report(&r.prtt, &r.direct));
     }
     Ok(())
 }

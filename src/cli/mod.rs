@@ -18,6 +18,7 @@ pub mod runner;
 pub mod sim;
 pub mod spec;
 pub mod stress;
+pub mod verbs;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -46,12 +47,16 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                 _ => {
                     // clap's message is multi-line (usage, hints): keep its first line.
                     let text = e.render().to_string();
-                    let first = text
-                        .lines()
+                    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+                    let first = lines
                         .next()
                         .unwrap_or("invalid arguments")
                         .trim_start_matches("error: ");
-                    eprintln!("ftcoll: error: {first}");
+                    // "...not provided:" names the arguments on the next line: keep it.
+                    match lines.next().filter(|_| first.ends_with(':')) {
+                        Some(next) => eprintln!("ftcoll: error: {first} {}", next.trim()),
+                        None => eprintln!("ftcoll: error: {first}"),
+                    }
                     EXIT_USAGE
                 }
             };

@@ -13,12 +13,16 @@ use crate::cli::config::resolve_algo;
 use crate::model::LogP;
 use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
+use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::control::ChildAgent;
 use crate::runtime::join::JobParams;
 use crate::runtime::kill::parse_kills;
 use crate::runtime::kill::{Kill, KillPoint};
-use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rank_from_env, rendezvous, run_node, unix_ns};
+use crate::runtime::procs::{
+    NodeExit, NodeSpec, parse_hostfile, rank_from_env, rendezvous, run_node, run_node_with, unix_ns,
+};
+use crate::transport::Transport;
 use crate::wire::WireMessage;
 
 #[derive(Args, Debug, Clone)]
@@ -80,6 +84,15 @@ pub struct NodeArgs {
     /// Crash specs (see `bench --kill`); only the one naming this rank applies.
     #[arg(long)]
     pub kill: Option<String>,
+    /// Transport: udp, or verbs (QP data exchanged through --verbs-dir or --rendezvous).
+    #[arg(long, value_enum, default_value = "udp")]
+    pub transport: TransportKind,
+    /// With --transport verbs: the directory (seen by every node) for QP data [default:
+    /// --rendezvous].
+    #[arg(long = "verbs-dir")]
+    pub verbs_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub verbs: crate::cli::verbs::VerbsArgs,
 }
 
 /// Runs `ftcoll node`; prints one JSON line with the node's counters when it exits.
@@ -101,6 +114,9 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
     }
     if let Some(coordinator) = a.join {
+        if a.transport != TransportKind::Udp {
+            return Err("--join runs over --transport udp".into());
+        }
         if rank == 0 {
             return Err("rank 0 coordinates a joined run: start it as `ftcoll bench --join ADDR --rank 0`".into());
         }
@@ -128,8 +144,21 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
         return Ok(());
     }
+    a.verbs.apply(a.transport)?;
+    let verbs_dir = match (a.transport, a.verbs_dir.as_ref().or(a.rendezvous.as_ref())) {
+        (TransportKind::Inproc, _) => return Err("--transport inproc does not apply to node processes".into()),
+        (TransportKind::Verbs, None) => {
+            return Err("--transport verbs needs --rendezvous DIR or --verbs-dir DIR (QP numbers, LIDs/GIDs and PSNs are exchanged through it)".into());
+        }
+        (TransportKind::Verbs, Some(d)) => Some(d.clone()),
+        (TransportKind::Udp, _) if a.verbs_dir.is_some() => {
+            return Err("--verbs-dir applies to --transport verbs only".into());
+        }
+        (TransportKind::Udp, _) => None,
+    };
     let control = a.control.ok_or("give --control or --join")?;
     let peers = match (&a.hostfile, &a.rendezvous) {
+        _ if verbs_dir.is_some() => Vec::new(),
         (Some(h), _) => {
             let text = std::fs::read_to_string(h).map_err(|e| format!("cannot read hostfile {}: {e}", h.display()))?;
             parse_hostfile(&text, n)?
@@ -166,12 +195,23 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         ),
     };
     let agent = ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;
-    let exit = algo.dispatch(n, model, RunNode(&spec, agent))??;
+    let transport = match &verbs_dir {
+        Some(dir) => Some(crate::transport::verbs::node_endpoint(
+            rank,
+            n,
+            a.job.unwrap_or(1),
+            a.seed,
+            dir,
+            std::time::Duration::from_secs(60),
+        )?),
+        None => None,
+    };
+    let exit = algo.dispatch(n, model, RunNode(&spec, transport, agent))??;
     println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
     Ok(())
 }
 
-struct RunNode<'a>(&'a NodeSpec, ChildAgent);
+struct RunNode<'a>(&'a NodeSpec, Option<Box<dyn Transport>>, ChildAgent);
 
 impl Visit for RunNode<'_> {
     type Out = Result<NodeExit, String>;
@@ -181,7 +221,10 @@ impl Visit for RunNode<'_> {
         P::Shared: SharedInfo,
         P::Msg: WireMessage,
     {
-        run_node::<P>(shared, self.0, self.1)
+        match self.1 {
+            Some(t) => run_node_with::<P>(shared, self.0, t, self.2),
+            None => run_node::<P>(shared, self.0, self.2),
+        }
     }
 }
 
@@ -268,5 +311,5 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         sigkill_self,
         link_delay: j.link_delay,
     };
-    algo.dispatch(j.n, model, RunNode(&spec, agent))?
+    algo.dispatch(j.n, model, RunNode(&spec, None, agent))?
 }

@@ -215,20 +215,20 @@ pub fn netgauge(kind: TransportKind, n: usize, size: usize, reps: usize) -> Resu
     let pn = prtt(kind, n, 0, size, reps)?;
     let d = 2 * p1;
     let pnd = prtt(kind, n, d, size, reps)?;
-    Ok(Prtt::from_times(n, size, p1, pn, d, pnd))
+    Ok(Prtt::from_times(n, size, d, p1, pn, pnd))
 }
 
 impl Prtt {
-    /// Netgauge's parameters from the three PRTT medians (`d` the delay of the third).
-    pub fn from_times(n: usize, size: usize, p1: u64, pn: u64, d: u64, pnd: u64) -> Prtt {
-        let k = (n - 1) as f64;
+    /// The parameters from the three measured PRTTs (ns) with delay `d_ns` (formulas above).
+    pub fn from_times(n: usize, size: usize, d_ns: u64, p1: u64, pn: u64, pnd: u64) -> Prtt {
+        let k = (n.max(2) - 1) as f64;
         let g = (pn as f64 - p1 as f64) / k;
-        let o = ((pnd as f64 - p1 as f64) / k - d as f64).max(0.0);
+        let o = ((pnd as f64 - p1 as f64) / k - d_ns as f64).max(0.0);
         let l = (p1 as f64 / 2.0 - 2.0 * o).max(0.0);
         Prtt {
             n,
             size,
-            d_ns: d,
+            d_ns,
             prtt_1_0_ns: p1,
             prtt_n_0_ns: pn,
             prtt_n_d_ns: pnd,

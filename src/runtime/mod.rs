@@ -40,6 +40,8 @@ pub enum TransportKind {
     Udp,
     /// Lock-free queues between threads of this process.
     Inproc,
+    /// ibverbs RC QPs on this host's InfiniBand/RoCE device (cargo feature `rdma`).
+    Verbs,
 }
 
 /// A benchmark to run on a local cluster.
@@ -92,6 +94,7 @@ pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) ->
                 })
                 .collect()
         }
+        TransportKind::Verbs => crate::transport::verbs::local_endpoints(n, job, seed)?,
         TransportKind::Udp => {
             let cfg = UdpConfig {
                 job,

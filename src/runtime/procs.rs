@@ -26,8 +26,8 @@ use crate::runtime::control::{ChildAgent, ParentAgent};
 use crate::runtime::join::JobParams;
 use crate::runtime::kill::{Kill, KillPoint};
 use crate::runtime::node::{Node, NodeParams};
-use crate::transport::TransportStats;
 use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::transport::{Transport, TransportStats};
 use crate::wire::{DropCounters, WireMessage};
 
 /// Wall-clock nanoseconds since the Unix epoch.
@@ -210,7 +210,7 @@ pub struct NodeSpec {
 
 /// Runs one node until the parent says stop (or the node is killed). Bind errors (a port in
 /// use) are one-line errors.
-pub fn run_node<P>(shared: &P::Shared, s: &NodeSpec, mut agent: ChildAgent) -> Result<NodeExit, String>
+pub fn run_node<P>(shared: &P::Shared, s: &NodeSpec, agent: ChildAgent) -> Result<NodeExit, String>
 where
     P: Protocol,
     P::Shared: SharedInfo,
@@ -225,7 +225,23 @@ where
     };
     let t = UdpTransport::bind(s.rank, &s.peers, cfg)
         .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
-    let mut node = Node::<P>::new(s.rank, s.n, Box::new(t), s.kill, s.seed, None);
+    run_node_with::<P>(shared, s, Box::new(t), agent)
+}
+
+/// [`run_node`] over a transport already connected to the job's peers (the verbs transport
+/// connects through the rendezvous directory before the node joins the coordinator).
+pub fn run_node_with<P>(
+    shared: &P::Shared,
+    s: &NodeSpec,
+    t: Box<dyn Transport>,
+    mut agent: ChildAgent,
+) -> Result<NodeExit, String>
+where
+    P: Protocol,
+    P::Shared: SharedInfo,
+    P::Msg: WireMessage,
+{
+    let mut node = Node::<P>::new(s.rank, s.n, t, s.kill, s.seed, None);
     let ctl = Control::new(s.n);
     let params = NodeParams {
         shared,

@@ -4,6 +4,7 @@
 
 pub mod inproc;
 pub mod udp;
+pub mod verbs;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,236 @@
+//! Connection data one RC QP's owner gives its peer (QPN, LID, GID, PSN, and where the peer
+//! writes our credits), in a fixed little-endian layout validated field by field: it arrives
+//! through the bootstrap (rendezvous directory or in-process exchange) and is never trusted.
+
+/// "FTVB".
+pub const MAGIC: u32 = 0x4256_5446;
+pub const VERSION: u8 = 1;
+/// Encoded length.
+pub const LEN: usize = 72;
+
+/// What rank `from` tells rank `to` about the QP `from` created for `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnInfo {
+    pub job: u64,
+    pub from: u32,
+    pub to: u32,
+    /// 24-bit QP number.
+    pub qpn: u32,
+    /// 24-bit initial packet sequence number of `from`'s send queue.
+    pub psn: u32,
+    /// InfiniBand LID (0 on RoCE).
+    pub lid: u16,
+    /// Port GID at the chosen index (all zero when no GID index is used).
+    pub gid: [u8; 16],
+    /// `ibv_mtu` code of `from`'s port.
+    pub mtu: u8,
+    /// Address and rkey of `from`'s credit word for `to` (RDMA WRITE target).
+    pub credit_addr: u64,
+    pub credit_rkey: u32,
+    /// Receive slots `from` pre-posted for `to`, and their size in bytes.
+    pub ring_slots: u32,
+    pub slot_len: u32,
+}
+
+/// Why connection data was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnError {
+    Length,
+    Magic,
+    Version,
+    Job,
+    Rank,
+    Qpn,
+    Psn,
+    Mtu,
+    Ring,
+}
+
+impl std::fmt::Display for ConnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConnError::Length => "wrong length",
+            ConnError::Magic => "bad magic",
+            ConnError::Version => "unknown version",
+            ConnError::Job => "another job's data",
+            ConnError::Rank => "ranks out of range or not addressed to us",
+            ConnError::Qpn => "QP number not 24-bit or reserved",
+            ConnError::Psn => "PSN not 24-bit",
+            ConnError::Mtu => "invalid MTU code",
+            ConnError::Ring => "receive ring of zero slots or slots smaller than a message",
+        })
+    }
+}
+
+impl ConnInfo {
+    pub fn encode(&self) -> [u8; LEN] {
+        let mut b = [0u8; LEN];
+        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        b[4] = VERSION;
+        b[5] = self.mtu;
+        b[6..8].copy_from_slice(&self.lid.to_le_bytes());
+        b[8..16].copy_from_slice(&self.job.to_le_bytes());
+        b[16..20].copy_from_slice(&self.from.to_le_bytes());
+        b[20..24].copy_from_slice(&self.to.to_le_bytes());
+        b[24..28].copy_from_slice(&self.qpn.to_le_bytes());
+        b[28..32].copy_from_slice(&self.psn.to_le_bytes());
+        b[32..48].copy_from_slice(&self.gid);
+        b[48..56].copy_from_slice(&self.credit_addr.to_le_bytes());
+        b[56..60].copy_from_slice(&self.credit_rkey.to_le_bytes());
+        b[60..64].copy_from_slice(&self.ring_slots.to_le_bytes());
+        b[64..68].copy_from_slice(&self.slot_len.to_le_bytes());
+        b
+    }
+
+    /// Decodes data meant for rank `me` of an `n`-rank job `job` whose messages are at most
+    /// `max_msg` bytes.
+    pub fn decode(b: &[u8], job: u64, me: u32, n: u32, max_msg: u32) -> Result<ConnInfo, ConnError> {
+        if b.len() != LEN {
+            return Err(ConnError::Length);
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| u64::from(u32_at(i)) | (u64::from(u32_at(i + 4)) << 32);
+        if u32_at(0) != MAGIC {
+            return Err(ConnError::Magic);
+        }
+        if b[4] != VERSION {
+            return Err(ConnError::Version);
+        }
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&b[32..48]);
+        let c = ConnInfo {
+            mtu: b[5],
+            lid: u16::from_le_bytes([b[6], b[7]]),
+            job: u64_at(8),
+            from: u32_at(16),
+            to: u32_at(20),
+            qpn: u32_at(24),
+            psn: u32_at(28),
+            gid,
+            credit_addr: u64_at(48),
+            credit_rkey: u32_at(56),
+            ring_slots: u32_at(60),
+            slot_len: u32_at(64),
+        };
+        if c.job != job {
+            return Err(ConnError::Job);
+        }
+        if c.to != me || c.from >= n || c.from == me {
+            return Err(ConnError::Rank);
+        }
+        // QPs 0 and 1 are the special QPs (SMI, GSI).
+        if c.qpn >= 1 << 24 || c.qpn < 2 {
+            return Err(ConnError::Qpn);
+        }
+        if c.psn >= 1 << 24 {
+            return Err(ConnError::Psn);
+        }
+        if super::qp_attr::mtu_bytes(c.mtu).is_none() {
+            return Err(ConnError::Mtu);
+        }
+        if c.ring_slots == 0 || c.slot_len < max_msg {
+            return Err(ConnError::Ring);
+        }
+        Ok(c)
+    }
+
+    /// Text form for a rendezvous file: lower-case hex.
+    pub fn to_hex(&self) -> String {
+        self.encode().iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// Parses [`ConnInfo::to_hex`]; bad hex is a length error.
+    pub fn from_hex(s: &str, job: u64, me: u32, n: u32, max_msg: u32) -> Result<ConnInfo, ConnError> {
+        let s = s.trim();
+        if s.len() != 2 * LEN || !s.is_ascii() {
+            return Err(ConnError::Length);
+        }
+        let mut b = [0u8; LEN];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| ConnError::Length)?;
+        }
+        Self::decode(&b, job, me, n, max_msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> ConnInfo {
+        ConnInfo {
+            job: 0xF7C0_0000_0000_0001,
+            from: 3,
+            to: 1,
+            qpn: 0x00ab_cdef,
+            psn: 0x0012_3456,
+            lid: 0x1234,
+            gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+            mtu: 5,
+            credit_addr: 0x7fff_1234_5678_9abc,
+            credit_rkey: 0xdead_beef,
+            ring_slots: 512,
+            slot_len: 1280,
+        }
+    }
+
+    #[test]
+    fn roundtrip_binary_and_hex() {
+        let c = sample();
+        assert_eq!(ConnInfo::decode(&c.encode(), c.job, 1, 4, 1200), Ok(c));
+        assert_eq!(ConnInfo::from_hex(&c.to_hex(), c.job, 1, 4, 1200), Ok(c));
+        assert_eq!(c.to_hex().len(), 2 * LEN);
+    }
+
+    #[test]
+    fn every_field_is_validated() {
+        let c = sample();
+        let d = |c: ConnInfo| ConnInfo::decode(&c.encode(), sample().job, 1, 4, 1200);
+        assert_eq!(
+            ConnInfo::decode(&c.encode(), c.job + 1, 1, 4, 1200),
+            Err(ConnError::Job)
+        );
+        assert_eq!(ConnInfo::decode(&c.encode(), c.job, 2, 4, 1200), Err(ConnError::Rank));
+        assert_eq!(d(ConnInfo { from: 4, ..c }), Err(ConnError::Rank));
+        assert_eq!(d(ConnInfo { from: 1, ..c }), Err(ConnError::Rank));
+        assert_eq!(d(ConnInfo { qpn: 1 << 24, ..c }), Err(ConnError::Qpn));
+        assert_eq!(d(ConnInfo { qpn: 1, ..c }), Err(ConnError::Qpn));
+        assert_eq!(d(ConnInfo { psn: 1 << 24, ..c }), Err(ConnError::Psn));
+        assert_eq!(d(ConnInfo { mtu: 0, ..c }), Err(ConnError::Mtu));
+        assert_eq!(d(ConnInfo { mtu: 6, ..c }), Err(ConnError::Mtu));
+        assert_eq!(d(ConnInfo { ring_slots: 0, ..c }), Err(ConnError::Ring));
+        assert_eq!(d(ConnInfo { slot_len: 1199, ..c }), Err(ConnError::Ring));
+        let mut b = c.encode();
+        b[0] ^= 1;
+        assert_eq!(ConnInfo::decode(&b, c.job, 1, 4, 1200), Err(ConnError::Magic));
+        let mut b = c.encode();
+        b[4] = 2;
+        assert_eq!(ConnInfo::decode(&b, c.job, 1, 4, 1200), Err(ConnError::Version));
+        assert_eq!(
+            ConnInfo::decode(&b[..LEN - 1], c.job, 1, 4, 1200),
+            Err(ConnError::Length)
+        );
+    }
+
+    #[test]
+    fn bad_hex_and_mutations_never_panic() {
+        let c = sample();
+        assert_eq!(ConnInfo::from_hex("zz", c.job, 1, 4, 1200), Err(ConnError::Length));
+        let h = c.to_hex().replace('a', "g");
+        assert_eq!(ConnInfo::from_hex(&h, c.job, 1, 4, 1200), Err(ConnError::Length));
+        let mut h = c.to_hex();
+        h.replace_range(0..2, "é");
+        assert!(ConnInfo::from_hex(&h, c.job, 1, 4, 1200).is_err());
+        // Every single-byte mutation either decodes to something valid or is refused.
+        let b = c.encode();
+        for i in 0..LEN {
+            for x in [0u8, 1, 0x7f, 0xff] {
+                let mut m = b;
+                m[i] = x;
+                if let Ok(d) = ConnInfo::decode(&m, c.job, 1, 4, 1200) {
+                    assert!(d.qpn < 1 << 24 && d.psn < 1 << 24 && d.from < 4 && d.to == 1);
+                }
+            }
+        }
+    }
+}

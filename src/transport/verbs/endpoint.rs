@@ -1,0 +1,877 @@
+//! One rank's verbs endpoint: per-peer RC QPs on shared send and receive CQs, one registered
+//! buffer (credit words, receive rings, send staging; see [`super::ring::Layout`]).
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::ibv::*;
+
+use super::VerbsConfig;
+use super::completion::{PeerHealth, WcClass, classify, status};
+use super::conn::ConnInfo;
+use super::credits::{RecvCredits, SendCredits};
+use super::device::Device;
+use super::qp_attr::{self, InitAttr, Remote, RtrAttr, RtsAttr};
+use super::ring::{Layout, Reposts, slot_len, wr_id};
+use super::select::HINT;
+use super::send_queue::{Post, SendQueue};
+use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport, TransportStats};
+
+/// Completions taken per `ibv_poll_cq` (perftest's CTX_POLL_BATCH).
+const POLL_BATCH: usize = 16;
+
+/// A peer's queue counts as idle after this long without a post: then its unsignaled tail is
+/// flushed and pending credits go back below the batch threshold. Shorter would add a WR per
+/// message to ping-pong traffic; the tail only matters for `unacked` and staging-slot reuse.
+const IDLE: Duration = Duration::from_micros(100);
+
+/// Counters of the verbs data path, beside the common [`TransportStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VerbsCounters {
+    pub inline_sends: u64,
+    pub staged_sends: u64,
+    pub signaled: u64,
+    pub credit_writes: u64,
+    /// Error completions by class (see [`super::completion`]).
+    pub peer_lost: u64,
+    pub flushed: u64,
+    pub local_errors: u64,
+    /// Credit words that could not be true, refused.
+    pub bogus_credits: u64,
+}
+
+struct Peer {
+    qp: *mut ibv_qp,
+    psn: u32,
+    connected: bool,
+    sq: SendQueue,
+    tx: SendCredits,
+    rx: RecvCredits,
+    health: PeerHealth,
+    reported: bool,
+    credit_addr: u64,
+    credit_rkey: u32,
+    last_post: Instant,
+}
+
+/// Page-aligned zeroed memory for registration.
+struct Region {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Region {
+    fn new(len: usize) -> Result<Region, String> {
+        let layout = std::alloc::Layout::from_size_align(len.max(64), 4096).map_err(|e| e.to_string())?;
+        // SAFETY: layout has non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(format!("cannot allocate {len} bytes for the verbs buffers"));
+        }
+        Ok(Region { ptr, layout })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: allocated in Region::new with this layout, freed once (after the MR that
+        // covers it was deregistered: the endpoint drops its MR first).
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// The endpoint.
+pub struct VerbsTransport {
+    rank: u32,
+    n: u32,
+    job: u64,
+    dev: Arc<Device>,
+    cfg: VerbsConfig,
+    layout: Layout,
+    inline_max: usize,
+    region: Region,
+    mr: *mut ibv_mr,
+    send_cq: *mut ibv_cq,
+    recv_cq: *mut ibv_cq,
+    peers: Vec<Peer>,
+    /// The QPs, shared with [`KillSwitch`]es (`None` until construction completed).
+    qps: Option<Arc<QpSet>>,
+    unreported: usize,
+    reposts: Reposts<POLL_BATCH>,
+    wc: [ibv_wc; POLL_BATCH],
+    stats: TransportStats,
+    counters: VerbsCounters,
+}
+
+// SAFETY: the raw pointers are verbs objects and memory owned by this endpoint alone; verbs
+// calls are thread-safe, and the endpoint is used by one thread at a time (`&mut self`).
+unsafe impl Send for VerbsTransport {}
+
+fn os_err(what: &str, dev: &str) -> String {
+    format!(
+        "{what} on RDMA device {dev} failed: {}; {HINT}",
+        io::Error::last_os_error()
+    )
+}
+
+/// splitmix64: the random initial PSNs (perftest: `lrand48() & 0xffffff`).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `ibv_qp_attr` for RESET→INIT.
+pub(crate) fn ibv_init(a: &InitAttr) -> (ibv_qp_attr, i32) {
+    // SAFETY: plain C struct; all-zero is valid.
+    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    x.qp_state = ibv_qp_state::IBV_QPS_INIT;
+    x.pkey_index = a.pkey_index;
+    x.port_num = a.port;
+    x.qp_access_flags = a.access;
+    (x, a.mask as i32)
+}
+
+/// `ibv_qp_attr` for INIT→RTR.
+pub(crate) fn ibv_rtr(a: &RtrAttr) -> (ibv_qp_attr, i32) {
+    // SAFETY: plain C struct; all-zero is valid.
+    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    x.qp_state = ibv_qp_state::IBV_QPS_RTR;
+    x.path_mtu = u32::from(a.path_mtu);
+    x.dest_qp_num = a.dest_qpn;
+    x.rq_psn = a.rq_psn;
+    x.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    x.min_rnr_timer = a.min_rnr_timer;
+    x.ah_attr.dlid = a.dlid;
+    x.ah_attr.sl = a.sl;
+    x.ah_attr.src_path_bits = 0;
+    x.ah_attr.port_num = a.port;
+    if let Some(g) = a.grh {
+        x.ah_attr.is_global = 1;
+        x.ah_attr.grh.dgid = ibv_gid { raw: g.dgid };
+        x.ah_attr.grh.sgid_index = g.sgid_index;
+        x.ah_attr.grh.hop_limit = g.hop_limit;
+        x.ah_attr.grh.traffic_class = g.traffic_class;
+    }
+    (x, a.mask as i32)
+}
+
+/// `ibv_qp_attr` for RTR→RTS.
+pub(crate) fn ibv_rts(a: &RtsAttr) -> (ibv_qp_attr, i32) {
+    // SAFETY: plain C struct; all-zero is valid.
+    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    x.qp_state = ibv_qp_state::IBV_QPS_RTS;
+    x.sq_psn = a.sq_psn;
+    x.timeout = a.timeout;
+    x.retry_cnt = a.retry_cnt;
+    x.rnr_retry = a.rnr_retry;
+    x.max_rd_atomic = a.max_rd_atomic;
+    (x, a.mask as i32)
+}
+
+impl VerbsTransport {
+    /// Creates the endpoint of `rank`: CQs, buffer, one QP per peer moved to INIT with its
+    /// receive ring pre-posted. Connect each peer with [`VerbsTransport::connect`].
+    pub fn create(dev: Arc<Device>, rank: u32, n: u32, job: u64, cfg: &VerbsConfig, seed: u64) -> Result<Self, String> {
+        cfg.validate()?;
+        if n < 2 || rank >= n {
+            return Err(format!("rank {rank} of {n} is invalid"));
+        }
+        let peers_n = n as usize;
+        let layout = Layout {
+            peers: peers_n,
+            rx_slots: cfg.rx_depth as usize,
+            tx_slots: cfg.tx_depth as usize,
+            slot: slot_len(MAX_PAYLOAD),
+        };
+        let region = Region::new(layout.len())?;
+        let name = dev.name.clone();
+        let cqe = |d: u32| (u64::from(d) * u64::from(n - 1)).min(i32::MAX as u64) as i32;
+        // SAFETY: dev.ctx is open; no completion channel.
+        let send_cq = unsafe {
+            ibv_create_cq(
+                dev.ctx,
+                cqe(cfg.tx_depth),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        if send_cq.is_null() {
+            return Err(os_err("ibv_create_cq (send)", &name));
+        }
+        // SAFETY: as above.
+        let recv_cq = unsafe {
+            ibv_create_cq(
+                dev.ctx,
+                cqe(cfg.rx_depth),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        let mut t = VerbsTransport {
+            rank,
+            n,
+            job,
+            dev,
+            cfg: cfg.clone(),
+            layout,
+            inline_max: 0,
+            region,
+            mr: std::ptr::null_mut(),
+            send_cq,
+            recv_cq,
+            peers: Vec::with_capacity(peers_n),
+            qps: None,
+            unreported: 0,
+            reposts: Reposts::default(),
+            // SAFETY: plain C structs; all-zero is valid.
+            wc: unsafe { std::mem::zeroed() },
+            stats: TransportStats::default(),
+            counters: VerbsCounters::default(),
+        };
+        if recv_cq.is_null() {
+            return Err(os_err("ibv_create_cq (receive)", &name));
+        }
+        let access = (ibv_access_flags::IBV_ACCESS_LOCAL_WRITE | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE).0 as i32;
+        // SAFETY: the region is valid for layout.len() bytes and outlives the MR (deregistered
+        // first in Drop).
+        t.mr = unsafe { ibv_reg_mr(t.dev.pd, t.region.ptr.cast(), t.layout.len(), access) };
+        if t.mr.is_null() {
+            return Err(os_err("ibv_reg_mr", &name));
+        }
+        let mut inline_max = cfg.max_inline;
+        for r in 0..n {
+            let mut p = Peer {
+                qp: std::ptr::null_mut(),
+                psn: (mix(seed ^ job ^ (u64::from(rank) << 32) ^ u64::from(r)) & 0xff_ffff) as u32,
+                connected: false,
+                sq: SendQueue::new(cfg.tx_depth, cfg.signal_every),
+                tx: SendCredits::new(0),
+                rx: RecvCredits::new(cfg.rx_depth),
+                health: PeerHealth::default(),
+                reported: true,
+                credit_addr: 0,
+                credit_rkey: 0,
+                last_post: Instant::now(),
+            };
+            if r != rank {
+                // SAFETY: plain C struct; all-zero is valid.
+                let mut ia: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+                ia.send_cq = t.send_cq;
+                ia.recv_cq = t.recv_cq;
+                ia.cap.max_send_wr = cfg.tx_depth;
+                ia.cap.max_recv_wr = cfg.rx_depth;
+                ia.cap.max_send_sge = 1;
+                ia.cap.max_recv_sge = 1;
+                ia.cap.max_inline_data = cfg.max_inline;
+                ia.qp_type = ibv_qp_type::IBV_QPT_RC;
+                ia.sq_sig_all = 0;
+                // SAFETY: pd and CQs are valid; ia is initialized.
+                p.qp = unsafe { ibv_create_qp(t.dev.pd, &mut ia) };
+                if p.qp.is_null() && ia.cap.max_inline_data > 0 {
+                    // Some providers refuse an inline size they cannot give instead of
+                    // lowering it: then every send is staged in registered memory.
+                    ia.cap.max_inline_data = 0;
+                    // SAFETY: as above.
+                    p.qp = unsafe { ibv_create_qp(t.dev.pd, &mut ia) };
+                }
+                if p.qp.is_null() {
+                    t.peers.push(p);
+                    return Err(os_err("ibv_create_qp (RC)", &name));
+                }
+                // The provider reports the inline limit it actually gives.
+                inline_max = inline_max.min(ia.cap.max_inline_data);
+                let (mut a, m) = ibv_init(&qp_attr::init(&cfg.rc, t.dev.port.num));
+                // SAFETY: qp is a valid QP in RESET; a is initialized for the mask.
+                if unsafe { ibv_modify_qp(p.qp, &mut a, m) } != 0 {
+                    t.peers.push(p);
+                    return Err(os_err("ibv_modify_qp RESET->INIT", &name));
+                }
+            }
+            t.peers.push(p);
+        }
+        t.inline_max = inline_max as usize;
+        for r in 0..n {
+            if r != rank {
+                let slots: Vec<u32> = (0..cfg.rx_depth).collect();
+                for chunk in slots.chunks(POLL_BATCH) {
+                    t.post_recvs(r, chunk)
+                        .map_err(|e| format!("ibv_post_recv on {name} failed: {e}; {HINT}"))?;
+                }
+            }
+        }
+        t.qps = Some(Arc::new(QpSet {
+            qps: t.peers.iter().map(|p| p.qp).collect(),
+            _dev: Arc::clone(&t.dev),
+        }));
+        Ok(t)
+    }
+
+    /// What peer `to` needs to connect its QP to ours.
+    pub fn conn_info(&self, to: u32) -> ConnInfo {
+        let p = &self.peers[to as usize];
+        // SAFETY: qp and mr are valid for the endpoint's life (to != rank has a QP).
+        let (qpn, rkey) = unsafe { ((*p.qp).qp_num, (*self.mr).rkey) };
+        ConnInfo {
+            job: self.job,
+            from: self.rank,
+            to,
+            qpn,
+            psn: p.psn,
+            lid: self.dev.port.lid,
+            gid: self.dev.gid.map(|g| g.1).unwrap_or([0; 16]),
+            mtu: self.dev.port.active_mtu,
+            credit_addr: self.region.ptr as u64 + self.layout.credit(to as usize) as u64,
+            credit_rkey: rkey,
+            ring_slots: self.cfg.rx_depth,
+            slot_len: self.layout.slot as u32,
+        }
+    }
+
+    /// Moves our QP for `c.from` to RTR and RTS against the peer's data (already validated by
+    /// [`ConnInfo::decode`] for this job and rank).
+    pub fn connect(&mut self, c: &ConnInfo) -> Result<(), String> {
+        let name = self.dev.name.clone();
+        if c.to != self.rank || c.from >= self.n || c.from == self.rank || c.job != self.job {
+            return Err("connection data not meant for this endpoint".into());
+        }
+        let port = self.dev.port.num;
+        let mtu = self.dev.port.active_mtu.min(c.mtu);
+        let gid_index = self.dev.gid.map(|g| g.0);
+        let rc = self.cfg.rc;
+        let p = &mut self.peers[c.from as usize];
+        if p.connected {
+            return Err(format!("rank {} connected twice", c.from));
+        }
+        let remote = Remote {
+            qpn: c.qpn,
+            psn: c.psn,
+            lid: c.lid,
+            gid: c.gid,
+        };
+        let (mut a, m) = ibv_rtr(&qp_attr::rtr(&rc, port, mtu, gid_index, &remote));
+        // SAFETY: p.qp is a valid QP in INIT; a is initialized for the mask.
+        if unsafe { ibv_modify_qp(p.qp, &mut a, m) } != 0 {
+            return Err(os_err(&format!("ibv_modify_qp INIT->RTR (to rank {})", c.from), &name));
+        }
+        let (mut a, m) = ibv_rts(&qp_attr::rts(&rc, p.psn));
+        // SAFETY: as above, QP in RTR.
+        if unsafe { ibv_modify_qp(p.qp, &mut a, m) } != 0 {
+            return Err(os_err(&format!("ibv_modify_qp RTR->RTS (to rank {})", c.from), &name));
+        }
+        p.tx = SendCredits::new(c.ring_slots);
+        p.credit_addr = c.credit_addr;
+        p.credit_rkey = c.credit_rkey;
+        p.connected = true;
+        Ok(())
+    }
+
+    /// A handle that moves every QP of this endpoint to the error state, as the death of its
+    /// process would: the peers' HCAs get no more acknowledgements and suspect this rank. The
+    /// local cluster's crash injection fires it when a node dies.
+    pub fn kill_switch(&self) -> Option<KillSwitch> {
+        self.qps.as_ref().map(|q| KillSwitch(Arc::clone(q)))
+    }
+
+    /// The data-path counters.
+    pub fn counters(&self) -> VerbsCounters {
+        self.counters
+    }
+
+    /// The inline limit the QPs were created with.
+    pub fn inline_max(&self) -> usize {
+        self.inline_max
+    }
+
+    fn post_recvs(&mut self, peer: u32, slots: &[u32]) -> io::Result<()> {
+        if slots.is_empty() || slots.len() > POLL_BATCH {
+            return Err(io::Error::other("a receive batch holds 1 to 16 slots"));
+        }
+        let lkey = {
+            // SAFETY: mr is valid.
+            unsafe { (*self.mr).lkey }
+        };
+        // SAFETY: plain C structs; all-zero is valid.
+        let mut sges: [ibv_sge; POLL_BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut wrs: [ibv_recv_wr; POLL_BATCH] = unsafe { std::mem::zeroed() };
+        let k = slots.len();
+        for (i, &s) in slots.iter().enumerate() {
+            sges[i] = ibv_sge {
+                addr: self.region.ptr as u64 + self.layout.rx(peer as usize, s as usize) as u64,
+                length: self.layout.slot as u32,
+                lkey,
+            };
+        }
+        let sg_base = sges.as_mut_ptr();
+        let wr_base = wrs.as_mut_ptr();
+        for (i, &s) in slots.iter().enumerate() {
+            // SAFETY: i < k <= POLL_BATCH: in bounds of both arrays, which outlive the post;
+            // the chain is written through the same raw pointers the post reads.
+            unsafe {
+                let w = wr_base.add(i);
+                (*w).wr_id = wr_id::encode(peer as usize, u64::from(s));
+                (*w).sg_list = sg_base.add(i);
+                (*w).num_sge = 1;
+                (*w).next = if i + 1 < k {
+                    wr_base.add(i + 1)
+                } else {
+                    std::ptr::null_mut()
+                };
+            }
+        }
+        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
+        let qp = self.peers[peer as usize].qp;
+        // SAFETY: qp is valid; the chain and its SGEs are initialized and live until return
+        // (the provider copies them into the receive queue).
+        let rc = unsafe { ibv_post_recv(qp, wr_base, &mut bad) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(())
+    }
+
+    /// Posts one SEND (or, with `credit`, an inline RDMA WRITE of that credit value).
+    fn post_send(
+        &mut self,
+        to: usize,
+        bytes: &[u8],
+        credit: Option<u64>,
+        force: bool,
+        now: Instant,
+    ) -> Result<Post, ()> {
+        let Some(post) = self.peers[to].sq.reserve(force) else {
+            return Err(());
+        };
+        let value = credit.map(u64::to_le_bytes);
+        let data: &[u8] = match &value {
+            Some(v) => v,
+            None => bytes,
+        };
+        // SAFETY: mr is valid.
+        let lkey = unsafe { (*self.mr).lkey };
+        let mut flags = 0u32;
+        let mut sge = ibv_sge {
+            addr: data.as_ptr() as u64,
+            length: data.len() as u32,
+            lkey,
+        };
+        let inline = data.len() <= self.inline_max;
+        if inline {
+            flags |= ibv_send_flags::IBV_SEND_INLINE.0;
+        } else {
+            // Above the inline limit (or a QP without inline data): the WR's staging slot.
+            let off = self.layout.tx(to, self.peers[to].sq.slot(post.index));
+            // SAFETY: off..off+len is inside the region (len <= MAX_PAYLOAD <= slot); the
+            // slot's previous WR was retired (at most tx_depth outstanding).
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), self.region.ptr.add(off), data.len());
+            }
+            sge.addr = self.region.ptr as u64 + off as u64;
+        }
+        if post.signaled {
+            flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+        }
+        // SAFETY: plain C struct; all-zero is valid.
+        let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wr_id::encode(to, post.index);
+        wr.num_sge = i32::from(sge.length > 0);
+        wr.sg_list = &mut sge;
+        wr.send_flags = flags;
+        let p = &self.peers[to];
+        if credit.is_some() {
+            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+            wr.wr.rdma = rdma_t {
+                remote_addr: p.credit_addr,
+                rkey: p.credit_rkey,
+            };
+        } else {
+            wr.opcode = ibv_wr_opcode::IBV_WR_SEND;
+        }
+        let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: the QP is valid and in RTS; wr and sge live until return; inline data is
+        // copied by the provider during the call, staged data stays in the registered region
+        // until the WR is retired.
+        let rc = unsafe { ibv_post_send(p.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            self.peers[to].sq.unreserve(post);
+            return Err(());
+        }
+        self.peers[to].last_post = now;
+        match (credit.is_some(), inline) {
+            (true, _) => {}
+            (false, true) => self.counters.inline_sends += 1,
+            (false, false) => self.counters.staged_sends += 1,
+        }
+        self.counters.signaled += u64::from(post.signaled);
+        Ok(post)
+    }
+
+    /// Marks `peer` suspected (once), moves its QP to the error state so everything posted
+    /// flushes, and queues the report for the next poll.
+    fn suspect(&mut self, peer: usize) {
+        let p = &mut self.peers[peer];
+        if p.health.suspect() {
+            self.fail_qp(peer);
+        }
+        self.queue_report(peer);
+    }
+
+    fn queue_report(&mut self, peer: usize) {
+        let p = &mut self.peers[peer];
+        if p.reported {
+            p.reported = false;
+            self.unreported += 1;
+        }
+    }
+
+    fn fail_qp(&mut self, peer: usize) {
+        qp_to_error(self.peers[peer].qp);
+    }
+
+    fn on_error(&mut self, peer: usize, st: u32) {
+        match classify(st) {
+            WcClass::Ok => return,
+            WcClass::PeerLost => self.counters.peer_lost += 1,
+            WcClass::Flushed => self.counters.flushed += 1,
+            WcClass::Local => self.counters.local_errors += 1,
+        }
+        if self.peers[peer].health.on_status(st) {
+            // Already in error after an error completion; force it for flush-only paths.
+            if st == status::WR_FLUSH_ERR {
+                self.fail_qp(peer);
+            }
+            self.queue_report(peer);
+        }
+    }
+
+    fn refresh_credits(&mut self, peer: usize) {
+        // SAFETY: the credit word is inside the region, 8-byte aligned; the HCA writes it
+        // whole (one 8-byte inline RDMA WRITE); a volatile read sees its latest value.
+        let v = unsafe { std::ptr::read_volatile(self.region.ptr.add(self.layout.credit(peer)).cast::<u64>()) };
+        let v = u64::from_le(v);
+        if self.peers[peer].tx.on_return(v).is_err() {
+            self.counters.bogus_credits += 1;
+            self.stats.malformed += 1;
+        }
+    }
+
+    fn poll_send_cq(&mut self) -> io::Result<()> {
+        loop {
+            // SAFETY: the CQ is valid; wc has POLL_BATCH entries.
+            let k = unsafe { ibv_poll_cq(self.send_cq, POLL_BATCH as i32, self.wc.as_mut_ptr()) };
+            if k < 0 {
+                return Err(io::Error::other("ibv_poll_cq (send) failed"));
+            }
+            for i in 0..k as usize {
+                let (id, st) = (self.wc[i].wr_id, self.wc[i].status);
+                let Some((peer, low)) = wr_id::decode(id, self.peers.len()) else {
+                    self.stats.malformed += 1;
+                    continue;
+                };
+                if st != status::SUCCESS {
+                    self.on_error(peer, st);
+                    continue;
+                }
+                let sq = &mut self.peers[peer].sq;
+                let index = wr_id::widen(low, sq.retired());
+                if sq.complete(index).is_err() {
+                    self.stats.malformed += 1;
+                }
+            }
+            if (k as usize) < POLL_BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    fn flush_reposts(&mut self) {
+        let mut batch = std::mem::take(&mut self.reposts);
+        batch.drain_by_peer(|peer, slots| {
+            if self.peers[peer as usize].health.is_suspected() {
+                return;
+            }
+            if self.post_recvs(peer, slots).is_ok() {
+                for _ in slots {
+                    self.peers[peer as usize].rx.reposted();
+                }
+            } else {
+                self.suspect(peer as usize);
+            }
+        });
+        self.reposts = batch;
+    }
+}
+
+impl Transport for VerbsTransport {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.n
+    }
+
+    fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
+        if to >= self.n || to == self.rank || !self.peers[to as usize].connected {
+            return Err(SendError::BadPeer);
+        }
+        if bytes.len() > MAX_PAYLOAD {
+            return Err(SendError::TooLarge);
+        }
+        let t = to as usize;
+        if self.peers[t].health.is_suspected() {
+            return Err(SendError::Suspected);
+        }
+        if self.peers[t].tx.available() == 0 {
+            self.refresh_credits(t);
+        }
+        if self.peers[t].tx.available() == 0 {
+            self.stats.window_full += 1;
+            return Err(SendError::WindowFull);
+        }
+        if self.peers[t].sq.outstanding() >= u64::from(self.cfg.tx_depth) {
+            let _ = self.poll_send_cq();
+        }
+        match self.post_send(t, bytes, None, false, now) {
+            Ok(_) => {
+                self.peers[t].tx.take();
+                self.stats.sent += 1;
+                Ok(())
+            }
+            Err(()) if self.peers[t].sq.outstanding() >= u64::from(self.cfg.tx_depth) => {
+                self.stats.window_full += 1;
+                Err(SendError::WindowFull)
+            }
+            Err(()) => {
+                // The provider refused a post with room in the queue: the QP is in error.
+                self.suspect(t);
+                Err(SendError::Suspected)
+            }
+        }
+    }
+
+    fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
+        let mut delivered = 0;
+        loop {
+            // SAFETY: the CQ is valid; wc has POLL_BATCH entries.
+            let k = unsafe { ibv_poll_cq(self.recv_cq, POLL_BATCH as i32, self.wc.as_mut_ptr()) };
+            if k < 0 {
+                return Err(io::Error::other("ibv_poll_cq (receive) failed"));
+            }
+            for i in 0..k as usize {
+                let (id, st, len) = (self.wc[i].wr_id, self.wc[i].status, self.wc[i].byte_len as usize);
+                let Some((peer, slot)) = wr_id::decode(id, self.peers.len()) else {
+                    self.stats.malformed += 1;
+                    continue;
+                };
+                if st != status::SUCCESS {
+                    self.on_error(peer, st);
+                    continue;
+                }
+                if self.peers[peer].health.is_suspected() {
+                    self.stats.from_suspected += 1;
+                    continue;
+                }
+                if len <= MAX_PAYLOAD && (slot as usize) < self.layout.rx_slots {
+                    let off = self.layout.rx(peer, slot as usize);
+                    // SAFETY: the completion says the HCA finished writing len bytes at off,
+                    // inside the region; the slot is re-posted only after the sink returns.
+                    let bytes = unsafe { std::slice::from_raw_parts(self.region.ptr.add(off), len) };
+                    self.stats.received += 1;
+                    delivered += 1;
+                    sink(Delivery::Message {
+                        from: peer as u32,
+                        bytes,
+                    });
+                } else {
+                    self.stats.malformed += 1;
+                }
+                self.reposts.push(peer as u32, slot as u32);
+            }
+            self.flush_reposts();
+            if (k as usize) < POLL_BATCH {
+                break;
+            }
+        }
+        self.poll_send_cq()?;
+        // Credits back to senders, and a signaled WR for any idle unsignaled tail.
+        for r in 0..self.peers.len() {
+            let p = &self.peers[r];
+            if !p.connected || p.health.is_suspected() {
+                continue;
+            }
+            let idle = now.saturating_duration_since(p.last_post) >= IDLE;
+            let due = p.rx.due(idle);
+            let flush = idle && p.sq.tail() > 0;
+            if due.is_some() || flush {
+                let v = due.unwrap_or(p.rx.reposted_count());
+                if self.post_send(r, &[], Some(v), flush, now).is_ok() {
+                    self.peers[r].rx.advertised(v);
+                    self.counters.credit_writes += 1;
+                }
+            }
+        }
+        if self.unreported > 0 {
+            for r in 0..self.peers.len() {
+                if !self.peers[r].reported {
+                    self.peers[r].reported = true;
+                    self.unreported -= 1;
+                    self.stats.suspected += 1;
+                    delivered += 1;
+                    sink(Delivery::Suspect { peer: r as u32 });
+                }
+            }
+        }
+        Ok(delivered)
+    }
+
+    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        // Busy-polled transport: no completion channel is armed, so waiting is a short sleep.
+        std::thread::sleep(timeout.min(Duration::from_micros(50)));
+        Ok(())
+    }
+
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+
+    fn unacked(&self) -> usize {
+        self.peers
+            .iter()
+            .filter(|p| p.connected && !p.health.is_suspected())
+            .map(|p| p.sq.outstanding() as usize)
+            .sum()
+    }
+}
+
+/// The QPs of one endpoint; destroyed when the endpoint and every [`KillSwitch`] are gone.
+struct QpSet {
+    qps: Vec<*mut ibv_qp>,
+    _dev: Arc<Device>,
+}
+
+// SAFETY: QP handles may be used from any thread (verbs calls are thread-safe); the set only
+// changes QP state and destroys them once, in Drop.
+unsafe impl Send for QpSet {}
+// SAFETY: as above.
+unsafe impl Sync for QpSet {}
+
+fn qp_to_error(qp: *mut ibv_qp) {
+    if qp.is_null() {
+        return;
+    }
+    // SAFETY: plain C struct; all-zero is valid.
+    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    a.qp_state = ibv_qp_state::IBV_QPS_ERR;
+    // SAFETY: qp is a live QP (owned by a QpSet or an endpoint being built); any state may
+    // move to ERR.
+    unsafe { ibv_modify_qp(qp, &mut a, ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
+}
+
+impl Drop for QpSet {
+    fn drop(&mut self) {
+        for &qp in &self.qps {
+            if !qp.is_null() {
+                // SAFETY: created by the endpoint, destroyed once here.
+                unsafe { ibv_destroy_qp(qp) };
+            }
+        }
+    }
+}
+
+/// Moves an endpoint's QPs to the error state (see [`VerbsTransport::kill_switch`]).
+pub struct KillSwitch(Arc<QpSet>);
+
+impl KillSwitch {
+    pub fn fire(&self) {
+        for &qp in &self.0.qps {
+            qp_to_error(qp);
+        }
+    }
+}
+
+impl Drop for VerbsTransport {
+    fn drop(&mut self) {
+        // Every QP to ERR first: the HCA stops writing into the region (posted receives are
+        // flushed) even if a KillSwitch keeps a QP alive past this endpoint.
+        for p in &self.peers {
+            qp_to_error(p.qp);
+        }
+        match self.qps.take() {
+            Some(set) => drop(set),
+            None => {
+                for p in &self.peers {
+                    if !p.qp.is_null() {
+                        // SAFETY: construction failed before the QPs went into a set: they
+                        // are owned here alone and destroyed once.
+                        unsafe { ibv_destroy_qp(p.qp) };
+                    }
+                }
+            }
+        }
+        // SAFETY: each object was created by this endpoint and is destroyed once, after its QPs
+        // (a CQ still used by a QP a KillSwitch holds is refused with EBUSY and leaked), the MR
+        // before its memory (the Region field drops after this).
+        unsafe {
+            if !self.mr.is_null() {
+                ibv_dereg_mr(self.mr);
+            }
+            if !self.send_cq.is_null() {
+                ibv_destroy_cq(self.send_cq);
+            }
+            if !self.recv_cq.is_null() {
+                ibv_destroy_cq(self.recv_cq);
+            }
+        }
+    }
+}
+
+/// `n` endpoints on this host's device, connected pairwise through it; their connection data
+/// goes through [`ConnInfo`]'s encoding exactly as over the bootstrap.
+pub fn local(n: u32, cfg: &VerbsConfig, job: u64, seed: u64) -> Result<Vec<VerbsTransport>, String> {
+    cfg.validate()?;
+    local_on(Device::open(cfg)?, n, cfg, job, seed)
+}
+
+/// [`local`] on an open device.
+pub(crate) fn local_on(
+    dev: Arc<Device>,
+    n: u32,
+    cfg: &VerbsConfig,
+    job: u64,
+    seed: u64,
+) -> Result<Vec<VerbsTransport>, String> {
+    let mut eps = (0..n)
+        .map(|r| VerbsTransport::create(Arc::clone(&dev), r, n, job, cfg, seed))
+        .collect::<Result<Vec<_>, _>>()?;
+    let wires: Vec<Vec<[u8; super::conn::LEN]>> = eps
+        .iter()
+        .map(|e| {
+            (0..n)
+                .map(|to| {
+                    if to == e.rank {
+                        [0; super::conn::LEN]
+                    } else {
+                        e.conn_info(to).encode()
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    for (from, w) in wires.iter().enumerate() {
+        for (to, bytes) in w.iter().enumerate() {
+            if from == to {
+                continue;
+            }
+            let c = ConnInfo::decode(bytes, job, to as u32, n, MAX_PAYLOAD as u32)
+                .map_err(|e| format!("connection data of rank {from}: {e}"))?;
+            eps[to].connect(&c)?;
+        }
+    }
+    Ok(eps)
+}

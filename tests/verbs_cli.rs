@@ -1,0 +1,151 @@
+//! `--transport verbs` through the binary: on a build without the `rdma` feature it says how
+//! to rebuild; with the feature on a machine without an RDMA device it names the missing
+//! device; both exit with code 2 and one line.
+
+use std::process::Command;
+
+fn ftcoll(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
+        .args(args)
+        .output()
+        .expect("run ftcoll");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Exit code 2, nothing on stdout, exactly one `ftcoll: error:` line containing `want`.
+fn fails_with(args: &[&str], want: &str) {
+    let (code, out, err) = ftcoll(args);
+    assert_eq!(code, 2, "{args:?}: {err}");
+    assert!(out.is_empty(), "{args:?}: {out}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+}
+
+const BENCH: &[&str] = &["bench", "--transport", "verbs", "--iterations", "10", "--warmup", "1"];
+const LOGP: &[&str] = &["logp", "--transport", "verbs", "--reps", "10"];
+
+#[cfg(not(feature = "rdma"))]
+#[test]
+fn without_the_feature_verbs_says_to_rebuild() {
+    for args in [BENCH, LOGP] {
+        fails_with(args, "rebuild with `cargo build --release --features rdma`");
+        fails_with(args, "--transport udp");
+    }
+    let dir = std::env::temp_dir().join(format!("ftcoll-verbs-cli-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    fails_with(
+        &[
+            "node",
+            "--transport",
+            "verbs",
+            "--rendezvous",
+            d,
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+            "--control",
+            "127.0.0.1:9",
+        ],
+        "--features rdma",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(feature = "rdma")]
+#[test]
+fn with_the_feature_and_no_device_verbs_names_what_is_missing() {
+    // Only where libibverbs finds no device (it lists /sys/class/infiniband_verbs).
+    if std::fs::read_dir("/sys/class/infiniband_verbs").is_ok_and(|mut d| d.next().is_some()) {
+        return;
+    }
+    for args in [BENCH, LOGP] {
+        fails_with(args, "no RDMA device");
+        fails_with(args, "use --transport udp");
+    }
+    fails_with(&[BENCH, &["--device", "mlx5_0"]].concat(), "no RDMA device");
+    let dir = std::env::temp_dir().join(format!("ftcoll-verbs-cli-dev-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    fails_with(
+        &[LOGP, &["--rendezvous", d, "--rank", "1", "--nodes", "2"]].concat(),
+        "no RDMA device",
+    );
+    fails_with(
+        &[
+            "node",
+            "--transport",
+            "verbs",
+            "--rendezvous",
+            d,
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+            "--control",
+            "127.0.0.1:9",
+        ],
+        "no RDMA device",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn verbs_flags_are_checked_in_every_build() {
+    fails_with(
+        &["bench", "--gid-index", "1"],
+        "--gid-index applies to --transport verbs only",
+    );
+    fails_with(
+        &["logp", "--device", "mlx5_0"],
+        "--device applies to --transport verbs only",
+    );
+    fails_with(
+        &[BENCH, &["--retry-count", "8"]].concat(),
+        "--retry-count must be in 0..=7",
+    );
+    fails_with(&[LOGP, &["--port", "0"]].concat(), "--port must be at least 1");
+    fails_with(&[BENCH, &["--port", "x"]].concat(), "invalid value 'x'");
+    fails_with(
+        &[LOGP, &["--rendezvous", "/tmp/x", "--rank", "2", "--nodes", "2"]].concat(),
+        "rank 2 of 2",
+    );
+    fails_with(&["logp", "--rank", "0"], "--rendezvous");
+    fails_with(
+        &[
+            "node",
+            "--verbs-dir",
+            "/tmp/x",
+            "--hostfile",
+            "/dev/null",
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+            "--control",
+            "127.0.0.1:9",
+        ],
+        "--verbs-dir applies to --transport verbs only",
+    );
+    fails_with(
+        &[
+            "node",
+            "--transport",
+            "verbs",
+            "--hostfile",
+            "/dev/null",
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+            "--control",
+            "127.0.0.1:9",
+        ],
+        "--transport verbs needs --rendezvous DIR",
+    );
+}
