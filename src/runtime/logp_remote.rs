@@ -311,6 +311,27 @@ mod tests {
     }
 
     #[test]
+    fn an_emulated_link_delay_shows_up_as_l_busy_or_blocking() {
+        for blocking in [false, true] {
+            let cfg = crate::transport::udp::UdpConfig {
+                delay: Duration::from_micros(200),
+                ..Default::default()
+            };
+            let (_, mut ts) = crate::transport::udp::UdpTransport::bind_ephemeral_local(2, cfg).unwrap();
+            let mut echo = ts.pop().unwrap();
+            let mut me = ts.pop().unwrap();
+            let srv = std::thread::spawn(move || serve_with(&mut echo, Duration::from_secs(10), blocking));
+            let r = client_with(&mut me, 4, 8, 60, blocking).unwrap();
+            srv.join().unwrap().unwrap();
+            // 200 µs each way: every round trip is at least 400 µs and L most of it. No upper
+            // bound: two pollers on a loaded machine lose whole scheduler ticks.
+            let (d, p) = (r[0].direct, r[0].prtt);
+            assert!(d.rtt_ns >= 400_000 && p.prtt_1_0_ns >= 400_000, "{d:?} {p:?}");
+            assert!(d.l_ns >= 150_000, "blocking={blocking}: {d:?}");
+        }
+    }
+
+    #[test]
     fn a_silent_client_makes_the_server_give_up() {
         let (_net, mut eps) = InprocNet::new(2, 8);
         let mut s = eps.pop().unwrap();
