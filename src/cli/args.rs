@@ -25,6 +25,11 @@ pub enum Command {
     Logp(crate::cli::logp::LogpArgs),
     /// One node of a multi-process run (started by `bench --procs` or a launcher).
     Node(crate::cli::node::NodeArgs),
+    /// The runtime bootstrap on this machine: node processes given only their parent's
+    /// address build the BMG overlay and all-gather the address table.
+    Bootstrap(crate::cli::bootstrap::BootstrapArgs),
+    /// One node of the bootstrap (rank, size, parent's address), as a launcher starts it.
+    BootNode(crate::cli::bootstrap::BootNodeArgs),
 }
 
 /// The broadcast algorithms.

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod bootstrap;
 pub mod config;
 pub mod defaults;
 pub mod logp;
@@ -61,6 +62,8 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Bench(a) => bench::run(a),
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
+        Command::Bootstrap(a) => bootstrap::run(a),
+        Command::BootNode(a) => bootstrap::run_node(a),
     };
     match result {
         Ok(()) => 0,

@@ -64,6 +64,9 @@ pub struct BootReport {
     pub table_us: u64,
     /// Until the all-gather's last round was received.
     pub gather_us: u64,
+    /// Wall-clock time (µs since the Unix epoch) at which the table was complete, to compare
+    /// nodes of one machine.
+    pub table_unix_us: u64,
     /// The address table, by rank.
     pub table: Vec<String>,
     pub sent: u64,
@@ -72,6 +75,14 @@ pub struct BootReport {
     pub dropped: u64,
     /// Messages not sent because the destination's address was not known yet.
     pub unknown_destination: u64,
+}
+
+/// Microseconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 /// The launch tree of a job of `n` nodes: the binomial tree over ranks, root 0 (every child
@@ -198,6 +209,7 @@ impl Node {
         }
         if self.report.table_us == 0 && self.addrs.iter().all(Option::is_some) {
             self.report.table_us = us();
+            self.report.table_unix_us = unix_us();
         }
     }
 
