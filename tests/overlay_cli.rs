@@ -152,6 +152,7 @@ fn overlay_misuse_is_one_line_and_exit_2() {
         &["sim", "--algo", "bmg-build", "--scheduler", "sometimes"],
         &["model", "--algo", "dissemination"],
         &["bootstrap", "--nodes", "1"],
+        &["sim", "--algo", "bmg-build", "--nodes", "4294967295"],
         &["bootstrap", "--nodes", "4,x"],
         &["boot-node", "--rank", "1", "--nodes", "4"],
         &["boot-node", "--rank", "0", "--nodes", "4", "--parent", "127.0.0.1:9"],
