@@ -12,7 +12,8 @@
 //!
 //! Phases of the overlay are ticks of `tick` real time (counted, DESIGN.md decision 3).
 //! Datagrams may be lost: the overlay repairs itself (self-stabilization, refreshes), and the
-//! all-gather re-sends its messages every tick until the node is done and has lingered.
+//! all-gather re-sends its messages, backing off from one tick to 64, until the node is done
+//! and has lingered.
 //! Han–Finkel's rounds are emulated: round `r` is sent to `CW[r]` (the node `2^r` ahead on the
 //! ring), and the node moves to round `r + 1` once it holds round `r` from `CCW[r]`.
 
@@ -99,11 +100,14 @@ struct Node {
     overlay: BmgOverlay,
     heard_parent: bool,
     buf: Vec<u8>,
+    rbuf: Vec<u8>,
     out: Vec<(Rank, OverlayMsg)>,
     /// All-gather: the round we are in (None: not started), the messages received per round.
     round: Option<u32>,
     inbox: Vec<Option<Vec<(u32, SocketAddrV4)>>>,
-    sent_rounds: Vec<(Rank, BootMsg)>,
+    /// Round messages sent: destination, message, ticks until the next re-send, and the
+    /// current back-off (doubling up to 64 ticks).
+    sent_rounds: Vec<(Rank, BootMsg, u32, u32)>,
     drops: DropCounters,
     report: BootReport,
 }
@@ -138,9 +142,12 @@ impl Node {
         }
     }
 
-    fn receive(&mut self, started: Instant) {
-        let mut dgram = vec![0u8; self.buf.len()];
-        while let Ok((len, src)) = self.sock.recv_from(&mut dgram) {
+    /// Handles datagrams until none is waiting (the socket's read timeout) or `until`.
+    fn receive(&mut self, started: Instant, until: Instant) {
+        let mut dgram = std::mem::take(&mut self.rbuf);
+        while Instant::now() < until
+            && let Ok((len, src)) = self.sock.recv_from(&mut dgram)
+        {
             let SocketAddr::V4(src) = src else { continue };
             let (h, m) = match decode_datagram::<BootMsg>(&dgram[..len], self.cfg.job, self.cfg.n) {
                 Ok((h, m, _)) => (h, m),
@@ -173,6 +180,7 @@ impl Node {
             }
             self.progress(started);
         }
+        self.rbuf = dgram;
     }
 
     /// Records milestones and advances the all-gather.
@@ -231,7 +239,7 @@ impl Node {
             entries,
         };
         self.send(to, &m);
-        self.sent_rounds.push((to, m));
+        self.sent_rounds.push((to, m, 1, 1));
     }
 }
 
@@ -269,6 +277,7 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
         ),
         heard_parent: false,
         buf: vec![0u8; HEADER_LEN + BootMsg::MAX_BODY],
+        rbuf: vec![0u8; HEADER_LEN + BootMsg::MAX_BODY],
         out: Vec::new(),
         round: None,
         inbox: vec![None; run_len(cfg.n) as usize],
@@ -299,12 +308,19 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
                 node.out = out;
                 node.flush();
             }
-            // Datagrams may be lost: re-send every round message so far.
-            for (to, m) in node.sent_rounds.clone() {
-                node.send(to, &m);
+            // Datagrams may be lost: re-send the round messages, backing off.
+            let mut resend = std::mem::take(&mut node.sent_rounds);
+            for (to, m, wait, backoff) in &mut resend {
+                *wait -= 1;
+                if *wait == 0 {
+                    node.send(*to, m);
+                    *backoff = (*backoff * 2).min(64);
+                    *wait = *backoff;
+                }
             }
+            node.sent_rounds = resend;
         }
-        node.receive(started);
+        node.receive(started, next_tick);
         node.progress(started);
         if node.report.table_us > 0 && node.report.gather_us > 0 && done_at.is_none() {
             done_at = Some(Instant::now());
