@@ -95,7 +95,6 @@ pub fn launch_tree(n: u32) -> Result<Tree, String> {
 struct Node {
     cfg: BootConfig,
     sock: UdpSocket,
-    me: SocketAddrV4,
     addrs: Vec<Option<SocketAddrV4>>,
     overlay: BmgOverlay,
     heard_parent: bool,
@@ -266,7 +265,6 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
     let mut node = Node {
         cfg,
         sock,
-        me,
         addrs,
         overlay: BmgOverlay::new(
             cfg.rank,
@@ -342,7 +340,6 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
             ));
         }
     }
-    let _ = node.me;
     node.report.dropped = node.drops.total() + node.overlay.dropped();
     node.report.table = node
         .addrs
