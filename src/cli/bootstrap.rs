@@ -74,6 +74,7 @@ fn config(a: &BootNodeArgs, rank: u32, n: u32, parent: Option<SocketAddrV4>) -> 
         refresh: a.refresh,
         linger: Duration::from_millis(a.linger_ms),
         timeout: Duration::from_secs(a.timeout_s),
+        drop_every: 0,
     })
 }
 

@@ -49,6 +49,9 @@ pub struct BootConfig {
     pub linger: Duration,
     /// Give up after this long.
     pub timeout: Duration,
+    /// Fault injection: drop every `k`-th datagram this node would send (0: none), to check
+    /// that losses are repaired.
+    pub drop_every: u32,
 }
 
 /// What one node measured.
@@ -76,6 +79,8 @@ pub struct BootReport {
     pub dropped: u64,
     /// Messages not sent because the destination's address was not known yet.
     pub unknown_destination: u64,
+    /// Datagrams dropped by [`BootConfig::drop_every`].
+    pub injected_losses: u64,
 }
 
 /// Microseconds since the Unix epoch (0 if the clock is before it).
@@ -98,6 +103,7 @@ struct Node {
     addrs: Vec<Option<SocketAddrV4>>,
     overlay: BmgOverlay,
     heard_parent: bool,
+    attempts: u64,
     buf: Vec<u8>,
     rbuf: Vec<u8>,
     out: Vec<(Rank, OverlayMsg)>,
@@ -117,6 +123,11 @@ impl Node {
             self.report.unknown_destination += 1;
             return;
         };
+        self.attempts += 1;
+        if self.cfg.drop_every > 0 && self.attempts.is_multiple_of(u64::from(self.cfg.drop_every)) {
+            self.report.injected_losses += 1;
+            return;
+        }
         if let Ok(len) = encode_datagram(&mut self.buf, self.cfg.job, 0, 0, self.cfg.rank, m, &[]) {
             // A full socket buffer is a lost datagram: the protocols repair or re-send.
             if self.sock.send_to(&self.buf[..len], addr).is_ok() {
@@ -274,6 +285,7 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
             cfg.refresh,
         ),
         heard_parent: false,
+        attempts: 0,
         buf: vec![0u8; HEADER_LEN + BootMsg::MAX_BODY],
         rbuf: vec![0u8; HEADER_LEN + BootMsg::MAX_BODY],
         out: Vec::new(),
@@ -353,42 +365,58 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
 mod tests {
     use super::*;
 
+    /// Boots `n` nodes as threads on loopback, each dropping every `drop_every`-th datagram.
+    fn boot_threads(n: u32, drop_every: u32) -> Vec<BootReport> {
+        let tree = launch_tree(n).unwrap();
+        let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+        let addrs: Vec<SocketAddrV4> = socks
+            .iter()
+            .map(|s| match s.local_addr().unwrap() {
+                SocketAddr::V4(a) => a,
+                SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
+            })
+            .collect();
+        let handles: Vec<_> = socks
+            .into_iter()
+            .enumerate()
+            .map(|(r, s)| {
+                let cfg = BootConfig {
+                    rank: r as u32,
+                    n,
+                    parent: tree.parent(r as u32).map(|p| addrs[p as usize]),
+                    job: 77,
+                    tick: Duration::from_millis(1),
+                    refresh: 16,
+                    linger: Duration::from_millis(150),
+                    timeout: Duration::from_secs(20),
+                    drop_every,
+                };
+                std::thread::spawn(move || boot(s, cfg))
+            })
+            .collect();
+        let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        let reps: Vec<BootReport> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+        for rep in &reps {
+            assert_eq!(rep.table, want, "n={n} rank {}", rep.rank);
+            assert!(rep.ring_us > 0 && rep.bmg_us >= rep.ring_us && rep.gather_us >= rep.bmg_us);
+            assert!(rep.table_us > 0 && rep.sent > 0 && rep.dropped == 0, "{rep:?}");
+        }
+        reps
+    }
+
     #[test]
     fn threads_on_loopback_boot_from_their_parents_addresses_only() {
         for n in [2u32, 5, 8, 13] {
-            let tree = launch_tree(n).unwrap();
-            let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
-            let addrs: Vec<SocketAddrV4> = socks
-                .iter()
-                .map(|s| match s.local_addr().unwrap() {
-                    SocketAddr::V4(a) => a,
-                    SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
-                })
-                .collect();
-            let handles: Vec<_> = socks
-                .into_iter()
-                .enumerate()
-                .map(|(r, s)| {
-                    let cfg = BootConfig {
-                        rank: r as u32,
-                        n,
-                        parent: tree.parent(r as u32).map(|p| addrs[p as usize]),
-                        job: 77,
-                        tick: Duration::from_millis(1),
-                        refresh: 16,
-                        linger: Duration::from_millis(100),
-                        timeout: Duration::from_secs(20),
-                    };
-                    std::thread::spawn(move || boot(s, cfg))
-                })
-                .collect();
-            let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-            for h in handles {
-                let rep = h.join().unwrap().unwrap();
-                assert_eq!(rep.table, want, "n={n} rank {}", rep.rank);
-                assert!(rep.ring_us > 0 && rep.bmg_us >= rep.ring_us && rep.gather_us >= rep.bmg_us);
-                assert!(rep.table_us > 0 && rep.sent > 0 && rep.dropped == 0, "{rep:?}");
-            }
+            let reps = boot_threads(n, 0);
+            assert!(reps.iter().all(|r| r.injected_losses == 0));
         }
+    }
+
+    #[test]
+    fn lost_datagrams_are_repaired() {
+        // Every 5th datagram of every node is lost: the overlay's refreshes and the
+        // all-gather's re-sends still complete every table.
+        let reps = boot_threads(12, 5);
+        assert!(reps.iter().map(|r| r.injected_losses).sum::<u64>() > 12);
     }
 }
