@@ -122,6 +122,22 @@ fn dissemination_meets_theorems_1_to_3() {
 }
 
 #[test]
+fn bootstrap_boots_processes_given_only_their_parents_address() {
+    let (code, out, err) = ftcoll(&["bootstrap", "--nodes", "4,12", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(runs.len(), 2, "{out}");
+    for (r, n) in runs.iter().zip([4, 12]) {
+        assert_eq!(r["nodes"], n);
+        assert_eq!(r["tables_complete"], true);
+        assert_eq!(r["dropped"], 0);
+        let (ring, bmg, gather) = (r["ring_ms"].as_f64(), r["bmg_ms"].as_f64(), r["gather_ms"].as_f64());
+        assert!(ring > Some(0.0) && bmg >= ring && gather >= bmg, "{r}");
+        assert!(r["boot_ms"].as_f64() >= r["table_ms"].as_f64(), "{r}");
+    }
+}
+
+#[test]
 fn overlay_misuse_is_one_line_and_exit_2() {
     for args in [
         &["sim", "--algo", "bmg-build", "--launch-tree", "ternary"][..],
@@ -135,6 +151,24 @@ fn overlay_misuse_is_one_line_and_exit_2() {
         &["sim", "--algo", "big", "--launch-tree", "binary"],
         &["sim", "--algo", "bmg-build", "--scheduler", "sometimes"],
         &["model", "--algo", "dissemination"],
+        &["bootstrap", "--nodes", "1"],
+        &["sim", "--algo", "bmg-build", "--nodes", "4294967295"],
+        &["bootstrap", "--nodes", "4,x"],
+        &["boot-node", "--rank", "1", "--nodes", "4"],
+        &["boot-node", "--rank", "0", "--nodes", "4", "--parent", "127.0.0.1:9"],
+        &["boot-node", "--rank", "5", "--nodes", "4", "--parent", "127.0.0.1:9"],
+        &["boot-node", "--rank", "1", "--nodes", "4", "--parent", "localhost"],
+        &[
+            "boot-node",
+            "--rank",
+            "1",
+            "--nodes",
+            "4",
+            "--parent",
+            "127.0.0.1:9",
+            "--tick-us",
+            "0",
+        ],
     ] {
         let (code, out, err) = ftcoll(args);
         assert_eq!(code, 2, "{args:?}: {out}{err}");

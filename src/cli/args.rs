@@ -29,6 +29,11 @@ pub enum Command {
     Agree(crate::cli::agree::AgreeArgs),
     /// Stress loops: `stress agree` (agreements with random kills until --duration).
     Stress(crate::cli::stress::StressArgs),
+    /// The runtime bootstrap on this machine: node processes given only their parent's
+    /// address build the BMG overlay and all-gather the address table.
+    Bootstrap(crate::cli::bootstrap::BootstrapArgs),
+    /// One node of the bootstrap (rank, size, parent's address), as a launcher starts it.
+    BootNode(crate::cli::bootstrap::BootNodeArgs),
 }
 
 /// The broadcast algorithms.

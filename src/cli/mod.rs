@@ -7,6 +7,7 @@ pub mod agree;
 pub mod agree_bench;
 pub mod args;
 pub mod bench;
+pub mod bootstrap;
 pub mod config;
 pub mod defaults;
 pub mod logp;
@@ -71,6 +72,8 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Node(a) => node::run(a),
         Command::Agree(a) => agree::run(a),
         Command::Stress(a) => stress::run(a),
+        Command::Bootstrap(a) => bootstrap::run(a),
+        Command::BootNode(a) => bootstrap::run_node(a),
     };
     match result {
         Ok(()) => 0,

@@ -13,6 +13,9 @@ use crate::sim::dissemination::{all_gather, reorganize};
 use crate::sim::phased::Scheduler;
 use crate::topology::launch_tree::{LaunchShape, LaunchTree};
 
+/// Largest `--nodes` for `--algo bmg-build` (memory: about 1 KB per simulated process).
+pub const MAX_BMG_NODES: u32 = 1 << 22;
+
 /// Largest `--nodes` for `--algo dissemination` (an all-gather costs `n^2 log n` item copies).
 pub const MAX_DISSEMINATION_NODES: u32 = 2048;
 
@@ -160,6 +163,12 @@ fn shape(name: &str, depth: u32) -> LaunchShape {
 }
 
 fn bmg(a: &SimArgs) -> Result<(), String> {
+    if a.nodes > MAX_BMG_NODES {
+        return Err(format!(
+            "--algo bmg-build takes --nodes up to {MAX_BMG_NODES} (got {})",
+            a.nodes
+        ));
+    }
     let o = &a.overlay;
     let names = shapes(o.launch_tree.as_deref().unwrap_or("binomial,binary"))?;
     let scheds = match o.scheduler.unwrap_or(SchedulerName::Both) {

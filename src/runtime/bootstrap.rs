@@ -12,7 +12,8 @@
 //!
 //! Phases of the overlay are ticks of `tick` real time (counted, DESIGN.md decision 3).
 //! Datagrams may be lost: the overlay repairs itself (self-stabilization, refreshes), and the
-//! all-gather re-sends its messages every tick until the node is done and has lingered.
+//! all-gather re-sends its messages, backing off from one tick to 64, until the node is done
+//! and has lingered.
 //! Han–Finkel's rounds are emulated: round `r` is sent to `CW[r]` (the node `2^r` ahead on the
 //! ring), and the node moves to round `r + 1` once it holds round `r` from `CCW[r]`.
 
@@ -48,6 +49,9 @@ pub struct BootConfig {
     pub linger: Duration,
     /// Give up after this long.
     pub timeout: Duration,
+    /// Fault injection: drop every `k`-th datagram this node would send (0: none), to check
+    /// that losses are repaired.
+    pub drop_every: u32,
 }
 
 /// What one node measured.
@@ -64,6 +68,9 @@ pub struct BootReport {
     pub table_us: u64,
     /// Until the all-gather's last round was received.
     pub gather_us: u64,
+    /// Wall-clock time (µs since the Unix epoch) at which the table was complete, to compare
+    /// nodes of one machine.
+    pub table_unix_us: u64,
     /// The address table, by rank.
     pub table: Vec<String>,
     pub sent: u64,
@@ -72,6 +79,16 @@ pub struct BootReport {
     pub dropped: u64,
     /// Messages not sent because the destination's address was not known yet.
     pub unknown_destination: u64,
+    /// Datagrams dropped by [`BootConfig::drop_every`].
+    pub injected_losses: u64,
+}
+
+/// Microseconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 /// The launch tree of a job of `n` nodes: the binomial tree over ranks, root 0 (every child
@@ -83,16 +100,19 @@ pub fn launch_tree(n: u32) -> Result<Tree, String> {
 struct Node {
     cfg: BootConfig,
     sock: UdpSocket,
-    me: SocketAddrV4,
     addrs: Vec<Option<SocketAddrV4>>,
     overlay: BmgOverlay,
     heard_parent: bool,
+    attempts: u64,
     buf: Vec<u8>,
+    rbuf: Vec<u8>,
     out: Vec<(Rank, OverlayMsg)>,
     /// All-gather: the round we are in (None: not started), the messages received per round.
     round: Option<u32>,
     inbox: Vec<Option<Vec<(u32, SocketAddrV4)>>>,
-    sent_rounds: Vec<(Rank, BootMsg)>,
+    /// Round messages sent: destination, message, ticks until the next re-send, and the
+    /// current back-off (doubling up to 64 ticks).
+    sent_rounds: Vec<(Rank, BootMsg, u32, u32)>,
     drops: DropCounters,
     report: BootReport,
 }
@@ -103,6 +123,11 @@ impl Node {
             self.report.unknown_destination += 1;
             return;
         };
+        self.attempts += 1;
+        if self.cfg.drop_every > 0 && self.attempts.is_multiple_of(u64::from(self.cfg.drop_every)) {
+            self.report.injected_losses += 1;
+            return;
+        }
         if let Ok(len) = encode_datagram(&mut self.buf, self.cfg.job, 0, 0, self.cfg.rank, m, &[]) {
             // A full socket buffer is a lost datagram: the protocols repair or re-send.
             if self.sock.send_to(&self.buf[..len], addr).is_ok() {
@@ -127,9 +152,12 @@ impl Node {
         }
     }
 
-    fn receive(&mut self, started: Instant) {
-        let mut dgram = vec![0u8; self.buf.len()];
-        while let Ok((len, src)) = self.sock.recv_from(&mut dgram) {
+    /// Handles datagrams until none is waiting (the socket's read timeout) or `until`.
+    fn receive(&mut self, started: Instant, until: Instant) {
+        let mut dgram = std::mem::take(&mut self.rbuf);
+        while Instant::now() < until
+            && let Ok((len, src)) = self.sock.recv_from(&mut dgram)
+        {
             let SocketAddr::V4(src) = src else { continue };
             let (h, m) = match decode_datagram::<BootMsg>(&dgram[..len], self.cfg.job, self.cfg.n) {
                 Ok((h, m, _)) => (h, m),
@@ -162,6 +190,7 @@ impl Node {
             }
             self.progress(started);
         }
+        self.rbuf = dgram;
     }
 
     /// Records milestones and advances the all-gather.
@@ -198,6 +227,7 @@ impl Node {
         }
         if self.report.table_us == 0 && self.addrs.iter().all(Option::is_some) {
             self.report.table_us = us();
+            self.report.table_unix_us = unix_us();
         }
     }
 
@@ -219,7 +249,7 @@ impl Node {
             entries,
         };
         self.send(to, &m);
-        self.sent_rounds.push((to, m));
+        self.sent_rounds.push((to, m, 1, 1));
     }
 }
 
@@ -246,7 +276,6 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
     let mut node = Node {
         cfg,
         sock,
-        me,
         addrs,
         overlay: BmgOverlay::new(
             cfg.rank,
@@ -256,7 +285,9 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
             cfg.refresh,
         ),
         heard_parent: false,
+        attempts: 0,
         buf: vec![0u8; HEADER_LEN + BootMsg::MAX_BODY],
+        rbuf: vec![0u8; HEADER_LEN + BootMsg::MAX_BODY],
         out: Vec::new(),
         round: None,
         inbox: vec![None; run_len(cfg.n) as usize],
@@ -287,12 +318,19 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
                 node.out = out;
                 node.flush();
             }
-            // Datagrams may be lost: re-send every round message so far.
-            for (to, m) in node.sent_rounds.clone() {
-                node.send(to, &m);
+            // Datagrams may be lost: re-send the round messages, backing off.
+            let mut resend = std::mem::take(&mut node.sent_rounds);
+            for (to, m, wait, backoff) in &mut resend {
+                *wait -= 1;
+                if *wait == 0 {
+                    node.send(*to, m);
+                    *backoff = (*backoff * 2).min(64);
+                    *wait = *backoff;
+                }
             }
+            node.sent_rounds = resend;
         }
-        node.receive(started);
+        node.receive(started, next_tick);
         node.progress(started);
         if node.report.table_us > 0 && node.report.gather_us > 0 && done_at.is_none() {
             done_at = Some(Instant::now());
@@ -314,7 +352,6 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
             ));
         }
     }
-    let _ = node.me;
     node.report.dropped = node.drops.total() + node.overlay.dropped();
     node.report.table = node
         .addrs
@@ -328,42 +365,58 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
 mod tests {
     use super::*;
 
+    /// Boots `n` nodes as threads on loopback, each dropping every `drop_every`-th datagram.
+    fn boot_threads(n: u32, drop_every: u32) -> Vec<BootReport> {
+        let tree = launch_tree(n).unwrap();
+        let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+        let addrs: Vec<SocketAddrV4> = socks
+            .iter()
+            .map(|s| match s.local_addr().unwrap() {
+                SocketAddr::V4(a) => a,
+                SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
+            })
+            .collect();
+        let handles: Vec<_> = socks
+            .into_iter()
+            .enumerate()
+            .map(|(r, s)| {
+                let cfg = BootConfig {
+                    rank: r as u32,
+                    n,
+                    parent: tree.parent(r as u32).map(|p| addrs[p as usize]),
+                    job: 77,
+                    tick: Duration::from_millis(1),
+                    refresh: 16,
+                    linger: Duration::from_millis(150),
+                    timeout: Duration::from_secs(20),
+                    drop_every,
+                };
+                std::thread::spawn(move || boot(s, cfg))
+            })
+            .collect();
+        let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        let reps: Vec<BootReport> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+        for rep in &reps {
+            assert_eq!(rep.table, want, "n={n} rank {}", rep.rank);
+            assert!(rep.ring_us > 0 && rep.bmg_us >= rep.ring_us && rep.gather_us >= rep.bmg_us);
+            assert!(rep.table_us > 0 && rep.sent > 0 && rep.dropped == 0, "{rep:?}");
+        }
+        reps
+    }
+
     #[test]
     fn threads_on_loopback_boot_from_their_parents_addresses_only() {
         for n in [2u32, 5, 8, 13] {
-            let tree = launch_tree(n).unwrap();
-            let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
-            let addrs: Vec<SocketAddrV4> = socks
-                .iter()
-                .map(|s| match s.local_addr().unwrap() {
-                    SocketAddr::V4(a) => a,
-                    SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
-                })
-                .collect();
-            let handles: Vec<_> = socks
-                .into_iter()
-                .enumerate()
-                .map(|(r, s)| {
-                    let cfg = BootConfig {
-                        rank: r as u32,
-                        n,
-                        parent: tree.parent(r as u32).map(|p| addrs[p as usize]),
-                        job: 77,
-                        tick: Duration::from_millis(1),
-                        refresh: 16,
-                        linger: Duration::from_millis(100),
-                        timeout: Duration::from_secs(20),
-                    };
-                    std::thread::spawn(move || boot(s, cfg))
-                })
-                .collect();
-            let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-            for h in handles {
-                let rep = h.join().unwrap().unwrap();
-                assert_eq!(rep.table, want, "n={n} rank {}", rep.rank);
-                assert!(rep.ring_us > 0 && rep.bmg_us >= rep.ring_us && rep.gather_us >= rep.bmg_us);
-                assert!(rep.table_us > 0 && rep.sent > 0 && rep.dropped == 0, "{rep:?}");
-            }
+            let reps = boot_threads(n, 0);
+            assert!(reps.iter().all(|r| r.injected_losses == 0));
         }
+    }
+
+    #[test]
+    fn lost_datagrams_are_repaired() {
+        // Every 5th datagram of every node is lost: the overlay's refreshes and the
+        // all-gather's re-sends still complete every table.
+        let reps = boot_threads(12, 5);
+        assert!(reps.iter().map(|r| r.injected_losses).sum::<u64>() > 12);
     }
 }

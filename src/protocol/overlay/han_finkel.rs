@@ -17,7 +17,7 @@
 //! machine's identity, and the round restarts at 0. Items still being forwarded then are
 //! restarted (§4's first strategy); new broadcasts wait while a reorganization is scheduled.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use crate::protocol::Rank;
 use crate::topology::ring::{backward, forward};
@@ -76,7 +76,8 @@ pub struct HanFinkel {
     round: u32,
     /// Items to forward, with the clock of their first round.
     pending: Vec<(Rank, u32, u64)>,
-    known: HashSet<(Rank, u32)>,
+    /// Items known, with the clock at which they became known.
+    known: HashMap<(Rank, u32), u64>,
     /// Items known, with the clock at which they became known, in order.
     delivered: Vec<(Rank, u32, u64)>,
     /// Broadcasts held back while a reorganization is scheduled.
@@ -100,7 +101,7 @@ impl HanFinkel {
             clock: 0,
             round: 0,
             pending: Vec::new(),
-            known: HashSet::new(),
+            known: HashMap::new(),
             delivered: Vec::new(),
             held: Vec::new(),
             f: 0,
@@ -157,13 +158,7 @@ impl HanFinkel {
 
     /// The clock at which item `(origin, seq)` became known here, if it did.
     pub fn known_at(&self, origin: Rank, seq: u32) -> Option<u64> {
-        if !self.known.contains(&(origin, seq)) {
-            return None;
-        }
-        self.delivered
-            .iter()
-            .find(|&&(o, s, _)| (o, s) == (origin, seq))
-            .map(|&(_, _, c)| c)
+        self.known.get(&(origin, seq)).copied()
     }
 
     /// Items known so far, in the order they became known, with that clock.
@@ -181,9 +176,18 @@ impl HanFinkel {
         self.start(seq);
     }
 
+    /// Records a newly known item; false if it was known.
+    fn learn(&mut self, origin: Rank, seq: u32) -> bool {
+        if self.known.contains_key(&(origin, seq)) {
+            return false;
+        }
+        self.known.insert((origin, seq), self.clock);
+        self.delivered.push((origin, seq, self.clock));
+        true
+    }
+
     fn start(&mut self, seq: u32) {
-        if self.known.insert((self.i, seq)) {
-            self.delivered.push((self.i, seq, self.clock));
+        if self.learn(self.i, seq) {
             self.pending.push((self.i, seq, self.clock));
         }
     }
@@ -241,14 +245,10 @@ impl HanFinkel {
             Some((_, m)) => {
                 let span = u64::from(self.span());
                 for it in &m.items {
-                    if u64::from(it.age) + 1 < span && self.known.insert((it.origin, it.seq)) {
-                        self.delivered.push((it.origin, it.seq, self.clock));
-                        // Sent at age `age` this round: first sent `age` rounds ago.
+                    // Sent at age `age` this round: first sent `age` rounds ago; forwarded
+                    // while younger than the span (in its last round: known, not forwarded).
+                    if self.learn(it.origin, it.seq) && u64::from(it.age) + 1 < span {
                         self.pending.push((it.origin, it.seq, self.clock - u64::from(it.age)));
-                    } else if !self.known.contains(&(it.origin, it.seq)) {
-                        // Its last round: known here, not forwarded.
-                        self.known.insert((it.origin, it.seq));
-                        self.delivered.push((it.origin, it.seq, self.clock));
                     }
                 }
                 match m.fail {
