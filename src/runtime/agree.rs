@@ -32,9 +32,8 @@ const JOB: u64 = 0xE4A0_A64E_E000_0001;
 /// `n - 1` ranks) must fit one transport datagram ([`crate::transport::MAX_PAYLOAD`]).
 pub const MAX_NODES: u32 = 128;
 
-const _: () = assert!(
-    HEADER_LEN + 1 + 8 + 8 + 2 * (2 + 4 * (MAX_NODES as usize - 1)) + 1 + 8 <= crate::transport::MAX_PAYLOAD
-);
+const _: () =
+    assert!(HEADER_LEN + 1 + 8 + 8 + 2 * (2 + 4 * (MAX_NODES as usize - 1)) + 1 + 8 <= crate::transport::MAX_PAYLOAD);
 
 /// Which transport carries the agreements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
