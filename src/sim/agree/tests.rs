@@ -57,10 +57,21 @@ fn theorem_5_failure_free_steps_and_messages() {
 
 #[test]
 fn random_failure_schedules_keep_the_four_properties() {
+    random_failure_schedules(2024, 3000);
+}
+
+/// The same over 100 000 schedules (minutes): `cargo test --release -- --ignored soak`.
+#[test]
+#[ignore]
+fn soak_random_failure_schedules() {
+    random_failure_schedules(7, 100_000);
+}
+
+fn random_failure_schedules(seed: u64, runs: u64) {
     let shapes = ["bin", "star", "string", "bin/bin:4", "bin/star:3", "star/bin:5"];
-    let mut rng = ProtoRng::new(2024);
+    let mut rng = ProtoRng::new(seed);
     let mut failures = 0;
-    for run in 0..3000u64 {
+    for run in 0..runs {
         let n = 2 + rng.below(40);
         let shape = shapes[run as usize % shapes.len()];
         let mut s = sim(n, shape, 1 + u64::from(rng.below(4)));
@@ -92,7 +103,7 @@ fn random_failure_schedules_keep_the_four_properties() {
         );
         failures += u64::from(r.dead);
     }
-    assert!(failures > 3000, "the schedules inject failures: {failures}");
+    assert!(failures > runs, "the schedules inject failures: {failures}");
 }
 
 #[test]
