@@ -44,6 +44,11 @@ fn theorem_5_failure_free_steps_and_messages() {
             }
             assert_eq!(r.messages.percentiles().max, f64::from(2 * (n - 1)));
             assert_eq!(r.messages.percentiles().p50, f64::from(2 * (n - 1)));
+            // One UP to the parent and one DOWN per child: at most fan-out + 1.
+            assert!(
+                r.max_sent_per_process.percentiles().max <= f64::from(fanout + 1),
+                "{shape} n={n}"
+            );
             // No faster than the critical path's LogP cost.
             let hop = s.logp.l + 2 * s.logp.o;
             assert!(r.latency.percentiles().p50 >= (2 * u64::from(height) * hop) as f64);
