@@ -113,7 +113,7 @@ mod tests {
         )
         .unwrap();
         // Every live rank is in the tree exactly once, no failed one is.
-        let mut seen = vec![0u32; 16];
+        let mut seen = [0u32; 16];
         for v in 0..t.len() {
             seen[s.rank_at(v).unwrap() as usize] += 1;
         }
