@@ -201,6 +201,7 @@ pub struct Totals {
     pub process_latency: Dist,
     pub messages: Dist,
     pub steps: Dist,
+    pub max_sent: Dist,
     pub max_steps_failure_free: u32,
     pub failure_free_agreements: u64,
     pub max_stored: usize,
@@ -219,6 +220,7 @@ impl Totals {
             process_latency: Dist::new(1),
             messages: Dist::new(1),
             steps: Dist::new(1),
+            max_sent: Dist::new(1),
             max_steps_failure_free: 0,
             failure_free_agreements: 0,
             max_stored: 0,
@@ -236,6 +238,7 @@ impl Totals {
         self.process_latency.merge(&r.process_latency);
         self.messages.merge(&r.messages);
         self.steps.merge(&r.steps);
+        self.max_sent.merge(&r.max_sent_per_process);
         self.max_steps_failure_free = self.max_steps_failure_free.max(r.max_steps_failure_free);
         self.failure_free_agreements += r.failure_free_agreements;
         self.max_stored = self.max_stored.max(r.max_stored);
@@ -287,6 +290,7 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
                 "process_latency": p(&t.process_latency),
                 "messages_per_agreement": p(&t.messages),
                 "critical_path_steps": p(&t.steps),
+                "max_messages_sent_by_one_process": p(&t.max_sent),
                 "tree_height": height, "tree_fanout": fanout, "theorem5_bound": bound,
                 "max_steps_failure_free": t.max_steps_failure_free,
                 "failure_free_agreements": t.failure_free_agreements,
@@ -332,6 +336,7 @@ fn table(sim: &AgreeSim, a: &AgreeArgs, t: &Totals, (height, fanout, bound): (u3
         ("per-process latency (entry→return)", &t.process_latency),
         ("messages per agreement", &t.messages),
         ("critical-path message steps", &t.steps),
+        ("most messages sent by one process", &t.max_sent),
     ] {
         let p = d.percentiles();
         let _ = writeln!(

@@ -136,6 +136,9 @@ pub struct AgreeRun {
     pub max_steps_failure_free: u32,
     /// Agreements of runs where no process died.
     pub failure_free_agreements: u64,
+    /// Per agreement: the most messages one process sent for it (ERA's per-process load;
+    /// logarithmic in a balanced tree, §4).
+    pub max_sent_per_process: Dist,
     /// Agreements stored by one process at most (pending plus decided, not yet collected).
     pub max_stored: usize,
     /// Returns that said "failure not acknowledged".
@@ -210,6 +213,9 @@ struct Run<'a, V: SimValue> {
     kill_on_msg: Vec<u64>,
     watched: HashSet<(Rank, Rank)>,
     depth: HashMap<(Rank, AgreeId), u32>,
+    /// Messages sent by one process for one agreement (folded into `sent_max` when done).
+    sent: HashMap<(Rank, AgreeId), u32>,
+    sent_max: Vec<u32>,
     entered: Vec<Time>,
     /// Per agreement: first entry, last return, messages, steps, fingerprint of the first
     /// outcome.
@@ -259,6 +265,7 @@ impl<'a, V: SimValue> Run<'a, V> {
         let o = self.sim.logp.o;
         let id = msg.id();
         let steps = self.depth.get(&(r, id)).copied().unwrap_or(0) + 1;
+        *self.sent.entry((r, id)).or_insert(0) += 1;
         if let Some(c) = self.msgs.get_mut(id as usize) {
             *c += 1;
         }
@@ -341,6 +348,10 @@ impl<'a, V: SimValue> Run<'a, V> {
         let d = self.depth.get(&(r, o.id)).copied().unwrap_or(0);
         if o.id >= 2 {
             self.depth.remove(&(r, o.id - 2));
+            if let Some(c) = self.sent.remove(&(r, o.id - 2)) {
+                let m = &mut self.sent_max[(o.id - 2) as usize];
+                *m = (*m).max(c);
+            }
         }
         self.steps[id] = self.steps[id].max(d);
         self.last_return[id] = self.last_return[id].max(now);
@@ -421,6 +432,8 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
         kill_on_msg: vec![0; n as usize],
         watched: HashSet::new(),
         depth: HashMap::new(),
+        sent: HashMap::new(),
+        sent_max: vec![0; k],
         entered: vec![0; n as usize],
         first_entry: vec![Time::MAX; k],
         last_return: vec![0; k],
@@ -434,6 +447,7 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
             process_latency: Dist::new(1),
             messages: Dist::new(1),
             steps: Dist::new(1),
+            max_sent_per_process: Dist::new(1),
             max_steps_failure_free: 0,
             failure_free_agreements: 0,
             max_stored: 0,
@@ -525,6 +539,11 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
 
 fn finish<V: SimValue>(mut run: Run<'_, V>) -> Result<AgreeRun, String> {
     let k = run.sim.agreements;
+    for (&(_, id), &c) in &run.sent {
+        if let Some(m) = run.sent_max.get_mut(id as usize) {
+            *m = (*m).max(c);
+        }
+    }
     for r in 0..run.eras.len() {
         if run.alive[r] && run.returned[r] < k {
             run.out.violations.termination += 1;
@@ -562,6 +581,7 @@ fn finish<V: SimValue>(mut run: Run<'_, V>) -> Result<AgreeRun, String> {
             .record(run.last_return[id].saturating_sub(run.first_entry[id]));
         run.out.messages.record(run.msgs[id]);
         run.out.steps.record(u64::from(run.steps[id]));
+        run.out.max_sent_per_process.record(u64::from(run.sent_max[id]));
         if run.out.dead == 0 {
             run.out.failure_free_agreements += 1;
             run.out.max_steps_failure_free = run.out.max_steps_failure_free.max(run.steps[id]);

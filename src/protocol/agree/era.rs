@@ -1,6 +1,6 @@
 //! ERA, the Early Returning Agreement (Herault et al., SC'15), rule for rule as a sans-IO state
 //! machine: one [`Era`] is one process's long-lived state for every agreement of a group
-//! (ERA Part 1's variables, kept per agreement id), driven by four events: the user's
+//! (ERA Part 1's variables, kept per agreement id), driven by three events: the user's
 //! [`Era::agree`] (procedure Agreement), a received message ([`Era::on_message`]: ERA Part 2's
 //! UP / DOWN / RESULT_REQUEST rules), and a failure-detector report ([`Era::on_dead`]: ERA
 //! Part 4). The spontaneous rule (ERA Part 3) runs whenever its guard may have become true.
@@ -22,6 +22,8 @@
 //! - Part 4's first loop tests `q = Parent(S'_p, p)` (the old view: in the new one `q` is dead).
 //! - The processes marked dead by a RESULT_REQUEST (all `r < q`, Part 2) are "discovered dead"
 //!   and go through Part 4, so an agreement whose parent was among them re-sends its UP.
+//! - The failed set of a decision is "discovered dead" too: a process then knows every failure
+//!   it agreed on, which `MPIX_Comm_failure_ack` ([`Era::acknowledge_failures`]) acknowledges.
 //!
 //! Identifiers are consecutive per group (as counting agreement calls on an MPI communicator,
 //! §2); ranks in messages are physical ranks.

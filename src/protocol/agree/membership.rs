@@ -92,4 +92,36 @@ mod tests {
         assert_eq!(s.virtual_rank(2, 5), Some(2));
         assert_eq!(s.virtual_rank(5, 5), Some(0));
     }
+
+    #[test]
+    fn a_broadcast_tree_is_rebuilt_over_the_shrunk_group() {
+        use crate::model::LogP;
+        use crate::topology::tree::{Order, Tree, TreeKind};
+        let m = Membership::all(16);
+        let o = Outcome {
+            id: 3,
+            value: (),
+            failed: RankSet::of([0, 7, 8]),
+            unacknowledged: RankSet::new(),
+        };
+        let s = m.shrink(&o);
+        let t = Tree::build(
+            TreeKind::Binomial,
+            Order::Interleaved,
+            s.len(),
+            LogP::new(2, 1).unwrap(),
+        )
+        .unwrap();
+        // Every live rank is in the tree exactly once, no failed one is.
+        let mut seen = [0u32; 16];
+        for v in 0..t.len() {
+            seen[s.rank_at(v).unwrap() as usize] += 1;
+        }
+        for r in 0..16u32 {
+            assert_eq!(seen[r as usize], u32::from(!o.failed.contains(r)), "rank {r}");
+        }
+        // Rooted at physical rank 1 (the new lowest), virtual rank 0 is rank 1.
+        assert_eq!(s.virtual_rank(1, 1), Some(0));
+        assert_eq!(t.len(), 13);
+    }
 }
