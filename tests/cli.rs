@@ -511,3 +511,11 @@ fn launched_processes_rendezvous_through_rank_0_and_survive_a_self_sigkill() {
     assert_eq!(v["timeouts"], 0, "{v}");
     assert!(v["clock_uncertainty_ns"].as_u64().is_some(), "{v}");
 }
+
+#[test]
+fn every_subcommand_definition_is_consistent() {
+    // clap's own checks (unique names, valid requirements) for every subcommand; a clash only
+    // panics at run time in debug builds otherwise.
+    use clap::CommandFactory;
+    ftcoll::cli::args::Cli::command().debug_assert();
+}

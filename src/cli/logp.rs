@@ -35,8 +35,8 @@ pub struct LogpArgs {
     #[arg(long, value_name = "IP_A,IP_B", requires = "rank", conflicts_with = "rendezvous")]
     pub between: Option<String>,
     /// With --between: the UDP port on both hosts.
-    #[arg(long, default_value_t = 47100)]
-    pub port: u16,
+    #[arg(long = "udp-port", default_value_t = 47100)]
+    pub udp_port: u16,
     /// Emulated one-way link delay in ns, held in the UDP transport on receive (for kernels
     /// without `netem`; the netns script passes it) [default: 0, off].
     #[arg(long = "emulate-delay-ns", default_value_t = 0)]
@@ -112,10 +112,10 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
             if rank > 1 {
                 return Err(format!("--rank must be 0 or 1, got {rank}"));
             }
-            let peers = hosts(b, a.port)?;
+            let peers = hosts(b, a.udp_port)?;
             let blocking = a.poll != crate::runtime::cluster::PollMode::Busy;
             let cfg = UdpConfig {
-                job: 0x106f_0000 ^ u64::from(a.port),
+                job: 0x106f_0000 ^ u64::from(a.udp_port),
                 delay: std::time::Duration::from_nanos(a.emulate_delay_ns),
                 delay_jitter: std::time::Duration::from_nanos(a.emulate_jitter_ns),
                 ..UdpConfig::default()

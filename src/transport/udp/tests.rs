@@ -218,7 +218,13 @@ fn udp_send_refusals() {
 
 #[test]
 fn udp_pair_delivers_acknowledges_and_measures_rtt() {
-    let mut eps = local(2, UdpConfig::default());
+    // A long first RTO: on a loaded machine a descheduled peer would otherwise trigger a
+    // retransmission of every packet, and Karn's rule then leaves no RTT sample to check.
+    let cfg = UdpConfig {
+        rto_initial: Duration::from_millis(500),
+        ..UdpConfig::default()
+    };
+    let mut eps = local(2, cfg);
     let (a, b) = eps.split_at_mut(1);
     let (a, b) = (&mut a[0], &mut b[0]);
     for i in 0..3u8 {
