@@ -25,6 +25,9 @@ pub enum Command {
     Logp(crate::cli::logp::LogpArgs),
     /// One node of a multi-process run (started by `bench --procs` or a launcher).
     Node(crate::cli::node::NodeArgs),
+    /// Figures (SVG or PNG): scaling, messages, correction (simulated), cdf (bench --hlog),
+    /// compare (bench --json).
+    Plot(crate::cli::plot::PlotArgs),
 }
 
 /// The broadcast algorithms.

@@ -1,4 +1,4 @@
-//! Command-line interface: `ftcoll sim | model | reproduce`.
+//! Command-line interface: `ftcoll sim | model | reproduce | bench | logp | node | plot`.
 //!
 //! Every misuse ends with a one-line `ftcoll: error: ...` on stderr and exit code 2, never a
 //! panic (DESIGN.md decision 9).
@@ -10,6 +10,7 @@ pub mod defaults;
 pub mod logp;
 pub mod model;
 pub mod node;
+pub mod plot;
 pub mod reproduce;
 pub mod runner;
 pub mod sim;
@@ -60,6 +61,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Bench(a) => bench::run(a),
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
+        Command::Plot(a) => plot::run(a),
     };
     match result {
         Ok(()) => 0,
