@@ -106,8 +106,7 @@ pub struct FileArgs {
 }
 
 const SCALING_ALGOS: &str = "corrected-tree --tree binomial;corrected-tree --tree optimal;corrected-gossip;big";
-const CORRECTION_ALGOS: &str =
-    "corrected-tree --correction checked;corrected-tree --correction failproof:1;corrected-tree --correction optimized:4 --start overlapped";
+const CORRECTION_ALGOS: &str = "corrected-tree --correction checked;corrected-tree --correction failproof:1;corrected-tree --correction optimized:4 --start overlapped";
 
 /// `sim`'s algorithm flags, parsed alone.
 #[derive(Parser, Debug)]
@@ -131,7 +130,11 @@ pub fn algo_spec(s: &str) -> Result<AlgoArgs, String> {
     argv.extend(&words);
     AlgoSpec::try_parse_from(argv).map(|a| a.alg).map_err(|e| {
         let text = e.render().to_string();
-        let first = text.lines().next().unwrap_or("invalid flags").trim_start_matches("error: ");
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("invalid flags")
+            .trim_start_matches("error: ");
         format!("algorithm spec '{s}': {first}")
     })
 }
@@ -151,10 +154,7 @@ fn specs(f: &SimFlags, default: &str) -> Result<Vec<(String, AlgoArgs)>, String>
     if texts.is_empty() {
         return Err("no algorithm to plot (give --algos or --algo-spec)".into());
     }
-    texts
-        .into_iter()
-        .map(|t| algo_spec(&t).map(|a| (t, a)))
-        .collect()
+    texts.into_iter().map(|t| algo_spec(&t).map(|a| (t, a))).collect()
 }
 
 fn node_list(s: &str) -> Result<Vec<u32>, String> {
@@ -212,7 +212,7 @@ fn context(f: &SimFlags, faults: Option<&str>) -> String {
 }
 
 fn node_sweeps(a: &NodeSweepArgs, default: &str) -> Result<Vec<Sweep>, String> {
-    Format::from_path(&a.sim.out)?;
+    Format::of_output(&a.sim.out)?;
     let nodes = node_list(&a.nodes)?;
     spec::dead(&a.faults)?;
     let mut out = Vec::new();
@@ -234,13 +234,15 @@ fn rate_percent(s: &str, nodes: u32) -> Result<f64, String> {
         DeadBefore::List(l) => 100.0 * l.len() as f64 / f64::from(nodes.max(1)),
     };
     if p <= 0.0 {
-        return Err(format!("fault rate '{s}' must be > 0 (the fault-rate axis is logarithmic)"));
+        return Err(format!(
+            "fault rate '{s}' must be > 0 (the fault-rate axis is logarithmic)"
+        ));
     }
     Ok(p)
 }
 
 fn correction_sweeps(a: &CorrectionArgs) -> Result<Vec<Sweep>, String> {
-    Format::from_path(&a.sim.out)?;
+    Format::of_output(&a.sim.out)?;
     let rates: Vec<(&str, f64)> = a
         .faults
         .split(',')
@@ -267,15 +269,19 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 fn cdf(a: &FileArgs) -> Result<Chart, String> {
-    Format::from_path(&a.out)?;
+    Format::of_output(&a.out)?;
     let bytes = read(&a.input)?;
     let hists = plot::cdf::read_hlog(&bytes).map_err(|e| format!("{}: {e}", a.input.display()))?;
-    let name = a.input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = a
+        .input
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     Ok(plot::cdf::chart(&hists, &name))
 }
 
 fn compare(a: &FileArgs) -> Result<Chart, String> {
-    Format::from_path(&a.out)?;
+    Format::of_output(&a.out)?;
     let bytes = read(&a.input)?;
     let v: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not a `bench --json` report: {e}", a.input.display()))?;
@@ -284,10 +290,13 @@ fn compare(a: &FileArgs) -> Result<Chart, String> {
 
 /// The plotted values, one row per point.
 fn table(c: &Chart) -> String {
-    let mut s = format!("{}\nx: {}; y: {}\n{:<56}{:>14}{:>14}\n", c.title, c.x_label, c.y_label, "series", "x", "y");
+    let mut s = format!(
+        "{}\nx: {}; y: {}\n{:<64}{:>14}{:>14}\n",
+        c.title, c.x_label, c.y_label, "series", "x", "y"
+    );
     for l in &c.lines {
         for (x, y) in &l.points {
-            s += &format!("{:<56}{x:>14.4}{y:>14.3}\n", l.label);
+            s += &format!("{:<64}{x:>14.4}{y:>14.3}\n", l.label);
         }
     }
     s

@@ -18,7 +18,10 @@ pub fn read_hlog(text: &[u8]) -> Result<Vec<(String, Histogram<u64>)>, String> {
     for entry in IntervalLogIterator::new(text) {
         let entry = entry.map_err(|e| format!("not an HdrHistogram interval log ({e:?})"))?;
         let LogEntry::Interval(iv) = entry else { continue };
-        let tag = iv.tag().map(|t| t.as_str().to_string()).unwrap_or_else(|| "untagged".into());
+        let tag = iv
+            .tag()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_else(|| "untagged".into());
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(iv.encoded_histogram())
             .map_err(|e| format!("histogram '{tag}' is not valid base64: {e}"))?;
@@ -26,7 +29,9 @@ pub fn read_hlog(text: &[u8]) -> Result<Vec<(String, Histogram<u64>)>, String> {
             .deserialize(&mut bytes.as_slice())
             .map_err(|e| format!("histogram '{tag}' does not decode: {e:?}"))?;
         match out.iter_mut().find(|(t, _)| *t == tag) {
-            Some((_, acc)) => acc.add(&h).map_err(|e| format!("histogram '{tag}' does not merge: {e:?}"))?,
+            Some((_, acc)) => acc
+                .add(&h)
+                .map_err(|e| format!("histogram '{tag}' does not merge: {e:?}"))?,
             None => out.push((tag, h)),
         }
     }
@@ -45,11 +50,15 @@ pub fn curve(h: &Histogram<u64>, scale: f64) -> Vec<(f64, f64)> {
         if q >= 1.0 {
             break;
         }
-        pts.push((1.0 / (1.0 - q), h.highest_equivalent(v.value_iterated_to()) as f64 * scale));
+        pts.push((
+            1.0 / (1.0 - q),
+            h.highest_equivalent(v.value_iterated_to()) as f64 * scale,
+        ));
     }
     // The maximum sits at the last rank: 1/(1-q) with q = 1 - 1/count.
     let x_max = (h.len() as f64).max(pts.last().map_or(1.0, |p| p.0));
     pts.push((x_max, h.max() as f64 * scale));
+    pts.dedup();
     pts
 }
 
@@ -64,6 +73,7 @@ pub fn chart(hists: &[(String, Histogram<u64>)], context: &str) -> Chart {
             points: curve(h, 1e-3),
             color: i,
             dashed: false,
+            markers: false,
         })
         .collect();
     Chart {

@@ -33,6 +33,8 @@ pub struct Line {
     /// Dashed and with hollow markers (e.g. p99 next to a solid p50, or predicted next to
     /// measured).
     pub dashed: bool,
+    /// A marker at every point (off for dense curves).
+    pub markers: bool,
 }
 
 /// A figure: what [`render`] draws.
@@ -223,12 +225,22 @@ where
         let dashed = l.dashed;
         anno.label(l.label.as_str()).legend(move |(x, y)| {
             let dash = |a: i32, b: i32| PathElement::new(vec![(a, 0), (b, 0)], stroke);
-            let (a, b) = if dashed { ((0, 8), (14, 24)) } else { ((0, 12), (12, 24)) };
+            let (a, b) = if dashed {
+                ((0, 8), (14, 24))
+            } else {
+                ((0, 12), (12, 24))
+            };
             EmptyElement::at((x, y)) + dash(a.0, a.1) + dash(b.0, b.1)
         });
-        let marker = if l.dashed { color.stroke_width(2) } else { color.filled() };
-        ctx.draw_series(l.points.iter().map(|&p| Circle::new(p, 4, marker)))
-            .map_err(e)?;
+        if l.markers {
+            let marker = if l.dashed {
+                color.stroke_width(2)
+            } else {
+                color.filled()
+            };
+            ctx.draw_series(l.points.iter().map(|&p| Circle::new(p, 4, marker)))
+                .map_err(e)?;
+        }
     }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)

@@ -35,6 +35,7 @@ pub fn chart(v: &Value) -> Result<Chart, String> {
                 points: series(v, kind, side)?,
                 color: i,
                 dashed,
+                markers: true,
             });
         }
     }

@@ -9,9 +9,14 @@ pub fn chart(sweeps: &[Sweep], context: &str) -> Chart {
     for (i, s) in sweeps.iter().enumerate() {
         lines.push(Line {
             label: format!("{} mean", s.label),
-            points: s.points.iter().map(|(x, r)| (*x, r.messages_per_process.mean)).collect(),
+            points: s
+                .points
+                .iter()
+                .map(|(x, r)| (*x, r.messages_per_process.mean))
+                .collect(),
             color: i,
             dashed: false,
+            markers: true,
         });
         lines.push(Line {
             label: format!("{} busiest process p99", s.label),
@@ -22,6 +27,7 @@ pub fn chart(sweeps: &[Sweep], context: &str) -> Chart {
                 .collect(),
             color: i,
             dashed: true,
+            markers: true,
         });
     }
     Chart {

@@ -34,10 +34,7 @@ pub enum Format {
 impl Format {
     /// `.svg` or `.png` (case-insensitive); anything else is a one-line error.
     pub fn from_path(path: &std::path::Path) -> Result<Format, String> {
-        let ext = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase);
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         match ext.as_deref() {
             Some("svg") => Ok(Format::Svg),
             Some("png") => Ok(Format::Png),
@@ -45,6 +42,17 @@ impl Format {
                 "cannot tell the image format of '{}' (expected a .svg or .png file name)",
                 path.display()
             )),
+        }
+    }
+
+    /// The format of an output path whose directory exists (checked before any work is done).
+    pub fn of_output(path: &std::path::Path) -> Result<Format, String> {
+        let f = Format::from_path(path)?;
+        match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => {
+                Err(format!("cannot write {}: no directory {}", path.display(), d.display()))
+            }
+            _ => Ok(f),
         }
     }
 }

@@ -37,6 +37,7 @@ pub fn p50_p99(sweeps: &[Sweep], pick: impl Fn(&crate::sim::Report) -> Percentil
                     .collect(),
                 color: i,
                 dashed,
+                markers: true,
             });
         }
     }
