@@ -1,4 +1,4 @@
-//! `ftcoll plot KIND --out FILE.{svg,png}`: figures from simulator sweeps (`scaling`,
+//! `ftcoll plot KIND --out FILE.{svg,png} [--out ...]`: figures from simulator sweeps (`scaling`,
 //! `messages`, `correction`), from `bench --hlog` logs (`cdf`) and from `bench --json` reports
 //! (`compare`). The plotted values are printed as a table too.
 
@@ -36,9 +36,9 @@ pub enum PlotKind {
 /// Flags shared by the simulated figures.
 #[derive(Args, Debug, Clone)]
 pub struct SimFlags {
-    /// Output image: FILE.svg or FILE.png.
-    #[arg(long)]
-    pub out: PathBuf,
+    /// Output image: FILE.svg or FILE.png (repeatable: the same figure in several files).
+    #[arg(long, required = true)]
+    pub out: Vec<PathBuf>,
     /// Algorithms, `;`-separated, each as `sim`'s algorithm flags without `--algo`
     /// (e.g. "corrected-tree --tree binomial;corrected-gossip;big") [default: per figure].
     #[arg(long)]
@@ -100,9 +100,9 @@ pub struct CorrectionArgs {
 pub struct FileArgs {
     /// Input file.
     pub input: PathBuf,
-    /// Output image: FILE.svg or FILE.png.
-    #[arg(long)]
-    pub out: PathBuf,
+    /// Output image: FILE.svg or FILE.png (repeatable: the same figure in several files).
+    #[arg(long, required = true)]
+    pub out: Vec<PathBuf>,
 }
 
 const SCALING_ALGOS: &str = "corrected-tree --tree binomial;corrected-tree --tree optimal;corrected-gossip;big";
@@ -212,7 +212,7 @@ fn context(f: &SimFlags, faults: Option<&str>) -> String {
 }
 
 fn node_sweeps(a: &NodeSweepArgs, default: &str) -> Result<Vec<Sweep>, String> {
-    Format::of_output(&a.sim.out)?;
+    outputs(&a.sim.out)?;
     let nodes = node_list(&a.nodes)?;
     spec::dead(&a.faults)?;
     let mut out = Vec::new();
@@ -242,7 +242,7 @@ fn rate_percent(s: &str, nodes: u32) -> Result<f64, String> {
 }
 
 fn correction_sweeps(a: &CorrectionArgs) -> Result<Vec<Sweep>, String> {
-    Format::of_output(&a.sim.out)?;
+    outputs(&a.sim.out)?;
     let rates: Vec<(&str, f64)> = a
         .faults
         .split(',')
@@ -264,12 +264,17 @@ fn correction_sweeps(a: &CorrectionArgs) -> Result<Vec<Sweep>, String> {
     Ok(out)
 }
 
+/// Checks every `--out` before any work is done.
+fn outputs(paths: &[PathBuf]) -> Result<(), String> {
+    paths.iter().try_for_each(|p| Format::of_output(p).map(|_| ()))
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 fn cdf(a: &FileArgs) -> Result<Chart, String> {
-    Format::of_output(&a.out)?;
+    outputs(&a.out)?;
     let bytes = read(&a.input)?;
     let hists = plot::cdf::read_hlog(&bytes).map_err(|e| format!("{}: {e}", a.input.display()))?;
     let name = a
@@ -281,7 +286,7 @@ fn cdf(a: &FileArgs) -> Result<Chart, String> {
 }
 
 fn compare(a: &FileArgs) -> Result<Chart, String> {
-    Format::of_output(&a.out)?;
+    outputs(&a.out)?;
     let bytes = read(&a.input)?;
     let v: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not a `bench --json` report: {e}", a.input.display()))?;
@@ -323,9 +328,11 @@ pub fn run(a: &PlotArgs) -> Result<(), String> {
         PlotKind::Cdf(f) => (cdf(f)?, &f.out),
         PlotKind::Compare(f) => (compare(f)?, &f.out),
     };
-    plot::render(&chart, out)?;
     print!("{}", table(&chart));
-    println!("wrote {}", out.display());
+    for path in out {
+        plot::render(&chart, path)?;
+        println!("wrote {}", path.display());
+    }
     Ok(())
 }
 
