@@ -175,6 +175,14 @@ fn cdf_and_compare_draw_what_bench_wrote() {
     for ext in ["svg", "png"] {
         let out = d.join(format!("cdf.{ext}"));
         ok(&["plot", "cdf", s(&hlog), "--out", s(&out)]);
+        ok(&[
+            "plot",
+            "cdf",
+            s(&hlog),
+            "--log-y",
+            "--out",
+            s(&d.join(format!("cdf-log.{ext}"))),
+        ]);
         let out2 = d.join(format!("compare.{ext}"));
         ok(&["plot", "compare", s(&report), "--out", s(&out2)]);
         if ext == "svg" {
@@ -191,7 +199,9 @@ fn cdf_and_compare_draw_what_bench_wrote() {
                     "quiescence LogP model",
                 ],
             );
+            svg(&d.join("cdf-log.svg"), &["coloring (150 values)", "latency (µs)"]);
         } else {
+            png(&d.join("cdf-log.png"));
             png(&out);
             png(&out2);
         }

@@ -21,5 +21,5 @@ $ftcoll plot correction --nodes 16384 --runs 100 --faults 0.01%,0.1%,0.5%,1%,2%,
 
 # A local 8-node UDP cluster (rank 1 crashes halfway), its histograms and its report.
 $ftcoll bench --iterations 3000 --warmup 300 --hlog $fig/bench.hlog --json > $fig/bench.json
-$ftcoll plot cdf $fig/bench.hlog --out $fig/cdf.svg --out $fig/cdf.png 2>&1 | tee $fig/cdf.txt
+$ftcoll plot cdf $fig/bench.hlog --log-y --out $fig/cdf.svg --out $fig/cdf.png 2>&1 | tee $fig/cdf.txt
 $ftcoll plot compare $fig/bench.json --out $fig/compare.svg --out $fig/compare.png 2>&1 | tee $fig/compare.txt

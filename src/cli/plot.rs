@@ -28,7 +28,7 @@ pub enum PlotKind {
     /// Correction latency p50/p99 against the fault rate, simulated.
     Correction(CorrectionArgs),
     /// Latency by percentile, one curve per tag of a `bench --hlog` interval log.
-    Cdf(FileArgs),
+    Cdf(CdfArgs),
     /// Measured against predicted latency percentiles from a `bench --json` report.
     Compare(FileArgs),
 }
@@ -103,6 +103,15 @@ pub struct FileArgs {
     /// Output image: FILE.svg or FILE.png (repeatable: the same figure in several files).
     #[arg(long, required = true)]
     pub out: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CdfArgs {
+    #[command(flatten)]
+    pub file: FileArgs,
+    /// Logarithmic latency axis (HdrHistogram's plots are linear; long tails squash the body).
+    #[arg(long = "log-y")]
+    pub log_y: bool,
 }
 
 const SCALING_ALGOS: &str = "corrected-tree --tree binomial;corrected-tree --tree optimal;corrected-gossip;big";
@@ -273,7 +282,8 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-fn cdf(a: &FileArgs) -> Result<Chart, String> {
+fn cdf(c: &CdfArgs) -> Result<Chart, String> {
+    let a = &c.file;
     outputs(&a.out)?;
     let bytes = read(&a.input)?;
     let hists = plot::cdf::read_hlog(&bytes).map_err(|e| format!("{}: {e}", a.input.display()))?;
@@ -282,7 +292,7 @@ fn cdf(a: &FileArgs) -> Result<Chart, String> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Ok(plot::cdf::chart(&hists, &name))
+    Ok(plot::cdf::chart(&hists, &name, c.log_y))
 }
 
 fn compare(a: &FileArgs) -> Result<Chart, String> {
@@ -325,7 +335,7 @@ pub fn run(a: &PlotArgs) -> Result<(), String> {
             let ctx = format!("P = {}, {}", c.nodes, context(&c.sim, None));
             (plot::correction::chart(&sweeps, &ctx), &c.sim.out)
         }
-        PlotKind::Cdf(f) => (cdf(f)?, &f.out),
+        PlotKind::Cdf(c) => (cdf(c)?, &c.file.out),
         PlotKind::Compare(f) => (compare(f)?, &f.out),
     };
     print!("{}", table(&chart));

@@ -62,15 +62,16 @@ pub fn curve(h: &Histogram<u64>, scale: f64) -> Vec<(f64, f64)> {
     pts
 }
 
-/// The figure; values are ns in the log and µs on the axis.
-pub fn chart(hists: &[(String, Histogram<u64>)], context: &str) -> Chart {
+/// The figure; values are ns in the log and µs on the axis (logarithmic if `log_y`, without
+/// zero values then).
+pub fn chart(hists: &[(String, Histogram<u64>)], context: &str, log_y: bool) -> Chart {
     let lines = hists
         .iter()
         .filter(|(_, h)| !h.is_empty())
         .enumerate()
         .map(|(i, (tag, h))| Line {
             label: format!("{tag} ({} values)", h.len()),
-            points: curve(h, 1e-3),
+            points: curve(h, 1e-3).into_iter().filter(|p| !log_y || p.1 > 0.0).collect(),
             color: i,
             dashed: false,
             markers: false,
@@ -81,7 +82,7 @@ pub fn chart(hists: &[(String, Histogram<u64>)], context: &str) -> Chart {
         x_label: "percentile".into(),
         y_label: "latency (µs)".into(),
         x_axis: Axis::LogPercentile,
-        y_axis: Axis::Linear,
+        y_axis: if log_y { Axis::Log } else { Axis::Linear },
         lines,
     }
 }
