@@ -265,7 +265,14 @@ fn bad_input_is_a_one_line_error() {
         "fault percentage",
     );
     usage_error(
-        &["plot", "scaling", "--out", o, "--algos", "big --tree binomial"],
+        &[
+            "plot",
+            "scaling",
+            "--out",
+            o,
+            "--algos",
+            "corrected-tree;big --tree binomial",
+        ],
         "--tree does not apply",
     );
     assert!(!out.exists(), "no image is written on bad input");

@@ -178,8 +178,8 @@ fn node_list(s: &str) -> Result<Vec<u32>, String> {
     Ok(v)
 }
 
-/// One Monte Carlo experiment, exactly as `ftcoll sim` would run it.
-fn simulate(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<crate::sim::Report, String> {
+/// One Monte Carlo experiment, resolved exactly as `ftcoll sim` resolves its flags.
+fn setup(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<Setup, String> {
     let a = SimArgs {
         alg: alg.clone(),
         nodes,
@@ -198,12 +198,31 @@ fn simulate(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<cr
         trace: None,
         no_progress: true,
     };
-    let setup = Setup::from_args(&a)?;
-    let r = runner::simulate(&setup, &|_| {})?.report();
+    Setup::from_args(&a)
+}
+
+/// Runs every experiment of every series (all resolved first, so that bad flags fail before
+/// anything runs); notes runs that left live processes uncolored on stderr.
+fn run_all(series: Vec<(String, Vec<(f64, Setup)>)>) -> Result<Vec<Sweep>, String> {
+    let mut out = Vec::new();
+    for (label, setups) in series {
+        let mut points = Vec::new();
+        for (x, setup) in setups {
+            points.push((x, simulate(&setup)?));
+        }
+        out.push(Sweep { label, points });
+    }
+    Ok(out)
+}
+
+fn simulate(setup: &Setup) -> Result<crate::sim::Report, String> {
+    let r = runner::simulate(setup, &|_| {})?.report();
     if r.uncolored_runs > 0 || r.aborted_runs > 0 {
         eprintln!(
-            "ftcoll: note: {} at P={nodes}, faults {faults}: {} of {} runs left live processes uncolored, {} aborted",
+            "ftcoll: note: {} at P={}, faults {}: {} of {} runs left live processes uncolored, {} aborted",
             setup.algo.describe(),
+            setup.experiment.n,
+            setup.faults_text,
             r.uncolored_runs,
             r.runs,
             r.aborted_runs
@@ -224,15 +243,17 @@ fn node_sweeps(a: &NodeSweepArgs, default: &str) -> Result<Vec<Sweep>, String> {
     outputs(&a.sim.out)?;
     let nodes = node_list(&a.nodes)?;
     spec::dead(&a.faults)?;
-    let mut out = Vec::new();
-    for (label, alg) in specs(&a.sim, default)? {
-        let mut points = Vec::new();
-        for &n in &nodes {
-            points.push((f64::from(n), simulate(&a.sim, &alg, n, &a.faults)?));
-        }
-        out.push(Sweep { label, points });
-    }
-    Ok(out)
+    let series = specs(&a.sim, default)?
+        .into_iter()
+        .map(|(label, alg)| {
+            let setups = nodes
+                .iter()
+                .map(|&n| setup(&a.sim, &alg, n, &a.faults).map(|s| (f64::from(n), s)))
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok((label, setups))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    run_all(series)
 }
 
 /// Fault rate in percent of `nodes` for one `--faults` entry.
@@ -262,15 +283,17 @@ fn correction_sweeps(a: &CorrectionArgs) -> Result<Vec<Sweep>, String> {
     if rates.is_empty() {
         return Err("--faults needs at least one fault rate".into());
     }
-    let mut out = Vec::new();
-    for (label, alg) in specs(&a.sim, CORRECTION_ALGOS)? {
-        let mut points = Vec::new();
-        for &(text, p) in &rates {
-            points.push((p, simulate(&a.sim, &alg, a.nodes, text)?));
-        }
-        out.push(Sweep { label, points });
-    }
-    Ok(out)
+    let series = specs(&a.sim, CORRECTION_ALGOS)?
+        .into_iter()
+        .map(|(label, alg)| {
+            let setups = rates
+                .iter()
+                .map(|&(text, p)| setup(&a.sim, &alg, a.nodes, text).map(|s| (p, s)))
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok((label, setups))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    run_all(series)
 }
 
 /// Checks every `--out` before any work is done.
