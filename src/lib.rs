@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod model;
+pub mod plot;
 pub mod protocol;
 pub mod runtime;
 pub mod sim;

@@ -34,6 +34,9 @@ pub enum Command {
     Bootstrap(crate::cli::bootstrap::BootstrapArgs),
     /// One node of the bootstrap (rank, size, parent's address), as a launcher starts it.
     BootNode(crate::cli::bootstrap::BootNodeArgs),
+    /// Figures (SVG or PNG): scaling, messages, correction (simulated), cdf (bench --hlog),
+    /// compare (bench --json).
+    Plot(crate::cli::plot::PlotArgs),
 }
 
 /// The broadcast algorithms.

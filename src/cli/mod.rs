@@ -1,4 +1,4 @@
-//! Command-line interface: `ftcoll sim | model | reproduce`.
+//! Command-line interface: `ftcoll sim | model | reproduce | bench | logp | node | plot`.
 //!
 //! Every misuse ends with a one-line `ftcoll: error: ...` on stderr and exit code 2, never a
 //! panic (DESIGN.md decision 9).
@@ -14,6 +14,7 @@ pub mod logp;
 pub mod model;
 pub mod node;
 pub mod overlay;
+pub mod plot;
 pub mod reproduce;
 pub mod runner;
 pub mod sim;
@@ -74,6 +75,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Stress(a) => stress::run(a),
         Command::Bootstrap(a) => bootstrap::run(a),
         Command::BootNode(a) => bootstrap::run_node(a),
+        Command::Plot(a) => plot::run(a),
     };
     match result {
         Ok(()) => 0,
