@@ -94,6 +94,7 @@ pub fn run(a: &ReproduceArgs) -> Result<(), String> {
     case_study(&mut c)?;
     scaling(&mut c)?;
     other_papers(&mut c)?;
+    figures(&mut c, &a.out)?;
     c.line(&format!(
         "\n_Total wall time of this run: {:.0} s on {} threads._",
         started.elapsed().as_secs_f64(),
@@ -596,6 +597,72 @@ fn other_papers(c: &mut Ctx) -> Result<(), String> {
         c.line("```");
         c.line(String::from_utf8_lossy(&out.stdout).trim_end());
         c.line("```");
+        c.line("");
+    }
+    Ok(())
+}
+
+/// The papers' latency and correction figures as images, drawn by `ftcoll plot` next to the
+/// generated file (`figures/` beside it) and embedded.
+fn figures(c: &mut Ctx, out: &std::path::Path) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
+    let base = out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let dir = base.join("figures");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let nodes = c.pick("256,1024,4096", "1024,4096,16384,65536");
+    let figs: [(&str, &str, String); 3] = [
+        (
+            "repro-scaling",
+            "Coloring latency against P (CT Figures 6/7, CG Figure 7a), L = 2, o = 1, 1 % dead",
+            format!(
+                "plot scaling --nodes {nodes} --runs {} --algos corrected-tree;corrected-tree --tree optimal;corrected-gossip;big",
+                c.pick(10, 50)
+            ),
+        ),
+        (
+            "repro-messages",
+            "Messages per process against P (CT §4.1, CG Figure 7b)",
+            format!(
+                "plot messages --nodes {nodes} --runs {} --algos corrected-tree;corrected-gossip;big;gossip",
+                c.pick(3, 10)
+            ),
+        ),
+        (
+            "repro-correction",
+            "Correction latency against the fault rate (CT Table 1, §4.3), P = 16384",
+            format!(
+                "plot correction --nodes {} --runs {} --faults 0.01%,0.1%,0.5%,1%,2%,4% --algos corrected-tree --correction checked;corrected-tree --correction failproof:1;corrected-tree --correction optimized:4 --start overlapped",
+                c.pick(4096, 16384),
+                c.pick(20, 100)
+            ),
+        ),
+    ];
+    c.line("## Figures");
+    c.line("");
+    for (name, title, args) in figs {
+        let svg = dir.join(format!("{name}.svg"));
+        // `--algos` takes one argument with spaces: split off the flag, keep its value whole.
+        let (head, algos) = args.split_once("--algos ").expect("every figure names its algorithms");
+        let out = std::process::Command::new(&exe)
+            .args(head.split_whitespace())
+            .args(["--algos", algos, "--out"])
+            .arg(&svg)
+            .output()
+            .map_err(|e| format!("cannot run `ftcoll {args}`: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`ftcoll {args}` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        c.line(&format!("### {title}"));
+        c.line("");
+        c.line(&format!("`ftcoll {head}--algos \"{algos}\" --out figures/{name}.svg`:"));
+        c.line("");
+        c.line(&format!("![{title}](figures/{name}.svg)"));
         c.line("");
     }
     Ok(())
