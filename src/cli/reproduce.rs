@@ -632,7 +632,7 @@ fn figures(c: &mut Ctx, out: &std::path::Path) -> Result<(), String> {
         ),
         (
             "repro-correction",
-            "Correction latency against the fault rate (CT Table 1, §4.3), P = 16384",
+            "Correction latency against the fault rate (CT Table 1, §4.3)",
             format!(
                 "plot correction --nodes {} --runs {} --faults 0.01%,0.1%,0.5%,1%,2%,4% --algos corrected-tree --correction checked;corrected-tree --correction failproof:1;corrected-tree --correction optimized:4 --start overlapped",
                 c.pick(4096, 16384),
