@@ -21,11 +21,13 @@
 #                        {nodes}, {ip}, {root}, {hosts} (all IPs, comma-separated) and
 #                        {bin} substituted, e.g. '{bin} logp --between {hosts} --rank {rank}',
 #                        and {delay} (the emulation flags when --delay is emulated, else empty)
+#   --boot               bootstrap by the BMG overlay (bench --boot): each node is given
+#                        only its launch-tree parent's address, not rank 0's
 #   --keep               leave the namespaces up (printed) instead of cleaning up
 # Everything created is removed on exit, Ctrl-C and failure.
 set -euo pipefail
 
-HOSTS=4 DELAY="" JITTER="" BIN="" LOGS="" TIMEOUT=300 KEEP=0 RUN="" EMULATE=0
+HOSTS=4 DELAY="" JITTER="" BIN="" LOGS="" TIMEOUT=300 KEEP=0 RUN="" EMULATE=0 BOOT=0
 CRASH=() CUT=() EXTRA=()
 die() { echo "netns-cluster: $*" >&2; exit 2; }
 say() { echo "netns-cluster: $*" >&2; }
@@ -43,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     --run) RUN="${2:?}"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --emulate) EMULATE=1; shift ;;
+    --boot) BOOT=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -137,6 +140,8 @@ if [[ -n "$DELAY" ]] && (( EMULATE )); then
 fi
 
 ROOT="$(ip_of 0):47000"
+TREE=""
+if (( BOOT )); then TREE="$("$BIN" launch-tree --nodes "$HOSTS")"; fi
 ALL=$(for ((i = 0; i < HOSTS; i++)); do printf '%s%s' "$([[ $i -gt 0 ]] && echo ,)" "$(ip_of "$i")"; done)
 START=$(date +%s.%N)
 if [[ -n "$RUN" ]]; then
@@ -150,6 +155,10 @@ for ((i = HOSTS - 1; i >= 0; i--)); do
     cmd="${RUN//\{rank\}/$i}"; cmd="${cmd//\{nodes\}/$HOSTS}"; cmd="${cmd//\{ip\}/$(ip_of "$i")}"
     cmd="${cmd//\{root\}/$(ip_of 0)}"; cmd="${cmd//\{hosts\}/$ALL}"; cmd="${cmd//\{bin\}/$BIN}"; cmd="${cmd//\{delay\}/${DELAY_FLAGS[*]}}"
     read -r -a argv <<< "$cmd"
+  elif (( BOOT )); then
+    parent="$(awk -v r="$i" '$1 == r { print $2 }' <<< "$TREE")"
+    argv=("$BIN" bench --boot "$(ip_of "$i"):47001" --rank "$i" --nodes "$HOSTS" "${DELAY_FLAGS[@]}" "${EXTRA[@]}")
+    [[ "$parent" == - ]] || argv+=(--boot-parent "$(ip_of "$parent"):47001")
   else
     argv=("$BIN" bench --join "$ROOT" --rank "$i" --nodes "$HOSTS" --bind "$(ip_of "$i")" "${DELAY_FLAGS[@]}" "${EXTRA[@]}")
   fi

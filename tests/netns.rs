@@ -100,3 +100,34 @@ fn bad_script_input_is_one_line_and_exit_2() {
         assert!(err.contains(msg) && err.trim().lines().count() == 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn five_hosts_given_only_their_parents_address_bootstrap_and_broadcast() {
+    if let Err(why) = usable() {
+        eprintln!("skipped: the emulated cluster needs root and `ip netns` ({why})");
+        return;
+    }
+    let (rc, out, err) = cluster(&[
+        "--hosts",
+        "5",
+        "--boot",
+        "--",
+        "--iterations",
+        "1000",
+        "--warmup",
+        "100",
+        "--poll",
+        "blocking",
+        "--kill",
+        "2@500:sigkill",
+        "--no-model",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+    ]);
+    assert_eq!(rc, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("bootstrapped by the BMG overlay"), "{out}");
+    assert_eq!(field(&out, "consistency violations:"), 0, "{out}");
+    assert_eq!(field(&out, "operations:"), 1000, "{out}");
+}

@@ -34,6 +34,13 @@ pub enum Command {
     Bootstrap(crate::cli::bootstrap::BootstrapArgs),
     /// One node of the bootstrap (rank, size, parent's address), as a launcher starts it.
     BootNode(crate::cli::bootstrap::BootNodeArgs),
+    /// The bootstrap's launch tree: one `RANK PARENT` line per rank (rank 0's parent is `-`),
+    /// for launchers that hand each node its parent's address (`bench --boot-parent`).
+    LaunchTree {
+        /// Nodes in the run.
+        #[arg(long)]
+        nodes: u32,
+    },
     /// Figures (SVG or PNG): scaling, messages, correction (simulated), cdf (bench --hlog),
     /// compare (bench --json).
     Plot(crate::cli::plot::PlotArgs),

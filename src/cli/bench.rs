@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::cli::args::AlgoArgs;
 use crate::cli::config::{Algo, Setup, resolve_algo};
-use crate::cli::node::{JoinedNode, run_joined_node};
+use crate::cli::node::{BootSpec, JoinedNode, run_joined_node};
 use crate::cli::runner;
 use crate::model::LogP;
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
@@ -90,7 +90,7 @@ pub struct BenchArgs {
     pub join: Option<std::net::SocketAddr>,
     /// With --join: this process's rank [default: from the launcher's environment; the size
     /// then comes from it too].
-    #[arg(long, requires = "join")]
+    #[arg(long)]
     pub rank: Option<u32>,
     /// With --join: the IP to publish for this node [default: the interface toward rank 0].
     #[arg(long, requires = "join")]
@@ -102,6 +102,18 @@ pub struct BenchArgs {
     /// Uniform jitter added to --emulate-delay-ns, ns.
     #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
     pub emulate_jitter_ns: u64,
+    /// A launched run bootstrapped by the BMG overlay (issue 6): this node's `IP:PORT` (its
+    /// data address afterwards); with --boot-parent, the only address a node is given. Rank 0
+    /// coordinates at its own IP, port --control-port. Needs --o-ns and --L-ns (no
+    /// coordinator hands out the LogP unit before the table exists).
+    #[arg(long, value_name = "IP:PORT", conflicts_with = "join")]
+    pub boot: Option<std::net::SocketAddrV4>,
+    /// With --boot: the launch-tree parent's `IP:PORT` (every rank but 0).
+    #[arg(long = "boot-parent", value_name = "IP:PORT", requires = "boot")]
+    pub boot_parent: Option<std::net::SocketAddrV4>,
+    /// With --boot: the coordinator's port on rank 0's IP.
+    #[arg(long = "control-port", default_value_t = 47000)]
+    pub control_port: u16,
     /// With --join: how long to wait for every rank to join (and the longest silence of the
     /// coordinator a node accepts), ms.
     #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
@@ -252,7 +264,17 @@ fn compare_rows(name: &str, h: &Histogram<u64>, pred: &[f64; 3]) -> String {
 /// (from the launcher's environment unless `--rank` is given).
 fn joined_args(a: &BenchArgs) -> Result<(BenchArgs, Option<u32>), String> {
     let mut adj = a.clone();
-    if a.join.is_none() {
+    if let Some(me) = a.boot {
+        if a.o_ns.is_none() || a.l_ns.is_none() {
+            return Err("--boot needs --o-ns and --L-ns (every node must resolve the same algorithm)".into());
+        }
+        // Launched like --join; the coordinator sits at rank 0's IP (only rank 0 binds it).
+        adj.join = Some(std::net::SocketAddr::new((*me.ip()).into(), a.control_port));
+    }
+    if adj.join.is_none() {
+        if a.rank.is_some() {
+            return Err("--rank needs --join or --boot".into());
+        }
         return Ok((adj, None));
     }
     if a.procs {
@@ -271,6 +293,9 @@ fn joined_args(a: &BenchArgs) -> Result<(BenchArgs, Option<u32>), String> {
         return Err(format!(
             "rank {rank} of {n} nodes is invalid (need 0 <= rank < nodes, nodes >= 2)"
         ));
+    }
+    if a.boot.is_some() && (rank == 0) != a.boot_parent.is_none() {
+        return Err("with --boot, every rank but 0 needs --boot-parent, and rank 0 takes none".into());
     }
     adj.nodes = n;
     Ok((adj, Some(rank)))
@@ -324,6 +349,12 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             Duration::from_nanos(a.emulate_delay_ns),
             Duration::from_nanos(a.emulate_jitter_ns),
         ),
+        boot: a.boot.map(|me| BootSpec {
+            me,
+            parent: a.boot_parent,
+            o_ns: a.o_ns.unwrap_or(1),
+            l_ns: a.l_ns.unwrap_or(1),
+        }),
     };
     if let Some(rank) = join_rank
         && rank != 0
@@ -404,7 +435,9 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         };
         let timeout = Duration::from_millis(a.join_timeout_ms.max(1));
         let (res, node) = std::thread::scope(|sc| {
-            let coord = sc.spawn(|| coordinate_joined(agent, &bench.cluster, &kills, params, timeout));
+            let table = a.boot.is_none();
+            let (cluster, kills) = (&bench.cluster, &kills);
+            let coord = sc.spawn(move || coordinate_joined(agent, cluster, kills, params, timeout, table));
             let node = run_joined_node(&joined_node(0));
             (coord.join(), node)
         });
@@ -511,6 +544,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         a.transport,
         if a.procs {
             " (one process per node)"
+        } else if a.boot.is_some() {
+            " (launched, one process per node, bootstrapped by the BMG overlay from parents' addresses)"
         } else if a.join.is_some() {
             " (launched, one process per node, joined at rank 0)"
         } else {

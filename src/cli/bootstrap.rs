@@ -268,3 +268,26 @@ pub fn run(a: &BootstrapArgs) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Runs `ftcoll launch-tree`: the parent of every rank in the bootstrap's launch tree.
+pub fn print_launch_tree(n: u32) -> Result<(), String> {
+    if n < 2 {
+        return Err(format!("--nodes must be at least 2, got {n}"));
+    }
+    let tree = crate::runtime::bootstrap::launch_tree(n)?;
+    let mut parent = vec![None; n as usize];
+    for r in 0..n {
+        for &c in tree.children(r) {
+            parent[c as usize] = Some(r);
+        }
+    }
+    let mut out = String::new();
+    for (r, p) in parent.iter().enumerate() {
+        match p {
+            Some(p) => out += &format!("{r} {p}\n"),
+            None => out += &format!("{r} -\n"),
+        }
+    }
+    print!("{out}");
+    Ok(())
+}

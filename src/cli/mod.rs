@@ -75,6 +75,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Stress(a) => stress::run(a),
         Command::Bootstrap(a) => bootstrap::run(a),
         Command::BootNode(a) => bootstrap::run_node(a),
+        Command::LaunchTree { nodes } => bootstrap::print_launch_tree(*nodes),
         Command::Plot(a) => plot::run(a),
     };
     match result {

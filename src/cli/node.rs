@@ -140,6 +140,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
                 std::time::Duration::from_nanos(a.emulate_delay_ns),
                 std::time::Duration::from_nanos(a.emulate_jitter_ns),
             ),
+            boot: None,
         })?;
         println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
         return Ok(());
@@ -247,6 +248,52 @@ pub struct JoinedNode<'a> {
     pub timeout: std::time::Duration,
     /// Emulated link delay and jitter (zero: off).
     pub link_delay: (std::time::Duration, std::time::Duration),
+    /// Rendezvous by the overlay bootstrap instead of through the coordinator (`bench
+    /// --boot`): the node knows only its launch-tree parent; the coordinator is then at rank
+    /// 0's address from the table, port `coordinator.port()`.
+    pub boot: Option<BootSpec>,
+}
+
+/// The overlay bootstrap's part of a launched node (issue 6: a node needs only its parent's
+/// address): its own address (kept as its data address afterwards), its parent's, and the
+/// run's LogP unit, which every node is given alike since no coordinator hands it out.
+#[derive(Clone, Copy, Debug)]
+pub struct BootSpec {
+    pub me: std::net::SocketAddrV4,
+    pub parent: Option<std::net::SocketAddrV4>,
+    pub o_ns: u64,
+    pub l_ns: u64,
+}
+
+/// Builds the BMG overlay from the parent's address and all-gathers the address table
+/// ([`crate::runtime::bootstrap::boot`]); returns the table by rank.
+fn boot_table(
+    rank: u32,
+    n: u32,
+    job: u64,
+    b: &BootSpec,
+    timeout: std::time::Duration,
+) -> Result<Vec<SocketAddr>, String> {
+    let sock = std::net::UdpSocket::bind(b.me).map_err(|e| format!("cannot bind {}: {e}", b.me))?;
+    let cfg = crate::runtime::bootstrap::BootConfig {
+        rank,
+        n,
+        parent: b.parent,
+        job,
+        tick: std::time::Duration::from_millis(1),
+        refresh: 16,
+        linger: std::time::Duration::from_millis(300),
+        timeout,
+        drop_every: 0,
+    };
+    let rep = crate::runtime::bootstrap::boot(sock, cfg)?;
+    rep.table
+        .iter()
+        .map(|a| {
+            a.parse()
+                .map_err(|_| format!("bootstrap table holds '{a}', not IP:port"))
+        })
+        .collect()
 }
 
 /// The local IP this host uses to reach `dst` (no packet is sent: a connected UDP socket).
@@ -265,6 +312,18 @@ fn local_ip_toward(dst: SocketAddr) -> std::io::Result<std::net::IpAddr> {
 /// LogP unit from it, and runs the node until told to stop. A `sigkill` crash is carried out
 /// by the process on itself.
 pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
+    if let Some(b) = &j.boot {
+        // The bootstrap's socket address becomes the data address: the table names it.
+        let peers = boot_table(j.rank, j.n, j.job, b, j.timeout)?;
+        let control = SocketAddr::new(peers[0].ip(), j.coordinator.port());
+        let agent = ChildAgent::new(control, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
+        let p = JobParams {
+            o_ns: b.o_ns,
+            l_ns: b.l_ns,
+            epoch_unix_ns: unix_ns(),
+        };
+        return run_launched(j, peers, p, control, agent);
+    }
     let ip = match j.bind {
         Some(ip) => ip,
         None => {
@@ -276,6 +335,17 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
     let mut agent = ChildAgent::new(j.coordinator, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
     let (peers, p): (Vec<SocketAddr>, JobParams) = agent.join(me, j.timeout)?;
+    run_launched(j, peers, p, j.coordinator, agent)
+}
+
+/// A launched node once it has the address table and the run's parameters.
+fn run_launched(
+    j: &JoinedNode<'_>,
+    peers: Vec<SocketAddr>,
+    p: JobParams,
+    control: SocketAddr,
+    agent: ChildAgent,
+) -> Result<NodeExit, String> {
     let model = LogP {
         l: (p.l_ns + p.o_ns / 2) / p.o_ns,
         o: 1,
@@ -299,7 +369,7 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         rank: j.rank,
         n: j.n,
         peers,
-        control: j.coordinator,
+        control,
         epoch_unix_ns: p.epoch_unix_ns,
         job: j.job,
         seed: j.seed,

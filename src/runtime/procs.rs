@@ -243,18 +243,29 @@ where
 {
     let mut node = Node::<P>::new(s.rank, s.n, t, s.kill, s.seed, None);
     let ctl = Control::new(s.n);
+    // The wall-clock epoch aligns the processes of one host; the ping-pong offset then moves
+    // this node's clock onto the coordinator's (hosts' wall clocks differ, and a bootstrapped
+    // run has no common epoch at all): every timestamp it reports, and the protocols' own
+    // time, are then the coordinator's, up to the reported uncertainty.
+    let local = aligned_epoch(s.epoch_unix_ns);
+    let (offset, _) = agent.sync_clock(&|| local.elapsed().as_nanos() as u64, 100);
+    let shift = Duration::from_nanos(offset.unsigned_abs());
+    let epoch = if offset >= 0 {
+        local.checked_sub(shift)
+    } else {
+        local.checked_add(shift)
+    }
+    .unwrap_or(local);
     let params = NodeParams {
         shared,
         n: s.n,
         root: 0,
         job: s.job,
         tick_ns: s.tick_ns,
-        epoch: aligned_epoch(s.epoch_unix_ns),
+        epoch,
         payload_len: s.payload_len,
     };
     let board = &ctl.boards[s.rank as usize];
-    let epoch = params.epoch;
-    agent.sync_clock(&|| epoch.elapsed().as_nanos() as u64, 100);
     node.kill_at_start(board);
     let mut idle = 0u32;
     let started = Instant::now();
@@ -419,6 +430,7 @@ pub fn coordinate_joined(
     kills: &[Kill],
     params: JobParams,
     join_timeout: Duration,
+    table: bool,
 ) -> Result<ClusterResult, String> {
     let n = cfg.nodes as usize;
     let addr = agent.addr().map_err(|e| e.to_string())?;
@@ -427,7 +439,8 @@ pub fn coordinate_joined(
     let now_ns = move || epoch.elapsed().as_nanos() as u64;
     let ctl = Control::new(cfg.nodes);
     let deadline = Instant::now() + join_timeout;
-    while agent.addresses_known() < n {
+    // Hand out the address table (`--join`); a bootstrapped run has it already.
+    while table && agent.addresses_known() < n {
         agent.pump(&ctl, &now_ns);
         if Instant::now() > deadline {
             return Err(format!(
