@@ -60,7 +60,7 @@ pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
             (Some(a), None, None) => (next, a),
             (Some(r), Some(a), None) => (
                 r.parse::<usize>()
-                    .map_err(|_| format!("hostfile line {}: invalid rank '{r}'", i + 1))?,
+                    .map_err(|_| format!("hostfile line {}: invalid rank '{}'", i + 1, r.escape_debug()))?,
                 a,
             ),
             _ => {
@@ -70,9 +70,13 @@ pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
                 ));
             }
         };
-        let addr: SocketAddr = addr
-            .parse()
-            .map_err(|_| format!("hostfile line {}: invalid address '{addr}' (expected IP:port)", i + 1))?;
+        let addr: SocketAddr = addr.parse().map_err(|_| {
+            format!(
+                "hostfile line {}: invalid address '{}' (expected IP:port)",
+                i + 1,
+                addr.escape_debug()
+            )
+        })?;
         let slot = out
             .get_mut(rank)
             .ok_or_else(|| format!("hostfile line {}: rank {rank} out of range for {n} nodes", i + 1))?;
