@@ -106,6 +106,13 @@ pub struct BenchArgs {
     /// coordinator a node accepts), ms.
     #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
     pub join_timeout_ms: u64,
+    /// Packet authentication: `on`, a keyed MAC on every UDP datagram (key from --key-file,
+    /// else FTCOLL_KEY, else generated for this run), or `off` (logged loudly).
+    #[arg(long, value_enum, default_value = "on")]
+    pub auth: crate::cli::auth::AuthMode,
+    /// The job's secret key: a file whose first line is 32 hex digits.
+    #[arg(long = "key-file")]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// The job id every node of a run derives from the seed (datagrams of other jobs are dropped).
@@ -305,7 +312,15 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     } else {
         parse_kills(&kill_text, a.nodes)?
     };
+    // A launched run's processes must share the key (FTCOLL_KEY or --key-file): none is
+    // generated there. Local runs generate one for their nodes.
+    let auth_key = if a.transport == TransportKind::Udp {
+        crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), a.join.is_none())?
+    } else {
+        None
+    };
     let joined_node = |rank: u32| JoinedNode {
+        auth: auth_key.clone(),
         alg: &a.alg,
         coordinator: a.join.expect("join mode"),
         bind: a.bind,
@@ -372,6 +387,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         kills: kills.clone(),
         model,
         loss: 0.0,
+        auth: auth_key.clone(),
     };
     let show = !a.json && std::io::stderr().is_terminal();
     let bar = show.then(|| {
@@ -414,6 +430,14 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         }
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
         let dir = std::env::temp_dir().join(format!("ftcoll-procs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let key_args = match &auth_key {
+            Some(k) => vec![
+                "--key-file".to_string(),
+                crate::cli::auth::write_key_file(&dir, k)?.display().to_string(),
+            ],
+            None => vec!["--auth".to_string(), "off".to_string()],
+        };
         let l_ns_s = l_ns.to_string();
         let alg_args = a.alg.to_args();
         let child_poll = if a.nodes as usize + 1 > cores {
@@ -437,6 +461,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             // More processes than cores: block on the socket (the kernel wakes a process when
             // its datagram arrives); otherwise spin like the threaded cluster does.
             v.extend(["--poll".to_string(), child_poll.to_string()]);
+            v.extend(key_args.iter().cloned());
             v
         };
         let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, &kills, &child_args, &dir);
@@ -574,13 +599,16 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         return Ok(());
     }
     s += &format!(
-        "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} decode {} stale {}; dead nodes {:?}\n",
+        "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} bad-mac {} foreign-job {} bad-rank {} decode {} stale {}; dead nodes {:?}\n",
         t.sent,
         t.received,
         t.retransmits,
         t.suspected,
         t.malformed,
         t.foreign,
+        t.bad_mac,
+        t.foreign_job,
+        t.bad_rank,
         res.drops.total(),
         res.stale,
         res.dead_nodes

@@ -4,6 +4,7 @@
 //! panic (DESIGN.md decision 9).
 
 pub mod args;
+pub mod auth;
 pub mod bench;
 pub mod config;
 pub mod defaults;

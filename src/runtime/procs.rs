@@ -174,6 +174,12 @@ pub struct TransportStatsWire {
     pub suspected: u64,
     pub malformed: u64,
     pub foreign: u64,
+    #[serde(default)]
+    pub bad_mac: u64,
+    #[serde(default)]
+    pub foreign_job: u64,
+    #[serde(default)]
+    pub bad_rank: u64,
 }
 
 impl From<TransportStats> for TransportStatsWire {
@@ -185,6 +191,9 @@ impl From<TransportStats> for TransportStatsWire {
             suspected: t.suspected,
             malformed: t.malformed,
             foreign: t.foreign,
+            bad_mac: t.bad_mac,
+            foreign_job: t.foreign_job,
+            bad_rank: t.bad_rank,
         }
     }
 }
@@ -210,6 +219,8 @@ pub struct NodeSpec {
     pub sigkill_self: bool,
     /// Emulated one-way link delay and jitter in the UDP transport (zero: off).
     pub link_delay: (Duration, Duration),
+    /// The job's key (`None`: unauthenticated).
+    pub auth: Option<crate::transport::udp::auth::AuthKey>,
 }
 
 /// Runs one node until the parent says stop (or the node is killed). Bind errors (a port in
@@ -225,6 +236,7 @@ where
         seed: s.seed,
         delay: s.link_delay.0,
         delay_jitter: s.link_delay.1,
+        auth: s.auth.clone(),
         ..UdpConfig::default()
     };
     let t = UdpTransport::bind(s.rank, &s.peers, cfg)
@@ -556,6 +568,9 @@ pub fn run_parent(
                     res.transport.suspected += t.suspected;
                     res.transport.malformed += t.malformed;
                     res.transport.foreign += t.foreign;
+                    res.transport.bad_mac += t.bad_mac;
+                    res.transport.foreign_job += t.foreign_job;
+                    res.transport.bad_rank += t.bad_rank;
                 }
                 res.stale += e.stale;
                 res.spoofed += e.spoofed;
