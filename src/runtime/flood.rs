@@ -119,7 +119,7 @@ impl Flood {
             let end = Instant::now() + deadline;
             let mut i = 0u64;
             while i < max && !stop2.load(Ordering::Relaxed) {
-                if i % 1024 == 0 && Instant::now() >= end {
+                if i.is_multiple_of(1024) && Instant::now() >= end {
                     break;
                 }
                 let g = KINDS[(i % KINDS.len() as u64) as usize];
