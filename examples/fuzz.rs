@@ -2,7 +2,7 @@
 //! uses; `cargo fuzz run NAME` in `fuzz/` runs the same bodies under libFuzzer on nightly).
 //!
 //! `cargo run --release --example fuzz -- [NAME...] [--seconds S] [--max-execs N] [--seed X]`
-//! (no NAME: every target). Starts from `fuzz/corpus/NAME/` and `fuzz/regressions/NAME/`,
+//! (no NAME: every target); `--export-seeds` writes the seeds to `fuzz/corpus/NAME/` instead. Starts from `fuzz/corpus/NAME/` and `fuzz/regressions/NAME/`,
 //! saves crashing inputs to `fuzz/artifacts/NAME/`, prints one line per target, and exits 1 if
 //! any input panicked.
 
@@ -27,6 +27,7 @@ fn fail(msg: &str) -> ! {
 fn main() {
     let mut names = Vec::new();
     let (mut seconds, mut max_execs, mut seed) = (10.0f64, u64::MAX, 0x00F0_22EDu64);
+    let mut export = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |what: &str| args.next().unwrap_or_else(|| fail(&format!("{what} needs a value")));
@@ -48,6 +49,7 @@ fn main() {
                     .parse()
                     .unwrap_or_else(|_| fail("--seed takes an integer"))
             }
+            "--export-seeds" => export = true,
             n if n.starts_with('-') => fail(&format!("unknown flag {n}")),
             n => names.push(n.to_string()),
         }
@@ -61,6 +63,18 @@ fn main() {
             .collect()
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    if export {
+        // Seeds for libFuzzer (`cargo fuzz run NAME` reads fuzz/corpus/NAME/).
+        for t in &targets {
+            let dir = root.join("corpus").join(t.name);
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+            for (i, s) in (t.seeds)().iter().enumerate() {
+                std::fs::write(dir.join(format!("seed-{i}")), s).unwrap_or_else(|e| fail(&e.to_string()));
+            }
+        }
+        println!("seeds written to {}", root.join("corpus").display());
+        return;
+    }
     // The bodies panic on a bug: keep the report readable, the inputs are saved.
     std::panic::set_hook(Box::new(|_| {}));
     let mut crashed = false;

@@ -509,3 +509,94 @@ fn launched_processes_rendezvous_through_rank_0_and_survive_a_self_sigkill() {
     assert_eq!(v["timeouts"], 0, "{v}");
     assert!(v["clock_uncertainty_ns"].as_u64().is_some(), "{v}");
 }
+
+#[test]
+fn auth_misuse_is_one_line_and_never_shows_the_key() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-cli-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.key");
+    std::fs::write(&bad, "0123456789abcdef0123456789abcdeZ\n").unwrap();
+    let bad_s = bad.to_str().unwrap();
+    for args in [
+        &[
+            "bench",
+            "--key-file",
+            "/nonexistent/ftcoll.key",
+            "--o-ns",
+            "1000",
+            "--L-ns",
+            "2000",
+        ][..],
+        &["bench", "--key-file", bad_s, "--o-ns", "1000", "--L-ns", "2000"],
+        &["bench", "--auth", "maybe"],
+    ] {
+        let (code, _, err) = ftcoll(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
+        assert!(!err.contains("abcdeZ"), "the key file's content is not echoed: {err}");
+    }
+    let (code, _, err) = ftcoll(&[
+        "bench",
+        "--auth",
+        "off",
+        "--key-file",
+        bad_s,
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--key-file needs --auth on"), "{err}");
+    // --auth off runs, and says so loudly.
+    let (code, _, err) = ftcoll(&[
+        "bench",
+        "--auth",
+        "off",
+        "--nodes",
+        "4",
+        "--iterations",
+        "20",
+        "--warmup",
+        "2",
+        "--kill",
+        "none",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+        "--no-model",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("WARNING: packets are NOT authenticated"), "{err}");
+    // A good key file is used and not echoed.
+    let good = dir.join("good.key");
+    let hex = "00112233445566778899aabbccddeeff";
+    std::fs::write(&good, format!("{hex}\n")).unwrap();
+    let (code, out, err) = ftcoll(&[
+        "bench",
+        "--key-file",
+        good.to_str().unwrap(),
+        "--nodes",
+        "4",
+        "--iterations",
+        "20",
+        "--warmup",
+        "2",
+        "--kill",
+        "none",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+        "--no-model",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains(hex) && !err.contains(hex) && !err.contains("WARNING"),
+        "{out}{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -314,13 +314,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     };
     // A launched run's processes must share the key (FTCOLL_KEY or --key-file): none is
     // generated there. Local runs generate one for their nodes.
-    let auth_key = if a.transport == TransportKind::Udp {
-        crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), a.join.is_none())?
-    } else {
-        None
-    };
-    let joined_node = |rank: u32| JoinedNode {
-        auth: auth_key.clone(),
+    // Resolved once, when the run starts (after every check of the flags).
+    let key = || crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), a.join.is_none());
+    let joined_node = |rank: u32, auth| JoinedNode {
+        auth,
         alg: &a.alg,
         coordinator: a.join.expect("join mode"),
         bind: a.bind,
@@ -341,7 +338,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         && rank != 0
     {
         // Not the coordinator: this process is one node; rank 0 prints the results.
-        run_joined_node(&joined_node(rank))?;
+        run_joined_node(&joined_node(rank, key()?))?;
         return Ok(());
     }
     let est: Option<Estimate> = match (a.o_ns, a.l_ns) {
@@ -387,7 +384,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         kills: kills.clone(),
         model,
         loss: 0.0,
-        auth: auth_key.clone(),
+        auth: if a.join.is_none() && a.transport == TransportKind::Udp {
+            key()?
+        } else {
+            None
+        },
     };
     let show = !a.json && std::io::stderr().is_terminal();
     let bar = show.then(|| {
@@ -418,7 +419,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         let timeout = Duration::from_millis(a.join_timeout_ms.max(1));
         let (res, node) = std::thread::scope(|sc| {
             let coord = sc.spawn(|| coordinate_joined(agent, &bench.cluster, &kills, params, timeout));
-            let node = run_joined_node(&joined_node(0));
+            let node = key().and_then(|k| run_joined_node(&joined_node(0, k)));
             (coord.join(), node)
         });
         let res = res.map_err(|_| "the coordinator thread panicked".to_string())??;
@@ -431,7 +432,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
         let dir = std::env::temp_dir().join(format!("ftcoll-procs-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let key_args = match &auth_key {
+        let key_args = match &bench.auth {
             Some(k) => vec![
                 "--key-file".to_string(),
                 crate::cli::auth::write_key_file(&dir, k)?.display().to_string(),
