@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::transport::udp::auth::{AuthKey, KEY_ENV};
+use crate::transport::udp::auth::AuthKey;
+pub use crate::transport::udp::auth::warn_unauthenticated;
 
 /// Whether UDP datagrams are authenticated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -14,19 +15,15 @@ pub enum AuthMode {
     Off,
 }
 
-/// Warns on stderr that packets are not authenticated.
-pub fn warn_unauthenticated(why: &str) {
-    eprintln!("ftcoll: WARNING: packets are NOT authenticated ({why}): any host that reaches these ports can inject");
-}
-
 /// The key of a run: `--key-file`, else [`KEY_ENV`], else a fresh one when `generate` (a
-/// launcher for its children), else none (logged). `--auth off`: none (logged).
+/// launcher for its children), else none. `--auth off`: none. A run without a key says so
+/// loudly when it starts ([`warn_unauthenticated`]), not here: a failing run prints its error
+/// only.
 pub fn job_key(mode: AuthMode, key_file: Option<&Path>, generate: bool) -> Result<Option<AuthKey>, String> {
     if mode == AuthMode::Off {
         if key_file.is_some() {
             return Err("--key-file needs --auth on".into());
         }
-        warn_unauthenticated("--auth off");
         return Ok(None);
     }
     if let Some(f) = key_file {
@@ -40,7 +37,6 @@ pub fn job_key(mode: AuthMode, key_file: Option<&Path>, generate: bool) -> Resul
             .map(Some)
             .map_err(|e| format!("cannot generate a job key: {e}"));
     }
-    warn_unauthenticated(&format!("no job key: set {KEY_ENV} or --key-file on every process"));
     Ok(None)
 }
 

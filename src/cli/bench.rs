@@ -390,6 +390,9 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             None
         },
     };
+    if a.join.is_none() && a.transport == TransportKind::Udp && bench.auth.is_none() {
+        crate::cli::auth::warn_unauthenticated();
+    }
     let show = !a.json && std::io::stderr().is_terminal();
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(a.warmup + a.iterations);

@@ -258,6 +258,7 @@ where
     node.kill_at_start(board);
     let mut idle = 0u32;
     let started = Instant::now();
+    let mut warned = false;
     loop {
         if !node.alive() {
             agent.report_death(board.died_in.load(Ordering::Relaxed));
@@ -265,6 +266,13 @@ where
                 sigkill_self();
             }
             break;
+        }
+        if !warned && agent.heard() {
+            // The run has started: now say it, if it is unauthenticated.
+            if s.auth.is_none() {
+                crate::transport::udp::auth::warn_unauthenticated();
+            }
+            warned = true;
         }
         let progress = node.step(&params, &ctl, Instant::now());
         if agent.pump(&ctl, s.rank == 0) {

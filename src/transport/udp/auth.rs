@@ -22,6 +22,13 @@ pub const TAG_LEN: usize = 16;
 /// The environment variable a launcher passes the job's key in (hex).
 pub const KEY_ENV: &str = "FTCOLL_KEY";
 
+/// Says on stderr, loudly, that this process's packets are not authenticated.
+pub fn warn_unauthenticated() {
+    eprintln!(
+        "ftcoll: WARNING: packets are NOT authenticated (--auth off, or no {KEY_ENV} / --key-file): any host that reaches these ports can inject messages"
+    );
+}
+
 /// A job's secret key.
 #[derive(Clone, PartialEq, Eq)]
 pub struct AuthKey([u8; KEY_LEN]);
