@@ -742,7 +742,9 @@ impl Core {
             self.stats.foreign_job += 1;
             return 0;
         }
-        if h.from != from || h.to != self.rank {
+        // A datagram "from" this endpoint's own address is never a peer's (found by fuzzing:
+        // it was delivered as a message from ourselves).
+        if h.from != from || h.to != self.rank || from == self.rank {
             self.stats.bad_rank += 1;
             return 0;
         }

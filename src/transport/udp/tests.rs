@@ -861,8 +861,10 @@ fn authenticated_endpoint_checks_the_mac_first_and_counts_each_reason() {
     feed(&mut t, &sealed(data_header(78, 2, 0, 0, 0, 2), b"ok", &key), 2);
     feed(&mut t, &sealed(data_header(77, 1, 0, 0, 0, 2), b"ok", &key), 2);
     feed(&mut t, &sealed(data_header(77, 2, 1, 0, 0, 2), b"ok", &key), 2);
+    // Nor from this endpoint's own address, claiming to be itself.
+    feed(&mut t, &sealed(data_header(77, 0, 0, 0, 0, 2), b"ok", &key), 0);
     let s = t.stats();
-    assert_eq!((s.foreign_job, s.bad_rank, s.received), (1, 2, 0), "{s:?}");
+    assert_eq!((s.foreign_job, s.bad_rank, s.received), (1, 3, 0), "{s:?}");
     // The authentic one is delivered once; its replay is a duplicate, not a delivery.
     assert_eq!(feed(&mut t, &good, 2), 1);
     assert_eq!(feed(&mut t, &good, 2), 0);
