@@ -600,3 +600,34 @@ fn auth_misuse_is_one_line_and_never_shows_the_key() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn quoted_bad_input_is_escaped_onto_one_line() {
+    // Found by fuzzing: a kill spec or hostfile line with control characters was echoed raw.
+    let (code, _, err) = ftcoll(&["bench", "--kill", "1\n2@x\u{1b}[31m"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    let dir = std::env::temp_dir().join(format!("ftcoll-cli-escape-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, "127.0.0.1:5000\n\u{1b}[2J\u{7}:1\n").unwrap();
+    let (code, _, err) = ftcoll(&[
+        "node",
+        "--rank",
+        "0",
+        "--nodes",
+        "2",
+        "--hostfile",
+        hf.to_str().unwrap(),
+        "--control",
+        "127.0.0.1:9",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("hostfile line 2") && !err.contains('\u{1b}') && !err.contains('\u{7}'),
+        "{err:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
