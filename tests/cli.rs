@@ -631,3 +631,26 @@ fn quoted_bad_input_is_escaped_onto_one_line() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_huge_node_count_is_an_error_not_an_allocation_abort() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-cli-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, "127.0.0.1:5000\n").unwrap();
+    let (code, _, err) = ftcoll(&[
+        "node",
+        "--rank",
+        "0",
+        "--nodes",
+        "4000000000",
+        "--hostfile",
+        hf.to_str().unwrap(),
+        "--control",
+        "127.0.0.1:9",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("no address for rank 1"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

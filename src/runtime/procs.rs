@@ -48,7 +48,8 @@ pub fn aligned_epoch(epoch_unix_ns: u64) -> Instant {
 /// Parses a hostfile: one `host:port` per line in rank order, or `RANK host:port` lines in
 /// any order; blank lines and `#` comments are ignored. Errors name the line.
 pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
-    let mut out: Vec<Option<SocketAddr>> = vec![None; n as usize];
+    // Memory grows with the file, never with `n` (`--nodes 4000000000` aborted on allocation).
+    let mut out: std::collections::HashMap<usize, SocketAddr> = std::collections::HashMap::new();
     let mut next = 0usize;
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -77,19 +78,23 @@ pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
                 addr.escape_debug()
             )
         })?;
-        let slot = out
-            .get_mut(rank)
-            .ok_or_else(|| format!("hostfile line {}: rank {rank} out of range for {n} nodes", i + 1))?;
-        if slot.is_some() {
+        if rank >= n as usize {
+            return Err(format!(
+                "hostfile line {}: rank {rank} out of range for {n} nodes",
+                i + 1
+            ));
+        }
+        if out.insert(rank, addr).is_some() {
             return Err(format!("hostfile line {}: rank {rank} listed twice", i + 1));
         }
-        *slot = Some(addr);
         next = rank + 1;
     }
-    out.into_iter()
-        .enumerate()
-        .map(|(r, a)| a.ok_or_else(|| format!("hostfile: no address for rank {r} ({n} nodes)")))
-        .collect()
+    // Every rank listed once and all below n: complete exactly when there are n of them.
+    if out.len() != n as usize {
+        let missing = (0..n).find(|r| !out.contains_key(&(*r as usize))).unwrap_or(0);
+        return Err(format!("hostfile: no address for rank {missing} ({n} nodes)"));
+    }
+    Ok((0..n as usize).filter_map(|r| out.get(&r).copied()).collect())
 }
 
 /// Exchanges addresses through a directory all nodes can see (a job's shared directory):
