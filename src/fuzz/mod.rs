@@ -70,6 +70,11 @@ pub const TARGETS: &[Target] = &[
         seeds: seeds::hostfile,
     },
     Target {
+        name: "key_file",
+        run: targets::key_file,
+        seeds: seeds::key_file,
+    },
+    Target {
         name: "kills",
         run: targets::kills,
         seeds: seeds::kills,

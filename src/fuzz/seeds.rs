@@ -164,3 +164,10 @@ pub fn hostfile() -> Vec<Vec<u8>> {
 pub fn kills() -> Vec<Vec<u8>> {
     vec![with_n(8, b"1@150"), with_n(8, b"2,3@4:sent=2,5@7:sigkill,6@1:recv")]
 }
+
+pub fn key_file() -> Vec<Vec<u8>> {
+    vec![
+        b"00112233445566778899aabbccddeeff\n".to_vec(),
+        b"  00112233445566778899AABBCCDDEEFF  ".to_vec(),
+    ]
+}

@@ -291,3 +291,23 @@ pub fn udp_datagram(data: &[u8]) -> u64 {
     }
     outcome
 }
+
+/// `key_file`: the text of a key file or of `FTCOLL_KEY` (lossy UTF-8). A parsed key prints
+/// back to the same digits; an error is one clean line that never quotes the input.
+pub fn key_file(data: &[u8]) -> u64 {
+    use crate::transport::udp::auth::AuthKey;
+    let text = String::from_utf8_lossy(data);
+    match AuthKey::from_hex(&text) {
+        Ok(k) => {
+            assert_eq!(k.to_hex(), text.trim().to_ascii_lowercase());
+            assert_eq!(format!("{k:?}"), "AuthKey(..)");
+            100
+        }
+        Err(e) => {
+            assert!(!e.chars().any(char::is_control), "error not one clean line: {e:?}");
+            let t = text.trim();
+            assert!(t.len() < 4 || !e.contains(t), "the error quotes the key text: {e:?}");
+            1 + e.len() as u64 % 64
+        }
+    }
+}

@@ -58,6 +58,10 @@ impl AuthKey {
         if s.len() != 2 * KEY_LEN || !s.is_ascii() {
             return Err(format!("a key is {} hex digits", 2 * KEY_LEN));
         }
+        // from_str_radix alone takes a sign ("+f"): found by fuzzing.
+        if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("a key is hex digits only".into());
+        }
         let mut b = [0u8; KEY_LEN];
         for (i, out) in b.iter_mut().enumerate() {
             *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| "a key is hex digits only".to_string())?;
@@ -135,7 +139,8 @@ mod tests {
         assert_ne!(k, AuthKey::generate().unwrap());
         assert_eq!(AuthKey::from_hex(&format!(" {}\n", k.to_hex())), Ok(k.clone()));
         assert_eq!(format!("{k:?}"), "AuthKey(..)");
-        for bad in ["", "00", &"g".repeat(32), &"é".repeat(16), &"0".repeat(33)] {
+        let signed = format!("+{}", &"0".repeat(31));
+        for bad in ["", "00", &"g".repeat(32), &"é".repeat(16), &"0".repeat(33), &signed] {
             let e = AuthKey::from_hex(bad).unwrap_err();
             assert!(bad.is_empty() || !e.contains(bad), "{e}");
         }
