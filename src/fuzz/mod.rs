@@ -32,6 +32,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "wire_gossip",
         run: targets::wire_gossip,
+        // Gossip and tree bodies share one layout (tag · vt | tag · correction).
         seeds: seeds::wire_tree,
     },
     Target {
