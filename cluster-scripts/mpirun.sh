@@ -63,6 +63,13 @@ if (( ! DRY )); then
 fi
 MPIRUN="${MPIRUN:-$DEFAULT_MPIRUN}"
 
+# One secret key for the job's packets, exported to every rank (Open MPI: -x; Hydra
+# forwards the environment); never printed.
+if [[ -z "${FTCOLL_KEY:-}" ]]; then
+  FTCOLL_KEY="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+fi
+export FTCOLL_KEY
+
 read -r -a ALGO_ARGS <<< "$ALGO"
 # Blocking nodes when the ranks share this host's cores; busy polling across hosts.
 POLL=busy
@@ -74,6 +81,7 @@ if [[ "$LAUNCHER" == openmpi ]]; then
     LAUNCH=("$MPIRUN" -n "$N" --bind-to core --map-by core)
   fi
   [[ "$(id -u)" != 0 ]] || LAUNCH+=(--allow-run-as-root)
+  LAUNCH+=(-x FTCOLL_KEY)
   # A rank that crashes on purpose must not take the job down (Open MPI 5 / PRRTE: ULFM's
   # fault-tolerance mode keeps the other ranks running).
   [[ "$KILL" != *sigkill* ]] || LAUNCH+=(--with-ft ulfm)

@@ -139,6 +139,12 @@ if [[ -n "$DELAY" ]] && (( EMULATE )); then
   say "emulated link: ${DELAY_FLAGS[*]}"
 fi
 
+# The job's secret key, shared by every host's process (packets carry a MAC under it).
+if [[ -z "${FTCOLL_KEY:-}" ]]; then
+  FTCOLL_KEY="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+fi
+export FTCOLL_KEY
+
 ROOT="$(ip_of 0):47000"
 TREE=""
 if (( BOOT )); then TREE="$("$BIN" launch-tree --nodes "$HOSTS")"; fi

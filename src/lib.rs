@@ -5,6 +5,7 @@
 //! on top, and the command line in [`cli`].
 
 pub mod cli;
+pub mod fuzz;
 pub mod model;
 pub mod plot;
 pub mod protocol;

@@ -519,3 +519,148 @@ fn every_subcommand_definition_is_consistent() {
     use clap::CommandFactory;
     ftcoll::cli::args::Cli::command().debug_assert();
 }
+
+#[test]
+fn auth_misuse_is_one_line_and_never_shows_the_key() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-cli-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.key");
+    std::fs::write(&bad, "0123456789abcdef0123456789abcdeZ\n").unwrap();
+    let bad_s = bad.to_str().unwrap();
+    for args in [
+        &[
+            "bench",
+            "--key-file",
+            "/nonexistent/ftcoll.key",
+            "--o-ns",
+            "1000",
+            "--L-ns",
+            "2000",
+        ][..],
+        &["bench", "--key-file", bad_s, "--o-ns", "1000", "--L-ns", "2000"],
+        &["bench", "--auth", "maybe"],
+    ] {
+        let (code, _, err) = ftcoll(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("ftcoll: error: "), "{args:?}: {err}");
+        assert!(!err.contains("abcdeZ"), "the key file's content is not echoed: {err}");
+    }
+    let (code, _, err) = ftcoll(&[
+        "bench",
+        "--auth",
+        "off",
+        "--key-file",
+        bad_s,
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--key-file needs --auth on"), "{err}");
+    // --auth off runs, and says so loudly.
+    let (code, _, err) = ftcoll(&[
+        "bench",
+        "--auth",
+        "off",
+        "--nodes",
+        "4",
+        "--iterations",
+        "20",
+        "--warmup",
+        "2",
+        "--kill",
+        "none",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+        "--no-model",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("WARNING: packets are NOT authenticated"), "{err}");
+    // A good key file is used and not echoed.
+    let good = dir.join("good.key");
+    let hex = "00112233445566778899aabbccddeeff";
+    std::fs::write(&good, format!("{hex}\n")).unwrap();
+    let (code, out, err) = ftcoll(&[
+        "bench",
+        "--key-file",
+        good.to_str().unwrap(),
+        "--nodes",
+        "4",
+        "--iterations",
+        "20",
+        "--warmup",
+        "2",
+        "--kill",
+        "none",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+        "--no-model",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains(hex) && !err.contains(hex) && !err.contains("WARNING"),
+        "{out}{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn quoted_bad_input_is_escaped_onto_one_line() {
+    // Found by fuzzing: a kill spec or hostfile line with control characters was echoed raw.
+    let (code, _, err) = ftcoll(&["bench", "--kill", "1\n2@x\u{1b}[31m"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    let dir = std::env::temp_dir().join(format!("ftcoll-cli-escape-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, "127.0.0.1:5000\n\u{1b}[2J\u{7}:1\n").unwrap();
+    let (code, _, err) = ftcoll(&[
+        "node",
+        "--rank",
+        "0",
+        "--nodes",
+        "2",
+        "--hostfile",
+        hf.to_str().unwrap(),
+        "--control",
+        "127.0.0.1:9",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("hostfile line 2") && !err.contains('\u{1b}') && !err.contains('\u{7}'),
+        "{err:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_huge_node_count_is_an_error_not_an_allocation_abort() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-cli-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, "127.0.0.1:5000\n").unwrap();
+    let (code, _, err) = ftcoll(&[
+        "node",
+        "--rank",
+        "0",
+        "--nodes",
+        "4000000000",
+        "--hostfile",
+        hf.to_str().unwrap(),
+        "--control",
+        "127.0.0.1:9",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("no address for rank 1"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

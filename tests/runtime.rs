@@ -61,6 +61,7 @@ fn bench_with(
         kills,
         model,
         loss,
+        auth: None,
     };
     run(&bench, None).expect("bench runs")
 }

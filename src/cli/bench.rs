@@ -120,6 +120,13 @@ pub struct BenchArgs {
     pub join_timeout_ms: u64,
     #[command(flatten)]
     pub verbs: crate::cli::verbs::VerbsArgs,
+    /// Packet authentication: `on`, a keyed MAC on every UDP datagram (key from --key-file,
+    /// else FTCOLL_KEY, else generated for this run), or `off` (logged loudly).
+    #[arg(long, value_enum, default_value = "on")]
+    pub auth: crate::cli::auth::AuthMode,
+    /// The job's secret key: a file whose first line is 32 hex digits.
+    #[arg(long = "key-file")]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// The job id every node of a run derives from the seed (datagrams of other jobs are dropped).
@@ -333,7 +340,12 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     } else {
         parse_kills(&kill_text, a.nodes)?
     };
-    let joined_node = |rank: u32| JoinedNode {
+    // A launched run's processes must share the key (FTCOLL_KEY or --key-file): none is
+    // generated there. Local runs generate one for their nodes.
+    // Resolved once, when the run starts (after every check of the flags).
+    let key = || crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), a.join.is_none());
+    let joined_node = |rank: u32, auth| JoinedNode {
+        auth,
         alg: &a.alg,
         coordinator: a.join.expect("join mode"),
         bind: a.bind,
@@ -360,7 +372,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         && rank != 0
     {
         // Not the coordinator: this process is one node; rank 0 prints the results.
-        run_joined_node(&joined_node(rank))?;
+        run_joined_node(&joined_node(rank, key()?))?;
         return Ok(());
     }
     let est: Option<Estimate> = match (a.o_ns, a.l_ns) {
@@ -406,7 +418,15 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         kills: kills.clone(),
         model,
         loss: 0.0,
+        auth: if a.join.is_none() && a.transport == TransportKind::Udp {
+            key()?
+        } else {
+            None
+        },
     };
+    if a.join.is_none() && a.transport == TransportKind::Udp && bench.auth.is_none() {
+        crate::cli::auth::warn_unauthenticated();
+    }
     let show = !a.json && std::io::stderr().is_terminal();
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(a.warmup + a.iterations);
@@ -436,9 +456,9 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         let timeout = Duration::from_millis(a.join_timeout_ms.max(1));
         let (res, node) = std::thread::scope(|sc| {
             let table = a.boot.is_none();
-            let (cluster, kills) = (&bench.cluster, &kills);
-            let coord = sc.spawn(move || coordinate_joined(agent, cluster, kills, params, timeout, table));
-            let node = run_joined_node(&joined_node(0));
+            let (cluster, kills_ref) = (&bench.cluster, &kills);
+            let coord = sc.spawn(move || coordinate_joined(agent, cluster, kills_ref, params, timeout, table));
+            let node = key().and_then(|k| run_joined_node(&joined_node(0, k)));
             (coord.join(), node)
         });
         let res = res.map_err(|_| "the coordinator thread panicked".to_string())??;
@@ -450,6 +470,14 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         }
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
         let dir = std::env::temp_dir().join(format!("ftcoll-procs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let key_args = match &bench.auth {
+            Some(k) => vec![
+                "--key-file".to_string(),
+                crate::cli::auth::write_key_file(&dir, k)?.display().to_string(),
+            ],
+            None => vec!["--auth".to_string(), "off".to_string()],
+        };
         let l_ns_s = l_ns.to_string();
         let alg_args = a.alg.to_args();
         let child_poll = if a.nodes as usize + 1 > cores {
@@ -483,6 +511,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                 v.push(dir.join("verbs").display().to_string());
                 v.extend(a.verbs.to_args());
             }
+            v.extend(key_args.iter().cloned());
             v
         };
         let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, &kills, &child_args, &dir);
@@ -622,13 +651,16 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         return Ok(());
     }
     s += &format!(
-        "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} decode {} stale {}; dead nodes {:?}\n",
+        "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} bad-mac {} foreign-job {} bad-rank {} decode {} stale {}; dead nodes {:?}\n",
         t.sent,
         t.received,
         t.retransmits,
         t.suspected,
         t.malformed,
         t.foreign,
+        t.bad_mac,
+        t.foreign_job,
+        t.bad_rank,
         res.drops.total(),
         res.stale,
         res.dead_nodes

@@ -6,6 +6,7 @@
 pub mod agree;
 pub mod agree_bench;
 pub mod args;
+pub mod auth;
 pub mod bench;
 pub mod bootstrap;
 pub mod config;

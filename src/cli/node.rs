@@ -71,6 +71,13 @@ pub struct NodeArgs {
     pub size: usize,
     #[arg(long, value_enum, default_value = "adaptive")]
     pub poll: PollMode,
+    /// Packet authentication: `on`, a keyed MAC on every UDP datagram (key from --key-file,
+    /// else FTCOLL_KEY, else none: a loud warning), or `off` (logged loudly).
+    #[arg(long, value_enum, default_value = "on")]
+    pub auth: crate::cli::auth::AuthMode,
+    /// The job's secret key: a file whose first line is 32 hex digits.
+    #[arg(long = "key-file")]
+    pub key_file: Option<std::path::PathBuf>,
     /// Give up when the coordinator has not answered within this many ms.
     #[arg(long = "control-timeout-ms", default_value_t = 30_000)]
     pub control_timeout_ms: u64,
@@ -125,6 +132,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
             Some(k) => parse_kills(k, n)?,
         };
         let exit = run_joined_node(&JoinedNode {
+            auth: crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), false)?,
             alg: &a.alg,
             coordinator,
             bind: (!a.bind.is_loopback()).then_some(a.bind),
@@ -190,6 +198,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         kill,
         control_timeout: std::time::Duration::from_millis(a.control_timeout_ms),
         sigkill_self: false,
+        auth: crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), false)?,
         link_delay: (
             std::time::Duration::from_nanos(a.emulate_delay_ns),
             std::time::Duration::from_nanos(a.emulate_jitter_ns),
@@ -248,6 +257,8 @@ pub struct JoinedNode<'a> {
     pub timeout: std::time::Duration,
     /// Emulated link delay and jitter (zero: off).
     pub link_delay: (std::time::Duration, std::time::Duration),
+    /// The job's key (`None`: unauthenticated).
+    pub auth: Option<crate::transport::udp::auth::AuthKey>,
     /// Rendezvous by the overlay bootstrap instead of through the coordinator (`bench
     /// --boot`): the node knows only its launch-tree parent; the coordinator is then at rank
     /// 0's address from the table, port `coordinator.port()`.
@@ -380,6 +391,7 @@ fn run_launched(
         control_timeout: j.timeout,
         sigkill_self,
         link_delay: j.link_delay,
+        auth: j.auth.clone(),
     };
     algo.dispatch(j.n, model, RunNode(&spec, None, agent))?
 }

@@ -116,6 +116,9 @@ impl ClusterResult {
         s.injected_losses += t.injected_losses;
         s.window_full += t.window_full;
         s.from_suspected += t.from_suspected;
+        s.bad_mac += t.bad_mac;
+        s.foreign_job += t.foreign_job;
+        s.bad_rank += t.bad_rank;
     }
 }
 

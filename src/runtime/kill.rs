@@ -49,10 +49,12 @@ fn num<T: std::str::FromStr>(s: &str, what: &str, spec: &str) -> Result<T, Strin
 /// Parses a `--kill` list for `n` nodes (the root, rank 0, cannot be killed).
 pub fn parse_kills(s: &str, n: u32) -> Result<Vec<Kill>, String> {
     let mut out: Vec<Kill> = Vec::new();
-    for spec in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let (rank, rest) = match spec.split_once('@') {
+    for raw in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        // Errors quote the spec escaped: one line, no control characters (found by fuzzing).
+        let spec = &raw.escape_debug().to_string();
+        let (rank, rest) = match raw.split_once('@') {
             Some((r, rest)) => (num::<u32>(r, "rank", spec)?, Some(rest)),
-            None => (num::<u32>(spec, "rank", spec)?, None),
+            None => (num::<u32>(raw, "rank", spec)?, None),
         };
         if rank == 0 {
             return Err(format!("kill spec '{spec}': the root (rank 0) cannot be killed"));

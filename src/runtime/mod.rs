@@ -12,6 +12,7 @@ pub mod board;
 pub mod bootstrap;
 pub mod cluster;
 pub mod control;
+pub mod flood;
 pub mod join;
 pub mod kill;
 pub mod logp;
@@ -26,6 +27,7 @@ use crate::protocol::bcast::algo::{Algo, Visit};
 use crate::protocol::{Protocol, SharedInfo};
 use crate::transport::Transport;
 use crate::transport::inproc::InprocNet;
+use crate::transport::udp::auth::AuthKey;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::WireMessage;
 use cluster::{ClusterConfig, ClusterResult};
@@ -56,15 +58,28 @@ pub struct Bench {
     /// UDP only: fraction of datagrams the transport drops on purpose (tests of the
     /// reliability layer); also reorders the same fraction.
     pub loss: f64,
+    /// UDP only: the job's key; every datagram is authenticated with it (`None`: not).
+    #[serde(skip)]
+    pub auth: Option<AuthKey>,
 }
 
 /// Runs a benchmark; `progress`, if given, hears the completed operation count about every
 /// 100 ms. Errors (a port in use, no sockets) are one line.
 pub fn run(b: &Bench, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String> {
-    b.algo.dispatch(b.cluster.nodes, b.model, With(b, progress))?
+    b.algo.dispatch(b.cluster.nodes, b.model, With(b, progress, None))?
 }
 
-struct With<'a>(&'a Bench, Option<&'a (dyn Fn(u64) + Sync)>);
+/// Runs a benchmark on endpoints the caller built (one per rank, in rank order), e.g. to know
+/// their addresses (the flood tests aim at them).
+pub fn run_on(b: &Bench, eps: Endpoints, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String> {
+    if eps.len() != b.cluster.nodes as usize {
+        return Err(format!("{} endpoints for {} nodes", eps.len(), b.cluster.nodes));
+    }
+    b.algo
+        .dispatch(b.cluster.nodes, b.model, With(b, progress, Some(eps)))?
+}
+
+struct With<'a>(&'a Bench, Option<&'a (dyn Fn(u64) + Sync)>, Option<Endpoints>);
 
 impl Visit for With<'_> {
     type Out = Result<ClusterResult, String>;
@@ -74,14 +89,27 @@ impl Visit for With<'_> {
         P::Shared: SharedInfo,
         P::Msg: WireMessage,
     {
-        with::<P>(shared, self.0, self.1)
+        with::<P>(shared, self.0, self.1, self.2)
     }
 }
 
-type Endpoints = Vec<(Box<dyn Transport>, Option<Box<dyn FnMut() + Send>>)>;
+/// One transport per rank, with what to call when the rank is killed (inproc).
+pub type Endpoints = Vec<(Box<dyn Transport>, Option<Box<dyn FnMut() + Send>>)>;
 
 /// Endpoints for every rank of a local cluster.
 pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) -> Result<Endpoints, String> {
+    endpoints_with_key(kind, n, job, seed, loss, None)
+}
+
+/// [`endpoints`], with UDP datagrams authenticated by `auth` when given.
+pub fn endpoints_with_key(
+    kind: TransportKind,
+    n: u32,
+    job: u64,
+    seed: u64,
+    loss: f64,
+    auth: Option<AuthKey>,
+) -> Result<Endpoints, String> {
     Ok(match kind {
         TransportKind::Inproc => {
             let (net, ts) = InprocNet::new(n, 1024);
@@ -101,6 +129,7 @@ pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) ->
                 seed,
                 loss,
                 reorder: loss,
+                auth,
                 ..UdpConfig::default()
             };
             let (_, ts) = UdpTransport::bind_ephemeral_local(n, cfg)
@@ -112,14 +141,22 @@ pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) ->
     })
 }
 
-fn with<P>(shared: &P::Shared, b: &Bench, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String>
+fn with<P>(
+    shared: &P::Shared,
+    b: &Bench,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+    eps: Option<Endpoints>,
+) -> Result<ClusterResult, String>
 where
     P: Protocol,
     P::Shared: SharedInfo,
     P::Msg: WireMessage,
 {
     let c = &b.cluster;
-    let eps = endpoints(b.transport, c.nodes, c.job, c.seed, b.loss)?;
+    let eps = match eps {
+        Some(eps) => eps,
+        None => endpoints_with_key(b.transport, c.nodes, c.job, c.seed, b.loss, b.auth.clone())?,
+    };
     let nodes = eps
         .into_iter()
         .enumerate()

@@ -48,7 +48,8 @@ pub fn aligned_epoch(epoch_unix_ns: u64) -> Instant {
 /// Parses a hostfile: one `host:port` per line in rank order, or `RANK host:port` lines in
 /// any order; blank lines and `#` comments are ignored. Errors name the line.
 pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
-    let mut out: Vec<Option<SocketAddr>> = vec![None; n as usize];
+    // Memory grows with the file, never with `n` (`--nodes 4000000000` aborted on allocation).
+    let mut out: std::collections::HashMap<usize, SocketAddr> = std::collections::HashMap::new();
     let mut next = 0usize;
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -60,7 +61,7 @@ pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
             (Some(a), None, None) => (next, a),
             (Some(r), Some(a), None) => (
                 r.parse::<usize>()
-                    .map_err(|_| format!("hostfile line {}: invalid rank '{r}'", i + 1))?,
+                    .map_err(|_| format!("hostfile line {}: invalid rank '{}'", i + 1, r.escape_debug()))?,
                 a,
             ),
             _ => {
@@ -70,22 +71,30 @@ pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
                 ));
             }
         };
-        let addr: SocketAddr = addr
-            .parse()
-            .map_err(|_| format!("hostfile line {}: invalid address '{addr}' (expected IP:port)", i + 1))?;
-        let slot = out
-            .get_mut(rank)
-            .ok_or_else(|| format!("hostfile line {}: rank {rank} out of range for {n} nodes", i + 1))?;
-        if slot.is_some() {
+        let addr: SocketAddr = addr.parse().map_err(|_| {
+            format!(
+                "hostfile line {}: invalid address '{}' (expected IP:port)",
+                i + 1,
+                addr.escape_debug()
+            )
+        })?;
+        if rank >= n as usize {
+            return Err(format!(
+                "hostfile line {}: rank {rank} out of range for {n} nodes",
+                i + 1
+            ));
+        }
+        if out.insert(rank, addr).is_some() {
             return Err(format!("hostfile line {}: rank {rank} listed twice", i + 1));
         }
-        *slot = Some(addr);
         next = rank + 1;
     }
-    out.into_iter()
-        .enumerate()
-        .map(|(r, a)| a.ok_or_else(|| format!("hostfile: no address for rank {r} ({n} nodes)")))
-        .collect()
+    // Every rank listed once and all below n: complete exactly when there are n of them.
+    if out.len() != n as usize {
+        let missing = (0..n).find(|r| !out.contains_key(&(*r as usize))).unwrap_or(0);
+        return Err(format!("hostfile: no address for rank {missing} ({n} nodes)"));
+    }
+    Ok((0..n as usize).filter_map(|r| out.get(&r).copied()).collect())
 }
 
 /// Exchanges addresses through a directory all nodes can see (a job's shared directory):
@@ -170,6 +179,12 @@ pub struct TransportStatsWire {
     pub suspected: u64,
     pub malformed: u64,
     pub foreign: u64,
+    #[serde(default)]
+    pub bad_mac: u64,
+    #[serde(default)]
+    pub foreign_job: u64,
+    #[serde(default)]
+    pub bad_rank: u64,
 }
 
 impl From<TransportStats> for TransportStatsWire {
@@ -181,6 +196,9 @@ impl From<TransportStats> for TransportStatsWire {
             suspected: t.suspected,
             malformed: t.malformed,
             foreign: t.foreign,
+            bad_mac: t.bad_mac,
+            foreign_job: t.foreign_job,
+            bad_rank: t.bad_rank,
         }
     }
 }
@@ -206,6 +224,8 @@ pub struct NodeSpec {
     pub sigkill_self: bool,
     /// Emulated one-way link delay and jitter in the UDP transport (zero: off).
     pub link_delay: (Duration, Duration),
+    /// The job's key (`None`: unauthenticated).
+    pub auth: Option<crate::transport::udp::auth::AuthKey>,
 }
 
 /// Runs one node until the parent says stop (or the node is killed). Bind errors (a port in
@@ -221,6 +241,7 @@ where
         seed: s.seed,
         delay: s.link_delay.0,
         delay_jitter: s.link_delay.1,
+        auth: s.auth.clone(),
         ..UdpConfig::default()
     };
     let t = UdpTransport::bind(s.rank, &s.peers, cfg)
@@ -269,6 +290,7 @@ where
     node.kill_at_start(board);
     let mut idle = 0u32;
     let started = Instant::now();
+    let mut warned = false;
     loop {
         if !node.alive() {
             agent.report_death(board.died_in.load(Ordering::Relaxed));
@@ -276,6 +298,13 @@ where
                 sigkill_self();
             }
             break;
+        }
+        if !warned && agent.heard() {
+            // The run has started: now say it, if it is unauthenticated.
+            if s.auth.is_none() {
+                crate::transport::udp::auth::warn_unauthenticated();
+            }
+            warned = true;
         }
         let progress = node.step(&params, &ctl, Instant::now());
         if agent.pump(&ctl, s.rank == 0) {
@@ -581,6 +610,9 @@ pub fn run_parent(
                     res.transport.suspected += t.suspected;
                     res.transport.malformed += t.malformed;
                     res.transport.foreign += t.foreign;
+                    res.transport.bad_mac += t.bad_mac;
+                    res.transport.foreign_job += t.foreign_job;
+                    res.transport.bad_rank += t.bad_rank;
                 }
                 res.stale += e.stale;
                 res.spoofed += e.spoofed;

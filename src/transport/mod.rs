@@ -64,6 +64,13 @@ pub struct TransportStats {
     pub window_full: u64,
     /// Valid datagrams dropped because their sender is suspected.
     pub from_suspected: u64,
+    /// Datagrams whose MAC did not verify (wrong key, forged, corrupted; issue 8).
+    pub bad_mac: u64,
+    /// Authentic datagrams of another job id.
+    pub foreign_job: u64,
+    /// Datagrams whose sender or destination rank is not the one of the address they came
+    /// from or went to (outside the membership).
+    pub bad_rank: u64,
 }
 
 /// One endpoint of one rank.

@@ -564,7 +564,7 @@ fn udp_garbage_is_counted_and_ignored() {
     }
     random[0] = !MAGIC.to_le_bytes()[0];
     let mut wrong_version = datagram(good, b"ok");
-    wrong_version[4] = 2;
+    wrong_version[4] = VERSION + 1;
     let mut bad_len = datagram(good, b"ok");
     bad_len[6] = 3;
     let mut bad_kind = datagram(good, b"ok");
@@ -603,7 +603,13 @@ fn udp_garbage_is_counted_and_ignored() {
     }
     assert_eq!(got, vec![(2, b"ok".to_vec())]);
     let s = eps[0].stats();
-    assert_eq!(s.malformed, malformed.len() as u64, "{s:?}");
+    // Counted by reason: job 78 is foreign, the two wrong ranks are outside the membership.
+    assert_eq!((s.foreign_job, s.bad_rank), (1, 2), "{s:?}");
+    assert_eq!(
+        s.malformed + s.foreign_job + s.bad_rank,
+        malformed.len() as u64,
+        "{s:?}"
+    );
     assert_eq!(s.foreign, 2, "{s:?}");
     assert_eq!(s.received, 1);
     // And the job goes on.
@@ -813,4 +819,62 @@ fn udp_loopback_latency_and_rate() {
         rate,
         a.stats().retransmits,
     );
+}
+
+#[test]
+fn authenticated_endpoint_checks_the_mac_first_and_counts_each_reason() {
+    use super::auth::AuthKey;
+    let key = AuthKey::from_bytes(*b"job key for test");
+    let cfg = UdpConfig {
+        job: 77,
+        auth: Some(key.clone()),
+        ..UdpConfig::default()
+    };
+    let peers: Vec<SocketAddr> = ["127.0.0.1:0", "127.0.0.1:9", "127.0.0.1:10"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let mut t = UdpTransport::bind(0, &peers, cfg).unwrap();
+    let now = Instant::now();
+    let sealed = |h: Header, p: &[u8], k: &AuthKey| {
+        let mut d = datagram(h, p);
+        seal(Some(k), &mut d);
+        d
+    };
+    let mut got = Vec::new();
+    let mut feed = |t: &mut UdpTransport, d: &[u8], from: usize| {
+        t.receive_datagram(d, peers[from], now, &mut |dl| {
+            if let Delivery::Message { from, bytes } = dl {
+                got.push((from, bytes.to_vec()));
+            }
+        })
+    };
+    let good = sealed(data_header(77, 2, 0, 0, 0, 2), b"ok", &key);
+    // Not sealed, sealed with another key, and one bit flipped anywhere: bad MAC.
+    let other = AuthKey::from_bytes(*b"some other key!!");
+    assert_eq!(feed(&mut t, &datagram(data_header(77, 2, 0, 0, 0, 2), b"ok"), 2), 0);
+    assert_eq!(
+        feed(&mut t, &sealed(data_header(77, 2, 0, 0, 0, 2), b"ok", &other), 2),
+        0
+    );
+    for i in 0..good.len() {
+        let mut d = good.clone();
+        d[i] ^= 0x10;
+        assert_eq!(feed(&mut t, &d, 2), 0, "byte {i}");
+    }
+    assert_eq!(t.stats().bad_mac, 2 + good.len() as u64);
+    // Authentic but of another job, or claiming another rank than its address's.
+    feed(&mut t, &sealed(data_header(78, 2, 0, 0, 0, 2), b"ok", &key), 2);
+    feed(&mut t, &sealed(data_header(77, 1, 0, 0, 0, 2), b"ok", &key), 2);
+    feed(&mut t, &sealed(data_header(77, 2, 1, 0, 0, 2), b"ok", &key), 2);
+    // Nor from this endpoint's own address, claiming to be itself.
+    feed(&mut t, &sealed(data_header(77, 0, 0, 0, 0, 2), b"ok", &key), 0);
+    let s = t.stats();
+    assert_eq!((s.foreign_job, s.bad_rank, s.received), (1, 3, 0), "{s:?}");
+    // The authentic one is delivered once; its replay is a duplicate, not a delivery.
+    assert_eq!(feed(&mut t, &good, 2), 1);
+    assert_eq!(feed(&mut t, &good, 2), 0);
+    assert_eq!(got, vec![(2, b"ok".to_vec())]);
+    let s = t.stats();
+    assert_eq!((s.received, s.duplicates, s.malformed), (1, 1, 0), "{s:?}");
 }

@@ -1,0 +1,173 @@
+//! Valid inputs each fuzz target starts from (mutations of valid inputs reach the deep checks).
+
+use std::net::SocketAddr;
+
+use super::targets::JOB;
+use crate::protocol::bcast::corrected_tree::TreeMsg;
+use crate::protocol::bcast::correction::{CorrKind, CorrMsg, Dir, FAILPROOF_CAP, Known};
+use crate::runtime::control::{self, Msg};
+use crate::runtime::join::{self, JobParams};
+use crate::transport::udp;
+use crate::wire::{WireMessage, encode_datagram};
+
+const N: u8 = 16;
+
+fn corr() -> CorrMsg<FAILPROOF_CAP> {
+    CorrMsg {
+        dir: Dir::Bwd,
+        kind: CorrKind::Final,
+        known: Known::from_slice(&[3, 1, 9]).expect("3 ranks fit"),
+    }
+}
+
+fn body<M: WireMessage>(m: &M) -> Vec<u8> {
+    let mut out = vec![0u8; M::MAX_BODY];
+    let k = m.encode(&mut out);
+    out.truncate(k);
+    out
+}
+
+/// `n` then the bytes.
+fn with_n(n: u8, b: &[u8]) -> Vec<u8> {
+    let mut v = vec![n];
+    v.extend_from_slice(b);
+    v
+}
+
+pub fn wire_header() -> Vec<Vec<u8>> {
+    let mut out = vec![0u8; 256];
+    let len = encode_datagram(&mut out, JOB, 2, 5, 7, &TreeMsg::Corr(corr()), b"payload").expect("fits");
+    let mut small = vec![0u8; 64];
+    let len2 = encode_datagram(&mut small, JOB, 0, 0, 1, &TreeMsg::<0>::Tree { vt: 3 }, &[]).expect("fits");
+    vec![with_n(N, &out[..len]), with_n(2, &small[..len2])]
+}
+
+pub fn wire_tree() -> Vec<Vec<u8>> {
+    let picks = |c: u8, b: &[u8]| {
+        let mut v = vec![c, N];
+        v.extend_from_slice(b);
+        v
+    };
+    vec![
+        picks(0, &body(&TreeMsg::<0>::Tree { vt: 42 })),
+        picks(1, &body(&TreeMsg::<FAILPROOF_CAP>::Tree { vt: 1 })),
+        picks(1, &body(&TreeMsg::Corr(corr()))),
+    ]
+}
+
+pub fn wire_corr() -> Vec<Vec<u8>> {
+    vec![vec![1, N, 1, 3, 2, 4, 0, 0, 0, 5, 0, 0, 0], {
+        let mut v = vec![1, N];
+        v.extend_from_slice(&body(&corr()));
+        v
+    }]
+}
+
+pub fn wire_bfb() -> Vec<Vec<u8>> {
+    let le = |x: u32| x.to_le_bytes();
+    let mut tree = vec![N, 0];
+    for x in [1u32, 2, 12] {
+        tree.extend_from_slice(&le(x));
+    }
+    tree.push(2);
+    tree.extend_from_slice(&le(3));
+    tree.extend_from_slice(&le(7));
+    let mut ack = vec![N, 1];
+    ack.extend_from_slice(&le(4));
+    let mut nack = vec![N, 2];
+    nack.extend_from_slice(&le(4));
+    nack.extend_from_slice(&le(9));
+    vec![tree, ack, nack]
+}
+
+pub fn wire_small() -> Vec<Vec<u8>> {
+    vec![vec![0, N, 0], vec![0, N, 1], vec![1, N]]
+}
+
+pub fn udp_datagram() -> Vec<Vec<u8>> {
+    let data = |from: u32, seq: u64, ack: u64, payload: &[u8]| {
+        let mut d = Vec::with_capacity(udp::HEADER_LEN + payload.len());
+        d.extend_from_slice(&udp::MAGIC.to_le_bytes());
+        d.push(udp::VERSION);
+        d.push(if payload.is_empty() { 2 } else { 1 });
+        d.extend_from_slice(&(payload.len() as u16).to_le_bytes());
+        d.extend_from_slice(&JOB.to_le_bytes());
+        d.extend_from_slice(&from.to_le_bytes());
+        d.extend_from_slice(&0u32.to_le_bytes());
+        d.extend_from_slice(&seq.to_le_bytes());
+        d.extend_from_slice(&ack.to_le_bytes());
+        d.extend_from_slice(&0u64.to_le_bytes());
+        d.extend_from_slice(&[0; udp::auth::TAG_LEN]);
+        d.extend_from_slice(payload);
+        d
+    };
+    let record = |ctl: u8, d: &[u8]| {
+        let mut v = vec![ctl];
+        v.extend_from_slice(&(d.len() as u16).to_le_bytes());
+        v.extend_from_slice(d);
+        v
+    };
+    let mut in_order = Vec::new();
+    for seq in [1, 0, 2, 2, 70] {
+        in_order.extend(record(4 | 1, &data(1, seq, 0, b"hello")));
+    }
+    in_order.extend(record(8 | 4 | 2, &data(2, 0, 1, b"x")));
+    in_order.extend(record(32 | 4 | 2, &data(2, 0, 1, b"")));
+    vec![in_order, record(1, &data(1, 0, 0, b"unsealed"))]
+}
+
+pub fn control() -> Vec<Vec<u8>> {
+    let addr: SocketAddr = "10.1.2.3:4567".parse().expect("literal address");
+    let msgs = [
+        Msg::Hello,
+        Msg::Report {
+            seq: 3,
+            delivered_ns: 10,
+            last_ns: 20,
+            started_ns: 5,
+            sent: 2,
+            deliveries: 1,
+            bad: 0,
+            finished: true,
+        },
+        Msg::Dead { iter: 9 },
+        Msg::Pong { t1: 1, t2: 2 },
+        Msg::Clock {
+            offset: -5,
+            uncertainty: 3,
+        },
+        Msg::Join { addr },
+    ];
+    msgs.iter().map(|m| with_n(N, &control::encode(JOB, 3, m))).collect()
+}
+
+pub fn join() -> Vec<Vec<u8>> {
+    let addrs: Vec<SocketAddr> = ["10.0.0.1:5000", "[fe80::1]:7"]
+        .iter()
+        .map(|a| a.parse().expect("literal address"))
+        .collect();
+    let p = JobParams {
+        o_ns: 1000,
+        l_ns: 2500,
+        epoch_unix_ns: 42,
+    };
+    vec![with_n(4, &join::encode(JOB, 4, 1, &addrs, &p))]
+}
+
+pub fn hostfile() -> Vec<Vec<u8>> {
+    vec![
+        with_n(3, b"127.0.0.1:5000\n127.0.0.1:5001 # two\n\n[::1]:5002\n"),
+        with_n(2, b"1 10.0.0.2:7\n0 10.0.0.1:7\n"),
+    ]
+}
+
+pub fn kills() -> Vec<Vec<u8>> {
+    vec![with_n(8, b"1@150"), with_n(8, b"2,3@4:sent=2,5@7:sigkill,6@1:recv")]
+}
+
+pub fn key_file() -> Vec<Vec<u8>> {
+    vec![
+        b"00112233445566778899aabbccddeeff\n".to_vec(),
+        b"  00112233445566778899AABBCCDDEEFF  ".to_vec(),
+    ]
+}
