@@ -92,5 +92,5 @@ for n in $NODES; do
     done
 done
 echo "ftcoll: per-node latency (entry to return) of failure-free agreements; Open MPI: each rank's MPIX_Comm_agree time."
-echo "ftcoll kills a node by stopping its thread (UDP: its socket stays open, so detection waits for the"
-echo "100 ms silence timeout; inproc: the closed endpoint is seen at the next heartbeat); Open MPI's rank gets a real SIGKILL."
+echo "ftcoll kills a node by stopping its thread and closing its endpoint (UDP: the socket closes, the next"
+echo "datagram to it draws ICMP port unreachable; inproc: the closed endpoint); Open MPI's rank gets a real SIGKILL."

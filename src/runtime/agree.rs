@@ -121,6 +121,36 @@ impl Shared {
     }
 }
 
+/// What a crashed node's endpoint becomes: its socket closed (so that peers' datagrams to it
+/// draw the same "port unreachable" a dead process's would), nothing sent or received.
+struct Closed {
+    rank: u32,
+    size: u32,
+    stats: TransportStats,
+}
+
+impl Transport for Closed {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn send(&mut self, _: u32, _: &[u8], _: Instant) -> Result<(), crate::transport::SendError> {
+        Err(crate::transport::SendError::Suspected)
+    }
+    fn poll(&mut self, _: Instant, _: &mut dyn FnMut(crate::transport::Delivery<'_>)) -> std::io::Result<usize> {
+        Ok(0)
+    }
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()> {
+        std::thread::sleep(timeout);
+        Ok(())
+    }
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+}
+
 struct Node {
     rank: Rank,
     era: Era<And64>,
@@ -219,6 +249,13 @@ impl Node {
             if let Some(net) = &sh.inproc {
                 net.kill(self.rank);
             }
+            // A crash closes the socket, as a killed process's would (its counters kept).
+            let closed = Closed {
+                rank: self.tp.rank(),
+                size: self.tp.size(),
+                stats: self.tp.stats(),
+            };
+            self.tp = Box::new(closed);
             sh.live.fetch_sub(1, Ordering::AcqRel);
             return;
         }

@@ -64,6 +64,9 @@ pub struct TransportStats {
     pub window_full: u64,
     /// Valid datagrams dropped because their sender is suspected.
     pub from_suspected: u64,
+    /// Peers suspected at once because the kernel reported their port closed (ICMP port
+    /// unreachable after they had answered before).
+    pub refused: u64,
     /// Datagrams whose MAC did not verify (wrong key, forged, corrupted; issue 8).
     pub bad_mac: u64,
     /// Authentic datagrams of another job id.

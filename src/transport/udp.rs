@@ -476,6 +476,8 @@ struct Peer {
     /// Retransmissions since the peer was last heard from.
     retries: u32,
     suspected: bool,
+    /// A valid datagram came from the peer once (its port was bound then).
+    heard: bool,
     /// Next sequence number expected from the peer (the cumulative ACK we send).
     rcv_next: u64,
     /// Bit i: `rcv_next + 1 + i` is in the reorder buffer (the SACK bitmap we send).
@@ -507,6 +509,8 @@ struct Core {
     expired: Vec<u32>,
     ack_list: Vec<u32>,
     to_report: Vec<u32>,
+    /// The kernel reported an ICMP error: read its queue at the next poll.
+    errors_queued: bool,
     ack_buf: [u8; HEADER_LEN],
     stats: TransportStats,
 }
@@ -522,8 +526,13 @@ impl Core {
 
     fn send_datagram(&mut self, bytes_at: usize, len: usize, addr: SocketAddr) {
         seal(self.cfg.auth.as_ref(), &mut self.tx_buf[bytes_at..bytes_at + len]);
-        // Errors (full socket buffer, unreachable) are losses: the RTO repairs them.
-        let _ = self.socket.send_to(&self.tx_buf[bytes_at..bytes_at + len], addr);
+        // Errors (full socket buffer, unreachable) are losses: the RTO repairs them; a refusal
+        // reported here leaves its details in the error queue, read by the next poll.
+        if let Err(e) = self.socket.send_to(&self.tx_buf[bytes_at..bytes_at + len], addr)
+            && e.kind() == io::ErrorKind::ConnectionRefused
+        {
+            self.errors_queued = true;
+        }
     }
 
     fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
@@ -758,11 +767,34 @@ impl Core {
         }
         // The peer is alive.
         self.peers[p].retries = 0;
+        self.peers[p].heard = true;
         self.on_ack(p, h.ack, h.sack, now);
         if h.kind == KIND_DATA {
             self.on_data(p, h.seq, &d[HEADER_LEN..], now, sink)
         } else {
             0
+        }
+    }
+
+    /// Stops all traffic to `p` and reports it to the driver as suspected.
+    fn suspect(&mut self, p: usize) {
+        let peer = &mut self.peers[p];
+        peer.suspected = true;
+        peer.snd_una = peer.next_seq;
+        peer.ack_pending = false;
+        self.to_report.push(p as u32);
+        self.stats.suspected += 1;
+    }
+
+    /// The kernel says a datagram to `addr` met a closed port: a peer heard from before has
+    /// died (see `udp/icmp.rs`).
+    fn on_refused(&mut self, addr: SocketAddr) {
+        if let Some(&r) = self.addr_rank.get(&addr) {
+            let p = r as usize;
+            if p != self.rank as usize && self.peers[p].heard && !self.peers[p].suspected {
+                self.stats.refused += 1;
+                self.suspect(p);
+            }
         }
     }
 
@@ -774,11 +806,7 @@ impl Core {
         }
         peer.retries += 1;
         if peer.retries > self.cfg.max_retries {
-            peer.suspected = true;
-            peer.snd_una = peer.next_seq;
-            peer.ack_pending = false;
-            self.to_report.push(p as u32);
-            self.stats.suspected += 1;
+            self.suspect(p);
             return;
         }
         let (una, next, expired_rto) = (peer.snd_una, peer.next_seq, peer.rto.rto());
@@ -986,6 +1014,7 @@ impl UdpTransport {
             }
         }
         let socket = UdpSocket::from_std(socket.into());
+        icmp::enable(&socket, peers[rank as usize].is_ipv6());
         let poll = Poll::new()?;
         let n = peers.len();
         let now = Instant::now();
@@ -998,6 +1027,7 @@ impl UdpTransport {
                 snd_una: 0,
                 rto,
                 retries: 0,
+                heard: false,
                 suspected: false,
                 rcv_next: 0,
                 held: 0,
@@ -1043,6 +1073,7 @@ impl UdpTransport {
             expired: Vec::with_capacity(n),
             ack_list: Vec::with_capacity(n),
             to_report: Vec::with_capacity(n),
+            errors_queued: false,
             ack_buf: [0; HEADER_LEN],
             stats: TransportStats::default(),
             cfg,
@@ -1124,6 +1155,10 @@ impl Transport for UdpTransport {
                 Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // Signals, ICMP errors of earlier sends (some platforms): keep reading.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.core.errors_queued = true;
+                    continue;
+                }
                 Err(e) if transient(&e) => continue,
                 Err(e) => return Err(e),
             };
@@ -1161,6 +1196,17 @@ impl Transport for UdpTransport {
         if let Some(line) = self.delay.as_mut() {
             let core = &mut self.core;
             while line.pop_due(now, &mut |d, src| delivered += core.on_datagram(d, src, now, sink)) {}
+        }
+        if self.core.errors_queued {
+            self.core.errors_queued = false;
+            // Bounded: the queue holds what the kernel kept (a few entries per refused send).
+            for _ in 0..64 {
+                match icmp::next_refused(&self.core.socket) {
+                    Ok(Some(addr)) => self.core.on_refused(addr),
+                    Ok(None) => {}
+                    Err(_) => break,
+                }
+            }
         }
         let mut expired = std::mem::take(&mut self.core.expired);
         self.core.wheel.expire(now, &mut expired);
@@ -1222,5 +1268,7 @@ impl Transport for UdpTransport {
 mod tests;
 
 mod delay;
+
+mod icmp;
 
 pub mod auth;

@@ -878,3 +878,45 @@ fn authenticated_endpoint_checks_the_mac_first_and_counts_each_reason() {
     let s = t.stats();
     assert_eq!((s.received, s.duplicates, s.malformed), (1, 1, 0), "{s:?}");
 }
+
+#[test]
+fn a_closed_peer_port_is_suspected_at_once_but_only_after_it_answered() {
+    // Rank 2 never answers (bound, then closed before anything is sent): no instant suspicion
+    // for a port never heard from. Rank 1 answers once, then its socket closes: the next
+    // datagram to it draws an ICMP port unreachable, and rank 1 is suspected long before the
+    // retransmission timeouts would (rto_initial is set far away to tell the two apart).
+    let cfg = UdpConfig {
+        rto_initial: Duration::from_secs(5),
+        rto_min: Duration::from_secs(5),
+        rto_max: Duration::from_secs(5),
+        ..UdpConfig::default()
+    };
+    let mut eps = local(3, cfg);
+    let never = eps.pop().unwrap();
+    drop(never);
+    let (a, b) = eps.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    a.send(1, b"hello", Instant::now()).unwrap();
+    let mut got = vec![Vec::new(), Vec::new()];
+    assert!(pump(&mut [a, b], &mut got, MS(2_000), |e, g| g[1].len() == 1
+        && e[0].unacked() == 0));
+    let _ = eps.pop();
+    let a = &mut eps[0];
+    let start = Instant::now();
+    a.send(2, b"to the never-bound", start).unwrap();
+    a.send(1, b"to the dead", start).unwrap();
+    let mut suspects = Vec::new();
+    while start.elapsed() < MS(1_000) && suspects.is_empty() {
+        a.poll(Instant::now(), &mut |d| {
+            if let Delivery::Suspect { peer } = d {
+                suspects.push(peer);
+            }
+        })
+        .unwrap();
+        // A retransmission is what draws the ICMP error when the first send raced the close.
+        let _ = a.send(1, b"again", Instant::now());
+    }
+    assert_eq!(suspects, vec![1], "after {:?}", start.elapsed());
+    assert!(start.elapsed() < MS(500), "{:?}", start.elapsed());
+    assert_eq!(a.stats().refused, 1);
+}
