@@ -446,8 +446,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     };
     let progress: Option<&(dyn Fn(u64) + Sync)> = if show { Some(&tick) } else { None };
     let res = if let Some(addr) = a.join {
-        let agent = ParentAgent::bind(addr, bench.cluster.job, a.nodes)
+        let root_key = key()?;
+        let mut agent = ParentAgent::bind(addr, bench.cluster.job, a.nodes)
             .map_err(|e| format!("cannot bind the coordinator at {addr}: {e}"))?;
+        agent.set_key(root_key.clone());
         let params = JobParams {
             o_ns,
             l_ns,
@@ -458,7 +460,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             let table = a.boot.is_none();
             let (cluster, kills_ref) = (&bench.cluster, &kills);
             let coord = sc.spawn(move || coordinate_joined(agent, cluster, kills_ref, params, timeout, table));
-            let node = key().and_then(|k| run_joined_node(&joined_node(0, k)));
+            let node = run_joined_node(&joined_node(0, root_key));
             (coord.join(), node)
         });
         let res = res.map_err(|_| "the coordinator thread panicked".to_string())??;
@@ -514,7 +516,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             v.extend(key_args.iter().cloned());
             v
         };
-        let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, &kills, &child_args, &dir);
+        let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, bench.auth.as_ref(), &kills, &child_args, &dir);
         let _ = std::fs::remove_dir_all(&dir);
         r?
     } else {

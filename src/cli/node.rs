@@ -204,7 +204,9 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
             std::time::Duration::from_nanos(a.emulate_jitter_ns),
         ),
     };
-    let agent = ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;
+    let mut agent =
+        ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;
+    agent.set_key(spec.auth.clone());
     let transport = match &verbs_dir {
         Some(dir) => Some(crate::transport::verbs::node_endpoint(
             rank,
@@ -327,7 +329,8 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         // The bootstrap's socket address becomes the data address: the table names it.
         let peers = boot_table(j.rank, j.n, j.job, b, j.timeout)?;
         let control = SocketAddr::new(peers[0].ip(), j.coordinator.port());
-        let agent = ChildAgent::new(control, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
+        let mut agent = ChildAgent::new(control, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
+        agent.set_key(j.auth.clone());
         let p = JobParams {
             o_ns: b.o_ns,
             l_ns: b.l_ns,
@@ -345,6 +348,7 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         .and_then(|s| s.local_addr())
         .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
     let mut agent = ChildAgent::new(j.coordinator, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
+    agent.set_key(j.auth.clone());
     let (peers, p): (Vec<SocketAddr>, JobParams) = agent.join(me, j.timeout)?;
     run_launched(j, peers, p, j.coordinator, agent)
 }

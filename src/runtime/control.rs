@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::join::{self, JobParams};
+use crate::transport::udp::auth::{AuthKey, TAG_LEN};
 
 const MAGIC: [u8; 4] = *b"FTCC";
 const VERSION: u8 = 1;
@@ -95,6 +96,27 @@ fn ip_from(hi: u64, lo: u64, fam: u32, port: u64) -> Option<SocketAddr> {
         _ => return None,
     };
     Some(SocketAddr::new(ip, u16::try_from(port).ok()?))
+}
+
+/// Appends the job key's MAC over `body` (all zeros without a key): every control and table
+/// datagram travels as `body ‖ tag`, checked before anything in it is read.
+fn sealed(key: Option<&AuthKey>, body: &[u8]) -> Vec<u8> {
+    let tag = key.map(|k| k.tag(&[body])).unwrap_or([0; TAG_LEN]);
+    let mut out = Vec::with_capacity(body.len() + TAG_LEN);
+    out.extend_from_slice(body);
+    out.extend_from_slice(&tag);
+    out
+}
+
+/// The body of a sealed datagram whose tag checks under `key` (without a key: a zero tag);
+/// `None` for anything else.
+fn opened<'a>(key: Option<&AuthKey>, d: &'a [u8]) -> Option<&'a [u8]> {
+    let (body, tag) = d.split_at(d.len().checked_sub(TAG_LEN)?);
+    let ok = match key {
+        Some(k) => k.verify(&[body], tag),
+        None => tag.iter().all(|&b| b == 0),
+    };
+    ok.then_some(body)
 }
 
 /// A blocking receive on a non-blocking socket, until `deadline` at the latest.
@@ -245,6 +267,8 @@ pub struct ChildAgent {
     heard: bool,
     last_heard: Instant,
     last: Vec<Option<Msg>>,
+    /// The job key: every control datagram carries its MAC.
+    key: Option<AuthKey>,
     last_flush: Instant,
     /// Control datagrams dropped as invalid.
     pub invalid: u64,
@@ -269,6 +293,7 @@ impl ChildAgent {
             heard: false,
             last_heard: Instant::now(),
             last: vec![None; WINDOW],
+            key: None,
             last_flush: Instant::now(),
             invalid: 0,
         })
@@ -276,7 +301,9 @@ impl ChildAgent {
 
     fn send(&self, m: &Msg) {
         // A full socket buffer only delays: reports are re-sent.
-        let _ = self.sock.send_to(&encode(self.job, self.rank, m), self.parent);
+        let _ = self
+            .sock
+            .send_to(&sealed(self.key.as_ref(), &encode(self.job, self.rank, m)), self.parent);
     }
 
     /// Estimates this process's clock offset to the parent by ping-pong (Cristian's method:
@@ -300,11 +327,12 @@ impl ChildAgent {
                 let Ok((len, from)) = recv_within(&self.sock, &mut buf, deadline) else {
                     continue;
                 };
-                if from != self.parent {
+                let body = opened(self.key.as_ref(), &buf[..len]);
+                let (true, Some(body)) = (from == self.parent, body) else {
                     self.invalid += 1;
                     continue;
-                }
-                if let Some((_, Msg::Pong { t1: e, t2 })) = decode(&buf[..len], self.job, self.n.max(1)) {
+                };
+                if let Some((_, Msg::Pong { t1: e, t2 })) = decode(body, self.job, self.n.max(1)) {
                     if e != t1 {
                         continue;
                     }
@@ -356,8 +384,9 @@ impl ChildAgent {
                 continue;
             };
             let chunk = (from == self.parent)
-                .then(|| join::decode(&buf[..len], self.job, self.n))
-                .flatten();
+                .then(|| opened(self.key.as_ref(), &buf[..len]))
+                .flatten()
+                .and_then(|body| join::decode(body, self.job, self.n));
             let Some((first, addrs, p)) = chunk else {
                 self.invalid += 1;
                 continue;
@@ -379,6 +408,12 @@ impl ChildAgent {
         self.last_heard = Instant::now();
         let params = params.expect("a complete table came with parameters");
         Ok((table.into_iter().flatten().collect(), params))
+    }
+
+    /// Seals every control datagram with `key` and accepts only those it seals (`None`: the
+    /// run is unauthenticated; tags are then zero).
+    pub fn set_key(&mut self, key: Option<AuthKey>) {
+        self.key = key;
     }
 
     /// Has the parent answered yet?
@@ -403,14 +438,14 @@ impl ChildAgent {
     pub fn pump(&mut self, ctl: &Control, root: bool) -> bool {
         let mut buf = [0u8; 2048];
         while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
-            if from != self.parent {
+            let Some(body) = opened(self.key.as_ref(), &buf[..len]).filter(|_| from == self.parent) else {
                 self.invalid += 1;
                 continue;
-            }
-            if join::is_table(&buf[..len]) {
+            };
+            if join::is_table(body) {
                 continue; // A late copy of the address table.
             }
-            match decode(&buf[..len], self.job, self.n.max(1)) {
+            match decode(body, self.job, self.n.max(1)) {
                 Some((_, Msg::Allow { allowed })) => {
                     ctl.allowed.fetch_max(allowed, Ordering::AcqRel);
                     self.heard = true;
@@ -482,6 +517,8 @@ pub struct ParentAgent {
     last_seen: Vec<Option<Instant>>,
     /// The parameters handed out with the address table; no table before they are set.
     params: Option<JobParams>,
+    /// The job key: every control datagram carries its MAC.
+    key: Option<AuthKey>,
     pub invalid: u64,
 }
 
@@ -506,6 +543,7 @@ impl ParentAgent {
             addrs: vec![None; n as usize],
             last_seen: vec![None; n as usize],
             params: None,
+            key: None,
             invalid: 0,
         })
     }
@@ -513,6 +551,12 @@ impl ParentAgent {
     /// How many children have sent their data address.
     pub fn addresses_known(&self) -> usize {
         self.addrs.iter().filter(|a| a.is_some()).count()
+    }
+
+    /// Seals every control datagram with `key` and accepts only those it seals (`None`: the
+    /// run is unauthenticated; tags are then zero).
+    pub fn set_key(&mut self, key: Option<AuthKey>) {
+        self.key = key;
     }
 
     /// From now on, answers every join with the address table and `p`.
@@ -530,7 +574,8 @@ impl ParentAgent {
         let n = addrs.len() as u32;
         for (i, chunk) in addrs.chunks(join::PER_DATAGRAM).enumerate() {
             let first = (i * join::PER_DATAGRAM) as u32;
-            let _ = self.sock.send_to(&join::encode(self.job, n, first, chunk, &p), to);
+            let table = join::encode(self.job, n, first, chunk, &p);
+            let _ = self.sock.send_to(&sealed(self.key.as_ref(), &table), to);
         }
     }
 
@@ -573,7 +618,9 @@ impl ParentAgent {
 
     fn send_to(&self, r: usize, m: &Msg) {
         if let Some(a) = self.children[r] {
-            let _ = self.sock.send_to(&encode(self.job, 0, m), a);
+            let _ = self
+                .sock
+                .send_to(&sealed(self.key.as_ref(), &encode(self.job, 0, m)), a);
         }
     }
 
@@ -590,7 +637,7 @@ impl ParentAgent {
         let n = self.children.len() as u32;
         let mut buf = [0u8; 128];
         while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
-            let Some((rank, m)) = decode(&buf[..len], self.job, n) else {
+            let Some((rank, m)) = opened(self.key.as_ref(), &buf[..len]).and_then(|b| decode(b, self.job, n)) else {
                 self.invalid += 1;
                 continue;
             };
@@ -638,9 +685,8 @@ impl ParentAgent {
                 }
                 Msg::Hello => {}
                 Msg::Ping { t1 } => {
-                    let _ = self
-                        .sock
-                        .send_to(&encode(self.job, 0, &Msg::Pong { t1, t2: now_ns() }), from);
+                    let pong = encode(self.job, 0, &Msg::Pong { t1, t2: now_ns() });
+                    let _ = self.sock.send_to(&sealed(self.key.as_ref(), &pong), from);
                 }
                 Msg::Clock { offset, uncertainty } => self.clocks[r] = Some((offset, uncertainty)),
                 Msg::Join { addr } => {
@@ -672,6 +718,28 @@ impl ParentAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_datagrams_are_sealed_with_the_job_key() {
+        let key = AuthKey::from_bytes([7; 16]);
+        let other = AuthKey::from_bytes([8; 16]);
+        let body = encode(5, 3, &Msg::Stop);
+        let d = sealed(Some(&key), &body);
+        assert_eq!(opened(Some(&key), &d), Some(&body[..]));
+        assert_eq!(opened(Some(&other), &d), None, "another job's key");
+        assert_eq!(opened(None, &d), None, "a keyed datagram at an unkeyed agent");
+        let mut forged = d.clone();
+        forged[24] ^= 1;
+        assert_eq!(opened(Some(&key), &forged), None, "a changed body");
+        let plain = sealed(None, &body);
+        assert_eq!(opened(None, &plain), Some(&body[..]));
+        assert_eq!(
+            opened(Some(&key), &plain),
+            None,
+            "an unsealed datagram at a keyed agent"
+        );
+        assert_eq!(opened(Some(&key), &d[..TAG_LEN - 1]), None, "shorter than a tag");
+    }
 
     #[test]
     fn round_trips_and_rejects_garbage() {

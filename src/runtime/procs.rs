@@ -494,6 +494,7 @@ pub fn coordinate_joined(
 pub fn run_parent(
     exe: &Path,
     cfg: &ClusterConfig,
+    key: Option<&crate::transport::udp::auth::AuthKey>,
     kills: &[Kill],
     child_args: &dyn Fn(u32) -> Vec<String>,
     dir: &Path,
@@ -505,6 +506,7 @@ pub fn run_parent(
     let text: String = addrs.iter().enumerate().map(|(r, a)| format!("{r} {a}\n")).collect();
     std::fs::write(&hostfile, text).map_err(|e| format!("cannot write {}: {e}", hostfile.display()))?;
     let mut agent = ParentAgent::new(cfg.job, n).map_err(|e| format!("control socket: {e}"))?;
+    agent.set_key(key.cloned());
     let control = agent.addr().map_err(|e| e.to_string())?;
     let epoch_unix_ns = unix_ns();
     let epoch = aligned_epoch(epoch_unix_ns);
