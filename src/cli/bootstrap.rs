@@ -75,6 +75,8 @@ fn config(a: &BootNodeArgs, rank: u32, n: u32, parent: Option<SocketAddrV4>) -> 
         linger: Duration::from_millis(a.linger_ms),
         timeout: Duration::from_secs(a.timeout_s),
         drop_every: 0,
+        // The job key from the environment (`bootstrap` hands its children one).
+        key: crate::transport::udp::auth::AuthKey::from_env()?,
     })
 }
 
@@ -145,9 +147,17 @@ fn run_once(a: &BootstrapArgs, n: u32) -> Result<(Vec<BootReport>, f64, f64), St
     let mut readers = Vec::new();
     let started = std::time::Instant::now();
     let launched_us = unix_us();
+    // One job key for the children's datagrams, through their environment (never printed).
+    let key = match crate::transport::udp::auth::AuthKey::from_env()? {
+        Some(k) => k,
+        None => {
+            crate::transport::udp::auth::AuthKey::generate().map_err(|e| format!("cannot generate a job key: {e}"))?
+        }
+    };
     // Parents first: every child outranks its parent in the launch tree.
     for r in 0..n {
         let mut cmd = Command::new(&exe);
+        cmd.env(crate::transport::udp::auth::KEY_ENV, key.to_hex());
         cmd.args(["boot-node", "--rank", &r.to_string(), "--nodes", &n.to_string()])
             .args(["--job", &job.to_string(), "--tick-us", &a.tick_us.to_string()])
             .args(["--timeout-s", &a.timeout_s.to_string()]);

@@ -286,6 +286,7 @@ fn boot_table(
     job: u64,
     b: &BootSpec,
     timeout: std::time::Duration,
+    key: Option<crate::transport::udp::auth::AuthKey>,
 ) -> Result<Vec<SocketAddr>, String> {
     let sock = std::net::UdpSocket::bind(b.me).map_err(|e| format!("cannot bind {}: {e}", b.me))?;
     let cfg = crate::runtime::bootstrap::BootConfig {
@@ -298,6 +299,7 @@ fn boot_table(
         linger: std::time::Duration::from_millis(300),
         timeout,
         drop_every: 0,
+        key,
     };
     let rep = crate::runtime::bootstrap::boot(sock, cfg)?;
     rep.table
@@ -327,7 +329,7 @@ fn local_ip_toward(dst: SocketAddr) -> std::io::Result<std::net::IpAddr> {
 pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
     if let Some(b) = &j.boot {
         // The bootstrap's socket address becomes the data address: the table names it.
-        let peers = boot_table(j.rank, j.n, j.job, b, j.timeout)?;
+        let peers = boot_table(j.rank, j.n, j.job, b, j.timeout, j.auth.clone())?;
         let control = SocketAddr::new(peers[0].ip(), j.coordinator.port());
         let mut agent = ChildAgent::new(control, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
         agent.set_key(j.auth.clone());

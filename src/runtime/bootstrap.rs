@@ -28,12 +28,13 @@ use crate::protocol::overlay::Guarded;
 use crate::protocol::overlay::bmg_overlay::{BmgOverlay, OverlayMsg};
 use crate::protocol::overlay::han_finkel::run_len;
 use crate::protocol::overlay::ring_to_bmg::levels;
+use crate::runtime::control::{opened, sealed};
 use crate::topology::{Order, Tree, TreeKind};
 use crate::wire::bootstrap::{BootMsg, named};
 use crate::wire::{DropCounters, HEADER_LEN, WireMessage, decode_datagram, encode_datagram};
 
 /// One node's bootstrap parameters.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct BootConfig {
     pub rank: Rank,
     pub n: u32,
@@ -52,6 +53,9 @@ pub struct BootConfig {
     /// Fault injection: drop every `k`-th datagram this node would send (0: none), to check
     /// that losses are repaired.
     pub drop_every: u32,
+    /// The job key: every datagram carries its MAC after the body, checked before the body is
+    /// read (`None`: unauthenticated, zero tags).
+    pub key: Option<crate::transport::udp::auth::AuthKey>,
 }
 
 /// What one node measured.
@@ -114,6 +118,8 @@ struct Node {
     /// current back-off (doubling up to 64 ticks).
     sent_rounds: Vec<(Rank, BootMsg, u32, u32)>,
     drops: DropCounters,
+    /// Datagrams whose MAC did not check.
+    bad_mac: u64,
     report: BootReport,
 }
 
@@ -129,8 +135,9 @@ impl Node {
             return;
         }
         if let Ok(len) = encode_datagram(&mut self.buf, self.cfg.job, 0, 0, self.cfg.rank, m, &[]) {
+            let d = sealed(self.cfg.key.as_ref(), &self.buf[..len]);
             // A full socket buffer is a lost datagram: the protocols repair or re-send.
-            if self.sock.send_to(&self.buf[..len], addr).is_ok() {
+            if self.sock.send_to(&d, addr).is_ok() {
                 self.report.sent += 1;
             }
         }
@@ -159,7 +166,11 @@ impl Node {
             && let Ok((len, src)) = self.sock.recv_from(&mut dgram)
         {
             let SocketAddr::V4(src) = src else { continue };
-            let (h, m) = match decode_datagram::<BootMsg>(&dgram[..len], self.cfg.job, self.cfg.n) {
+            let Some(body) = opened(self.cfg.key.as_ref(), &dgram[..len]) else {
+                self.bad_mac += 1;
+                continue;
+            };
+            let (h, m) = match decode_datagram::<BootMsg>(body, self.cfg.job, self.cfg.n) {
                 Ok((h, m, _)) => (h, m),
                 Err(e) => {
                     self.drops.count(e);
@@ -274,7 +285,7 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
         addrs[p as usize] = Some(a);
     }
     let mut node = Node {
-        cfg,
+        cfg: cfg.clone(),
         sock,
         addrs,
         overlay: BmgOverlay::new(
@@ -293,6 +304,7 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
         inbox: vec![None; run_len(cfg.n) as usize],
         sent_rounds: Vec::new(),
         drops: DropCounters::default(),
+        bad_mac: 0,
         report: BootReport {
             rank: cfg.rank,
             n: cfg.n,
@@ -352,7 +364,7 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
             ));
         }
     }
-    node.report.dropped = node.drops.total() + node.overlay.dropped();
+    node.report.dropped = node.drops.total() + node.overlay.dropped() + node.bad_mac;
     node.report.table = node
         .addrs
         .iter()
@@ -365,8 +377,36 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_keyed_job_boots_and_a_foreign_key_is_shut_out() {
+        use crate::transport::udp::auth::AuthKey;
+        let same = boot_keyed(4, 0, |_| Some(AuthKey::from_bytes([3; 16])), Duration::from_secs(20));
+        assert!(same.iter().all(|r| r.is_ok()), "{same:?}");
+        // Rank 3 holds another key: nobody accepts its datagrams nor it theirs.
+        let mixed = boot_keyed(
+            4,
+            0,
+            |r| Some(AuthKey::from_bytes([if r == 3 { 4 } else { 3 }; 16])),
+            Duration::from_millis(400),
+        );
+        assert!(mixed[3].as_ref().is_err_and(|e| e.contains("timed out")), "{mixed:?}");
+    }
+
     /// Boots `n` nodes as threads on loopback, each dropping every `drop_every`-th datagram.
     fn boot_threads(n: u32, drop_every: u32) -> Vec<BootReport> {
+        boot_keyed(n, drop_every, |_| None, Duration::from_secs(20))
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect()
+    }
+
+    /// The same with a key per rank and a timeout; returns each node's outcome.
+    fn boot_keyed(
+        n: u32,
+        drop_every: u32,
+        key: impl Fn(u32) -> Option<crate::transport::udp::auth::AuthKey>,
+        timeout: Duration,
+    ) -> Vec<Result<BootReport, String>> {
         let tree = launch_tree(n).unwrap();
         let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
         let addrs: Vec<SocketAddrV4> = socks
@@ -388,15 +428,16 @@ mod tests {
                     tick: Duration::from_millis(1),
                     refresh: 16,
                     linger: Duration::from_millis(150),
-                    timeout: Duration::from_secs(20),
+                    timeout,
                     drop_every,
+                    key: key(r as u32),
                 };
                 std::thread::spawn(move || boot(s, cfg))
             })
             .collect();
         let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-        let reps: Vec<BootReport> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
-        for rep in &reps {
+        let reps: Vec<Result<BootReport, String>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        for rep in reps.iter().flatten() {
             assert_eq!(rep.table, want, "n={n} rank {}", rep.rank);
             assert!(rep.ring_us > 0 && rep.bmg_us >= rep.ring_us && rep.gather_us >= rep.bmg_us);
             assert!(rep.table_us > 0 && rep.sent > 0 && rep.dropped == 0, "{rep:?}");

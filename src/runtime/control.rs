@@ -100,7 +100,7 @@ fn ip_from(hi: u64, lo: u64, fam: u32, port: u64) -> Option<SocketAddr> {
 
 /// Appends the job key's MAC over `body` (all zeros without a key): every control and table
 /// datagram travels as `body ‖ tag`, checked before anything in it is read.
-fn sealed(key: Option<&AuthKey>, body: &[u8]) -> Vec<u8> {
+pub(crate) fn sealed(key: Option<&AuthKey>, body: &[u8]) -> Vec<u8> {
     let tag = key.map(|k| k.tag(&[body])).unwrap_or([0; TAG_LEN]);
     let mut out = Vec::with_capacity(body.len() + TAG_LEN);
     out.extend_from_slice(body);
@@ -110,7 +110,7 @@ fn sealed(key: Option<&AuthKey>, body: &[u8]) -> Vec<u8> {
 
 /// The body of a sealed datagram whose tag checks under `key` (without a key: a zero tag);
 /// `None` for anything else.
-fn opened<'a>(key: Option<&AuthKey>, d: &'a [u8]) -> Option<&'a [u8]> {
+pub(crate) fn opened<'a>(key: Option<&AuthKey>, d: &'a [u8]) -> Option<&'a [u8]> {
     let (body, tag) = d.split_at(d.len().checked_sub(TAG_LEN)?);
     let ok = match key {
         Some(k) => k.verify(&[body], tag),
