@@ -501,6 +501,9 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
                     }
                     barrier.wait();
                     let now = Instant::now();
+                    // The idle clock starts now, not when the records were allocated (long
+                    // runs allocate gigabytes first).
+                    sh.last_return.fetch_max(sh.ns(now), Ordering::AcqRel);
                     for node in group.iter_mut() {
                         node.last_heard.iter_mut().for_each(|t| *t = now);
                         node.last_step = now;
