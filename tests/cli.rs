@@ -1,24 +1,8 @@
 //! End-to-end tests of the `ftcoll` binary: output shape, determinism and misuse handling.
 
-use std::process::Command;
+mod common;
 
-fn ftcoll(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
-        .args(args)
-        .output()
-        .expect("run ftcoll");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let (code, out, err) = ftcoll(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
-}
+use common::{ftcoll, json};
 
 #[test]
 fn sim_json_has_the_documented_fields() {

@@ -23,13 +23,18 @@ fn usable() -> Result<(), String> {
     }
 }
 
-/// Runs the script with `args`; returns (exit code, stdout, stderr).
-fn cluster(args: &[&str]) -> (i32, String, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-scripts/netns-cluster.sh");
+/// Runs the script with `script` flags and `bench` flags after `--` (every run measures with
+/// a given L and o and no model: the tests check consistency, not latency); returns (exit
+/// code, stdout, stderr).
+fn cluster(script: &str, bench: &str) -> (i32, String, String) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-scripts/netns-cluster.sh");
     let out = Command::new("bash")
-        .arg(script)
+        .arg(path)
         .args(["--bin", env!("CARGO_BIN_EXE_ftcoll"), "--timeout", "120"])
-        .args(args)
+        .args(script.split_whitespace())
+        .arg("--")
+        .args(bench.split_whitespace())
+        .args(["--poll", "blocking", "--no-model", "--o-ns", "1000", "--L-ns", "2000"])
         .output()
         .expect("run netns-cluster.sh");
     (
@@ -54,28 +59,10 @@ fn four_hosts_survive_a_self_sigkill_an_outside_kill_and_a_cut_link() {
         eprintln!("skipped: the emulated cluster needs root and `ip netns` ({why})");
         return;
     }
-    let (rc, out, err) = cluster(&[
-        "--hosts",
-        "4",
-        "--crash",
-        "3@1.0",
-        "--cut",
-        "2@1.5",
-        "--",
-        "--iterations",
-        "4000",
-        "--warmup",
-        "100",
-        "--poll",
-        "blocking",
-        "--kill",
-        "1@300:sigkill",
-        "--no-model",
-        "--o-ns",
-        "1000",
-        "--L-ns",
-        "2000",
-    ]);
+    let (rc, out, err) = cluster(
+        "--hosts 4 --crash 3@1.0 --cut 2@1.5",
+        "--iterations 4000 --warmup 100 --kill 1@300:sigkill",
+    );
     assert_eq!(rc, 0, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("nodes=4 transport=Udp (launched"), "{out}");
     assert_eq!(field(&out, "consistency violations:"), 0, "{out}");
@@ -107,25 +94,10 @@ fn five_hosts_given_only_their_parents_address_bootstrap_and_broadcast() {
         eprintln!("skipped: the emulated cluster needs root and `ip netns` ({why})");
         return;
     }
-    let (rc, out, err) = cluster(&[
-        "--hosts",
-        "5",
-        "--boot",
-        "--",
-        "--iterations",
-        "1000",
-        "--warmup",
-        "100",
-        "--poll",
-        "blocking",
-        "--kill",
-        "2@500:sigkill",
-        "--no-model",
-        "--o-ns",
-        "1000",
-        "--L-ns",
-        "2000",
-    ]);
+    let (rc, out, err) = cluster(
+        "--hosts 5 --boot",
+        "--iterations 1000 --warmup 100 --kill 2@500:sigkill",
+    );
     assert_eq!(rc, 0, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("bootstrapped by the BMG overlay"), "{out}");
     assert_eq!(field(&out, "consistency violations:"), 0, "{out}");

@@ -1,20 +1,11 @@
 //! End-to-end tests of `ftcoll plot`: every kind draws SVG and PNG from what the other commands
 //! produce, and every kind of bad input is a one-line error with exit code 2.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn ftcoll(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
-        .args(args)
-        .output()
-        .expect("run ftcoll");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::ftcoll;
+
+use std::path::{Path, PathBuf};
 
 /// A fresh directory for one test's files.
 fn scratch(name: &str) -> PathBuf {

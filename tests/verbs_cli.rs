@@ -2,19 +2,9 @@
 //! to rebuild; with the feature on a machine without an RDMA device it names the missing
 //! device; both exit with code 2 and one line.
 
-use std::process::Command;
+mod common;
 
-fn ftcoll(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
-        .args(args)
-        .output()
-        .expect("run ftcoll");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::ftcoll;
 
 /// Exit code 2, nothing on stdout, exactly one `ftcoll: error:` line containing `want`.
 fn fails_with(args: &[&str], want: &str) {

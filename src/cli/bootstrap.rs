@@ -285,15 +285,9 @@ pub fn print_launch_tree(n: u32) -> Result<(), String> {
         return Err(format!("--nodes must be at least 2, got {n}"));
     }
     let tree = crate::runtime::bootstrap::launch_tree(n)?;
-    let mut parent = vec![None; n as usize];
-    for r in 0..n {
-        for &c in tree.children(r) {
-            parent[c as usize] = Some(r);
-        }
-    }
     let mut out = String::new();
-    for (r, p) in parent.iter().enumerate() {
-        match p {
+    for r in 0..n {
+        match tree.parent(r) {
             Some(p) => out += &format!("{r} {p}\n"),
             None => out += &format!("{r} -\n"),
         }

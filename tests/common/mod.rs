@@ -1,0 +1,25 @@
+//! Helpers shared by the end-to-end tests: run the built `ftcoll` binary.
+
+#![allow(dead_code)] // Each test crate uses its own subset.
+
+use std::process::Command;
+
+/// Runs `ftcoll args…`: (exit code, stdout, stderr).
+pub fn ftcoll(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
+        .args(args)
+        .output()
+        .expect("run ftcoll");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `ftcoll args…`, which must succeed and print one JSON value.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = ftcoll(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+}
