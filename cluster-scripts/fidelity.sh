@@ -5,11 +5,13 @@
 # crashed mid-run, each with the model fed the measured L and o, and prints one markdown table
 # of p50 coloring latency, measured against predicted. Needs root (netns-cluster.sh).
 #
-# usage: fidelity.sh [-n HOSTS] [-d DELAY] [--iterations N] [--poll busy|blocking]
+# usage: fidelity.sh [-n HOSTS] [-d DELAY] [--iterations N] [--poll busy|yield|blocking]
 #   -n, --hosts N      hosts of the broadcast runs                                   [4]
 #   -d, --delay D      one-way link delay (netem, or emulated when the kernel lacks it) [50us]
 #   --iterations N     measured operations per run (plus a tenth as warm-up)         [2000]
-#   --poll P           how nodes wait: busy needs a core per host      [blocking if N > cores]
+#   --poll P           how nodes wait: busy needs a core per host; yield (spin, giving the
+#                      core away after every empty pass) or blocking (sleep in the kernel)
+#                      share cores                                     [yield if N > cores]
 set -euo pipefail
 
 die() { echo "fidelity: $*" >&2; exit 2; }
@@ -20,14 +22,17 @@ while [[ $# -gt 0 ]]; do
     -d|--delay) DELAY="${2:?}"; shift 2 ;;
     --iterations) ITER="${2:?}"; shift 2 ;;
     --poll) POLL="${2:?}"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 if ! [[ "$ITER" =~ ^[0-9]+$ ]] || ! (( ITER >= 100 )); then die "--iterations must be at least 100"; fi
 if ! [[ "$HOSTS" =~ ^[0-9]+$ ]] || ! (( HOSTS >= 3 )); then die "--hosts must be at least 3 (one is crashed)"; fi
-[[ -n "$POLL" ]] || { if (( HOSTS + 1 > $(nproc) )); then POLL=blocking; else POLL=busy; fi; }
-[[ "$POLL" == busy || "$POLL" == blocking ]] || die "--poll must be busy or blocking"
+[[ -n "$POLL" ]] || { if (( HOSTS + 1 > $(nproc) )); then POLL=yield; else POLL=busy; fi; }
+[[ "$POLL" == busy || "$POLL" == yield || "$POLL" == blocking ]] || die "--poll must be busy, yield or blocking"
+# L between two hosts: measured as the broadcast nodes wait (yield spins: two hosts fit two cores).
+LOGP_POLL=busy
+[[ "$POLL" == blocking ]] && LOGP_POLL=blocking
 command -v python3 >/dev/null || die "needs python3 (to read the JSON results)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 NETNS="$HERE/netns-cluster.sh"
@@ -35,7 +40,7 @@ D_NS="$(awk -v t="$DELAY" 'BEGIN { n = t + 0; u = t; sub(/^[0-9.]+/, "", u);
   m = (u == "us") ? 1e3 : (u == "ms") ? 1e6 : 1e9; printf "%d", n * m }')"
 
 echo "fidelity: measuring L and o between two hosts (delay $DELAY, poll $POLL)" >&2
-LOGP="$("$NETNS" -n 2 -d "$DELAY" --run "{bin} logp --between {hosts} --rank {rank} --reps 2000 --json --poll $POLL --expected-L-ns $D_NS {delay}" 2>/dev/null | grep '^{')"
+LOGP="$("$NETNS" -n 2 -d "$DELAY" --run "{bin} logp --between {hosts} --rank {rank} --reps 2000 --json --poll $LOGP_POLL --expected-L-ns $D_NS {delay}" 2>/dev/null | grep '^{')"
 read -r L_NS O_NS RATIO < <(python3 -c '
 import json, sys
 v = json.loads(sys.argv[1]); d = v["direct"]

@@ -45,7 +45,8 @@ pub struct LogpArgs {
     #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
     pub emulate_jitter_ns: u64,
     /// With --between: how both hosts wait for datagrams (`blocking` sleeps in the kernel, as
-    /// `bench --poll blocking` nodes do; the wake-up then counts in L).
+    /// `bench --poll blocking` nodes do, and the wake-up then counts in L; every other mode
+    /// spins, which two hosts on two cores can).
     #[arg(long, value_enum, default_value = "busy")]
     pub poll: crate::runtime::cluster::PollMode,
     /// The L you expect (e.g. an emulated link's netem delay), ns: the ratio is printed.
@@ -113,7 +114,7 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
                 return Err(format!("--rank must be 0 or 1, got {rank}"));
             }
             let peers = hosts(b, a.udp_port)?;
-            let blocking = a.poll != crate::runtime::cluster::PollMode::Busy;
+            let blocking = a.poll == crate::runtime::cluster::PollMode::Blocking;
             let cfg = UdpConfig {
                 job: 0x106f_0000 ^ u64::from(a.udp_port),
                 delay: std::time::Duration::from_nanos(a.emulate_delay_ns),

@@ -23,6 +23,10 @@ pub enum PollMode {
     Busy,
     /// Spin, then yield and sleep briefly after a while without progress.
     Adaptive,
+    /// Yield the core after every pass that found nothing (Open MPI's `mpi_yield_when_idle`):
+    /// for more nodes than cores when the kernel's wake-up latency would dominate a hop; the
+    /// cores stay busy, but a message is seen as soon as its receiver is next scheduled.
+    Yield,
     /// Sleep between polls when idle (for machines with fewer cores than workers).
     Blocking,
 }
@@ -319,7 +323,7 @@ where
                         match poll {
                             PollMode::Busy => std::hint::spin_loop(),
                             PollMode::Adaptive if idle_rounds < 2000 => std::hint::spin_loop(),
-                            PollMode::Adaptive => std::thread::yield_now(),
+                            PollMode::Adaptive | PollMode::Yield => std::thread::yield_now(),
                             // One node: block on its socket; several: a short sleep (blocking on
                             // one socket would starve the others).
                             PollMode::Blocking if group.len() == 1 && coord.is_none() => {

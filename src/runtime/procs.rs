@@ -318,7 +318,7 @@ where
         match s.poll {
             PollMode::Busy => std::hint::spin_loop(),
             PollMode::Adaptive if idle < 2000 => std::hint::spin_loop(),
-            PollMode::Adaptive => std::thread::yield_now(),
+            PollMode::Adaptive | PollMode::Yield => std::thread::yield_now(),
             PollMode::Blocking => node.wait(Duration::from_micros(100)),
         }
         if !agent.heard() && started.elapsed() > s.control_timeout {

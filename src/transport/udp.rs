@@ -1015,6 +1015,9 @@ impl UdpTransport {
         }
         let socket = UdpSocket::from_std(socket.into());
         icmp::enable(&socket, peers[rank as usize].is_ipv6());
+        if !cfg.delay.is_zero() || !cfg.delay_jitter.is_zero() {
+            rx_stamp::enable(&socket);
+        }
         let poll = Poll::new()?;
         let n = peers.len();
         let now = Instant::now();
@@ -1151,7 +1154,16 @@ impl Transport for UdpTransport {
                 break;
             }
             reads += 1;
-            let (n, src) = match self.core.socket.recv_from(&mut self.rbuf) {
+            // Held datagrams are due `delay` after their kernel arrival stamp (rx_stamp.rs).
+            let read = if self.delay.is_some() {
+                rx_stamp::recv(&self.core.socket, &mut self.rbuf, now)
+            } else {
+                self.core
+                    .socket
+                    .recv_from(&mut self.rbuf)
+                    .map(|(n, src)| (n, src, None))
+            };
+            let (n, src, arrived) = match read {
                 Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // Signals, ICMP errors of earlier sends (some platforms): keep reading.
@@ -1174,7 +1186,7 @@ impl Transport for UdpTransport {
                 }
             }
             if let Some(line) = self.delay.as_mut() {
-                if !line.push(&self.rbuf[..n], src, now) {
+                if !line.push(&self.rbuf[..n], src, arrived.unwrap_or(now)) {
                     self.core.stats.injected_losses += 1;
                 }
                 continue;
@@ -1268,6 +1280,8 @@ impl Transport for UdpTransport {
 mod tests;
 
 mod delay;
+mod recvmsg;
+mod rx_stamp;
 
 mod icmp;
 
