@@ -667,6 +667,12 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         res.stale,
         res.dead_nodes
     );
+    if res.counters_lost > 0 {
+        s += &format!(
+            "transport: the counters of {} SIGKILLed process(es) died with them (their sends are missing from the totals, not what their peers received)\n",
+            res.counters_lost
+        );
+    }
     print!("{s}");
     Ok(())
 }

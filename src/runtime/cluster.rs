@@ -78,6 +78,9 @@ pub struct ClusterResult {
     pub backpressure: u64,
     pub deferred_overflow: u64,
     pub dead_nodes: Vec<u32>,
+    /// Multi-process runs: nodes whose counters died with their process (SIGKILLed), so the
+    /// totals miss their sends while their peers counted what they received from them.
+    pub counters_lost: u32,
     /// Multi-process runs: the largest uncertainty of the per-process clock offsets (ns);
     /// `None` when every node shares one clock.
     pub clock_uncertainty_ns: Option<u64>,
@@ -102,6 +105,7 @@ impl ClusterResult {
             backpressure: 0,
             deferred_overflow: 0,
             dead_nodes: Vec::new(),
+            counters_lost: 0,
             clock_uncertainty_ns: None,
         }
     }
@@ -358,9 +362,8 @@ where
     let mut res = coord.into_result();
     res.wall = started.elapsed();
     for node in groups.into_iter().flatten() {
-        if let Some(t) = node.transport_stats() {
-            res.add_transport(&t);
-        } else {
+        res.add_transport(&node.transport_stats());
+        if !node.alive() {
             res.dead_nodes.push(node.rank);
         }
         res.drops.merge(&node.stats.drops);

@@ -102,6 +102,8 @@ pub struct Node<P: Protocol> {
     payload_seq: Option<u64>,
     rng: ProtoRng,
     kill: Option<Kill>,
+    /// The transport's counters when the node died (its sends count in the run's totals).
+    last_stats: crate::transport::TransportStats,
     pub stats: NodeStats,
 }
 
@@ -143,6 +145,7 @@ where
             payload_seq: None,
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
             kill,
+            last_stats: crate::transport::TransportStats::default(),
             stats: NodeStats::default(),
         }
     }
@@ -161,9 +164,9 @@ where
         }
     }
 
-    /// The transport's counters (None once dead).
-    pub fn transport_stats(&self) -> Option<crate::transport::TransportStats> {
-        self.transport.as_ref().map(|t| t.stats())
+    /// The transport's counters (as they were at death, once dead).
+    pub fn transport_stats(&self) -> crate::transport::TransportStats {
+        self.transport.as_ref().map_or(self.last_stats, |t| t.stats())
     }
 
     fn vrank(p: &NodeParams<'_, P::Shared>, phys: u32) -> Rank {
@@ -183,7 +186,9 @@ where
     }
 
     fn die(&mut self, board: &NodeBoard, iter: u64) {
-        self.transport = None;
+        if let Some(t) = self.transport.take() {
+            self.last_stats = t.stats();
+        }
         board.died_in.store(iter, Ordering::Relaxed);
         board.dead.store(true, Ordering::Release);
         if let Some(f) = self.on_death.as_mut() {

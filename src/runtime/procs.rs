@@ -340,7 +340,7 @@ where
     Ok(NodeExit {
         rank: s.rank,
         alive: node.alive(),
-        transport: node.transport_stats().map(Into::into),
+        transport: Some(node.transport_stats().into()),
         drops: node.stats.drops,
         stale: node.stats.stale,
         spoofed: node.stats.spoofed,
@@ -604,7 +604,10 @@ pub fn run_parent(
                 .last()
         });
         match exit {
-            Some(e) if e.alive => {
+            Some(e) => {
+                if !e.alive {
+                    res.dead_nodes.push(r as u32);
+                }
                 if let Some(t) = e.transport {
                     res.transport.sent += t.sent;
                     res.transport.received += t.received;
@@ -622,7 +625,10 @@ pub fn run_parent(
                 res.backpressure += e.backpressure;
                 res.drops.merge(&e.drops);
             }
-            _ => res.dead_nodes.push(r as u32),
+            None => {
+                res.dead_nodes.push(r as u32);
+                res.counters_lost += 1;
+            }
         }
     }
     res.dead_nodes.sort_unstable();
