@@ -36,9 +36,10 @@ pub struct BenchArgs {
     /// Worker threads (each pinned to a core, owning nodes round-robin) [default: min(nodes, cores)].
     #[arg(long)]
     pub workers: Option<usize>,
-    /// How idle workers wait.
-    #[arg(long, value_enum, default_value = "busy")]
-    pub poll: PollMode,
+    /// How idle workers wait [default: busy; with --procs and more processes than cores,
+    /// yield].
+    #[arg(long, value_enum)]
+    pub poll: Option<PollMode>,
     /// Broadcast payload in bytes.
     #[arg(long, default_value_t = 8)]
     pub size: usize,
@@ -354,7 +355,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         job: job_id(a.seed),
         seed: a.seed,
         size: a.size,
-        poll: a.poll,
+        poll: a.poll.unwrap_or(PollMode::Busy),
         kills: &kills,
         timeout: Duration::from_millis(a.join_timeout_ms.max(1)),
         link_delay: (
@@ -391,6 +392,13 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if (a.procs || a.join.is_some()) && a.workers.is_some() {
         return Err("--workers does not apply to --procs (each node process has one worker)".into());
     }
+    // More processes than cores: spinning ones would hold a core the others need, and
+    // blocking ones pay a kernel wake-up per hop; yielding ones neither.
+    let poll = a.poll.unwrap_or(if a.procs && a.nodes as usize + 1 > cores {
+        PollMode::Yield
+    } else {
+        PollMode::Busy
+    });
     let workers = if a.procs || a.join.is_some() {
         a.nodes as usize
     } else {
@@ -399,7 +407,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     let cluster = ClusterConfig {
         nodes: a.nodes,
         workers,
-        poll: a.poll,
+        poll,
         warmup: a.warmup,
         iterations: a.iterations,
         window: a.window,
@@ -482,11 +490,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         };
         let l_ns_s = l_ns.to_string();
         let alg_args = a.alg.to_args();
-        let child_poll = if a.nodes as usize + 1 > cores {
-            "blocking"
-        } else {
-            "busy"
-        };
+        let child_poll =
+            clap::ValueEnum::to_possible_value(&poll).map_or_else(String::new, |v| v.get_name().to_string());
         let child_args = |r: u32| {
             let mine: Vec<Kill> = kills
                 .iter()
@@ -500,9 +505,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                 "--kill".to_string(),
                 format_kills(&mine),
             ]);
-            // More processes than cores: block on the socket (the kernel wakes a process when
-            // its datagram arrives); otherwise spin like the threaded cluster does.
-            v.extend(["--poll".to_string(), child_poll.to_string()]);
+            v.extend(["--poll".to_string(), child_poll.clone()]);
             if a.transport == TransportKind::Verbs {
                 // QP data goes through a directory beside the hostfile.
                 v.extend([
@@ -540,7 +543,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         let v = json!({
             "config": {
                 "algo": algo, "description": algo.describe(), "nodes": a.nodes, "transport": a.transport,
-                "workers": workers, "poll": a.poll, "size": a.size, "iterations": a.iterations,
+                "workers": workers, "poll": poll, "size": a.size, "iterations": a.iterations,
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
             },
             "logp_estimate": est,
@@ -583,7 +586,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             ""
         },
         workers,
-        a.poll,
+        poll,
         a.size,
         a.iterations,
         a.warmup,
