@@ -9,6 +9,7 @@ pub mod args;
 pub mod auth;
 pub mod bench;
 pub mod bootstrap;
+pub mod bootstrap_kill;
 pub mod config;
 pub mod defaults;
 pub mod logp;

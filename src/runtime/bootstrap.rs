@@ -267,6 +267,20 @@ impl Node {
 /// Runs one node's bootstrap on `sock` (bound, any address) until its table is complete and
 /// it has lingered, or the timeout. Errors (one line) on a socket failure or the timeout.
 pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
+    boot_keep(sock, cfg).map(|b| b.report)
+}
+
+/// A booted node, kept for what runs after the bootstrap ([`crate::runtime::watch`]).
+pub struct Booted {
+    pub report: BootReport,
+    pub sock: UdpSocket,
+    /// The complete address table, by rank.
+    pub addrs: Vec<SocketAddrV4>,
+    pub overlay: BmgOverlay,
+}
+
+/// [`boot`], keeping the socket, the table and the overlay.
+pub fn boot_keep(sock: UdpSocket, cfg: BootConfig) -> Result<Booted, String> {
     let tree = launch_tree(cfg.n)?;
     if cfg.rank >= cfg.n {
         return Err(format!("rank {} is not below the job's size {}", cfg.rank, cfg.n));
@@ -370,7 +384,13 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
         .iter()
         .map(|a| a.map(|a| a.to_string()).unwrap_or_default())
         .collect();
-    Ok(node.report)
+    let addrs = node.addrs.iter().flatten().copied().collect();
+    Ok(Booted {
+        report: node.report,
+        sock: node.sock,
+        addrs,
+        overlay: node.overlay,
+    })
 }
 
 #[cfg(test)]

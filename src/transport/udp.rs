@@ -1269,6 +1269,6 @@ mod tests;
 
 mod delay;
 
-mod icmp;
+pub(crate) mod icmp;
 
 pub mod auth;

@@ -9,11 +9,9 @@ use std::io;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 
-use mio::net::UdpSocket;
-
 /// Asks the kernel to queue ICMP errors with their destination (`IP_RECVERR`, and
 /// `IPV6_RECVERR` on an IPv6 socket). Best effort: without it, timeouts still detect.
-pub fn enable(socket: &UdpSocket, v6: bool) {
+pub fn enable(socket: &impl AsRawFd, v6: bool) {
     let one: libc::c_int = 1;
     let (level, name) = if v6 {
         (libc::IPPROTO_IPV6, libc::IPV6_RECVERR)
@@ -35,7 +33,7 @@ pub fn enable(socket: &UdpSocket, v6: bool) {
 
 /// One queued error: the destination of a datagram refused with "port unreachable", or
 /// `None` for another error. `Err(WouldBlock)` when the queue is empty.
-pub fn next_refused(socket: &UdpSocket) -> io::Result<Option<SocketAddr>> {
+pub fn next_refused(socket: &impl AsRawFd) -> io::Result<Option<SocketAddr>> {
     // SAFETY (all of `zeroed` here): sockaddr_storage, iovec and msghdr are plain C structs
     // for which all-zero bytes are a valid value.
     let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
