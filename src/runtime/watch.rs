@@ -375,3 +375,66 @@ pub fn watch(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::bootstrap::{boot_keep, loopback_threads};
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn a_silent_node_is_suspected_by_heartbeats_and_the_overlay_repaired() {
+        let n = 6u32;
+        let frozen = 2u32;
+        let (_, boots) = loopback_threads(n, |c| c.linger = Duration::from_millis(100), boot_keep);
+        let mut booted: Vec<Option<Booted>> = boots.into_iter().map(|b| Some(b.unwrap())).collect();
+        // The frozen node keeps its socket open (no ICMP) and sends nothing: only the
+        // heartbeats' silence tells.
+        let _frozen = booted[frozen as usize].take();
+        let stop = Arc::new(AtomicBool::new(false));
+        let latest: Arc<Mutex<Vec<Option<WatchReport>>>> = Arc::new(Mutex::new(vec![None; n as usize]));
+        let cfg = WatchConfig {
+            job: 77,
+            tick: Duration::from_millis(1),
+            heartbeat: Duration::from_millis(10),
+            suspect_after: Duration::from_millis(300),
+            key: None,
+        };
+        let watchers: Vec<_> = booted
+            .into_iter()
+            .flatten()
+            .map(|b| {
+                let (stop, latest, cfg) = (Arc::clone(&stop), Arc::clone(&latest), cfg.clone());
+                std::thread::spawn(move || {
+                    let r = b.report.rank as usize;
+                    watch(b, n, &cfg, &stop, &mut |rep| {
+                        latest.lock().unwrap()[r] = Some(rep.clone())
+                    })
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let done = || {
+            let l = latest.lock().unwrap();
+            (0..n as usize)
+                .filter(|&r| r != frozen as usize)
+                .all(|r| l[r].as_ref().is_some_and(|x| x.legitimate && x.dead == [frozen]))
+        };
+        while !done() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for w in watchers {
+            w.join().unwrap().unwrap();
+        }
+        assert!(done(), "{:?}", latest.lock().unwrap());
+        let l = latest.lock().unwrap();
+        let reps: Vec<&WatchReport> = l.iter().flatten().collect();
+        assert!(reps.iter().any(|r| r.detected_by == "heartbeat"));
+        assert!(reps.iter().all(|r| r.detected_by != "icmp" && r.survivors == n - 1));
+        assert!(
+            reps.iter().all(|r| r.dropped == 0 && r.false_suspicions == 0),
+            "{reps:?}"
+        );
+    }
+}
