@@ -90,3 +90,30 @@ fn kill_flags_are_checked() {
         assert!(err.contains(msg) && err.lines().count() <= 4, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn simulated_notices_meet_theorems_1_and_2() {
+    let v = json(&[
+        "sim",
+        "--algo",
+        "failure-notices",
+        "--nodes",
+        "40",
+        "--runs",
+        "50",
+        "--json",
+    ]);
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows.len() >= 10, "{v}");
+    for r in rows {
+        let l = r["log_m"].as_u64().unwrap();
+        assert!(r["no_fault"].as_u64().unwrap() <= l, "{r}");
+        assert!(r["one_fault"].as_u64().unwrap() <= l + 2, "{r}");
+        assert!(
+            r["neighbours"].as_u64().is_some() && r["tried"].as_u64().unwrap() > 0,
+            "{r}"
+        );
+    }
+    let (code, _, err) = ftcoll(&["sim", "--algo", "failure-notices", "--nodes", "5000"]);
+    assert!(code != 0 && err.contains("up to 4096"), "{err}");
+}

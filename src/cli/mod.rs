@@ -15,6 +15,7 @@ pub mod defaults;
 pub mod logp;
 pub mod model;
 pub mod node;
+pub mod notices;
 pub mod overlay;
 pub mod plot;
 pub mod reproduce;

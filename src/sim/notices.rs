@@ -32,12 +32,14 @@ pub struct Spread {
     pub rounds: Option<u64>,
     /// The notices' span, `⌈log m⌉ + 2`.
     pub span: u32,
+    /// Messages of the whole spread (every notice forwarded for its span).
     pub messages: u64,
     /// Notices dropped by receivers as invalid (must be 0).
     pub dropped: u64,
 }
 
-/// Runs a spread until every survivor knows every death, or `limit` rounds.
+/// Runs a spread until every survivor knows every death and every notice has been forwarded
+/// for its whole span, or `limit` rounds.
 pub fn spread(run: &NoticeRun, limit: u64) -> Spread {
     let n = run.n;
     let members: Vec<Rank> = (0..n).collect();
@@ -84,8 +86,11 @@ pub fn spread(run: &NoticeRun, limit: u64) -> Spread {
         let done = survivors
             .iter()
             .all(|&p| run.dead.iter().all(|&d| ps[p as usize].is_dead(d)));
-        if done && r >= first {
+        if done && r >= first && out.rounds.is_none() {
             out.rounds = Some(r + 1 - first);
+        }
+        let idle = (0..n).all(|p| !alive(p, r) || ps[p as usize].idle());
+        if out.rounds.is_some() && idle && flight.is_empty() {
             break;
         }
     }
