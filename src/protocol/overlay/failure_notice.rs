@@ -79,7 +79,7 @@ impl FailureNotices {
 
     /// Machines of the pattern that spreads the notice about `dead`: the members but `dead`.
     fn machines(&self) -> u32 {
-        self.members.len() as u32 - 1
+        (self.members.len() as u32).saturating_sub(1)
     }
 
     /// Rounds a notice is forwarded: `⌈log m⌉ + 2` (Theorem 2), `m` the machines of its
