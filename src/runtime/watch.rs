@@ -93,6 +93,8 @@ struct Watch {
     last_heard: Vec<Instant>,
     watched: Vec<bool>,
     buf: Vec<u8>,
+    /// Receive buffer: room for the largest datagram of the watch or of a late bootstrap.
+    rbuf: Vec<u8>,
     drops: DropCounters,
     bad_mac: u64,
     report: WatchReport,
@@ -257,7 +259,7 @@ impl Watch {
 
     /// Handles datagrams until none is waiting (the socket's read timeout) or `until`.
     fn receive(&mut self, until: Instant) {
-        let mut dgram = vec![0u8; HEADER_LEN + WatchMsg::MAX_BODY.max(BootMsg::MAX_BODY) + 64];
+        let mut dgram = std::mem::take(&mut self.rbuf);
         while Instant::now() < until {
             let len = match self.sock.recv_from(&mut dgram) {
                 Ok((len, _)) => len,
@@ -279,6 +281,7 @@ impl Watch {
                 Err(e) => self.drops.count(e),
             }
         }
+        self.rbuf = dgram;
     }
 
     /// Hands out a report when the deaths known or the verdict changed.
@@ -349,6 +352,7 @@ pub fn watch(
         last_heard: vec![start + cfg.suspect_after; n as usize],
         watched: vec![false; n as usize],
         buf: vec![0u8; HEADER_LEN + WatchMsg::MAX_BODY],
+        rbuf: vec![0u8; HEADER_LEN + WatchMsg::MAX_BODY.max(BootMsg::MAX_BODY) + 64],
         drops: DropCounters::default(),
         bad_mac: 0,
         report: WatchReport {
