@@ -66,6 +66,8 @@ pub enum AlgoName {
     BmgBuild,
     /// `sim` only: Han–Finkel dissemination (rounds, one failure, reorganization).
     Dissemination,
+    /// `sim` only: failure notices spread by fault-tolerant dissemination (rounds).
+    FailureNotices,
 }
 
 /// Tree numbering.

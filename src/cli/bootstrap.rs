@@ -42,6 +42,23 @@ pub struct BootNodeArgs {
     /// Give up after this many seconds.
     #[arg(long = "timeout-s", default_value_t = 30)]
     pub timeout_s: u64,
+    /// After booting, watch the BMG neighbours, spread failure notices and repair the overlay,
+    /// printing a JSON report line at each change, until stdin closes (`bootstrap --kill`).
+    #[arg(long, hide = true)]
+    pub watch: bool,
+    #[command(flatten)]
+    pub detector: DetectorArgs,
+}
+
+/// The failure detector of a watching node.
+#[derive(Args, Debug, Clone)]
+pub struct DetectorArgs {
+    /// With --watch/--kill: heartbeat period to BMG neighbours, in milliseconds.
+    #[arg(long = "heartbeat-ms", default_value_t = 20)]
+    pub heartbeat_ms: u64,
+    /// With --watch/--kill: a neighbour silent this long is suspected, in milliseconds.
+    #[arg(long = "suspect-ms", default_value_t = 500)]
+    pub suspect_ms: u64,
 }
 
 /// Flags of `ftcoll bootstrap`.
@@ -59,6 +76,12 @@ pub struct BootstrapArgs {
     /// One JSON object per run instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// After the overlay is built, SIGKILL these ranks, then time the detection, the failure
+    /// notices' spread and the repair, and check the repaired overlay (one size in --nodes).
+    #[arg(long, value_delimiter = ',')]
+    pub kill: Vec<u32>,
+    #[command(flatten)]
+    pub detector: DetectorArgs,
 }
 
 fn config(a: &BootNodeArgs, rank: u32, n: u32, parent: Option<SocketAddrV4>) -> Result<BootConfig, String> {
@@ -116,13 +139,16 @@ pub fn run_node(a: &BootNodeArgs) -> Result<(), String> {
     let sock = UdpSocket::bind(bind).map_err(|e| format!("cannot bind {bind}: {e}"))?;
     let me = sock.local_addr().map_err(|e| e.to_string())?;
     println!("listening {me}");
+    if a.watch {
+        return crate::cli::bootstrap_kill::boot_and_watch(sock, cfg, &a.detector);
+    }
     let rep = boot(sock, cfg)?;
     println!("{}", serde_json::to_string(&rep).map_err(|e| e.to_string())?);
     Ok(())
 }
 
 /// Kills the children still running when dropped (an error on the way out).
-struct Procs(Vec<Child>);
+pub(crate) struct Procs(pub(crate) Vec<Child>);
 
 impl Drop for Procs {
     fn drop(&mut self) {
@@ -135,17 +161,46 @@ impl Drop for Procs {
     }
 }
 
+/// `n` node processes started, each given only its parent's address, and their boot reports.
+pub(crate) struct Launched {
+    pub procs: Procs,
+    /// Each node's stdout, past its boot report.
+    pub readers: Vec<BufReader<std::process::ChildStdout>>,
+    pub reports: Vec<BootReport>,
+    pub launched_us: u64,
+}
+
 /// One local run: `n` node processes, each given only its parent's address.
 /// Returns the reports, the milliseconds from the first launch to the last complete table,
 /// and the wall seconds of the whole run (process exits included).
 fn run_once(a: &BootstrapArgs, n: u32) -> Result<(Vec<BootReport>, f64, f64), String> {
+    let started = std::time::Instant::now();
+    let Launched {
+        mut procs,
+        reports,
+        launched_us,
+        ..
+    } = launch(a, n, false)?;
+    let wall = started.elapsed().as_secs_f64();
+    for c in &mut procs.0 {
+        let st = c.wait().map_err(|e| e.to_string())?;
+        if !st.success() {
+            return Err(format!("a node exited with {st}"));
+        }
+    }
+    let last = reports.iter().map(|r| r.table_unix_us).max().unwrap_or(launched_us);
+    Ok((reports, last.saturating_sub(launched_us) as f64 / 1000.0, wall))
+}
+
+/// Starts `n` node processes (with `watch`, watching after the bootstrap, stdin piped) and
+/// reads their boot reports; errors unless every address table is complete and right.
+pub(crate) fn launch(a: &BootstrapArgs, n: u32, watch: bool) -> Result<Launched, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find ftcoll: {e}"))?;
     let tree = launch_tree(n)?;
     let job = u64::from(std::process::id()) << 20 | u64::from(n);
     let mut addrs: Vec<SocketAddrV4> = Vec::with_capacity(n as usize);
     let mut procs = Procs(Vec::new());
     let mut readers = Vec::new();
-    let started = std::time::Instant::now();
     let launched_us = unix_us();
     // One job key for the children's datagrams, through their environment (never printed).
     let key = match crate::transport::udp::auth::AuthKey::from_env()? {
@@ -163,6 +218,12 @@ fn run_once(a: &BootstrapArgs, n: u32) -> Result<(Vec<BootReport>, f64, f64), St
             .args(["--timeout-s", &a.timeout_s.to_string()]);
         if let Some(p) = tree.parent(r) {
             cmd.args(["--parent", &addrs[p as usize].to_string()]);
+        }
+        if watch {
+            cmd.arg("--watch")
+                .args(["--heartbeat-ms", &a.detector.heartbeat_ms.to_string()])
+                .args(["--suspect-ms", &a.detector.suspect_ms.to_string()])
+                .stdin(Stdio::piped());
         }
         let mut child = cmd
             .stdout(Stdio::piped())
@@ -193,21 +254,18 @@ fn run_once(a: &BootstrapArgs, n: u32) -> Result<(Vec<BootReport>, f64, f64), St
             serde_json::from_str(line.trim()).map_err(|_| format!("node {r} failed (see its error above)"))?;
         reports.push(rep);
     }
-    let wall = started.elapsed().as_secs_f64();
-    for c in &mut procs.0 {
-        let st = c.wait().map_err(|e| e.to_string())?;
-        if !st.success() {
-            return Err(format!("a node exited with {st}"));
-        }
-    }
     let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     for rep in &reports {
         if rep.table != want {
             return Err(format!("node {} ended with a wrong address table", rep.rank));
         }
     }
-    let last = reports.iter().map(|r| r.table_unix_us).max().unwrap_or(launched_us);
-    Ok((reports, last.saturating_sub(launched_us) as f64 / 1000.0, wall))
+    Ok(Launched {
+        procs,
+        readers,
+        reports,
+        launched_us,
+    })
 }
 
 /// Runs `ftcoll bootstrap`.
@@ -225,6 +283,12 @@ pub fn run(a: &BootstrapArgs) -> Result<(), String> {
         })?;
     if a.tick_us == 0 || a.timeout_s == 0 {
         return Err("--tick-us and --timeout-s must be at least 1".into());
+    }
+    if !a.kill.is_empty() {
+        let [n] = sizes[..] else {
+            return Err("--kill needs a single size in --nodes".into());
+        };
+        return crate::cli::bootstrap_kill::run(a, n);
     }
     if !a.json {
         println!("ftcoll bootstrap: one process per node on this machine, each given its rank, the size and its");

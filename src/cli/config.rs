@@ -102,8 +102,8 @@ pub fn resolve_algo(g: &AlgoArgs, n: u32, logp: LogP, dead: u32) -> Result<Algo,
         AlgoName::Big => Algo::Big,
         AlgoName::Bfb => Algo::Bfb,
         AlgoName::TreeAck => Algo::TreeAck { tree, order },
-        AlgoName::BmgBuild | AlgoName::Dissemination => {
-            return Err("--algo bmg-build and --algo dissemination run in `ftcoll sim` only".into());
+        AlgoName::BmgBuild | AlgoName::Dissemination | AlgoName::FailureNotices => {
+            return Err("--algo bmg-build, dissemination and failure-notices run in `ftcoll sim` only".into());
         }
     })
 }

@@ -1,4 +1,5 @@
-//! `ftcoll sim --algo bmg-build | dissemination`: convergence tables of the overlay
+//! `ftcoll sim --algo bmg-build | dissemination` (and `failure-notices`, [`crate::cli::notices`]):
+//! convergence tables of the overlay
 //! protocols (BMG paper §4, Figures 2–4; Han–Finkel Theorems 1–3), as a table or `--json`.
 
 use clap::{Args, ValueEnum};
@@ -71,7 +72,10 @@ impl OverlayArgs {
 
 /// Is `algo` one of the overlay algorithms this module runs?
 pub fn is_overlay(algo: AlgoName) -> bool {
-    matches!(algo, AlgoName::BmgBuild | AlgoName::Dissemination)
+    matches!(
+        algo,
+        AlgoName::BmgBuild | AlgoName::Dissemination | AlgoName::FailureNotices
+    )
 }
 
 /// Errors if an overlay flag is given to a broadcast algorithm.
@@ -109,11 +113,15 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
         return Err("--runs must be at least 1".into());
     }
     match a.alg.algo {
-        AlgoName::Dissemination => {
+        AlgoName::Dissemination | AlgoName::FailureNotices => {
             if let Some(flag) = a.overlay.given() {
                 return Err(format!("{flag} applies to --algo bmg-build only"));
             }
-            dissemination(a)
+            if a.alg.algo == AlgoName::Dissemination {
+                dissemination(a)
+            } else {
+                crate::cli::notices::run(a, &sizes(a.nodes))
+            }
         }
         _ => bmg(a),
     }

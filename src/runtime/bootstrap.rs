@@ -267,6 +267,20 @@ impl Node {
 /// Runs one node's bootstrap on `sock` (bound, any address) until its table is complete and
 /// it has lingered, or the timeout. Errors (one line) on a socket failure or the timeout.
 pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
+    boot_keep(sock, cfg).map(|b| b.report)
+}
+
+/// A booted node, kept for what runs after the bootstrap ([`crate::runtime::watch`]).
+pub struct Booted {
+    pub report: BootReport,
+    pub sock: UdpSocket,
+    /// The complete address table, by rank.
+    pub addrs: Vec<SocketAddrV4>,
+    pub overlay: BmgOverlay,
+}
+
+/// [`boot`], keeping the socket, the table and the overlay.
+pub fn boot_keep(sock: UdpSocket, cfg: BootConfig) -> Result<Booted, String> {
     let tree = launch_tree(cfg.n)?;
     if cfg.rank >= cfg.n {
         return Err(format!("rank {} is not below the job's size {}", cfg.rank, cfg.n));
@@ -370,7 +384,54 @@ pub fn boot(sock: UdpSocket, cfg: BootConfig) -> Result<BootReport, String> {
         .iter()
         .map(|a| a.map(|a| a.to_string()).unwrap_or_default())
         .collect();
-    Ok(node.report)
+    let addrs = node.addrs.iter().flatten().copied().collect();
+    Ok(Booted {
+        report: node.report,
+        sock: node.sock,
+        addrs,
+        overlay: node.overlay,
+    })
+}
+
+/// Test support: `n` nodes as threads on loopback, each running `run` with its socket and
+/// its config (tick 1 ms, refresh 16, linger 150 ms, timeout 20 s, job 77, no key, then
+/// `adjust`ed); returns the addresses and the outcomes by rank.
+#[cfg(test)]
+pub(crate) fn loopback_threads<T: Send + 'static>(
+    n: u32,
+    adjust: impl Fn(&mut BootConfig),
+    run: fn(UdpSocket, BootConfig) -> T,
+) -> (Vec<SocketAddrV4>, Vec<T>) {
+    let tree = launch_tree(n).unwrap();
+    let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+    let addrs: Vec<SocketAddrV4> = socks
+        .iter()
+        .map(|s| match s.local_addr().unwrap() {
+            SocketAddr::V4(a) => a,
+            SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
+        })
+        .collect();
+    let handles: Vec<_> = socks
+        .into_iter()
+        .enumerate()
+        .map(|(r, s)| {
+            let mut cfg = BootConfig {
+                rank: r as u32,
+                n,
+                parent: tree.parent(r as u32).map(|p| addrs[p as usize]),
+                job: 77,
+                tick: Duration::from_millis(1),
+                refresh: 16,
+                linger: Duration::from_millis(150),
+                timeout: Duration::from_secs(20),
+                drop_every: 0,
+                key: None,
+            };
+            adjust(&mut cfg);
+            std::thread::spawn(move || run(s, cfg))
+        })
+        .collect();
+    (addrs, handles.into_iter().map(|h| h.join().unwrap()).collect())
 }
 
 #[cfg(test)]
@@ -407,36 +468,16 @@ mod tests {
         key: impl Fn(u32) -> Option<crate::transport::udp::auth::AuthKey>,
         timeout: Duration,
     ) -> Vec<Result<BootReport, String>> {
-        let tree = launch_tree(n).unwrap();
-        let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
-        let addrs: Vec<SocketAddrV4> = socks
-            .iter()
-            .map(|s| match s.local_addr().unwrap() {
-                SocketAddr::V4(a) => a,
-                SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
-            })
-            .collect();
-        let handles: Vec<_> = socks
-            .into_iter()
-            .enumerate()
-            .map(|(r, s)| {
-                let cfg = BootConfig {
-                    rank: r as u32,
-                    n,
-                    parent: tree.parent(r as u32).map(|p| addrs[p as usize]),
-                    job: 77,
-                    tick: Duration::from_millis(1),
-                    refresh: 16,
-                    linger: Duration::from_millis(150),
-                    timeout,
-                    drop_every,
-                    key: key(r as u32),
-                };
-                std::thread::spawn(move || boot(s, cfg))
-            })
-            .collect();
+        let (addrs, reps) = loopback_threads(
+            n,
+            |c| {
+                c.timeout = timeout;
+                c.drop_every = drop_every;
+                c.key = key(c.rank);
+            },
+            boot,
+        );
         let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-        let reps: Vec<Result<BootReport, String>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         for rep in reps.iter().flatten() {
             assert_eq!(rep.table, want, "n={n} rank {}", rep.rank);
             assert!(rep.ring_us > 0 && rep.bmg_us >= rep.ring_us && rep.gather_us >= rep.bmg_us);

@@ -19,6 +19,7 @@ pub mod logp;
 pub mod logp_remote;
 pub mod node;
 pub mod procs;
+pub mod watch;
 
 use serde::Serialize;
 

@@ -13,7 +13,8 @@
 use serde::Serialize;
 
 use crate::protocol::overlay::Guarded;
-use crate::protocol::overlay::bmg_overlay::{BmgOverlay, Legitimate, OverlayMsg};
+use crate::protocol::overlay::bmg_overlay::{BmgOverlay, OverlayMsg};
+use crate::protocol::overlay::repair::Mended;
 use crate::protocol::overlay::ring_to_bmg::{BmgMsg, table_len};
 use crate::protocol::overlay::tree_to_ring::RingMsg;
 use crate::protocol::{ProtoRng, Rank};
@@ -85,8 +86,7 @@ fn random_msg(n: u32, rng: &mut ProtoRng) -> OverlayMsg {
 /// and per-process bookkeeping of what is not legitimate yet.
 pub struct Build {
     sys: Phased<BmgOverlay>,
-    goal: Legitimate,
-    tree: LaunchTree,
+    mended: Mended,
     cfg: BuildRun,
     live: Vec<bool>,
     ring_ok: Vec<bool>,
@@ -118,8 +118,7 @@ impl Build {
         }
         let mut b = Build {
             sys,
-            goal: Legitimate::new(t),
-            tree: t.clone(),
+            mended: Mended::new(t),
             cfg: *cfg,
             live: vec![true; n as usize],
             ring_ok: Vec::new(),
@@ -135,7 +134,7 @@ impl Build {
 
     /// Recomputes every live process's status from scratch.
     fn recount(&mut self) {
-        let (goal, live) = (&self.goal, &self.live);
+        let (goal, live) = (self.mended.goal(), &self.live);
         let nodes = self.sys.nodes();
         let status = |f: &dyn Fn(&BmgOverlay) -> bool| -> Vec<bool> {
             nodes.iter().zip(live).map(|(p, &l)| !l || f(p)).collect()
@@ -154,7 +153,7 @@ impl Build {
 
     /// The launch tree as mended so far.
     pub fn tree(&self) -> &LaunchTree {
-        &self.tree
+        self.mended.tree()
     }
 
     /// The processes.
@@ -174,7 +173,7 @@ impl Build {
         };
         let mut quiet_at = None;
         let mut was_legit = false;
-        let goal = &self.goal;
+        let goal = self.mended.goal();
         while self.sys.phase() - phase0 < self.cfg.max_phases {
             let (ring_ok, bmg_ok, quiet) = (&mut self.ring_ok, &mut self.bmg_ok, &mut self.quiet);
             let (ring_bad, bmg_bad, loud) = (&mut self.ring_bad, &mut self.bmg_bad, &mut self.loud);
@@ -237,21 +236,18 @@ impl Build {
     }
 
     /// Process `dead` crashes for good (issue 6's permanent crash, outside the paper's model
-    /// of transient faults). The launcher's tree is mended ([`LaunchTree::without`]): the
-    /// dead process's parent adopts its children in its place; every survivor learns the
-    /// new `N` (in ftcoll by a failure notice spread with fault-tolerant dissemination, Han–
-    /// Finkel Theorem 2) and keeps its outputs, which the algorithms then repair as any
-    /// transient fault. Errors if `dead` is not in the tree or is the last process.
+    /// of transient faults), repaired as [`Mended`] says (the runtime's repair, the same
+    /// code): the launcher's tree is mended, every survivor learns it at once (on the runtime
+    /// by a failure notice, [`crate::protocol::overlay::failure_notice`]) and keeps its
+    /// outputs, which the algorithms then repair as any transient fault. Errors if `dead` is
+    /// not in the tree or is the last process.
     pub fn crash(&mut self, dead: Rank) -> Result<(), String> {
-        let t = self.tree.without(dead)?;
+        self.mended.excise(dead)?;
         self.sys.crash(dead);
         self.live[dead as usize] = false;
-        let n = self.live.iter().filter(|&&l| l).count() as u32;
-        for p in (0..t.len()).filter(|&p| self.live[p as usize]) {
-            self.sys.node_mut(p).reattach(t.parent(p), t.children(p).to_vec(), n);
+        for p in (0..self.live.len() as u32).filter(|&p| self.live[p as usize]) {
+            self.mended.reattach(self.sys.node_mut(p));
         }
-        self.goal = Legitimate::new(&t);
-        self.tree = t;
         self.recount();
         Ok(())
     }

@@ -7,6 +7,7 @@ pub mod dissemination;
 pub mod engine;
 pub mod faults;
 pub mod montecarlo;
+pub mod notices;
 pub mod phased;
 pub mod stats;
 

@@ -79,12 +79,23 @@ impl LaunchTree {
 
     /// The k-ary or binomial tree of [`crate::topology::tree`], children in its send order.
     fn from_topology(kind: TreeKind, n: u32) -> Result<LaunchTree, String> {
-        let t = Tree::build(kind, Order::Interleaved, n, LogP::new(0, 1)?)?;
-        Ok(LaunchTree {
+        Ok(Self::from_tree(&Tree::build(
+            kind,
+            Order::Interleaved,
+            n,
+            LogP::new(0, 1)?,
+        )?))
+    }
+
+    /// The launch tree of a topology tree rooted at 0 (the runtime bootstrap's), children in
+    /// its send order.
+    pub fn from_tree(t: &Tree) -> LaunchTree {
+        let n = t.len();
+        LaunchTree {
             parent: (0..n).map(|r| t.parent(r)).collect(),
             children: (0..n).map(|r| t.children(r).to_vec()).collect(),
             root: 0,
-        })
+        }
     }
 
     /// A tree from each id's parent (`None` for the single root); children are ordered by id.

@@ -1283,6 +1283,6 @@ mod delay;
 mod recvmsg;
 mod rx_stamp;
 
-mod icmp;
+pub(crate) mod icmp;
 
 pub mod auth;

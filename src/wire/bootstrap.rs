@@ -153,15 +153,7 @@ mod tests {
                 entries: vec![(0, a), (7, SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9))],
             },
         ] {
-            let mut buf = vec![0u8; BootMsg::MAX_BODY];
-            let len = m.encode(&mut buf);
-            assert_eq!(BootMsg::decode(&buf[..len], n), Ok(m.clone()));
-            for cut in 0..len {
-                assert!(BootMsg::decode(&buf[..cut], n).is_err(), "{m:?} cut {cut}");
-            }
-            let mut long = buf[..len].to_vec();
-            long.push(0);
-            assert!(BootMsg::decode(&long, n).is_err());
+            crate::wire::tests::round_trips_strictly(&m, n);
         }
         assert_eq!(BootMsg::decode(&[3], n), Err(DecodeError::BadField("boot.tag")));
         assert_eq!(

@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn header_unknown_kind() {
-        for k in [0, 0x0B, 0x0F, 0x40, 0x80, 0xFF] {
+        for k in [0, 0x0C, 0x0F, 0x40, 0x80, 0xFF] {
             let mut d = datagram();
             d[5] = k;
             assert_eq!(decode(&d), Err(DecodeError::UnknownKind), "kind {k:#x}");

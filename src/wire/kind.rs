@@ -25,6 +25,8 @@ pub const BMG_OVERLAY: u8 = 0x04;
 pub const HAN_FINKEL: u8 = 0x09;
 /// `BootMsg` (the runtime bootstrap's envelope of the overlay and the all-gather).
 pub const BOOTSTRAP: u8 = 0x0A;
+/// `WatchMsg` (a booted node's heartbeats, overlay repair and failure notices).
+pub const WATCH: u8 = 0x0B;
 /// `TreeMsg<C>` is `CORRECTED_TREE | C`.
 pub const CORRECTED_TREE: u8 = 0x10;
 /// `GossipMsg<C>` is `CORRECTED_GOSSIP | C`.
@@ -44,7 +46,16 @@ pub(crate) const fn with_cap(family: u8, c: usize) -> u8 {
 pub fn is_known(k: u8) -> bool {
     matches!(
         k,
-        BIG | TREE_ACK | BFB | ERA_AND32 | ERA_AND64 | ERA_UNION | HEARTBEAT | BMG_OVERLAY | HAN_FINKEL | BOOTSTRAP
+        BIG | TREE_ACK
+            | BFB
+            | ERA_AND32
+            | ERA_AND64
+            | ERA_UNION
+            | HEARTBEAT
+            | BMG_OVERLAY
+            | HAN_FINKEL
+            | BOOTSTRAP
+            | WATCH
     ) || matches!(k & 0xF0, CORRECTED_TREE | CORRECTED_GOSSIP | CORRECTION)
 }
 
@@ -55,9 +66,9 @@ mod tests {
     #[test]
     fn known_kinds() {
         let known: Vec<u8> = (0..=u8::MAX).filter(|&k| is_known(k)).collect();
-        assert_eq!(known.len(), 10 + 3 * 16);
+        assert_eq!(known.len(), 11 + 3 * 16);
         assert!(!is_known(0));
-        assert!(!is_known(0x0B) && !is_known(0x40) && !is_known(0xFF));
+        assert!(!is_known(0x0C) && !is_known(0x40) && !is_known(0xFF));
         assert_eq!(with_cap(CORRECTION, 4), 0x34);
     }
 }

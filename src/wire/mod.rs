@@ -16,6 +16,7 @@ pub mod codec;
 pub mod header;
 pub mod kind;
 pub mod overlay;
+pub mod watch;
 
 pub use header::{HEADER_LEN, Header, MAGIC, VERSION};
 

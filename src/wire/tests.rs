@@ -565,3 +565,16 @@ fn wire_fuzz_never_panics() {
         assert!(v > 0, "{name} never hit: {counters:?}");
     }
 }
+
+/// `m`'s body decodes back to `m`, and every truncation and one trailing byte fail.
+pub(crate) fn round_trips_strictly<M: WireMessage + PartialEq + std::fmt::Debug>(m: &M, n: u32) {
+    let mut buf = vec![0u8; M::MAX_BODY];
+    let len = m.encode(&mut buf);
+    assert_eq!(M::decode(&buf[..len], n).as_ref(), Ok(m));
+    for cut in 0..len {
+        assert!(M::decode(&buf[..cut], n).is_err(), "{m:?} cut {cut}");
+    }
+    let mut long = buf[..len].to_vec();
+    long.push(0);
+    assert!(M::decode(&long, n).is_err());
+}

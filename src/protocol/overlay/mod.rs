@@ -1,6 +1,7 @@
 //! Overlay protocols of the runtime's bootstrap: the self-stabilizing binomial-graph overlay
 //! (BMG paper §3: [`tree_to_ring`] is Algorithm 1, [`ring_to_bmg`] Algorithm 2, [`bmg_overlay`]
-//! one process running both) and Han–Finkel dissemination ([`han_finkel`]).
+//! one process running both), Han–Finkel dissemination ([`han_finkel`]), failure notices
+//! spread with it ([`failure_notice`]) and the repair after a permanent crash ([`repair`]).
 //!
 //! The BMG algorithms are written as guarded rules (BMG paper §3.1): spontaneous rules whose
 //! guard is on the local state only, and reception rules that consume the first message of an
@@ -9,7 +10,9 @@
 //! and when it consumes a message, and carries what the process sends.
 
 pub mod bmg_overlay;
+pub mod failure_notice;
 pub mod han_finkel;
+pub mod repair;
 pub mod ring_to_bmg;
 pub mod tree_to_ring;
 

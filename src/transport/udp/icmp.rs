@@ -7,14 +7,13 @@
 
 use std::io;
 use std::net::SocketAddr;
-
-use mio::net::UdpSocket;
+use std::os::fd::AsRawFd;
 
 use super::recvmsg;
 
 /// Asks the kernel to queue ICMP errors with their destination (`IP_RECVERR`, and
 /// `IPV6_RECVERR` on an IPv6 socket). Best effort: without it, timeouts still detect.
-pub fn enable(socket: &UdpSocket, v6: bool) {
+pub fn enable(socket: &impl AsRawFd, v6: bool) {
     let (level, name) = if v6 {
         (libc::IPPROTO_IPV6, libc::IPV6_RECVERR)
     } else {
@@ -25,7 +24,7 @@ pub fn enable(socket: &UdpSocket, v6: bool) {
 
 /// One queued error: the destination of a datagram refused with "port unreachable", or
 /// `None` for another error. `Err(WouldBlock)` when the queue is empty.
-pub fn next_refused(socket: &UdpSocket) -> io::Result<Option<SocketAddr>> {
+pub fn next_refused(socket: &impl AsRawFd) -> io::Result<Option<SocketAddr>> {
     let mut data = [0u8; 64];
     let mut refused = false;
     let (_, addr) = recvmsg::recv(socket, &mut data, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT, &mut |c| {

@@ -1,0 +1,243 @@
+//! `ftcoll bootstrap --kill R[,R..]` (issue 6, item 6): boot local node processes, SIGKILL
+//! some once the overlay is built, and time what the survivors do
+//! ([`crate::runtime::watch`]): detect (heartbeats, ICMP), spread failure notices, repair the
+//! overlay. Every survivor checks its own `Succ`, `Pred`, `CW`, `CCW` against the legitimate
+//! BMG over the survivors and reports; this process checks the reports again.
+//! `boot-node --watch` is the node's side.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, Read};
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::cli::bootstrap::{BootstrapArgs, DetectorArgs, launch};
+use crate::protocol::overlay::failure_notice::FailureNotices;
+use crate::protocol::overlay::repair::Mended;
+use crate::protocol::overlay::ring_to_bmg::levels;
+use crate::runtime::bootstrap::{BootConfig, boot_keep, launch_tree, unix_us};
+use crate::runtime::watch::{WatchConfig, WatchReport, watch};
+use crate::topology::launch_tree::LaunchTree;
+use crate::topology::ring::{backward, forward};
+
+fn detector(d: &DetectorArgs) -> Result<(Duration, Duration), String> {
+    if d.heartbeat_ms == 0 || d.suspect_ms <= d.heartbeat_ms {
+        return Err("--heartbeat-ms must be at least 1 and below --suspect-ms".into());
+    }
+    Ok((
+        Duration::from_millis(d.heartbeat_ms),
+        Duration::from_millis(d.suspect_ms),
+    ))
+}
+
+/// `boot-node --watch`: boots, prints the boot report, then watches until stdin closes,
+/// printing each [`WatchReport`] as a JSON line.
+pub fn boot_and_watch(sock: UdpSocket, cfg: BootConfig, d: &DetectorArgs) -> Result<(), String> {
+    let (heartbeat, suspect_after) = detector(d)?;
+    let n = cfg.n;
+    let wcfg = WatchConfig {
+        job: cfg.job,
+        tick: cfg.tick,
+        heartbeat,
+        suspect_after,
+        key: cfg.key.clone(),
+    };
+    let b = boot_keep(sock, cfg)?;
+    println!("{}", serde_json::to_string(&b.report).map_err(|e| e.to_string())?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        s.store(true, Ordering::Relaxed);
+    });
+    watch(b, n, &wcfg, &stop, &mut |r| {
+        if let Ok(line) = serde_json::to_string(r) {
+            println!("{line}");
+        }
+    })
+}
+
+/// Does `r` hold the legitimate BMG over the survivors of `m`? (This process's own check of
+/// what the node reports.)
+fn verified(m: &Mended, r: &WatchReport) -> bool {
+    let goal = m.goal();
+    let n = m.survivors();
+    let a = goal.position(r.rank);
+    let ring = r.succ == Some(goal.at(forward(a, 1, n))) && r.pred == Some(goal.at(backward(a, 1, n)));
+    let l = levels(n);
+    ring && r.cw.len() >= l
+        && r.ccw.len() >= l
+        && (0..l).all(|k| {
+            r.cw[k] == Some(goal.at(forward(a, 1 << k, n))) && r.ccw[k] == Some(goal.at(backward(a, 1 << k, n)))
+        })
+}
+
+/// Runs `ftcoll bootstrap --nodes N --kill R[,R..]`.
+pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
+    detector(&a.detector)?;
+    let kill: BTreeSet<u32> = a.kill.iter().copied().collect();
+    if let Some(r) = kill.iter().find(|&&r| r >= n) {
+        return Err(format!("--kill {r} is not below --nodes {n}"));
+    }
+    if kill.len() + 2 > n as usize {
+        return Err(format!("--kill must leave at least 2 of the {n} nodes"));
+    }
+    let tree = LaunchTree::from_tree(&launch_tree(n)?);
+    let mut mended = Mended::new(&tree);
+    for &k in &kill {
+        mended.excise(k)?;
+    }
+    let mut l = launch(a, n, true)?;
+    let boot_ms = l
+        .reports
+        .iter()
+        .map(|r| r.table_unix_us)
+        .max()
+        .unwrap_or(l.launched_us)
+        .saturating_sub(l.launched_us) as f64
+        / 1000.0;
+    let (tx, rx) = mpsc::channel::<(usize, WatchReport)>();
+    for (r, out) in std::mem::take(&mut l.readers).into_iter().enumerate() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if let Ok(rep) = serde_json::from_str::<WatchReport>(&line)
+                    && tx.send((r, rep)).is_err()
+                {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    // Let the heartbeats flow between every pair of neighbours first.
+    std::thread::sleep(Duration::from_millis(5 * a.detector.heartbeat_ms));
+    let kill_us = unix_us();
+    for &k in &kill {
+        let c = &mut l.procs.0[k as usize];
+        c.kill().map_err(|e| format!("cannot kill rank {k}: {e}"))?;
+        let _ = c.wait();
+    }
+    let survivors: Vec<usize> = (0..n as usize).filter(|&r| !kill.contains(&(r as u32))).collect();
+    let mut latest: Vec<Option<WatchReport>> = vec![None; n as usize];
+    let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
+    let repaired = |x: &Option<WatchReport>| {
+        x.as_ref()
+            .is_some_and(|x| x.legitimate && x.dead.iter().copied().collect::<BTreeSet<_>>() == kill)
+    };
+    while !survivors.iter().all(|&r| repaired(&latest[r])) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((r, rep)) => {
+                if let Some(d) = rep.dead.iter().find(|d| !kill.contains(d)) {
+                    return Err(format!("rank {r} took live rank {d} for dead (a false suspicion)"));
+                }
+                latest[r] = Some(rep);
+            }
+            Err(_) => {
+                let missing: Vec<String> = survivors
+                    .iter()
+                    .filter(|&&r| !repaired(&latest[r]))
+                    .map(|r| r.to_string())
+                    .collect();
+                return Err(format!(
+                    "the overlay was not repaired within {} s (ranks not done: {})",
+                    a.timeout_s,
+                    missing.join(" ")
+                ));
+            }
+        }
+    }
+    let reps: Vec<&WatchReport> = survivors.iter().filter_map(|&r| latest[r].as_ref()).collect();
+    let bad: Vec<String> = reps
+        .iter()
+        .filter(|r| !verified(&mended, r))
+        .map(|r| r.rank.to_string())
+        .collect();
+    // Every node is done: close their stdin, they exit.
+    for &r in &survivors {
+        drop(l.procs.0[r].stdin.take());
+    }
+    for &r in &survivors {
+        let st = l.procs.0[r].wait().map_err(|e| e.to_string())?;
+        if !st.success() {
+            return Err(format!("rank {r} exited with {st}"));
+        }
+    }
+    if !bad.is_empty() {
+        return Err(format!(
+            "ranks {} reported a state that is not the legitimate BMG over the survivors",
+            bad.join(" ")
+        ));
+    }
+    let first = reps
+        .iter()
+        .filter(|r| r.detected_unix_us > 0)
+        .min_by_key(|r| r.detected_unix_us)
+        .ok_or("no survivor detected the deaths itself")?;
+    let learned = reps.iter().map(|r| r.learned_unix_us).max().unwrap_or(0);
+    let legit = reps.iter().map(|r| r.legit_unix_us).max().unwrap_or(0);
+    let ms = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1000.0;
+    let detect_ms = ms(kill_us, first.detected_unix_us);
+    let spread_ms = ms(first.detected_unix_us, learned);
+    let repair_ms = ms(learned, legit);
+    let total_ms = ms(kill_us, legit);
+    let rounds = reps.iter().map(|r| r.notice_rounds).max().unwrap_or(0);
+    let span = FailureNotices::new(0, &tree.ring_order(), n).span();
+    let detectors = reps.iter().filter(|r| r.detected_unix_us > 0).count();
+    let ring: Vec<String> = mended.tree().ring_order().iter().map(|r| r.to_string()).collect();
+    let killed: Vec<String> = kill.iter().map(|r| r.to_string()).collect();
+    if a.json {
+        println!(
+            "{}",
+            json!({
+                "nodes": n,
+                "killed": kill,
+                "boot_ms": boot_ms,
+                "detect_ms": detect_ms,
+                "detected_by": first.detected_by,
+                "detectors": detectors,
+                "spread_ms": spread_ms,
+                "notice_rounds": rounds,
+                "notice_span": span,
+                "repair_ms": repair_ms,
+                "total_ms": total_ms,
+                "survivors": reps.len(),
+                "legitimate": reps.len(),
+                "ring": mended.tree().ring_order(),
+            })
+        );
+        return Ok(());
+    }
+    println!("ftcoll bootstrap --kill: {n} node processes booted from their parents' addresses only (last table");
+    println!(
+        "{boot_ms:.1} ms after the first launch), then SIGKILL of rank(s) {}.",
+        killed.join(",")
+    );
+    println!("detect: first suspicion after the kill; spread: from it until every survivor knew every death");
+    println!("(failure notices, Han–Finkel over the survivors' ring); repair: from then until every survivor's");
+    println!("Succ/Pred/CW/CCW were the legitimate BMG over the survivors (Algorithms 1, 2 on the mended tree)\n");
+    println!(
+        "{:>6}{:>8}{:>11}{:>11}{:>11}{:>14}{:>11}{:>11}{:>12}",
+        "nodes", "killed", "detect ms", "by", "spread ms", "rounds/span", "repair ms", "total ms", "legitimate"
+    );
+    println!(
+        "{:>6}{:>8}{:>11.1}{:>11}{:>11.1}{:>14}{:>11.1}{:>11.1}{:>12}",
+        n,
+        killed.join(","),
+        detect_ms,
+        first.detected_by,
+        spread_ms,
+        format!("{rounds}/{span}"),
+        repair_ms,
+        total_ms,
+        format!("{}/{}", reps.len(), survivors.len())
+    );
+    println!("\nrepaired ring (every survivor checked its own state, and this process checked the reports):");
+    println!("{}", ring.join(" "));
+    Ok(())
+}
