@@ -391,3 +391,58 @@ fn model_a_credit_word_that_cannot_be_true_is_refused_and_counted() {
     eps[1].poll(now + Duration::from_millis(1), &mut |_| {}).unwrap();
     assert_eq!(eps[0].send(1, b"m", now), Ok(()));
 }
+
+/// The launched-run path end to end over the model: each rank's endpoint swaps its connection
+/// data through a coordinator on loopback ([`crate::runtime::conn_relay`], sealed with the job
+/// key), connects, and the conformance exchange then runs over the QPs so connected.
+#[test]
+fn model_endpoints_connected_through_the_coordinator_relay_exchange_everything() {
+    use crate::runtime::board::Control;
+    use crate::runtime::control::{ChildAgent, ParentAgent};
+    use crate::transport::udp::auth::AuthKey;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (n, job) = (4u32, 0x5eed_u64);
+    let key = AuthKey::from_bytes([9; 16]);
+    let dev = fake::device();
+    let mut parent = ParentAgent::bind("127.0.0.1:0".parse().unwrap(), job, n).unwrap();
+    parent.set_key(Some(key.clone()));
+    let addr = parent.addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let coord = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let ctl = Control::new(n);
+            while !stop.load(Ordering::Acquire) {
+                parent.pump(&ctl, &|| 0);
+                parent.wait(Duration::from_millis(1));
+            }
+            parent.conns_complete()
+        })
+    };
+    let ranks: Vec<_> = (0..n)
+        .map(|r| {
+            let (dev, key) = (Arc::clone(&dev), key.clone());
+            std::thread::spawn(move || {
+                let cfg = VerbsConfig::default();
+                let mut t = super::endpoint::VerbsTransport::create(dev, r, n, job, &cfg, 1).unwrap();
+                let mut agent = ChildAgent::new(addr, job, r, n).unwrap();
+                agent.set_key(Some(key));
+                let max = crate::transport::MAX_PAYLOAD as u32;
+                super::connect_through(&mut t, &mut |mine| {
+                    agent.exchange_conns(mine, max, Duration::from_secs(10))
+                })
+                .unwrap();
+                t
+            })
+        })
+        .collect();
+    let eps: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    stop.store(true, Ordering::Release);
+    assert_eq!(coord.join().unwrap(), n as usize);
+    let out = exchange(eps, 600, 100, &[], Duration::from_secs(60));
+    assert_complete(&out, 600);
+    for o in &out {
+        assert_eq!(o.stats.received, 3 * 600, "{o:?}");
+    }
+}
