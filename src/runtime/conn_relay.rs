@@ -157,7 +157,7 @@ impl Gather {
             me,
             dir,
             slots: vec![None; n as usize],
-            missing: n as usize - 1,
+            missing: (n as usize).saturating_sub(1),
         }
     }
 
