@@ -125,6 +125,14 @@ fn verbs_flags_are_checked_in_every_build() {
     );
     fails_with(&[LOGP, &["--port", "0"]].concat(), "--port must be at least 1");
     fails_with(
+        &[BENCH, &["--inline-size", "913"]].concat(),
+        "--inline-size must be at most 912",
+    );
+    fails_with(
+        &["bench", "--inline-size", "64"],
+        "--inline-size applies to --transport verbs only",
+    );
+    fails_with(
         &["bench", "--join", "127.0.0.1:9", "--rank", "0", "--transport", "inproc"],
         "--join needs --transport udp or verbs",
     );

@@ -94,12 +94,21 @@ impl VerbsConfig {
         if self.signal_every == 0 {
             return Err("--signal-every must be at least 1".into());
         }
+        if self.max_inline > MAX_INLINE {
+            return Err(format!(
+                "--inline-size must be at most {MAX_INLINE} (perftest's MAX_INLINE), got {}",
+                self.max_inline
+            ));
+        }
         if self.port == Some(0) {
             return Err("--port must be at least 1 (ports are numbered from 1)".into());
         }
         Ok(())
     }
 }
+
+/// The largest inline size accepted (perftest's MAX_INLINE; providers grant less or refuse).
+pub const MAX_INLINE: u32 = 912;
 
 /// The configuration `endpoints(TransportKind::Verbs, ..)` uses. Set once by the CLI before a
 /// run: the transport choice stays a plain `Copy` enum shared by every driver.
@@ -258,6 +267,10 @@ mod config_tests {
             },
             VerbsConfig {
                 port: Some(0),
+                ..VerbsConfig::default()
+            },
+            VerbsConfig {
+                max_inline: 913,
                 ..VerbsConfig::default()
             },
         ] {
