@@ -2,7 +2,8 @@
 //! (the `ftcoll bench --procs` parent on 127.0.0.1, or rank 0 of a launcher-started run at
 //! its `--join` address) and each node process. With `--join` it is also the rendezvous:
 //! every node sends its data address ([`Msg::Join`]) and receives the whole table, with the
-//! run's LogP unit, in [`Table`] datagrams. Nodes report per operation what the in-process cluster reads from shared
+//! run's LogP unit, in table datagrams ([`join`]); over verbs the coordinator then relays
+//! each rank's QP connection data to its peers ([`conn_relay`]). Nodes report per operation what the in-process cluster reads from shared
 //! atomics; the parent tells the root which operations it may start and everyone which are
 //! over. Reports are idempotent and re-sent periodically, so a lost datagram only delays.
 //! Every datagram is validated (magic, version, job, type, rank, exact length) and the

@@ -2,7 +2,9 @@
 //!
 //! One Reliable Connected QP per peer, connected at start (all pairs: the protocols' correction
 //! rings, gossip and BFB may address any rank, and a lazy connect would need a side channel and
-//! a round trip inside a measured operation). Data path after perftest's low-latency pattern:
+//! a round trip inside a measured operation). Connection data goes through the rendezvous
+//! directory ([`bootstrap`]), or in a launched run through rank 0's coordinator
+//! ([`crate::runtime::conn_relay`]). Data path after perftest's low-latency pattern:
 //! one pre-registered buffer, pre-posted per-peer receive rings recycled as soon as a message
 //! is handed over (re-posted in one `ibv_post_recv` per peer per poll), SEND with inline data
 //! up to the QP's inline limit (staged in registered memory above it), unsignaled sends with a
