@@ -19,11 +19,35 @@ fn fails_with(args: &[&str], want: &str) {
 
 const BENCH: &[&str] = &["bench", "--transport", "verbs", "--iterations", "10", "--warmup", "1"];
 const LOGP: &[&str] = &["logp", "--transport", "verbs", "--reps", "10"];
+/// A launched run's rank 0 (coordinator and node) and rank 1: the device is checked before
+/// the rendezvous, so neither waits for a peer that cannot come.
+const JOIN0: &[&str] = &[
+    "bench",
+    "--join",
+    "127.0.0.1:47311",
+    "--rank",
+    "0",
+    "--nodes",
+    "2",
+    "--transport",
+    "verbs",
+];
+const JOIN1: &[&str] = &[
+    "node",
+    "--join",
+    "127.0.0.1:47311",
+    "--rank",
+    "1",
+    "--nodes",
+    "2",
+    "--transport",
+    "verbs",
+];
 
 #[cfg(not(feature = "rdma"))]
 #[test]
 fn without_the_feature_verbs_says_to_rebuild() {
-    for args in [BENCH, LOGP] {
+    for args in [BENCH, LOGP, JOIN0, JOIN1] {
         fails_with(args, "rebuild with `cargo build --release --features rdma`");
         fails_with(args, "--transport udp");
     }
@@ -55,7 +79,7 @@ fn with_the_feature_and_no_device_verbs_names_what_is_missing() {
     if std::fs::read_dir("/sys/class/infiniband_verbs").is_ok_and(|mut d| d.next().is_some()) {
         return;
     }
-    for args in [BENCH, LOGP] {
+    for args in [BENCH, LOGP, JOIN0, JOIN1] {
         fails_with(args, "no RDMA device");
         fails_with(args, "use --transport udp");
     }
@@ -100,6 +124,22 @@ fn verbs_flags_are_checked_in_every_build() {
         "--retry-count must be in 0..=7",
     );
     fails_with(&[LOGP, &["--port", "0"]].concat(), "--port must be at least 1");
+    fails_with(
+        &[BENCH, &["--inline-size", "913"]].concat(),
+        "--inline-size must be at most 912",
+    );
+    fails_with(
+        &["bench", "--inline-size", "64"],
+        "--inline-size applies to --transport verbs only",
+    );
+    fails_with(
+        &["bench", "--join", "127.0.0.1:9", "--rank", "0", "--transport", "inproc"],
+        "--join needs --transport udp or verbs",
+    );
+    fails_with(
+        &[JOIN1, &["--verbs-dir", "/tmp/x"]].concat(),
+        "--verbs-dir does not apply to --join",
+    );
     fails_with(&[BENCH, &["--port", "x"]].concat(), "invalid value 'x'");
     fails_with(
         &[LOGP, &["--rendezvous", "/tmp/x", "--rank", "2", "--nodes", "2"]].concat(),

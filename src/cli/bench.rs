@@ -288,8 +288,8 @@ fn joined_args(a: &BenchArgs) -> Result<(BenchArgs, Option<u32>), String> {
     if a.procs {
         return Err("--join and --procs exclude each other (the launcher starts the processes)".into());
     }
-    if a.transport != TransportKind::Udp {
-        return Err("--join needs --transport udp".into());
+    if a.transport == TransportKind::Inproc {
+        return Err("--join needs --transport udp or verbs (processes do not share memory)".into());
     }
     let (rank, n) = match a.rank {
         Some(r) => (r, a.nodes),
@@ -320,6 +320,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         return Err(format!("--nodes must be at least 2, got {}", a.nodes));
     }
     a.verbs.apply(a.transport)?;
+    if a.join.is_some() && a.transport == TransportKind::Verbs {
+        // Before the rendezvous: a rank without a usable device must not leave the others
+        // (or its own coordinator thread) waiting for it.
+        crate::transport::verbs::probe()?;
+    }
     if a.iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }
@@ -368,6 +373,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             o_ns: a.o_ns.unwrap_or(1),
             l_ns: a.l_ns.unwrap_or(1),
         }),
+        verbs: a.transport == TransportKind::Verbs,
     };
     if let Some(rank) = join_rank
         && rank != 0

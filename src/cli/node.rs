@@ -121,8 +121,15 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
     }
     if let Some(coordinator) = a.join {
-        if a.transport != TransportKind::Udp {
-            return Err("--join runs over --transport udp".into());
+        if a.transport == TransportKind::Inproc {
+            return Err("--transport inproc does not apply to node processes".into());
+        }
+        if a.verbs_dir.is_some() {
+            return Err("--verbs-dir does not apply to --join (the coordinator relays the connection data)".into());
+        }
+        a.verbs.apply(a.transport)?;
+        if a.transport == TransportKind::Verbs {
+            crate::transport::verbs::probe()?;
         }
         if rank == 0 {
             return Err("rank 0 coordinates a joined run: start it as `ftcoll bench --join ADDR --rank 0`".into());
@@ -149,6 +156,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
                 std::time::Duration::from_nanos(a.emulate_jitter_ns),
             ),
             boot: None,
+            verbs: a.transport == TransportKind::Verbs,
         })?;
         println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
         return Ok(());
@@ -265,6 +273,9 @@ pub struct JoinedNode<'a> {
     /// --boot`): the node knows only its launch-tree parent; the coordinator is then at rank
     /// 0's address from the table, port `coordinator.port()`.
     pub boot: Option<BootSpec>,
+    /// Over the verbs transport: QPs connected with the records the coordinator relays
+    /// ([`crate::runtime::conn_relay`]) once the address table is in.
+    pub verbs: bool,
 }
 
 /// The overlay bootstrap's part of a launched node (issue 6: a node needs only its parent's
@@ -361,8 +372,22 @@ fn run_launched(
     peers: Vec<SocketAddr>,
     p: JobParams,
     control: SocketAddr,
-    agent: ChildAgent,
+    mut agent: ChildAgent,
 ) -> Result<NodeExit, String> {
+    // Verbs: the QPs are connected here; the coordinator's go-ahead (it waits for every node's
+    // clock report, sent after this) is the barrier that has every QP in RTR before a SEND.
+    let transport = if j.verbs {
+        let max = crate::transport::MAX_PAYLOAD as u32;
+        Some(crate::transport::verbs::connected_endpoint(
+            j.rank,
+            j.n,
+            j.job,
+            j.seed,
+            &mut |mine| agent.exchange_conns(mine, max, j.timeout),
+        )?)
+    } else {
+        None
+    };
     let model = LogP {
         l: (p.l_ns + p.o_ns / 2) / p.o_ns,
         o: 1,
@@ -399,5 +424,5 @@ fn run_launched(
         link_delay: j.link_delay,
         auth: j.auth.clone(),
     };
-    algo.dispatch(j.n, model, RunNode(&spec, None, agent))?
+    algo.dispatch(j.n, model, RunNode(&spec, transport, agent))?
 }

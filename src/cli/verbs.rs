@@ -37,6 +37,10 @@ pub struct VerbsArgs {
     /// One signaled send per N [default: perftest's cq_mod 100, at most --tx-depth].
     #[arg(long = "signal-every")]
     pub signal_every: Option<u32>,
+    /// Inline data asked of each QP, bytes; larger sends are staged in registered memory
+    /// (the provider may grant less) [default: perftest's 236].
+    #[arg(long = "inline-size")]
+    pub inline_size: Option<u32>,
 }
 
 impl VerbsArgs {
@@ -51,6 +55,7 @@ impl VerbsArgs {
             (self.rx_depth.is_some(), "--rx-depth"),
             (self.tx_depth.is_some(), "--tx-depth"),
             (self.signal_every.is_some(), "--signal-every"),
+            (self.inline_size.is_some(), "--inline-size"),
         ]
         .into_iter()
         .find(|x| x.0)
@@ -75,6 +80,7 @@ impl VerbsArgs {
         opt("--rx-depth", self.rx_depth.map(|x| x.to_string()));
         opt("--tx-depth", self.tx_depth.map(|x| x.to_string()));
         opt("--signal-every", self.signal_every.map(|x| x.to_string()));
+        opt("--inline-size", self.inline_size.map(|x| x.to_string()));
         v
     }
 
@@ -95,7 +101,7 @@ impl VerbsArgs {
             rx_depth: self.rx_depth.unwrap_or(d.rx_depth),
             tx_depth: self.tx_depth.unwrap_or(d.tx_depth),
             signal_every: self.signal_every.unwrap_or(d.signal_every),
-            max_inline: d.max_inline,
+            max_inline: self.inline_size.unwrap_or(d.max_inline),
         };
         c.validate()?;
         Ok(c)
@@ -160,6 +166,7 @@ mod tests {
             rx_depth: Some(64),
             tx_depth: Some(32),
             signal_every: Some(8),
+            inline_size: Some(64),
         };
         let argv = std::iter::once("p".to_string()).chain(a.to_args());
         let b = P::try_parse_from(argv).unwrap().v;

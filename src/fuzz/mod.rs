@@ -66,6 +66,11 @@ pub const TARGETS: &[Target] = &[
         seeds: seeds::join,
     },
     Target {
+        name: "conn_relay",
+        run: targets::conn_relay,
+        seeds: seeds::conn_relay,
+    },
+    Target {
         name: "hostfile",
         run: targets::hostfile,
         seeds: seeds::hostfile,

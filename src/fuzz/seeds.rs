@@ -154,6 +154,29 @@ pub fn join() -> Vec<Vec<u8>> {
     vec![with_n(4, &join::encode(JOB, 4, 1, &addrs, &p))]
 }
 
+pub fn conn_relay() -> Vec<Vec<u8>> {
+    use crate::runtime::conn_relay::{Dir, encode};
+    use crate::transport::verbs::conn::ConnInfo;
+    let info = |from: u32, to: u32| ConnInfo {
+        job: JOB,
+        from,
+        to,
+        qpn: 0x100 + from * 8 + to,
+        psn: 7,
+        lid: 1,
+        gid: [0; 16],
+        mtu: 5,
+        credit_addr: 4096,
+        credit_rkey: 9,
+        ring_slots: 16,
+        slot_len: crate::transport::MAX_PAYLOAD as u32,
+    };
+    vec![
+        with_n(4, &encode(JOB, 4, Dir::Up, 1, 0, &[info(1, 0), info(1, 2), info(1, 3)])),
+        with_n(4, &encode(JOB, 4, Dir::Down, 2, 0, &[info(0, 2), info(3, 2)])),
+    ]
+}
+
 pub fn hostfile() -> Vec<Vec<u8>> {
     vec![
         with_n(3, b"127.0.0.1:5000\n127.0.0.1:5001 # two\n\n[::1]:5002\n"),

@@ -11,7 +11,7 @@ use crate::protocol::bcast::corrected_gossip::GossipMsg;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrMsg, FAILPROOF_CAP};
 use crate::protocol::bcast::tree_ack::TreeAckMsg;
-use crate::runtime::{control, join, kill, procs};
+use crate::runtime::{conn_relay, control, join, kill, procs};
 use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage};
 
 /// The job id every wire target expects (seeds carry it; other ids are foreign).
@@ -163,6 +163,28 @@ pub fn join(data: &[u8]) -> u64 {
             100 + u64::from(d.get(16).copied().unwrap_or(0))
         }
         None => 1,
+    }
+}
+
+/// `conn_relay`: byte 0 is `n`, the rest a verbs connection-data chunk of job [`JOB`]; a
+/// decoded chunk must re-encode to itself and be taken by a reassembly of its rank.
+pub fn conn_relay(data: &[u8]) -> u64 {
+    let (n, d) = size_and_rest(data);
+    let max = crate::transport::MAX_PAYLOAD as u32;
+    match conn_relay::decode(d, JOB, n, max) {
+        Ok(c) => {
+            assert!(!c.infos.is_empty() && c.infos.len() <= conn_relay::PER_DATAGRAM);
+            assert!(c.infos.iter().all(|i| i.from < n && i.to < n && i.from != i.to));
+            let again = conn_relay::encode(JOB, n, c.dir, c.rank, c.part, &c.infos);
+            assert_eq!(conn_relay::decode(&again, JOB, n, max).as_ref(), Ok(&c));
+            let mut g = conn_relay::Gather::new(c.rank, n, c.dir);
+            // Two records for one pair that differ are a conflict, never a panic.
+            if g.add(&c).is_ok() {
+                assert!(g.missing() < n as usize);
+            }
+            100 + c.infos.len() as u64
+        }
+        Err(e) => 2 + e.to_string().len() as u64 % 7,
     }
 }
 

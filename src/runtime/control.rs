@@ -2,7 +2,8 @@
 //! (the `ftcoll bench --procs` parent on 127.0.0.1, or rank 0 of a launcher-started run at
 //! its `--join` address) and each node process. With `--join` it is also the rendezvous:
 //! every node sends its data address ([`Msg::Join`]) and receives the whole table, with the
-//! run's LogP unit, in [`Table`] datagrams. Nodes report per operation what the in-process cluster reads from shared
+//! run's LogP unit, in table datagrams ([`join`]); over verbs the coordinator then relays
+//! each rank's QP connection data to its peers ([`conn_relay`]). Nodes report per operation what the in-process cluster reads from shared
 //! atomics; the parent tells the root which operations it may start and everyone which are
 //! over. Reports are idempotent and re-sent periodically, so a lost datagram only delays.
 //! Every datagram is validated (magic, version, job, type, rank, exact length) and the
@@ -13,8 +14,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::runtime::board::{Control, WINDOW};
+use crate::runtime::conn_relay::{self, Dir, Gather};
 use crate::runtime::join::{self, JobParams};
 use crate::transport::udp::auth::{AuthKey, TAG_LEN};
+use crate::transport::verbs::conn::ConnInfo;
 
 const MAGIC: [u8; 4] = *b"FTCC";
 const VERSION: u8 = 1;
@@ -410,6 +413,70 @@ impl ChildAgent {
         Ok((table.into_iter().flatten().collect(), params))
     }
 
+    /// The verbs connection data of a launched run, relayed by the coordinator
+    /// ([`conn_relay`]): sends `mine` (the records this rank made for each peer) until every
+    /// record addressed to this rank has come back, or `timeout` passes. Indexed by rank
+    /// (`None` at this rank). Invalid datagrams are counted; the last problem is named on
+    /// timeout.
+    pub fn exchange_conns(
+        &mut self,
+        mine: &[ConnInfo],
+        max_msg: u32,
+        timeout: Duration,
+    ) -> Result<Vec<Option<ConnInfo>>, String> {
+        let up: Vec<Vec<u8>> = conn_relay::encode_all(self.job, self.n, Dir::Up, self.rank, mine)
+            .iter()
+            .map(|b| sealed(self.key.as_ref(), b))
+            .collect();
+        let mut got = Gather::new(self.rank, self.n, Dir::Down);
+        let mut buf = vec![0u8; 2048];
+        let deadline = Instant::now() + timeout;
+        let mut last_sent: Option<Instant> = None;
+        // Resent with a growing pause: all n ranks repeat their whole set until the last rank
+        // is in, so a fixed short period would flood the coordinator of a large run.
+        let mut pause = Duration::from_millis(5);
+        let mut problem: Option<String> = None;
+        while got.missing() > 0 {
+            let now = Instant::now();
+            if now > deadline {
+                return Err(format!(
+                    "verbs connection data through the coordinator at {}: {} of {} peers missing after {timeout:?}{}",
+                    self.parent,
+                    got.missing(),
+                    self.n - 1,
+                    problem.map(|e| format!(" (last problem: {e})")).unwrap_or_default()
+                ));
+            }
+            if last_sent.is_none_or(|t| now.duration_since(t) > pause) {
+                for d in &up {
+                    let _ = self.sock.send_to(d, self.parent);
+                }
+                if last_sent.is_some() {
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                last_sent = Some(now);
+            }
+            let Ok((len, from)) = recv_within(&self.sock, &mut buf, now + Duration::from_millis(5)) else {
+                continue;
+            };
+            let Some(body) = opened(self.key.as_ref(), &buf[..len]).filter(|_| from == self.parent) else {
+                self.invalid += 1;
+                continue;
+            };
+            if !conn_relay::is_chunk(body) {
+                continue; // A late copy of the address table, or a command for later.
+            }
+            let r = conn_relay::decode(body, self.job, self.n, max_msg).and_then(|c| got.add(&c));
+            if let Err(e) = r {
+                self.invalid += 1;
+                problem = Some(e.to_string());
+            }
+        }
+        self.heard = true;
+        self.last_heard = Instant::now();
+        Ok(got.into_slots())
+    }
+
     /// Seals every control datagram with `key` and accepts only those it seals (`None`: the
     /// run is unauthenticated; tags are then zero).
     pub fn set_key(&mut self, key: Option<AuthKey>) {
@@ -442,8 +509,8 @@ impl ChildAgent {
                 self.invalid += 1;
                 continue;
             };
-            if join::is_table(body) {
-                continue; // A late copy of the address table.
+            if join::is_table(body) || conn_relay::is_chunk(body) {
+                continue; // A late copy of the address table or of connection data.
             }
             match decode(body, self.job, self.n.max(1)) {
                 Some((_, Msg::Allow { allowed })) => {
@@ -519,6 +586,11 @@ pub struct ParentAgent {
     params: Option<JobParams>,
     /// The job key: every control datagram carries its MAC.
     key: Option<AuthKey>,
+    /// Per rank: the verbs connection data it made, as relayed so far ([`conn_relay`];
+    /// allocated with the first chunk, so runs without verbs pay nothing).
+    conns: Vec<Option<Gather>>,
+    /// Ranks whose connection data is complete.
+    conns_done: usize,
     pub invalid: u64,
 }
 
@@ -544,8 +616,47 @@ impl ParentAgent {
             last_seen: vec![None; n as usize],
             params: None,
             key: None,
+            conns: vec![None; n as usize],
+            conns_done: 0,
             invalid: 0,
         })
+    }
+
+    /// Takes a chunk of verbs connection data from rank `r` at `from`; once every rank's is in,
+    /// answers a rank's first chunk with the records addressed to it (the rank repeats its
+    /// chunks until it has them all, so lost answers are made good).
+    fn relay_conns(&mut self, chunk: &conn_relay::Chunk, from: SocketAddr) {
+        let n = self.conns.len() as u32;
+        let r = chunk.rank as usize;
+        if chunk.dir != Dir::Up {
+            self.invalid += 1;
+            return;
+        }
+        let g = self.conns[r].get_or_insert_with(|| Gather::new(r as u32, n, Dir::Up));
+        let was = g.missing();
+        if g.add(chunk).is_err() {
+            self.invalid += 1;
+            return;
+        }
+        if was > 0 && g.missing() == 0 {
+            self.conns_done += 1;
+        }
+        if chunk.part != 0 || self.conns_done < n as usize {
+            return;
+        }
+        let down: Vec<ConnInfo> = self
+            .conns
+            .iter()
+            .filter_map(|g| g.as_ref()?.get(r as u32).copied())
+            .collect();
+        for d in conn_relay::encode_all(self.job, n, Dir::Down, r as u32, &down) {
+            let _ = self.sock.send_to(&sealed(self.key.as_ref(), &d), from);
+        }
+    }
+
+    /// How many ranks have sent all their verbs connection data.
+    pub fn conns_complete(&self) -> usize {
+        self.conns_done
     }
 
     /// How many children have sent their data address.
@@ -635,9 +746,26 @@ impl ParentAgent {
     /// that changed (and periodically). `now_ns` is the parent's clock.
     pub fn pump(&mut self, ctl: &Control, now_ns: &dyn Fn() -> u64) {
         let n = self.children.len() as u32;
-        let mut buf = [0u8; 128];
+        let mut buf = [0u8; 2048];
         while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
-            let Some((rank, m)) = opened(self.key.as_ref(), &buf[..len]).and_then(|b| decode(b, self.job, n)) else {
+            let Some(body) = opened(self.key.as_ref(), &buf[..len]) else {
+                self.invalid += 1;
+                continue;
+            };
+            if conn_relay::is_chunk(body) {
+                // The sender's rank is in the chunk; it must come from that rank's address.
+                match conn_relay::decode(body, self.job, n, crate::transport::MAX_PAYLOAD as u32) {
+                    Ok(c) if self.children[c.rank as usize].is_none_or(|a| a == from) => {
+                        let r = c.rank as usize;
+                        self.children[r] = Some(from);
+                        self.last_seen[r] = Some(Instant::now());
+                        self.relay_conns(&c, from);
+                    }
+                    _ => self.invalid += 1,
+                }
+                continue;
+            }
+            let Some((rank, m)) = decode(body, self.job, n) else {
                 self.invalid += 1;
                 continue;
             };
@@ -718,6 +846,7 @@ impl ParentAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::verbs::conn::sample as conn;
 
     #[test]
     fn control_datagrams_are_sealed_with_the_job_key() {
@@ -739,6 +868,72 @@ mod tests {
             "an unsealed datagram at a keyed agent"
         );
         assert_eq!(opened(Some(&key), &d[..TAG_LEN - 1]), None, "shorter than a tag");
+    }
+
+    /// n ranks (more than one datagram's worth of peers) exchange connection data through a
+    /// coordinator on loopback, sealed with the job key; a node with another key is shut out.
+    #[test]
+    fn connection_data_is_relayed_all_to_all_through_the_coordinator() {
+        let (job, n) = (0xF7C0_0000_0000_0042u64, 20u32);
+        let key = AuthKey::from_bytes([3; 16]);
+        let mut parent = ParentAgent::bind("127.0.0.1:0".parse().unwrap(), job, n).unwrap();
+        parent.set_key(Some(key.clone()));
+        let addr = parent.addr().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let coord = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let ctl = Control::new(n);
+                while !stop.load(Ordering::Acquire) {
+                    parent.pump(&ctl, &|| 0);
+                    parent.wait(Duration::from_millis(1));
+                }
+                (parent.conns_complete(), parent.invalid)
+            })
+        };
+        let nodes: Vec<_> = (0..n)
+            .map(|r| {
+                let key = key.clone();
+                std::thread::spawn(move || {
+                    let mut a = ChildAgent::new(addr, job, r, n).unwrap();
+                    a.set_key(Some(key));
+                    let mine: Vec<ConnInfo> = (0..n).filter(|&t| t != r).map(|t| conn(job, r, t)).collect();
+                    a.exchange_conns(&mine, crate::transport::MAX_PAYLOAD as u32, Duration::from_secs(10))
+                })
+            })
+            .collect();
+        // An outsider with the wrong key is never answered and changes nothing.
+        let mut stranger = ChildAgent::new(addr, job, 1, n).unwrap();
+        stranger.set_key(Some(AuthKey::from_bytes([4; 16])));
+        let forged: Vec<ConnInfo> = (0..n)
+            .filter(|&t| t != 1)
+            .map(|t| ConnInfo {
+                qpn: 9,
+                ..conn(job, 1, t)
+            })
+            .collect();
+        let e = stranger
+            .exchange_conns(
+                &forged,
+                crate::transport::MAX_PAYLOAD as u32,
+                Duration::from_millis(200),
+            )
+            .unwrap_err();
+        assert!(e.contains("peers missing"), "{e}");
+        for (me, h) in nodes.into_iter().enumerate() {
+            let got = h.join().unwrap().unwrap();
+            for (from, c) in got.iter().enumerate() {
+                if from == me {
+                    assert!(c.is_none());
+                } else {
+                    assert_eq!(*c, Some(conn(job, from as u32, me as u32)));
+                }
+            }
+        }
+        stop.store(true, Ordering::Release);
+        let (done, invalid) = coord.join().unwrap();
+        assert_eq!(done, n as usize);
+        assert!(invalid > 0, "the stranger's datagrams were counted");
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod agree;
 pub mod board;
 pub mod bootstrap;
 pub mod cluster;
+pub mod conn_relay;
 pub mod control;
 pub mod flood;
 pub mod join;

@@ -3,6 +3,7 @@
 //! move opaque byte strings between ranks of one job; encoding is [`crate::wire`]'s.
 
 pub mod inproc;
+pub mod ppoll;
 pub mod udp;
 pub mod verbs;
 

@@ -905,42 +905,6 @@ impl std::fmt::Debug for UdpTransport {
     }
 }
 
-/// Blocks until `socket` is readable or `timeout` (sub-millisecond precision) has passed.
-fn ppoll_readable(socket: &UdpSocket, timeout: Duration) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    thread_local! {
-        static SLACK_SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    if !SLACK_SET.get() {
-        // Linux lets a timed sleep overrun by the thread's timer slack, 50 µs by default, as
-        // much as the delays we time here: ask for 1 µs (best effort).
-        // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this
-        // thread's timer slack; no memory is passed.
-        let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
-        SLACK_SET.set(true);
-    }
-    let mut fd = libc::pollfd {
-        fd: socket.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-    };
-    // SAFETY: `fd` is one valid, initialized pollfd that outlives the call (nfds = 1); `ts` is
-    // a valid timespec; a null signal mask leaves the thread's mask unchanged. The descriptor
-    // belongs to `socket`, which the borrow keeps open for the duration of the call.
-    let r = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
 /// Receive errors after which reading goes on.
 fn transient(e: &io::Error) -> bool {
     matches!(
@@ -1252,7 +1216,7 @@ impl Transport for UdpTransport {
         if timeout < Duration::from_millis(1) {
             // epoll counts in milliseconds (mio rounds up): a timer due in 20 µs would sleep a
             // whole millisecond. ppoll takes a timespec and sleeps on a high-resolution timer.
-            return ppoll_readable(&self.core.socket, timeout);
+            return crate::transport::ppoll::readable(std::os::fd::AsFd::as_fd(&self.core.socket), timeout).map(|_| ());
         }
         // Registered only while waiting: a registered socket costs ~0.2 µs more per arrival
         // (the epoll callback, measured on loopback), which busy polling should not pay.

@@ -2,7 +2,9 @@
 //!
 //! One Reliable Connected QP per peer, connected at start (all pairs: the protocols' correction
 //! rings, gossip and BFB may address any rank, and a lazy connect would need a side channel and
-//! a round trip inside a measured operation). Data path after perftest's low-latency pattern:
+//! a round trip inside a measured operation). Connection data goes through the rendezvous
+//! directory ([`bootstrap`]), or in a launched run through rank 0's coordinator
+//! ([`crate::runtime::conn_relay`]). Data path after perftest's low-latency pattern:
 //! one pre-registered buffer, pre-posted per-peer receive rings recycled as soon as a message
 //! is handed over (re-posted in one `ibv_post_recv` per peer per poll), SEND with inline data
 //! up to the QP's inline limit (staged in registered memory above it), unsignaled sends with a
@@ -94,12 +96,21 @@ impl VerbsConfig {
         if self.signal_every == 0 {
             return Err("--signal-every must be at least 1".into());
         }
+        if self.max_inline > MAX_INLINE {
+            return Err(format!(
+                "--inline-size must be at most {MAX_INLINE} (perftest's MAX_INLINE), got {}",
+                self.max_inline
+            ));
+        }
         if self.port == Some(0) {
             return Err("--port must be at least 1 (ports are numbered from 1)".into());
         }
         Ok(())
     }
 }
+
+/// The largest inline size accepted (perftest's MAX_INLINE; providers grant less or refuse).
+pub const MAX_INLINE: u32 = 912;
 
 /// The configuration `endpoints(TransportKind::Verbs, ..)` uses. Set once by the CLI before a
 /// run: the transport choice stays a plain `Copy` enum shared by every driver.
@@ -145,9 +156,72 @@ pub fn local_endpoints(_n: u32, _job: u64, _seed: u64) -> Result<Endpoints, Stri
     Err(NOT_BUILT.to_string())
 }
 
-/// This rank's endpoint of a multi-process job: created on this host's device, connection
-/// data exchanged through the rendezvous directory `dir` ([`bootstrap`]), every QP connected.
+/// Hands this rank's connection records (one per peer) to the other ranks and returns theirs
+/// for it, indexed by rank (`None` at this rank): the rendezvous directory ([`bootstrap`]) or
+/// the coordinator's relay ([`crate::runtime::conn_relay`]).
+pub type Exchange<'a> = dyn FnMut(&[conn::ConnInfo]) -> Result<Vec<Option<conn::ConnInfo>>, String> + 'a;
+
+/// Fails with the one-line device error (no device, no active port, bad GID index) before a
+/// launched run starts its rendezvous, so that no rank waits for one that cannot take part.
 #[cfg(feature = "rdma")]
+pub fn probe() -> Result<(), String> {
+    device::Device::open(&config()).map(|_| ())
+}
+
+/// Without the `rdma` feature: the one-line error saying how to get it.
+#[cfg(not(feature = "rdma"))]
+pub fn probe() -> Result<(), String> {
+    Err(NOT_BUILT.to_string())
+}
+
+/// This rank's endpoint of a multi-process job: created on this host's device, its
+/// connection data swapped by `exchange`, every QP connected (RTR and RTS). The caller still
+/// needs a barrier before the first SEND (a QP must be in RTR on both sides, or the sender's
+/// HCA retries into the void).
+#[cfg(feature = "rdma")]
+pub fn connected_endpoint(
+    rank: u32,
+    n: u32,
+    job: u64,
+    seed: u64,
+    exchange: &mut Exchange<'_>,
+) -> Result<Box<dyn Transport>, String> {
+    let cfg = config();
+    let dev = device::Device::open(&cfg)?;
+    let mut t = endpoint::VerbsTransport::create(dev, rank, n, job, &cfg, seed)?;
+    connect_through(&mut t, exchange)?;
+    Ok(Box::new(t))
+}
+
+/// Connects every QP of `t` with the records `exchange` returns for `t`'s own.
+#[cfg(feature = "rdma")]
+pub fn connect_through(t: &mut endpoint::VerbsTransport, exchange: &mut Exchange<'_>) -> Result<(), String> {
+    let (rank, n) = (t.rank(), t.size());
+    let mine: Vec<conn::ConnInfo> = (0..n).filter(|&to| to != rank).map(|to| t.conn_info(to)).collect();
+    let theirs = exchange(&mine)?;
+    if theirs.len() != n as usize || theirs.iter().flatten().count() != n as usize - 1 {
+        return Err("verbs rendezvous returned an incomplete set of connection data".into());
+    }
+    for c in theirs.iter().flatten() {
+        t.connect(c)?;
+    }
+    Ok(())
+}
+
+/// Without the `rdma` feature: the one-line error saying how to get it.
+#[cfg(not(feature = "rdma"))]
+pub fn connected_endpoint(
+    _rank: u32,
+    _n: u32,
+    _job: u64,
+    _seed: u64,
+    _exchange: &mut Exchange<'_>,
+) -> Result<Box<dyn Transport>, String> {
+    Err(NOT_BUILT.to_string())
+}
+
+/// [`connected_endpoint`] through the rendezvous directory `dir` ([`bootstrap`]), with its
+/// barrier.
 pub fn node_endpoint(
     rank: u32,
     n: u32,
@@ -156,30 +230,12 @@ pub fn node_endpoint(
     dir: &std::path::Path,
     timeout: std::time::Duration,
 ) -> Result<Box<dyn Transport>, String> {
-    let cfg = config();
-    let dev = device::Device::open(&cfg)?;
-    let mut t = endpoint::VerbsTransport::create(dev, rank, n, job, &cfg, seed)?;
-    let mine: Vec<conn::ConnInfo> = (0..n).filter(|&to| to != rank).map(|to| t.conn_info(to)).collect();
-    bootstrap::publish(dir, rank, &mine)?;
-    let theirs = bootstrap::collect(dir, rank, n, job, crate::transport::MAX_PAYLOAD as u32, timeout)?;
-    for c in theirs.iter().flatten() {
-        t.connect(c)?;
-    }
+    let t = connected_endpoint(rank, n, job, seed, &mut |mine| {
+        bootstrap::publish(dir, rank, mine)?;
+        bootstrap::collect(dir, rank, n, job, crate::transport::MAX_PAYLOAD as u32, timeout)
+    })?;
     bootstrap::barrier(dir, "verbs-connected", rank, n, timeout)?;
-    Ok(Box::new(t))
-}
-
-/// Without the `rdma` feature: the one-line error saying how to get it.
-#[cfg(not(feature = "rdma"))]
-pub fn node_endpoint(
-    _rank: u32,
-    _n: u32,
-    _job: u64,
-    _seed: u64,
-    _dir: &std::path::Path,
-    _timeout: std::time::Duration,
-) -> Result<Box<dyn Transport>, String> {
-    Err(NOT_BUILT.to_string())
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -213,6 +269,10 @@ mod config_tests {
             },
             VerbsConfig {
                 port: Some(0),
+                ..VerbsConfig::default()
+            },
+            VerbsConfig {
+                max_inline: 913,
                 ..VerbsConfig::default()
             },
         ] {

@@ -106,23 +106,7 @@ pub fn barrier(dir: &Path, tag: &str, rank: u32, n: u32, timeout: Duration) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn info(job: u64, from: u32, to: u32) -> ConnInfo {
-        ConnInfo {
-            job,
-            from,
-            to,
-            qpn: 100 + from * 10 + to,
-            psn: 7,
-            lid: 1,
-            gid: [0; 16],
-            mtu: 5,
-            credit_addr: 4096,
-            credit_rkey: 9,
-            ring_slots: 16,
-            slot_len: 1216,
-        }
-    }
+    use crate::transport::verbs::conn::sample as info;
 
     fn tmpdir(tag: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("ftcoll-verbs-{tag}-{}", std::process::id()));

@@ -153,6 +153,25 @@ impl ConnInfo {
     }
 }
 
+/// Test data: a valid record from `from` to `to`, distinct per pair.
+#[cfg(test)]
+pub fn sample(job: u64, from: u32, to: u32) -> ConnInfo {
+    ConnInfo {
+        job,
+        from,
+        to,
+        qpn: 0x100 + from * 64 + to,
+        psn: (from * 1000 + to) & 0xff_ffff,
+        lid: 1,
+        gid: [from as u8; 16],
+        mtu: 5,
+        credit_addr: 0x1000 + u64::from(to) * 8,
+        credit_rkey: 5,
+        ring_slots: 16,
+        slot_len: crate::transport::MAX_PAYLOAD as u32,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,7 +127,13 @@ impl Device {
             // SAFETY: every bit pattern of the union is a valid [u8; 16].
             (rc == 0).then_some(unsafe { g.raw })
         };
-        dev.gid = select::pick_gid(&dev.name, &dev.port, cfg.gid_index, &read_gid)?;
+        // The GID's RoCE version, as libibverbs itself reads it (rdma-sys has no
+        // ibv_query_gid_ex): "RoCE v2" or "IB/RoCE v1".
+        let types = format!("/sys/class/infiniband/{}/ports/{port}/gid_attrs/types", dev.name);
+        let roce_v2 = |i: u8| {
+            std::fs::read_to_string(format!("{types}/{i}")).is_ok_and(|t| t.trim().eq_ignore_ascii_case("RoCE v2"))
+        };
+        dev.gid = select::pick_gid(&dev.name, &dev.port, cfg.gid_index, &read_gid, &roce_v2)?;
         // SAFETY: ctx is open.
         dev.pd = unsafe { ibv_alloc_pd(ctx) };
         if dev.pd.is_null() {

@@ -21,6 +21,11 @@ use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport, TransportSta
 /// Completions taken per `ibv_poll_cq` (perftest's CTX_POLL_BATCH).
 const POLL_BATCH: usize = 16;
 
+/// Completion events acknowledged together (`ibv_ack_cq_events` takes a mutex; perftest's
+/// event mode acks each, rdma-core's examples batch). Whatever is left is acked before the CQ
+/// is destroyed, which libibverbs requires.
+const ACK_BATCH: u32 = 16;
+
 /// A peer's queue counts as idle after this long without a post: then its unsignaled tail is
 /// flushed and pending credits go back below the batch threshold. Shorter would add a WR per
 /// message to ping-pong traffic; the tail only matters for `unacked` and staging-slot reuse.
@@ -39,6 +44,8 @@ pub struct VerbsCounters {
     pub local_errors: u64,
     /// Credit words that could not be true, refused.
     pub bogus_credits: u64,
+    /// Completion events taken from the channel by [`Transport::wait`].
+    pub cq_events: u64,
 }
 
 struct Peer {
@@ -94,12 +101,20 @@ pub struct VerbsTransport {
     mr: *mut ibv_mr,
     send_cq: *mut ibv_cq,
     recv_cq: *mut ibv_cq,
+    /// The completion channel both CQs report to, for [`Transport::wait`].
+    channel: *mut ibv_comp_channel,
+    /// Events taken from the channel and not yet acknowledged: (send CQ, receive CQ).
+    unacked_events: (u32, u32),
+    /// Receive completions `wait` found in `wc` after arming; `poll` handles them first.
+    stashed: usize,
     peers: Vec<Peer>,
     /// The QPs, shared with [`KillSwitch`]es (`None` until construction completed).
     qps: Option<Arc<QpSet>>,
     unreported: usize,
     reposts: Reposts<POLL_BATCH>,
     wc: [ibv_wc; POLL_BATCH],
+    /// The send CQ's own batch (a send may poll it while `wc` holds stashed receives).
+    send_wc: [ibv_wc; POLL_BATCH],
     stats: TransportStats,
     counters: VerbsCounters,
 }
@@ -189,29 +204,34 @@ impl VerbsTransport {
         let region = Region::new(layout.len())?;
         let name = dev.name.clone();
         let cqe = |d: u32| (u64::from(d) * u64::from(n - 1)).min(i32::MAX as u64) as i32;
-        // SAFETY: dev.ctx is open; no completion channel.
-        let send_cq = unsafe {
-            ibv_create_cq(
-                dev.ctx,
-                cqe(cfg.tx_depth),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            )
+        // SAFETY: dev.ctx is open.
+        let channel = unsafe { ibv_create_comp_channel(dev.ctx) };
+        if channel.is_null() {
+            return Err(os_err("ibv_create_comp_channel", &name));
+        }
+        // Non-blocking, so that `wait` takes every pending event and stops (rdma-core's
+        // documented use of the channel fd with poll).
+        // SAFETY: the channel's fd is open; F_GETFL/F_SETFL only change its status flags.
+        let nonblocking = unsafe {
+            let fd = (*channel).fd;
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) == 0
         };
+        if !nonblocking {
+            // SAFETY: created above, used by nothing.
+            unsafe { ibv_destroy_comp_channel(channel) };
+            return Err(os_err("making the completion channel non-blocking", &name));
+        }
+        // SAFETY: dev.ctx is open; the channel is valid and outlives the CQ (destroyed after
+        // it in Drop).
+        let send_cq = unsafe { ibv_create_cq(dev.ctx, cqe(cfg.tx_depth), std::ptr::null_mut(), channel, 0) };
         if send_cq.is_null() {
+            // SAFETY: created above, used by nothing.
+            unsafe { ibv_destroy_comp_channel(channel) };
             return Err(os_err("ibv_create_cq (send)", &name));
         }
         // SAFETY: as above.
-        let recv_cq = unsafe {
-            ibv_create_cq(
-                dev.ctx,
-                cqe(cfg.rx_depth),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            )
-        };
+        let recv_cq = unsafe { ibv_create_cq(dev.ctx, cqe(cfg.rx_depth), std::ptr::null_mut(), channel, 0) };
         let mut t = VerbsTransport {
             rank,
             n,
@@ -224,12 +244,17 @@ impl VerbsTransport {
             mr: std::ptr::null_mut(),
             send_cq,
             recv_cq,
+            channel,
+            unacked_events: (0, 0),
+            stashed: 0,
             peers: Vec::with_capacity(peers_n),
             qps: None,
             unreported: 0,
             reposts: Reposts::default(),
             // SAFETY: plain C structs; all-zero is valid.
             wc: unsafe { std::mem::zeroed() },
+            // SAFETY: as above.
+            send_wc: unsafe { std::mem::zeroed() },
             stats: TransportStats::default(),
             counters: VerbsCounters::default(),
         };
@@ -380,6 +405,12 @@ impl VerbsTransport {
     /// The data-path counters.
     pub fn counters(&self) -> VerbsCounters {
         self.counters
+    }
+
+    /// The send and receive CQ handles (tests check them in the HCA model).
+    #[cfg(test)]
+    pub(crate) fn cq_handles(&self) -> (usize, usize) {
+        (self.send_cq as usize, self.recv_cq as usize)
     }
 
     /// The inline limit the QPs were created with.
@@ -562,13 +593,13 @@ impl VerbsTransport {
 
     fn poll_send_cq(&mut self) -> io::Result<()> {
         loop {
-            // SAFETY: the CQ is valid; wc has POLL_BATCH entries.
-            let k = unsafe { ibv_poll_cq(self.send_cq, POLL_BATCH as i32, self.wc.as_mut_ptr()) };
+            // SAFETY: the CQ is valid; send_wc has POLL_BATCH entries.
+            let k = unsafe { ibv_poll_cq(self.send_cq, POLL_BATCH as i32, self.send_wc.as_mut_ptr()) };
             if k < 0 {
                 return Err(io::Error::other("ibv_poll_cq (send) failed"));
             }
             for i in 0..k as usize {
-                let (id, st) = (self.wc[i].wr_id, self.wc[i].status);
+                let (id, st) = (self.send_wc[i].wr_id, self.send_wc[i].status);
                 let Some((peer, low)) = wr_id::decode(id, self.peers.len()) else {
                     self.stats.malformed += 1;
                     continue;
@@ -586,6 +617,41 @@ impl VerbsTransport {
             if (k as usize) < POLL_BATCH {
                 return Ok(());
             }
+        }
+    }
+
+    /// Takes every event the channel holds (its fd is non-blocking) and acknowledges them
+    /// per [`ACK_BATCH`].
+    fn take_events(&mut self) {
+        loop {
+            let mut cq: *mut ibv_cq = std::ptr::null_mut();
+            let mut ctx: *mut std::os::raw::c_void = std::ptr::null_mut();
+            // SAFETY: the channel is valid; the out-pointers are live locals.
+            if unsafe { ibv_get_cq_event(self.channel, &mut cq, &mut ctx) } != 0 {
+                break;
+            }
+            self.counters.cq_events += 1;
+            if cq == self.send_cq {
+                self.unacked_events.0 += 1;
+            } else {
+                self.unacked_events.1 += 1;
+            }
+        }
+        self.ack_events(ACK_BATCH);
+    }
+
+    /// Acknowledges each CQ's events once at least `min` are pending.
+    fn ack_events(&mut self, min: u32) {
+        let (s, r) = self.unacked_events;
+        if s >= min.max(1) {
+            // SAFETY: the CQ is valid; s events were taken for it and not yet acknowledged.
+            unsafe { ibv_ack_cq_events(self.send_cq, s) };
+            self.unacked_events.0 = 0;
+        }
+        if r >= min.max(1) {
+            // SAFETY: as above.
+            unsafe { ibv_ack_cq_events(self.recv_cq, r) };
+            self.unacked_events.1 = 0;
         }
     }
 
@@ -658,8 +724,12 @@ impl Transport for VerbsTransport {
     fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
         let mut delivered = 0;
         loop {
-            // SAFETY: the CQ is valid; wc has POLL_BATCH entries.
-            let k = unsafe { ibv_poll_cq(self.recv_cq, POLL_BATCH as i32, self.wc.as_mut_ptr()) };
+            let k = if self.stashed > 0 {
+                std::mem::take(&mut self.stashed) as i32
+            } else {
+                // SAFETY: the CQ is valid; wc has POLL_BATCH entries.
+                unsafe { ibv_poll_cq(self.recv_cq, POLL_BATCH as i32, self.wc.as_mut_ptr()) }
+            };
             if k < 0 {
                 return Err(io::Error::other("ibv_poll_cq (receive) failed"));
             }
@@ -730,9 +800,41 @@ impl Transport for VerbsTransport {
         Ok(delivered)
     }
 
+    /// Sleeps on the completion channel (only the blocking poll mode calls this; the pinned
+    /// worker busy-polls), as perftest's `--event` mode: arm both CQs, poll them again to
+    /// close the race with completions that came before the arming (they raise no event),
+    /// then block in ppoll on the channel's fd, take the events and acknowledge them in
+    /// batches. The CQs are re-armed by the next wait. An event whose completion the re-poll
+    /// found first stays in the channel and is taken by a later wait (one early return).
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        // Busy-polled transport: no completion channel is armed, so waiting is a short sleep.
-        std::thread::sleep(timeout.min(Duration::from_micros(50)));
+        if self.stashed > 0 {
+            return Ok(());
+        }
+        for cq in [self.send_cq, self.recv_cq] {
+            // SAFETY: the CQ is valid and was created with the channel.
+            let rc = unsafe { ibv_req_notify_cq(cq, 0) };
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+        }
+        // Send completions are handled here (errors are queued for the next poll); receive
+        // completions need the sink, so they stay in `wc` for the next poll.
+        self.poll_send_cq()?;
+        // SAFETY: the CQ is valid; wc has POLL_BATCH entries and holds no stashed entries.
+        let k = unsafe { ibv_poll_cq(self.recv_cq, POLL_BATCH as i32, self.wc.as_mut_ptr()) };
+        if k < 0 {
+            return Err(io::Error::other("ibv_poll_cq (receive) failed"));
+        }
+        if k > 0 || self.unreported > 0 {
+            self.stashed = k as usize;
+            return Ok(());
+        }
+        // SAFETY: the channel is valid; its fd stays open while the endpoint lives.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw((*self.channel).fd) };
+        if !crate::transport::ppoll::readable(fd, timeout)? {
+            return Ok(());
+        }
+        self.take_events();
         Ok(())
     }
 
@@ -814,9 +916,12 @@ impl Drop for VerbsTransport {
                 }
             }
         }
+        // ibv_destroy_cq waits for every event taken from it to be acknowledged.
+        self.ack_events(1);
         // SAFETY: each object was created by this endpoint and is destroyed once, after its QPs
         // (a CQ still used by a QP a KillSwitch holds is refused with EBUSY and leaked), the MR
-        // before its memory (the Region field drops after this).
+        // before its memory (the Region field drops after this), the channel after its CQs (a
+        // channel whose CQ leaked is refused with EBUSY and leaked too).
         unsafe {
             if !self.mr.is_null() {
                 ibv_dereg_mr(self.mr);
@@ -826,6 +931,9 @@ impl Drop for VerbsTransport {
             }
             if !self.recv_cq.is_null() {
                 ibv_destroy_cq(self.recv_cq);
+            }
+            if !self.channel.is_null() {
+                ibv_destroy_comp_channel(self.channel);
             }
         }
     }

@@ -61,9 +61,28 @@ struct Mr {
     rkey: u32,
 }
 
+/// A CQ's completion-event state: the channel it reports to, armed by `ibv_req_notify_cq`
+/// for the next completion only, and the events handed out and acknowledged.
+struct Notify {
+    channel: usize,
+    cq_context: usize,
+    armed: bool,
+    got: u32,
+    acked: u32,
+}
+
+/// A completion channel: a non-blocking pipe whose read end is the channel's fd (one byte per
+/// event) and the CQs whose events are pending, in order.
+struct Channel {
+    write_fd: c_int,
+    pending: VecDeque<usize>,
+}
+
 #[derive(Default)]
 struct Hca {
     handles: HashMap<usize, ()>,
+    notify: HashMap<usize, Notify>,
+    channels: HashMap<usize, Channel>,
     qps: HashMap<usize, Qp>,
     by_qpn: HashMap<u32, usize>,
     cqs: HashMap<usize, VecDeque<Wc>>,
@@ -141,8 +160,129 @@ pub unsafe fn ibv_create_cq(
     }
     // SAFETY: plain C struct; all-zero is valid.
     let cq = leak(unsafe { std::mem::zeroed::<ibv_cq>() });
-    with(|h| h.cqs.insert(cq, VecDeque::new()));
+    with(|h| {
+        h.cqs.insert(cq, VecDeque::new());
+        if !channel.is_null() {
+            h.notify.insert(
+                cq,
+                Notify {
+                    channel: channel as usize,
+                    cq_context: cq_context as usize,
+                    armed: false,
+                    got: 0,
+                    acked: 0,
+                },
+            );
+        }
+    });
     cq as *mut ibv_cq
+}
+
+pub unsafe fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
+    if !is_fake(ctx as usize) {
+        return unsafe { rdma_sys::ibv_create_comp_channel(ctx) };
+    }
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: plain C struct; all-zero is valid.
+    let mut c: ibv_comp_channel = unsafe { std::mem::zeroed() };
+    c.context = ctx;
+    c.fd = fds[0];
+    let ch = leak(c);
+    with(|h| {
+        h.handles.insert(ch, ());
+        h.channels.insert(
+            ch,
+            Channel {
+                write_fd: fds[1],
+                pending: VecDeque::new(),
+            },
+        );
+    });
+    ch as *mut ibv_comp_channel
+}
+
+pub unsafe fn ibv_destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
+    if !is_fake(ch as usize) {
+        return unsafe { rdma_sys::ibv_destroy_comp_channel(ch) };
+    }
+    with(|h| {
+        if h.notify.values().any(|n| n.channel == ch as usize) {
+            return EBUSY;
+        }
+        let Some(c) = h.channels.remove(&(ch as usize)) else {
+            return EINVAL;
+        };
+        h.handles.remove(&(ch as usize));
+        // SAFETY: both descriptors were made by pipe2 for this channel and are closed once.
+        unsafe {
+            libc::close(c.write_fd);
+            libc::close((*ch).fd);
+        }
+        0
+    })
+}
+
+pub unsafe fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    if !is_fake(cq as usize) {
+        return unsafe { rdma_sys::ibv_req_notify_cq(cq, solicited_only) };
+    }
+    with(|h| match h.notify.get_mut(&(cq as usize)) {
+        Some(n) => {
+            n.armed = true;
+            0
+        }
+        None => EINVAL,
+    })
+}
+
+pub unsafe fn ibv_get_cq_event(ch: *mut ibv_comp_channel, cq: *mut *mut ibv_cq, cq_context: *mut *mut c_void) -> c_int {
+    if !is_fake(ch as usize) {
+        return unsafe { rdma_sys::ibv_get_cq_event(ch, cq, cq_context) };
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: reads one byte into b from the channel's pipe (non-blocking).
+    if unsafe { libc::read((*ch).fd, b.as_mut_ptr().cast(), 1) } != 1 {
+        return -1;
+    }
+    with(|h| {
+        let Some(c) = h.channels.get_mut(&(ch as usize)).and_then(|c| c.pending.pop_front()) else {
+            return -1;
+        };
+        let n = h.notify.get_mut(&c).expect("a pending CQ reports to this channel");
+        n.got += 1;
+        // SAFETY: the caller passes valid out-pointers.
+        unsafe {
+            *cq = c as *mut ibv_cq;
+            *cq_context = n.cq_context as *mut c_void;
+        }
+        0
+    })
+}
+
+pub unsafe fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
+    if !is_fake(cq as usize) {
+        return unsafe { rdma_sys::ibv_ack_cq_events(cq, nevents) };
+    }
+    with(|h| {
+        if let Some(n) = h.notify.get_mut(&(cq as usize)) {
+            n.acked += nevents;
+        }
+    })
+}
+
+/// Events handed out by `ibv_get_cq_event` for `cq` and not acknowledged (libibverbs'
+/// `ibv_destroy_cq` would hang on such a CQ; the model refuses it with EBUSY).
+pub fn unacked_events(cq: usize) -> u32 {
+    with(|h| h.notify.get(&cq).map(|n| n.got - n.acked.min(n.got)).unwrap_or(0))
+}
+
+/// Does the model still hold `cq` (not destroyed, or destroy refused)?
+pub fn cq_alive(cq: usize) -> bool {
+    with(|h| h.cqs.contains_key(&cq))
 }
 
 pub unsafe fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
@@ -154,7 +294,11 @@ pub unsafe fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         if h.qps.values().any(|q| q.send_cq == c || q.recv_cq == c) {
             return EBUSY;
         }
+        if h.notify.get(&c).is_some_and(|n| n.acked != n.got) {
+            return EBUSY; // libibverbs would wait for the missing acknowledgements forever.
+        }
         h.cqs.remove(&c);
+        h.notify.remove(&c);
         0
     })
 }
@@ -262,6 +406,17 @@ fn push(h: &mut Hca, cq: usize, wr_id: u64, st: u32, byte_len: u32, qp: usize, s
             qp,
             send,
         });
+    }
+    // An armed CQ raises one event for its next completion, then is disarmed.
+    if let Some(n) = h.notify.get_mut(&cq)
+        && n.armed
+    {
+        n.armed = false;
+        if let Some(ch) = h.channels.get_mut(&n.channel) {
+            ch.pending.push_back(cq);
+            // SAFETY: writes one byte from a live buffer to the channel's pipe.
+            let _ = unsafe { libc::write(ch.write_fd, [1u8].as_ptr().cast(), 1) };
+        }
     }
 }
 

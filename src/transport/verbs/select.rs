@@ -71,14 +71,24 @@ pub fn pick_port(dev: &str, ports: &[PortInfo], want: Option<u8>) -> Result<Port
     }
 }
 
+/// Is `g` an IPv4-mapped GID (`::ffff:a.b.c.d`, what a RoCE v1/v2 port shows for an IPv4
+/// address)?
+pub fn ipv4_mapped(g: &[u8; 16]) -> bool {
+    g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff
+}
+
 /// The GID index to use (`None`: LID routing, InfiniBand without `--gid-index`, as perftest's
-/// default -1). RoCE needs a GID: without `--gid-index` the first non-zero entry is taken.
-/// `gid(i)` reads entry `i` (`ibv_query_gid`), `None` on failure.
+/// default -1). RoCE needs a GID: without `--gid-index` it is chosen as perftest's
+/// `get_best_gid_index` does: an IPv4-mapped GID before any other, then RoCE v2 before v1
+/// (v2 is routable; v1 stays in one L2 domain), the lowest index among equals. `gid(i)` reads
+/// entry `i` (`ibv_query_gid`), `None` on failure; `roce_v2(i)` says whether entry `i` is a
+/// RoCE v2 GID (sysfs `gid_attrs/types`).
 pub fn pick_gid(
     dev: &str,
     port: &PortInfo,
     want: Option<u8>,
     gid: &dyn Fn(u8) -> Option<[u8; 16]>,
+    roce_v2: &dyn Fn(u8) -> bool,
 ) -> Result<Option<(u8, [u8; 16])>, String> {
     let usable = |i: u8| gid(i).filter(|g| g.iter().any(|&b| b != 0));
     match want {
@@ -98,7 +108,15 @@ pub fn pick_gid(
         }
         None if !port.ethernet => Ok(None),
         None => (0..port.gid_tbl_len.clamp(0, 255) as u8)
-            .find_map(|i| usable(i).map(|g| Some((i, g))))
+            .filter_map(|i| usable(i).map(|g| (i, g)))
+            .fold(None, |best: Option<(u8, [u8; 16])>, (i, g)| {
+                let rank = |i: u8, g: &[u8; 16]| (ipv4_mapped(g), roce_v2(i));
+                match best {
+                    Some((b, bg)) if rank(b, &bg) >= rank(i, &g) => Some((b, bg)),
+                    _ => Some((i, g)),
+                }
+            })
+            .map(Some)
             .ok_or_else(|| {
                 format!(
                     "RoCE port {} of {dev} has no GID configured (set an IP address on its interface); {HINT}",
@@ -157,26 +175,61 @@ mod tests {
     #[test]
     fn gid_selection() {
         let g = |i: u8| Some(if i == 0 { [0u8; 16] } else { [i; 16] });
+        let v1 = |_: u8| false;
         // InfiniBand: LID routing unless asked.
-        assert_eq!(pick_gid("d", &port(1, true, false), None, &g), Ok(None));
+        assert_eq!(pick_gid("d", &port(1, true, false), None, &g, &v1), Ok(None));
         assert_eq!(
-            pick_gid("d", &port(1, true, false), Some(2), &g),
+            pick_gid("d", &port(1, true, false), Some(2), &g, &v1),
             Ok(Some((2, [2; 16])))
         );
-        // RoCE: first non-zero GID.
-        assert_eq!(pick_gid("d", &port(1, true, true), None, &g), Ok(Some((1, [1; 16]))));
-        let e = pick_gid("d", &port(1, true, true), Some(4), &g).unwrap_err();
+        // RoCE, nothing to prefer: the first non-zero GID.
+        assert_eq!(
+            pick_gid("d", &port(1, true, true), None, &g, &v1),
+            Ok(Some((1, [1; 16])))
+        );
+        let e = pick_gid("d", &port(1, true, true), Some(4), &g, &v1).unwrap_err();
         assert!(e.contains("out of range") && e.contains("4 entries"));
         assert!(
-            pick_gid("d", &port(1, true, true), Some(0), &g)
+            pick_gid("d", &port(1, true, true), Some(0), &g, &v1)
                 .unwrap_err()
                 .contains("empty")
         );
         let none = |_: u8| None;
         assert!(
-            pick_gid("d", &port(1, true, true), None, &none)
+            pick_gid("d", &port(1, true, true), None, &none, &v1)
                 .unwrap_err()
                 .contains("no GID")
+        );
+    }
+
+    #[test]
+    fn roce_prefers_ipv4_mapped_then_v2_as_perftest() {
+        // A typical RoCE table: link-local v1, link-local v2, IPv4-mapped v1, IPv4-mapped v2.
+        let mut ll = [0u8; 16];
+        ll[0] = 0xfe;
+        ll[1] = 0x80;
+        ll[15] = 1;
+        let mut v4 = [0u8; 16];
+        v4[10] = 0xff;
+        v4[11] = 0xff;
+        v4[12..].copy_from_slice(&[10, 0, 0, 7]);
+        assert!(ipv4_mapped(&v4) && !ipv4_mapped(&ll));
+        let table = |i: u8| Some(if i < 2 { ll } else { v4 });
+        let v2 = |i: u8| i % 2 == 1;
+        assert_eq!(
+            pick_gid("d", &port(1, true, true), None, &table, &v2),
+            Ok(Some((3, v4)))
+        );
+        // Without type information (all v1): the first IPv4-mapped one.
+        assert_eq!(
+            pick_gid("d", &port(1, true, true), None, &table, &|_| false),
+            Ok(Some((2, v4)))
+        );
+        // No IPv4 address: link-local, v2 first.
+        let only_ll = |i: u8| (i < 2).then_some(ll);
+        assert_eq!(
+            pick_gid("d", &port(1, true, true), None, &only_ll, &v2),
+            Ok(Some((1, ll)))
         );
     }
 }
