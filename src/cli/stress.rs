@@ -51,6 +51,10 @@ pub struct StressAgreeArgs {
     pub suspect_ms: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Every node its own OS process over UDP; kills are real SIGKILLs and every generation
+    /// starts new processes (survivors included).
+    #[arg(long)]
+    pub procs: bool,
 }
 
 /// Runs `ftcoll stress ...`.
@@ -63,6 +67,14 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
         return Err("--agreements must be at least 2; --duration, --heartbeat-us and --suspect-ms positive".into());
     }
     let shape: Shape = a.tree.parse()?;
+    if a.procs && a.transport != TransportName::Udp {
+        return Err("--procs runs over UDP: use --transport udp".into());
+    }
+    let exe = if a.procs {
+        Some(std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?)
+    } else {
+        None
+    };
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
     let mut rng = ProtoRng::new(a.seed);
     let started = Instant::now();
@@ -90,15 +102,19 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
             pin: true,
             warmup: 0,
             iterations: a.agreements,
+            duration: None,
             kills,
             heartbeat: Duration::from_micros(a.heartbeat_us),
             suspect_after: Duration::from_millis(a.suspect_ms),
             op_timeout: Duration::from_secs(10),
             seed: rng.next_u64(),
         };
-        let r = crate::runtime::agree::run(&b)?;
+        let r = match &exe {
+            Some(exe) => crate::runtime::agree_procs::run(&b, exe)?,
+            None => crate::runtime::agree::run(&b)?,
+        };
         generations += 1;
-        agreements += a.agreements;
+        agreements += r.agreements;
         failures += u64::from(k) + r.false_suspicions;
         false_susp += r.false_suspicions;
         bad += r.disagreements + r.invalid + r.unfinished;
@@ -106,8 +122,17 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
     let secs = started.elapsed().as_secs_f64();
     let per_min = |x: u64| x as f64 * 60.0 / secs;
     println!(
-        "ftcoll stress agree: nodes={} transport={:?} tree={} agreements/generation={} max-kills={}",
-        a.nodes, a.transport, shape, a.agreements, a.max_kills
+        "ftcoll stress agree: nodes={} transport={:?}{} tree={} agreements/generation={} max-kills={}",
+        a.nodes,
+        a.transport,
+        if a.procs {
+            " (one process per node, SIGKILL)"
+        } else {
+            ""
+        },
+        shape,
+        a.agreements,
+        a.max_kills
     );
     println!(
         "{secs:.1} s, {generations} generations: agreements completed {agreements} ({:.0}/min), failures tolerated {failures} ({:.1}/min; {false_susp} of them false suspicions made real), disagreements {bad}",
