@@ -90,12 +90,16 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
         let classes: Vec<_> = r
             .classes
             .iter()
-            .filter(|c| !c.agreement.is_empty())
+            .filter(|c| !c.node.is_empty())
             .map(|c| {
+                // (`--procs` has per-node latencies only.)
+                let agreement = (!c.agreement.is_empty()).then(|| {
+                    json!({"min": us(&c.agreement, 0.0), "p50": us(&c.agreement, 0.5), "mean": c.agreement.mean() / 1000.0,
+                        "p99": us(&c.agreement, 0.99), "p99.9": us(&c.agreement, 0.999), "max": c.agreement.max() as f64 / 1000.0})
+                });
                 json!({
-                    "class": c.name, "count": c.agreement.len(),
-                    "agreement_us": {"min": us(&c.agreement, 0.0), "p50": us(&c.agreement, 0.5), "mean": c.agreement.mean() / 1000.0,
-                        "p99": us(&c.agreement, 0.99), "p99.9": us(&c.agreement, 0.999), "max": c.agreement.max() as f64 / 1000.0},
+                    "class": c.name, "count": c.agreement.len(), "node_count": c.node.len(),
+                    "agreement_us": agreement,
                     "node_us": {"p50": us(&c.node, 0.5), "mean": c.node.mean() / 1000.0, "p99": us(&c.node, 0.99)},
                 })
             })

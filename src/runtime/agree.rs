@@ -244,6 +244,8 @@ pub(crate) struct Node {
     /// Outcome fingerprints of every returned agreement, chained per block of
     /// [`DIGEST_BLOCK`] ids (`--procs` compares them across processes).
     pub(crate) digests: Vec<u64>,
+    /// The agreed failed set of the last return (ranks, ascending).
+    pub(crate) last_failed: Vec<Rank>,
 }
 
 /// Agreements per outcome digest.
@@ -303,6 +305,7 @@ impl Node {
             inbox: Vec::new(),
             suspects: Vec::new(),
             digests: Vec::new(),
+            last_failed: Vec::new(),
         })
     }
 
@@ -401,9 +404,11 @@ impl Node {
         let d = &mut self.digests[block];
         *d = d.rotate_left(5) ^ fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ o.id;
         let (id, value) = (o.id, o.value.0);
+        self.last_failed.clear();
+        self.last_failed.extend((0..self.n).filter(|&r| o.failed.contains(r)));
         {
             let mut w = sh.window();
-            w.record(self.rank, id, rec);
+            w.record(self.rank, id, rec, &|r| sh.dead[r as usize].load(Ordering::Acquire));
         }
         let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
         if !valid(self.seed, self.n, id, value, &dead) {
@@ -680,7 +685,7 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
 
 fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
     let mut w = sh.window();
-    w.flush();
+    w.flush(&|r| sh.dead[r as usize].load(Ordering::Acquire));
     let live: Vec<&Node> = nodes.iter().filter(|n| !n.dead).collect();
     let unfinished = live.iter().filter(|n| !n.finished).count() as u64;
     let kill_ns = sh.kill_ns.load(Ordering::Acquire);

@@ -14,8 +14,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +48,8 @@ pub struct ChildSpec {
     pub suspect_ms: u64,
     pub op_timeout_ms: u64,
     pub seed: u64,
+    /// Generation of the group (`stress agree --procs`); 0 for `agree --procs`.
+    pub generation: u64,
 }
 
 /// One node process's result line.
@@ -76,6 +76,8 @@ pub struct ChildResult {
     /// ns on the common clock).
     pub first_success: Option<(u64, u64)>,
     pub peak_rss_kb: Option<u64>,
+    /// The agreed failed set of the last agreement returned (the shrink's input).
+    pub failed: Vec<u32>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -128,10 +130,29 @@ fn bench_of(s: &ChildSpec) -> Result<AgreeBench, String> {
     })
 }
 
-/// `ftcoll agree-node`: one node process (a kill: see [`die`]).
+/// `ftcoll agree-node`: one node process (a kill: see [`die`]). It runs generations until its
+/// stdin closes: after each, a `next SPEC` line starts the next one in the same process.
 pub fn child(spec_json: &str) -> Result<(), String> {
-    let s: ChildSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad --spec: {e}"))?;
-    let b = bench_of(&s)?;
+    let mut s: ChildSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad --spec: {e}"))?;
+    // One reader of stdin for the process's life; its end (EOF) ends the process.
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    while let Some(next) = generation(&s, &rx)? {
+        s = next;
+    }
+    Ok(())
+}
+
+/// One generation: bind, say `ready`, wait for `go`, run the agreements, report, keep
+/// answering peers until told `next SPEC` (returned) or stdin closes (`None`).
+fn generation(s: &ChildSpec, rx: &mpsc::Receiver<String>) -> Result<Option<ChildSpec>, String> {
+    let b = bench_of(s)?;
     validate(&b)?;
     if s.rank >= b.n {
         return Err(format!("--spec: rank {} of {} nodes", s.rank, b.n));
@@ -139,7 +160,12 @@ pub fn child(spec_json: &str) -> Result<(), String> {
     let base = aligned_epoch(s.epoch_unix_ns);
     let first_kill = b.kills.iter().map(|k| b.warmup + k.1).min();
     let sh = Shared::new(base, b.n, b.warmup, first_kill, true);
-    let tp = UdpTransport::bind(s.rank, &s.peers, UdpConfig::default())
+    // Each generation its own job id: a straggler datagram of the last one is dropped.
+    let cfg = UdpConfig {
+        job: s.generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA6EE,
+        ..UdpConfig::default()
+    };
+    let tp = UdpTransport::bind(s.rank, &s.peers, cfg)
         .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
     let init = NodeInit {
         rank: s.rank,
@@ -149,28 +175,26 @@ pub fn child(spec_json: &str) -> Result<(), String> {
     };
     let mut node = Node::new(&b, init, Box::new(tp), base)?;
     println!("ready");
-    let mut stdin = std::io::stdin().lock();
-    let mut line = String::new();
-    if stdin.read_line(&mut line).map_err(|e| e.to_string())? == 0 || line.trim() != "go" {
-        return Ok(()); // The parent gave up before the start.
-    }
-    drop(stdin);
-    // The parent closes stdin to end the run.
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut sink = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-            stop.store(true, Ordering::Release);
-        });
+    match rx.recv() {
+        Ok(l) if l.trim() == "go" => {}
+        _ => return Ok(None), // The parent gave up before the start.
     }
     let now = Instant::now();
     node.set_deadline(b.duration.map(|d| now + d));
     node.start(&sh, now);
     let mut last_progress = Instant::now();
     let mut reported = false;
-    while !stop.load(Ordering::Acquire) {
+    loop {
+        match rx.try_recv() {
+            Ok(l) => {
+                if let Some(next) = l.strip_prefix("next ") {
+                    let next: ChildSpec = serde_json::from_str(next).map_err(|e| format!("bad next spec: {e}"))?;
+                    return Ok(Some(next));
+                }
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
+            Err(mpsc::TryRecvError::Disconnected) => return Ok(None),
+        }
         let progress = node.step(&sh, &b);
         let now = Instant::now();
         if progress {
@@ -188,12 +212,11 @@ pub fn child(spec_json: &str) -> Result<(), String> {
             let _ = node.tp.wait(Duration::from_micros(if reported { 1000 } else { 100 }));
         }
     }
-    Ok(())
 }
 
 fn result(node: &Node, sh: &Shared) -> ChildResult {
     let mut w = sh.window();
-    w.flush();
+    w.flush(&|_| false);
     let t = node.tp.stats();
     ChildResult {
         rank: node.rank,
@@ -222,18 +245,7 @@ fn result(node: &Node, sh: &Shared) -> ChildResult {
         detecting: w.detecting,
         first_success: w.first_success,
         peak_rss_kb: peak_rss_kb(),
-    }
-}
-
-/// Kills every child still running when dropped (also on errors).
-struct Kids(Vec<Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        failed: node.last_failed.clone(),
     }
 }
 
@@ -244,52 +256,63 @@ enum Line {
     Eof,
 }
 
-/// Runs the benchmark with one `exe agree-node` process per node.
-pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
-    validate(b)?;
-    if b.transport != AgreeTransport::Udp {
-        return Err("--procs runs over UDP: use --transport udp".into());
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// Lines of this process carry this tag (a slot's earlier processes have others).
+    tag: u64,
+}
+
+/// The node processes, one per slot (rank); every process still running is killed on drop.
+struct Cluster {
+    exe: std::path::PathBuf,
+    procs: Vec<Option<Proc>>,
+    tx: mpsc::Sender<(u64, Line)>,
+    rx: mpsc::Receiver<(u64, Line)>,
+    next_tag: u64,
+    /// The common clock (the children align theirs to the same epoch).
+    epoch: Instant,
+    epoch_unix_ns: u64,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for p in self.procs.iter_mut().flatten() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
     }
-    let n = b.n;
-    let peers = free_ports(n)?;
-    let epoch_unix_ns = unix_ns();
-    let epoch = aligned_epoch(epoch_unix_ns);
-    let (tx, rx) = mpsc::channel::<(u32, Line)>();
-    let mut kids = Kids(Vec::new());
-    let mut stdins: Vec<Option<ChildStdin>> = Vec::new();
-    for r in 0..n {
-        let spec = ChildSpec {
-            rank: r,
-            peers: peers.clone(),
+}
+
+impl Cluster {
+    fn new(exe: &Path, n: u32) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let epoch_unix_ns = unix_ns();
+        Self {
+            exe: exe.to_path_buf(),
+            procs: (0..n).map(|_| None).collect(),
+            tx,
+            rx,
+            next_tag: 0,
+            epoch: aligned_epoch(epoch_unix_ns),
             epoch_unix_ns,
-            tree: b.era.shape.to_string(),
-            gc: b.era.gc,
-            rebalance: match b.era.rebalance {
-                Rebalance::Off => 0,
-                Rebalance::Degenerated => 1,
-                Rebalance::Always => 2,
-            },
-            warmup: b.warmup,
-            iterations: b.iterations,
-            duration_ms: b.duration.map(|d| d.as_millis() as u64),
-            kills: b.kills.clone(),
-            heartbeat_us: b.heartbeat.as_micros() as u64,
-            suspect_ms: b.suspect_after.as_millis() as u64,
-            op_timeout_ms: b.op_timeout.as_millis() as u64,
-            seed: b.seed,
-        };
-        let spec = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
-        let mut child = Command::new(exe)
+        }
+    }
+
+    /// Starts a new process in `slot` (a previous one there must be gone).
+    fn spawn(&mut self, slot: u32, spec: &ChildSpec) -> Result<(), String> {
+        let spec = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+        let mut child = Command::new(&self.exe)
             .args(["agree-node", "--spec", &spec])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        stdins.push(child.stdin.take());
+            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        let tag = self.next_tag;
+        self.next_tag += 1;
         let out = child.stdout.take();
-        kids.0.push(child);
-        let tx = tx.clone();
+        let tx = self.tx.clone();
         std::thread::spawn(move || {
             if let Some(out) = out {
                 for l in BufReader::new(out).lines().map_while(Result::ok) {
@@ -302,63 +325,239 @@ pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
                     } else {
                         continue;
                     };
-                    if tx.send((r, line)).is_err() {
+                    if tx.send((tag, line)).is_err() {
                         return;
                     }
                 }
             }
-            let _ = tx.send((r, Line::Eof));
+            let _ = tx.send((tag, Line::Eof));
         });
+        let stdin = child.stdin.take();
+        if let Some(mut old) = self.procs[slot as usize].replace(Proc { child, stdin, tag }) {
+            let _ = old.child.kill();
+            let _ = old.child.wait();
+        }
+        Ok(())
     }
-    drop(tx);
-    // Everyone bound: start.
-    let mut ready = 0;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while ready < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((_, Line::Ready)) => ready += 1,
-            Ok((r, Line::Eof)) => return Err(format!("node process {r} exited before it was ready")),
-            Ok(_) => {}
-            Err(_) => return Err(format!("only {ready} of {n} node processes were ready within 20 s")),
+
+    fn slot_of(&self, tag: u64) -> Option<usize> {
+        self.procs.iter().position(|p| p.as_ref().is_some_and(|p| p.tag == tag))
+    }
+
+    fn send(&mut self, slot: usize, text: &str) {
+        if let Some(stdin) = self.procs[slot].as_mut().and_then(|p| p.stdin.as_mut()) {
+            let _ = stdin.write_all(text.as_bytes());
+            let _ = stdin.write_all(b"\n");
+            let _ = stdin.flush();
         }
     }
-    let started = Instant::now();
-    for s in stdins.iter_mut().flatten() {
-        let _ = s.write_all(b"go\n");
-        let _ = s.flush();
+
+    /// SIGKILLs the process of `slot` now; returns the time on the common clock.
+    fn kill(&mut self, slot: usize) -> u64 {
+        if let Some(p) = self.procs[slot].as_mut() {
+            let _ = p.child.kill(); // SIGKILL on Unix.
+        }
+        self.epoch.elapsed().as_nanos() as u64
     }
-    let mut results: Vec<Option<ChildResult>> = vec![None; n as usize];
-    let mut killed: Vec<Option<u64>> = vec![None; n as usize];
-    let mut gone = vec![false; n as usize];
+
+    /// Waits until every slot's process said `ready`, then tells them all `go`.
+    fn start(&mut self) -> Result<Instant, String> {
+        let n = self.procs.len();
+        let mut ready = vec![false; n];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ready.iter().any(|r| !r) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (tag, line) = self.rx.recv_timeout(left).map_err(|_| {
+                let k = ready.iter().filter(|r| **r).count();
+                format!("only {k} of {n} node processes were ready within 20 s")
+            })?;
+            let Some(slot) = self.slot_of(tag) else { continue };
+            match line {
+                Line::Ready => ready[slot] = true,
+                Line::Eof => return Err(format!("node process {slot} exited before it was ready")),
+                _ => {}
+            }
+        }
+        let started = Instant::now();
+        for slot in 0..n {
+            self.send(slot, "go");
+        }
+        Ok(started)
+    }
+
+    /// Gathers one result per slot: a report, a kill (asked for by the node at its injected
+    /// crash: SIGKILLed here, with the time), or the process's end; gives up after `limit`.
+    fn collect(&mut self, started: Instant, limit: Duration) -> Outcomes {
+        let n = self.procs.len();
+        let mut o = Outcomes {
+            results: vec![None; n],
+            killed: vec![None; n],
+            gone: vec![false; n],
+            seconds: 0.0,
+        };
+        while (0..n).any(|r| o.results[r].is_none() && o.killed[r].is_none() && !o.gone[r]) {
+            let left = (started + limit).saturating_duration_since(Instant::now());
+            let Ok((tag, line)) = self.rx.recv_timeout(left) else {
+                break;
+            };
+            let Some(slot) = self.slot_of(tag) else { continue };
+            match line {
+                Line::Result(res) => {
+                    o.results[slot] = Some(*res);
+                    o.seconds = started.elapsed().as_secs_f64();
+                }
+                Line::Killed => o.killed[slot] = Some(self.kill(slot)),
+                Line::Eof => o.gone[slot] = true,
+                Line::Ready => {}
+            }
+        }
+        o
+    }
+}
+
+/// What one generation's processes reported, by slot.
+struct Outcomes {
+    results: Vec<Option<ChildResult>>,
+    killed: Vec<Option<u64>>,
+    gone: Vec<bool>,
+    seconds: f64,
+}
+
+fn spec_of(b: &AgreeBench, rank: u32, peers: &[SocketAddr], epoch_unix_ns: u64, generation: u64) -> ChildSpec {
+    ChildSpec {
+        rank,
+        peers: peers.to_vec(),
+        epoch_unix_ns,
+        tree: b.era.shape.to_string(),
+        gc: b.era.gc,
+        rebalance: match b.era.rebalance {
+            Rebalance::Off => 0,
+            Rebalance::Degenerated => 1,
+            Rebalance::Always => 2,
+        },
+        warmup: b.warmup,
+        iterations: b.iterations,
+        duration_ms: b.duration.map(|d| d.as_millis() as u64),
+        kills: b.kills.clone(),
+        heartbeat_us: b.heartbeat.as_micros() as u64,
+        suspect_ms: b.suspect_after.as_millis() as u64,
+        op_timeout_ms: b.op_timeout.as_millis() as u64,
+        seed: b.seed,
+        generation,
+    }
+}
+
+/// Runs the benchmark with one `exe agree-node` process per node.
+pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
+    validate(b)?;
+    if b.transport != AgreeTransport::Udp {
+        return Err("--procs runs over UDP: use --transport udp".into());
+    }
+    let peers = free_ports(b.n)?;
+    let mut c = Cluster::new(exe, b.n);
+    for r in 0..b.n {
+        let spec = spec_of(b, r, &peers, c.epoch_unix_ns, 0);
+        c.spawn(r, &spec)?;
+    }
+    let started = c.start()?;
     let limit = b.duration.unwrap_or_default() + b.op_timeout + Duration::from_secs(30);
-    let mut seconds = 0.0;
-    while (0..n as usize).any(|r| results[r].is_none() && killed[r].is_none() && !gone[r]) {
-        let left = (started + limit).saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((r, Line::Result(res))) => {
-                results[r as usize] = Some(*res);
-                seconds = started.elapsed().as_secs_f64();
-            }
-            Ok((r, Line::Killed)) => {
-                let _ = kids.0[r as usize].kill(); // SIGKILL on Unix.
-                killed[r as usize] = Some(epoch.elapsed().as_nanos() as u64);
-            }
-            Ok((r, Line::Eof)) => gone[r as usize] = true,
-            Ok((_, Line::Ready)) => {}
-            Err(_) => break,
-        }
-    }
+    let o = c.collect(started, limit);
     // The end: closing stdin stops every node.
-    drop(stdins);
+    for p in c.procs.iter_mut().flatten() {
+        p.stdin = None;
+    }
     let stop_by = Instant::now() + Duration::from_secs(5);
-    for c in &mut kids.0 {
-        while matches!(c.try_wait(), Ok(None)) && Instant::now() < stop_by {
+    for p in c.procs.iter_mut().flatten() {
+        while matches!(p.child.try_wait(), Ok(None)) && Instant::now() < stop_by {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    drop(kids);
-    Ok(merge(b, &results, &killed, seconds))
+    Ok(merge(b, &o.results, &o.killed, o.seconds))
+}
+
+/// `stress agree --procs`: what one generation did.
+pub struct Generation {
+    pub report: AgreeBenchReport,
+    /// Processes SIGKILLed (injected crashes, and live processes the group excluded).
+    pub killed: u32,
+    /// Survivors whose shrink (the last agreement's failed set) differs from the others'.
+    pub shrink_mismatch: u64,
+    /// Processes started for this generation (the first: all of them).
+    pub newcomers: u32,
+}
+
+/// `stress agree --procs`: generations of one group of node processes. Each generation runs
+/// `b.iterations` agreements with `kills_of(g)` injected (each a SIGKILL); the survivors keep
+/// their processes (and ports) into the next generation, whose membership is the shrink of
+/// the last agreement's failed set — checked identical at every survivor — plus newcomers
+/// started in the failed ranks, who get the group's address table with their spec. `each`
+/// sees every generation; returning `false` ends the run.
+pub fn stress(
+    b: &AgreeBench,
+    exe: &Path,
+    kills_of: &mut dyn FnMut(u64) -> Vec<(u32, u64)>,
+    each: &mut dyn FnMut(&Generation) -> bool,
+) -> Result<(), String> {
+    validate(b)?;
+    let n = b.n;
+    let mut peers = free_ports(n)?;
+    let mut c = Cluster::new(exe, n);
+    let mut fresh: Vec<u32> = (0..n).collect();
+    let mut g = 0u64;
+    loop {
+        let mut gb = b.clone();
+        gb.kills = kills_of(g);
+        validate(&gb)?;
+        for r in 0..n {
+            let spec = spec_of(&gb, r, &peers, c.epoch_unix_ns, g);
+            if fresh.contains(&r) {
+                c.spawn(r, &spec)?;
+            } else {
+                let line = format!("next {}", serde_json::to_string(&spec).map_err(|e| e.to_string())?);
+                c.send(r as usize, &line);
+            }
+        }
+        let newcomers = fresh.len() as u32;
+        let started = c.start()?;
+        let o = c.collect(started, b.op_timeout + Duration::from_secs(30));
+        // The shrink at every survivor: all ranks but the agreed failed set.
+        let survivors: Vec<&ChildResult> = (0..n as usize)
+            .filter(|&r| o.killed[r].is_none())
+            .filter_map(|r| o.results[r].as_ref())
+            .collect();
+        let failed: Vec<u32> = survivors.first().map(|r| r.failed.clone()).unwrap_or_default();
+        let shrink_mismatch = survivors.iter().filter(|r| r.failed != failed).count() as u64;
+        // Ranks to refill: the failed set, and any process that did not report (it is gone or
+        // stuck: the group went on without it).
+        fresh = (0..n)
+            .filter(|&r| failed.contains(&r) || o.results[r as usize].is_none() || o.killed[r as usize].is_some())
+            .collect();
+        let mut killed = 0;
+        for &r in &fresh {
+            if o.killed[r as usize].is_none() {
+                c.kill(r as usize); // Excluded while alive: made dead, as ULFM would.
+            }
+            killed += 1;
+        }
+        let report = merge(&gb, &o.results, &o.killed, o.seconds);
+        let go_on = each(&Generation {
+            report,
+            killed,
+            shrink_mismatch,
+            newcomers,
+        });
+        if !go_on || survivors.is_empty() {
+            break;
+        }
+        if !fresh.is_empty() {
+            let new_ports = free_ports(fresh.len() as u32)?;
+            for (&r, a) in fresh.iter().zip(new_ports) {
+                peers[r as usize] = a;
+            }
+        }
+        g += 1;
+    }
+    Ok(())
 }
 
 fn merge(b: &AgreeBench, results: &[Option<ChildResult>], killed: &[Option<u64>], seconds: f64) -> AgreeBenchReport {

@@ -49,12 +49,7 @@ pub fn hist() -> Histogram<u64> {
 struct Slot {
     id: AgreeId,
     used: bool,
-    fp: u64,
-    disagree: bool,
-    any_fail: bool,
-    first_entry: u64,
-    last_ret: u64,
-    node_lat: Vec<u64>,
+    recs: Vec<(Rank, Rec)>,
 }
 
 /// The ring and everything already folded out of it.
@@ -86,12 +81,7 @@ impl Window {
                 .map(|_| Slot {
                     id: 0,
                     used: false,
-                    fp: 0,
-                    disagree: false,
-                    any_fail: false,
-                    first_entry: u64::MAX,
-                    last_ret: 0,
-                    node_lat: Vec::new(),
+                    recs: Vec::new(),
                 })
                 .collect(),
             below: 0,
@@ -113,37 +103,28 @@ impl Window {
         }
     }
 
-    /// Adds `rank`'s return of agreement `id`.
-    pub fn record(&mut self, _rank: Rank, id: AgreeId, r: Rec) {
+    /// Adds `rank`'s return of agreement `id`; `dead` tells which nodes are dead now (see
+    /// [`Window::finalize`]).
+    pub fn record(&mut self, rank: Rank, id: AgreeId, r: Rec, dead: &dyn Fn(Rank) -> bool) {
         if id < self.below {
             self.late += 1;
             return;
         }
         // Everything two ids back is final: the ring then holds at most ids `id - 1, id`.
         while self.below + 2 <= id {
-            self.finalize(self.below);
+            self.finalize(self.below, dead);
         }
-        let k = (id % RING as u64) as usize;
-        let s = &mut self.slots[k];
+        let s = &mut self.slots[(id % RING as u64) as usize];
         if !s.used {
             s.used = true;
             s.id = id;
-            s.fp = r.fp;
-            s.disagree = false;
-            s.any_fail = false;
-            s.first_entry = u64::MAX;
-            s.last_ret = 0;
-            s.node_lat.clear();
+            s.recs.clear();
         }
-        s.disagree |= s.fp != r.fp;
-        s.any_fail |= !r.ok;
-        s.first_entry = s.first_entry.min(r.entry);
-        s.last_ret = s.last_ret.max(r.ret);
-        s.node_lat.push(r.ret.saturating_sub(r.entry).max(1));
+        s.recs.push((rank, r));
     }
 
     /// Finalizes every agreement still in the ring (the end of the run).
-    pub fn flush(&mut self) {
+    pub fn flush(&mut self, dead: &dyn Fn(Rank) -> bool) {
         let top = self
             .slots
             .iter()
@@ -152,26 +133,35 @@ impl Window {
             .max()
             .unwrap_or(0);
         while self.below < top {
-            self.finalize(self.below);
+            self.finalize(self.below, dead);
         }
     }
 
-    fn finalize(&mut self, id: AgreeId) {
+    /// Folds agreement `id` into the counters. ERA's agreement is non-uniform (§1: "all
+    /// surviving processes must decide" alike): a node that decided and died before its
+    /// decision spread may have returned something else, so only the returns of nodes alive
+    /// now count.
+    fn finalize(&mut self, id: AgreeId, dead: &dyn Fn(Rank) -> bool) {
         self.below = self.below.max(id + 1);
         let k = (id % RING as u64) as usize;
         if !self.slots[k].used || self.slots[k].id != id {
             return;
         }
         self.slots[k].used = false;
-        let s = &self.slots[k];
+        let live = || self.slots[k].recs.iter().filter(|(r, _)| !dead(*r)).map(|(_, rec)| rec);
+        let Some(first) = live().next() else { return };
+        let disagree = live().any(|r| r.fp != first.fp);
+        let any_fail = live().any(|r| !r.ok);
+        let first_entry = live().map(|r| r.entry).min().unwrap_or(0);
+        let last_ret = live().map(|r| r.ret).max().unwrap_or(0);
         self.agreements += 1;
-        self.disagreements += u64::from(s.disagree);
+        self.disagreements += u64::from(disagree);
         let after_kill = self.kill_id.is_some_and(|k| id >= k);
-        if after_kill && self.detecting.is_none() && s.any_fail {
+        if after_kill && self.detecting.is_none() && any_fail {
             self.detecting = Some(id);
         }
-        if after_kill && self.first_success.is_none() && !s.any_fail {
-            self.first_success = Some((id, s.last_ret));
+        if after_kill && self.first_success.is_none() && !any_fail {
+            self.first_success = Some((id, last_ret));
         }
         if id < self.warmup {
             return;
@@ -183,9 +173,11 @@ impl Window {
             _ => 0,
         };
         let class = &mut self.classes[c];
-        let _ = class.agreement.record(s.last_ret.saturating_sub(s.first_entry).max(1));
-        for &l in &s.node_lat {
-            let _ = class.node.record(l);
+        let _ = class.agreement.record(last_ret.saturating_sub(first_entry).max(1));
+        for (r, rec) in &self.slots[k].recs {
+            if !dead(*r) {
+                let _ = class.node.record(rec.ret.saturating_sub(rec.entry).max(1));
+            }
         }
     }
 }
@@ -209,14 +201,14 @@ mod tests {
             rec(id * 100, id * 100 + 10 + u64::from(r), 7 ^ u64::from(ok), ok)
         };
         for i in 0..1000u64 {
-            w.record(0, i, ret(0, i));
-            w.record(1, i, ret(1, i));
+            w.record(0, i, ret(0, i), &|_| false);
+            w.record(1, i, ret(1, i), &|_| false);
             if i > 0 {
-                w.record(2, i - 1, ret(2, i - 1));
+                w.record(2, i - 1, ret(2, i - 1), &|_| false);
             }
         }
-        w.record(2, 999, ret(2, 999));
-        w.flush();
+        w.record(2, 999, ret(2, 999), &|_| false);
+        w.flush(&|_| false);
         assert_eq!(w.agreements, 1000);
         assert_eq!(w.disagreements, 0);
         assert_eq!(w.late, 0);
@@ -227,29 +219,43 @@ mod tests {
         assert_eq!(w.classes[3].node.len(), 3 * 497);
         // Per agreement: first entry to last return (node 2 returns 12 ns after entry).
         assert_eq!(w.classes[0].agreement.max(), 12);
-        assert!(w.slots.iter().all(|s| s.node_lat.capacity() <= 8), "slots stay small");
+        assert!(w.slots.iter().all(|s| s.recs.capacity() <= 4), "slots stay small");
     }
 
     #[test]
     fn a_different_outcome_is_a_disagreement_and_a_stale_return_is_late() {
         let mut w = Window::new(0, None);
-        w.record(0, 0, rec(0, 5, 1, true));
-        w.record(1, 0, rec(0, 5, 2, true));
-        w.record(0, 1, rec(5, 9, 1, true));
-        w.record(0, 2, rec(9, 12, 1, true));
-        w.record(1, 0, rec(0, 5, 1, true));
-        w.flush();
+        w.record(0, 0, rec(0, 5, 1, true), &|_| false);
+        w.record(1, 0, rec(0, 5, 2, true), &|_| false);
+        w.record(0, 1, rec(5, 9, 1, true), &|_| false);
+        w.record(0, 2, rec(9, 12, 1, true), &|_| false);
+        w.record(1, 0, rec(0, 5, 1, true), &|_| false);
+        w.flush(&|_| false);
         assert_eq!((w.agreements, w.disagreements, w.late), (3, 1, 1));
+    }
+
+    #[test]
+    fn a_dead_nodes_return_does_not_count() {
+        // Non-uniform agreement: node 2 decided alone and died.
+        let mut w = Window::new(0, None);
+        let dead = |r: Rank| r == 2;
+        w.record(2, 0, rec(0, 5, 9, true), &dead);
+        w.record(0, 0, rec(0, 7, 1, true), &dead);
+        w.record(1, 0, rec(0, 8, 1, true), &dead);
+        w.flush(&dead);
+        assert_eq!((w.agreements, w.disagreements), (1, 0));
+        assert_eq!(w.classes[0].node.len(), 2);
+        assert_eq!(w.classes[0].agreement.max(), 8);
     }
 
     #[test]
     fn a_node_far_ahead_finalizes_what_is_behind_it() {
         // It cannot happen while the others live, but must not break the ring.
         let mut w = Window::new(0, None);
-        w.record(0, 0, rec(0, 1, 1, true));
-        w.record(1, RING as u64 + 5, rec(0, 1, 1, true));
-        w.record(0, 3, rec(0, 1, 1, true));
-        w.flush();
+        w.record(0, 0, rec(0, 1, 1, true), &|_| false);
+        w.record(1, RING as u64 + 5, rec(0, 1, 1, true), &|_| false);
+        w.record(0, 3, rec(0, 1, 1, true), &|_| false);
+        w.flush(&|_| false);
         assert_eq!((w.agreements, w.late), (2, 1));
         assert!(w.slots.iter().all(|s| !s.used));
     }
