@@ -26,6 +26,8 @@ pub enum ValueName {
 pub enum TransportName {
     Udp,
     Inproc,
+    /// ibverbs RC QPs on this host's RDMA device (cargo feature `rdma`).
+    Verbs,
 }
 
 /// Tree rebalancing policy.

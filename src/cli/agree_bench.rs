@@ -59,6 +59,7 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
         transport: match a.transport {
             TransportName::Udp => AgreeTransport::Udp,
             TransportName::Inproc => AgreeTransport::Inproc,
+            TransportName::Verbs => AgreeTransport::Verbs,
         },
         workers: a.workers.unwrap_or(cores.min(a.nodes as usize)),
         pin: !a.no_pin,

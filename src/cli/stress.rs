@@ -107,6 +107,7 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
         transport: match a.transport {
             TransportName::Udp => AgreeTransport::Udp,
             TransportName::Inproc => AgreeTransport::Inproc,
+            TransportName::Verbs => AgreeTransport::Verbs,
         },
         workers: cores.min(a.nodes as usize),
         pin: true,

@@ -40,6 +40,9 @@ const _: () =
 pub enum AgreeTransport {
     Inproc,
     Udp,
+    /// ibverbs on this host's device; a crash destroys the node's QPs, which peers see as
+    /// error completions (the transport's suspicion).
+    Verbs,
 }
 
 /// One benchmark run.
@@ -600,6 +603,13 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
                 None,
             )
         }
+        AgreeTransport::Verbs => (
+            crate::transport::verbs::local_endpoints(b.n, JOB, b.seed)?
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect(),
+            None,
+        ),
     };
     let base = Instant::now();
     let first_kill = b.kills.iter().map(|k| b.warmup + k.1).min();
