@@ -1,9 +1,11 @@
 //! `ftcoll stress agree`: the paper's §5 stress test in the spirit of ULFM's — an endless loop
 //! (bounded by `--duration`) of agreements on a local cluster in which random nodes are killed
-//! mid-run; each generation ends when every survivor has returned all its agreements, and the
-//! next generation is a new group in which the dead are replaced by fresh nodes (ULFM's
-//! shrink, spawn and merge). Prints agreements completed, failures tolerated and
-//! disagreements (must be 0), totals and per minute.
+//! mid-run. Threads (default): each generation ends when every survivor has returned all its
+//! agreements and the next is a new group of fresh nodes. `--procs`: one OS process per node,
+//! kills are SIGKILLs, and the survivors keep their processes into the next generation, whose
+//! membership is the shrink of the last agreement's failed set plus new processes in the
+//! failed ranks ([`crate::runtime::agree_procs::stress`]). Prints agreements completed,
+//! failures tolerated and disagreements (must be 0), totals and per minute.
 
 use std::time::{Duration, Instant};
 

@@ -1,14 +1,16 @@
-//! ERA on a local cluster (`ftcoll agree`): nodes as threads of this process over UDP loopback
-//! or in-process queues, each running ULFM's `benchagree` loop of back-to-back agreements on
-//! a 64-bit AND, with a failure detector that watches only the node's ERA tree neighbours
-//! (ERA §2): heartbeats every `heartbeat`, a neighbour silent for `suspect_after` is
-//! suspected, and so is one the transport reports (UDP retries exhausted; in-process, a send
-//! to a killed endpoint — the closed-socket signal). Nodes can be killed when they would
-//! enter a given agreement; they then stop dead (the endpoint is closed, nothing more is sent).
+//! ERA on a local cluster (`ftcoll agree`): nodes as threads of this process over UDP loopback,
+//! in-process queues or ibverbs (or, with [`crate::runtime::agree_procs`], one process each),
+//! each running ULFM's `benchagree` loop of back-to-back agreements on a 64-bit AND, with a
+//! failure detector that watches only the node's ERA tree neighbours (ERA §2): heartbeats
+//! every `heartbeat`, a neighbour silent for `suspect_after` is suspected, and so is one the
+//! transport reports (UDP retries exhausted or ICMP port unreachable; in-process, a send to a
+//! killed endpoint — the closed-socket signal). Nodes can be killed when they would enter a
+//! given agreement; they then stop dead (the endpoint is closed, nothing more is sent).
 //!
-//! Every return is recorded on the process's one monotonic clock; agreements are classed as
-//! in the paper's §5.1: failure-free, failure-detecting (the first to report the failure),
-//! stabilizing (the next one, after acknowledging) and post-failure.
+//! Every return is recorded on the process's one monotonic clock and classed online by
+//! [`Window`] as in the paper's §5.1 (failure-free, failure-detecting, stabilizing,
+//! post-failure): nothing is kept per agreement, so memory per node is constant however many
+//! agreements run (`--duration`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
