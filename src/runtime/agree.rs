@@ -741,3 +741,27 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         late: w.late,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_continue_bit_is_the_only_difference_and_validity_ignores_it() {
+        let (go, stop) = (contribution(7, 3, 11, true).0, contribution(7, 3, 11, false).0);
+        assert_eq!(go ^ stop, CONTINUE);
+        let all = (0..4).fold(!0u64, |v, r| v & contribution(7, r, 11, r != 2).0);
+        assert_eq!(all & CONTINUE, 0, "one 'stop' ends the run for all");
+        assert!(valid(7, 4, 11, all, &|_| false));
+        // Without rank 1's contribution while rank 1 is alive: participation fails (unless
+        // rank 1's word happens to add nothing, which these seeds do not).
+        let without_1 = [0, 2, 3].iter().fold(!0u64, |v, &r| v & contribution(7, r, 11, true).0);
+        assert_ne!(without_1 & !CONTINUE, all & !CONTINUE);
+        assert!(!valid(7, 4, 11, without_1, &|_| false));
+        assert!(valid(7, 4, 11, without_1, &|r| r == 1), "rank 1 dead: fine");
+        // A bit some live contribution lacks is never in a valid value.
+        let extra = !all & !CONTINUE;
+        assert_ne!(extra, 0);
+        assert!(!valid(7, 4, 11, all | (extra & extra.wrapping_neg()), &|_| false));
+    }
+}
