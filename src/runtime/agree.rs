@@ -220,7 +220,11 @@ pub(crate) struct Node {
     watching: Vec<Rank>,
     /// When each peer last sent this node a heartbeat (it watches this node).
     pinged: Vec<Option<Instant>>,
+    /// Messages refused with `WindowFull`, in order; only their peers wait (a slow peer must
+    /// not hold up heartbeats to the others, who would then suspect this node).
     backlog: VecDeque<(Rank, Vec<u8>)>,
+    /// Peers with messages in `backlog`.
+    blocked: Vec<bool>,
     buf: Vec<u8>,
     pub(crate) dead: bool,
     /// Made dead by another node's suspicion.
@@ -289,6 +293,7 @@ impl Node {
             pinged: vec![None; n as usize],
             watching: Vec::new(),
             backlog: VecDeque::new(),
+            blocked: vec![false; n as usize],
             buf: Vec::new(),
             dead: false,
             enforced: false,
@@ -346,17 +351,31 @@ impl Node {
         !self.dead
     }
 
-    fn send_bytes(&mut self, to: Rank, bytes: Vec<u8>, now: Instant) -> bool {
+    /// Sends, or queues behind `to`'s earlier messages (per-peer order is kept).
+    fn send_bytes(&mut self, to: Rank, bytes: Vec<u8>, now: Instant) {
+        if self.blocked[to as usize] {
+            self.backlog.push_back((to, bytes));
+            return;
+        }
         match self.tp.send(to, &bytes, now) {
-            Ok(()) => {
-                self.last_sent[to as usize] = now;
-                true
-            }
+            Ok(()) => self.last_sent[to as usize] = now,
             Err(SendError::WindowFull) => {
-                self.backlog.push_front((to, bytes));
-                false
+                self.blocked[to as usize] = true;
+                self.backlog.push_back((to, bytes));
             }
-            Err(_) => true,
+            Err(_) => {}
+        }
+    }
+
+    /// Retries the queued messages once, in order.
+    fn drain_backlog(&mut self, now: Instant) {
+        if self.backlog.is_empty() {
+            return;
+        }
+        let queued = std::mem::take(&mut self.backlog);
+        self.blocked.iter_mut().for_each(|b| *b = false);
+        for (to, b) in queued {
+            self.send_bytes(to, b, now);
         }
     }
 
@@ -504,7 +523,10 @@ impl Node {
             for (i, &p) in nb.iter().enumerate() {
                 if i < watched && now.saturating_duration_since(self.last_heard[p as usize]) >= bench.suspect_after {
                     self.suspect(p, sh);
-                } else if now.saturating_duration_since(self.last_sent[p as usize]) >= bench.heartbeat {
+                } else if !self.blocked[p as usize]
+                    && now.saturating_duration_since(self.last_sent[p as usize]) >= bench.heartbeat
+                {
+                    // (A blocked peer has data waiting for it; a heartbeat would only queue.)
                     let mut b = vec![0u8; HEADER_LEN];
                     if let Ok(len) = encode_datagram(&mut b, JOB, 0, 0, self.rank, &Heartbeat, &[]) {
                         b.truncate(len);
@@ -522,13 +544,8 @@ impl Node {
         if self.dead {
             return true;
         }
-        while let Some((to, b)) = self.backlog.pop_front() {
-            if !self.send_bytes(to, b, now) {
-                break;
-            }
-        }
-        while self.backlog.is_empty()
-            && self.check_alive(sh)
+        self.drain_backlog(now);
+        while self.check_alive(sh)
             && let Some((to, m)) = self.era.poll_send()
         {
             progress = true;
