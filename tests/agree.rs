@@ -111,6 +111,16 @@ fn misuse_is_a_one_line_error_with_code_2() {
     }
 }
 
+/// The latency classes a network run reported.
+fn class_names(v: &serde_json::Value) -> Vec<&str> {
+    v["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["class"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn network_benchmark_survives_a_kill_inproc_and_udp() {
     for transport in ["inproc", "udp"] {
@@ -134,12 +144,7 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
         assert_eq!(v["invalid"], 0, "{transport}: {v}");
         assert_eq!(v["unfinished"], 0, "{transport}: {v}");
         assert!(v["first_success_after_kill_us"].is_number(), "{transport}: {v}");
-        let classes: Vec<&str> = v["classes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["class"].as_str().unwrap())
-            .collect();
+        let classes = class_names(&v);
         assert!(classes.contains(&"failure-detecting"), "{transport}: {v}");
         assert!(classes.contains(&"post-failure"), "{transport}: {v}");
     }
@@ -163,4 +168,97 @@ fn stress_agree_runs_for_its_duration_without_disagreement() {
     assert!(out.contains("disagreements 0"), "{out}");
     let (code, _, err) = ftcoll(&["stress", "agree", "--max-kills", "8", "--nodes", "8"]);
     assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn procs_mode_survives_a_sigkill() {
+    let v = json(&[
+        "agree",
+        "--procs",
+        "--nodes",
+        "4",
+        "--warmup",
+        "20",
+        "--agreements",
+        "300",
+        "--kill",
+        "2@100",
+        "--json",
+    ]);
+    assert_eq!(v["procs"], true, "{v}");
+    assert_eq!(v["disagreements"], 0, "{v}");
+    assert_eq!(v["invalid"], 0, "{v}");
+    assert_eq!(v["unfinished"], 0, "{v}");
+    assert!(v["suspicions"].as_u64().unwrap() >= 1, "the SIGKILL was noticed: {v}");
+    assert!(v["first_success_after_kill_us"].is_number(), "{v}");
+    assert_eq!(v["agreements"], 320, "every agreement returned at the survivors: {v}");
+    let classes = class_names(&v);
+    assert!(classes.contains(&"failure-detecting"), "{v}");
+    assert!(classes.contains(&"post-failure"), "{v}");
+}
+
+#[test]
+fn duration_runs_stop_together_in_constant_memory() {
+    let v = json(&[
+        "agree",
+        "--transport",
+        "inproc",
+        "--nodes",
+        "4",
+        "--duration",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(v["unfinished"], 0, "{v}");
+    assert_eq!(v["disagreements"], 0, "{v}");
+    assert!(v["agreements"].as_u64().unwrap() > 100, "{v}");
+    assert!(v["peak_rss_kb"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        v["era_stored_max"].as_u64().unwrap() <= 3,
+        "GC keeps ERA's state small: {v}"
+    );
+    assert!(v["seconds"].as_f64().unwrap() >= 1.0, "{v}");
+    for bad in [
+        &["agree", "--duration", "0"][..],
+        &["agree", "--duration", "5", "--kill", "1@3"],
+        &["agree", "--procs", "--transport", "inproc"],
+    ] {
+        let (code, _, err) = ftcoll(bad);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{bad:?}: {err}");
+    }
+}
+
+#[test]
+fn stress_agree_procs_keeps_survivors_and_never_disagrees() {
+    let (code, out, err) = ftcoll(&[
+        "stress",
+        "agree",
+        "--procs",
+        "--duration",
+        "3",
+        "--nodes",
+        "4",
+        "--agreements",
+        "200",
+    ]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("survivors keep their process"), "{out}");
+    assert!(out.contains("disagreements 0"), "{out}");
+    let totals = out.lines().nth(1).unwrap_or_default();
+    let num = |key: &str| -> u64 {
+        let at = totals.find(key).unwrap_or_else(|| panic!("{key} in {out}")) + key.len();
+        totals[at..]
+            .trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (gens, failures, started) = (num("s, "), num("failures tolerated"), num("nodes started"));
+    assert!(gens >= 2 && failures >= 1, "{out}");
+    // Survivors carried over: only the first group and the replacements were started.
+    assert!(started < 4 * gens, "{out}");
+    assert!(started >= 4 + failures.saturating_sub(2), "{out}");
 }

@@ -43,11 +43,12 @@ const JOIN1: &[&str] = &[
     "--transport",
     "verbs",
 ];
+const AGREE: &[&str] = &["agree", "--transport", "verbs", "--nodes", "4", "--agreements", "10"];
 
 #[cfg(not(feature = "rdma"))]
 #[test]
 fn without_the_feature_verbs_says_to_rebuild() {
-    for args in [BENCH, LOGP, JOIN0, JOIN1] {
+    for args in [BENCH, LOGP, JOIN0, JOIN1, AGREE] {
         fails_with(args, "rebuild with `cargo build --release --features rdma`");
         fails_with(args, "--transport udp");
     }
@@ -79,7 +80,7 @@ fn with_the_feature_and_no_device_verbs_names_what_is_missing() {
     if std::fs::read_dir("/sys/class/infiniband_verbs").is_ok_and(|mut d| d.next().is_some()) {
         return;
     }
-    for args in [BENCH, LOGP, JOIN0, JOIN1] {
+    for args in [BENCH, LOGP, JOIN0, JOIN1, AGREE] {
         fails_with(args, "no RDMA device");
         fails_with(args, "use --transport udp");
     }
@@ -107,6 +108,15 @@ fn with_the_feature_and_no_device_verbs_names_what_is_missing() {
         "no RDMA device",
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn agree_procs_and_stress_procs_refuse_verbs() {
+    fails_with(&[AGREE, &["--procs"]].concat(), "--procs runs over UDP");
+    fails_with(
+        &["stress", "agree", "--procs", "--transport", "verbs", "--duration", "1"],
+        "--procs runs over UDP",
+    );
 }
 
 #[test]

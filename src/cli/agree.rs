@@ -26,6 +26,8 @@ pub enum ValueName {
 pub enum TransportName {
     Udp,
     Inproc,
+    /// ibverbs RC QPs on this host's RDMA device (cargo feature `rdma`).
+    Verbs,
 }
 
 /// Tree rebalancing policy.
@@ -41,6 +43,12 @@ pub struct AgreeArgs {
     /// Run in the LogP simulator instead of on a local cluster.
     #[arg(long)]
     pub sim: bool,
+    /// Network benchmark: every node its own OS process over UDP (kills are real SIGKILLs).
+    #[arg(long)]
+    pub procs: bool,
+    /// Network benchmark: run this many seconds instead of --agreements (a soak).
+    #[arg(long)]
+    pub duration: Option<u64>,
     /// Network benchmark: transport.
     #[arg(long, value_enum, default_value = "udp")]
     pub transport: TransportName,

@@ -36,6 +36,12 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
     if a.agreements == 0 {
         return Err("--agreements must be at least 1".into());
     }
+    if a.duration == Some(0) {
+        return Err("--duration must be positive".into());
+    }
+    if a.duration.is_some() && a.kill.is_some() {
+        return Err("--duration runs are failure-free soaks: drop --kill".into());
+    }
     let shape: Shape = a.tree.parse()?;
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
     Ok(AgreeBench {
@@ -53,11 +59,13 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
         transport: match a.transport {
             TransportName::Udp => AgreeTransport::Udp,
             TransportName::Inproc => AgreeTransport::Inproc,
+            TransportName::Verbs => AgreeTransport::Verbs,
         },
         workers: a.workers.unwrap_or(cores.min(a.nodes as usize)),
         pin: !a.no_pin,
         warmup: a.warmup,
         iterations: a.agreements,
+        duration: a.duration.map(Duration::from_secs),
         kills: a.kill.as_deref().map(parse_kills).transpose()?.unwrap_or_default(),
         heartbeat: Duration::from_micros(a.heartbeat_us),
         suspect_after: Duration::from_millis(a.suspect_ms),
@@ -73,17 +81,26 @@ fn us(h: &Histogram<u64>, q: f64) -> f64 {
 /// Runs the benchmark and prints its report.
 pub fn run(a: &AgreeArgs) -> Result<(), String> {
     let b = bench(a)?;
-    let r = crate::runtime::agree::run(&b)?;
+    let r = if a.procs {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
+        crate::runtime::agree_procs::run(&b, &exe)?
+    } else {
+        crate::runtime::agree::run(&b)?
+    };
     if a.json {
         let classes: Vec<_> = r
             .classes
             .iter()
-            .filter(|c| !c.agreement.is_empty())
+            .filter(|c| !c.node.is_empty())
             .map(|c| {
+                // (`--procs` has per-node latencies only.)
+                let agreement = (!c.agreement.is_empty()).then(|| {
+                    json!({"min": us(&c.agreement, 0.0), "p50": us(&c.agreement, 0.5), "mean": c.agreement.mean() / 1000.0,
+                        "p99": us(&c.agreement, 0.99), "p99.9": us(&c.agreement, 0.999), "max": c.agreement.max() as f64 / 1000.0})
+                });
                 json!({
-                    "class": c.name, "count": c.agreement.len(),
-                    "agreement_us": {"min": us(&c.agreement, 0.0), "p50": us(&c.agreement, 0.5), "mean": c.agreement.mean() / 1000.0,
-                        "p99": us(&c.agreement, 0.99), "p99.9": us(&c.agreement, 0.999), "max": c.agreement.max() as f64 / 1000.0},
+                    "class": c.name, "count": c.agreement.len(), "node_count": c.node.len(),
+                    "agreement_us": agreement,
                     "node_us": {"p50": us(&c.node, 0.5), "mean": c.node.mean() / 1000.0, "p99": us(&c.node, 0.99)},
                 })
             })
@@ -96,10 +113,11 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
                 "suspicions": r.suspicions, "false_suspicions": r.false_suspicions,
                 "first_success_after_kill_us": r.first_success_after_kill.map(|x| x as f64 / 1000.0),
                 "messages_per_agreement": r.messages_per_agreement, "agreements": r.agreements, "seconds": r.seconds,
+                "procs": a.procs, "peak_rss_kb": r.peak_rss_kb, "era_stored_max": r.era_stored_max, "late_returns": r.late,
             })
         );
     } else {
-        print!("{}", table(&b, &r));
+        print!("{}", table(&b, &r, a.procs));
     }
     if r.unfinished > 0 {
         return Err(format!("{} live nodes did not finish (timed out)", r.unfinished));
@@ -107,18 +125,25 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn table(b: &AgreeBench, r: &AgreeBenchReport) -> String {
+fn table(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "ftcoll agree: ERA tree={} nodes={} transport={:?} workers={} warmup={} agreements={} kill={}",
+        "ftcoll agree: ERA tree={} nodes={} transport={:?} {} warmup={} {} kill={}",
         b.era.shape,
         b.n,
         b.transport,
-        b.workers.min(b.n as usize),
+        if procs {
+            "one process per node".to_string()
+        } else {
+            format!("workers={}", b.workers.min(b.n as usize))
+        },
         b.warmup,
-        b.iterations,
+        match b.duration {
+            Some(d) => format!("duration={} s", d.as_secs()),
+            None => format!("agreements={}", b.iterations),
+        },
         if b.kills.is_empty() {
             "none".to_string()
         } else {
@@ -186,6 +211,20 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport) -> String {
         r.transport.retransmits,
         r.transport.suspected,
         r.drops.total()
+    );
+    if procs {
+        let _ = writeln!(
+            s,
+            "(per-agreement rows need every node's clock in one process: --procs reports per-node latencies)"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "memory: peak RSS {} kB{}; most agreements one node's ERA kept at once: {} (GC §4); late returns: {}",
+        r.peak_rss_kb.map_or("?".to_string(), |k| k.to_string()),
+        if procs { " (largest node process)" } else { "" },
+        r.era_stored_max,
+        r.late
     );
     s
 }

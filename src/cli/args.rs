@@ -27,6 +27,13 @@ pub enum Command {
     Node(crate::cli::node::NodeArgs),
     /// ERA agreements (early-returning agreement): `--sim` runs them in the LogP simulator.
     Agree(crate::cli::agree::AgreeArgs),
+    /// One node process of `agree --procs` (started by it, not by hand).
+    #[command(hide = true)]
+    AgreeNode {
+        /// The node's configuration (JSON).
+        #[arg(long)]
+        spec: String,
+    },
     /// Stress loops: `stress agree` (agreements with random kills until --duration).
     Stress(crate::cli::stress::StressArgs),
     /// The runtime bootstrap on this machine: node processes given only their parent's

@@ -75,6 +75,7 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
         Command::Agree(a) => agree::run(a),
+        Command::AgreeNode { spec } => crate::runtime::agree_procs::child(spec),
         Command::Stress(a) => stress::run(a),
         Command::Bootstrap(a) => bootstrap::run(a),
         Command::BootNode(a) => bootstrap::run_node(a),

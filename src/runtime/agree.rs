@@ -1,24 +1,26 @@
-//! ERA on a local cluster (`ftcoll agree`): nodes as threads of this process over UDP loopback
-//! or in-process queues, each running ULFM's `benchagree` loop of back-to-back agreements on
-//! a 64-bit AND, with a failure detector that watches only the node's ERA tree neighbours
-//! (ERA §2): heartbeats every `heartbeat`, a neighbour silent for `suspect_after` is
-//! suspected, and so is one the transport reports (UDP retries exhausted; in-process, a send
-//! to a killed endpoint — the closed-socket signal). Nodes can be killed when they would
-//! enter a given agreement; they then stop dead (the endpoint is closed, nothing more is sent).
+//! ERA on a local cluster (`ftcoll agree`): nodes as threads of this process over UDP loopback,
+//! in-process queues or ibverbs (or, with [`crate::runtime::agree_procs`], one process each),
+//! each running ULFM's `benchagree` loop of back-to-back agreements on a 64-bit AND, with a
+//! failure detector that watches only the node's ERA tree neighbours (ERA §2): heartbeats
+//! every `heartbeat`, a neighbour silent for `suspect_after` is suspected, and so is one the
+//! transport reports (UDP retries exhausted or ICMP port unreachable; in-process, a send to a
+//! killed endpoint — the closed-socket signal). Nodes can be killed when they would enter a
+//! given agreement; they then stop dead (the endpoint is closed, nothing more is sent).
 //!
-//! Every return is recorded on the process's one monotonic clock; agreements are classed as
-//! in the paper's §5.1: failure-free, failure-detecting (the first to report the failure),
-//! stabilizing (the next one, after acknowledging) and post-failure.
+//! Every return is recorded on the process's one monotonic clock and classed online by
+//! [`Window`] as in the paper's §5.1 (failure-free, failure-detecting, stabilizing,
+//! post-failure): nothing is kept per agreement, so memory per node is constant however many
+//! agreements run (`--duration`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
-
 use crate::protocol::Rank;
 use crate::protocol::agree::{AgreeId, And64, Era, EraConfig, EraMsg, Outcome};
+use crate::runtime::agree_window::{Class, Rec, Window};
 use crate::sim::agree::SimValue;
 use crate::transport::inproc::InprocNet;
 use crate::transport::udp::{UdpConfig, UdpTransport};
@@ -40,6 +42,9 @@ const _: () =
 pub enum AgreeTransport {
     Inproc,
     Udp,
+    /// ibverbs on this host's device; a crash destroys the node's QPs, which peers see as
+    /// error completions (the transport's suspicion).
+    Verbs,
 }
 
 /// One benchmark run.
@@ -53,6 +58,8 @@ pub struct AgreeBench {
     pub pin: bool,
     pub warmup: u64,
     pub iterations: u64,
+    /// Run until this much time is up instead of for `iterations` (`--duration`).
+    pub duration: Option<Duration>,
     /// `(rank, i)`: the rank dies instead of entering measured agreement `i`.
     pub kills: Vec<(Rank, u64)>,
     pub heartbeat: Duration,
@@ -60,15 +67,6 @@ pub struct AgreeBench {
     /// The run is abandoned when no agreement returns anywhere for this long.
     pub op_timeout: Duration,
     pub seed: u64,
-}
-
-/// Latencies of one class of agreements, in nanoseconds.
-pub struct Class {
-    pub name: &'static str,
-    /// Per agreement: first entry to the last live return.
-    pub agreement: Histogram<u64>,
-    /// Per node and agreement: entry to return.
-    pub node: Histogram<u64>,
 }
 
 /// What a run measured.
@@ -92,19 +90,51 @@ pub struct AgreeBenchReport {
     pub drops: DropCounters,
     pub agreements: u64,
     pub seconds: f64,
+    /// Peak resident memory of the process(es) running the nodes, kB (`VmHWM`; with
+    /// `--procs` the largest node process).
+    pub peak_rss_kb: Option<u64>,
+    /// The most agreements one node's ERA kept stored at once (pending or decided and not
+    /// yet garbage-collected, §4).
+    pub era_stored_max: usize,
+    /// Returns left out because they came after their agreement was final.
+    pub late: u64,
 }
 
-#[derive(Clone, Copy, Default)]
-struct Rec {
-    value: u64,
-    entry: u64,
-    ret: u64,
-    fp: u64,
-    ok: bool,
-    done: bool,
+/// Bit 63 of every contribution says "continue": an agreement whose value has it clear is
+/// the run's last, at every node alike (the AND of §2.1's agreement), so a `--duration`
+/// run stops without any other coordination. Validity checks mask it out.
+pub const CONTINUE: u64 = 1 << 63;
+
+/// Rank `r`'s contribution to agreement `id`.
+pub fn contribution(seed: u64, r: Rank, id: AgreeId, cont: bool) -> And64 {
+    let c = And64::contribution(seed, r, id).0 & !CONTINUE;
+    And64(if cont { c | CONTINUE } else { c })
 }
 
-struct Shared {
+/// Participation and validity of a decided value (continue bit masked out): it keeps every
+/// bit all contributions share and is within every live contribution (`v & c = v`).
+pub fn valid(seed: u64, n: u32, id: AgreeId, value: u64, is_dead: &dyn Fn(Rank) -> bool) -> bool {
+    let v = value & !CONTINUE;
+    let (mut live_and, mut all_and) = (!CONTINUE, !CONTINUE);
+    for r in 0..n {
+        let c = contribution(seed, r, id, false).0;
+        all_and &= c;
+        if !is_dead(r) {
+            live_and &= c;
+        }
+    }
+    v & live_and == v && v & all_and == all_and
+}
+
+/// Peak resident set of this process, kB (`VmHWM` of /proc/self/status).
+pub fn peak_rss_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What the nodes of one process share.
+pub(crate) struct Shared {
     base: Instant,
     dead: Vec<AtomicBool>,
     finished: AtomicU64,
@@ -113,11 +143,34 @@ struct Shared {
     abort: AtomicBool,
     kill_ns: AtomicU64,
     inproc: Option<InprocNet>,
+    window: Mutex<Window>,
+    /// A node process (`--procs`): a kill is a real SIGKILL of the process, announced first
+    /// on stdout with its time.
+    sigkill: bool,
 }
 
 impl Shared {
-    fn ns(&self, t: Instant) -> u64 {
+    pub(crate) fn new(base: Instant, n: u32, warmup: u64, kill_id: Option<AgreeId>, sigkill: bool) -> Self {
+        Self {
+            base,
+            dead: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            finished: AtomicU64::new(0),
+            live: AtomicU64::new(u64::from(n)),
+            last_return: AtomicU64::new(0),
+            abort: AtomicBool::new(false),
+            kill_ns: AtomicU64::new(u64::MAX),
+            inproc: None,
+            window: Mutex::new(Window::new(warmup, kill_id)),
+            sigkill,
+        }
+    }
+
+    pub(crate) fn ns(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.base).as_nanos() as u64
+    }
+
+    pub(crate) fn window(&self) -> std::sync::MutexGuard<'_, Window> {
+        self.window.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -151,10 +204,13 @@ impl Transport for Closed {
     }
 }
 
-struct Node {
-    rank: Rank,
-    era: Era<And64>,
-    tp: Box<dyn Transport>,
+/// One node: its ERA, transport and failure detector, and what it measured. It holds no
+/// per-agreement state: returns go to the shared [`Window`] as they happen.
+pub(crate) struct Node {
+    pub(crate) rank: Rank,
+    n: u32,
+    pub(crate) era: Era<And64>,
+    pub(crate) tp: Box<dyn Transport>,
     last_heard: Vec<Instant>,
     last_sent: Vec<Instant>,
     nb: Vec<Rank>,
@@ -164,24 +220,45 @@ struct Node {
     watching: Vec<Rank>,
     /// When each peer last sent this node a heartbeat (it watches this node).
     pinged: Vec<Option<Instant>>,
+    /// Messages refused with `WindowFull`, in order; only their peers wait (a slow peer must
+    /// not hold up heartbeats to the others, who would then suspect this node).
     backlog: VecDeque<(Rank, Vec<u8>)>,
+    /// Peers with messages in `backlog`.
+    blocked: Vec<bool>,
     buf: Vec<u8>,
-    recs: Vec<Rec>,
-    dead: bool,
+    pub(crate) dead: bool,
     /// Made dead by another node's suspicion.
     enforced: bool,
-    finished: bool,
+    pub(crate) finished: bool,
+    /// Agreements at most (warm-up included).
     total: u64,
+    /// Contributions say "stop" from this time on (`--duration`).
+    deadline: Option<Instant>,
+    /// Entry time of the agreement in flight, if any.
+    entry: Option<u64>,
     kill_id: Option<AgreeId>,
     seed: u64,
-    suspicions: u64,
-    false_suspicions: u64,
-    messages: u64,
-    heartbeats: u64,
-    drops: DropCounters,
+    pub(crate) returned: u64,
+    pub(crate) invalid: u64,
+    pub(crate) max_stored: usize,
+    pub(crate) suspicions: u64,
+    pub(crate) false_suspicions: u64,
+    /// Every rank this node suspected (for `--procs`, where the parent knows the truth).
+    pub(crate) suspected: Vec<Rank>,
+    pub(crate) messages: u64,
+    pub(crate) heartbeats: u64,
+    pub(crate) drops: DropCounters,
     inbox: Vec<(Rank, Vec<u8>)>,
     suspects: Vec<Rank>,
+    /// Outcome fingerprints of every returned agreement, chained per block of
+    /// [`DIGEST_BLOCK`] ids (`--procs` compares them across processes).
+    pub(crate) digests: Vec<u64>,
+    /// The agreed failed set of the last return (ranks, ascending).
+    pub(crate) last_failed: Vec<Rank>,
 }
+
+/// Agreements per outcome digest.
+pub const DIGEST_BLOCK: u64 = 4096;
 
 fn fingerprint(o: &Outcome<And64>) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -192,7 +269,56 @@ fn fingerprint(o: &Outcome<And64>) -> u64 {
     h.finish() | 1
 }
 
+/// What a node needs to start.
+pub(crate) struct NodeInit {
+    pub rank: Rank,
+    pub total: u64,
+    pub deadline: Option<Instant>,
+    pub kill_id: Option<AgreeId>,
+}
+
 impl Node {
+    pub(crate) fn new(b: &AgreeBench, init: NodeInit, tp: Box<dyn Transport>, base: Instant) -> Result<Self, String> {
+        let n = b.n;
+        Ok(Node {
+            rank: init.rank,
+            n,
+            era: Era::new(init.rank, n, b.era)?,
+            tp,
+            last_heard: vec![base; n as usize],
+            last_sent: vec![base; n as usize],
+            nb: Vec::new(),
+            nb_at: base,
+            last_step: base,
+            pinged: vec![None; n as usize],
+            watching: Vec::new(),
+            backlog: VecDeque::new(),
+            blocked: vec![false; n as usize],
+            buf: Vec::new(),
+            dead: false,
+            enforced: false,
+            finished: false,
+            total: init.total,
+            deadline: init.deadline,
+            entry: None,
+            kill_id: init.kill_id,
+            seed: b.seed,
+            returned: 0,
+            invalid: 0,
+            max_stored: 0,
+            suspicions: 0,
+            false_suspicions: 0,
+            suspected: Vec::new(),
+            messages: 0,
+            heartbeats: 0,
+            drops: DropCounters::default(),
+            inbox: Vec::new(),
+            suspects: Vec::new(),
+            digests: Vec::new(),
+            last_failed: Vec::new(),
+        })
+    }
+
     /// A suspicion is final: a suspected node that is in fact alive is made dead (it stops at
     /// its next step, as ULFM's runtime removes a process it suspects), so the detector stays
     /// accurate in the sense ERA needs (Lemma 1: only dead processes are marked dead).
@@ -201,7 +327,9 @@ impl Node {
             return;
         }
         self.suspicions += 1;
+        self.suspected.push(peer);
         if !sh.dead[peer as usize].swap(true, Ordering::AcqRel) {
+            // (In a node process every suspicion lands here; the parent sorts them out.)
             self.false_suspicions += 1;
             if let Some(net) = &sh.inproc {
                 net.kill(peer);
@@ -223,29 +351,46 @@ impl Node {
         !self.dead
     }
 
-    fn send_bytes(&mut self, to: Rank, bytes: Vec<u8>, now: Instant) -> bool {
+    /// Sends, or queues behind `to`'s earlier messages (per-peer order is kept).
+    fn send_bytes(&mut self, to: Rank, bytes: Vec<u8>, now: Instant) {
+        if self.blocked[to as usize] {
+            self.backlog.push_back((to, bytes));
+            return;
+        }
         match self.tp.send(to, &bytes, now) {
-            Ok(()) => {
-                self.last_sent[to as usize] = now;
-                true
-            }
+            Ok(()) => self.last_sent[to as usize] = now,
             Err(SendError::WindowFull) => {
-                self.backlog.push_front((to, bytes));
-                false
+                self.blocked[to as usize] = true;
+                self.backlog.push_back((to, bytes));
             }
-            Err(_) => true,
+            Err(_) => {}
         }
     }
 
-    fn enter_next(&mut self, sh: &Shared, now: Instant) {
+    /// Retries the queued messages once, in order.
+    fn drain_backlog(&mut self, now: Instant) {
+        if self.backlog.is_empty() {
+            return;
+        }
+        let queued = std::mem::take(&mut self.backlog);
+        self.blocked.iter_mut().for_each(|b| *b = false);
+        for (to, b) in queued {
+            self.send_bytes(to, b, now);
+        }
+    }
+
+    pub(crate) fn enter_next(&mut self, sh: &Shared, now: Instant) {
         let id = self.era.next_id();
-        if id >= self.total || self.dead {
+        if id >= self.total || self.dead || self.finished {
             return;
         }
         if self.kill_id == Some(id) {
             self.dead = true;
             sh.dead[self.rank as usize].store(true, Ordering::Release);
             sh.kill_ns.fetch_min(sh.ns(now), Ordering::AcqRel);
+            if sh.sigkill {
+                crate::runtime::agree_procs::die(self.rank, sh.ns(now));
+            }
             if let Some(net) = &sh.inproc {
                 net.kill(self.rank);
             }
@@ -259,14 +404,54 @@ impl Node {
             sh.live.fetch_sub(1, Ordering::AcqRel);
             return;
         }
-        if self.era.agree(And64::contribution(self.seed, self.rank, id)).is_ok() {
-            self.recs[id as usize].entry = sh.ns(now);
+        let cont = id + 1 < self.total && self.deadline.is_none_or(|d| now < d);
+        if self.era.agree(contribution(self.seed, self.rank, id, cont)).is_ok() {
+            self.entry = Some(sh.ns(now));
         }
+    }
+
+    fn on_return(&mut self, o: Outcome<And64>, sh: &Shared, now: Instant) {
+        let ret = sh.ns(now);
+        let fp = fingerprint(&o);
+        let rec = Rec {
+            entry: self.entry.take().unwrap_or(ret),
+            ret,
+            fp,
+            ok: o.ok(),
+        };
+        self.returned += 1;
+        self.max_stored = self.max_stored.max(self.era.stored());
+        let block = (o.id / DIGEST_BLOCK) as usize;
+        if self.digests.len() <= block {
+            self.digests.resize(block + 1, 0);
+        }
+        let d = &mut self.digests[block];
+        *d = d.rotate_left(5) ^ fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ o.id;
+        let (id, value) = (o.id, o.value.0);
+        self.last_failed.clear();
+        self.last_failed.extend((0..self.n).filter(|&r| o.failed.contains(r)));
+        {
+            let mut w = sh.window();
+            w.record(self.rank, id, rec, &|r| sh.dead[r as usize].load(Ordering::Acquire));
+        }
+        let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
+        if !valid(self.seed, self.n, id, value, &dead) {
+            self.invalid += 1;
+        }
+        sh.last_return.fetch_max(ret, Ordering::AcqRel);
+        if !o.ok() {
+            self.era.acknowledge_failures();
+        }
+        if value & CONTINUE == 0 && !self.finished {
+            self.finished = true;
+            sh.finished.fetch_add(1, Ordering::AcqRel);
+        }
+        self.enter_next(sh, now);
     }
 
     /// One pass: receive, detect, return and re-enter, send. Returns whether anything
     /// happened.
-    fn step(&mut self, sh: &Shared, bench: &AgreeBench) -> bool {
+    pub(crate) fn step(&mut self, sh: &Shared, bench: &AgreeBench) -> bool {
         if !self.check_alive(sh) {
             return false;
         }
@@ -338,7 +523,10 @@ impl Node {
             for (i, &p) in nb.iter().enumerate() {
                 if i < watched && now.saturating_duration_since(self.last_heard[p as usize]) >= bench.suspect_after {
                     self.suspect(p, sh);
-                } else if now.saturating_duration_since(self.last_sent[p as usize]) >= bench.heartbeat {
+                } else if !self.blocked[p as usize]
+                    && now.saturating_duration_since(self.last_sent[p as usize]) >= bench.heartbeat
+                {
+                    // (A blocked peer has data waiting for it; a heartbeat would only queue.)
                     let mut b = vec![0u8; HEADER_LEN];
                     if let Ok(len) = encode_datagram(&mut b, JOB, 0, 0, self.rank, &Heartbeat, &[]) {
                         b.truncate(len);
@@ -351,32 +539,13 @@ impl Node {
         }
         while let Some(o) = self.era.poll_outcome() {
             progress = true;
-            let r = &mut self.recs[o.id as usize];
-            r.ret = sh.ns(now);
-            r.fp = fingerprint(&o);
-            r.value = o.value.0;
-            r.ok = o.ok();
-            r.done = true;
-            sh.last_return.fetch_max(r.ret, Ordering::AcqRel);
-            if !o.ok() {
-                self.era.acknowledge_failures();
-            }
-            if o.id + 1 == self.total && !self.finished {
-                self.finished = true;
-                sh.finished.fetch_add(1, Ordering::AcqRel);
-            }
-            self.enter_next(sh, now);
+            self.on_return(o, sh, now);
         }
         if self.dead {
             return true;
         }
-        while let Some((to, b)) = self.backlog.pop_front() {
-            if !self.send_bytes(to, b, now) {
-                break;
-            }
-        }
-        while self.backlog.is_empty()
-            && self.check_alive(sh)
+        self.drain_backlog(now);
+        while self.check_alive(sh)
             && let Some((to, m)) = self.era.poll_send()
         {
             progress = true;
@@ -389,19 +558,27 @@ impl Node {
         }
         progress
     }
+
+    /// Contributions say "stop" from `d` on.
+    pub(crate) fn set_deadline(&mut self, d: Option<Instant>) {
+        self.deadline = d;
+    }
+
+    /// The node's first step at the start of the run.
+    pub(crate) fn start(&mut self, sh: &Shared, now: Instant) {
+        self.last_heard.iter_mut().for_each(|t| *t = now);
+        self.last_step = now;
+        self.enter_next(sh, now);
+    }
 }
 
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 1 << 40, 3).expect("valid bounds")
-}
-
-/// Runs the benchmark.
-pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
+/// Checks the flags common to both modes.
+pub(crate) fn validate(b: &AgreeBench) -> Result<(), String> {
     if b.n < 2 || b.n > MAX_NODES {
         return Err(format!("--nodes must be in 2..={MAX_NODES} for the network benchmark"));
     }
     for &(r, i) in &b.kills {
-        if r >= b.n || i >= b.iterations {
+        if r >= b.n || (b.duration.is_none() && i >= b.iterations) {
             return Err(format!(
                 "bad --kill {r}@{i}: the rank must be below {} and the iteration below {}",
                 b.n, b.iterations
@@ -414,7 +591,21 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
     if b.kills.len() >= b.n as usize {
         return Err("bad --kill: at least one node must survive".into());
     }
-    let total = b.warmup + b.iterations;
+    Ok(())
+}
+
+/// Agreements at most (warm-up included): `--duration` runs are bounded by time only.
+pub(crate) fn total(b: &AgreeBench) -> u64 {
+    if b.duration.is_some() {
+        u64::MAX
+    } else {
+        b.warmup + b.iterations
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
+    validate(b)?;
     let (tps, inproc): (Vec<Box<dyn Transport>>, Option<InprocNet>) = match b.transport {
         AgreeTransport::Inproc => {
             let (net, eps) = InprocNet::new(b.n, 256);
@@ -431,49 +622,28 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
                 None,
             )
         }
+        AgreeTransport::Verbs => (
+            crate::transport::verbs::local_endpoints(b.n, JOB, b.seed)?
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect(),
+            None,
+        ),
     };
     let base = Instant::now();
-    let sh = Shared {
-        base,
-        dead: (0..b.n).map(|_| AtomicBool::new(false)).collect(),
-        finished: AtomicU64::new(0),
-        live: AtomicU64::new(u64::from(b.n)),
-        last_return: AtomicU64::new(0),
-        abort: AtomicBool::new(false),
-        kill_ns: AtomicU64::new(u64::MAX),
-        inproc,
-    };
+    let first_kill = b.kills.iter().map(|k| b.warmup + k.1).min();
+    let mut sh = Shared::new(base, b.n, b.warmup, first_kill, false);
+    sh.inproc = inproc;
     let mut nodes = Vec::new();
     for (r, tp) in tps.into_iter().enumerate() {
         let r = r as Rank;
-        nodes.push(Node {
+        let init = NodeInit {
             rank: r,
-            era: Era::new(r, b.n, b.era)?,
-            tp,
-            last_heard: vec![base; b.n as usize],
-            last_sent: vec![base; b.n as usize],
-            nb: Vec::new(),
-            nb_at: base,
-            last_step: base,
-            pinged: vec![None; b.n as usize],
-            watching: Vec::new(),
-            backlog: VecDeque::new(),
-            buf: Vec::new(),
-            recs: vec![Rec::default(); total as usize],
-            dead: false,
-            enforced: false,
-            finished: false,
-            total,
+            total: total(b),
+            deadline: None,
             kill_id: b.kills.iter().find(|k| k.0 == r).map(|k| b.warmup + k.1),
-            seed: b.seed,
-            suspicions: 0,
-            false_suspicions: 0,
-            messages: 0,
-            heartbeats: 0,
-            drops: DropCounters::default(),
-            inbox: Vec::new(),
-            suspects: Vec::new(),
-        });
+        };
+        nodes.push(Node::new(b, init, tp, base)?);
     }
     let workers = b.workers.clamp(1, b.n as usize);
     let mut groups: Vec<Vec<Node>> = (0..workers).map(|_| Vec::new()).collect();
@@ -487,6 +657,7 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
     };
     let sh = Arc::new(sh);
     let started = Instant::now();
+    let deadline = b.duration.map(|d| started + d);
     let barrier = std::sync::Barrier::new(workers);
     let groups: Vec<Vec<Node>> = std::thread::scope(|s| {
         let handles: Vec<_> = groups
@@ -501,13 +672,10 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
                     }
                     barrier.wait();
                     let now = Instant::now();
-                    // The idle clock starts now, not when the records were allocated (long
-                    // runs allocate gigabytes first).
                     sh.last_return.fetch_max(sh.ns(now), Ordering::AcqRel);
                     for node in group.iter_mut() {
-                        node.last_heard.iter_mut().for_each(|t| *t = now);
-                        node.last_step = now;
-                        node.enter_next(sh, now);
+                        node.deadline = deadline;
+                        node.start(sh, now);
                     }
                     loop {
                         let mut progress = false;
@@ -541,73 +709,19 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
     let seconds = started.elapsed().as_secs_f64();
     let mut nodes: Vec<Node> = groups.into_iter().flatten().collect();
     nodes.sort_by_key(|n| n.rank);
-    Ok(report(b, &sh, &nodes, seconds))
+    Ok(report(&sh, &nodes, seconds))
 }
 
-fn report(b: &AgreeBench, sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
-    let total = (b.warmup + b.iterations) as usize;
+fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
+    let mut w = sh.window();
+    w.flush(&|r| sh.dead[r as usize].load(Ordering::Acquire));
     let live: Vec<&Node> = nodes.iter().filter(|n| !n.dead).collect();
-    let mut disagreements = 0;
-    let mut invalid = 0;
     let unfinished = live.iter().filter(|n| !n.finished).count() as u64;
-    let kill_id = b.kills.iter().map(|k| (b.warmup + k.1) as usize).min();
-    // The detecting agreement: the first after the kill that reports a failure.
-    let detecting = kill_id.and_then(|k| (k..total).find(|&i| live.iter().any(|n| n.recs[i].done && !n.recs[i].ok)));
-    let names = ["failure-free", "failure-detecting", "stabilizing", "post-failure"];
-    let mut classes: Vec<Class> = names
-        .iter()
-        .map(|&name| Class {
-            name,
-            agreement: hist(),
-            node: hist(),
-        })
-        .collect();
-    let mut first_success = None;
-    for i in b.warmup as usize..total {
-        let recs: Vec<&Rec> = live.iter().map(|n| &n.recs[i]).filter(|r| r.done).collect();
-        if recs.is_empty() {
-            continue;
-        }
-        if recs.iter().any(|r| r.fp != recs[0].fp) {
-            disagreements += 1;
-        }
-        let c = match detecting {
-            Some(d) if i == d => 1,
-            Some(d) if i == d + 1 => 2,
-            Some(d) if i > d + 1 => 3,
-            _ => 0,
-        };
-        let first = recs.iter().map(|r| r.entry).min().unwrap_or(0);
-        let last = recs.iter().map(|r| r.ret).max().unwrap_or(0);
-        let _ = classes[c].agreement.record(last.saturating_sub(first).max(1));
-        for r in &recs {
-            let _ = classes[c].node.record(r.ret.saturating_sub(r.entry).max(1));
-        }
-        if first_success.is_none() && kill_id.is_some_and(|k| i >= k) && recs.iter().all(|r| r.ok) {
-            first_success = Some(last.saturating_sub(sh.kill_ns.load(Ordering::Acquire)));
-        }
-    }
-    // Participation (every live contribution is in the value: `v & c = v`) and validity
-    // (the value is an AND of contributions: it keeps every bit all of them share).
-    for i in 0..total {
-        let (mut live_and, mut all_and) = (u64::MAX, u64::MAX);
-        for n in nodes {
-            let c = And64::contribution(b.seed, n.rank, i as AgreeId).0;
-            all_and &= c;
-            if !n.dead {
-                live_and &= c;
-            }
-        }
-        for n in &live {
-            let r = &n.recs[i];
-            if r.done && (r.value & live_and != r.value || r.value & all_and != all_and) {
-                invalid += 1;
-            }
-        }
-    }
+    let kill_ns = sh.kill_ns.load(Ordering::Acquire);
+    let first_success = w.first_success.map(|(_, last)| last.saturating_sub(kill_ns));
     let mut transport = TransportStats::default();
     let mut drops = DropCounters::default();
-    let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats) = (0, 0, 0, 0);
+    let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0, 0);
     for n in nodes {
         let s = n.tp.stats();
         transport.sent += s.sent;
@@ -621,20 +735,50 @@ fn report(b: &AgreeBench, sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBen
         false_suspicions += n.false_suspicions;
         messages += n.messages;
         heartbeats += n.heartbeats;
+        if !n.dead {
+            invalid += n.invalid;
+        }
     }
     AgreeBenchReport {
-        classes,
-        disagreements,
+        classes: std::mem::take(&mut w.classes),
+        disagreements: w.disagreements,
         invalid,
         unfinished,
         suspicions,
         false_suspicions,
         first_success_after_kill: first_success,
-        messages_per_agreement: messages as f64 / total.max(1) as f64,
+        messages_per_agreement: messages as f64 / w.agreements.max(1) as f64,
         heartbeats,
         transport,
         drops,
-        agreements: total as u64,
+        agreements: w.agreements,
         seconds,
+        peak_rss_kb: peak_rss_kb(),
+        era_stored_max: nodes.iter().map(|n| n.max_stored).max().unwrap_or(0),
+        late: w.late,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_continue_bit_is_the_only_difference_and_validity_ignores_it() {
+        let (go, stop) = (contribution(7, 3, 11, true).0, contribution(7, 3, 11, false).0);
+        assert_eq!(go ^ stop, CONTINUE);
+        let all = (0..4).fold(!0u64, |v, r| v & contribution(7, r, 11, r != 2).0);
+        assert_eq!(all & CONTINUE, 0, "one 'stop' ends the run for all");
+        assert!(valid(7, 4, 11, all, &|_| false));
+        // Without rank 1's contribution while rank 1 is alive: participation fails (unless
+        // rank 1's word happens to add nothing, which these seeds do not).
+        let without_1 = [0, 2, 3].iter().fold(!0u64, |v, &r| v & contribution(7, r, 11, true).0);
+        assert_ne!(without_1 & !CONTINUE, all & !CONTINUE);
+        assert!(!valid(7, 4, 11, without_1, &|_| false));
+        assert!(valid(7, 4, 11, without_1, &|r| r == 1), "rank 1 dead: fine");
+        // A bit some live contribution lacks is never in a valid value.
+        let extra = !all & !CONTINUE;
+        assert_ne!(extra, 0);
+        assert!(!valid(7, 4, 11, all | (extra & extra.wrapping_neg()), &|_| false));
     }
 }

@@ -8,6 +8,8 @@
 //! rounds, delayed correction) keep their meaning on the wire.
 
 pub mod agree;
+pub mod agree_procs;
+pub mod agree_window;
 pub mod board;
 pub mod bootstrap;
 pub mod cluster;

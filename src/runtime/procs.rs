@@ -352,7 +352,7 @@ where
 
 /// A real crash of this process: `kill -KILL` on itself (no unwinding, no exit handlers, the
 /// socket vanishes as after a fault); exits with 137 should that fail.
-fn sigkill_self() -> ! {
+pub(crate) fn sigkill_self() -> ! {
     let _ = Command::new("kill")
         .args(["-KILL", &std::process::id().to_string()])
         .status();
@@ -373,7 +373,7 @@ impl Drop for Children {
 }
 
 /// `n` free ports on 127.0.0.1 (bound, read, released: a short race with other programs).
-fn free_ports(n: u32) -> Result<Vec<SocketAddr>, String> {
+pub(crate) fn free_ports(n: u32) -> Result<Vec<SocketAddr>, String> {
     let socks: Vec<UdpSocket> = (0..n)
         .map(|_| UdpSocket::bind("127.0.0.1:0"))
         .collect::<Result<_, _>>()

@@ -1,0 +1,641 @@
+//! `ftcoll agree --procs`: every node its own OS process (`ftcoll agree-node`) over UDP
+//! loopback, so that a kill is a real `SIGKILL` and peers learn of it from the closed socket
+//! (ICMP port unreachable through `IP_RECVERR`, `transport/udp/icmp.rs`) or the heartbeats.
+//!
+//! Control goes through the children's pipes only: each child binds its port and prints
+//! `ready`; the parent writes `go` to every stdin; a child prints one JSON result line when it
+//! returns the run's last agreement (or, at its injected crash, a `killed_ns` line on which
+//! the parent SIGKILLs it and notes the time) and keeps
+//! answering its peers (ERA's early return) until the parent closes its stdin. Clocks: every
+//! child aligns its monotonic clock to the parent's wall-clock epoch (same machine), so kill
+//! and return times compare across processes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::agree::{EraConfig, Rebalance, Shape};
+use crate::runtime::agree::{
+    AgreeBench, AgreeBenchReport, AgreeTransport, Node, NodeInit, Shared, peak_rss_kb, total, validate,
+};
+use crate::runtime::agree_window::{CLASS_NAMES, Class, hist};
+use crate::runtime::procs::{aligned_epoch, free_ports, sigkill_self, unix_ns};
+use crate::transport::TransportStats;
+use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::wire::DropCounters;
+
+/// Everything one node process needs (passed as one JSON argument).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChildSpec {
+    pub rank: u32,
+    pub peers: Vec<SocketAddr>,
+    pub epoch_unix_ns: u64,
+    pub tree: String,
+    pub gc: bool,
+    /// 0 off, 1 degenerated, 2 always.
+    pub rebalance: u8,
+    pub warmup: u64,
+    pub iterations: u64,
+    pub duration_ms: Option<u64>,
+    pub kills: Vec<(u32, u64)>,
+    pub heartbeat_us: u64,
+    pub suspect_ms: u64,
+    pub op_timeout_ms: u64,
+    pub seed: u64,
+    /// Generation of the group (`stress agree --procs`); 0 for `agree --procs`.
+    pub generation: u64,
+}
+
+/// One node process's result line.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ChildResult {
+    pub rank: u32,
+    pub finished: bool,
+    pub returned: u64,
+    pub agreements: u64,
+    pub invalid: u64,
+    pub late: u64,
+    pub max_stored: usize,
+    pub suspected: Vec<u32>,
+    pub messages: u64,
+    pub heartbeats: u64,
+    pub transport: [u64; 4],
+    pub drops: DropCounters,
+    /// Outcome digests per block of [`crate::runtime::agree::DIGEST_BLOCK`] agreements.
+    pub digests: Vec<u64>,
+    /// Per-node latencies of each class: (value ns, count) pairs.
+    pub classes: Vec<Vec<(u64, u64)>>,
+    pub detecting: Option<u64>,
+    /// This node's return of the first successful agreement from the first kill on: (id,
+    /// ns on the common clock).
+    pub first_success: Option<(u64, u64)>,
+    pub peak_rss_kb: Option<u64>,
+    /// The agreed failed set of the last agreement returned (the shrink's input).
+    pub failed: Vec<u32>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Killed {
+    rank: u32,
+    killed_ns: u64,
+}
+
+/// The node process dies here: silent from now on, it asks the parent for its SIGKILL (the
+/// parent times the kill on the common clock); should the parent be gone, it kills itself.
+pub(crate) fn die(rank: u32, ns: u64) -> ! {
+    let line = serde_json::to_string(&Killed { rank, killed_ns: ns }).unwrap_or_default();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+    drop(out);
+    std::thread::sleep(Duration::from_secs(10));
+    sigkill_self()
+}
+
+fn shape_config(s: &ChildSpec) -> Result<EraConfig, String> {
+    let shape: Shape = s.tree.parse()?;
+    Ok(EraConfig {
+        shape,
+        window: 1,
+        gc: s.gc,
+        rebalance: match s.rebalance {
+            0 => Rebalance::Off,
+            1 => Rebalance::Degenerated,
+            _ => Rebalance::Always,
+        },
+    })
+}
+
+fn bench_of(s: &ChildSpec) -> Result<AgreeBench, String> {
+    Ok(AgreeBench {
+        n: s.peers.len() as u32,
+        era: shape_config(s)?,
+        transport: AgreeTransport::Udp,
+        workers: 1,
+        pin: false,
+        warmup: s.warmup,
+        iterations: s.iterations,
+        duration: s.duration_ms.map(Duration::from_millis),
+        kills: s.kills.clone(),
+        heartbeat: Duration::from_micros(s.heartbeat_us.max(1)),
+        suspect_after: Duration::from_millis(s.suspect_ms.max(1)),
+        op_timeout: Duration::from_millis(s.op_timeout_ms.max(1)),
+        seed: s.seed,
+    })
+}
+
+/// `ftcoll agree-node`: one node process (a kill: see [`die`]). It runs generations until its
+/// stdin closes: after each, a `next SPEC` line starts the next one in the same process.
+pub fn child(spec_json: &str) -> Result<(), String> {
+    let mut s: ChildSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad --spec: {e}"))?;
+    // One reader of stdin for the process's life; its end (EOF) ends the process.
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    while let Some(next) = generation(&s, &rx)? {
+        s = next;
+    }
+    Ok(())
+}
+
+/// One generation: bind, say `ready`, wait for `go`, run the agreements, report, keep
+/// answering peers until told `next SPEC` (returned) or stdin closes (`None`).
+fn generation(s: &ChildSpec, rx: &mpsc::Receiver<String>) -> Result<Option<ChildSpec>, String> {
+    let b = bench_of(s)?;
+    validate(&b)?;
+    if s.rank >= b.n {
+        return Err(format!("--spec: rank {} of {} nodes", s.rank, b.n));
+    }
+    let base = aligned_epoch(s.epoch_unix_ns);
+    let first_kill = b.kills.iter().map(|k| b.warmup + k.1).min();
+    let sh = Shared::new(base, b.n, b.warmup, first_kill, true);
+    // Each generation its own job id: a straggler datagram of the last one is dropped.
+    let cfg = UdpConfig {
+        job: s.generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA6EE,
+        ..UdpConfig::default()
+    };
+    let tp = UdpTransport::bind(s.rank, &s.peers, cfg)
+        .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
+    let init = NodeInit {
+        rank: s.rank,
+        total: total(&b),
+        deadline: None,
+        kill_id: b.kills.iter().find(|k| k.0 == s.rank).map(|k| b.warmup + k.1),
+    };
+    let mut node = Node::new(&b, init, Box::new(tp), base)?;
+    println!("ready");
+    match rx.recv() {
+        Ok(l) if l.trim() == "go" => {}
+        _ => return Ok(None), // The parent gave up before the start.
+    }
+    let now = Instant::now();
+    node.set_deadline(b.duration.map(|d| now + d));
+    node.start(&sh, now);
+    let mut last_progress = Instant::now();
+    let mut reported = false;
+    loop {
+        match rx.try_recv() {
+            Ok(l) => {
+                if let Some(next) = l.strip_prefix("next ") {
+                    let next: ChildSpec = serde_json::from_str(next).map_err(|e| format!("bad next spec: {e}"))?;
+                    return Ok(Some(next));
+                }
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
+            Err(mpsc::TryRecvError::Disconnected) => return Ok(None),
+        }
+        let progress = node.step(&sh, &b);
+        let now = Instant::now();
+        if progress {
+            last_progress = now;
+        }
+        let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
+        if !reported && (node.finished || timed_out) {
+            reported = true;
+            let r = result(&node, &sh);
+            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        }
+        if !progress {
+            // Nodes usually outnumber cores: sleep on the socket (a datagram wakes it at once)
+            // rather than spin through the others' time slices.
+            let _ = node.tp.wait(Duration::from_micros(if reported { 1000 } else { 100 }));
+        }
+    }
+}
+
+fn result(node: &Node, sh: &Shared) -> ChildResult {
+    let mut w = sh.window();
+    w.flush(&|_| false);
+    let t = node.tp.stats();
+    ChildResult {
+        rank: node.rank,
+        finished: node.finished,
+        returned: node.returned,
+        agreements: w.agreements,
+        invalid: node.invalid,
+        late: w.late,
+        max_stored: node.max_stored,
+        suspected: node.suspected.clone(),
+        messages: node.messages,
+        heartbeats: node.heartbeats,
+        transport: [t.sent, t.received, t.retransmits, t.suspected],
+        drops: node.drops,
+        digests: node.digests.clone(),
+        classes: w
+            .classes
+            .iter()
+            .map(|c| {
+                c.node
+                    .iter_recorded()
+                    .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                    .collect()
+            })
+            .collect(),
+        detecting: w.detecting,
+        first_success: w.first_success,
+        peak_rss_kb: peak_rss_kb(),
+        failed: node.last_failed.clone(),
+    }
+}
+
+enum Line {
+    Ready,
+    Killed,
+    Result(Box<ChildResult>),
+    Eof,
+}
+
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// Lines of this process carry this tag (a slot's earlier processes have others).
+    tag: u64,
+}
+
+/// The node processes, one per slot (rank); every process still running is killed on drop.
+struct Cluster {
+    exe: std::path::PathBuf,
+    procs: Vec<Option<Proc>>,
+    tx: mpsc::Sender<(u64, Line)>,
+    rx: mpsc::Receiver<(u64, Line)>,
+    next_tag: u64,
+    /// The common clock (the children align theirs to the same epoch).
+    epoch: Instant,
+    epoch_unix_ns: u64,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for p in self.procs.iter_mut().flatten() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+impl Cluster {
+    fn new(exe: &Path, n: u32) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let epoch_unix_ns = unix_ns();
+        Self {
+            exe: exe.to_path_buf(),
+            procs: (0..n).map(|_| None).collect(),
+            tx,
+            rx,
+            next_tag: 0,
+            epoch: aligned_epoch(epoch_unix_ns),
+            epoch_unix_ns,
+        }
+    }
+
+    /// Starts a new process in `slot` (a previous one there must be gone).
+    fn spawn(&mut self, slot: u32, spec: &ChildSpec) -> Result<(), String> {
+        let spec = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+        let mut child = Command::new(&self.exe)
+            .args(["agree-node", "--spec", &spec])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let out = child.stdout.take();
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            if let Some(out) = out {
+                for l in BufReader::new(out).lines().map_while(Result::ok) {
+                    let line = if l.trim() == "ready" {
+                        Line::Ready
+                    } else if serde_json::from_str::<Killed>(&l).is_ok() {
+                        Line::Killed
+                    } else if let Ok(res) = serde_json::from_str::<ChildResult>(&l) {
+                        Line::Result(Box::new(res))
+                    } else {
+                        continue;
+                    };
+                    if tx.send((tag, line)).is_err() {
+                        return;
+                    }
+                }
+            }
+            let _ = tx.send((tag, Line::Eof));
+        });
+        let stdin = child.stdin.take();
+        if let Some(mut old) = self.procs[slot as usize].replace(Proc { child, stdin, tag }) {
+            let _ = old.child.kill();
+            let _ = old.child.wait();
+        }
+        Ok(())
+    }
+
+    fn slot_of(&self, tag: u64) -> Option<usize> {
+        self.procs.iter().position(|p| p.as_ref().is_some_and(|p| p.tag == tag))
+    }
+
+    fn send(&mut self, slot: usize, text: &str) {
+        if let Some(stdin) = self.procs[slot].as_mut().and_then(|p| p.stdin.as_mut()) {
+            let _ = stdin.write_all(text.as_bytes());
+            let _ = stdin.write_all(b"\n");
+            let _ = stdin.flush();
+        }
+    }
+
+    /// SIGKILLs the process of `slot` now; returns the time on the common clock.
+    fn kill(&mut self, slot: usize) -> u64 {
+        if let Some(p) = self.procs[slot].as_mut() {
+            let _ = p.child.kill(); // SIGKILL on Unix.
+        }
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Waits until every slot's process said `ready`, then tells them all `go`.
+    fn start(&mut self) -> Result<Instant, String> {
+        let n = self.procs.len();
+        let mut ready = vec![false; n];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ready.iter().any(|r| !r) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (tag, line) = self.rx.recv_timeout(left).map_err(|_| {
+                let k = ready.iter().filter(|r| **r).count();
+                format!("only {k} of {n} node processes were ready within 20 s")
+            })?;
+            let Some(slot) = self.slot_of(tag) else { continue };
+            match line {
+                Line::Ready => ready[slot] = true,
+                Line::Eof => return Err(format!("node process {slot} exited before it was ready")),
+                _ => {}
+            }
+        }
+        let started = Instant::now();
+        for slot in 0..n {
+            self.send(slot, "go");
+        }
+        Ok(started)
+    }
+
+    /// Gathers one result per slot: a report, a kill (asked for by the node at its injected
+    /// crash: SIGKILLed here, with the time), or the process's end; gives up after `limit`.
+    fn collect(&mut self, started: Instant, limit: Duration) -> Outcomes {
+        let n = self.procs.len();
+        let mut o = Outcomes {
+            results: vec![None; n],
+            killed: vec![None; n],
+            gone: vec![false; n],
+            seconds: 0.0,
+        };
+        while (0..n).any(|r| o.results[r].is_none() && o.killed[r].is_none() && !o.gone[r]) {
+            let left = (started + limit).saturating_duration_since(Instant::now());
+            let Ok((tag, line)) = self.rx.recv_timeout(left) else {
+                break;
+            };
+            let Some(slot) = self.slot_of(tag) else { continue };
+            match line {
+                Line::Result(res) => {
+                    o.results[slot] = Some(*res);
+                    o.seconds = started.elapsed().as_secs_f64();
+                }
+                Line::Killed => o.killed[slot] = Some(self.kill(slot)),
+                Line::Eof => o.gone[slot] = true,
+                Line::Ready => {}
+            }
+        }
+        o
+    }
+}
+
+/// What one generation's processes reported, by slot.
+struct Outcomes {
+    results: Vec<Option<ChildResult>>,
+    killed: Vec<Option<u64>>,
+    gone: Vec<bool>,
+    seconds: f64,
+}
+
+fn spec_of(b: &AgreeBench, rank: u32, peers: &[SocketAddr], epoch_unix_ns: u64, generation: u64) -> ChildSpec {
+    ChildSpec {
+        rank,
+        peers: peers.to_vec(),
+        epoch_unix_ns,
+        tree: b.era.shape.to_string(),
+        gc: b.era.gc,
+        rebalance: match b.era.rebalance {
+            Rebalance::Off => 0,
+            Rebalance::Degenerated => 1,
+            Rebalance::Always => 2,
+        },
+        warmup: b.warmup,
+        iterations: b.iterations,
+        duration_ms: b.duration.map(|d| d.as_millis() as u64),
+        kills: b.kills.clone(),
+        heartbeat_us: b.heartbeat.as_micros() as u64,
+        suspect_ms: b.suspect_after.as_millis() as u64,
+        op_timeout_ms: b.op_timeout.as_millis() as u64,
+        seed: b.seed,
+        generation,
+    }
+}
+
+/// Runs the benchmark with one `exe agree-node` process per node.
+pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
+    validate(b)?;
+    if b.transport != AgreeTransport::Udp {
+        return Err("--procs runs over UDP: use --transport udp".into());
+    }
+    let peers = free_ports(b.n)?;
+    let mut c = Cluster::new(exe, b.n);
+    for r in 0..b.n {
+        let spec = spec_of(b, r, &peers, c.epoch_unix_ns, 0);
+        c.spawn(r, &spec)?;
+    }
+    let started = c.start()?;
+    let limit = b.duration.unwrap_or_default() + b.op_timeout + Duration::from_secs(30);
+    let o = c.collect(started, limit);
+    // The end: closing stdin stops every node.
+    for p in c.procs.iter_mut().flatten() {
+        p.stdin = None;
+    }
+    let stop_by = Instant::now() + Duration::from_secs(5);
+    for p in c.procs.iter_mut().flatten() {
+        while matches!(p.child.try_wait(), Ok(None)) && Instant::now() < stop_by {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    Ok(merge(b, &o.results, &o.killed, o.seconds))
+}
+
+/// `stress agree --procs`: what one generation did.
+pub struct Generation {
+    pub report: AgreeBenchReport,
+    /// Processes SIGKILLed (injected crashes, and live processes the group excluded).
+    pub killed: u32,
+    /// Survivors whose shrink (the last agreement's failed set) differs from the others'.
+    pub shrink_mismatch: u64,
+    /// Processes started for this generation (the first: all of them).
+    pub newcomers: u32,
+}
+
+/// `stress agree --procs`: generations of one group of node processes. Each generation runs
+/// `b.iterations` agreements with `kills_of(g)` injected (each a SIGKILL); the survivors keep
+/// their processes (and ports) into the next generation, whose membership is the shrink of
+/// the last agreement's failed set — checked identical at every survivor — plus newcomers
+/// started in the failed ranks, who get the group's address table with their spec. `each`
+/// sees every generation; returning `false` ends the run.
+pub fn stress(
+    b: &AgreeBench,
+    exe: &Path,
+    kills_of: &mut dyn FnMut(u64) -> Vec<(u32, u64)>,
+    each: &mut dyn FnMut(&Generation) -> bool,
+) -> Result<(), String> {
+    validate(b)?;
+    let n = b.n;
+    let mut peers = free_ports(n)?;
+    let mut c = Cluster::new(exe, n);
+    let mut fresh: Vec<u32> = (0..n).collect();
+    let mut g = 0u64;
+    loop {
+        let mut gb = b.clone();
+        gb.kills = kills_of(g);
+        validate(&gb)?;
+        for r in 0..n {
+            let spec = spec_of(&gb, r, &peers, c.epoch_unix_ns, g);
+            if fresh.contains(&r) {
+                c.spawn(r, &spec)?;
+            } else {
+                let line = format!("next {}", serde_json::to_string(&spec).map_err(|e| e.to_string())?);
+                c.send(r as usize, &line);
+            }
+        }
+        let newcomers = fresh.len() as u32;
+        let started = c.start()?;
+        let o = c.collect(started, b.op_timeout + Duration::from_secs(30));
+        // The shrink at every survivor: all ranks but the agreed failed set.
+        let survivors: Vec<&ChildResult> = (0..n as usize)
+            .filter(|&r| o.killed[r].is_none())
+            .filter_map(|r| o.results[r].as_ref())
+            .collect();
+        let failed: Vec<u32> = survivors.first().map(|r| r.failed.clone()).unwrap_or_default();
+        let shrink_mismatch = survivors.iter().filter(|r| r.failed != failed).count() as u64;
+        // Ranks to refill: the failed set, and any process that did not report (it is gone or
+        // stuck: the group went on without it).
+        fresh = (0..n)
+            .filter(|&r| failed.contains(&r) || o.results[r as usize].is_none() || o.killed[r as usize].is_some())
+            .collect();
+        let mut killed = 0;
+        for &r in &fresh {
+            if o.killed[r as usize].is_none() {
+                c.kill(r as usize); // Excluded while alive: made dead, as ULFM would.
+            }
+            killed += 1;
+        }
+        let report = merge(&gb, &o.results, &o.killed, o.seconds);
+        let go_on = each(&Generation {
+            report,
+            killed,
+            shrink_mismatch,
+            newcomers,
+        });
+        if !go_on || survivors.is_empty() {
+            break;
+        }
+        if !fresh.is_empty() {
+            let new_ports = free_ports(fresh.len() as u32)?;
+            for (&r, a) in fresh.iter().zip(new_ports) {
+                peers[r as usize] = a;
+            }
+        }
+        g += 1;
+    }
+    Ok(())
+}
+
+fn merge(b: &AgreeBench, results: &[Option<ChildResult>], killed: &[Option<u64>], seconds: f64) -> AgreeBenchReport {
+    let live: Vec<&ChildResult> = results
+        .iter()
+        .zip(killed)
+        .filter_map(|(r, k)| r.as_ref().filter(|_| k.is_none()))
+        .collect();
+    let expected_live = b.n as usize - killed.iter().filter(|k| k.is_some()).count();
+    let unfinished = (expected_live - live.iter().filter(|r| r.finished).count().min(expected_live)) as u64;
+    let mut classes: Vec<Class> = CLASS_NAMES
+        .iter()
+        .map(|&name| Class {
+            name,
+            agreement: hist(),
+            node: hist(),
+        })
+        .collect();
+    let mut transport = TransportStats::default();
+    let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0, 0);
+    let mut drops = DropCounters::default();
+    for r in &live {
+        for (c, pairs) in classes.iter_mut().zip(&r.classes) {
+            let h: &mut Histogram<u64> = &mut c.node;
+            for &(v, k) in pairs {
+                let _ = h.record_n(v.max(1), k);
+            }
+        }
+        transport.sent += r.transport[0];
+        transport.received += r.transport[1];
+        transport.retransmits += r.transport[2];
+        transport.suspected += r.transport[3];
+        suspicions += r.suspected.len() as u64;
+        false_suspicions += r.suspected.iter().filter(|&&p| killed[p as usize].is_none()).count() as u64;
+        messages += r.messages;
+        heartbeats += r.heartbeats;
+        invalid += r.invalid;
+        drops.merge(&r.drops);
+    }
+    // Disagreements: outcome digests of a block that differ between live nodes, plus live
+    // nodes that returned a different number of agreements or a different detecting one.
+    let mut disagreements = 0;
+    if let Some(first) = live.first() {
+        let blocks = live.iter().map(|r| r.digests.len()).max().unwrap_or(0);
+        for i in 0..blocks {
+            let d = first.digests.get(i);
+            disagreements += u64::from(live.iter().any(|r| r.digests.get(i) != d));
+        }
+        disagreements += u64::from(
+            live.iter()
+                .any(|r| r.returned != first.returned || r.detecting != first.detecting),
+        );
+    }
+    let kill_ns = killed.iter().flatten().min().copied();
+    let first_success = kill_ns.and_then(|k| {
+        live.iter()
+            .map(|r| r.first_success.map(|(_, t)| t))
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|v| v.into_iter().max())
+            .map(|t| t.saturating_sub(k))
+    });
+    let agreements = live.iter().map(|r| r.agreements).max().unwrap_or(0);
+    AgreeBenchReport {
+        classes,
+        disagreements,
+        invalid,
+        unfinished,
+        suspicions,
+        false_suspicions,
+        first_success_after_kill: first_success,
+        messages_per_agreement: messages as f64 / agreements.max(1) as f64,
+        heartbeats,
+        transport,
+        drops,
+        agreements,
+        seconds,
+        peak_rss_kb: live.iter().filter_map(|r| r.peak_rss_kb).max(),
+        era_stored_max: live.iter().map(|r| r.max_stored).max().unwrap_or(0),
+        late: live.iter().map(|r| r.late).sum(),
+    }
+}

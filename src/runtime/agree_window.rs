@@ -1,0 +1,262 @@
+//! Online classification of `ftcoll agree`'s returns in constant memory: a ring of the
+//! agreements still in flight, indexed by agreement id, each folded into the histograms and
+//! counters as soon as no more returns can come for it.
+//!
+//! Why a small ring suffices (blocking agreements, ERA §2): a process decides agreement `i`
+//! only after every process not known dead contributed to it (the UP rule gathers the whole
+//! live tree), so when any node returns `i + 1` every live node has entered `i + 1`, i.e.
+//! returned `i` and recorded it. Returns of live nodes therefore span at most two consecutive
+//! ids; agreement `i` is final once a return of `i + 2` arrives. A node that is being made
+//! dead by a (false) suspicion may still record a moment late: such returns are counted as
+//! `late` and left out. A node far ahead (impossible while the others live) only finalizes
+//! what is behind it early, so the ring never holds more than two ids.
+
+use hdrhistogram::Histogram;
+
+use crate::protocol::Rank;
+use crate::protocol::agree::AgreeId;
+
+/// Slots of the ring (two ids are ever in it; a power of two above that).
+pub const RING: usize = 4;
+
+/// One node's return of one agreement; times in ns on the run's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rec {
+    pub entry: u64,
+    pub ret: u64,
+    /// Fingerprint of the outcome (value, failed set, unacknowledged set).
+    pub fp: u64,
+    pub ok: bool,
+}
+
+/// Latencies of one class of agreements, in nanoseconds.
+pub struct Class {
+    pub name: &'static str,
+    /// Per agreement: first entry to the last live return.
+    pub agreement: Histogram<u64>,
+    /// Per node and agreement: entry to return.
+    pub node: Histogram<u64>,
+}
+
+/// The paper's §5.1 classes, in this order.
+pub const CLASS_NAMES: [&str; 4] = ["failure-free", "failure-detecting", "stabilizing", "post-failure"];
+
+/// A histogram of 1 ns .. 2^40 ns at 3 significant digits.
+pub fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1 << 40, 3).expect("valid bounds")
+}
+
+struct Slot {
+    id: AgreeId,
+    used: bool,
+    recs: Vec<(Rank, Rec)>,
+}
+
+/// The ring and everything already folded out of it.
+pub struct Window {
+    slots: Vec<Slot>,
+    /// Every id below is final.
+    below: AgreeId,
+    /// Ids below this are warm-up: checked, not timed.
+    warmup: AgreeId,
+    /// The first agreement a killed node did not enter.
+    kill_id: Option<AgreeId>,
+    /// The failure-detecting agreement: the first from `kill_id` on reporting a failure.
+    pub detecting: Option<AgreeId>,
+    /// The first agreement from `kill_id` on that succeeded everywhere: (id, last return).
+    pub first_success: Option<(AgreeId, u64)>,
+    pub classes: Vec<Class>,
+    /// Agreements where two returns differ (must be 0).
+    pub disagreements: u64,
+    /// Returns for an agreement already final (see the module comment).
+    pub late: u64,
+    /// Agreements finalized.
+    pub agreements: u64,
+}
+
+impl Window {
+    pub fn new(warmup: AgreeId, kill_id: Option<AgreeId>) -> Self {
+        Self {
+            slots: (0..RING)
+                .map(|_| Slot {
+                    id: 0,
+                    used: false,
+                    recs: Vec::new(),
+                })
+                .collect(),
+            below: 0,
+            warmup,
+            kill_id,
+            detecting: None,
+            first_success: None,
+            classes: CLASS_NAMES
+                .iter()
+                .map(|&name| Class {
+                    name,
+                    agreement: hist(),
+                    node: hist(),
+                })
+                .collect(),
+            disagreements: 0,
+            late: 0,
+            agreements: 0,
+        }
+    }
+
+    /// Adds `rank`'s return of agreement `id`; `dead` tells which nodes are dead now (see
+    /// [`Window::finalize`]).
+    pub fn record(&mut self, rank: Rank, id: AgreeId, r: Rec, dead: &dyn Fn(Rank) -> bool) {
+        if id < self.below {
+            self.late += 1;
+            return;
+        }
+        // Everything two ids back is final: the ring then holds at most ids `id - 1, id`.
+        while self.below + 2 <= id {
+            self.finalize(self.below, dead);
+        }
+        let s = &mut self.slots[(id % RING as u64) as usize];
+        if !s.used {
+            s.used = true;
+            s.id = id;
+            s.recs.clear();
+        }
+        s.recs.push((rank, r));
+    }
+
+    /// Finalizes every agreement still in the ring (the end of the run).
+    pub fn flush(&mut self, dead: &dyn Fn(Rank) -> bool) {
+        let top = self
+            .slots
+            .iter()
+            .filter(|s| s.used)
+            .map(|s| s.id + 1)
+            .max()
+            .unwrap_or(0);
+        while self.below < top {
+            self.finalize(self.below, dead);
+        }
+    }
+
+    /// Folds agreement `id` into the counters. ERA's agreement is non-uniform (§1: "all
+    /// surviving processes must decide" alike): a node that decided and died before its
+    /// decision spread may have returned something else, so only the returns of nodes alive
+    /// now count.
+    fn finalize(&mut self, id: AgreeId, dead: &dyn Fn(Rank) -> bool) {
+        self.below = self.below.max(id + 1);
+        let k = (id % RING as u64) as usize;
+        if !self.slots[k].used || self.slots[k].id != id {
+            return;
+        }
+        self.slots[k].used = false;
+        let live = || self.slots[k].recs.iter().filter(|(r, _)| !dead(*r)).map(|(_, rec)| rec);
+        let Some(first) = live().next() else { return };
+        let disagree = live().any(|r| r.fp != first.fp);
+        let any_fail = live().any(|r| !r.ok);
+        let first_entry = live().map(|r| r.entry).min().unwrap_or(0);
+        let last_ret = live().map(|r| r.ret).max().unwrap_or(0);
+        self.agreements += 1;
+        self.disagreements += u64::from(disagree);
+        let after_kill = self.kill_id.is_some_and(|k| id >= k);
+        if after_kill && self.detecting.is_none() && any_fail {
+            self.detecting = Some(id);
+        }
+        if after_kill && self.first_success.is_none() && !any_fail {
+            self.first_success = Some((id, last_ret));
+        }
+        if id < self.warmup {
+            return;
+        }
+        let c = match self.detecting {
+            Some(d) if id == d => 1,
+            Some(d) if id == d + 1 => 2,
+            Some(d) if id > d + 1 => 3,
+            _ => 0,
+        };
+        let class = &mut self.classes[c];
+        let _ = class.agreement.record(last_ret.saturating_sub(first_entry).max(1));
+        for (r, rec) in &self.slots[k].recs {
+            if !dead(*r) {
+                let _ = class.node.record(rec.ret.saturating_sub(rec.entry).max(1));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(entry: u64, ret: u64, fp: u64, ok: bool) -> Rec {
+        Rec { entry, ret, fp, ok }
+    }
+
+    #[test]
+    fn classes_follow_the_detecting_agreement_in_constant_memory() {
+        // 3 nodes, 1000 agreements, a kill at 500 first reported in 501 (not acknowledged),
+        // then acknowledged from 502 on. Nodes interleave as the runtime's do: one return of
+        // i + 1 may come before another's return of i.
+        let mut w = Window::new(10, Some(500));
+        let ret = |r: u32, id: u64| {
+            let ok = id != 501;
+            rec(id * 100, id * 100 + 10 + u64::from(r), 7 ^ u64::from(ok), ok)
+        };
+        for i in 0..1000u64 {
+            w.record(0, i, ret(0, i), &|_| false);
+            w.record(1, i, ret(1, i), &|_| false);
+            if i > 0 {
+                w.record(2, i - 1, ret(2, i - 1), &|_| false);
+            }
+        }
+        w.record(2, 999, ret(2, 999), &|_| false);
+        w.flush(&|_| false);
+        assert_eq!(w.agreements, 1000);
+        assert_eq!(w.disagreements, 0);
+        assert_eq!(w.late, 0);
+        assert_eq!(w.detecting, Some(501));
+        assert_eq!(w.first_success, Some((500, 500 * 100 + 12)));
+        let counts: Vec<u64> = w.classes.iter().map(|c| c.agreement.len()).collect();
+        assert_eq!(counts, vec![491, 1, 1, 497]);
+        assert_eq!(w.classes[3].node.len(), 3 * 497);
+        // Per agreement: first entry to last return (node 2 returns 12 ns after entry).
+        assert_eq!(w.classes[0].agreement.max(), 12);
+        assert!(w.slots.iter().all(|s| s.recs.capacity() <= 4), "slots stay small");
+    }
+
+    #[test]
+    fn a_different_outcome_is_a_disagreement_and_a_stale_return_is_late() {
+        let mut w = Window::new(0, None);
+        w.record(0, 0, rec(0, 5, 1, true), &|_| false);
+        w.record(1, 0, rec(0, 5, 2, true), &|_| false);
+        w.record(0, 1, rec(5, 9, 1, true), &|_| false);
+        w.record(0, 2, rec(9, 12, 1, true), &|_| false);
+        w.record(1, 0, rec(0, 5, 1, true), &|_| false);
+        w.flush(&|_| false);
+        assert_eq!((w.agreements, w.disagreements, w.late), (3, 1, 1));
+    }
+
+    #[test]
+    fn a_dead_nodes_return_does_not_count() {
+        // Non-uniform agreement: node 2 decided alone and died.
+        let mut w = Window::new(0, None);
+        let dead = |r: Rank| r == 2;
+        w.record(2, 0, rec(0, 5, 9, true), &dead);
+        w.record(0, 0, rec(0, 7, 1, true), &dead);
+        w.record(1, 0, rec(0, 8, 1, true), &dead);
+        w.flush(&dead);
+        assert_eq!((w.agreements, w.disagreements), (1, 0));
+        assert_eq!(w.classes[0].node.len(), 2);
+        assert_eq!(w.classes[0].agreement.max(), 8);
+    }
+
+    #[test]
+    fn a_node_far_ahead_finalizes_what_is_behind_it() {
+        // It cannot happen while the others live, but must not break the ring.
+        let mut w = Window::new(0, None);
+        w.record(0, 0, rec(0, 1, 1, true), &|_| false);
+        w.record(1, RING as u64 + 5, rec(0, 1, 1, true), &|_| false);
+        w.record(0, 3, rec(0, 1, 1, true), &|_| false);
+        w.flush(&|_| false);
+        assert_eq!((w.agreements, w.late), (2, 1));
+        assert!(w.slots.iter().all(|s| !s.used));
+    }
+}
