@@ -639,8 +639,13 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         s += &compare_rows("quiescence", &res.quiescence, &p.quiescence);
     }
     if a.procs && a.nodes as usize > cores {
+        let how = match poll {
+            PollMode::Blocking => "they block on their sockets and the OS wakes them",
+            PollMode::Yield | PollMode::Adaptive => "a message waits until its process next gets a core",
+            PollMode::Busy => "spinning processes hold the cores the others need",
+        };
         s += &format!(
-            "note: {} node processes share {} cores (plus this coordinator): they block on their sockets and the OS wakes them, so expect latencies well above the model.\n",
+            "note: {} node processes share {} cores (plus this coordinator): {how}; the model gives every node its own core, so expect latencies well above it.\n",
             a.nodes, cores
         );
     } else if a.nodes as usize > workers {
