@@ -255,6 +255,9 @@ pub(crate) struct Node {
     pub(crate) digests: Vec<u64>,
     /// The agreed failed set of the last return (ranks, ascending).
     pub(crate) last_failed: Vec<Rank>,
+    /// Returns not yet in the shared window: recorded after this step's sends, so the lock
+    /// and the shared counters never delay a message.
+    unrecorded: Vec<(AgreeId, Rec)>,
 }
 
 /// Agreements per outcome digest.
@@ -316,6 +319,7 @@ impl Node {
             suspects: Vec::new(),
             digests: Vec::new(),
             last_failed: Vec::new(),
+            unrecorded: Vec::new(),
         })
     }
 
@@ -430,15 +434,11 @@ impl Node {
         let (id, value) = (o.id, o.value.0);
         self.last_failed.clear();
         self.last_failed.extend((0..self.n).filter(|&r| o.failed.contains(r)));
-        {
-            let mut w = sh.window();
-            w.record(self.rank, id, rec, &|r| sh.dead[r as usize].load(Ordering::Acquire));
-        }
+        self.unrecorded.push((id, rec));
         let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
         if !valid(self.seed, self.n, id, value, &dead) {
             self.invalid += 1;
         }
-        sh.last_return.fetch_max(ret, Ordering::AcqRel);
         if !o.ok() {
             self.era.acknowledge_failures();
         }
@@ -537,18 +537,45 @@ impl Node {
             }
             self.nb = nb;
         }
+        // What the messages just handled made ERA send (a decision's DOWN above all) goes out
+        // before this node records its own return: the bookkeeping is off the critical path.
+        progress |= self.send_pending(sh, now);
         while let Some(o) = self.era.poll_outcome() {
             progress = true;
             self.on_return(o, sh, now);
         }
         if self.dead {
+            self.record_returns(sh);
             return true;
         }
+        progress |= self.send_pending(sh, now);
+        self.record_returns(sh);
+        progress
+    }
+
+    /// Hands this step's returns to the shared window.
+    fn record_returns(&mut self, sh: &Shared) {
+        if self.unrecorded.is_empty() {
+            return;
+        }
+        let mut w = sh.window();
+        let mut last = 0;
+        for (id, rec) in self.unrecorded.drain(..) {
+            last = last.max(rec.ret);
+            w.record(self.rank, id, rec, &|r| sh.dead[r as usize].load(Ordering::Acquire));
+        }
+        drop(w);
+        sh.last_return.fetch_max(last, Ordering::AcqRel);
+    }
+
+    /// Sends what ERA queued (after the backlog of blocked peers); whether anything was.
+    fn send_pending(&mut self, sh: &Shared, now: Instant) -> bool {
+        let mut sent = false;
         self.drain_backlog(now);
         while self.check_alive(sh)
             && let Some((to, m)) = self.era.poll_send()
         {
-            progress = true;
+            sent = true;
             self.messages += 1;
             self.buf.resize(HEADER_LEN + EraMsg::<And64>::MAX_BODY, 0);
             if let Ok(len) = encode_datagram(&mut self.buf, JOB, 0, m.id(), self.rank, &m, &[]) {
@@ -556,7 +583,7 @@ impl Node {
                 self.send_bytes(to, b, now);
             }
         }
-        progress
+        sent
     }
 
     /// Contributions say "stop" from `d` on.
