@@ -53,9 +53,10 @@ ompi() { # N BTL [KILL] -> one JSON line
         --bind-to "$bind" --mca btl "self,$btl" --mca btl_tcp_if_include lo -np "$n" \
         "$BUILD/agree_loop" "${args[@]}" </dev/null 2>/dev/null | grep '^{' | tail -n 1 || true
 }
-ftc() { # N TRANSPORT [KILL] -> one JSON object
-    local n=$1 tr=$2 kill=${3:-}
-    local args=(agree --transport "$tr" --nodes "$n" --agreements "$ITERATIONS" --warmup "$WARMUP" --json)
+ftc() { # N TRANSPORT [KILL] -> one JSON object; TRANSPORT udp-procs: one process per node
+    local n=$1 tr=$2 kill=${3:-} procs=()
+    [[ $tr != udp-procs ]] || { tr=udp; procs=(--procs); }
+    local args=(agree --transport "$tr" "${procs[@]}" --nodes "$n" --agreements "$ITERATIONS" --warmup "$WARMUP" --json)
     [[ -z $kill ]] || args+=(--kill "$kill")
     timeout --kill-after=5 120 "$FTCOLL" "${args[@]}" </dev/null 2>/dev/null || true
 }
@@ -81,7 +82,7 @@ printf "\nkill to the first successful agreement after it (µs), rank N/2 killed
 printf "%3s  %-16s %12s %12s %8s\n" N "MPI vs ftcoll" "MPI" "ftcoll" "ratio"
 for n in $NODES; do
     ((n >= 3)) || continue
-    for pair in "tcp udp" "sm inproc"; do
+    for pair in "tcp udp" "tcp udp-procs" "sm inproc"; do
         set -- $pair
         k="$((n / 2))@$((ITERATIONS / 2))"
         o=$(ompi "$n" "$1" "$k")
@@ -93,4 +94,5 @@ for n in $NODES; do
 done
 echo "ftcoll: per-node latency (entry to return) of failure-free agreements; Open MPI: each rank's MPIX_Comm_agree time."
 echo "ftcoll kills a node by stopping its thread and closing its endpoint (UDP: the socket closes, the next"
-echo "datagram to it draws ICMP port unreachable; inproc: the closed endpoint); Open MPI's rank gets a real SIGKILL."
+echo "datagram to it draws ICMP port unreachable; inproc: the closed endpoint), or with udp-procs (agree --procs,"
+echo "one process per node) by a real SIGKILL of its process, as Open MPI's rank gets."
