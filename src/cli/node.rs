@@ -273,8 +273,10 @@ pub struct JoinedNode<'a> {
     /// --boot`): the node knows only its launch-tree parent; the coordinator is then at rank
     /// 0's address from the table, port `coordinator.port()`.
     pub boot: Option<BootSpec>,
-    /// Over the verbs transport: QPs connected with the records the coordinator relays
-    /// ([`crate::runtime::conn_relay`]) once the address table is in.
+    /// Over the verbs transport: QPs connected, once the address table is in, with the
+    /// records the coordinator relays ([`crate::runtime::conn_relay`], `--join`) or those the
+    /// peers exchange pairwise on their bootstrap sockets ([`crate::runtime::conn_peers`],
+    /// `--boot`: no coordinator in the rendezvous).
     pub verbs: bool,
 }
 
@@ -290,7 +292,7 @@ pub struct BootSpec {
 }
 
 /// Builds the BMG overlay from the parent's address and all-gathers the address table
-/// ([`crate::runtime::bootstrap::boot`]); returns the table by rank.
+/// ([`crate::runtime::bootstrap::boot_keep`]); returns the table by rank and the socket.
 fn boot_table(
     rank: u32,
     n: u32,
@@ -298,7 +300,7 @@ fn boot_table(
     b: &BootSpec,
     timeout: std::time::Duration,
     key: Option<crate::transport::udp::auth::AuthKey>,
-) -> Result<Vec<SocketAddr>, String> {
+) -> Result<(Vec<SocketAddr>, std::net::UdpSocket), String> {
     let sock = std::net::UdpSocket::bind(b.me).map_err(|e| format!("cannot bind {}: {e}", b.me))?;
     let cfg = crate::runtime::bootstrap::BootConfig {
         rank,
@@ -312,14 +314,8 @@ fn boot_table(
         drop_every: 0,
         key,
     };
-    let rep = crate::runtime::bootstrap::boot(sock, cfg)?;
-    rep.table
-        .iter()
-        .map(|a| {
-            a.parse()
-                .map_err(|_| format!("bootstrap table holds '{a}', not IP:port"))
-        })
-        .collect()
+    let booted = crate::runtime::bootstrap::boot_keep(sock, cfg)?;
+    Ok((booted.addrs.iter().map(|&a| SocketAddr::V4(a)).collect(), booted.sock))
 }
 
 /// The local IP this host uses to reach `dst` (no packet is sent: a connected UDP socket).
@@ -340,7 +336,7 @@ fn local_ip_toward(dst: SocketAddr) -> std::io::Result<std::net::IpAddr> {
 pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
     if let Some(b) = &j.boot {
         // The bootstrap's socket address becomes the data address: the table names it.
-        let peers = boot_table(j.rank, j.n, j.job, b, j.timeout, j.auth.clone())?;
+        let (peers, sock) = boot_table(j.rank, j.n, j.job, b, j.timeout, j.auth.clone())?;
         let control = SocketAddr::new(peers[0].ip(), j.coordinator.port());
         let mut agent = ChildAgent::new(control, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
         agent.set_key(j.auth.clone());
@@ -349,7 +345,8 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
             l_ns: b.l_ns,
             epoch_unix_ns: unix_ns(),
         };
-        return run_launched(j, peers, p, control, agent);
+        // Over UDP the socket is let go: the transport binds the same address next.
+        return run_launched(j, peers, p, control, agent, j.verbs.then_some(sock));
     }
     let ip = match j.bind {
         Some(ip) => ip,
@@ -363,27 +360,45 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
     let mut agent = ChildAgent::new(j.coordinator, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
     agent.set_key(j.auth.clone());
     let (peers, p): (Vec<SocketAddr>, JobParams) = agent.join(me, j.timeout)?;
-    run_launched(j, peers, p, j.coordinator, agent)
+    run_launched(j, peers, p, j.coordinator, agent, None)
 }
 
-/// A launched node once it has the address table and the run's parameters.
+/// A launched node once it has the address table and the run's parameters; `boot_sock`:
+/// the bootstrap's socket, kept for the verbs records of a booted run.
 fn run_launched(
     j: &JoinedNode<'_>,
     peers: Vec<SocketAddr>,
     p: JobParams,
     control: SocketAddr,
     mut agent: ChildAgent,
+    boot_sock: Option<std::net::UdpSocket>,
 ) -> Result<NodeExit, String> {
     // Verbs: the QPs are connected here; the coordinator's go-ahead (it waits for every node's
     // clock report, sent after this) is the barrier that has every QP in RTR before a SEND.
     let transport = if j.verbs {
         let max = crate::transport::MAX_PAYLOAD as u32;
+        let mut exchange = |mine: &[crate::transport::verbs::conn::ConnInfo]| match &boot_sock {
+            Some(sock) => {
+                let cfg = crate::runtime::conn_peers::PeerConfig {
+                    rank: j.rank,
+                    n: j.n,
+                    job: j.job,
+                    max_msg: max,
+                    timeout: j.timeout,
+                    linger: std::time::Duration::from_millis(300),
+                    drop_every: 0,
+                    key: j.auth.clone(),
+                };
+                crate::runtime::conn_peers::exchange(sock, &peers, mine, &cfg).map(|r| r.theirs)
+            }
+            None => agent.exchange_conns(mine, max, j.timeout),
+        };
         Some(crate::transport::verbs::connected_endpoint(
             j.rank,
             j.n,
             j.job,
             j.seed,
-            &mut |mine| agent.exchange_conns(mine, max, j.timeout),
+            &mut exchange,
         )?)
     } else {
         None

@@ -8,6 +8,9 @@
 //! every control datagram. A record is identified by its `(from, to)` pair, so reassembly is
 //! idempotent and needs no sequence numbers: repeats are ignored, contradictions refused.
 //! Every record is validated by [`ConnInfo::decode`] and against the chunk's header.
+//!
+//! The same encoding carries the coordinator-free exchange of booted runs
+//! ([`crate::runtime::conn_peers`]): a [`Dir::Peer`] chunk holds one record and two flags.
 
 use crate::transport::verbs::conn::{self, ConnError, ConnInfo};
 
@@ -24,7 +27,15 @@ pub enum Dir {
     Up = 1,
     /// Coordinator → node: records addressed to `rank`.
     Down = 2,
+    /// Node → node, no coordinator ([`crate::runtime::conn_peers`]): the one record `rank`
+    /// made for the addressee, with [`PEER_HAVE`] / [`PEER_NEED`] flags.
+    Peer = 3,
 }
+
+/// [`Dir::Peer`] flag: the sender holds the addressee's record for it ("got yours").
+pub const PEER_HAVE: u8 = 1;
+/// [`Dir::Peer`] flag: the sender has not yet seen the addressee's "got yours".
+pub const PEER_NEED: u8 = 2;
 
 /// One datagram's worth of records about `rank`; `part` numbers the chunks of one set.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +44,8 @@ pub struct Chunk {
     pub rank: u32,
     pub part: u32,
     pub infos: Vec<ConnInfo>,
+    /// [`PEER_HAVE`] | [`PEER_NEED`] on a [`Dir::Peer`] chunk; zero otherwise.
+    pub flags: u8,
 }
 
 /// Why a chunk was refused.
@@ -80,10 +93,19 @@ pub fn encode_all(job: u64, n: u32, dir: Dir, rank: u32, infos: &[ConnInfo]) -> 
 
 /// Encodes one chunk (at most [`PER_DATAGRAM`] records).
 pub fn encode(job: u64, n: u32, dir: Dir, rank: u32, part: u32, infos: &[ConnInfo]) -> Vec<u8> {
+    encode_flagged(job, n, dir, rank, part, infos, 0)
+}
+
+/// Encodes the [`Dir::Peer`] chunk carrying `info` (made by `info.from`) with `flags`.
+pub fn encode_peer(job: u64, n: u32, info: &ConnInfo, flags: u8) -> Vec<u8> {
+    encode_flagged(job, n, Dir::Peer, info.from, 0, std::slice::from_ref(info), flags)
+}
+
+fn encode_flagged(job: u64, n: u32, dir: Dir, rank: u32, part: u32, infos: &[ConnInfo], flags: u8) -> Vec<u8> {
     assert!(infos.len() <= PER_DATAGRAM);
     let mut o = Vec::with_capacity(HEADER + conn::LEN * infos.len());
     o.extend_from_slice(&MAGIC);
-    o.extend_from_slice(&[VERSION, dir as u8, 0, 0]);
+    o.extend_from_slice(&[VERSION, dir as u8, flags, 0]);
     o.extend_from_slice(&job.to_le_bytes());
     o.extend_from_slice(&n.to_le_bytes());
     o.extend_from_slice(&rank.to_le_bytes());
@@ -97,15 +119,16 @@ pub fn encode(job: u64, n: u32, dir: Dir, rank: u32, part: u32, infos: &[ConnInf
 
 /// Decodes a chunk of `job`'s `n`-rank exchange whose messages are at most `max_msg` bytes.
 pub fn decode(buf: &[u8], job: u64, n: u32, max_msg: u32) -> Result<Chunk, RelayError> {
-    if buf.len() < HEADER || !is_chunk(buf) || buf[6..8] != [0, 0] {
+    if buf.len() < HEADER || !is_chunk(buf) || buf[7] != 0 {
         return Err(RelayError::Malformed);
     }
     if buf[4] != VERSION {
         return Err(RelayError::Version);
     }
-    let dir = match buf[5] {
-        1 => Dir::Up,
-        2 => Dir::Down,
+    let (dir, flags) = match (buf[5], buf[6]) {
+        (1, 0) => (Dir::Up, 0),
+        (2, 0) => (Dir::Down, 0),
+        (3, f) if f & !(PEER_HAVE | PEER_NEED) == 0 => (Dir::Peer, f),
         _ => return Err(RelayError::Malformed),
     };
     let u32_at = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
@@ -115,6 +138,9 @@ pub fn decode(buf: &[u8], job: u64, n: u32, max_msg: u32) -> Result<Chunk, Relay
     }
     let (rank, part, count) = (u32_at(20), u32_at(24), u32_at(28) as usize);
     if count == 0 || count > PER_DATAGRAM || buf.len() != HEADER + conn::LEN * count {
+        return Err(RelayError::Malformed);
+    }
+    if dir == Dir::Peer && (count != 1 || part != 0) {
         return Err(RelayError::Malformed);
     }
     if rank >= n {
@@ -129,7 +155,7 @@ pub fn decode(buf: &[u8], job: u64, n: u32, max_msg: u32) -> Result<Chunk, Relay
         }
         let c = ConnInfo::decode(rec, job, to, n, max_msg).map_err(RelayError::Record)?;
         let fits = match dir {
-            Dir::Up => c.from == rank,
+            Dir::Up | Dir::Peer => c.from == rank,
             Dir::Down => c.to == rank,
         };
         if !fits {
@@ -137,7 +163,13 @@ pub fn decode(buf: &[u8], job: u64, n: u32, max_msg: u32) -> Result<Chunk, Relay
         }
         infos.push(c);
     }
-    Ok(Chunk { dir, rank, part, infos })
+    Ok(Chunk {
+        dir,
+        rank,
+        part,
+        infos,
+        flags,
+    })
 }
 
 /// The records a rank still waits for, indexed by the other end's rank.
@@ -170,7 +202,7 @@ impl Gather {
         for i in &c.infos {
             let other = match self.dir {
                 Dir::Up => i.to,
-                Dir::Down => i.from,
+                Dir::Down | Dir::Peer => i.from,
             };
             match &self.slots[other as usize] {
                 Some(old) if old == i => {}
@@ -216,7 +248,24 @@ mod tests {
         let b = encode(JOB, 16, Dir::Up, 0, 0, &up);
         assert!(b.len() + crate::transport::udp::auth::TAG_LEN <= 1200, "{}", b.len());
         let c = decode(&b, JOB, 16, 1200).unwrap();
-        assert_eq!((c.dir, c.rank, c.part, c.infos), (Dir::Up, 0, 0, up));
+        assert_eq!((c.dir, c.rank, c.part, c.infos, c.flags), (Dir::Up, 0, 0, up, 0));
+    }
+
+    #[test]
+    fn a_peer_chunk_carries_one_record_of_its_sender_and_two_flags() {
+        let b = encode_peer(JOB, 4, &info(2, 1), PEER_HAVE | PEER_NEED);
+        let c = decode(&b, JOB, 4, 1200).unwrap();
+        assert_eq!((c.dir, c.rank, c.flags, c.infos), (Dir::Peer, 2, 3, vec![info(2, 1)]));
+        let mut unknown_flag = b.clone();
+        unknown_flag[6] = 4;
+        assert_eq!(decode(&unknown_flag, JOB, 4, 1200), Err(RelayError::Malformed));
+        let mut flagged_up = encode(JOB, 4, Dir::Up, 2, 0, &[info(2, 1)]);
+        flagged_up[6] = PEER_HAVE;
+        assert_eq!(decode(&flagged_up, JOB, 4, 1200), Err(RelayError::Malformed));
+        let two = encode(JOB, 4, Dir::Peer, 2, 0, &[info(2, 1), info(2, 0)]);
+        assert_eq!(decode(&two, JOB, 4, 1200), Err(RelayError::Malformed));
+        let forged = encode(JOB, 4, Dir::Peer, 3, 0, &[info(2, 1)]);
+        assert_eq!(decode(&forged, JOB, 4, 1200), Err(RelayError::Rank));
     }
 
     #[test]
@@ -258,7 +307,7 @@ mod tests {
         let out_of_range = encode(JOB, 4, Dir::Up, 9, 0, &[info(1, 0)]);
         assert_eq!(decode(&out_of_range, JOB, 4, 1200), Err(RelayError::Rank));
         let mut dir = b.clone();
-        dir[5] = 3;
+        dir[5] = 4;
         assert_eq!(decode(&dir, JOB, 4, 1200), Err(RelayError::Malformed));
         let mut ver = b.clone();
         ver[4] = 9;

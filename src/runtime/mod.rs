@@ -13,6 +13,7 @@ pub mod agree_window;
 pub mod board;
 pub mod bootstrap;
 pub mod cluster;
+pub mod conn_peers;
 pub mod conn_relay;
 pub mod control;
 pub mod flood;

@@ -447,6 +447,50 @@ fn model_endpoints_connected_through_the_coordinator_relay_exchange_everything()
     }
 }
 
+/// The booted-run path end to end over the model: each rank swaps its connection data with
+/// every peer directly on a loopback socket ([`crate::runtime::conn_peers`], sealed with the
+/// job key, every 5th datagram lost), connects, and the conformance exchange then runs.
+#[test]
+fn model_endpoints_connected_peer_to_peer_exchange_everything() {
+    use crate::runtime::conn_peers::{PeerConfig, exchange as swap};
+    use crate::transport::udp::auth::AuthKey;
+    use std::net::UdpSocket;
+    use std::sync::Arc;
+    let (n, job) = (5u32, 0x5eed_u64);
+    let dev = fake::device();
+    let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+    let addrs: Vec<_> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
+    let ranks: Vec<_> = socks
+        .into_iter()
+        .enumerate()
+        .map(|(r, sock)| {
+            let (dev, addrs) = (Arc::clone(&dev), addrs.clone());
+            std::thread::spawn(move || {
+                let vcfg = VerbsConfig::default();
+                let mut t = super::endpoint::VerbsTransport::create(dev, r as u32, n, job, &vcfg, 1).unwrap();
+                let cfg = PeerConfig {
+                    rank: r as u32,
+                    n,
+                    job,
+                    max_msg: crate::transport::MAX_PAYLOAD as u32,
+                    timeout: Duration::from_secs(10),
+                    linger: Duration::from_millis(300),
+                    drop_every: 5,
+                    key: Some(AuthKey::from_bytes([9; 16])),
+                };
+                super::connect_through(&mut t, &mut |mine| swap(&sock, &addrs, mine, &cfg).map(|r| r.theirs)).unwrap();
+                t
+            })
+        })
+        .collect();
+    let eps: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    let out = exchange(eps, 600, 100, &[], Duration::from_secs(60));
+    assert_complete(&out, 600);
+    for o in &out {
+        assert_eq!(o.stats.received, u64::from(n - 1) * 600, "{o:?}");
+    }
+}
+
 /// Blocking wait (perftest's event mode): a message sent while the receiver sleeps on the
 /// completion channel wakes it through one event, and poll then delivers it.
 #[test]
