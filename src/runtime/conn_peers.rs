@@ -325,6 +325,25 @@ mod tests {
         }
     }
 
+    /// As `bench --boot --transport verbs` does it: the bootstrap's own sockets, right after
+    /// the boot (late boot datagrams among the records), with losses in both phases.
+    #[test]
+    fn after_a_lossy_boot_on_the_kept_sockets() {
+        fn boot_then_swap(s: UdpSocket, c: crate::runtime::bootstrap::BootConfig) -> Result<PeerReport, String> {
+            let (rank, n, drop_every) = (c.rank, c.n, c.drop_every);
+            let b = crate::runtime::bootstrap::boot_keep(s, c)?;
+            let addrs: Vec<SocketAddr> = b.addrs.iter().map(|&a| SocketAddr::V4(a)).collect();
+            let pc = PeerConfig {
+                drop_every,
+                key: None,
+                ..cfg(rank, n)
+            };
+            exchange(&b.sock, &addrs, &records(rank, n), &pc)
+        }
+        let (_, out) = crate::runtime::bootstrap::loopback_threads(9, |c| c.drop_every = 5, boot_then_swap);
+        assert_all_got_theirs(&out);
+    }
+
     #[test]
     fn a_foreign_key_is_shut_out_and_named_as_missing() {
         let out = run(3, |c| {
