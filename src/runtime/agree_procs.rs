@@ -184,6 +184,11 @@ fn generation(s: &ChildSpec, rx: &mpsc::Receiver<String>) -> Result<Option<Child
     node.start(&sh, now);
     let mut last_progress = Instant::now();
     let mut reported = false;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    // More node processes (and the parent) than cores: yield the core after every empty pass
+    // (as `bench --procs` nodes do) instead of sleeping on the socket, where every message
+    // paid a kernel wake-up.
+    let share_cores = b.n as usize + 1 > cores;
     loop {
         match rx.try_recv() {
             Ok(l) => {
@@ -207,9 +212,14 @@ fn generation(s: &ChildSpec, rx: &mpsc::Receiver<String>) -> Result<Option<Child
             println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         }
         if !progress {
-            // Nodes usually outnumber cores: sleep on the socket (a datagram wakes it at once)
-            // rather than spin through the others' time slices.
-            let _ = node.tp.wait(Duration::from_micros(if reported { 1000 } else { 100 }));
+            if reported {
+                // Done: only answering stragglers, so sleep on the socket.
+                let _ = node.tp.wait(Duration::from_millis(1));
+            } else if share_cores {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
     }
 }
