@@ -45,6 +45,23 @@ const JOIN1: &[&str] = &[
 ];
 const AGREE: &[&str] = &["agree", "--transport", "verbs", "--nodes", "4", "--agreements", "10"];
 
+/// `ftcoll node` over verbs with its connection data in rendezvous directory `d`.
+fn node_over_rendezvous(d: &str) -> Vec<&str> {
+    vec![
+        "node",
+        "--transport",
+        "verbs",
+        "--rendezvous",
+        d,
+        "--rank",
+        "0",
+        "--nodes",
+        "2",
+        "--control",
+        "127.0.0.1:9",
+    ]
+}
+
 #[cfg(not(feature = "rdma"))]
 #[test]
 fn without_the_feature_verbs_says_to_rebuild() {
@@ -54,22 +71,7 @@ fn without_the_feature_verbs_says_to_rebuild() {
     }
     let dir = std::env::temp_dir().join(format!("ftcoll-verbs-cli-{}", std::process::id()));
     let d = dir.to_str().unwrap();
-    fails_with(
-        &[
-            "node",
-            "--transport",
-            "verbs",
-            "--rendezvous",
-            d,
-            "--rank",
-            "0",
-            "--nodes",
-            "2",
-            "--control",
-            "127.0.0.1:9",
-        ],
-        "--features rdma",
-    );
+    fails_with(&node_over_rendezvous(d), "--features rdma");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -91,22 +93,7 @@ fn with_the_feature_and_no_device_verbs_names_what_is_missing() {
         &[LOGP, &["--rendezvous", d, "--rank", "1", "--nodes", "2"]].concat(),
         "no RDMA device",
     );
-    fails_with(
-        &[
-            "node",
-            "--transport",
-            "verbs",
-            "--rendezvous",
-            d,
-            "--rank",
-            "0",
-            "--nodes",
-            "2",
-            "--control",
-            "127.0.0.1:9",
-        ],
-        "no RDMA device",
-    );
+    fails_with(&node_over_rendezvous(d), "no RDMA device");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::runtime::TransportKind;
 use crate::runtime::logp::{Estimate, Prtt, estimate, netgauge};
 use crate::runtime::logp_remote::{client_with, serve_with};
-use crate::runtime::procs::{rank_from_env, rendezvous};
+use crate::runtime::procs::rendezvous;
 use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 
@@ -199,16 +199,7 @@ fn report(p: &Prtt, d: &Estimate) -> String {
 
 /// `--rendezvous`: one process of a multi-process measurement.
 fn remote(a: &LogpArgs, dir: &std::path::Path) -> Result<(), String> {
-    let (rank, n) = match (a.rank, a.nodes) {
-        (Some(r), Some(n)) => (r, n),
-        _ => rank_from_env()
-            .ok_or("rank and size not given: use --rank and --nodes, or run under Slurm, Open MPI or a PMI launcher")?,
-    };
-    if n < 2 || rank >= n {
-        return Err(format!(
-            "rank {rank} of {n} processes is invalid (need 0 <= rank < nodes, nodes >= 2)"
-        ));
-    }
+    let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "processes")?;
     let timeout = Duration::from_secs(a.rendezvous_timeout);
     let job = 0x10_6f_5e;
     let mut t: Box<dyn Transport> = match a.transport {

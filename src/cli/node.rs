@@ -19,9 +19,7 @@ use crate::runtime::control::ChildAgent;
 use crate::runtime::join::JobParams;
 use crate::runtime::kill::parse_kills;
 use crate::runtime::kill::{Kill, KillPoint};
-use crate::runtime::procs::{
-    NodeExit, NodeSpec, parse_hostfile, rank_from_env, rendezvous, run_node, run_node_with, unix_ns,
-};
+use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rendezvous, run_node, run_node_with, unix_ns};
 use crate::transport::Transport;
 use crate::wire::WireMessage;
 
@@ -104,16 +102,7 @@ pub struct NodeArgs {
 
 /// Runs `ftcoll node`; prints one JSON line with the node's counters when it exits.
 pub fn run(a: &NodeArgs) -> Result<(), String> {
-    let (rank, n) = match (a.rank, a.nodes) {
-        (Some(r), Some(n)) => (r, n),
-        _ => rank_from_env()
-            .ok_or("rank and size not given: use --rank and --nodes, or run under Slurm, Open MPI or a PMI launcher")?,
-    };
-    if n < 2 || rank >= n {
-        return Err(format!(
-            "rank {rank} of {n} nodes is invalid (need 0 <= rank < nodes, nodes >= 2)"
-        ));
-    }
+    let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "nodes")?;
     if a.o_ns == 0 {
         return Err("--o-ns must be at least 1".into());
     }

@@ -584,16 +584,10 @@ fn other_papers(c: &mut Ctx) -> Result<(), String> {
         c.line("");
         c.line(&format!("`ftcoll {args}`:"));
         c.line("");
-        let out = std::process::Command::new(&exe)
-            .args(args.split_whitespace())
-            .output()
-            .map_err(|e| format!("cannot run `ftcoll {args}`: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "`ftcoll {args}` failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        let out = succeeded(
+            std::process::Command::new(&exe).args(args.split_whitespace()).output(),
+            args,
+        )?;
         c.line("```");
         c.line(String::from_utf8_lossy(&out.stdout).trim_end());
         c.line("```");
@@ -646,18 +640,14 @@ fn figures(c: &mut Ctx, out: &std::path::Path) -> Result<(), String> {
         let svg = dir.join(format!("{name}.svg"));
         // `--algos` takes one argument with spaces: split off the flag, keep its value whole.
         let (head, algos) = args.split_once("--algos ").expect("every figure names its algorithms");
-        let out = std::process::Command::new(&exe)
-            .args(head.split_whitespace())
-            .args(["--algos", algos, "--out"])
-            .arg(&svg)
-            .output()
-            .map_err(|e| format!("cannot run `ftcoll {args}`: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "`ftcoll {args}` failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        succeeded(
+            std::process::Command::new(&exe)
+                .args(head.split_whitespace())
+                .args(["--algos", algos, "--out"])
+                .arg(&svg)
+                .output(),
+            &args,
+        )?;
         c.line(&format!("### {title}"));
         c.line("");
         c.line(&format!("`ftcoll {head}--algos \"{algos}\" --out figures/{name}.svg`:"));
@@ -666,4 +656,16 @@ fn figures(c: &mut Ctx, out: &std::path::Path) -> Result<(), String> {
         c.line("");
     }
     Ok(())
+}
+
+/// The output of `ftcoll {args}` when it ran and succeeded; else an error naming the command.
+fn succeeded(out: std::io::Result<std::process::Output>, args: &str) -> Result<std::process::Output, String> {
+    let out = out.map_err(|e| format!("cannot run `ftcoll {args}`: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`ftcoll {args}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(out)
 }

@@ -31,6 +31,19 @@ pub enum PollMode {
     Blocking,
 }
 
+impl PollMode {
+    /// What an idle worker does after `idle` passes without progress; `block` sleeps in the
+    /// kernel (on the node's socket where it can).
+    pub fn idle(self, idle: u32, block: impl FnOnce()) {
+        match self {
+            PollMode::Busy => std::hint::spin_loop(),
+            PollMode::Adaptive if idle < 2000 => std::hint::spin_loop(),
+            PollMode::Adaptive | PollMode::Yield => std::thread::yield_now(),
+            PollMode::Blocking => block(),
+        }
+    }
+}
+
 /// A benchmark run's parameters.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClusterConfig {
@@ -324,17 +337,15 @@ where
                             continue;
                         }
                         idle_rounds = idle_rounds.saturating_add(1);
-                        match poll {
-                            PollMode::Busy => std::hint::spin_loop(),
-                            PollMode::Adaptive if idle_rounds < 2000 => std::hint::spin_loop(),
-                            PollMode::Adaptive | PollMode::Yield => std::thread::yield_now(),
+                        poll.idle(idle_rounds, || {
                             // One node: block on its socket; several: a short sleep (blocking on
                             // one socket would starve the others).
-                            PollMode::Blocking if group.len() == 1 && coord.is_none() => {
+                            if group.len() == 1 && coord.is_none() {
                                 group[0].wait(Duration::from_micros(200))
+                            } else {
+                                std::thread::sleep(Duration::from_micros(20))
                             }
-                            PollMode::Blocking => std::thread::sleep(Duration::from_micros(20)),
-                        }
+                        });
                     }
                     (coord, group)
                 })

@@ -156,6 +156,22 @@ pub fn rank_from_env() -> Option<(u32, u32)> {
     .find_map(|(r, s)| Some((get(r)?, get(s)?)))
 }
 
+/// This process's rank and the job's size: `--rank`/`--nodes` when both are given, else the
+/// launcher's environment; checked (`what` names the processes in the error).
+pub fn rank_and_size(rank: Option<u32>, nodes: Option<u32>, what: &str) -> Result<(u32, u32), String> {
+    let (rank, n) = match (rank, nodes) {
+        (Some(r), Some(n)) => (r, n),
+        _ => rank_from_env()
+            .ok_or("rank and size not given: use --rank and --nodes, or run under Slurm, Open MPI or a PMI launcher")?,
+    };
+    if n < 2 || rank >= n {
+        return Err(format!(
+            "rank {rank} of {n} {what} is invalid (need 0 <= rank < nodes, nodes >= 2)"
+        ));
+    }
+    Ok((rank, n))
+}
+
 /// What a node process prints (one JSON line) when it exits.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct NodeExit {
@@ -315,12 +331,7 @@ where
             continue;
         }
         idle = idle.saturating_add(1);
-        match s.poll {
-            PollMode::Busy => std::hint::spin_loop(),
-            PollMode::Adaptive if idle < 2000 => std::hint::spin_loop(),
-            PollMode::Adaptive | PollMode::Yield => std::thread::yield_now(),
-            PollMode::Blocking => node.wait(Duration::from_micros(100)),
-        }
+        s.poll.idle(idle, || node.wait(Duration::from_micros(100)));
         if !agent.heard() && started.elapsed() > s.control_timeout {
             return Err(format!(
                 "the coordinator at {} did not answer within {:?}",
