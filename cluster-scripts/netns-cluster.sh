@@ -2,10 +2,11 @@
 # An emulated cluster on one Linux machine (needs root and iproute2): N network namespaces
 # ("hosts"), each with its own IP on a private bridge (which lives in its own namespace, so the
 # machine's own network is never touched), optional `tc netem` delay/jitter on every host's
-# link, and one `ftcoll bench --join` process per host. Rank 0 coordinates and prints the
-# results on stdout; the other ranks' output goes to the log directory.
+# link, and one `ftcoll bench --join` (or, with --agree, `ftcoll agree --join`) process per
+# host. Rank 0 coordinates and prints the results on stdout; the other ranks' output goes to
+# the log directory.
 #
-# usage: netns-cluster.sh [options] [-- extra ftcoll bench flags]
+# usage: netns-cluster.sh [options] [-- extra ftcoll bench (or agree) flags]
 #   -n, --hosts N        hosts (2..=200)                                  [4]
 #   -d, --delay D        one-way netem delay per link, e.g. 10us, 2ms     [none]
 #   -j, --jitter J       netem jitter (needs --delay)                     [none]
@@ -23,11 +24,13 @@
 #                        and {delay} (the emulation flags when --delay is emulated, else empty)
 #   --boot               bootstrap by the BMG overlay (bench --boot): each node is given
 #                        only its launch-tree parent's address, not rank 0's
+#   --agree              run ERA agreements (ftcoll agree --join) instead of bench; its
+#                        --kill R@I makes host R SIGKILL itself (--delay needs netem here)
 #   --keep               leave the namespaces up (printed) instead of cleaning up
 # Everything created is removed on exit, Ctrl-C and failure.
 set -euo pipefail
 
-HOSTS=4 DELAY="" JITTER="" BIN="" LOGS="" TIMEOUT=300 KEEP=0 RUN="" EMULATE=0 BOOT=0
+HOSTS=4 DELAY="" JITTER="" BIN="" LOGS="" TIMEOUT=300 KEEP=0 RUN="" EMULATE=0 BOOT=0 AGREE=0
 CRASH=() CUT=() EXTRA=()
 die() { echo "netns-cluster: $*" >&2; exit 2; }
 say() { echo "netns-cluster: $*" >&2; }
@@ -46,8 +49,9 @@ while [[ $# -gt 0 ]]; do
     --keep) KEEP=1; shift ;;
     --emulate) EMULATE=1; shift ;;
     --boot) BOOT=1; shift ;;
+    --agree) AGREE=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
@@ -58,6 +62,8 @@ time_re='^[0-9]+(\.[0-9]+)?(us|ms|s)$'
 [[ -z "$DELAY" || "$DELAY" =~ $time_re ]] || die "--delay must look like 10us, 2ms or 0.5ms, got '$DELAY'"
 [[ -z "$JITTER" || "$JITTER" =~ $time_re ]] || die "--jitter must look like 1us or 1ms, got '$JITTER'"
 [[ -z "$JITTER" || -n "$DELAY" ]] || die "--jitter needs --delay"
+(( ! AGREE || ! BOOT )) || die "--agree and --boot exclude each other (agree rendezvous through rank 0)"
+(( ! AGREE || ! EMULATE )) || die "--agree takes no --emulate (agree has no emulated link delay: use netem)"
 for spec in "${CRASH[@]}" "${CUT[@]}"; do
   [[ "$spec" =~ ^([0-9]+)@([0-9]+(\.[0-9]+)?)$ ]] || die "crash/cut spec must be RANK@SECONDS, got '$spec'"
   (( BASH_REMATCH[1] < HOSTS )) || die "crash/cut rank ${BASH_REMATCH[1]} is not below --hosts $HOSTS"
@@ -134,6 +140,7 @@ if [[ -n "$DELAY" ]] && (( ! EMULATE )); then
   fi
 fi
 if [[ -n "$DELAY" ]] && (( EMULATE )); then
+  (( ! AGREE )) || die "--agree with --delay needs the netem qdisc, which this kernel lacks"
   DELAY_FLAGS=(--emulate-delay-ns "$(to_ns "$DELAY")")
   [[ -z "$JITTER" ]] || DELAY_FLAGS+=(--emulate-jitter-ns "$(to_ns "$JITTER")")
   say "emulated link: ${DELAY_FLAGS[*]}"
@@ -152,6 +159,8 @@ ALL=$(for ((i = 0; i < HOSTS; i++)); do printf '%s%s' "$([[ $i -gt 0 ]] && echo 
 START=$(date +%s.%N)
 if [[ -n "$RUN" ]]; then
   say "running '$RUN' on every host"
+elif (( AGREE )); then
+  say "starting ftcoll agree --join $ROOT on $HOSTS hosts (logs in $LOGS)"
 else
   say "starting ftcoll bench --join $ROOT on $HOSTS hosts (logs in $LOGS)"
 fi
@@ -161,6 +170,8 @@ for ((i = HOSTS - 1; i >= 0; i--)); do
     cmd="${RUN//\{rank\}/$i}"; cmd="${cmd//\{nodes\}/$HOSTS}"; cmd="${cmd//\{ip\}/$(ip_of "$i")}"
     cmd="${cmd//\{root\}/$(ip_of 0)}"; cmd="${cmd//\{hosts\}/$ALL}"; cmd="${cmd//\{bin\}/$BIN}"; cmd="${cmd//\{delay\}/${DELAY_FLAGS[*]}}"
     read -r -a argv <<< "$cmd"
+  elif (( AGREE )); then
+    argv=("$BIN" agree --join "$ROOT" --rank "$i" --nodes "$HOSTS" --bind "$(ip_of "$i")" "${EXTRA[@]}")
   elif (( BOOT )); then
     parent="$(awk -v r="$i" '$1 == r { print $2 }' <<< "$TREE")"
     argv=("$BIN" bench --boot "$(ip_of "$i"):47001" --rank "$i" --nodes "$HOSTS" "${DELAY_FLAGS[@]}" "${EXTRA[@]}")

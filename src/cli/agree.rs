@@ -46,6 +46,21 @@ pub struct AgreeArgs {
     /// Network benchmark: every node its own OS process over UDP (kills are real SIGKILLs).
     #[arg(long)]
     pub procs: bool,
+    /// Network benchmark across hosts (Slurm, mpirun, the netns script; like `bench --join`):
+    /// one process per host, rank 0 runs the coordinator at this `IP:PORT` (UDP control plane
+    /// and TCP report streams) next to its own node and prints the report.
+    #[arg(long, value_name = "IP:PORT", conflicts_with_all = ["sim", "procs"])]
+    pub join: Option<std::net::SocketAddr>,
+    /// With --join: this process's rank [default: from the launcher's environment; the size
+    /// then comes from it too].
+    #[arg(long, requires = "join")]
+    pub rank: Option<u32>,
+    /// With --join: the IP to publish for this node [default: the interface toward rank 0].
+    #[arg(long, requires = "join")]
+    pub bind: Option<std::net::IpAddr>,
+    /// With --join: how long to wait for every rank to join, ms.
+    #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
+    pub join_timeout_ms: u64,
     /// Network benchmark: run this many seconds instead of --agreements (a soak).
     #[arg(long)]
     pub duration: Option<u64>,

@@ -78,22 +78,57 @@ fn us(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
+/// With `--join`: this process's part of the launched run. The job key comes from
+/// `FTCOLL_KEY` (every host's process must share it); without one the run is unauthenticated
+/// (said loudly).
+fn join_spec(a: &AgreeArgs) -> Result<crate::runtime::agree_join::JoinSpec, String> {
+    Ok(crate::runtime::agree_join::JoinSpec {
+        coordinator: a.join.ok_or("--join missing")?,
+        rank: a.rank.ok_or("--join needs --rank (bench here with --nodes)")?,
+        bind: a.bind,
+        timeout: Duration::from_millis(a.join_timeout_ms.max(1)),
+        key: crate::cli::auth::job_key(crate::cli::auth::AuthMode::On, None, false)?,
+    })
+}
+
 /// Runs the benchmark and prints its report.
 pub fn run(a: &AgreeArgs) -> Result<(), String> {
+    let mut a = a.clone();
+    if a.join.is_some() {
+        // Rank and size: the flags, else the launcher's environment.
+        let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.rank.map(|_| a.nodes), "nodes")?;
+        (a.rank, a.nodes) = (Some(rank), n);
+    }
+    let a = &a;
     let b = bench(a)?;
-    let r = if a.procs {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
-        crate::runtime::agree_procs::run(&b, &exe)?
+    let mode = if a.join.is_some() {
+        Mode::Joined
+    } else if a.procs {
+        Mode::Procs
     } else {
-        crate::runtime::agree::run(&b)?
+        Mode::Threads
     };
+    let r = match mode {
+        Mode::Joined => match crate::runtime::agree_join::run(&b, &join_spec(a)?)? {
+            Some(r) => r,
+            None => return Ok(()), // A node of a launched run: rank 0 reports.
+        },
+        Mode::Procs => {
+            let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
+            crate::runtime::agree_procs::run(&b, &exe)?
+        }
+        Mode::Threads => crate::runtime::agree::run(&b)?,
+    };
+    // With node processes, this process only classes their returns: its own memory too.
+    let coordinator_rss = (mode != Mode::Threads)
+        .then(crate::runtime::agree::peak_rss_kb)
+        .flatten();
     if a.json {
         let classes: Vec<_> = r
             .classes
             .iter()
             .filter(|c| !c.node.is_empty())
             .map(|c| {
-                // (`--procs` has per-node latencies only.)
                 let agreement = (!c.agreement.is_empty()).then(|| {
                     json!({"min": us(&c.agreement, 0.0), "p50": us(&c.agreement, 0.5), "mean": c.agreement.mean() / 1000.0,
                         "p99": us(&c.agreement, 0.99), "p99.9": us(&c.agreement, 0.999), "max": c.agreement.max() as f64 / 1000.0})
@@ -113,11 +148,13 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
                 "suspicions": r.suspicions, "false_suspicions": r.false_suspicions,
                 "first_success_after_kill_us": r.first_success_after_kill.map(|x| x as f64 / 1000.0),
                 "messages_per_agreement": r.messages_per_agreement, "agreements": r.agreements, "seconds": r.seconds,
-                "procs": a.procs, "peak_rss_kb": r.peak_rss_kb, "era_stored_max": r.era_stored_max, "late_returns": r.late,
+                "procs": a.procs, "joined": a.join.is_some(), "peak_rss_kb": r.peak_rss_kb,
+                "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
+                "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
             })
         );
     } else {
-        print!("{}", table(&b, &r, a.procs));
+        print!("{}", table(&b, &r, mode, coordinator_rss));
     }
     if r.unfinished > 0 {
         return Err(format!("{} live nodes did not finish (timed out)", r.unfinished));
@@ -125,7 +162,17 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn table(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> String {
+/// Where the nodes run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Threads,
+    /// `--procs`: node processes started by this one.
+    Procs,
+    /// `--join`: one process per host, launched by someone else; rank 0 reports.
+    Joined,
+}
+
+fn table(b: &AgreeBench, r: &AgreeBenchReport, mode: Mode, coordinator_rss: Option<u64>) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(
@@ -134,10 +181,10 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> String {
         b.era.shape,
         b.n,
         b.transport,
-        if procs {
-            "one process per node".to_string()
-        } else {
-            format!("workers={}", b.workers.min(b.n as usize))
+        match mode {
+            Mode::Procs => "one process per node".to_string(),
+            Mode::Joined => "one process per host, joined at rank 0".to_string(),
+            Mode::Threads => format!("workers={}", b.workers.min(b.n as usize)),
         },
         b.warmup,
         match b.duration {
@@ -212,17 +259,25 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> String {
         r.transport.suspected,
         r.drops.total()
     );
-    if procs {
+    if mode != Mode::Threads && r.bad_lines > 0 {
+        let _ = writeln!(s, "malformed report lines from the nodes (dropped): {}", r.bad_lines);
+    }
+    if let Some(u) = r.clock_uncertainty_ns {
         let _ = writeln!(
             s,
-            "(per-agreement rows need every node's clock in one process: --procs reports per-node latencies)"
+            "clocks: every node's offset to rank 0 by ping-pong; largest uncertainty {:.2} µs (per-agreement times carry it)",
+            u as f64 / 1000.0
         );
     }
+    let kb = |k: Option<u64>| k.map_or("?".to_string(), |k| k.to_string());
     let _ = writeln!(
         s,
         "memory: peak RSS {} kB{}; most agreements one node's ERA kept at once: {} (GC §4); late returns: {}",
-        r.peak_rss_kb.map_or("?".to_string(), |k| k.to_string()),
-        if procs { " (largest node process)" } else { "" },
+        kb(r.peak_rss_kb),
+        match mode {
+            Mode::Threads => String::new(),
+            _ => format!(" (largest node process; {} kB this process)", kb(coordinator_rss)),
+        },
         r.era_stored_max,
         r.late
     );

@@ -308,7 +308,7 @@ fn boot_table(
 }
 
 /// The local IP this host uses to reach `dst` (no packet is sent: a connected UDP socket).
-fn local_ip_toward(dst: SocketAddr) -> std::io::Result<std::net::IpAddr> {
+pub(crate) fn local_ip_toward(dst: SocketAddr) -> std::io::Result<std::net::IpAddr> {
     let any: std::net::IpAddr = if dst.is_ipv4() {
         std::net::Ipv4Addr::UNSPECIFIED.into()
     } else {

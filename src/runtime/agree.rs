@@ -98,6 +98,10 @@ pub struct AgreeBenchReport {
     pub era_stored_max: usize,
     /// Returns left out because they came after their agreement was final.
     pub late: u64,
+    /// Node processes: report lines dropped as malformed.
+    pub bad_lines: u64,
+    /// Across hosts (`--join`): the largest uncertainty of a node's clock offset to rank 0.
+    pub clock_uncertainty_ns: Option<u64>,
 }
 
 /// Bit 63 of every contribution says "continue": an agreement whose value has it clear is
@@ -144,13 +148,18 @@ pub(crate) struct Shared {
     kill_ns: AtomicU64,
     inproc: Option<InprocNet>,
     window: Mutex<Window>,
-    /// A node process (`--procs`): a kill is a real SIGKILL of the process, announced first
-    /// on stdout with its time.
-    sigkill: bool,
+    /// A node process (`--procs`, `--join`): a kill is a real SIGKILL of the process, first
+    /// announced (with its time) by this, which may wait for the SIGKILL or return to have the
+    /// process kill itself.
+    pub(crate) on_crash: Option<CrashReport>,
 }
 
+/// How a node process announces its injected crash: `(rank, time ns, its returns not yet
+/// reported)`.
+pub(crate) type CrashReport = Box<dyn Fn(Rank, u64, &[(AgreeId, Rec)]) + Send + Sync>;
+
 impl Shared {
-    pub(crate) fn new(base: Instant, n: u32, warmup: u64, kill_id: Option<AgreeId>, sigkill: bool) -> Self {
+    pub(crate) fn new(base: Instant, n: u32, warmup: u64, kill_id: Option<AgreeId>) -> Self {
         Self {
             base,
             dead: (0..n).map(|_| AtomicBool::new(false)).collect(),
@@ -161,7 +170,7 @@ impl Shared {
             kill_ns: AtomicU64::new(u64::MAX),
             inproc: None,
             window: Mutex::new(Window::new(warmup, kill_id)),
-            sigkill,
+            on_crash: None,
         }
     }
 
@@ -258,6 +267,9 @@ pub(crate) struct Node {
     /// Returns not yet in the shared window: recorded after this step's sends, so the lock
     /// and the shared counters never delay a message.
     unrecorded: Vec<(AgreeId, Rec)>,
+    /// A node process's copy of its returns, for the process that classifies them per
+    /// agreement ([`crate::runtime::agree_stream`]); `None` in a threads run.
+    pub(crate) tap: Option<Vec<(AgreeId, Rec)>>,
 }
 
 /// Agreements per outcome digest.
@@ -320,6 +332,7 @@ impl Node {
             digests: Vec::new(),
             last_failed: Vec::new(),
             unrecorded: Vec::new(),
+            tap: None,
         })
     }
 
@@ -392,8 +405,11 @@ impl Node {
             self.dead = true;
             sh.dead[self.rank as usize].store(true, Ordering::Release);
             sh.kill_ns.fetch_min(sh.ns(now), Ordering::AcqRel);
-            if sh.sigkill {
-                crate::runtime::agree_procs::die(self.rank, sh.ns(now));
+            if let Some(report) = &sh.on_crash {
+                let mut pending = self.tap.take().unwrap_or_default();
+                pending.extend_from_slice(&self.unrecorded);
+                report(self.rank, sh.ns(now), &pending);
+                crate::runtime::procs::sigkill_self();
             }
             if let Some(net) = &sh.inproc {
                 net.kill(self.rank);
@@ -558,6 +574,9 @@ impl Node {
         if self.unrecorded.is_empty() {
             return;
         }
+        if let Some(tap) = &mut self.tap {
+            tap.extend_from_slice(&self.unrecorded);
+        }
         let mut w = sh.window();
         let mut last = 0;
         for (id, rec) in self.unrecorded.drain(..) {
@@ -659,7 +678,7 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
     };
     let base = Instant::now();
     let first_kill = b.kills.iter().map(|k| b.warmup + k.1).min();
-    let mut sh = Shared::new(base, b.n, b.warmup, first_kill, false);
+    let mut sh = Shared::new(base, b.n, b.warmup, first_kill);
     sh.inproc = inproc;
     let mut nodes = Vec::new();
     for (r, tp) in tps.into_iter().enumerate() {
@@ -783,6 +802,8 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         peak_rss_kb: peak_rss_kb(),
         era_stored_max: nodes.iter().map(|n| n.max_stored).max().unwrap_or(0),
         late: w.late,
+        bad_lines: 0,
+        clock_uncertainty_ns: None,
     }
 }
 

@@ -10,24 +10,24 @@
 //! child aligns its monotonic clock to the parent's wall-clock epoch (same machine), so kill
 //! and return times compare across processes.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::agree::{EraConfig, Rebalance, Shape};
+use crate::protocol::agree::{AgreeId, EraConfig, Rebalance, Shape};
 use crate::runtime::agree::{
-    AgreeBench, AgreeBenchReport, AgreeTransport, Node, NodeInit, Shared, peak_rss_kb, total, validate,
+    AgreeBench, AgreeBenchReport, AgreeTransport, CrashReport, Node, NodeInit, Shared, peak_rss_kb, total, validate,
 };
-use crate::runtime::agree_window::{CLASS_NAMES, Class, hist};
-use crate::runtime::procs::{aligned_epoch, free_ports, sigkill_self, unix_ns};
-use crate::transport::TransportStats;
+use crate::runtime::agree_stream::{self, BATCH, FLUSH_MS, Merge};
+use crate::runtime::agree_window::{Rec, Window};
+use crate::runtime::procs::{aligned_epoch, free_ports, unix_ns};
 use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::transport::{Transport, TransportStats};
 use crate::wire::DropCounters;
 
 /// Everything one node process needs (passed as one JSON argument).
@@ -69,12 +69,7 @@ pub struct ChildResult {
     pub drops: DropCounters,
     /// Outcome digests per block of [`crate::runtime::agree::DIGEST_BLOCK`] agreements.
     pub digests: Vec<u64>,
-    /// Per-node latencies of each class: (value ns, count) pairs.
-    pub classes: Vec<Vec<(u64, u64)>>,
     pub detecting: Option<u64>,
-    /// This node's return of the first successful agreement from the first kill on: (id,
-    /// ns on the common clock).
-    pub first_success: Option<(u64, u64)>,
     pub peak_rss_kb: Option<u64>,
     /// The agreed failed set of the last agreement returned (the shrink's input).
     pub failed: Vec<u32>,
@@ -86,16 +81,31 @@ struct Killed {
     killed_ns: u64,
 }
 
-/// The node process dies here: silent from now on, it asks the parent for its SIGKILL (the
-/// parent times the kill on the common clock); should the parent be gone, it kills itself.
-pub(crate) fn die(rank: u32, ns: u64) -> ! {
-    let line = serde_json::to_string(&Killed { rank, killed_ns: ns }).unwrap_or_default();
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-    drop(out);
-    std::thread::sleep(Duration::from_secs(10));
-    sigkill_self()
+/// Where a node process's lines go (its stdout, or its stream to rank 0), shared with its
+/// crash report.
+pub(crate) type Out = Arc<Mutex<Box<dyn Write + Send>>>;
+
+fn say(out: &Out, line: &str) -> Result<(), String> {
+    let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+    writeln!(o, "{line}")
+        .and_then(|()| o.flush())
+        .map_err(|e| format!("cannot report to the coordinating process: {e}"))
+}
+
+/// The node process dies here: silent from now on, it sends its last returns and says so
+/// with the time on the common clock. Under a parent (`--procs`) it then waits for the parent's SIGKILL (the parent times
+/// the kill); a launched node (`--join`) kills itself right away.
+pub(crate) fn crash_report(out: Out, parent_kills: bool) -> CrashReport {
+    Box::new(move |rank, ns, pending| {
+        if !pending.is_empty() {
+            let _ = say(&out, &agree_stream::encode(pending));
+        }
+        let line = serde_json::to_string(&Killed { rank, killed_ns: ns }).unwrap_or_default();
+        let _ = say(&out, &line);
+        if parent_kills {
+            std::thread::sleep(Duration::from_secs(10));
+        }
+    })
 }
 
 fn shape_config(s: &ChildSpec) -> Result<EraConfig, String> {
@@ -130,51 +140,74 @@ fn bench_of(s: &ChildSpec) -> Result<AgreeBench, String> {
     })
 }
 
-/// `ftcoll agree-node`: one node process (a kill: see [`die`]). It runs generations until its
-/// stdin closes: after each, a `next SPEC` line starts the next one in the same process.
-pub fn child(spec_json: &str) -> Result<(), String> {
-    let mut s: ChildSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad --spec: {e}"))?;
-    // One reader of stdin for the process's life; its end (EOF) ends the process.
+/// Every line of `input` on a channel, from a thread of its own (its end closes the channel).
+pub(crate) fn lines_of(input: impl Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel::<String>();
     std::thread::spawn(move || {
-        for line in std::io::stdin().lines().map_while(Result::ok) {
+        for line in BufReader::new(input).lines().map_while(Result::ok) {
             if tx.send(line).is_err() {
                 return;
             }
         }
     });
-    while let Some(next) = generation(&s, &rx)? {
-        s = next;
-    }
-    Ok(())
+    rx
 }
 
-/// One generation: bind, say `ready`, wait for `go`, run the agreements, report, keep
-/// answering peers until told `next SPEC` (returned) or stdin closes (`None`).
-fn generation(s: &ChildSpec, rx: &mpsc::Receiver<String>) -> Result<Option<ChildSpec>, String> {
+/// `ftcoll agree-node`: one node process (a kill: see [`crash_report`]). It runs generations
+/// until its stdin closes: after each, a `next SPEC` line starts the next one in the same
+/// process.
+pub fn child(spec_json: &str) -> Result<(), String> {
+    let mut s: ChildSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad --spec: {e}"))?;
+    // One reader of stdin for the process's life; its end (EOF) ends the process.
+    let rx = lines_of(std::io::stdin());
+    let out: Out = Arc::new(Mutex::new(Box::new(std::io::stdout())));
+    loop {
+        if s.rank as usize >= s.peers.len() {
+            return Err(format!("--spec: rank {} of {} nodes", s.rank, s.peers.len()));
+        }
+        // Each generation its own job id: a straggler datagram of the last one is dropped.
+        let cfg = UdpConfig {
+            job: s.generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA6EE,
+            ..UdpConfig::default()
+        };
+        let tp = UdpTransport::bind(s.rank, &s.peers, cfg)
+            .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
+        let base = aligned_epoch(s.epoch_unix_ns);
+        match run_node(&s, &rx, &out, base, Box::new(tp), true)? {
+            Some(next) => s = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// One generation of one node process over `tp`, on the common clock `base`: say `ready`,
+/// wait for `go`, run the agreements streaming the returns ([`agree_stream`]), report, keep
+/// answering peers until told `next SPEC` (returned) or the input ends (`None`).
+pub(crate) fn run_node(
+    s: &ChildSpec,
+    rx: &mpsc::Receiver<String>,
+    out: &Out,
+    base: Instant,
+    tp: Box<dyn Transport>,
+    parent_kills: bool,
+) -> Result<Option<ChildSpec>, String> {
     let b = bench_of(s)?;
     validate(&b)?;
     if s.rank >= b.n {
         return Err(format!("--spec: rank {} of {} nodes", s.rank, b.n));
     }
-    let base = aligned_epoch(s.epoch_unix_ns);
     let first_kill = b.kills.iter().map(|k| b.warmup + k.1).min();
-    let sh = Shared::new(base, b.n, b.warmup, first_kill, true);
-    // Each generation its own job id: a straggler datagram of the last one is dropped.
-    let cfg = UdpConfig {
-        job: s.generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA6EE,
-        ..UdpConfig::default()
-    };
-    let tp = UdpTransport::bind(s.rank, &s.peers, cfg)
-        .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
+    let mut sh = Shared::new(base, b.n, b.warmup, first_kill);
+    sh.on_crash = Some(crash_report(out.clone(), parent_kills));
     let init = NodeInit {
         rank: s.rank,
         total: total(&b),
         deadline: None,
         kill_id: b.kills.iter().find(|k| k.0 == s.rank).map(|k| b.warmup + k.1),
     };
-    let mut node = Node::new(&b, init, Box::new(tp), base)?;
-    println!("ready");
+    let mut node = Node::new(&b, init, tp, base)?;
+    node.tap = Some(Vec::with_capacity(BATCH));
+    say(out, "ready")?;
     match rx.recv() {
         Ok(l) if l.trim() == "go" => {}
         _ => return Ok(None), // The parent gave up before the start.
@@ -182,7 +215,8 @@ fn generation(s: &ChildSpec, rx: &mpsc::Receiver<String>) -> Result<Option<Child
     let now = Instant::now();
     node.set_deadline(b.duration.map(|d| now + d));
     node.start(&sh, now);
-    let mut last_progress = Instant::now();
+    let mut last_progress = now;
+    let mut last_flush = now;
     let mut reported = false;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     // More node processes (and the parent) than cores: yield the core after every empty pass
@@ -206,10 +240,20 @@ fn generation(s: &ChildSpec, rx: &mpsc::Receiver<String>) -> Result<Option<Child
             last_progress = now;
         }
         let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
-        if !reported && (node.finished || timed_out) {
+        let done = !reported && (node.finished || timed_out);
+        if let Some(tap) = node.tap.as_mut().filter(|t| {
+            t.len() >= BATCH
+                || (!t.is_empty()
+                    && (done || now.saturating_duration_since(last_flush).as_millis() >= u128::from(FLUSH_MS)))
+        }) {
+            say(out, &agree_stream::encode(tap))?;
+            tap.clear();
+            last_flush = now;
+        }
+        if done {
             reported = true;
             let r = result(&node, &sh);
-            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+            say(out, &serde_json::to_string(&r).map_err(|e| e.to_string())?)?;
         }
         if !progress {
             if reported {
@@ -242,18 +286,7 @@ fn result(node: &Node, sh: &Shared) -> ChildResult {
         transport: [t.sent, t.received, t.retransmits, t.suspected],
         drops: node.drops,
         digests: node.digests.clone(),
-        classes: w
-            .classes
-            .iter()
-            .map(|c| {
-                c.node
-                    .iter_recorded()
-                    .map(|v| (v.value_iterated_to(), v.count_at_value()))
-                    .collect()
-            })
-            .collect(),
         detecting: w.detecting,
-        first_success: w.first_success,
         peak_rss_kb: peak_rss_kb(),
         failed: node.last_failed.clone(),
     }
@@ -261,20 +294,40 @@ fn result(node: &Node, sh: &Shared) -> ChildResult {
 
 enum Line {
     Ready,
-    Killed,
+    /// The node's own time of its crash, on the common clock.
+    Killed(u64),
+    Recs(Vec<(AgreeId, Rec)>),
     Result(Box<ChildResult>),
+    /// A line that is none of these (dropped, counted).
+    Bad,
     Eof,
 }
 
+fn parse(l: &str) -> Line {
+    if let Some(body) = l.strip_prefix(agree_stream::PREFIX) {
+        return agree_stream::decode(body).map_or(Line::Bad, Line::Recs);
+    }
+    if l.trim() == "ready" {
+        Line::Ready
+    } else if let Ok(k) = serde_json::from_str::<Killed>(l) {
+        Line::Killed(k.killed_ns)
+    } else if let Ok(res) = serde_json::from_str::<ChildResult>(l) {
+        Line::Result(Box::new(res))
+    } else {
+        Line::Bad
+    }
+}
+
 struct Proc {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    /// A node process this one started (`--procs`); `None` for a launched one (`--join`).
+    child: Option<Child>,
+    input: Option<Box<dyn Write + Send>>,
     /// Lines of this process carry this tag (a slot's earlier processes have others).
     tag: u64,
 }
 
 /// The node processes, one per slot (rank); every process still running is killed on drop.
-struct Cluster {
+pub(crate) struct Cluster {
     exe: std::path::PathBuf,
     procs: Vec<Option<Proc>>,
     tx: mpsc::Sender<(u64, Line)>,
@@ -288,16 +341,18 @@ struct Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         for p in self.procs.iter_mut().flatten() {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
+            if let Some(c) = p.child.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
         }
     }
 }
 
 impl Cluster {
-    fn new(exe: &Path, n: u32) -> Self {
+    /// `n` slots on the clock of `epoch_unix_ns` (as aligned by this process).
+    pub(crate) fn new(exe: &Path, n: u32, epoch_unix_ns: u64) -> Self {
         let (tx, rx) = mpsc::channel();
-        let epoch_unix_ns = unix_ns();
         Self {
             exe: exe.to_path_buf(),
             procs: (0..n).map(|_| None).collect(),
@@ -319,35 +374,47 @@ impl Cluster {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        let (out, stdin) = (child.stdout.take(), child.stdin.take());
+        match (out, stdin) {
+            (Some(out), Some(stdin)) => {
+                self.attach(slot, out, Box::new(stdin), Some(child));
+                Ok(())
+            }
+            _ => Err("cannot open a node process's pipes".into()),
+        }
+    }
+
+    /// Puts in `slot` a node whose lines come from `lines` and whose commands go to `input`
+    /// (a process this one started, or a launched node's stream).
+    pub(crate) fn attach(
+        &mut self,
+        slot: u32,
+        lines: impl Read + Send + 'static,
+        input: Box<dyn Write + Send>,
+        child: Option<Child>,
+    ) {
         let tag = self.next_tag;
         self.next_tag += 1;
-        let out = child.stdout.take();
         let tx = self.tx.clone();
         std::thread::spawn(move || {
-            if let Some(out) = out {
-                for l in BufReader::new(out).lines().map_while(Result::ok) {
-                    let line = if l.trim() == "ready" {
-                        Line::Ready
-                    } else if serde_json::from_str::<Killed>(&l).is_ok() {
-                        Line::Killed
-                    } else if let Ok(res) = serde_json::from_str::<ChildResult>(&l) {
-                        Line::Result(Box::new(res))
-                    } else {
-                        continue;
-                    };
-                    if tx.send((tag, line)).is_err() {
-                        return;
-                    }
+            for l in BufReader::new(lines).lines().map_while(Result::ok) {
+                if tx.send((tag, parse(&l))).is_err() {
+                    return;
                 }
             }
             let _ = tx.send((tag, Line::Eof));
         });
-        let stdin = child.stdin.take();
-        if let Some(mut old) = self.procs[slot as usize].replace(Proc { child, stdin, tag }) {
-            let _ = old.child.kill();
-            let _ = old.child.wait();
+        let new = Proc {
+            child,
+            input: Some(input),
+            tag,
+        };
+        if let Some(old) = self.procs[slot as usize].replace(new)
+            && let Some(mut c) = old.child
+        {
+            let _ = c.kill();
+            let _ = c.wait();
         }
-        Ok(())
     }
 
     fn slot_of(&self, tag: u64) -> Option<usize> {
@@ -355,31 +422,32 @@ impl Cluster {
     }
 
     fn send(&mut self, slot: usize, text: &str) {
-        if let Some(stdin) = self.procs[slot].as_mut().and_then(|p| p.stdin.as_mut()) {
-            let _ = stdin.write_all(text.as_bytes());
-            let _ = stdin.write_all(b"\n");
-            let _ = stdin.flush();
+        if let Some(input) = self.procs[slot].as_mut().and_then(|p| p.input.as_mut()) {
+            let _ = input.write_all(text.as_bytes());
+            let _ = input.write_all(b"\n");
+            let _ = input.flush();
         }
     }
 
     /// SIGKILLs the process of `slot` now; returns the time on the common clock.
     fn kill(&mut self, slot: usize) -> u64 {
-        if let Some(p) = self.procs[slot].as_mut() {
-            let _ = p.child.kill(); // SIGKILL on Unix.
+        if let Some(c) = self.procs[slot].as_mut().and_then(|p| p.child.as_mut()) {
+            let _ = c.kill(); // SIGKILL on Unix.
         }
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// Waits until every slot's process said `ready`, then tells them all `go`.
-    fn start(&mut self) -> Result<Instant, String> {
+    /// Waits until every slot's process said `ready` (within `within`), then tells them all
+    /// `go`.
+    pub(crate) fn start(&mut self, within: Duration) -> Result<Instant, String> {
         let n = self.procs.len();
         let mut ready = vec![false; n];
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + within;
         while ready.iter().any(|r| !r) {
             let left = deadline.saturating_duration_since(Instant::now());
             let (tag, line) = self.rx.recv_timeout(left).map_err(|_| {
                 let k = ready.iter().filter(|r| **r).count();
-                format!("only {k} of {n} node processes were ready within 20 s")
+                format!("only {k} of {n} node processes were ready within {within:?}")
             })?;
             let Some(slot) = self.slot_of(tag) else { continue };
             match line {
@@ -395,45 +463,92 @@ impl Cluster {
         Ok(started)
     }
 
-    /// Gathers one result per slot: a report, a kill (asked for by the node at its injected
-    /// crash: SIGKILLed here, with the time), or the process's end; gives up after `limit`.
-    fn collect(&mut self, started: Instant, limit: Duration) -> Outcomes {
+    /// Gathers one result per slot — a report, a kill (asked for by the node at its injected
+    /// crash: SIGKILLed here, with the time; a launched node kills itself and gives its
+    /// time), or the process's end — while merging the streamed returns into `window`; gives
+    /// up when no node said anything for `idle`.
+    pub(crate) fn collect(&mut self, started: Instant, idle: Duration, window: Window) -> Outcomes {
         let n = self.procs.len();
         let mut o = Outcomes {
             results: vec![None; n],
             killed: vec![None; n],
             gone: vec![false; n],
             seconds: 0.0,
+            merge: Merge::new(n as u32, window),
+            bad_lines: 0,
         };
         while (0..n).any(|r| o.results[r].is_none() && o.killed[r].is_none() && !o.gone[r]) {
-            let left = (started + limit).saturating_duration_since(Instant::now());
-            let Ok((tag, line)) = self.rx.recv_timeout(left) else {
+            let Ok((tag, line)) = self.rx.recv_timeout(idle) else {
                 break;
             };
             let Some(slot) = self.slot_of(tag) else { continue };
             match line {
+                Line::Recs(v) => o.merge.push(slot as u32, v, &ALIVE),
                 Line::Result(res) => {
                     o.results[slot] = Some(*res);
                     o.seconds = started.elapsed().as_secs_f64();
+                    o.merge.close(slot as u32, &ALIVE);
                 }
-                Line::Killed => o.killed[slot] = Some(self.kill(slot)),
-                Line::Eof => o.gone[slot] = true,
+                Line::Killed(ns) => {
+                    let launched = self.procs[slot].as_ref().is_some_and(|p| p.child.is_none());
+                    let at = self.kill(slot);
+                    o.killed[slot] = Some(if launched { ns } else { at });
+                    o.merge.close(slot as u32, &ALIVE);
+                }
+                Line::Eof => {
+                    o.gone[slot] = true;
+                    o.merge.close(slot as u32, &ALIVE);
+                }
+                Line::Bad => o.bad_lines += 1,
                 Line::Ready => {}
             }
         }
+        o.merge.finish(&ALIVE);
         o
+    }
+
+    /// Closes every node's input: each stops (a launched node's process exits).
+    pub(crate) fn close_inputs(&mut self) {
+        for p in self.procs.iter_mut().flatten() {
+            p.input = None;
+        }
     }
 }
 
-/// What one generation's processes reported, by slot.
-struct Outcomes {
+/// Whom the window leaves out: nobody. A node's stream ends where it crashed, so every
+/// return in it was made alive (an injected crash comes at the entry of an agreement, after
+/// the previous one's decision went out), unlike the threads run's shared flags, which may
+/// already mark a node dead when its last return is classed.
+const ALIVE: fn(u32) -> bool = |_| false;
+
+/// What one generation's processes reported, by slot, and their returns classed.
+pub(crate) struct Outcomes {
     results: Vec<Option<ChildResult>>,
     killed: Vec<Option<u64>>,
     gone: Vec<bool>,
     seconds: f64,
+    merge: Merge,
+    bad_lines: u64,
 }
 
-fn spec_of(b: &AgreeBench, rank: u32, peers: &[SocketAddr], epoch_unix_ns: u64, generation: u64) -> ChildSpec {
+/// The window that classes `b`'s returns (warm-up, the first kill).
+pub(crate) fn window_of(b: &AgreeBench) -> Window {
+    Window::new(b.warmup, b.kills.iter().map(|k| b.warmup + k.1).min())
+}
+
+/// A node that says nothing for this long (they stream their returns every
+/// [`FLUSH_MS`] and report at the end) is given up.
+pub(crate) fn idle_limit(b: &AgreeBench) -> Duration {
+    b.op_timeout + Duration::from_secs(30)
+}
+
+pub(crate) fn spec_of(
+    b: &AgreeBench,
+    rank: u32,
+    peers: &[SocketAddr],
+    epoch_unix_ns: u64,
+    generation: u64,
+) -> ChildSpec {
     ChildSpec {
         rank,
         peers: peers.to_vec(),
@@ -464,25 +579,25 @@ pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
         return Err("--procs runs over UDP: use --transport udp".into());
     }
     let peers = free_ports(b.n)?;
-    let mut c = Cluster::new(exe, b.n);
+    let mut c = Cluster::new(exe, b.n, unix_ns());
     for r in 0..b.n {
         let spec = spec_of(b, r, &peers, c.epoch_unix_ns, 0);
         c.spawn(r, &spec)?;
     }
-    let started = c.start()?;
-    let limit = b.duration.unwrap_or_default() + b.op_timeout + Duration::from_secs(30);
-    let o = c.collect(started, limit);
+    let started = c.start(Duration::from_secs(20))?;
+    let o = c.collect(started, idle_limit(b), window_of(b));
     // The end: closing stdin stops every node.
-    for p in c.procs.iter_mut().flatten() {
-        p.stdin = None;
-    }
+    c.close_inputs();
     let stop_by = Instant::now() + Duration::from_secs(5);
     for p in c.procs.iter_mut().flatten() {
-        while matches!(p.child.try_wait(), Ok(None)) && Instant::now() < stop_by {
+        while let Some(ch) = p.child.as_mut()
+            && matches!(ch.try_wait(), Ok(None))
+            && Instant::now() < stop_by
+        {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    Ok(merge(b, &o.results, &o.killed, o.seconds))
+    Ok(merge(b, o))
 }
 
 /// `stress agree --procs`: what one generation did.
@@ -511,7 +626,7 @@ pub fn stress(
     validate(b)?;
     let n = b.n;
     let mut peers = free_ports(n)?;
-    let mut c = Cluster::new(exe, n);
+    let mut c = Cluster::new(exe, n, unix_ns());
     let mut fresh: Vec<u32> = (0..n).collect();
     let mut g = 0u64;
     loop {
@@ -528,8 +643,8 @@ pub fn stress(
             }
         }
         let newcomers = fresh.len() as u32;
-        let started = c.start()?;
-        let o = c.collect(started, b.op_timeout + Duration::from_secs(30));
+        let started = c.start(Duration::from_secs(20))?;
+        let o = c.collect(started, idle_limit(b), window_of(&gb));
         // The shrink at every survivor: all ranks but the agreed failed set.
         let survivors: Vec<&ChildResult> = (0..n as usize)
             .filter(|&r| o.killed[r].is_none())
@@ -537,6 +652,7 @@ pub fn stress(
             .collect();
         let failed: Vec<u32> = survivors.first().map(|r| r.failed.clone()).unwrap_or_default();
         let shrink_mismatch = survivors.iter().filter(|r| r.failed != failed).count() as u64;
+        let no_survivor = survivors.is_empty();
         // Ranks to refill: the failed set, and any process that did not report (it is gone or
         // stuck: the group went on without it).
         fresh = (0..n)
@@ -549,14 +665,14 @@ pub fn stress(
             }
             killed += 1;
         }
-        let report = merge(&gb, &o.results, &o.killed, o.seconds);
+        let report = merge(&gb, o);
         let go_on = each(&Generation {
             report,
             killed,
             shrink_mismatch,
             newcomers,
         });
-        if !go_on || survivors.is_empty() {
+        if !go_on || no_survivor {
             break;
         }
         if !fresh.is_empty() {
@@ -570,32 +686,27 @@ pub fn stress(
     Ok(())
 }
 
-fn merge(b: &AgreeBench, results: &[Option<ChildResult>], killed: &[Option<u64>], seconds: f64) -> AgreeBenchReport {
+/// The run's report from what the nodes reported and the classed returns.
+pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
+    let Outcomes {
+        results,
+        killed,
+        seconds,
+        mut merge,
+        bad_lines,
+        ..
+    } = o;
     let live: Vec<&ChildResult> = results
         .iter()
-        .zip(killed)
+        .zip(&killed)
         .filter_map(|(r, k)| r.as_ref().filter(|_| k.is_none()))
         .collect();
     let expected_live = b.n as usize - killed.iter().filter(|k| k.is_some()).count();
     let unfinished = (expected_live - live.iter().filter(|r| r.finished).count().min(expected_live)) as u64;
-    let mut classes: Vec<Class> = CLASS_NAMES
-        .iter()
-        .map(|&name| Class {
-            name,
-            agreement: hist(),
-            node: hist(),
-        })
-        .collect();
     let mut transport = TransportStats::default();
     let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0, 0);
     let mut drops = DropCounters::default();
     for r in &live {
-        for (c, pairs) in classes.iter_mut().zip(&r.classes) {
-            let h: &mut Histogram<u64> = &mut c.node;
-            for &(v, k) in pairs {
-                let _ = h.record_n(v.max(1), k);
-            }
-        }
         transport.sent += r.transport[0];
         transport.received += r.transport[1];
         transport.retransmits += r.transport[2];
@@ -607,45 +718,43 @@ fn merge(b: &AgreeBench, results: &[Option<ChildResult>], killed: &[Option<u64>]
         invalid += r.invalid;
         drops.merge(&r.drops);
     }
-    // Disagreements: outcome digests of a block that differ between live nodes, plus live
-    // nodes that returned a different number of agreements or a different detecting one.
-    let mut disagreements = 0;
+    let w = &mut merge.window;
+    // Disagreements: per agreement, live returns with different outcomes (the window); as a
+    // cross-check, outcome digests of a block that differ between live nodes; plus live nodes
+    // that returned a different number of agreements or a different detecting one.
+    let mut digest_disagreements = 0;
+    let mut mismatch = 0;
     if let Some(first) = live.first() {
         let blocks = live.iter().map(|r| r.digests.len()).max().unwrap_or(0);
         for i in 0..blocks {
             let d = first.digests.get(i);
-            disagreements += u64::from(live.iter().any(|r| r.digests.get(i) != d));
+            digest_disagreements += u64::from(live.iter().any(|r| r.digests.get(i) != d));
         }
-        disagreements += u64::from(
+        mismatch = u64::from(
             live.iter()
                 .any(|r| r.returned != first.returned || r.detecting != first.detecting),
         );
     }
     let kill_ns = killed.iter().flatten().min().copied();
-    let first_success = kill_ns.and_then(|k| {
-        live.iter()
-            .map(|r| r.first_success.map(|(_, t)| t))
-            .collect::<Option<Vec<u64>>>()
-            .and_then(|v| v.into_iter().max())
-            .map(|t| t.saturating_sub(k))
-    });
-    let agreements = live.iter().map(|r| r.agreements).max().unwrap_or(0);
+    let first_success = kill_ns.and_then(|k| w.first_success.map(|(_, t)| t.saturating_sub(k)));
     AgreeBenchReport {
-        classes,
-        disagreements,
+        classes: std::mem::take(&mut w.classes),
+        disagreements: w.disagreements.max(digest_disagreements) + mismatch,
         invalid,
         unfinished,
         suspicions,
         false_suspicions,
         first_success_after_kill: first_success,
-        messages_per_agreement: messages as f64 / agreements.max(1) as f64,
+        messages_per_agreement: messages as f64 / w.agreements.max(1) as f64,
         heartbeats,
         transport,
         drops,
-        agreements,
+        agreements: w.agreements,
         seconds,
         peak_rss_kb: live.iter().filter_map(|r| r.peak_rss_kb).max(),
         era_stored_max: live.iter().map(|r| r.max_stored).max().unwrap_or(0),
-        late: live.iter().map(|r| r.late).sum(),
+        late: w.late,
+        bad_lines,
+        clock_uncertainty_ns: None,
     }
 }

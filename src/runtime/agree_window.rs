@@ -183,10 +183,11 @@ impl Window {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn rec(entry: u64, ret: u64, fp: u64, ok: bool) -> Rec {
+    /// A return (also for the tests of [`crate::runtime::agree_stream`]).
+    pub(crate) fn rec(entry: u64, ret: u64, fp: u64, ok: bool) -> Rec {
         Rec { entry, ret, fp, ok }
     }
 

@@ -45,6 +45,21 @@ pub fn aligned_epoch(epoch_unix_ns: u64) -> Instant {
     now_i.checked_sub(back).unwrap_or(now_i)
 }
 
+/// The local `Instant` of the coordinator's epoch: `epoch_unix_ns` aligned on this host's
+/// wall clock, then moved by this process's offset to the coordinator's clock, measured by
+/// ping-pong (the coordinator reports the uncertainty).
+pub fn coordinator_epoch(agent: &mut ChildAgent, epoch_unix_ns: u64) -> Instant {
+    let local = aligned_epoch(epoch_unix_ns);
+    let (offset, _) = agent.sync_clock(&|| local.elapsed().as_nanos() as u64, 100);
+    let shift = Duration::from_nanos(offset.unsigned_abs());
+    if offset >= 0 {
+        local.checked_sub(shift)
+    } else {
+        local.checked_add(shift)
+    }
+    .unwrap_or(local)
+}
+
 /// Parses a hostfile: one `host:port` per line in rank order, or `RANK host:port` lines in
 /// any order; blank lines and `#` comments are ignored. Errors name the line.
 pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
@@ -284,15 +299,7 @@ where
     // this node's clock onto the coordinator's (hosts' wall clocks differ, and a bootstrapped
     // run has no common epoch at all): every timestamp it reports, and the protocols' own
     // time, are then the coordinator's, up to the reported uncertainty.
-    let local = aligned_epoch(s.epoch_unix_ns);
-    let (offset, _) = agent.sync_clock(&|| local.elapsed().as_nanos() as u64, 100);
-    let shift = Duration::from_nanos(offset.unsigned_abs());
-    let epoch = if offset >= 0 {
-        local.checked_sub(shift)
-    } else {
-        local.checked_add(shift)
-    }
-    .unwrap_or(local);
+    let epoch = coordinator_epoch(&mut agent, s.epoch_unix_ns);
     let params = NodeParams {
         shared,
         n: s.n,
