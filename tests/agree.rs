@@ -103,6 +103,29 @@ fn misuse_is_a_one_line_error_with_code_2() {
         &["agree", "--nodes", "4", "--agreements", "10", "--kill", "1@10"],
         &["agree", "--nodes", "4", "--window", "2"],
         &["agree", "--nodes", "4", "--heartbeat-us", "0"],
+        &[
+            "agree",
+            "--join",
+            "127.0.0.1:9",
+            "--rank",
+            "0",
+            "--nodes",
+            "4",
+            "--kill",
+            "0@5",
+        ],
+        &["agree", "--join", "127.0.0.1:9", "--rank", "4", "--nodes", "4"],
+        &[
+            "agree",
+            "--join",
+            "127.0.0.1:9",
+            "--rank",
+            "1",
+            "--nodes",
+            "4",
+            "--transport",
+            "inproc",
+        ],
     ] {
         let (code, out, err) = ftcoll(args);
         assert_eq!(code, 2, "{args:?}: {out} {err}");
@@ -195,6 +218,85 @@ fn procs_mode_survives_a_sigkill() {
     let classes = class_names(&v);
     assert!(classes.contains(&"failure-detecting"), "{v}");
     assert!(classes.contains(&"post-failure"), "{v}");
+    per_agreement_rows(&v, 300);
+}
+
+/// The per-agreement rows of a run of `measured` agreements with one kill: every measured
+/// agreement classed once (merged from the nodes' streams), none late.
+fn per_agreement_rows(v: &serde_json::Value, measured: u64) {
+    let classes = v["classes"].as_array().unwrap();
+    let counted: u64 = classes.iter().map(|c| c["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted, measured, "{v}");
+    assert_eq!(
+        classes.iter().find(|c| c["class"] == "failure-detecting").unwrap()["count"],
+        1,
+        "{v}"
+    );
+    for c in classes {
+        let a = &c["agreement_us"];
+        assert!(a["p50"].as_f64().unwrap() > 0.0, "{v}");
+        // Per agreement: first entry to the last return, so never below a node's own.
+        assert!(
+            a["max"].as_f64().unwrap() >= c["node_us"]["p50"].as_f64().unwrap(),
+            "{v}"
+        );
+    }
+    assert_eq!(v["late_returns"], 0, "{v}");
+    assert_eq!(v["bad_report_lines"], 0, "{v}");
+    assert!(v["coordinator_peak_rss_kb"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// A free port on 127.0.0.1 for both UDP and TCP (released: a short race with others).
+fn free_port() -> u16 {
+    loop {
+        let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = t.local_addr().unwrap().port();
+        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+#[test]
+fn joined_processes_agree_through_rank_0_and_one_kills_itself() {
+    // Four processes launched apart (as Slurm or the netns script would), on loopback.
+    let join = format!("127.0.0.1:{}", free_port());
+    let args = |rank: u32| -> Vec<String> {
+        let mut v: Vec<String> = ["agree", "--join", &join, "--nodes", "4", "--warmup", "20"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(["--agreements", "300", "--kill", "2@100", "--join-timeout-ms", "20000"].map(String::from));
+        v.extend(["--rank".to_string(), rank.to_string()]);
+        v
+    };
+    let others: Vec<std::process::Child> = (1..4)
+        .map(|r| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_ftcoll"))
+                .args(args(r))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut root = args(0);
+    root.push("--json".into());
+    let root: Vec<&str> = root.iter().map(String::as_str).collect();
+    let v = json(&root);
+    for mut c in others {
+        let st = c.wait().unwrap();
+        // Rank 2 SIGKILLed itself; the others stopped when rank 0 closed their streams.
+        assert!(st.success() || st.code().is_none(), "{st}");
+    }
+    assert_eq!(v["joined"], true, "{v}");
+    assert_eq!(v["disagreements"], 0, "{v}");
+    assert_eq!(v["unfinished"], 0, "{v}");
+    assert_eq!(v["false_suspicions"], 0, "{v}");
+    assert_eq!(v["agreements"], 320, "{v}");
+    assert!(v["first_success_after_kill_us"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["clock_uncertainty_us"].is_number(), "{v}");
+    per_agreement_rows(&v, 300);
 }
 
 #[test]

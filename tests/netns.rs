@@ -73,6 +73,42 @@ fn four_hosts_survive_a_self_sigkill_an_outside_kill_and_a_cut_link() {
 }
 
 #[test]
+fn four_hosts_agree_through_rank_0_with_one_sigkill() {
+    if let Err(why) = usable() {
+        eprintln!("skipped: the emulated cluster needs root and `ip netns` ({why})");
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-scripts/netns-cluster.sh");
+    let out = Command::new("bash")
+        .arg(path)
+        .args(["--bin", env!("CARGO_BIN_EXE_ftcoll"), "--timeout", "120"])
+        .args(["--hosts", "4", "--agree", "--"])
+        .args(["--warmup", "100", "--agreements", "2000", "--kill", "3@1000"])
+        .args(["--join-timeout-ms", "30000", "--json"])
+        .output()
+        .expect("run netns-cluster.sh");
+    let (rc, text, err) = (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(rc, 0, "stdout:\n{text}\nstderr:\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(v["joined"], true, "{v}");
+    assert_eq!(v["disagreements"], 0, "{v}");
+    assert_eq!(v["unfinished"], 0, "{v}");
+    assert_eq!(v["agreements"], 2100, "{v}");
+    assert!(v["first_success_after_kill_us"].as_f64().unwrap() > 0.0, "{v}");
+    let counted: u64 = v["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 2000, "every measured agreement classed once: {v}");
+}
+
+#[test]
 fn bad_script_input_is_one_line_and_exit_2() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-scripts/netns-cluster.sh");
     for (args, msg) in [
@@ -80,6 +116,7 @@ fn bad_script_input_is_one_line_and_exit_2() {
         (vec!["--delay", "fast"], "--delay must look like"),
         (vec!["--crash", "9@1"], "is not below --hosts"),
         (vec!["--bogus"], "unknown option"),
+        (vec!["--agree", "--boot"], "exclude each other"),
     ] {
         let out = Command::new("bash").arg(&script).args(&args).output().expect("run");
         let err = String::from_utf8_lossy(&out.stderr);

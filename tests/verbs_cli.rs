@@ -44,6 +44,13 @@ const JOIN1: &[&str] = &[
     "verbs",
 ];
 const AGREE: &[&str] = &["agree", "--transport", "verbs", "--nodes", "4", "--agreements", "10"];
+/// `agree --join` over verbs as rank 0 (coordinator and node) or 1: the same device check
+/// before the rendezvous as `bench --join`.
+fn agree_join(rank: &'static str) -> Vec<&'static str> {
+    let mut v = vec!["agree"];
+    v.extend(JOIN1[1..].iter().map(|&a| if a == "1" { rank } else { a }));
+    v
+}
 
 /// `ftcoll node` over verbs with its connection data in rendezvous directory `d`.
 fn node_over_rendezvous(d: &str) -> Vec<&str> {
@@ -65,7 +72,8 @@ fn node_over_rendezvous(d: &str) -> Vec<&str> {
 #[cfg(not(feature = "rdma"))]
 #[test]
 fn without_the_feature_verbs_says_to_rebuild() {
-    for args in [BENCH, LOGP, JOIN0, JOIN1, AGREE] {
+    let (aj0, aj1) = (agree_join("0"), agree_join("1"));
+    for args in [BENCH, LOGP, JOIN0, JOIN1, AGREE, &aj0, &aj1] {
         fails_with(args, "rebuild with `cargo build --release --features rdma`");
         fails_with(args, "--transport udp");
     }
@@ -82,7 +90,8 @@ fn with_the_feature_and_no_device_verbs_names_what_is_missing() {
     if std::fs::read_dir("/sys/class/infiniband_verbs").is_ok_and(|mut d| d.next().is_some()) {
         return;
     }
-    for args in [BENCH, LOGP, JOIN0, JOIN1, AGREE] {
+    let (aj0, aj1) = (agree_join("0"), agree_join("1"));
+    for args in [BENCH, LOGP, JOIN0, JOIN1, AGREE, &aj0, &aj1] {
         fails_with(args, "no RDMA device");
         fails_with(args, "use --transport udp");
     }

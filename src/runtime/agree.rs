@@ -155,7 +155,7 @@ pub(crate) struct Shared {
 }
 
 /// How a node process announces its injected crash: `(rank, time ns, its returns not yet
-/// reported)`.
+/// reported but the last)`.
 pub(crate) type CrashReport = Box<dyn Fn(Rank, u64, &[(AgreeId, Rec)]) + Send + Sync>;
 
 impl Shared {
@@ -267,8 +267,9 @@ pub(crate) struct Node {
     /// Returns not yet in the shared window: recorded after this step's sends, so the lock
     /// and the shared counters never delay a message.
     unrecorded: Vec<(AgreeId, Rec)>,
-    /// A node process's copy of its returns, for the process that classifies them per
-    /// agreement ([`crate::runtime::agree_stream`]); `None` in a threads run.
+    /// A node process's returns, for the process that classifies them per agreement
+    /// ([`crate::runtime::agree_stream`]) instead of the shared window; `None` in a threads
+    /// run.
     pub(crate) tap: Option<Vec<(AgreeId, Rec)>>,
 }
 
@@ -408,6 +409,7 @@ impl Node {
             if let Some(report) = &sh.on_crash {
                 let mut pending = self.tap.take().unwrap_or_default();
                 pending.extend_from_slice(&self.unrecorded);
+                pending.pop();
                 report(self.rank, sh.ns(now), &pending);
                 crate::runtime::procs::sigkill_self();
             }
@@ -575,7 +577,10 @@ impl Node {
             return;
         }
         if let Some(tap) = &mut self.tap {
-            tap.extend_from_slice(&self.unrecorded);
+            // A node process: the coordinating process classes them (this one's window
+            // would only repeat that work on the node's core).
+            tap.append(&mut self.unrecorded);
+            return;
         }
         let mut w = sh.window();
         let mut last = 0;

@@ -58,9 +58,7 @@ pub struct ChildResult {
     pub rank: u32,
     pub finished: bool,
     pub returned: u64,
-    pub agreements: u64,
     pub invalid: u64,
-    pub late: u64,
     pub max_stored: usize,
     pub suspected: Vec<u32>,
     pub messages: u64,
@@ -69,7 +67,6 @@ pub struct ChildResult {
     pub drops: DropCounters,
     /// Outcome digests per block of [`crate::runtime::agree::DIGEST_BLOCK`] agreements.
     pub digests: Vec<u64>,
-    pub detecting: Option<u64>,
     pub peak_rss_kb: Option<u64>,
     /// The agreed failed set of the last agreement returned (the shrink's input).
     pub failed: Vec<u32>,
@@ -92,8 +89,10 @@ fn say(out: &Out, line: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot report to the coordinating process: {e}"))
 }
 
-/// The node process dies here: silent from now on, it sends its last returns and says so
-/// with the time on the common clock. Under a parent (`--procs`) it then waits for the parent's SIGKILL (the parent times
+/// The node process dies here: silent from now on, it sends the returns it has not sent yet
+/// but its last one — a decision that may not have spread before the crash, so the survivors
+/// may decide otherwise (ERA's agreement is non-uniform, §1) — and says so with the time on
+/// the common clock. Under a parent (`--procs`) it then waits for the parent's SIGKILL (the parent times
 /// the kill); a launched node (`--join`) kills itself right away.
 pub(crate) fn crash_report(out: Out, parent_kills: bool) -> CrashReport {
     Box::new(move |rank, ns, pending| {
@@ -252,7 +251,7 @@ pub(crate) fn run_node(
         }
         if done {
             reported = true;
-            let r = result(&node, &sh);
+            let r = result(&node);
             say(out, &serde_json::to_string(&r).map_err(|e| e.to_string())?)?;
         }
         if !progress {
@@ -268,17 +267,13 @@ pub(crate) fn run_node(
     }
 }
 
-fn result(node: &Node, sh: &Shared) -> ChildResult {
-    let mut w = sh.window();
-    w.flush(&|_| false);
+fn result(node: &Node) -> ChildResult {
     let t = node.tp.stats();
     ChildResult {
         rank: node.rank,
         finished: node.finished,
         returned: node.returned,
-        agreements: w.agreements,
         invalid: node.invalid,
-        late: w.late,
         max_stored: node.max_stored,
         suspected: node.suspected.clone(),
         messages: node.messages,
@@ -286,7 +281,6 @@ fn result(node: &Node, sh: &Shared) -> ChildResult {
         transport: [t.sent, t.received, t.retransmits, t.suspected],
         drops: node.drops,
         digests: node.digests.clone(),
-        detecting: w.detecting,
         peak_rss_kb: peak_rss_kb(),
         failed: node.last_failed.clone(),
     }
@@ -482,22 +476,23 @@ impl Cluster {
                 break;
             };
             let Some(slot) = self.slot_of(tag) else { continue };
+            if let Line::Killed(ns) = line {
+                let launched = self.procs[slot].as_ref().is_some_and(|p| p.child.is_none());
+                let at = self.kill(slot);
+                o.killed[slot] = Some(if launched { ns } else { at });
+            }
+            let dead = ALIVE;
             match line {
-                Line::Recs(v) => o.merge.push(slot as u32, v, &ALIVE),
+                Line::Recs(v) => o.merge.push(slot as u32, v, &dead),
                 Line::Result(res) => {
                     o.results[slot] = Some(*res);
                     o.seconds = started.elapsed().as_secs_f64();
-                    o.merge.close(slot as u32, &ALIVE);
+                    o.merge.close(slot as u32, &dead);
                 }
-                Line::Killed(ns) => {
-                    let launched = self.procs[slot].as_ref().is_some_and(|p| p.child.is_none());
-                    let at = self.kill(slot);
-                    o.killed[slot] = Some(if launched { ns } else { at });
-                    o.merge.close(slot as u32, &ALIVE);
-                }
+                Line::Killed(_) => o.merge.close(slot as u32, &dead),
                 Line::Eof => {
                     o.gone[slot] = true;
-                    o.merge.close(slot as u32, &ALIVE);
+                    o.merge.close(slot as u32, &dead);
                 }
                 Line::Bad => o.bad_lines += 1,
                 Line::Ready => {}
@@ -515,10 +510,10 @@ impl Cluster {
     }
 }
 
-/// Whom the window leaves out: nobody. A node's stream ends where it crashed, so every
-/// return in it was made alive (an injected crash comes at the entry of an agreement, after
-/// the previous one's decision went out), unlike the threads run's shared flags, which may
-/// already mark a node dead when its last return is classed.
+/// Whom the window leaves out: nobody. A node's stream ends where it crashed, without its
+/// last return (see [`crash_report`]), so every return in it was made alive and agreed
+/// (ERA §1: only a decision that had not spread when its node died may differ), unlike the
+/// threads run's shared flags, which may mark a node dead before its last returns are classed.
 const ALIVE: fn(u32) -> bool = |_| false;
 
 /// What one generation's processes reported, by slot, and their returns classed.
@@ -721,7 +716,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
     let w = &mut merge.window;
     // Disagreements: per agreement, live returns with different outcomes (the window); as a
     // cross-check, outcome digests of a block that differ between live nodes; plus live nodes
-    // that returned a different number of agreements or a different detecting one.
+    // that returned a different number of agreements.
     let mut digest_disagreements = 0;
     let mut mismatch = 0;
     if let Some(first) = live.first() {
@@ -730,10 +725,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
             let d = first.digests.get(i);
             digest_disagreements += u64::from(live.iter().any(|r| r.digests.get(i) != d));
         }
-        mismatch = u64::from(
-            live.iter()
-                .any(|r| r.returned != first.returned || r.detecting != first.detecting),
-        );
+        mismatch = u64::from(live.iter().any(|r| r.returned != first.returned));
     }
     let kill_ns = killed.iter().flatten().min().copied();
     let first_success = kill_ns.and_then(|k| w.first_success.map(|(_, t)| t.saturating_sub(k)));

@@ -26,9 +26,9 @@ use crate::runtime::agree_window::{Rec, Window};
 /// The prefix of a batch line.
 pub const PREFIX: &str = "recs ";
 /// Returns per line at most (a line is also sent after [`FLUSH_MS`] with fewer).
-pub const BATCH: usize = 256;
+pub const BATCH: usize = 512;
 /// The longest a return waits in a node before it is sent, ms.
-pub const FLUSH_MS: u64 = 10;
+pub const FLUSH_MS: u64 = 20;
 /// Returns the merge holds at most before it gives up waiting for the slowest stream.
 pub const MAX_QUEUED: usize = 1 << 16;
 
