@@ -158,10 +158,13 @@ fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
         let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
         writeln!(o, "{}", hello(job, j.rank, j.key.as_ref())).map_err(|e| format!("stream to rank 0: {e}"))?;
     }
-    drop(agent);
     let rx = lines_of(input);
     let spec = spec_of(b, j.rank, &peers, p.epoch_unix_ns, 0);
     run_node(&spec, &rx, &out, base, tp, false)?;
+    // The control socket lives until here: closed, a late control datagram to it would draw an
+    // ICMP "port unreachable" that spends this host's ICMP rate limit toward rank 0, which the
+    // survivors need for a prompt suspicion of a killed node (`src/transport/udp/icmp.rs`).
+    drop(agent);
     Ok(())
 }
 
@@ -197,7 +200,9 @@ fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> 
         let pump = sc.spawn(|| {
             let ctl = Control::new(n);
             let now_ns = || epoch.elapsed().as_nanos() as u64;
-            while !stop.load(Ordering::Acquire) {
+            // Until every node has its clock offset (which comes after its table and verbs
+            // records): the control plane then falls silent for the measurement.
+            while !stop.load(Ordering::Acquire) && agent.clocks.iter().any(Option::is_none) {
                 agent.pump(&ctl, &now_ns);
                 agent.wait(Duration::from_millis(1));
             }
