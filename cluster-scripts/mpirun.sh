@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `ftcoll bench --join` through an MPI launcher: Open MPI's mpirun or MPICH's mpiexec start one
+# `ftcoll bench --join` (or `agree --join`) through an MPI launcher: Open MPI's mpirun or MPICH's mpiexec start one
 # ftcoll per rank, which reads its rank from OMPI_COMM_WORLD_RANK or PMI_RANK; every rank finds
 # rank 0 (the first host) and rank 0 prints the run's one JSON result, saved to --out.
 #
@@ -13,13 +13,15 @@
 #   --algo "FLAGS"     algorithm flags [--algo corrected-tree --tree binomial --correction checked]
 #   --kill SPEC        crashes, as `ftcoll bench --kill`                             [none]
 #   --out FILE         the JSON result                            [ftcoll-mpirun.json]
+#   --agree            ERA agreements (`ftcoll agree --join`) instead of bench: --kill R@I makes
+#                      rank R SIGKILL itself; flags after -- go to agree
 #   --dry-run          print the launcher command instead of running it
 set -euo pipefail
 
 die() { echo "mpirun.sh: $*" >&2; exit 2; }
 say() { echo "mpirun.sh: $*" >&2; }
 
-N="" HOSTFILE="" LAUNCHER=openmpi MPIRUN="" BIN="" PORT=47000 KILL=none OUT=ftcoll-mpirun.json DRY=0
+N="" HOSTFILE="" LAUNCHER=openmpi MPIRUN="" BIN="" PORT=47000 KILL=none OUT=ftcoll-mpirun.json DRY=0 AGREE=0
 ALGO="--algo corrected-tree --tree binomial --correction checked" EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -33,8 +35,9 @@ while [[ $# -gt 0 ]]; do
     --kill) KILL="${2:?}"; shift 2 ;;
     --out) OUT="${2:?}"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
+    --agree) AGREE=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '6,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '6,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
@@ -71,6 +74,10 @@ fi
 export FTCOLL_KEY
 
 read -r -a ALGO_ARGS <<< "$ALGO"
+# Every agreement kill is a SIGKILL of the rank's own process.
+CRASH=0
+[[ "$KILL" != *sigkill* ]] || CRASH=1
+(( ! AGREE )) || [[ "$KILL" == none ]] || CRASH=1
 # Blocking nodes when the ranks share this host's cores; busy polling across hosts.
 POLL=busy
 if [[ -z "$HOSTFILE" ]] && (( N + 1 > $(nproc) )); then POLL=blocking; fi
@@ -84,15 +91,19 @@ if [[ "$LAUNCHER" == openmpi ]]; then
   LAUNCH+=(-x FTCOLL_KEY)
   # A rank that crashes on purpose must not take the job down (Open MPI 5 / PRRTE: ULFM's
   # fault-tolerance mode keeps the other ranks running).
-  [[ "$KILL" != *sigkill* ]] || LAUNCH+=(--with-ft ulfm)
+  (( ! CRASH )) || LAUNCH+=(--with-ft ulfm)
   [[ -z "$HOSTFILE" ]] || LAUNCH+=(--hostfile "$HOSTFILE")
 else
   LAUNCH=("$MPIRUN" -n "$N" -bind-to core)
   # Hydra: keep the other ranks when one is SIGKILLed on purpose.
-  [[ "$KILL" != *sigkill* ]] || LAUNCH+=(-disable-auto-cleanup)
+  (( ! CRASH )) || LAUNCH+=(-disable-auto-cleanup)
   [[ -z "$HOSTFILE" ]] || LAUNCH+=(-f "$HOSTFILE")
 fi
-CMD=("${LAUNCH[@]}" "$BIN" bench --join "$ROOT_IP:$PORT" "${ALGO_ARGS[@]}" --kill "$KILL" --poll "$POLL" --json "${EXTRA[@]}")
+if (( AGREE )); then
+  CMD=("${LAUNCH[@]}" "$BIN" agree --join "$ROOT_IP:$PORT" --kill "$KILL" --json "${EXTRA[@]}")
+else
+  CMD=("${LAUNCH[@]}" "$BIN" bench --join "$ROOT_IP:$PORT" "${ALGO_ARGS[@]}" --kill "$KILL" --poll "$POLL" --json "${EXTRA[@]}")
+fi
 
 say "$N ranks through $LAUNCHER, rank 0 at $ROOT_IP:$PORT, result in $OUT"
 if (( DRY )); then

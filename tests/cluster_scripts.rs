@@ -99,6 +99,30 @@ fn mpirun_dry_run_uses_the_launchers_conventions() {
 }
 
 #[test]
+fn both_launchers_can_run_agreements() {
+    let (rc, out, err) = run("mpirun.sh", &["-n", "4", "--agree", "--dry-run", "--kill", "2@9"], &[]);
+    assert_eq!(rc, 0, "{err}");
+    for want in ["--with-ft ulfm", "agree --join 127.0.0.1:47000", "--kill 2@9", "--json"] {
+        assert!(out.contains(want), "'{want}' missing from: {out}");
+    }
+    assert!(!out.contains("bench") && !out.contains("--poll"), "{out}");
+    let (rc, out, err) = run(
+        "slurm/ftcoll.sbatch",
+        &["--agree", "--dry-run", "--iterations", "5000", "--", "--tree", "star"],
+        &[],
+    );
+    assert_eq!(rc, 0, "{err}");
+    for want in [
+        "agree --join 127.0.0.1:47000",
+        "--agreements 5000",
+        "--tree star",
+        "--json",
+    ] {
+        assert!(out.contains(want), "'{want}' missing from: {out}");
+    }
+}
+
+#[test]
 fn bad_input_is_one_line_and_exit_2() {
     for (rel, args, msg) in [
         ("slurm/ftcoll.sbatch", &["--port", "0"][..], "--port must be"),
