@@ -3,12 +3,14 @@
 //! (ICMP port unreachable through `IP_RECVERR`, `transport/udp/icmp.rs`) or the heartbeats.
 //!
 //! Control goes through the children's pipes only: each child binds its port and prints
-//! `ready`; the parent writes `go` to every stdin; a child prints one JSON result line when it
-//! returns the run's last agreement (or, at its injected crash, a `killed_ns` line on which
-//! the parent SIGKILLs it and notes the time) and keeps
-//! answering its peers (ERA's early return) until the parent closes its stdin. Clocks: every
-//! child aligns its monotonic clock to the parent's wall-clock epoch (same machine), so kill
-//! and return times compare across processes.
+//! `ready`; the parent writes `go` to every stdin; a child streams its returns in batches
+//! ([`agree_stream`]), which the parent merges into one online window (per-agreement rows in
+//! constant memory), prints one JSON result line when it returns the run's last agreement (or,
+//! at its injected crash, a `killed_ns` line on which the parent SIGKILLs it and notes the
+//! time) and keeps answering its peers (ERA's early return) until the parent closes its stdin.
+//! Clocks: every child aligns its monotonic clock to the parent's wall-clock epoch (same
+//! machine), so kill and return times compare across processes. `agree --join`
+//! ([`crate::runtime::agree_join`]) speaks the same lines over TCP across hosts.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
