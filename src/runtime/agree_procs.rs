@@ -752,3 +752,27 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         clock_uncertainty_ns: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::agree_window::tests::rec;
+
+    #[test]
+    fn node_lines_parse_and_anything_else_is_bad() {
+        assert!(matches!(parse("ready"), Line::Ready));
+        assert!(matches!(parse(r#"{"rank":2,"killed_ns":77}"#), Line::Killed(77)));
+        let recs = vec![(5, rec(1, 2, 3, true))];
+        assert!(matches!(parse(&agree_stream::encode(&recs)), Line::Recs(v) if v == recs));
+        let r = serde_json::to_string(&ChildResult {
+            rank: 1,
+            finished: true,
+            ..ChildResult::default()
+        })
+        .unwrap();
+        assert!(matches!(parse(&r), Line::Result(x) if x.rank == 1 && x.finished));
+        for bad in ["", "go", "recs ***", "recs ", r#"{"rank":2}"#, "ready now"] {
+            assert!(matches!(parse(bad), Line::Bad), "{bad:?}");
+        }
+    }
+}
