@@ -208,6 +208,7 @@ fn generation(s: &ChildSpec, rx: &mpsc::Receiver<String>) -> Result<Option<Child
         let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
         if !reported && (node.finished || timed_out) {
             reported = true;
+            node.record_returns(&sh, usize::MAX);
             let r = result(&node, &sh);
             println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         }
