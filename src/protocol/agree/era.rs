@@ -28,9 +28,10 @@
 //! Identifiers are consecutive per group (as counting agreement calls on an MPI communicator,
 //! §2); ranks in messages are physical ranks.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::era_tree::{EraTree, Shape};
+use super::slots::IdMap;
 use super::value::{Ballot, RankSet, Value};
 use crate::protocol::Rank;
 
@@ -194,7 +195,7 @@ pub struct Era<V> {
     view: View,
     /// Trees and the first agreement id each applies to (rebalancing appends).
     epochs: Vec<(AgreeId, EraTree)>,
-    slots: BTreeMap<AgreeId, Slot<V>>,
+    slots: IdMap<Slot<V>>,
     next_id: AgreeId,
     /// Every id below has returned here.
     returned_below: AgreeId,
@@ -231,7 +232,7 @@ impl<V: Value> Era<V> {
             version: 0,
             view: View::default(),
             epochs: vec![(0, tree)],
-            slots: BTreeMap::new(),
+            slots: IdMap::default(),
             next_id: 0,
             returned_below: 0,
             floor: 0,
@@ -349,7 +350,7 @@ impl<V: Value> Era<V> {
             returned_below: self.returned_below,
         };
         let me = self.me;
-        match self.slots.entry(id).or_insert_with(new_pending) {
+        match self.slots.get_or_insert_with(id, new_pending) {
             Slot::Decided { returned, result } => {
                 // Decided before entering (only if a parent's DOWN overtook the call).
                 *returned = true;
@@ -393,7 +394,7 @@ impl<V: Value> Era<V> {
 
     /// Rule Recv(UP(a, v)) from q.
     fn recv_up(&mut self, q: Rank, id: AgreeId, v: Ballot<V>) {
-        let down = match self.slots.entry(id).or_insert_with(new_pending) {
+        let down = match self.slots.get_or_insert_with(id, new_pending) {
             Slot::Pending(p) => {
                 if p.status != Status::Broadcasting {
                     p.current.fold(&v);
@@ -432,7 +433,7 @@ impl<V: Value> Era<V> {
         for r in newly {
             self.on_dead(r);
         }
-        let reply = match self.slots.entry(id).or_insert_with(new_pending) {
+        let reply = match self.slots.get_or_insert_with(id, new_pending) {
             Slot::Decided { result, .. } => Some(EraMsg::Down {
                 id,
                 ballot: result.clone(),
@@ -607,7 +608,7 @@ impl<V: Value> Era<V> {
         if go {
             self.epochs.push((id + 1, fresh));
             // Old epochs no agreement can use any more are dropped.
-            let lowest = self.slots.keys().next().copied().unwrap_or(id + 1).min(id + 1);
+            let lowest = self.slots.first_key().unwrap_or(id + 1).min(id + 1);
             while self.epochs.len() > 1 && self.epochs[1].0 <= lowest {
                 self.epochs.remove(0);
             }
