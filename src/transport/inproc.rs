@@ -38,6 +38,14 @@ const WRAP: u64 = u64::MAX;
 /// The fewest slots a ring has: two of the largest messages (with a wrap) must fit.
 pub const MIN_SLOTS: usize = 2 * slots_for(MAX_PAYLOAD);
 
+/// Up to this many ranks a receiver checks every ring it has on each poll (a cached line per
+/// ring while nothing changes); above, each sender also sets its bit in the receiver's
+/// doorbell words after publishing, and a receiver visits only the rings whose bit it finds.
+pub const DIRECT_MAX: u32 = 32;
+/// Slots of all the rings one sender may have, at most (beyond [`MIN_SLOTS`] per ring): a
+/// ring is shortened in large jobs so that memory grows as the pairs that talk, not faster.
+const SLOTS_PER_SENDER: usize = 8192;
+
 /// Slots a message of `len` bytes takes.
 const fn slots_for(len: usize) -> usize {
     if len <= FIRST {
@@ -57,18 +65,21 @@ struct Padded(AtomicU64);
 
 /// The ring of one (sender, receiver) pair. Positions count slots from 0 and never wrap; a
 /// header holds its position + 1, so no stale line (an older lap's header, a continuation
-/// slot, zeroed memory) can pass for the message the receiver expects.
+/// slot, zeroed memory) can pass for the message the receiver expects. Both ends hold the
+/// slots' pointer and length themselves, so reaching a slot costs no extra cache line (in a
+/// large job, the lines of a ring not used for a while are cold).
+#[derive(Clone)]
 struct Ring {
-    slots: Box<[Slot]>,
+    slots: Arc<[Slot]>,
     /// How far the receiver has read (published once per poll).
-    tail: Padded,
+    tail: Arc<Padded>,
 }
 
 impl Ring {
     fn new(slots: usize) -> Ring {
         Ring {
             slots: (0..slots).map(|_| Slot(Default::default())).collect(),
-            tail: Padded(AtomicU64::new(0)),
+            tail: Arc::new(Padded(AtomicU64::new(0))),
         }
     }
 
@@ -79,25 +90,34 @@ impl Ring {
 
 /// The sender's side of one ring.
 struct Tx {
-    ring: Arc<Ring>,
+    ring: Ring,
     head: u64,
     /// The receiver's position when last read: refreshed only when the ring looks full.
     tail: u64,
 }
 
+/// No ring (in `by_sender`).
+const NONE: u32 = u32::MAX;
+
 /// The receiver's side of one ring.
 struct Rx {
     from: u32,
-    ring: Arc<Ring>,
+    ring: Ring,
     pos: u64,
     /// Whether `pos` moved since it was last published to the sender.
     moved: bool,
 }
 
-/// The announcements and liveness flags all endpoints share.
+/// The announcements, doorbells and liveness flags all endpoints share.
 struct Shared {
     /// Per receiver: rings its senders created since it last looked (each sender once).
-    announce: Vec<ArrayQueue<(u32, Arc<Ring>)>>,
+    announce: Vec<ArrayQueue<(u32, Ring)>>,
+    /// Receivers poll every ring ([`DIRECT_MAX`]); otherwise they read `bells`.
+    direct: bool,
+    /// Doorbell words per receiver (one bit per sender).
+    words: usize,
+    /// `bells[to * words + from / 64]` bit `from % 64`: `from` published since `to` looked.
+    bells: Vec<Padded>,
     dead: Vec<AtomicBool>,
 }
 
@@ -115,12 +135,20 @@ impl std::fmt::Debug for InprocNet {
 
 impl InprocNet {
     /// A network of ranks `0..n` and its `n` endpoints, in rank order. Each pair that talks
-    /// gets a ring of `ring_slots` 64-byte slots (rounded up to a power of two, at least
-    /// [`MIN_SLOTS`]) on its first message: the pair's window.
+    /// gets a ring of `ring_slots` 64-byte slots on its first message, the pair's window
+    /// (rounded up to a power of two, at least [`MIN_SLOTS`]; fewer in large jobs, see
+    /// [`SLOTS_PER_SENDER`]).
     pub fn new(n: u32, ring_slots: usize) -> (InprocNet, Vec<InprocTransport>) {
-        let slots = ring_slots.max(MIN_SLOTS).next_power_of_two();
+        let slots = ring_slots
+            .min(SLOTS_PER_SENDER / n.max(1) as usize)
+            .max(MIN_SLOTS)
+            .next_power_of_two();
+        let words = (n as usize).div_ceil(64);
         let shared = Arc::new(Shared {
             announce: (0..n).map(|_| ArrayQueue::new(n.max(1) as usize)).collect(),
+            direct: n <= DIRECT_MAX,
+            words,
+            bells: (0..n as usize * words).map(|_| Padded(AtomicU64::new(0))).collect(),
             dead: (0..n).map(|_| AtomicBool::new(false)).collect(),
         });
         let endpoints = (0..n)
@@ -131,6 +159,8 @@ impl InprocNet {
                 shared: Arc::clone(&shared),
                 tx: (0..n).map(|_| None).collect(),
                 rx: Vec::new(),
+                by_sender: vec![NONE; n as usize],
+                carry: vec![0; words],
                 next_rx: 0,
                 scratch: vec![0; MAX_PAYLOAD],
                 to_report: Vec::with_capacity(n as usize),
@@ -173,6 +203,10 @@ pub struct InprocTransport {
     tx: Vec<Option<Tx>>,
     /// The rings written to this endpoint, in the order their senders first sent.
     rx: Vec<Rx>,
+    /// Per sender: its ring's index in `rx`, or [`NONE`].
+    by_sender: Vec<u32>,
+    /// Doorbell bits of rings left with messages by the last poll's budget.
+    carry: Vec<u64>,
     /// The ring the next poll starts with (round-robin between senders).
     next_rx: usize,
     /// A message copied out of its ring for the sink.
@@ -201,6 +235,7 @@ impl InprocTransport {
     /// Takes in the rings senders created since the last look.
     fn adopt_rings(&mut self) {
         while let Some((from, ring)) = self.shared.announce[self.rank as usize].pop() {
+            self.by_sender[from as usize] = self.rx.len() as u32;
             self.rx.push(Rx {
                 from,
                 ring,
@@ -212,12 +247,63 @@ impl InprocTransport {
 
     /// Whether a message may be waiting (used by `wait`).
     fn has_work(&self) -> bool {
+        let me = self.rank as usize;
+        let sh = &self.shared;
         !self.to_report.is_empty()
-            || !self.shared.announce[self.rank as usize].is_empty()
-            || self
-                .rx
-                .iter()
-                .any(|r| r.ring.slot(r.pos).0[0].load(Ordering::Acquire) == r.pos + 1)
+            || !sh.announce[me].is_empty()
+            || if sh.direct {
+                self.rx
+                    .iter()
+                    .any(|r| r.ring.slot(r.pos).0[0].load(Ordering::Acquire) == r.pos + 1)
+            } else {
+                self.carry.iter().any(|&c| c != 0)
+                    || sh.bells[me * sh.words..(me + 1) * sh.words]
+                        .iter()
+                        .any(|b| b.0.load(Ordering::Acquire) != 0)
+            }
+    }
+
+    /// Delivers up to `budget` messages of ring `i` of `rx`; whether any are left.
+    fn drain(&mut self, i: usize, budget: usize, sink: &mut dyn FnMut(Delivery<'_>)) -> bool {
+        let rx = &mut self.rx[i];
+        let mut left = false;
+        for k in 0..=budget {
+            let head = rx.ring.slot(rx.pos);
+            if head.0[0].load(Ordering::Acquire) != rx.pos + 1 {
+                break;
+            }
+            if k == budget {
+                left = true;
+                break;
+            }
+            let len = head.0[1].load(Ordering::Relaxed);
+            if len == WRAP {
+                let size = rx.ring.slots.len() as u64;
+                rx.pos += size - (rx.pos & (size - 1));
+                rx.moved = true;
+                continue;
+            }
+            // Never above MAX_PAYLOAD: only `send` writes headers.
+            let len = (len as usize).min(MAX_PAYLOAD);
+            let out = &mut self.scratch[..len];
+            let (lead, rest) = out.split_at_mut(len.min(FIRST));
+            load_words(&head.0[2..], lead);
+            for (j, chunk) in rest.chunks_mut(NEXT).enumerate() {
+                load_words(&rx.ring.slot(rx.pos + 1 + j as u64).0[1..], chunk);
+            }
+            rx.pos += slots_for(len) as u64;
+            rx.moved = true;
+            sink(Delivery::Message {
+                from: rx.from,
+                bytes: &self.scratch[..len],
+            });
+            self.stats.received += 1;
+        }
+        if rx.moved {
+            rx.moved = false;
+            rx.ring.tail.0.store(rx.pos, Ordering::Release);
+        }
+        left
     }
 }
 
@@ -286,9 +372,9 @@ impl Transport for InprocTransport {
         let tx = match &mut self.tx[to as usize] {
             Some(tx) => tx,
             slot => {
-                let ring = Arc::new(Ring::new(self.slots));
+                let ring = Ring::new(self.slots);
                 // Cannot fail: each sender announces once and the queue holds one per rank.
-                let _ = self.shared.announce[to as usize].push((self.rank, Arc::clone(&ring)));
+                let _ = self.shared.announce[to as usize].push((self.rank, ring.clone()));
                 slot.insert(Tx { ring, head: 0, tail: 0 })
             }
         };
@@ -313,6 +399,13 @@ impl Transport for InprocTransport {
         }
         write_message(&tx.ring, tx.head, bytes);
         tx.head += need;
+        if !self.shared.direct {
+            let sh = &self.shared;
+            let r = self.rank as usize;
+            sh.bells[to as usize * sh.words + r / 64]
+                .0
+                .fetch_or(1 << (r % 64), Ordering::AcqRel);
+        }
         self.stats.sent += 1;
         Ok(())
     }
@@ -329,49 +422,41 @@ impl Transport for InprocTransport {
             delivered += 1;
         }
         self.adopt_rings();
-        let rings = self.rx.len();
+        let before = self.stats.received;
         // At most one ring's worth of messages per sender and poll, so no sender starves.
         let budget = self.slots;
-        for k in 0..rings {
-            let rx = &mut self.rx[(self.next_rx + k) % rings];
-            for _ in 0..budget {
-                let head = rx.ring.slot(rx.pos);
-                if head.0[0].load(Ordering::Acquire) != rx.pos + 1 {
-                    break;
-                }
-                let len = head.0[1].load(Ordering::Relaxed);
-                if len == WRAP {
-                    let size = rx.ring.slots.len() as u64;
-                    rx.pos += size - (rx.pos & (size - 1));
-                    rx.moved = true;
-                    continue;
-                }
-                // Never above MAX_PAYLOAD: only `send` writes headers.
-                let len = (len as usize).min(MAX_PAYLOAD);
-                let out = &mut self.scratch[..len];
-                let (lead, rest) = out.split_at_mut(len.min(FIRST));
-                load_words(&head.0[2..], lead);
-                for (j, chunk) in rest.chunks_mut(NEXT).enumerate() {
-                    load_words(&rx.ring.slot(rx.pos + 1 + j as u64).0[1..], chunk);
-                }
-                rx.pos += slots_for(len) as u64;
-                rx.moved = true;
-                sink(Delivery::Message {
-                    from: rx.from,
-                    bytes: &self.scratch[..len],
-                });
-                self.stats.received += 1;
-                delivered += 1;
+        if self.shared.direct {
+            let rings = self.rx.len();
+            for k in 0..rings {
+                self.drain((self.next_rx + k) % rings, budget, sink);
             }
-            let rx = &mut self.rx[(self.next_rx + k) % rings];
-            if rx.moved {
-                rx.moved = false;
-                rx.ring.tail.0.store(rx.pos, Ordering::Release);
+            if rings > 0 {
+                self.next_rx = (self.next_rx + 1) % rings;
+            }
+        } else {
+            let (me, words) = (self.rank as usize, self.shared.words);
+            for w in 0..words {
+                let bell = &self.shared.bells[me * words + w].0;
+                let mut bits = std::mem::take(&mut self.carry[w]);
+                if bell.load(Ordering::Relaxed) != 0 {
+                    bits |= bell.swap(0, Ordering::Acquire);
+                }
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let from = w * 64 + b;
+                    if self.by_sender[from] == NONE {
+                        // Announced before its first bell: visible now.
+                        self.adopt_rings();
+                    }
+                    let i = self.by_sender[from];
+                    if i != NONE && self.drain(i as usize, budget, sink) {
+                        self.carry[w] |= 1 << b;
+                    }
+                }
             }
         }
-        if rings > 0 {
-            self.next_rx = (self.next_rx + 1) % rings;
-        }
+        delivered += (self.stats.received - before) as usize;
         Ok(delivered)
     }
 
@@ -546,6 +631,40 @@ mod tests {
             assert_eq!(o.stats.sent, 3 * 5_000);
             assert_eq!(o.stats.received, 3 * 5_000);
         }
+    }
+
+    #[test]
+    fn inproc_doorbells_deliver_everything_in_order_in_large_jobs() {
+        // Above DIRECT_MAX receivers visit only the rings whose doorbell bit is set; messages
+        // of every size (wraps, several slots) and full rings (the budget's carry) included.
+        let n = DIRECT_MAX + 40;
+        let (_net, ep) = InprocNet::new(n, MIN_SLOTS);
+        let out = crate::transport::testutil::exchange(ep, 150, 300, &[], Duration::from_secs(120));
+        crate::transport::testutil::assert_complete(&out, 150);
+    }
+
+    #[test]
+    fn inproc_doorbell_carry_keeps_what_one_poll_could_not_take() {
+        let n = DIRECT_MAX + 1;
+        let (_net, mut ep) = InprocNet::new(n, MIN_SLOTS);
+        let now = Instant::now();
+        let slots = MIN_SLOTS.next_power_of_two();
+        for i in 0..slots {
+            ep[5].send(0, &(i as u32).to_le_bytes(), now).unwrap();
+        }
+        ep[n as usize - 1].send(0, b"last rank", now).unwrap();
+        // One poll takes a ring's worth per sender; nothing is left behind after two.
+        let mut got = collect(&mut ep[0]);
+        got.extend(collect(&mut ep[0]));
+        assert_eq!(got.len(), slots + 1);
+        let from5: Vec<u32> = got
+            .iter()
+            .filter(|(f, _)| *f == 5)
+            .map(|(_, b)| u32::from_le_bytes(b[..4].try_into().unwrap()))
+            .collect();
+        assert_eq!(from5, (0..slots as u32).collect::<Vec<_>>());
+        assert!(got.contains(&(n - 1, b"last rank".to_vec())));
+        assert!(collect(&mut ep[0]).is_empty());
     }
 
     #[test]
