@@ -242,6 +242,10 @@ pub(crate) fn run_node(
         }
         let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
         let done = !reported && (node.finished || timed_out);
+        if done {
+            // (Returns the node still batches go out with the last stream line.)
+            node.record_returns(&sh, usize::MAX);
+        }
         if let Some(tap) = node.tap.as_mut().filter(|t| {
             t.len() >= BATCH
                 || (!t.is_empty()

@@ -5,19 +5,27 @@
 //! Why a small ring suffices (blocking agreements, ERA §2): a process decides agreement `i`
 //! only after every process not known dead contributed to it (the UP rule gathers the whole
 //! live tree), so when any node returns `i + 1` every live node has entered `i + 1`, i.e.
-//! returned `i` and recorded it. Returns of live nodes therefore span at most two consecutive
-//! ids; agreement `i` is final once a return of `i + 2` arrives. A node that is being made
-//! dead by a (false) suspicion may still record a moment late: such returns are counted as
-//! `late` and left out. A node far ahead (impossible while the others live) only finalizes
-//! what is behind it early, so the ring never holds more than two ids.
+//! returned `i`. A node hands its returns over in batches of at most [`BATCH`], the last
+//! batch before it contributes to the agreement after it (so the lock is taken once per
+//! batch, not per agreement); a node's return of `i` is therefore recorded before anyone can
+//! return `i + FINAL` ([`FINAL`] = `BATCH + 1`), and agreement `i` is final once a return of
+//! `i + FINAL` arrives. A node that is being made dead by a (false) suspicion may still
+//! record late: such returns are counted as `late` and left out. A node far ahead
+//! (impossible while the others live) only finalizes what is behind it early, so the ring
+//! never holds more than `FINAL + 1` ids.
 
 use hdrhistogram::Histogram;
 
 use crate::protocol::Rank;
 use crate::protocol::agree::AgreeId;
 
-/// Slots of the ring (two ids are ever in it; a power of two above that).
-pub const RING: usize = 4;
+/// Returns a node may hold before it must hand them over (see the module comment).
+pub const BATCH: usize = 16;
+/// Agreement `i` is final once a return of `i + FINAL` arrives.
+pub const FINAL: u64 = BATCH as u64 + 1;
+/// Slots of the ring (`FINAL + 1` ids at most are in it; a power of two above that).
+pub const RING: usize = 32;
+const _: () = assert!(RING as u64 > FINAL);
 
 /// One node's return of one agreement; times in ns on the run's clock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,8 +118,8 @@ impl Window {
             self.late += 1;
             return;
         }
-        // Everything two ids back is final: the ring then holds at most ids `id - 1, id`.
-        while self.below + 2 <= id {
+        // Everything `FINAL` ids back is final: the ring then holds ids `id - FINAL + 1 ..= id`.
+        while self.below + FINAL <= id {
             self.finalize(self.below, dead);
         }
         let s = &mut self.slots[(id % RING as u64) as usize];
@@ -229,7 +237,7 @@ pub(crate) mod tests {
         w.record(0, 0, rec(0, 5, 1, true), &|_| false);
         w.record(1, 0, rec(0, 5, 2, true), &|_| false);
         w.record(0, 1, rec(5, 9, 1, true), &|_| false);
-        w.record(0, 2, rec(9, 12, 1, true), &|_| false);
+        w.record(0, FINAL, rec(9, 12, 1, true), &|_| false);
         w.record(1, 0, rec(0, 5, 1, true), &|_| false);
         w.flush(&|_| false);
         assert_eq!((w.agreements, w.disagreements, w.late), (3, 1, 1));

@@ -119,7 +119,7 @@ pub fn endpoints_with_key(
 ) -> Result<Endpoints, String> {
     Ok(match kind {
         TransportKind::Inproc => {
-            let (net, ts) = InprocNet::new(n, 1024);
+            let (net, ts) = InprocNet::new(n, 256);
             ts.into_iter()
                 .enumerate()
                 .map(|(r, t)| {

@@ -28,9 +28,10 @@
 //! Identifiers are consecutive per group (as counting agreement calls on an MPI communicator,
 //! §2); ranks in messages are physical ranks.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::era_tree::{EraTree, Shape};
+use super::slots::IdMap;
 use super::value::{Ballot, RankSet, Value};
 use crate::protocol::Rank;
 
@@ -168,6 +169,17 @@ pub struct EraCounters {
     pub ignored_down: u64,
 }
 
+/// `Parent(S_p, p)` and `Children(S_p, p)` (§2) of this process, computed once per epoch and
+/// `S_p` rather than on every message: failure-free, they never change.
+#[derive(Clone, Debug, Default)]
+struct View {
+    /// The first agreement id of the epoch it was computed for, and `S_p`'s version.
+    key: Option<(AgreeId, u64)>,
+    parent: Option<Rank>,
+    /// Sorted.
+    kids: Vec<Rank>,
+}
+
 /// One process's ERA state for every agreement of its group.
 #[derive(Clone, Debug)]
 pub struct Era<V> {
@@ -175,9 +187,15 @@ pub struct Era<V> {
     cfg: EraConfig,
     /// ERA Part 1's `S_p`, indexed by rank (`true` = dead).
     dead: Vec<bool>,
+    /// `S_p` as a set (kept with `dead`: every ballot carries it).
+    known: RankSet,
+    /// Bumped whenever `S_p` changes (invalidates `view`).
+    version: u64,
+    /// This process's parent and children in the tree of one epoch under `S_p`.
+    view: View,
     /// Trees and the first agreement id each applies to (rebalancing appends).
     epochs: Vec<(AgreeId, EraTree)>,
-    slots: BTreeMap<AgreeId, Slot<V>>,
+    slots: IdMap<Slot<V>>,
     next_id: AgreeId,
     /// Every id below has returned here.
     returned_below: AgreeId,
@@ -210,8 +228,11 @@ impl<V: Value> Era<V> {
             me,
             cfg,
             dead: vec![false; n as usize],
+            known: RankSet::new(),
+            version: 0,
+            view: View::default(),
             epochs: vec![(0, tree)],
-            slots: BTreeMap::new(),
+            slots: IdMap::default(),
             next_id: 0,
             returned_below: 0,
             floor: 0,
@@ -254,7 +275,7 @@ impl<V: Value> Era<V> {
 
     /// The processes this one knows dead (`S_p`).
     pub fn known_dead(&self) -> RankSet {
-        RankSet::of((0..self.dead.len() as Rank).filter(|&r| self.dead[r as usize]))
+        self.known.clone()
     }
 
     /// `MPIX_Comm_failure_ack`: acknowledges every failure known so far; agreements entered
@@ -268,8 +289,21 @@ impl<V: Value> Era<V> {
         &self.epochs[i].1
     }
 
-    fn parent(&self, id: AgreeId) -> Option<Rank> {
-        self.tree_for(id).parent(&self.dead, self.me)
+    /// Brings `view` to the epoch of agreement `id` and the current `S_p`.
+    fn refresh_view(&mut self, id: AgreeId) {
+        let i = self.epochs.iter().rposition(|(from, _)| *from <= id).unwrap_or(0);
+        let key = Some((self.epochs[i].0, self.version));
+        if self.view.key != key {
+            let tree = &self.epochs[i].1;
+            self.view.parent = tree.parent(&self.dead, self.me);
+            tree.children(&self.dead, self.me, &mut self.view.kids);
+            self.view.key = key;
+        }
+    }
+
+    fn parent(&mut self, id: AgreeId) -> Option<Rank> {
+        self.refresh_view(id);
+        self.view.parent
     }
 
     fn children(&mut self, id: AgreeId, of: Rank) -> Vec<Rank> {
@@ -316,7 +350,7 @@ impl<V: Value> Era<V> {
             returned_below: self.returned_below,
         };
         let me = self.me;
-        match self.slots.entry(id).or_insert_with(new_pending) {
+        match self.slots.get_or_insert_with(id, new_pending) {
             Slot::Decided { returned, result } => {
                 // Decided before entering (only if a parent's DOWN overtook the call).
                 *returned = true;
@@ -360,7 +394,7 @@ impl<V: Value> Era<V> {
 
     /// Rule Recv(UP(a, v)) from q.
     fn recv_up(&mut self, q: Rank, id: AgreeId, v: Ballot<V>) {
-        let down = match self.slots.entry(id).or_insert_with(new_pending) {
+        let down = match self.slots.get_or_insert_with(id, new_pending) {
             Slot::Pending(p) => {
                 if p.status != Status::Broadcasting {
                     p.current.fold(&v);
@@ -399,7 +433,7 @@ impl<V: Value> Era<V> {
         for r in newly {
             self.on_dead(r);
         }
-        let reply = match self.slots.entry(id).or_insert_with(new_pending) {
+        let reply = match self.slots.get_or_insert_with(id, new_pending) {
             Slot::Decided { result, .. } => Some(EraMsg::Down {
                 id,
                 ballot: result.clone(),
@@ -426,17 +460,16 @@ impl<V: Value> Era<V> {
         if p.status != Status::Gathering || !p.contributed.contains(self.me) {
             return;
         }
-        let kids = self.children(id, self.me);
-        let parent = self.parent(id);
-        let known = self.known_dead();
+        self.refresh_view(id);
+        let parent = self.view.parent;
         let Some(Slot::Pending(p)) = self.slots.get_mut(&id) else {
             return;
         };
-        if !kids.iter().all(|&k| p.contributed.contains(k)) {
+        if !self.view.kids.iter().all(|&k| p.contributed.contains(k)) {
             return;
         }
         // This process also proposes the failures it knows now (idempotent for F).
-        p.current.failed.union_with(&known);
+        p.current.failed.union_with(&self.known);
         p.status = Status::Broadcasting;
         let current = p.current.clone();
         match parent {
@@ -447,16 +480,38 @@ impl<V: Value> Era<V> {
 
     /// Procedure Decision(v, a).
     fn decision(&mut self, id: AgreeId, v: Ballot<V>) {
-        let mut to = RankSet::of(self.children(id, self.me));
-        let entered = match self.slots.get(&id) {
-            Some(Slot::Pending(p)) => {
-                to.union_with(&p.requested);
-                p.status != Status::NotContributed
-            }
-            _ => false,
+        self.refresh_view(id);
+        let (kids, requested, entered) = match self.slots.get(&id) {
+            Some(Slot::Pending(p)) => (
+                &self.view.kids[..],
+                p.requested.as_slice(),
+                p.status != Status::NotContributed,
+            ),
+            _ => (&self.view.kids[..], &[][..], false),
         };
-        for &n in to.as_slice() {
-            self.send(n, EraMsg::Down { id, ballot: v.clone() });
+        // To Children(S_p, p) ∪ Requested, in increasing rank order (both lists are sorted).
+        let (mut i, mut j) = (0, 0);
+        loop {
+            let n = match (kids.get(i), requested.get(j)) {
+                (Some(&a), Some(&b)) if a == b => {
+                    (i, j) = (i + 1, j + 1);
+                    a
+                }
+                (Some(&a), Some(&b)) if a < b => {
+                    i += 1;
+                    a
+                }
+                (_, Some(&b)) => {
+                    j += 1;
+                    b
+                }
+                (Some(&a), None) => {
+                    i += 1;
+                    a
+                }
+                (None, None) => break,
+            };
+            self.out.push_back((n, EraMsg::Down { id, ballot: v.clone() }));
         }
         self.slots.insert(
             id,
@@ -500,15 +555,9 @@ impl<V: Value> Era<V> {
         }
         if self.cfg.gc && v.returned_below != u64::MAX && v.returned_below > self.floor {
             let floor = v.returned_below.min(self.returned_below);
-            let keep = self.slots.split_off(&floor);
-            let old = std::mem::replace(&mut self.slots, keep);
             // Only decided results are collected; anything else stays (it cannot exist here
             // for a live contributor, whose prefix bounded `returned_below`).
-            for (k, s) in old {
-                if let Slot::Pending(_) = s {
-                    self.slots.insert(k, s);
-                }
-            }
+            self.slots.retain(|&k, s| k >= floor || matches!(s, Slot::Pending(_)));
             self.floor = self.floor.max(floor);
         }
         self.rebalance(id, v);
@@ -559,7 +608,7 @@ impl<V: Value> Era<V> {
         if go {
             self.epochs.push((id + 1, fresh));
             // Old epochs no agreement can use any more are dropped.
-            let lowest = self.slots.keys().next().copied().unwrap_or(id + 1).min(id + 1);
+            let lowest = self.slots.first_key().unwrap_or(id + 1).min(id + 1);
             while self.epochs.len() > 1 && self.epochs[1].0 <= lowest {
                 self.epochs.remove(0);
             }
@@ -596,6 +645,8 @@ impl<V: Value> Era<V> {
             }
         }
         self.dead[q as usize] = true;
+        self.known.insert(q);
+        self.version += 1;
         for id in lost_parent {
             match self.parent(id) {
                 None => {

@@ -4,6 +4,7 @@
 pub mod era;
 pub mod era_tree;
 pub mod membership;
+pub mod slots;
 pub mod value;
 
 pub use era::{AgreeError, AgreeId, Era, EraConfig, EraCounters, EraMsg, Outcome, Rebalance};
