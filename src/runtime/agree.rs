@@ -477,20 +477,8 @@ impl Node {
         };
         self.returned += 1;
         self.max_stored = self.max_stored.max(self.era.stored());
-        let block = (o.id / DIGEST_BLOCK) as usize;
-        if self.digests.len() <= block {
-            self.digests.resize(block + 1, 0);
-        }
-        let d = &mut self.digests[block];
-        *d = d.rotate_left(5) ^ fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ o.id;
         let (id, value) = (o.id, o.value.0);
-        self.last_failed.clear();
-        self.last_failed.extend((0..self.n).filter(|&r| o.failed.contains(r)));
         self.unrecorded.push((id, rec));
-        let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
-        if !valid(self.seed, self.n, id, value, &dead) {
-            self.invalid += 1;
-        }
         if !o.ok() {
             self.era.acknowledge_failures();
         }
@@ -499,6 +487,20 @@ impl Node {
             sh.finished.fetch_add(1, Ordering::AcqRel);
         }
         self.enter_next(sh, now);
+        // The next contribution goes out before the rest of the bookkeeping.
+        self.send_pending(sh, now);
+        let block = (id / DIGEST_BLOCK) as usize;
+        if self.digests.len() <= block {
+            self.digests.resize(block + 1, 0);
+        }
+        let d = &mut self.digests[block];
+        *d = d.rotate_left(5) ^ fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ id;
+        self.last_failed.clear();
+        self.last_failed.extend((0..self.n).filter(|&r| o.failed.contains(r)));
+        let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
+        if !valid(self.seed, self.n, id, value, &dead) {
+            self.invalid += 1;
+        }
     }
 
     /// One pass: receive, detect, return and re-enter, send. Returns whether anything
