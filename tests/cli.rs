@@ -265,6 +265,41 @@ fn bench_json_reports_latencies_consistency_and_prediction() {
 }
 
 #[test]
+fn yield_polled_nodes_sharing_workers_send_every_correction_one_per_pass() {
+    // Six nodes on two workers, each sending one message per pass and yielding after it:
+    // every live node still delivers exactly once, also after a crash.
+    let v = json(&[
+        "bench",
+        "--transport",
+        "udp",
+        "--nodes",
+        "6",
+        "--workers",
+        "2",
+        "--poll",
+        "yield",
+        "--correction",
+        "checked",
+        "--iterations",
+        "60",
+        "--warmup",
+        "5",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+        "--kill",
+        "2@30",
+        "--json",
+    ]);
+    assert_eq!(v["measured_ops"], 60, "{v}");
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["timeouts"], 0, "{v}");
+    assert_eq!(v["config"]["poll"], "yield", "{v}");
+    assert!(v["messages_per_op"].as_f64().is_some_and(|m| m > 5.0), "{v}");
+}
+
+#[test]
 fn bench_writes_an_hdrhistogram_interval_log() {
     let dir = std::env::temp_dir().join(format!("ftcoll-hlog-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
