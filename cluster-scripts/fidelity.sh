@@ -4,6 +4,9 @@
 # corrected binomial, Lamé and optimal trees and corrected gossip, without and with a host
 # crashed mid-run, each with the model fed the measured L and o, and prints one markdown table
 # of p50 coloring latency, measured against predicted. Needs root (netns-cluster.sh).
+# The emulated hosts share this machine's cores: when they outnumber them, each busy-polling
+# host runs cores/hosts of the time and the runs are given `--shared-cores` (the model and the
+# protocols take o·hosts/cores, processor sharing; see README "Model fidelity with a real L").
 #
 # usage: fidelity.sh [-n HOSTS] [-d DELAY] [--iterations N] [--poll busy|yield|blocking]
 #   -n, --hosts N      hosts of the broadcast runs                                   [4]
@@ -12,21 +15,25 @@
 #   --poll P           how nodes wait: busy needs a core per host; yield (spin, giving the
 #                      core away after every empty pass) or blocking (sleep in the kernel)
 #                      share cores                                     [yield if N > cores]
+#   --cores C          cores the hosts share, for the model; 0: a core per host (plain LogP)
+#                                                                            [nproc]
 set -euo pipefail
 
 die() { echo "fidelity: $*" >&2; exit 2; }
-HOSTS=4 DELAY=50us ITER=2000 POLL=""
+HOSTS=4 DELAY=50us ITER=2000 POLL="" CORES="$(nproc)"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -n|--hosts) HOSTS="${2:?}"; shift 2 ;;
     -d|--delay) DELAY="${2:?}"; shift 2 ;;
     --iterations) ITER="${2:?}"; shift 2 ;;
     --poll) POLL="${2:?}"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --cores) CORES="${2:?}"; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 if ! [[ "$ITER" =~ ^[0-9]+$ ]] || ! (( ITER >= 100 )); then die "--iterations must be at least 100"; fi
+if ! [[ "$CORES" =~ ^[0-9]+$ ]]; then die "--cores must be a number of cores (0: a core per host)"; fi
 if ! [[ "$HOSTS" =~ ^[0-9]+$ ]] || ! (( HOSTS >= 3 )); then die "--hosts must be at least 3 (one is crashed)"; fi
 [[ -n "$POLL" ]] || { if (( HOSTS + 1 > $(nproc) )); then POLL=yield; else POLL=busy; fi; }
 [[ "$POLL" == busy || "$POLL" == yield || "$POLL" == blocking ]] || die "--poll must be busy, yield or blocking"
@@ -45,9 +52,17 @@ read -r L_NS O_NS RATIO < <(python3 -c '
 import json, sys
 v = json.loads(sys.argv[1]); d = v["direct"]
 print(d["l_ns"], d["o_ns"], "%.2f" % v["L_over_expected"]["direct"])' "$LOGP")
-echo "| link delay D | measured L (direct) | L / D | o |"
-echo "|---|---|---|---|"
-echo "| $DELAY | $(( L_NS / 1000 )).$(( L_NS % 1000 / 100 )) µs | $RATIO | $O_NS ns |"
+MODEL_O=$O_NS SHARED=()
+if (( CORES > 0 )); then
+  SHARED=(--shared-cores "$CORES")
+  (( HOSTS > CORES )) && MODEL_O=$(( (O_NS * HOSTS + CORES - 1) / CORES ))
+  SHARE="$HOSTS hosts on $CORES cores"
+else
+  SHARE="a core per host"
+fi
+echo "| link delay D | measured L (direct) | L / D | o | model o ($SHARE) |"
+echo "|---|---|---|---|---|"
+echo "| $DELAY | $(( L_NS / 1000 )).$(( L_NS % 1000 / 100 )) µs | $RATIO | $O_NS ns | $MODEL_O ns |"
 echo
 echo "| algorithm | crash | measured p50 µs | model p50 µs | ratio | violations |"
 echo "|---|---|---|---|---|---|"
@@ -60,7 +75,7 @@ for algo in "corrected-tree --tree binomial --correction checked" \
   for kill in none "2@$MID:sigkill"; do
     read -r -a A <<< "--algo $algo"
     OUT="$("$NETNS" -n "$HOSTS" -d "$DELAY" -- "${A[@]}" --iterations "$ITER" --warmup "$WARM" --poll "$POLL" \
-      --kill "$kill" --L-ns "$L_NS" --o-ns "$O_NS" --json 2>/dev/null | grep '^{' || true)"
+      --kill "$kill" --L-ns "$L_NS" --o-ns "$O_NS" "${SHARED[@]}" --json 2>/dev/null | grep '^{' || true)"
     if [[ -z "$OUT" ]]; then
       echo "| $algo | $kill | run failed | | | |"
       continue

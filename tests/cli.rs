@@ -193,6 +193,18 @@ fn misuse_is_one_line_and_exit_2() {
         &["bench", "--window", "0"],
         &["bench", "--size", "5000"],
         &["bench", "--o-ns", "0"],
+        &["bench", "--shared-cores", "2"],
+        &[
+            "bench",
+            "--join",
+            "127.0.0.1:9",
+            "--rank",
+            "1",
+            "--nodes",
+            "4",
+            "--shared-cores",
+            "0",
+        ],
         &["bench", "--iterations", "0"],
         &["bench", "--transport", "carrier-pigeon"],
         &["bench", "--algo", "big", "--correction", "checked"],
@@ -213,12 +225,10 @@ fn misuse_is_one_line_and_exit_2() {
     }
 }
 
-#[test]
-fn bench_json_reports_latencies_consistency_and_prediction() {
-    let v = json(&[
+/// `bench --json` on six nodes, 60 measured operations, rank 2 crashing in the 30th.
+fn bench_six_nodes_rank_2_dies(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
         "bench",
-        "--transport",
-        "inproc",
         "--nodes",
         "6",
         "--iterations",
@@ -231,10 +241,15 @@ fn bench_json_reports_latencies_consistency_and_prediction() {
         "2000",
         "--kill",
         "2@30",
-        "--poll",
-        "adaptive",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
+#[test]
+fn bench_json_reports_latencies_consistency_and_prediction() {
+    let v = bench_six_nodes_rank_2_dies(&["--transport", "inproc", "--poll", "adaptive"]);
     assert_eq!(v["measured_ops"], 60);
     assert_eq!(v["violations"], 0, "{v}");
     assert_eq!(v["dead_nodes"], serde_json::json!([2]));
@@ -250,6 +265,27 @@ fn bench_json_reports_latencies_consistency_and_prediction() {
             .is_some_and(|r| r > 0.0),
         "{v}"
     );
+}
+
+#[test]
+fn yield_polled_nodes_sharing_workers_send_every_correction_one_per_pass() {
+    // Six nodes on two workers, each sending one message per pass and yielding after it:
+    // every live node still delivers exactly once, also after a crash.
+    let v = bench_six_nodes_rank_2_dies(&[
+        "--transport",
+        "udp",
+        "--workers",
+        "2",
+        "--poll",
+        "yield",
+        "--correction",
+        "checked",
+    ]);
+    assert_eq!(v["measured_ops"], 60, "{v}");
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["timeouts"], 0, "{v}");
+    assert_eq!(v["config"]["poll"], "yield", "{v}");
+    assert!(v["messages_per_op"].as_f64().is_some_and(|m| m > 5.0), "{v}");
 }
 
 #[test]

@@ -130,6 +130,8 @@ fn bad_input_is_one_line_and_exit_2() {
         ("slurm/ftcoll.sbatch", &[], "not inside a Slurm allocation"),
         ("slurm/ftcoll.sbatch", &["--what"], "unknown option"),
         ("mpirun.sh", &[], "-n must be an integer"),
+        ("fidelity.sh", &["--cores", "two"], "--cores must be"),
+        ("fidelity.sh", &["--hosts", "2"], "--hosts must be at least 3"),
         ("mpirun.sh", &["-n", "4", "--launcher", "lam"], "--launcher must be"),
         (
             "mpirun.sh",

@@ -63,6 +63,12 @@ pub struct BenchArgs {
     /// LogP L in ns [default: measured].
     #[arg(long = "L-ns")]
     pub l_ns: Option<u64>,
+    /// The cores the hosts of a launched run share (an emulated cluster on one machine, e.g.
+    /// netns-cluster.sh). When the nodes outnumber them, each busy-polling node runs C/nodes
+    /// of the time, so o (CPU time per message) takes o·nodes/C of wall time: the protocols'
+    /// time unit and the model use that (processor sharing). Unset: a core per node.
+    #[arg(long = "shared-cores")]
+    pub shared_cores: Option<u32>,
     /// An operation not complete after this many ms is abandoned and counted.
     #[arg(long = "op-timeout-ms", default_value_t = 1000)]
     pub op_timeout_ms: u64,
@@ -170,6 +176,16 @@ fn row(name: &str, h: &Histogram<u64>) -> String {
 /// dead from the start are dead in every run, and a node crashed during iteration I is dead in
 /// the share of runs that stands for the measured operations from I on (the runs are split
 /// over the segments between crashes in proportion to their lengths).
+/// LogP `o` on hosts that share `cores` cores (processor sharing): each of `nodes`
+/// busy-polling nodes runs `cores / nodes` of the time, so a message's `o` of CPU time takes
+/// `o · nodes / cores` of wall time. Unchanged with a core per node (or `cores` unset).
+pub fn shared_o_ns(o_ns: u64, nodes: u32, cores: Option<u32>) -> u64 {
+    match cores {
+        Some(c) if c > 0 && nodes > c => (o_ns * u64::from(nodes)).div_ceil(u64::from(c)),
+        _ => o_ns,
+    }
+}
+
 fn predict(
     algo: &Algo,
     n: u32,
@@ -340,6 +356,12 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if matches!(a.o_ns, Some(0)) {
         return Err("--o-ns must be at least 1".into());
     }
+    if matches!(a.shared_cores, Some(0)) {
+        return Err("--shared-cores must be at least 1".into());
+    }
+    if a.shared_cores.is_some() && a.join.is_none() && a.boot.is_none() {
+        return Err("--shared-cores applies to launched runs (--join or --boot), e.g. on the netns cluster".into());
+    }
     let kill_text = a.kill.clone().unwrap_or_else(|| default_kills(a));
     let kills = if kill_text == "none" {
         Vec::new()
@@ -370,7 +392,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         boot: a.boot.map(|me| BootSpec {
             me,
             parent: a.boot_parent,
-            o_ns: a.o_ns.unwrap_or(1),
+            o_ns: shared_o_ns(a.o_ns.unwrap_or(1), a.nodes, a.shared_cores),
             l_ns: a.l_ns.unwrap_or(1),
         }),
         verbs: a.transport == TransportKind::Verbs,
@@ -386,7 +408,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         (Some(_), Some(_)) => None,
         _ => Some(estimate(a.transport, 2000, a.size)?),
     };
-    let o_ns = a.o_ns.or(est.map(|e| e.o_ns)).unwrap_or(1).max(1);
+    let own_o_ns = a.o_ns.or(est.map(|e| e.o_ns)).unwrap_or(1).max(1);
+    let o_ns = shared_o_ns(own_o_ns, a.nodes, a.shared_cores);
     let l_ns = a.l_ns.or(est.map(|e| e.l_ns)).unwrap_or(1);
     let model = LogP {
         l: (l_ns + o_ns / 2) / o_ns,
@@ -551,6 +574,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                 "algo": algo, "description": algo.describe(), "nodes": a.nodes, "transport": a.transport,
                 "workers": workers, "poll": poll, "size": a.size, "iterations": a.iterations,
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
+                "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
             },
             "logp_estimate": est,
             "coloring_latency_us": pcts(&res.coloring),
@@ -572,6 +596,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             "stale": res.stale, "spoofed": res.spoofed, "wrong_kind": res.wrong_kind, "backpressure": res.backpressure,
             "dead_nodes": res.dead_nodes,
             "clock_uncertainty_ns": res.clock_uncertainty_ns,
+            "clocks_ns": res.clocks.iter().map(|c| c.map(|(o, u)| json!({"offset": o, "uncertainty": u}))).collect::<Vec<_>>(),
         });
         println!("{v}");
         return Ok(());
@@ -603,10 +628,19 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(e) => {
             s += &format!(
                 "LogP (estimated by ping-pong, median of {}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
-                e.samples, o_ns, e.o_send_ns, e.o_recv_ns, l_ns, e.rtt_ns
+                e.samples, own_o_ns, e.o_send_ns, e.o_recv_ns, l_ns, e.rtt_ns
             )
         }
-        None => s += &format!("LogP (given): o = {o_ns} ns, L = {l_ns} ns\n"),
+        None => s += &format!("LogP (given): o = {own_o_ns} ns, L = {l_ns} ns\n"),
+    }
+    if o_ns != own_o_ns {
+        s += &format!(
+            "shared cores: {} nodes on {} cores, each runs {}/{} of the time: o taken as {o_ns} ns (protocols' time unit and model)\n",
+            a.nodes,
+            a.shared_cores.unwrap_or(0),
+            a.shared_cores.unwrap_or(0),
+            a.nodes
+        );
     }
     if a.join.is_some() && est.is_some() {
         s += "note: L and o were estimated on rank 0's loopback, not between hosts: give --L-ns/--o-ns from `ftcoll logp` between two hosts for a cluster model\n";
@@ -710,4 +744,23 @@ fn write_hlog(path: &std::path::Path, res: &ClusterResult) -> std::io::Result<()
             .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_o_ns;
+
+    #[test]
+    fn o_stretches_only_when_nodes_outnumber_the_shared_cores() {
+        assert_eq!(shared_o_ns(1272, 4, None), 1272, "a core per node");
+        assert_eq!(shared_o_ns(1272, 4, Some(4)), 1272);
+        assert_eq!(shared_o_ns(1272, 4, Some(8)), 1272);
+        assert_eq!(
+            shared_o_ns(1272, 4, Some(2)),
+            2544,
+            "two nodes per core: half the time each"
+        );
+        assert_eq!(shared_o_ns(1000, 5, Some(2)), 2500);
+        assert_eq!(shared_o_ns(1001, 3, Some(2)), 1502, "rounded up");
+    }
 }

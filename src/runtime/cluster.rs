@@ -23,15 +23,34 @@ pub enum PollMode {
     Busy,
     /// Spin, then yield and sleep briefly after a while without progress.
     Adaptive,
-    /// Yield the core after every pass that found nothing (Open MPI's `mpi_yield_when_idle`):
-    /// for more nodes than cores when the kernel's wake-up latency would dominate a hop; the
-    /// cores stay busy, but a message is seen as soon as its receiver is next scheduled.
+    /// Yield the core after every pass (Open MPI's `mpi_yield_when_idle`), also after one that
+    /// did work, and send at most one message per pass: for more nodes than cores when the
+    /// kernel's wake-up latency would dominate a hop. The cores stay busy, but a message is seen
+    /// as soon as its receiver is next scheduled, and a node with a burst of sends (a
+    /// correction phase) gives the core back after each one instead of holding it for the
+    /// whole burst while a receiver on the same core waits (LogP's `o` per message).
     Yield,
     /// Sleep between polls when idle (for machines with fewer cores than workers).
     Blocking,
 }
 
 impl PollMode {
+    /// Messages a node sends per pass before its worker looks at the others (and, yielding,
+    /// at the other processes on its core).
+    pub fn sends_per_pass(self) -> u32 {
+        match self {
+            PollMode::Yield => 1,
+            _ => 16,
+        }
+    }
+
+    /// What a worker does after a pass that made progress: only `Yield` gives the core away.
+    pub fn after_progress(self) {
+        if self == PollMode::Yield {
+            std::thread::yield_now();
+        }
+    }
+
     /// What an idle worker does after `idle` passes without progress; `block` sleeps in the
     /// kernel (on the node's socket where it can).
     pub fn idle(self, idle: u32, block: impl FnOnce()) {
@@ -97,6 +116,9 @@ pub struct ClusterResult {
     /// Multi-process runs: the largest uncertainty of the per-process clock offsets (ns);
     /// `None` when every node shares one clock.
     pub clock_uncertainty_ns: Option<u64>,
+    /// Multi-process runs: per rank, the clock offset to the coordinator and its uncertainty
+    /// (ns), as each process measured it (`None`: not reported).
+    pub clocks: Vec<Option<(i64, u64)>>,
 }
 
 impl ClusterResult {
@@ -120,6 +142,7 @@ impl ClusterResult {
             dead_nodes: Vec::new(),
             counters_lost: 0,
             clock_uncertainty_ns: None,
+            clocks: Vec::new(),
         }
     }
 
@@ -298,6 +321,7 @@ where
     for g in &mut groups {
         for node in g.iter_mut() {
             node.kill_at_start(&ctl.boards[node.rank as usize]);
+            node.set_sends_per_step(cfg.poll.sends_per_pass());
         }
     }
     let mut coord = Some(Coordinator::new(cfg));
@@ -334,6 +358,7 @@ where
                         }
                         if progress {
                             idle_rounds = 0;
+                            poll.after_progress();
                             continue;
                         }
                         idle_rounds = idle_rounds.saturating_add(1);
@@ -386,4 +411,17 @@ where
     }
     res.dead_nodes.sort_unstable();
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PollMode;
+
+    #[test]
+    fn only_yield_sends_one_message_per_pass() {
+        assert_eq!(PollMode::Yield.sends_per_pass(), 1);
+        for p in [PollMode::Busy, PollMode::Adaptive, PollMode::Blocking] {
+            assert!(p.sends_per_pass() > 1, "{p:?}");
+        }
+    }
 }

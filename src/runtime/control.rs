@@ -269,7 +269,10 @@ pub struct ChildAgent {
     n: u32,
     heard: bool,
     last_heard: Instant,
-    last: Vec<Option<Msg>>,
+    /// Per slot: the last report sent and when.
+    last: Vec<Option<(Msg, Instant)>>,
+    /// Per slot: the operation in it and when this process first saw it.
+    seen: Vec<(u64, Instant)>,
     /// The job key: every control datagram carries its MAC.
     key: Option<AuthKey>,
     last_flush: Instant,
@@ -296,6 +299,7 @@ impl ChildAgent {
             heard: false,
             last_heard: Instant::now(),
             last: vec![None; WINDOW],
+            seen: vec![(u64::MAX, Instant::now()); WINDOW],
             key: None,
             last_flush: Instant::now(),
             invalid: 0,
@@ -558,12 +562,34 @@ impl ChildAgent {
                 bad: b.bad_payload.load(Ordering::Relaxed).min(255) as u8,
                 finished: b.finished.load(Ordering::Acquire),
             };
-            if resend || self.last[i] != Some(m) {
+            if self.seen[i].0 != seq {
+                self.seen[i] = (seq, now);
+            }
+            if resend || report_due(self.last[i], self.seen[i].1, &m, now) {
                 self.send(&m);
-                self.last[i] = Some(m);
+                self.last[i] = Some((m, now));
             }
         }
         false
+    }
+}
+
+/// How long after this process first saw an operation, and after its last report, a changed
+/// report may go out: every protocol send moves the counters, and a report per send (or one
+/// the moment an operation starts or is delivered) put a control datagram, which crosses the
+/// emulated network too, between the very messages the broadcast is timed by. Only the
+/// coordinator's decision that an operation is over waits; the reported times do not change.
+const REPORT_EVERY: Duration = Duration::from_micros(100);
+
+/// Whether report `m` goes out now, given the last report sent for its slot and when, and
+/// when its operation was first seen.
+fn report_due(last: Option<(Msg, Instant)>, seen: Instant, m: &Msg, now: Instant) -> bool {
+    if now.duration_since(seen) < REPORT_EVERY {
+        return false;
+    }
+    match last {
+        None => true,
+        Some((prev, at)) => prev != *m && now.duration_since(at) >= REPORT_EVERY,
     }
 }
 
@@ -934,6 +960,37 @@ mod tests {
         let (done, invalid) = coord.join().unwrap();
         assert_eq!(done, n as usize);
         assert!(invalid > 0, "the stranger's datagrams were counted");
+    }
+
+    #[test]
+    fn changed_reports_go_out_at_most_every_report_every() {
+        let report = |last_ns| Msg::Report {
+            seq: 3,
+            delivered_ns: 10,
+            last_ns,
+            started_ns: 0,
+            sent: 1,
+            deliveries: 1,
+            bad: 0,
+            finished: false,
+        };
+        let seen = Instant::now();
+        assert!(
+            !report_due(None, seen, &report(5), seen),
+            "not while the operation is young"
+        );
+        let t0 = seen + REPORT_EVERY;
+        assert!(report_due(None, seen, &report(5), t0), "then the slot's first report");
+        let last = Some((report(5), t0));
+        assert!(
+            !report_due(last, seen, &report(5), t0 + REPORT_EVERY * 10),
+            "unchanged: never"
+        );
+        assert!(
+            !report_due(last, seen, &report(6), t0 + REPORT_EVERY / 2),
+            "changed, too soon"
+        );
+        assert!(report_due(last, seen, &report(6), t0 + REPORT_EVERY), "changed, due");
     }
 
     #[test]

@@ -102,6 +102,8 @@ pub struct Node<P: Protocol> {
     payload_seq: Option<u64>,
     rng: ProtoRng,
     kill: Option<Kill>,
+    /// Messages sent per step at most (see `PollMode::sends_per_pass`).
+    sends_per_step: u32,
     /// The transport's counters when the node died (its sends count in the run's totals).
     last_stats: crate::transport::TransportStats,
     pub stats: NodeStats,
@@ -145,9 +147,15 @@ where
             payload_seq: None,
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
             kill,
+            sends_per_step: 16,
             last_stats: crate::transport::TransportStats::default(),
             stats: NodeStats::default(),
         }
+    }
+
+    /// Bounds the messages sent per step (at least one).
+    pub fn set_sends_per_step(&mut self, n: u32) {
+        self.sends_per_step = n.max(1);
     }
 
     /// Is this node alive?
@@ -266,6 +274,11 @@ where
                 self.after_event(p, i, now, board);
                 self.next_start += 1;
                 progress = true;
+            }
+            // The root's first sends leave before it reads its socket (LogP: they follow the
+            // start, `o` apart).
+            if progress {
+                self.send_phase(p, board, now);
             }
         }
         // Receive, act, send; again while datagrams keep arriving (the transport hands out
@@ -456,7 +469,7 @@ where
         }
         let mut progress = self.flush_deferred(now);
         // Oldest operation first; a bounded number of sends per step keeps the loop fair.
-        let mut budget = 16;
+        let mut budget = self.sends_per_step;
         let base = self.retired;
         for seq in base..base + WINDOW as u64 {
             let i = Self::slot_index(seq);

@@ -311,6 +311,7 @@ where
     };
     let board = &ctl.boards[s.rank as usize];
     node.kill_at_start(board);
+    node.set_sends_per_step(s.poll.sends_per_pass());
     let mut idle = 0u32;
     let started = Instant::now();
     let mut warned = false;
@@ -335,6 +336,7 @@ where
         }
         if progress {
             idle = 0;
+            s.poll.after_progress();
             continue;
         }
         idle = idle.saturating_add(1);
@@ -439,6 +441,12 @@ fn await_nodes(
     Ok(())
 }
 
+/// How long the coordinator sleeps between its ticks. It only decides when an operation is
+/// over (latencies are the nodes' own time stamps), but each tick costs a few µs of CPU on a
+/// core the nodes may share: at 20 µs (plus the kernel's 50 µs timer slack) it took ~15 % of
+/// a core and preempted the node processes in the middle of the operations it times.
+const COORDINATOR_PERIOD: Duration = Duration::from_micros(200);
+
 /// Runs the coordinator over the control plane until every operation is over; `each` runs
 /// between its ticks (the parent's SIGKILLs). Fills in wall time and clock uncertainty.
 fn drive(
@@ -460,11 +468,12 @@ fn drive(
         if !coord.tick(ctl, epoch) {
             break;
         }
-        std::thread::sleep(Duration::from_micros(20));
+        std::thread::sleep(COORDINATOR_PERIOD);
     }
     let mut res = coord.into_result();
     res.wall = started.elapsed();
     res.clock_uncertainty_ns = agent.clocks.iter().flatten().map(|&(_, u)| u).max();
+    res.clocks = agent.clocks.clone();
     res
 }
 

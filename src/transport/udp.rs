@@ -1120,7 +1120,7 @@ impl Transport for UdpTransport {
             reads += 1;
             // Held datagrams are due `delay` after their kernel arrival stamp (rx_stamp.rs).
             let read = if self.delay.is_some() {
-                rx_stamp::recv(&self.core.socket, &mut self.rbuf, now)
+                rx_stamp::recv(&self.core.socket, &mut self.rbuf)
             } else {
                 self.core
                     .socket
