@@ -112,6 +112,9 @@ struct Rx {
 struct Shared {
     /// Per receiver: rings its senders created since it last looked (each sender once).
     announce: Vec<ArrayQueue<(u32, Ring)>>,
+    /// Per receiver: rings announced so far (a poll reads this line, rarely written, rather
+    /// than the queue, whose empty check costs a full fence).
+    announced: Vec<Padded>,
     /// Receivers poll every ring ([`DIRECT_MAX`]); otherwise they read `bells`.
     direct: bool,
     /// Doorbell words per receiver (one bit per sender).
@@ -146,6 +149,7 @@ impl InprocNet {
         let words = (n as usize).div_ceil(64);
         let shared = Arc::new(Shared {
             announce: (0..n).map(|_| ArrayQueue::new(n.max(1) as usize)).collect(),
+            announced: (0..n).map(|_| Padded(AtomicU64::new(0))).collect(),
             direct: n <= DIRECT_MAX,
             words,
             bells: (0..n as usize * words).map(|_| Padded(AtomicU64::new(0))).collect(),
@@ -234,7 +238,11 @@ impl InprocTransport {
 
     /// Takes in the rings senders created since the last look.
     fn adopt_rings(&mut self) {
-        while let Some((from, ring)) = self.shared.announce[self.rank as usize].pop() {
+        let me = self.rank as usize;
+        if self.shared.announced[me].0.load(Ordering::Acquire) == self.rx.len() as u64 {
+            return;
+        }
+        while let Some((from, ring)) = self.shared.announce[me].pop() {
             self.by_sender[from as usize] = self.rx.len() as u32;
             self.rx.push(Rx {
                 from,
@@ -250,7 +258,7 @@ impl InprocTransport {
         let me = self.rank as usize;
         let sh = &self.shared;
         !self.to_report.is_empty()
-            || !sh.announce[me].is_empty()
+            || sh.announced[me].0.load(Ordering::Acquire) != self.rx.len() as u64
             || if sh.direct {
                 self.rx
                     .iter()
@@ -375,6 +383,7 @@ impl Transport for InprocTransport {
                 let ring = Ring::new(self.slots);
                 // Cannot fail: each sender announces once and the queue holds one per rank.
                 let _ = self.shared.announce[to as usize].push((self.rank, ring.clone()));
+                self.shared.announced[to as usize].0.fetch_add(1, Ordering::Release);
                 slot.insert(Tx { ring, head: 0, tail: 0 })
             }
         };
