@@ -331,18 +331,32 @@ fn write_message(ring: &Ring, head: u64, bytes: &[u8]) {
 
 /// Copies `bytes` into consecutive words (little-endian, the last one zero-padded).
 fn store_words(words: &[AtomicU64], bytes: &[u8]) {
-    for (w, chunk) in words.iter().zip(bytes.chunks(8)) {
+    // Whole words first (plain moves), then the zero-padded rest.
+    let chunks = bytes.chunks_exact(8);
+    let rest = chunks.remainder();
+    let full = bytes.len() / 8;
+    for (w, chunk) in words.iter().zip(chunks) {
+        let word: [u8; 8] = chunk.try_into().unwrap_or_default();
+        w.store(u64::from_le_bytes(word), Ordering::Relaxed);
+    }
+    if let (Some(w), false) = (words.get(full), rest.is_empty()) {
         let mut b = [0u8; 8];
-        b[..chunk.len()].copy_from_slice(chunk);
+        b[..rest.len()].copy_from_slice(rest);
         w.store(u64::from_le_bytes(b), Ordering::Relaxed);
     }
 }
 
 /// Copies words out into `out` (its length says how many bytes).
 fn load_words(words: &[AtomicU64], out: &mut [u8]) {
-    for (w, chunk) in words.iter().zip(out.chunks_mut(8)) {
+    let full = out.len() / 8;
+    let mut chunks = out.chunks_exact_mut(8);
+    for (w, chunk) in words.iter().zip(chunks.by_ref()) {
+        chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+    }
+    let rest = chunks.into_remainder();
+    if let (Some(w), false) = (words.get(full), rest.is_empty()) {
         let b = w.load(Ordering::Relaxed).to_le_bytes();
-        chunk.copy_from_slice(&b[..chunk.len()]);
+        rest.copy_from_slice(&b[..rest.len()]);
     }
 }
 
