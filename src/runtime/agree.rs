@@ -137,6 +137,9 @@ pub fn peak_rss_kb() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// One node's returns, handed over at once.
+type Batch = (Rank, Vec<(AgreeId, Rec)>);
+
 /// What the nodes of one process share.
 pub(crate) struct Shared {
     base: Instant,
@@ -147,6 +150,11 @@ pub(crate) struct Shared {
     abort: AtomicBool,
     kill_ns: AtomicU64,
     inproc: Option<InprocNet>,
+    /// Per node: the first agreement whose return of it does not count ([`Window`]): the one
+    /// before its death (its decision may not have spread), `u64::MAX` while it lives.
+    dead_from: Vec<AtomicU64>,
+    /// Batches of returns handed over and not yet folded into `window`, in order.
+    handoff: Mutex<VecDeque<Batch>>,
     window: Mutex<Window>,
     /// A node process (`--procs`, `--join`): a kill is a real SIGKILL of the process, first
     /// announced (with its time) by this, which may wait for the SIGKILL or return to have the
@@ -169,6 +177,8 @@ impl Shared {
             abort: AtomicBool::new(false),
             kill_ns: AtomicU64::new(u64::MAX),
             inproc: None,
+            dead_from: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            handoff: Mutex::new(VecDeque::new()),
             window: Mutex::new(Window::new(warmup, kill_id)),
             on_crash: None,
         }
@@ -180,6 +190,40 @@ impl Shared {
 
     pub(crate) fn window(&self) -> std::sync::MutexGuard<'_, Window> {
         self.window.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Node `r` is dead; its returns from agreement `from` on do not count.
+    fn mark_dead(&self, r: Rank, from: AgreeId) {
+        self.dead_from[r as usize].fetch_min(from, Ordering::AcqRel);
+    }
+
+    /// Whether node `r`'s return of agreement `id` counts ([`Window`]'s `dead`).
+    fn left_out(&self, r: Rank, id: AgreeId) -> bool {
+        id >= self.dead_from[r as usize].load(Ordering::Acquire)
+    }
+
+    /// Folds the batches handed over so far, unless another node is at it (`wait`: wait for
+    /// it, then fold what is left).
+    fn fold(&self, wait: bool) {
+        let mut w = if wait {
+            self.window()
+        } else {
+            match self.window.try_lock() {
+                Ok(w) => w,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        };
+        loop {
+            let next = self.handoff.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let Some((rank, batch)) = next else { break };
+            let mut last = 0;
+            for (id, rec) in batch {
+                last = last.max(rec.ret);
+                w.record(rank, id, rec, &|r, i| self.left_out(r, i));
+            }
+            self.last_return.fetch_max(last, Ordering::AcqRel);
+        }
     }
 }
 
@@ -307,6 +351,10 @@ impl Receiver<'_> {
     }
 }
 
+/// A node hands its returns over at least this often (ns), so the shared idle timeout sees
+/// progress.
+const HANDOFF_NS: u64 = 10_000_000;
+
 /// Agreements per outcome digest.
 pub const DIGEST_BLOCK: u64 = 4096;
 
@@ -388,6 +436,8 @@ impl Node {
         }
         self.suspicions += 1;
         self.suspected.push(peer);
+        // Its returns from about here on may not have spread (it may be a step either side).
+        sh.mark_dead(peer, self.era.next_id().saturating_sub(2));
         if !sh.dead[peer as usize].swap(true, Ordering::AcqRel) {
             // (In a node process every suspicion lands here; the parent sorts them out.)
             self.false_suspicions += 1;
@@ -447,6 +497,7 @@ impl Node {
         }
         if self.kill_id == Some(id) {
             self.dead = true;
+            sh.mark_dead(self.rank, id.saturating_sub(1));
             sh.dead[self.rank as usize].store(true, Ordering::Release);
             sh.kill_ns.fetch_min(sh.ns(now), Ordering::AcqRel);
             if let Some(report) = &sh.on_crash {
@@ -516,7 +567,7 @@ impl Node {
     /// happened.
     pub(crate) fn step(&mut self, sh: &Shared, bench: &AgreeBench) -> bool {
         if !self.check_alive(sh) {
-            self.record_returns(sh, usize::MAX);
+            self.record_returns(sh, true);
             return false;
         }
         let now = Instant::now();
@@ -599,26 +650,30 @@ impl Node {
             self.on_return(o, sh, now);
         }
         if self.dead {
-            self.record_returns(sh, usize::MAX);
+            self.record_returns(sh, true);
             return true;
         }
         progress |= self.send_pending(sh, now);
-        // Returns go to the window on a step with nothing else to do (while this node waits
-        // for its next message, so the bookkeeping stays off the critical path), or at once
-        // when a full batch is held, after this step's sends but before this node can
-        // contribute to another agreement ([`agree_window`]'s bound). A finished node
-        // leaves nothing behind.
-        if self.finished || self.unrecorded.len() >= BATCH {
-            self.record_returns(sh, usize::MAX);
-        } else if !progress && !self.unrecorded.is_empty() {
-            self.record_returns(sh, 2);
+        // Returns go over in batches, after this step's sends but before this node can
+        // contribute to another agreement ([`agree_window`]'s bound), and at least every
+        // `HANDOFF_NS` (the idle timeout watches the folded returns). A finished node leaves
+        // nothing behind.
+        if self.finished
+            || self.unrecorded.len() >= BATCH
+            || self
+                .unrecorded
+                .first()
+                .is_some_and(|(_, r)| sh.ns(now).saturating_sub(r.ret) >= HANDOFF_NS)
+        {
+            self.record_returns(sh, self.finished);
         }
         progress
     }
 
-    /// Hands the returns not yet recorded to the shared window.
-    pub(crate) fn record_returns(&mut self, sh: &Shared, at_most: usize) {
-        if self.unrecorded.is_empty() {
+    /// Hands the returns not yet recorded over, as one batch, and folds the batches waiting
+    /// unless another node is folding (`wait`: fold everything now).
+    pub(crate) fn record_returns(&mut self, sh: &Shared, wait: bool) {
+        if self.unrecorded.is_empty() && !wait {
             return;
         }
         if let Some(tap) = &mut self.tap {
@@ -627,15 +682,14 @@ impl Node {
             tap.append(&mut self.unrecorded);
             return;
         }
-        let mut w = sh.window();
-        let mut last = 0;
-        let k = at_most.min(self.unrecorded.len());
-        for (id, rec) in self.unrecorded.drain(..k) {
-            last = last.max(rec.ret);
-            w.record(self.rank, id, rec, &|r| sh.dead[r as usize].load(Ordering::Acquire));
+        if !self.unrecorded.is_empty() {
+            let batch = std::mem::replace(&mut self.unrecorded, Vec::with_capacity(BATCH));
+            sh.handoff
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_back((self.rank, batch));
         }
-        drop(w);
-        sh.last_return.fetch_max(last, Ordering::AcqRel);
+        sh.fold(wait);
     }
 
     /// Sends what ERA queued (after the backlog of blocked peers); whether anything was.
@@ -812,14 +866,15 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
     nodes.sort_by_key(|n| n.rank);
     // (A node stopped mid-batch, e.g. by an abort, still has returns to hand over.)
     for node in nodes.iter_mut() {
-        node.record_returns(&sh, usize::MAX);
+        node.record_returns(&sh, true);
     }
     Ok(report(&sh, &nodes, seconds))
 }
 
 fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
+    sh.fold(true);
     let mut w = sh.window();
-    w.flush(&|r| sh.dead[r as usize].load(Ordering::Acquire));
+    w.flush(&|r, i| sh.left_out(r, i));
     let live: Vec<&Node> = nodes.iter().filter(|n| !n.dead).collect();
     let unfinished = live.iter().filter(|n| !n.finished).count() as u64;
     let kill_ns = sh.kill_ns.load(Ordering::Acquire);

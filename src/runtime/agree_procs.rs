@@ -244,7 +244,7 @@ pub(crate) fn run_node(
         let done = !reported && (node.finished || timed_out);
         if done {
             // (Returns the node still batches go out with the last stream line.)
-            node.record_returns(&sh, usize::MAX);
+            node.record_returns(&sh, true);
         }
         if let Some(tap) = node.tap.as_mut().filter(|t| {
             t.len() >= BATCH

@@ -159,7 +159,7 @@ impl Merge {
     pub fn finish(&mut self, dead: &dyn Fn(Rank) -> bool) {
         self.open.iter_mut().for_each(|o| *o = false);
         self.release(dead);
-        self.window.flush(dead);
+        self.window.flush(&|r, _| dead(r));
     }
 
     fn release(&mut self, dead: &dyn Fn(Rank) -> bool) {
@@ -179,7 +179,7 @@ impl Merge {
             }
             let (id, rec) = self.queues[r].pop_front().expect("a front");
             self.queued -= 1;
-            self.window.record(r as Rank, id, rec, dead);
+            self.window.record(r as Rank, id, rec, &|r, _| dead(r));
         }
     }
 }

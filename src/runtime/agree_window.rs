@@ -5,11 +5,12 @@
 //! Why a small ring suffices (blocking agreements, ERA §2): a process decides agreement `i`
 //! only after every process not known dead contributed to it (the UP rule gathers the whole
 //! live tree), so when any node returns `i + 1` every live node has entered `i + 1`, i.e.
-//! returned `i`. A node hands its returns over in batches of at most [`BATCH`], the last
-//! batch before it contributes to the agreement after it (so the lock is taken once per
-//! batch, not per agreement); a node's return of `i` is therefore recorded before anyone can
-//! return `i + FINAL` ([`FINAL`] = `BATCH + 1`), and agreement `i` is final once a return of
-//! `i + FINAL` arrives. A node that is being made dead by a (false) suspicion may still
+//! returned `i`. A node hands its returns over in batches of at most [`BATCH`], each before
+//! it contributes to the agreement after the batch's last (so the shared state is touched
+//! once per batch, not per agreement), and batches are folded in the order they were handed
+//! over; no one can return `i + BATCH + 1` before the batch holding a node's return of `i`
+//! was handed over, so agreement `i` is final once a return of `i + FINAL` arrives
+//! ([`FINAL`] = `BATCH + 2`, one more for a node one agreement ahead). A node that is being made dead by a (false) suspicion may still
 //! record late: such returns are counted as `late` and left out. A node far ahead
 //! (impossible while the others live) only finalizes what is behind it early, so the ring
 //! never holds more than `FINAL + 1` ids.
@@ -20,11 +21,11 @@ use crate::protocol::Rank;
 use crate::protocol::agree::AgreeId;
 
 /// Returns a node may hold before it must hand them over (see the module comment).
-pub const BATCH: usize = 16;
+pub const BATCH: usize = 256;
 /// Agreement `i` is final once a return of `i + FINAL` arrives.
-pub const FINAL: u64 = BATCH as u64 + 1;
+pub const FINAL: u64 = BATCH as u64 + 2;
 /// Slots of the ring (`FINAL + 1` ids at most are in it; a power of two above that).
-pub const RING: usize = 32;
+pub const RING: usize = 512;
 const _: () = assert!(RING as u64 > FINAL);
 
 /// One node's return of one agreement; times in ns on the run's clock.
@@ -111,9 +112,9 @@ impl Window {
         }
     }
 
-    /// Adds `rank`'s return of agreement `id`; `dead` tells which nodes are dead now (see
-    /// [`Window::finalize`]).
-    pub fn record(&mut self, rank: Rank, id: AgreeId, r: Rec, dead: &dyn Fn(Rank) -> bool) {
+    /// Adds `rank`'s return of agreement `id`; `dead(r, i)` tells whether node `r`'s return
+    /// of agreement `i` must be left out (see [`Window::finalize`]).
+    pub fn record(&mut self, rank: Rank, id: AgreeId, r: Rec, dead: &dyn Fn(Rank, AgreeId) -> bool) {
         if id < self.below {
             self.late += 1;
             return;
@@ -132,7 +133,7 @@ impl Window {
     }
 
     /// Finalizes every agreement still in the ring (the end of the run).
-    pub fn flush(&mut self, dead: &dyn Fn(Rank) -> bool) {
+    pub fn flush(&mut self, dead: &dyn Fn(Rank, AgreeId) -> bool) {
         let top = self
             .slots
             .iter()
@@ -147,16 +148,22 @@ impl Window {
 
     /// Folds agreement `id` into the counters. ERA's agreement is non-uniform (§1: "all
     /// surviving processes must decide" alike): a node that decided and died before its
-    /// decision spread may have returned something else, so only the returns of nodes alive
-    /// now count.
-    fn finalize(&mut self, id: AgreeId, dead: &dyn Fn(Rank) -> bool) {
+    /// decision spread may have returned something else, so the returns `dead` names (a dead
+    /// node's, from the agreement before its death on) do not count.
+    fn finalize(&mut self, id: AgreeId, dead: &dyn Fn(Rank, AgreeId) -> bool) {
         self.below = self.below.max(id + 1);
         let k = (id % RING as u64) as usize;
         if !self.slots[k].used || self.slots[k].id != id {
             return;
         }
         self.slots[k].used = false;
-        let live = || self.slots[k].recs.iter().filter(|(r, _)| !dead(*r)).map(|(_, rec)| rec);
+        let live = || {
+            self.slots[k]
+                .recs
+                .iter()
+                .filter(|(r, _)| !dead(*r, id))
+                .map(|(_, rec)| rec)
+        };
         let Some(first) = live().next() else { return };
         let disagree = live().any(|r| r.fp != first.fp);
         let any_fail = live().any(|r| !r.ok);
@@ -183,7 +190,7 @@ impl Window {
         let class = &mut self.classes[c];
         let _ = class.agreement.record(last_ret.saturating_sub(first_entry).max(1));
         for (r, rec) in &self.slots[k].recs {
-            if !dead(*r) {
+            if !dead(*r, id) {
                 let _ = class.node.record(rec.ret.saturating_sub(rec.entry).max(1));
             }
         }
@@ -210,14 +217,14 @@ pub(crate) mod tests {
             rec(id * 100, id * 100 + 10 + u64::from(r), 7 ^ u64::from(ok), ok)
         };
         for i in 0..1000u64 {
-            w.record(0, i, ret(0, i), &|_| false);
-            w.record(1, i, ret(1, i), &|_| false);
+            w.record(0, i, ret(0, i), &|_, _| false);
+            w.record(1, i, ret(1, i), &|_, _| false);
             if i > 0 {
-                w.record(2, i - 1, ret(2, i - 1), &|_| false);
+                w.record(2, i - 1, ret(2, i - 1), &|_, _| false);
             }
         }
-        w.record(2, 999, ret(2, 999), &|_| false);
-        w.flush(&|_| false);
+        w.record(2, 999, ret(2, 999), &|_, _| false);
+        w.flush(&|_, _| false);
         assert_eq!(w.agreements, 1000);
         assert_eq!(w.disagreements, 0);
         assert_eq!(w.late, 0);
@@ -234,12 +241,12 @@ pub(crate) mod tests {
     #[test]
     fn a_different_outcome_is_a_disagreement_and_a_stale_return_is_late() {
         let mut w = Window::new(0, None);
-        w.record(0, 0, rec(0, 5, 1, true), &|_| false);
-        w.record(1, 0, rec(0, 5, 2, true), &|_| false);
-        w.record(0, 1, rec(5, 9, 1, true), &|_| false);
-        w.record(0, FINAL, rec(9, 12, 1, true), &|_| false);
-        w.record(1, 0, rec(0, 5, 1, true), &|_| false);
-        w.flush(&|_| false);
+        w.record(0, 0, rec(0, 5, 1, true), &|_, _| false);
+        w.record(1, 0, rec(0, 5, 2, true), &|_, _| false);
+        w.record(0, 1, rec(5, 9, 1, true), &|_, _| false);
+        w.record(0, FINAL, rec(9, 12, 1, true), &|_, _| false);
+        w.record(1, 0, rec(0, 5, 1, true), &|_, _| false);
+        w.flush(&|_, _| false);
         assert_eq!((w.agreements, w.disagreements, w.late), (3, 1, 1));
     }
 
@@ -247,7 +254,7 @@ pub(crate) mod tests {
     fn a_dead_nodes_return_does_not_count() {
         // Non-uniform agreement: node 2 decided alone and died.
         let mut w = Window::new(0, None);
-        let dead = |r: Rank| r == 2;
+        let dead = |r: Rank, _: AgreeId| r == 2;
         w.record(2, 0, rec(0, 5, 9, true), &dead);
         w.record(0, 0, rec(0, 7, 1, true), &dead);
         w.record(1, 0, rec(0, 8, 1, true), &dead);
@@ -261,10 +268,10 @@ pub(crate) mod tests {
     fn a_node_far_ahead_finalizes_what_is_behind_it() {
         // It cannot happen while the others live, but must not break the ring.
         let mut w = Window::new(0, None);
-        w.record(0, 0, rec(0, 1, 1, true), &|_| false);
-        w.record(1, RING as u64 + 5, rec(0, 1, 1, true), &|_| false);
-        w.record(0, 3, rec(0, 1, 1, true), &|_| false);
-        w.flush(&|_| false);
+        w.record(0, 0, rec(0, 1, 1, true), &|_, _| false);
+        w.record(1, RING as u64 + 5, rec(0, 1, 1, true), &|_, _| false);
+        w.record(0, 3, rec(0, 1, 1, true), &|_, _| false);
+        w.flush(&|_, _| false);
         assert_eq!((w.agreements, w.late), (2, 1));
         assert!(w.slots.iter().all(|s| !s.used));
     }
