@@ -157,18 +157,18 @@ impl Window {
             return;
         }
         self.slots[k].used = false;
-        let live = || {
-            self.slots[k]
-                .recs
-                .iter()
-                .filter(|(r, _)| !dead(*r, id))
-                .map(|(_, rec)| rec)
-        };
-        let Some(first) = live().next() else { return };
-        let disagree = live().any(|r| r.fp != first.fp);
-        let any_fail = live().any(|r| !r.ok);
-        let first_entry = live().map(|r| r.entry).min().unwrap_or(0);
-        let last_ret = live().map(|r| r.ret).max().unwrap_or(0);
+        // One pass: drop the returns that do not count, then fold the rest.
+        let slot = &mut self.slots[k];
+        slot.recs.retain(|(r, _)| !dead(*r, id));
+        let Some(&(_, first)) = slot.recs.first() else { return };
+        let (mut disagree, mut any_fail) = (false, false);
+        let (mut first_entry, mut last_ret) = (u64::MAX, 0);
+        for (_, r) in &slot.recs {
+            disagree |= r.fp != first.fp;
+            any_fail |= !r.ok;
+            first_entry = first_entry.min(r.entry);
+            last_ret = last_ret.max(r.ret);
+        }
         self.agreements += 1;
         self.disagreements += u64::from(disagree);
         let after_kill = self.kill_id.is_some_and(|k| id >= k);
@@ -189,10 +189,8 @@ impl Window {
         };
         let class = &mut self.classes[c];
         let _ = class.agreement.record(last_ret.saturating_sub(first_entry).max(1));
-        for (r, rec) in &self.slots[k].recs {
-            if !dead(*r, id) {
-                let _ = class.node.record(rec.ret.saturating_sub(rec.entry).max(1));
-            }
+        for (_, rec) in &self.slots[k].recs {
+            let _ = class.node.record(rec.ret.saturating_sub(rec.entry).max(1));
         }
     }
 }
