@@ -335,7 +335,7 @@ where
         let handles: Vec<_> = groups
             .into_iter()
             .enumerate()
-            .map(|(w, mut group)| {
+            .map(|(w, group)| {
                 let mut coord = if w == 0 { coord.take() } else { None };
                 let (ctl, params) = (&ctl, &params);
                 let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
@@ -344,6 +344,11 @@ where
                     if let Some(c) = core {
                         core_affinity::set_for_current(c);
                     }
+                    // The group in this thread's own memory (a new vector: collecting in
+                    // place would keep the spawning thread's, next to the other groups').
+                    let mut fresh = Vec::with_capacity(group.len());
+                    fresh.extend(group);
+                    let mut group = fresh;
                     let mut idle_rounds = 0u32;
                     while !ctl.stop.load(Ordering::Relaxed) {
                         let mut progress = false;

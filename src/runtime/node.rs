@@ -82,7 +82,9 @@ impl Default for NodeStats {
     }
 }
 
-/// One node: its transport, its operations and its counters.
+/// One node: its transport, its operations and its counters. Aligned so that two nodes
+/// driven by different threads never share a cache line.
+#[repr(align(128))]
 pub struct Node<P: Protocol> {
     pub rank: u32,
     transport: Option<Box<dyn Transport>>,
