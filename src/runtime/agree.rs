@@ -662,12 +662,14 @@ impl Node {
         // contribute to another agreement ([`agree_window`]'s bound), and at least every
         // `HANDOFF_NS` (the idle timeout watches the folded returns). A finished node leaves
         // nothing behind.
+        // (The age check only on a pass with nothing else done: it reads the clock math.)
         if self.finished
             || self.unrecorded.len() >= BATCH
-            || self
-                .unrecorded
-                .first()
-                .is_some_and(|(_, r)| sh.ns(now).saturating_sub(r.ret) >= HANDOFF_NS)
+            || (!progress
+                && self
+                    .unrecorded
+                    .first()
+                    .is_some_and(|(_, r)| sh.ns(now).saturating_sub(r.ret) >= HANDOFF_NS))
         {
             self.record_returns(sh, self.finished);
         }
