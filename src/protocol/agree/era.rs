@@ -324,11 +324,6 @@ impl<V: Value> Era<V> {
         self.out.pop_front()
     }
 
-    /// Messages waiting to be sent.
-    pub fn outbox_len(&self) -> usize {
-        self.out.len()
-    }
-
     /// The next agreement the user entered that has returned (in decision order).
     pub fn poll_outcome(&mut self) -> Option<Outcome<V>> {
         self.done.pop_front()

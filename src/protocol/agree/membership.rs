@@ -61,13 +61,6 @@ impl Membership {
     pub fn rank_at(&self, i: u32) -> Option<Rank> {
         self.ranks.get(i as usize).copied()
     }
-
-    /// The virtual rank (the broadcast protocols' numbering, root = 0) of physical rank `r`
-    /// in an operation rooted at physical rank `root`, both members.
-    pub fn virtual_rank(&self, r: Rank, root: Rank) -> Option<Rank> {
-        let (i, j) = (self.index_of(r)?, self.index_of(root)?);
-        Some((i + self.len() - j) % self.len())
-    }
 }
 
 #[cfg(test)]
@@ -89,8 +82,6 @@ mod tests {
         assert_eq!(s.index_of(3), Some(2));
         assert_eq!(s.index_of(4), None);
         assert_eq!(s.rank_at(3), Some(5));
-        assert_eq!(s.virtual_rank(2, 5), Some(2));
-        assert_eq!(s.virtual_rank(5, 5), Some(0));
     }
 
     #[test]
@@ -120,8 +111,6 @@ mod tests {
         for r in 0..16u32 {
             assert_eq!(seen[r as usize], u32::from(!o.failed.contains(r)), "rank {r}");
         }
-        // Rooted at physical rank 1 (the new lowest), virtual rank 0 is rank 1.
-        assert_eq!(s.virtual_rank(1, 1), Some(0));
         assert_eq!(t.len(), 13);
     }
 }

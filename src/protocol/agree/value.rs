@@ -131,10 +131,6 @@ impl RankSet {
     pub fn minus(&self, other: &RankSet) -> RankSet {
         RankSet(self.0.iter().copied().filter(|r| !other.contains(*r)).collect())
     }
-
-    pub fn is_subset(&self, other: &RankSet) -> bool {
-        self.0.iter().all(|r| other.contains(*r))
-    }
 }
 
 impl Value for RankSet {

@@ -91,11 +91,6 @@ impl RcParams {
     pub fn ack_timeout(&self) -> Option<Duration> {
         (self.timeout > 0).then(|| Duration::from_nanos(4096u64 << self.timeout))
     }
-
-    /// How long a dead peer's QP takes to fail at the latest: (retry_cnt + 1) timeouts.
-    pub fn failure_bound(&self) -> Option<Duration> {
-        self.ack_timeout().map(|t| t * (u32::from(self.retry_cnt) + 1))
-    }
 }
 
 /// The GRH of an address vector (RoCE always; InfiniBand across subnets or with a GID index).
@@ -227,9 +222,9 @@ mod tests {
         assert_eq!((p.timeout, p.retry_cnt, p.rnr_retry, p.min_rnr_timer), (14, 7, 7, 12));
         assert_eq!((p.sl, p.pkey_index, p.hop_limit, p.out_reads), (0, 0, 0xFF, 1));
         p.validate().unwrap();
-        // 4.096 µs · 2^14 ≈ 67 ms per try, 8 tries ≈ 537 ms before RETRY_EXC_ERR.
+        // 4.096 µs · 2^14 ≈ 67 ms per try; (retry count + 1) = 8 tries ≈ 537 ms before
+        // RETRY_EXC_ERR.
         assert_eq!(p.ack_timeout(), Some(Duration::from_nanos(67_108_864)));
-        assert_eq!(p.failure_bound(), Some(Duration::from_nanos(8 * 67_108_864)));
     }
 
     #[test]
@@ -301,7 +296,7 @@ mod tests {
                 timeout: 0,
                 ..RcParams::default()
             }
-            .failure_bound(),
+            .ack_timeout(),
             None
         );
     }
