@@ -1,4 +1,4 @@
-//! Repair after a permanent crash (issue 6, item 6), one implementation for the simulator
+//! Repair after a permanent crash, one implementation for the simulator
 //! ([`crate::sim::bmg_build`]) and the runtime ([`crate::runtime::watch`]).
 //!
 //! The BMG paper's model has transient faults only (§3.1): a crashed process is one that
@@ -51,11 +51,6 @@ impl Mended {
         p.reattach(self.tree.parent(id), self.tree.children(id).to_vec(), self.survivors());
     }
 
-    /// Is `p` alive (not excised)?
-    pub fn is_live(&self, p: Rank) -> bool {
-        self.live.get(p as usize).copied().unwrap_or(false)
-    }
-
     /// Processes left.
     pub fn survivors(&self) -> u32 {
         self.live.iter().filter(|&&l| l).count() as u32
@@ -99,7 +94,7 @@ mod tests {
             assert_eq!(a.survivors(), 29);
             let ring = a.tree().ring_order();
             assert_eq!(ring.len(), 29);
-            assert!(dead.iter().all(|d| !ring.contains(d) && !a.is_live(*d)));
+            assert!(dead.iter().all(|d| !ring.contains(d)));
             assert!(a.excise(dead[0]).is_err());
         }
     }
