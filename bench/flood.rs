@@ -1,4 +1,4 @@
-//! Flood rate held and latency impact (issue 8): the same authenticated UDP benchmark (8
+//! Flood rate held and latency impact (`docs/security.md`): the same authenticated UDP benchmark (8
 //! nodes on 2 busy-polling workers, corrected binomial tree with checked correction, rank 7
 //! dead from the start) without
 //! and with two attackers flooding at full speed (see `ftcoll::runtime::flood`). Prints the

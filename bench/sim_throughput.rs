@@ -1,5 +1,5 @@
-//! Simulator throughput: runs/s and events/s per core for the reference configuration of
-//! issue 2 (binomial tree, interleaved, synchronized checked correction, L = 2, o = 1, 1 %
+//! Simulator throughput: runs/s and events/s per core for a fixed reference configuration
+//! (binomial tree, interleaved, synchronized checked correction, L = 2, o = 1, 1 %
 //! uniform faults) at P = 1024, 65536 and 2^20, on one thread and on all cores.
 //!
 //! `cargo bench --bench sim_throughput` (add `-- --quick` for a shorter run).

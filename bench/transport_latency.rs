@@ -1,4 +1,4 @@
-//! Transport micro-benchmarks (issue 3): one-way latency (half ping-pong, 8-byte payload,
+//! Transport micro-benchmarks: one-way latency (half ping-pong, 8-byte payload,
 //! busy poll, two pinned threads) of ftcoll's reliable UDP transport against a raw UDP socket
 //! ping-pong measured in the same run, the in-process transport, and the message rate one
 //! sending worker sustains through each transport.

@@ -6,7 +6,7 @@
 # of p50 coloring latency, measured against predicted. Needs root (netns-cluster.sh).
 # The emulated hosts share this machine's cores: when they outnumber them, each busy-polling
 # host runs cores/hosts of the time and the runs are given `--shared-cores` (the model and the
-# protocols take o·hosts/cores, processor sharing; see README "Model fidelity with a real L").
+# protocols take o·hosts/cores, processor sharing; see docs/measurements.md "Model fidelity with a real L").
 #
 # usage: fidelity.sh [-n HOSTS] [-d DELAY] [--iterations N] [--poll busy|yield|blocking]
 #   -n, --hosts N      hosts of the broadcast runs                                   [4]

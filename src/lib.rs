@@ -1,6 +1,6 @@
 //! ftcoll: fault-tolerant group communication for HPC clusters.
 //!
-//! Layers (see `DESIGN.md`): [`model`] (LogP closed forms) and [`topology`] at the bottom,
+//! Layers (see `docs/architecture.md`): [`model`] (LogP closed forms) and [`topology`] at the bottom,
 //! [`protocol`] (sans-IO state machines) above them, [`sim`] (the LogP discrete-event driver)
 //! on top, and the command line in [`cli`].
 

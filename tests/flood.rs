@@ -1,4 +1,4 @@
-//! Garbage and floods on the runtime (issue 8), loopback only and bounded: while a UDP
+//! Garbage and floods on the runtime (`docs/security.md`), loopback only and bounded: while a UDP
 //! benchmark runs, one attacker floods rank 1 from outside the job and another floods rank 2
 //! from the address of a rank that died at the start (random bytes, truncated, oversized,
 //! wrong lengths, forged MACs). Every operation must still complete, consistently, and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates every figure of the README's "Plots" section: each image here is the output of
+# Regenerates every figure of docs/measurements.md's "Figures" section: each image here is the output of
 # one command below (SVG and PNG), and each table next to it (*.txt) the values it plots
 # (with the command's notes, e.g. runs that left live processes uncolored).
 set -euo pipefail

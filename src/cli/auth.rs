@@ -1,4 +1,4 @@
-//! `--auth` and `--key-file`: where a run's job key comes from (issue 8). The key is never
+//! `--auth` and `--key-file`: where a run's job key comes from (`docs/security.md`). The key is never
 //! printed; a run without one says so on stderr, loudly, once.
 
 use std::path::{Path, PathBuf};

@@ -109,7 +109,7 @@ pub struct BenchArgs {
     /// Uniform jitter added to --emulate-delay-ns, ns.
     #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
     pub emulate_jitter_ns: u64,
-    /// A launched run bootstrapped by the BMG overlay (issue 6): this node's `IP:PORT` (its
+    /// A launched run bootstrapped by the BMG overlay: this node's `IP:PORT` (its
     /// data address afterwards); with --boot-parent, the only address a node is given. Rank 0
     /// coordinates at its own IP, port --control-port. Needs --o-ns and --L-ns (no
     /// coordinator hands out the LogP unit before the table exists).

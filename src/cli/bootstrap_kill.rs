@@ -1,4 +1,4 @@
-//! `ftcoll bootstrap --kill R[,R..]` (issue 6, item 6): boot local node processes, SIGKILL
+//! `ftcoll bootstrap --kill R[,R..]` (repair after a permanent crash): boot local node processes, SIGKILL
 //! some once the overlay is built, and time what the survivors do
 //! ([`crate::runtime::watch`]): detect (heartbeats, ICMP), spread failure notices, repair the
 //! overlay. Every survivor checks its own `Succ`, `Pred`, `CW`, `CCW` against the legitimate

@@ -1,7 +1,7 @@
 //! Command-line interface: `ftcoll sim | model | reproduce | bench | logp | node | plot`.
 //!
 //! Every misuse ends with a one-line `ftcoll: error: ...` on stderr and exit code 2, never a
-//! panic (DESIGN.md decision 9).
+//! panic (`docs/architecture.md`, "Bad input never takes a node down").
 
 pub mod agree;
 pub mod agree_bench;

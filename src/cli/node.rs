@@ -269,7 +269,7 @@ pub struct JoinedNode<'a> {
     pub verbs: bool,
 }
 
-/// The overlay bootstrap's part of a launched node (issue 6: a node needs only its parent's
+/// The overlay bootstrap's part of a launched node (a node needs only its parent's
 /// address): its own address (kept as its data address afterwards), its parent's, and the
 /// run's LogP unit, which every node is given alike since no coordinator hands it out.
 #[derive(Clone, Copy, Debug)]

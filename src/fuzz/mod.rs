@@ -1,4 +1,4 @@
-//! Fuzzing every decoder that reads untrusted bytes (issue 8): the target bodies, shared by
+//! Fuzzing every decoder that reads untrusted bytes (`docs/security.md`): the target bodies, shared by
 //! the libFuzzer targets of the `fuzz/` crate (`cargo fuzz run NAME`) and by [`stable`], a
 //! harness that runs the same bodies on the stable toolchain (corpus plus mutated inputs for a
 //! bounded time; what `.ci/run` uses).

@@ -1,4 +1,4 @@
-//! Sans-IO protocol state machines (DESIGN.md decisions 1–3).
+//! Sans-IO protocol state machines (`docs/architecture.md`, decisions 1–3).
 //!
 //! A protocol instance is one process's state for one operation. It never touches a socket,
 //! a clock, a thread or a global RNG: a driver (the LogP simulator in [`crate::sim`], later the
@@ -30,7 +30,7 @@ pub fn vtime(t: Time) -> VTime {
 /// A process rank inside one operation (virtual: the operation's root is 0).
 pub type Rank = u32;
 
-/// What a process's sender does next (DESIGN.md decision 2: the sender pulls).
+/// What a process's sender does next (`docs/architecture.md`, decision 2: the sender pulls).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action<M> {
     /// Send `msg` to `to`; the sender is busy for `o`.

@@ -1,5 +1,5 @@
-//! Operation identity and duplicate suppression (Corrected Gossip, Claim 1; DESIGN.md
-//! decision 5): every broadcast or agreement is named by `(root, sequence)`; a process keeps,
+//! Operation identity and duplicate suppression (Corrected Gossip, Claim 1;
+//! `docs/architecture.md`, decision 5): every broadcast or agreement is named by `(root, sequence)`; a process keeps,
 //! per root, which sequences it has completed and discards every later message of those.
 
 /// The name of one operation: its root's physical rank and the root's sequence counter.

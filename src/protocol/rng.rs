@@ -1,4 +1,5 @@
-//! The seeded generator handed to protocols (DESIGN.md decision 1: no global RNG).
+//! The seeded generator handed to protocols (`docs/architecture.md`, decision 1: no global
+//! RNG).
 
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};

@@ -1,4 +1,4 @@
-//! The runtime bootstrap (issue 6): a node given only its rank, the job's size and its
+//! The runtime bootstrap (`docs/overlay.md`): a node given only its rank, the job's size and its
 //! launch-tree parent's address builds the ring and the BMG with the BMG paper's Algorithms
 //! 1 and 2 ([`BmgOverlay`]), then runs Han–Finkel's `Disseminate` over the BMG's clockwise
 //! links as an all-gather of `(rank, address)`, so that every node ends with the whole
@@ -10,7 +10,7 @@
 //! process it names ([`BootMsg`]). The launch tree is the binomial tree over ranks, so a node
 //! knows its children's ranks, not their addresses, until they say hello.
 //!
-//! Phases of the overlay are ticks of `tick` real time (counted, DESIGN.md decision 3).
+//! Phases of the overlay are ticks of `tick` real time (counted, `docs/architecture.md`, decision 3).
 //! Datagrams may be lost: the overlay repairs itself (self-stabilization, refreshes), and the
 //! all-gather re-sends its messages, backing off from one tick to 64, until the node is done
 //! and has lingered.

@@ -1,4 +1,4 @@
-//! The verbs connection data of a booted run (`bench --boot`, issue 6 item 4) exchanged
+//! The verbs connection data of a booted run (`bench --boot`) exchanged
 //! peer to peer, without a coordinator: once the bootstrap ([`crate::runtime::bootstrap`]) has
 //! given every node the address table, each node sends each peer, on its bootstrap socket,
 //! the one [`ConnInfo`] it made for that peer and collects the one each peer made for it.

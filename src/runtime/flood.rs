@@ -1,4 +1,4 @@
-//! Garbage and floods aimed at a node's UDP port (issue 8): what the flood test and the
+//! Garbage and floods aimed at a node's UDP port (`docs/security.md`): what the flood test and the
 //! `flood` benchmark send. Loopback only by construction (the sender binds 127.0.0.1), bounded
 //! by a deadline and a datagram count.
 //!

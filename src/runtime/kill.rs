@@ -1,4 +1,4 @@
-//! Crash injection for the runtime (issue 3): which node dies, when, and how.
+//! Crash injection for the runtime: which node dies, when, and how.
 //!
 //! Spec syntax (comma-separated in `--kill`):
 //! - `R`: node R is dead from the start (never runs);

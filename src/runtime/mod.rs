@@ -1,5 +1,5 @@
 //! The runtime: the same protocol state machines as the simulator, on a real network
-//! (DESIGN.md decisions 6–9). A local cluster runs every node as a thread of this process
+//! (`docs/architecture.md`, decisions 6–9). A local cluster runs every node as a thread of this process
 //! over the `udp` (loopback) or `inproc` transport; operations run back to back and every one
 //! is checked for consistency.
 //!

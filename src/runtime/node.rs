@@ -1,5 +1,6 @@
 //! One node of the runtime: drives the sans-IO protocol state machines of its in-flight
-//! operations over a [`Transport`], in real time (DESIGN.md decisions 1–2, 6).
+//! operations over a [`Transport`], in real time (`docs/architecture.md`, decisions
+//! 1–2, 6).
 //!
 //! Per operation (named `(root, seq)`, Corrected Gossip Claim 1) the node keeps one protocol
 //! instance, created when the root starts it or on the operation's first message. Every

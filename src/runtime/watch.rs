@@ -1,4 +1,4 @@
-//! A booted node's watch (issue 6, items 5 and 6): after the bootstrap
+//! A booted node's watch (failure notices and repair): after the bootstrap
 //! ([`crate::runtime::bootstrap`]) the node keeps its socket, its address table and its overlay
 //! state, and
 //! - watches its BMG neighbours: heartbeats every `heartbeat`, a neighbour silent for

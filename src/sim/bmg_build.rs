@@ -235,7 +235,7 @@ impl Build {
         self.sys.lost() + self.sys.nodes().iter().map(BmgOverlay::dropped).sum::<u64>()
     }
 
-    /// Process `dead` crashes for good (issue 6's permanent crash, outside the paper's model
+    /// Process `dead` crashes for good (a permanent crash, outside the paper's model
     /// of transient faults), repaired as [`Mended`] says (the runtime's repair, the same
     /// code): the launcher's tree is mended, every survivor learns it at once (on the runtime
     /// by a failure notice, [`crate::protocol::overlay::failure_notice`]) and keeps its

@@ -1,4 +1,5 @@
-//! The LogP discrete-event driver (DESIGN.md decision 4, Corrected Trees §2.2).
+//! The LogP discrete-event driver (`docs/architecture.md`, decision 4; Corrected Trees
+//! §2.2).
 //!
 //! Integer time. A send occupies the sender for `o`; the message travels `L`; its receive
 //! occupies the receiver for `o`, in arrival order. A process sends and receives at the same

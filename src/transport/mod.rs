@@ -1,6 +1,6 @@
-//! Transports the runtime drives (DESIGN.md decision 6): `inproc` (threads of one process,
-//! lock-free queues) and `udp` (one non-blocking socket per node, made reliable here). Both
-//! move opaque byte strings between ranks of one job; encoding is [`crate::wire`]'s.
+//! Transports the runtime drives (`docs/architecture.md`, decision 6): `inproc` (threads of
+//! one process, lock-free queues) and `udp` (one non-blocking socket per node, made reliable
+//! here). Both move opaque byte strings between ranks of one job; encoding is [`crate::wire`]'s.
 
 pub mod inproc;
 pub mod ppoll;
@@ -68,7 +68,7 @@ pub struct TransportStats {
     /// Peers suspected at once because the kernel reported their port closed (ICMP port
     /// unreachable after they had answered before).
     pub refused: u64,
-    /// Datagrams whose MAC did not verify (wrong key, forged, corrupted; issue 8).
+    /// Datagrams whose MAC did not verify (wrong key, forged, corrupted).
     pub bad_mac: u64,
     /// Authentic datagrams of another job id.
     pub foreign_job: u64,

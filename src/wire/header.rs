@@ -7,7 +7,7 @@
 //!  5     1    kind (see wire::kind)
 //!  6     2    flags (0)
 //!  8     8    job id
-//! 16     8    operation sequence  } operation id (DESIGN.md decision 5)
+//! 16     8    operation sequence  } operation id (docs/architecture.md, decision 5)
 //! 24     4    operation root      }
 //! 28     4    sender rank
 //! 32     2    body length

@@ -1,4 +1,5 @@
-//! The header's `kind` byte: one value per message type (DESIGN.md decision 9).
+//! The header's `kind` byte: one value per message type (`docs/architecture.md`, decision
+//! 9).
 //!
 //! Fixed-size messages have one value each. Messages generic over a correction capacity `C`
 //! (`TreeMsg<C>`, `GossipMsg<C>`, `CorrMsg<C>`) carry `C` in the low nibble of their family's

@@ -1,4 +1,4 @@
-//! Message encoding and validation (DESIGN.md decisions 5 and 9).
+//! Message encoding and validation (`docs/architecture.md`, decisions 5 and 9).
 //!
 //! A datagram is a fixed [`Header`] (magic, version, kind, job, operation id `(root, seq)`,
 //! sender, lengths), a protocol message body ([`WireMessage`]) and an opaque payload. Decoding

@@ -1,5 +1,6 @@
-//! Agreement: ERA, the Early Returning Agreement (`../shared/papers/era-agreement.txt`), with
-//! its trees, its values and the shrink built on it.
+//! Agreement: ERA, the Early Returning Agreement (Herault et al., "Practical scalable consensus
+//! for pseudo-synchronous distributed systems", SC 2015; see `docs/agreement.md`), with its
+//! trees, its values and the shrink built on it.
 
 pub mod era;
 pub mod era_tree;

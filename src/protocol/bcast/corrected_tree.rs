@@ -3,7 +3,7 @@
 //! failure-proof or delayed, started synchronized (all participants at the tree's fault-free
 //! dissemination latency) or overlapped (each right after its own tree sends).
 //!
-//! Phases are counted, not clocked (DESIGN.md decision 3): a tree message carries the sender's
+//! Phases are counted, not clocked (`docs/architecture.md`, decision 3): a tree message carries the sender's
 //! virtual time, so a process knows how long to wait for the synchronized start without a
 //! clock.
 

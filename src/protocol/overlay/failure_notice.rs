@@ -1,4 +1,4 @@
-//! Failure notices spread by Han–Finkel's fault-tolerant `Disseminate` (issue 6, item 5): a
+//! Failure notices spread by Han–Finkel's fault-tolerant `Disseminate` (Han–Finkel §3): a
 //! process that learns a peer dead (its failure detector) disseminates a notice naming it, so
 //! that every live process learns every failure in `⌈log m⌉ + 2` rounds, even if one more
 //! process fails during the spread.
@@ -11,7 +11,7 @@
 //! `(i + 2^(r mod ⌈log m⌉)) mod m` (§2's `Disseminate`; `r mod ⌈log m⌉ = 0` for `r = 0`, so
 //! every notice starts at round 0 of its run, Theorem 2's case 1).
 //!
-//! Rounds are counted, not clocked (DESIGN.md decision 3): a notice carries its age, the round
+//! Rounds are counted, not clocked (`docs/architecture.md`, decision 3): a notice carries its age, the round
 //! it was sent in, counted from its first sending. A holder sends the notice of age `a` once
 //! for every `a` after the age it received (the origin from age 0), one more age per
 //! [`FailureNotices::poll`] — so in a synchronous system this is `Disseminate` exactly. In an

@@ -1,4 +1,4 @@
-//! Packet authentication (issue 8): a job's secret key and a keyed MAC over every datagram.
+//! Packet authentication (`docs/security.md`): a job's secret key and a keyed MAC over every datagram.
 //!
 //! The MAC is SipHash-2-4 with a 128-bit key and a 128-bit output (the `siphasher` crate): a
 //! PRF designed for short inputs, a few tens of ns for a small datagram, so it fits the
