@@ -206,6 +206,10 @@ pub struct SimArgs {
     /// Never show a progress bar.
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+    /// Exit 0 even when runs were aborted at the event cap (`--max-events`; bmg-build:
+    /// `--max-phases`). Without it any aborted run is reported on stderr and the exit code is 3.
+    #[arg(long = "allow-aborts")]
+    pub allow_aborts: bool,
     #[command(flatten)]
     pub overlay: crate::cli::overlay::OverlayArgs,
 }

@@ -30,10 +30,12 @@ impl Ctx {
         Setup::from_args(&a)
     }
 
+    /// The summary of `ftcoll sim {args}`; an error if any run was aborted at the event cap
+    /// (a reproduction never prints a figure from an unfinished run).
     fn sim(&self, args: &str) -> Result<Summary, String> {
         let setup = self.setup(args)?;
         eprintln!("  sim {args}");
-        runner::simulate(&setup, &|_| {})
+        runner::simulate_complete(&setup, &format!("reproduce: `ftcoll sim {args}`"))
     }
 
     fn pick<T: Copy>(&self, quick: T, full: T) -> T {
@@ -501,9 +503,9 @@ fn scaling(c: &mut Ctx) -> Result<(), String> {
                 "--algo bfb",
             ] {
                 let s = c.sim(&format!("{args} --nodes {n} --L 2 --o 1 {fl} --runs {runs} --seed 13"))?;
-                let m = s.quiescence.percentiles().p50;
+                let (m, cell) = scaling_cell(&s, args.contains("ocg"));
                 med.push(m);
-                let _ = write!(line, " {} |", f1(m));
+                let _ = write!(line, " {cell} |");
             }
             if faults.is_none() {
                 let s = c.sim(&format!(
@@ -519,10 +521,27 @@ fn scaling(c: &mut Ctx) -> Result<(), String> {
             c.line(&line);
         }
         c.line("");
-        c.line(&format!("FCG faster than BIG (median) at N ∈ {fcg_beats:?}."));
+        c.line(&format!(
+            "FCG faster than BIG (median) at N ∈ {fcg_beats:?}. A cell \"k/R runs incomplete\" counts runs \
+             that left a live process uncolored: no latency is reported for them."
+        ));
     }
     c.line("");
     Ok(())
+}
+
+/// A Figure 7 cell: the median latency, or, for a strongly consistent algorithm with a run
+/// that left a live process uncolored, that count instead of a number (such a run did not
+/// finish: its latency is not a broadcast's latency). OCG is only weakly consistent (CG §IV.E):
+/// its median stands, with the runs that missed a node noted. The first value is the median
+/// for comparisons (infinite when not reported).
+fn scaling_cell(s: &Summary, weak: bool) -> (f64, String) {
+    let m = s.quiescence.percentiles().p50;
+    match (s.uncolored_runs, weak) {
+        (0, _) => (m, f1(m)),
+        (k, true) => (m, format!("{} ({k}/{} runs missed a node)", f1(m), s.runs)),
+        (k, false) => (f64::INFINITY, format!("**{k}/{} runs incomplete**", s.runs)),
+    }
 }
 
 /// ERA, the BMG overlay and Han–Finkel: their own commands print the tables (the paper's bound
@@ -668,4 +687,54 @@ fn succeeded(out: std::io::Result<std::process::Output>, args: &str) -> Result<s
         ));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::RunStats;
+
+    fn ctx() -> Ctx {
+        Ctx {
+            quick: true,
+            threads: 1,
+            out: String::new(),
+        }
+    }
+
+    /// Issue 14 item 3: an experiment with an aborted run fails the reproduction loudly.
+    #[test]
+    fn an_aborted_run_fails_the_reproduction() {
+        let e = ctx().sim("--nodes 64 --faults 0 --runs 2 --max-events 10").unwrap_err();
+        assert!(e.contains("2 of 2 runs aborted at the event cap"), "{e}");
+        assert!(e.contains("--nodes 64 --faults 0"), "{e}");
+        let s = ctx().sim("--nodes 64 --faults 0 --runs 2").unwrap();
+        assert_eq!((s.runs, s.aborted_runs), (2, 0));
+    }
+
+    /// Issue 14 item 4: a Figure 7 cell never shows a latency for a strongly consistent
+    /// algorithm when a run left a live process uncolored; OCG (weakly consistent) notes them.
+    #[test]
+    fn figure7_cells_never_report_a_latency_for_incomplete_runs() {
+        let mut s = Summary::new(64);
+        for (quiescence, uncolored_live) in [(40, 0), (41, 0), (42, 3)] {
+            s.record(&RunStats {
+                quiescence,
+                uncolored_live,
+                ..RunStats::default()
+            });
+        }
+        let (m, cell) = scaling_cell(&s, false);
+        assert!(m.is_infinite());
+        assert_eq!(cell, "**1/3 runs incomplete**");
+        let (m, cell) = scaling_cell(&s, true);
+        assert_eq!(m, 41.0);
+        assert_eq!(cell, "41.0 (1/3 runs missed a node)");
+        let mut ok = Summary::new(64);
+        ok.record(&RunStats {
+            quiescence: 40,
+            ..RunStats::default()
+        });
+        assert_eq!(scaling_cell(&ok, false), (40.0, "40.0".to_string()));
+    }
 }

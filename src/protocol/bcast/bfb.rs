@@ -491,6 +491,7 @@ mod tests {
     fn engine(n: u32, logp: LogP, faults: &Faults, seed: u64) -> (RunStats, Engine<Bfb>) {
         let mut e = Engine::<Bfb>::new(n, logp);
         let s = e.run(&BfbShared::new(n, logp), faults, seed, 100_000_000);
+        assert!(!s.aborted, "n={n} seed={seed}: aborted at the event cap");
         (s, e)
     }
 

@@ -188,12 +188,14 @@ mod tests {
 
     fn run(n: u32, logp: LogP, t: Time, v: Variant, faults: &Faults, seed: u64) -> RunStats {
         let shared = GossipShared::new(n, logp, t, v);
-        match v {
+        let s = match v {
             Variant::Fcg { .. } => {
                 Engine::<CorrectedGossip<FAILPROOF_CAP>>::new(n, logp).run(&shared, faults, seed, 50_000_000)
             }
             _ => Engine::<CorrectedGossip<0>>::new(n, logp).run(&shared, faults, seed, 50_000_000),
-        }
+        };
+        assert!(!s.aborted, "n={n} {v:?} T={t} seed={seed}: aborted at the event cap");
+        s
     }
 
     fn dead(k: u32) -> Faults {
@@ -249,6 +251,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "issue 14 item 2: FCG's SOS flood never terminates and the run aborts at the event cap (branch cg)"]
     fn fcg_sos_still_colors_everyone_when_gossip_reaches_nobody() {
         // T = 0: only the root is a g-node; with f = 1 it never finds f + 1 g-nodes: SOS.
         let s = run(64, UNIT, 0, Variant::Fcg { f: 1 }, &dead(0), 0);
