@@ -765,3 +765,61 @@ fn aborted_runs_are_loud_and_exit_3_unless_allowed() {
     let (code, _, err) = ftcoll(&["sim", "--algo", "bmg-build", "--nodes", "16", "--launch-tree", "binary"]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// Issue 14 item 6: `--L`, `--o` (and the detection delays added to event times) near
+/// u64::MAX used to wrap (`--L 18446744073709551615` reported a latency of 6): now a one-line
+/// error and exit 2; the largest accepted value simulates without overflow.
+#[test]
+fn huge_logp_parameters_are_rejected_not_wrapped() {
+    let max = u64::MAX.to_string();
+    let over = ((1u64 << 32) + 1).to_string();
+    let delayed = format!("delayed:{max}");
+    for (args, what) in [
+        (vec!["sim", "--L", &max], "--L must be at most 4294967296"),
+        (vec!["sim", "--L", &over], "--L must be at most 4294967296"),
+        (vec!["sim", "--o", &max], "--o must be at most 4294967296"),
+        (
+            vec!["sim", "--algo", "bfb", "--detect-delay", &max],
+            "--detect-delay must be at most",
+        ),
+        (vec!["model", "--L", &max], "--L must be at most"),
+        (vec!["agree", "--sim", "--L", &max], "--L must be at most"),
+        (
+            vec!["agree", "--sim", "--detect-jitter", &max],
+            "--detect-jitter must be at most",
+        ),
+        (vec!["sim", "--correction", &delayed], "delayed:DELAY must be at most"),
+    ] {
+        let (code, out, err) = ftcoll(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("ftcoll: error: ") && err.contains(what),
+            "{args:?}: {err}"
+        );
+    }
+    // The bound itself is fine: one hop of 2o + L = 2^32 + 2, exactly (16 = 2^4 nodes, a
+    // binomial tree of depth 4, fault-free: coloring 4 hops).
+    let big = (1u64 << 32).to_string();
+    let v = json(&[
+        "sim",
+        "--nodes",
+        "16",
+        "--L",
+        &big,
+        "--faults",
+        "0",
+        "--runs",
+        "1",
+        "--correction",
+        "none",
+        "--json",
+    ]);
+    assert_eq!(v["coloring_latency"]["max"], 4.0 * ((1u64 << 32) + 2) as f64, "{v}");
+    for algo in ["bfb", "big", "corrected-gossip", "tree-ack"] {
+        let v = json(&[
+            "sim", "--algo", algo, "--nodes", "16", "--L", &big, "--o", &big, "--faults", "1", "--runs", "2", "--json",
+        ]);
+        assert_eq!(v["aborted_runs"], 0, "{algo}: {v}");
+    }
+}

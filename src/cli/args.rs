@@ -176,10 +176,11 @@ pub struct SimArgs {
     /// These ranks are dead before the operation (comma-separated; overrides --faults).
     #[arg(long)]
     pub dead: Option<String>,
-    /// Random processes that die at a random time during each run.
+    /// Random processes that die during each run, at a uniform random time in (0, T] (T: the
+    /// algorithm's fault-free latency), never at 0: a death at 0 is a dead-before process.
     #[arg(long = "online-faults", default_value_t = 0)]
     pub online_faults: u32,
-    /// Specific online failures: RANK@TIME,...
+    /// Specific online failures: RANK@TIME,... (TIME 0: dead before the operation).
     #[arg(long)]
     pub kill: Option<String>,
     /// Modeled failure-detector delay (BFB).
