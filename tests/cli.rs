@@ -20,6 +20,7 @@ fn sim_json_has_the_documented_fields() {
     }
     assert_eq!(v["runs"], 30);
     assert_eq!(v["uncolored_runs"], 0, "checked correction colors everyone");
+    assert_eq!(v["aborted_runs"], 0);
     assert_eq!(v["config"]["nodes"], 1024);
 }
 
@@ -114,6 +115,7 @@ fn every_algorithm_runs_from_the_cli() {
         let args = [&["sim", "--nodes", "256", "--runs", "5", "--json"][..], algo].concat();
         let v = json(&args);
         assert_eq!(v["runs"], 5, "{algo:?}");
+        assert_eq!(v["aborted_runs"], 0, "{algo:?}");
     }
 }
 
@@ -683,4 +685,141 @@ fn a_huge_node_count_is_an_error_not_an_allocation_abort() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("no address for rank 1"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Issue 14 item 3: a run stopped at the event cap is never silent. `sim` prints its table
+/// with the count, then one `ftcoll: error:` line on stderr, and exits 3; `--allow-aborts`
+/// accepts such runs (a warning, exit 0). The same for `agree --sim` and `sim --algo bmg-build`.
+#[test]
+fn aborted_runs_are_loud_and_exit_3_unless_allowed() {
+    let base = [
+        "sim",
+        "--nodes",
+        "64",
+        "--runs",
+        "3",
+        "--faults",
+        "0",
+        "--max-events",
+        "10",
+    ];
+    let (code, out, err) = ftcoll(&base);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("aborted_runs: 3"), "{out}");
+    assert!(out.contains("ABORTED: 3 of 3 runs"), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("ftcoll: error: 3 of 3 runs aborted at the event cap"),
+        "{err}"
+    );
+    let (code, out, err) = ftcoll(&[&base[..], &["--json"]].concat());
+    assert_eq!(code, 3, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["aborted_runs"], 3);
+    let (code, out, err) = ftcoll(&[&base[..], &["--allow-aborts"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("aborted_runs: 3"), "{out}");
+    assert!(err.starts_with("ftcoll: warning: 3 of 3 runs aborted"), "{err}");
+    // Not aborted: exit 0 and no warning.
+    let (code, _, err) = ftcoll(&["sim", "--nodes", "64", "--runs", "3", "--faults", "0"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+
+    let agree = [
+        "agree",
+        "--sim",
+        "--nodes",
+        "8",
+        "--runs",
+        "2",
+        "--agreements",
+        "3",
+        "--max-events",
+        "5",
+    ];
+    let (code, out, err) = ftcoll(&agree);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("aborted runs: 2"), "{out}");
+    assert!(err.starts_with("ftcoll: error: 2 of 2 runs aborted"), "{err}");
+    let (code, _, err) = ftcoll(&[&agree[..], &["--allow-aborts"]].concat());
+    assert_eq!(code, 0, "{err}");
+
+    let bmg = [
+        "sim",
+        "--algo",
+        "bmg-build",
+        "--nodes",
+        "16",
+        "--launch-tree",
+        "binary",
+        "--scheduler",
+        "synchronous",
+        "--max-phases",
+        "1",
+    ];
+    let (code, out, err) = ftcoll(&bmg);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("ABORTED"), "{out}");
+    assert!(err.starts_with("ftcoll: error: "), "{err}");
+    let (code, _, err) = ftcoll(&[&bmg[..], &["--allow-aborts"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = ftcoll(&["sim", "--algo", "bmg-build", "--nodes", "16", "--launch-tree", "binary"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Issue 14 item 6: `--L`, `--o` (and the detection delays added to event times) near
+/// u64::MAX used to wrap (`--L 18446744073709551615` reported a latency of 6): now a one-line
+/// error and exit 2; the largest accepted value simulates without overflow.
+#[test]
+fn huge_logp_parameters_are_rejected_not_wrapped() {
+    let max = u64::MAX.to_string();
+    let over = ((1u64 << 32) + 1).to_string();
+    let delayed = format!("delayed:{max}");
+    for (args, what) in [
+        (vec!["sim", "--L", &max], "--L must be at most 4294967296"),
+        (vec!["sim", "--L", &over], "--L must be at most 4294967296"),
+        (vec!["sim", "--o", &max], "--o must be at most 4294967296"),
+        (
+            vec!["sim", "--algo", "bfb", "--detect-delay", &max],
+            "--detect-delay must be at most",
+        ),
+        (vec!["model", "--L", &max], "--L must be at most"),
+        (vec!["agree", "--sim", "--L", &max], "--L must be at most"),
+        (
+            vec!["agree", "--sim", "--detect-jitter", &max],
+            "--detect-jitter must be at most",
+        ),
+        (vec!["sim", "--correction", &delayed], "delayed:DELAY must be at most"),
+    ] {
+        let (code, out, err) = ftcoll(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("ftcoll: error: ") && err.contains(what),
+            "{args:?}: {err}"
+        );
+    }
+    // The bound itself is fine: one hop of 2o + L = 2^32 + 2, exactly (16 = 2^4 nodes, a
+    // binomial tree of depth 4, fault-free: coloring 4 hops).
+    let big = (1u64 << 32).to_string();
+    let v = json(&[
+        "sim",
+        "--nodes",
+        "16",
+        "--L",
+        &big,
+        "--faults",
+        "0",
+        "--runs",
+        "1",
+        "--correction",
+        "none",
+        "--json",
+    ]);
+    assert_eq!(v["coloring_latency"]["max"], 4.0 * ((1u64 << 32) + 2) as f64, "{v}");
+    for algo in ["bfb", "big", "corrected-gossip", "tree-ack"] {
+        let v = json(&[
+            "sim", "--algo", algo, "--nodes", "16", "--L", &big, "--o", &big, "--faults", "1", "--runs", "2", "--json",
+        ]);
+        assert_eq!(v["aborted_runs"], 0, "{algo}: {v}");
+    }
 }

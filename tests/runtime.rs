@@ -173,6 +173,7 @@ fn message_counts_stay_near_the_simulators() {
         max_events: 1 << 20,
     };
     let sim = run_many::<ftcoll::protocol::bcast::corrected_tree::CorrectedTree<0>>(&shared, &ex, &|_| {});
+    assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");
     let predicted = sim.report().messages_per_process.mean * 16.0;
     let measured = r.messages.mean();
     assert!(

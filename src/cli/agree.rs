@@ -147,6 +147,9 @@ pub struct AgreeArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// --sim: exit 0 even when runs were aborted at --max-events (else exit code 3).
+    #[arg(long = "allow-aborts")]
+    pub allow_aborts: bool,
 }
 
 fn parse_kills(spec: &str, n: u32) -> Result<Vec<Kill>, String> {
@@ -286,9 +289,12 @@ fn simulate<V: SimValue>(sim: &AgreeSim, a: &AgreeArgs) -> Result<Totals, String
 }
 
 /// Runs `ftcoll agree`.
-pub fn run(a: &AgreeArgs) -> Result<(), String> {
+pub fn run(a: &AgreeArgs) -> Result<(), crate::cli::Failure> {
     if !a.sim {
-        return crate::cli::agree_bench::run(a);
+        if a.allow_aborts {
+            return Err("--allow-aborts applies to --sim only".to_string().into());
+        }
+        return Ok(crate::cli::agree_bench::run(a)?);
     }
     let sim = experiment(a)?;
     let started = std::time::Instant::now();
@@ -325,10 +331,15 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
                 "violations": t.violations, "events": t.events, "seconds": secs,
             })
         );
-        return Ok(());
+    } else {
+        print!("{}", table(&sim, a, &t, (height, fanout, bound), secs));
     }
-    print!("{}", table(&sim, a, &t, (height, fanout, bound), secs));
-    Ok(())
+    crate::cli::check_aborts(
+        t.aborted,
+        a.runs,
+        &format!("agree --sim, --max-events {}", a.max_events),
+        a.allow_aborts,
+    )
 }
 
 fn table(sim: &AgreeSim, a: &AgreeArgs, t: &Totals, (height, fanout, bound): (u32, u32, u32), secs: f64) -> String {

@@ -176,10 +176,11 @@ pub struct SimArgs {
     /// These ranks are dead before the operation (comma-separated; overrides --faults).
     #[arg(long)]
     pub dead: Option<String>,
-    /// Random processes that die at a random time during each run.
+    /// Random processes that die during each run, at a uniform random time in (0, T] (T: the
+    /// algorithm's fault-free latency), never at 0: a death at 0 is a dead-before process.
     #[arg(long = "online-faults", default_value_t = 0)]
     pub online_faults: u32,
-    /// Specific online failures: RANK@TIME,...
+    /// Specific online failures: RANK@TIME,... (TIME 0: dead before the operation).
     #[arg(long)]
     pub kill: Option<String>,
     /// Modeled failure-detector delay (BFB).
@@ -206,6 +207,10 @@ pub struct SimArgs {
     /// Never show a progress bar.
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+    /// Exit 0 even when runs were aborted at the event cap (`--max-events`; bmg-build:
+    /// `--max-phases`). Without it any aborted run is reported on stderr and the exit code is 3.
+    #[arg(long = "allow-aborts")]
+    pub allow_aborts: bool,
     #[command(flatten)]
     pub overlay: crate::cli::overlay::OverlayArgs,
 }

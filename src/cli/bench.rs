@@ -235,7 +235,7 @@ fn predict(
             },
             faults_text: String::new(),
         };
-        let s = runner::simulate(&setup, &|_| {})?;
+        let s = runner::simulate_complete(&setup, "the LogP prediction")?;
         match summary.as_mut() {
             Some(all) => all.merge(&s),
             None => summary = Some(s),

@@ -115,7 +115,14 @@ impl Setup {
         if a.nodes < 2 {
             return Err(format!("--nodes must be at least 2, got {}", a.nodes));
         }
-        let logp = LogP::new(a.l, a.o).map_err(|e| format!("--o: {e}"))?;
+        let logp = LogP::new(a.l, a.o)?;
+        if a.detect_delay > LogP::MAX {
+            return Err(format!(
+                "--detect-delay must be at most {} (got {})",
+                LogP::MAX,
+                a.detect_delay
+            ));
+        }
         if a.runs == 0 {
             return Err("--runs must be at least 1".into());
         }

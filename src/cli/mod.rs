@@ -1,7 +1,9 @@
 //! Command-line interface: `ftcoll sim | model | reproduce | bench | logp | node | plot`.
 //!
 //! Every misuse ends with a one-line `ftcoll: error: ...` on stderr and exit code 2, never a
-//! panic (`docs/architecture.md`, "Bad input never takes a node down").
+//! panic (`docs/architecture.md`, "Bad input never takes a node down"). A simulation in which some run hit its event cap ends with a
+//! one-line `ftcoll: error: ... aborted ...` on stderr and exit code 3 (`sim` and `agree --sim`
+//! print their table first; `--allow-aborts` accepts such runs).
 
 pub mod agree;
 pub mod agree_bench;
@@ -32,6 +34,41 @@ use args::{Cli, Command};
 
 /// Exit code for bad input.
 pub const EXIT_USAGE: i32 = 2;
+
+/// Exit code of a simulation in which some run was aborted at its event cap (issue 14 item 3).
+pub const EXIT_ABORTED: i32 = 3;
+
+/// Why a command failed: bad input (or an environment error), or aborted simulation runs.
+#[derive(Debug)]
+pub enum Failure {
+    /// A one-line error; exit code [`EXIT_USAGE`].
+    Error(String),
+    /// Some simulated runs hit the event cap; exit code [`EXIT_ABORTED`].
+    Aborted(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Error(e)
+    }
+}
+
+/// `Err(Failure::Aborted)` naming `aborted` of `runs` runs of `what`, unless `allowed` (then a
+/// note on stderr) or none aborted.
+pub fn check_aborts(aborted: u64, runs: u64, what: &str, allowed: bool) -> Result<(), Failure> {
+    if aborted == 0 {
+        return Ok(());
+    }
+    let msg = format!(
+        "{aborted} of {runs} runs aborted at the event cap ({what}): their figures are not valid \
+         (raise --max-events, or pass --allow-aborts to accept them)"
+    );
+    if allowed {
+        eprintln!("ftcoll: warning: {msg}");
+        return Ok(());
+    }
+    Err(Failure::Aborted(msg))
+}
 
 /// Parses `argv` and runs the command; returns the process exit code.
 pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
@@ -67,26 +104,38 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             };
         }
     };
-    let result = match &cli.command {
+    let result: Result<(), Failure> = match &cli.command {
         Command::Sim(a) => sim::run(a),
+        Command::Agree(a) => agree::run(a),
+        other => run_other(other).map_err(Failure::Error),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(Failure::Error(e)) => {
+            eprintln!("ftcoll: error: {e}");
+            EXIT_USAGE
+        }
+        Err(Failure::Aborted(e)) => {
+            eprintln!("ftcoll: error: {e}");
+            EXIT_ABORTED
+        }
+    }
+}
+
+/// The commands that fail only with a one-line error.
+fn run_other(command: &Command) -> Result<(), String> {
+    match command {
+        Command::Sim(_) | Command::Agree(_) => Err("internal: dispatched above".into()),
         Command::Model(a) => model::run(a),
         Command::Reproduce(a) => reproduce::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
-        Command::Agree(a) => agree::run(a),
         Command::AgreeNode { spec } => crate::runtime::agree_procs::child(spec),
         Command::Stress(a) => stress::run(a),
         Command::Bootstrap(a) => bootstrap::run(a),
         Command::BootNode(a) => bootstrap::run_node(a),
         Command::LaunchTree { nodes } => bootstrap::print_launch_tree(*nodes),
         Command::Plot(a) => plot::run(a),
-    };
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("ftcoll: error: {e}");
-            EXIT_USAGE
-        }
     }
 }

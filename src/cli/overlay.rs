@@ -87,7 +87,7 @@ pub fn reject_unused(a: &OverlayArgs) -> Result<(), String> {
 }
 
 /// Runs `ftcoll sim` for an overlay algorithm.
-pub fn run(a: &SimArgs) -> Result<(), String> {
+pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
     let g = &a.alg;
     for (given, flag) in [
         (g.tree.is_some(), "--tree"),
@@ -103,24 +103,31 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
         (a.online_faults > 0, "--online-faults"),
     ] {
         if given {
-            return Err(format!("{flag} does not apply to the overlay algorithms"));
+            return Err(format!("{flag} does not apply to the overlay algorithms").into());
         }
     }
     if a.nodes < 2 {
-        return Err(format!("--nodes must be at least 2, got {}", a.nodes));
+        return Err(format!("--nodes must be at least 2, got {}", a.nodes).into());
     }
     if a.runs == 0 {
-        return Err("--runs must be at least 1".into());
+        return Err("--runs must be at least 1".to_string().into());
     }
     match a.alg.algo {
         AlgoName::Dissemination | AlgoName::FailureNotices => {
             if let Some(flag) = a.overlay.given() {
-                return Err(format!("{flag} applies to --algo bmg-build only"));
+                return Err(format!("{flag} applies to --algo bmg-build only").into());
+            }
+            if a.allow_aborts {
+                return Err(
+                    "--allow-aborts does not apply to --algo dissemination or failure-notices"
+                        .to_string()
+                        .into(),
+                );
             }
             if a.alg.algo == AlgoName::Dissemination {
-                dissemination(a)
+                Ok(dissemination(a)?)
             } else {
-                crate::cli::notices::run(a, &sizes(a.nodes))
+                Ok(crate::cli::notices::run(a, &sizes(a.nodes))?)
             }
         }
         _ => bmg(a),
@@ -170,12 +177,12 @@ fn shape(name: &str, depth: u32) -> LaunchShape {
     }
 }
 
-fn bmg(a: &SimArgs) -> Result<(), String> {
+/// A bmg-build run that was not legitimate and quiet for the closure phases within
+/// `--max-phases` is the overlay's aborted run: reported, and exit code 3 unless
+/// `--allow-aborts`.
+fn bmg(a: &SimArgs) -> Result<(), crate::cli::Failure> {
     if a.nodes > MAX_BMG_NODES {
-        return Err(format!(
-            "--algo bmg-build takes --nodes up to {MAX_BMG_NODES} (got {})",
-            a.nodes
-        ));
+        return Err(format!("--algo bmg-build takes --nodes up to {MAX_BMG_NODES} (got {})", a.nodes).into());
     }
     let o = &a.overlay;
     let names = shapes(o.launch_tree.as_deref().unwrap_or("binomial,binary"))?;
@@ -187,7 +194,7 @@ fn bmg(a: &SimArgs) -> Result<(), String> {
     let refresh = o.refresh.unwrap_or(64);
     let crashes = o.crashes.unwrap_or(0);
     if refresh == 0 {
-        return Err("--refresh must be at least 1".into());
+        return Err("--refresh must be at least 1".to_string().into());
     }
     let cfg = |scheduler, n: u32| BuildRun {
         scheduler,
@@ -247,6 +254,10 @@ fn bmg(a: &SimArgs) -> Result<(), String> {
             }
         }
     }
+    let all = rows
+        .iter()
+        .flat_map(|r| r.results.iter().chain(r.repairs.iter().flatten().map(|x| &x.1)));
+    let (total, open) = all.fold((0, 0), |(t, o), c| (t + 1, o + u64::from(!c.closed)));
     if a.json {
         let v = json!({
             "algo": "bmg-build",
@@ -254,15 +265,24 @@ fn bmg(a: &SimArgs) -> Result<(), String> {
             "start": if o.corrupted { "corrupted" } else { "clean" },
             "seed": a.seed,
             "rows": rows,
+            "aborted_runs": open,
         });
         println!("{v}");
-        return Ok(());
+    } else {
+        print!("{}", bmg_table(&rows, refresh, o.corrupted, a.seed));
+        if crashes > 0 {
+            print!("{}", repair_table(&rows));
+        }
+        if open > 0 {
+            println!("\nABORTED: {open} of {total} runs were not legitimate and quiet within --max-phases");
+        }
     }
-    print!("{}", bmg_table(&rows, refresh, o.corrupted, a.seed));
-    if crashes > 0 {
-        print!("{}", repair_table(&rows));
-    }
-    Ok(())
+    crate::cli::check_aborts(
+        open,
+        total,
+        &format!("bmg-build, --max-phases {}", cfg(Scheduler::Synchronous, 2).max_phases),
+        a.allow_aborts,
+    )
 }
 
 fn repair_table(rows: &[BuildRow]) -> String {

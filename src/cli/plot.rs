@@ -197,6 +197,7 @@ fn setup(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<Setup
         json: false,
         trace: None,
         no_progress: true,
+        allow_aborts: false,
         overlay: Default::default(),
     };
     Setup::from_args(&a)
@@ -216,17 +217,19 @@ fn run_all(series: Vec<(String, Vec<(f64, Setup)>)>) -> Result<Vec<Sweep>, Strin
     Ok(out)
 }
 
+/// One point's report; an error if any run was aborted at the event cap (never plotted).
 fn simulate(setup: &Setup) -> Result<crate::sim::Report, String> {
-    let r = runner::simulate(setup, &|_| {})?.report();
-    if r.uncolored_runs > 0 || r.aborted_runs > 0 {
+    let what = format!(
+        "{} at P={}, faults {}",
+        setup.algo.describe(),
+        setup.experiment.n,
+        setup.faults_text
+    );
+    let r = runner::simulate_complete(setup, &what)?.report();
+    if r.uncolored_runs > 0 {
         eprintln!(
-            "ftcoll: note: {} at P={}, faults {}: {} of {} runs left live processes uncolored, {} aborted",
-            setup.algo.describe(),
-            setup.experiment.n,
-            setup.faults_text,
-            r.uncolored_runs,
-            r.runs,
-            r.aborted_runs
+            "ftcoll: note: {what}: {} of {} runs left live processes uncolored",
+            r.uncolored_runs, r.runs,
         );
     }
     Ok(r)

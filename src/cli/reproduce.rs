@@ -30,10 +30,12 @@ impl Ctx {
         Setup::from_args(&a)
     }
 
+    /// The summary of `ftcoll sim {args}`; an error if any run was aborted at the event cap
+    /// (a reproduction never prints a figure from an unfinished run).
     fn sim(&self, args: &str) -> Result<Summary, String> {
         let setup = self.setup(args)?;
         eprintln!("  sim {args}");
-        runner::simulate(&setup, &|_| {})
+        runner::simulate_complete(&setup, &format!("reproduce: `ftcoll sim {args}`"))
     }
 
     fn pick<T: Copy>(&self, quick: T, full: T) -> T {
@@ -501,9 +503,9 @@ fn scaling(c: &mut Ctx) -> Result<(), String> {
                 "--algo bfb",
             ] {
                 let s = c.sim(&format!("{args} --nodes {n} --L 2 --o 1 {fl} --runs {runs} --seed 13"))?;
-                let m = s.quiescence.percentiles().p50;
+                let (m, cell) = scaling_cell(&s, args.contains("ocg"));
                 med.push(m);
-                let _ = write!(line, " {} |", f1(m));
+                let _ = write!(line, " {cell} |");
             }
             if faults.is_none() {
                 let s = c.sim(&format!(
@@ -519,10 +521,27 @@ fn scaling(c: &mut Ctx) -> Result<(), String> {
             c.line(&line);
         }
         c.line("");
-        c.line(&format!("FCG faster than BIG (median) at N ∈ {fcg_beats:?}."));
+        c.line(&format!(
+            "FCG faster than BIG (median) at N ∈ {fcg_beats:?}. A cell \"k/R runs incomplete\" counts runs \
+             that left a live process uncolored: no latency is reported for them."
+        ));
     }
     c.line("");
     Ok(())
+}
+
+/// A Figure 7 cell: the median latency, or, for a strongly consistent algorithm with a run
+/// that left a live process uncolored, that count instead of a number (such a run did not
+/// finish: its latency is not a broadcast's latency). OCG is only weakly consistent (CG §IV.E):
+/// its median stands, with the runs that missed a node noted. The first value is the median
+/// for comparisons (infinite when not reported).
+fn scaling_cell(s: &Summary, weak: bool) -> (f64, String) {
+    let m = s.quiescence.percentiles().p50;
+    match (s.uncolored_runs, weak) {
+        (0, _) => (m, f1(m)),
+        (k, true) => (m, format!("{} ({k}/{} runs missed a node)", f1(m), s.runs)),
+        (k, false) => (f64::INFINITY, format!("**{k}/{} runs incomplete**", s.runs)),
+    }
 }
 
 /// ERA, the BMG overlay and Han–Finkel: their own commands print the tables (the paper's bound
@@ -530,6 +549,7 @@ fn scaling(c: &mut Ctx) -> Result<(), String> {
 /// always shows what the documented command prints.
 fn other_papers(c: &mut Ctx) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
+    let bmg = bmg_claim();
     let sections: [(&str, &str, &str, &str); 6] = [
         (
             "ERA Theorem 5: failure-free agreement latency and messages",
@@ -555,9 +575,7 @@ fn other_papers(c: &mut Ctx) -> Result<(), String> {
         ),
         (
             "BMG Figures 2 and 3: convergence of tree → ring → BMG",
-            "Figure 2: tree→ring in 4 synchronous phases on binomial launch trees and O(log N) on binary ones, \
-             plus O(log N) for the BMG; asynchronous convergence ~log² N (binomial) and ~log N (binary). \
-             Figure 3: the most messages one process receives.",
+            &bmg,
             "sim --algo bmg-build",
             "sim --algo bmg-build --runs 1",
         ),
@@ -594,6 +612,28 @@ fn other_papers(c: &mut Ctx) -> Result<(), String> {
         c.line("");
     }
     Ok(())
+}
+
+/// The message hops of BMG §4's tree→ring on a binomial launch tree: "each Info message
+/// originated at one leaf needs only to go up once …, then is forwarded to the parent that will
+/// step down to the next children … and create a Ask_Connect then a B_Connect message, hence 4
+/// phases" (Info, Info, Ask_Connect, B_Connect).
+const BMG_BINOMIAL_RING_HOPS: u64 = 4;
+
+/// The claim above the BMG Figure 2/3 table. The paper's "4 phases" counts the message hops;
+/// `sim --algo bmg-build` counts synchronous phases from the start, where phase 1 runs the
+/// spontaneous rules (the leaves' first Info is sent then and consumed in phase 2), so its
+/// `ring` column is one more (issue 14 item 6: the text said 4 above a table showing 5).
+fn bmg_claim() -> String {
+    format!(
+        "Figure 2: tree→ring on binomial launch trees in {h} synchronous phases, counting message hops \
+         (Info, Info, Ask_Connect, B_Connect); the `ring` column counts phases from the start, the first \
+         of which only runs the leaves' spontaneous rules, so it shows {p} = {h} + 1 at every depth. On \
+         binary trees O(log N), plus O(log N) for the BMG; asynchronous convergence ~log² N (binomial) \
+         and ~log N (binary). Figure 3: the most messages one process receives.",
+        h = BMG_BINOMIAL_RING_HOPS,
+        p = BMG_BINOMIAL_RING_HOPS + 1
+    )
 }
 
 /// The papers' latency and correction figures as images, drawn by `ftcoll plot` next to the
@@ -668,4 +708,88 @@ fn succeeded(out: std::io::Result<std::process::Output>, args: &str) -> Result<s
         ));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::RunStats;
+
+    fn ctx() -> Ctx {
+        Ctx {
+            quick: true,
+            threads: 1,
+            out: String::new(),
+        }
+    }
+
+    /// Issue 14 item 6: the BMG claim states the number of phases the table shows: the
+    /// synchronous ring phases measured on binomial launch trees of every depth.
+    #[test]
+    fn the_bmg_claim_states_the_phases_the_table_shows() {
+        use crate::sim::bmg_build::{BuildRun, Start, run};
+        use crate::sim::phased::Scheduler;
+        use crate::topology::launch_tree::{LaunchShape, LaunchTree};
+        let claim = bmg_claim();
+        for depth in 2..=8 {
+            let t = LaunchTree::build(
+                LaunchShape::Binomial { depth },
+                1 << 20,
+                &mut crate::protocol::ProtoRng::new(1),
+            )
+            .unwrap();
+            let cfg = BuildRun {
+                scheduler: Scheduler::Synchronous,
+                refresh: 64,
+                start: Start::Clean,
+                max_phases: 10_000,
+                closure_phases: 192,
+            };
+            let c = run(&t, &cfg, &mut crate::protocol::ProtoRng::new(1));
+            assert!(c.closed, "depth {depth}");
+            let ring = c.ring_phases.unwrap();
+            assert!(
+                claim.contains(&format!("shows {ring} = ")),
+                "depth {depth}: ring {ring}: {claim}"
+            );
+            assert_eq!(ring, BMG_BINOMIAL_RING_HOPS + 1, "depth {depth}");
+        }
+        assert!(claim.contains("in 4 synchronous phases, counting message hops"));
+    }
+
+    /// Issue 14 item 3: an experiment with an aborted run fails the reproduction loudly.
+    #[test]
+    fn an_aborted_run_fails_the_reproduction() {
+        let e = ctx().sim("--nodes 64 --faults 0 --runs 2 --max-events 10").unwrap_err();
+        assert!(e.contains("2 of 2 runs aborted at the event cap"), "{e}");
+        assert!(e.contains("--nodes 64 --faults 0"), "{e}");
+        let s = ctx().sim("--nodes 64 --faults 0 --runs 2").unwrap();
+        assert_eq!((s.runs, s.aborted_runs), (2, 0));
+    }
+
+    /// Issue 14 item 4: a Figure 7 cell never shows a latency for a strongly consistent
+    /// algorithm when a run left a live process uncolored; OCG (weakly consistent) notes them.
+    #[test]
+    fn figure7_cells_never_report_a_latency_for_incomplete_runs() {
+        let mut s = Summary::new(64);
+        for (quiescence, uncolored_live) in [(40, 0), (41, 0), (42, 3)] {
+            s.record(&RunStats {
+                quiescence,
+                uncolored_live,
+                ..RunStats::default()
+            });
+        }
+        let (m, cell) = scaling_cell(&s, false);
+        assert!(m.is_infinite());
+        assert_eq!(cell, "**1/3 runs incomplete**");
+        let (m, cell) = scaling_cell(&s, true);
+        assert_eq!(m, 41.0);
+        assert_eq!(cell, "41.0 (1/3 runs missed a node)");
+        let mut ok = Summary::new(64);
+        ok.record(&RunStats {
+            quiescence: 40,
+            ..RunStats::default()
+        });
+        assert_eq!(scaling_cell(&ok, false), (40.0, "40.0".to_string()));
+    }
 }

@@ -41,6 +41,20 @@ pub fn simulate(setup: &Setup, progress: &(dyn Fn(u64) + Sync)) -> Result<Summar
     setup.algo.dispatch(ex.n, ex.logp, MonteCarlo(ex, progress))
 }
 
+/// As [`simulate`], but an error naming `what` if any run was aborted at the event cap: for
+/// callers that print figures (reproduce, plot, bench's prediction), where an unfinished run
+/// must never become a number.
+pub fn simulate_complete(setup: &Setup, what: &str) -> Result<Summary, String> {
+    let s = simulate(setup, &|_| {})?;
+    if s.aborted_runs > 0 {
+        return Err(format!(
+            "{what}: {} of {} runs aborted at the event cap (--max-events {}); no figure is printed from them",
+            s.aborted_runs, s.runs, setup.experiment.max_events
+        ));
+    }
+    Ok(s)
+}
+
 /// The event trace of run 0 of the experiment.
 pub fn trace(setup: &Setup) -> Result<Vec<TraceRow>, String> {
     let ex = &setup.experiment;

@@ -10,8 +10,9 @@ use crate::cli::runner;
 use crate::sim::stats::Percentiles;
 use crate::sim::{Report, write_trace};
 
-/// Runs `ftcoll sim`.
-pub fn run(a: &SimArgs) -> Result<(), String> {
+/// Runs `ftcoll sim`: the table (or JSON) on stdout, then, if any run hit the event cap, a
+/// one-line error on stderr and [`crate::cli::EXIT_ABORTED`] (unless `--allow-aborts`).
+pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
     if crate::cli::overlay::is_overlay(a.alg.algo) {
         return crate::cli::overlay::run(a);
     }
@@ -50,7 +51,12 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
     } else {
         print!("{}", table(&setup, &r, secs));
     }
-    Ok(())
+    crate::cli::check_aborts(
+        r.aborted_runs,
+        r.runs,
+        &format!("--max-events {}", ex.max_events),
+        a.allow_aborts,
+    )
 }
 
 /// The JSON object printed by `--json`.
@@ -116,6 +122,13 @@ pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
         "\nuncolored_runs: {} of {} (live processes left uncolored: {}); aborted_runs: {}\n",
         r.uncolored_runs, r.runs, r.uncolored_nodes, r.aborted_runs
     );
+    if r.aborted_runs > 0 {
+        s += &format!(
+            "ABORTED: {} of {} runs hit the event cap and were stopped: the figures above include \
+             unfinished runs\n",
+            r.aborted_runs, r.runs
+        );
+    }
     s += &format!(
         "{} events in {:.2} s ({:.0} runs/s)\n",
         r.events,

@@ -57,9 +57,17 @@ pub fn correction(s: &str) -> Result<Correction, String> {
         ("failproof", Some(x)) => Ok(Correction::FailProof { f: f(x)? }),
         ("failproof", None) => Ok(Correction::FailProof { f: 1 }),
         ("delayed", None) => Ok(Correction::Delayed { delay: None }),
-        ("delayed", Some(d)) => Ok(Correction::Delayed {
-            delay: Some(num(d, "delay")?),
-        }),
+        ("delayed", Some(d)) => {
+            // Added to event times like L and o: bounded the same way.
+            let delay: u64 = num(d, "delay")?;
+            if delay > crate::model::LogP::MAX {
+                return Err(format!(
+                    "delayed:DELAY must be at most {} (got {delay})",
+                    crate::model::LogP::MAX
+                ));
+            }
+            Ok(Correction::Delayed { delay: Some(delay) })
+        }
         _ => Err(format!(
             "unknown correction '{s}' (expected none, opportunistic:D, optimized:D, checked, failproof:F or delayed[:DELAY])"
         )),

@@ -69,15 +69,21 @@ pub fn wire_bfb() -> Vec<Vec<u8>> {
     for x in [1u32, 2, 12] {
         tree.extend_from_slice(&le(x));
     }
+    // total 2, start 0, 2 entries.
+    tree.extend_from_slice(&le(2));
+    tree.extend_from_slice(&le(0));
     tree.push(2);
     tree.extend_from_slice(&le(3));
     tree.extend_from_slice(&le(7));
+    let mut gap = vec![N, 3];
+    gap.extend_from_slice(&le(4));
+    gap.extend_from_slice(&le(1));
     let mut ack = vec![N, 1];
     ack.extend_from_slice(&le(4));
     let mut nack = vec![N, 2];
     nack.extend_from_slice(&le(4));
     nack.extend_from_slice(&le(9));
-    vec![tree, ack, nack]
+    vec![tree, ack, nack, gap]
 }
 
 pub fn wire_small() -> Vec<Vec<u8>> {

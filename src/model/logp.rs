@@ -16,10 +16,21 @@ pub struct LogP {
 }
 
 impl LogP {
-    /// Creates LogP parameters; `o` must be at least 1.
+    /// The largest `L` and `o` accepted by [`LogP::new`]: the simulator adds `2o + L` to
+    /// times, multiplies it by tree depths and round counts, and sizes its event queue from
+    /// it; bounding both by 2^32 keeps all of that far from `u64` overflow (issue 14 item 6).
+    pub const MAX: Time = 1 << 32;
+
+    /// Creates LogP parameters; `o` must be at least 1, `L` and `o` at most [`LogP::MAX`].
+    /// Errors name the parameter as the command line does (`--L`, `--o`).
     pub fn new(l: Time, o: Time) -> Result<Self, String> {
         if o == 0 {
-            return Err("o must be at least 1".into());
+            return Err("--o must be at least 1".into());
+        }
+        for (name, v) in [("--L", l), ("--o", o)] {
+            if v > Self::MAX {
+                return Err(format!("{name} must be at most {} (got {v})", Self::MAX));
+            }
         }
         Ok(Self { l, o })
     }

@@ -101,6 +101,15 @@ impl AgreeSim {
         if self.agreements == 0 {
             return Err("--agreements must be at least 1".into());
         }
+        // Added to event times: bounded like L and o.
+        for (name, v) in [
+            ("--detect-delay", self.detect_delay),
+            ("--detect-jitter", self.detect_jitter),
+        ] {
+            if v > LogP::MAX {
+                return Err(format!("{name} must be at most {} (got {v})", LogP::MAX));
+            }
+        }
         let mut seen = HashSet::new();
         for k in &self.kills {
             if k.rank >= self.n {

@@ -68,10 +68,14 @@ pub struct Calendar<E> {
 }
 
 impl<E: Copy> Calendar<E> {
+    /// The most buckets of the ring.
+    pub const MAX_RING: Time = 1 << 12;
+
     /// A queue whose ring covers at least `window` time units ahead, for late events of ranks
-    /// below `ranks`.
+    /// below `ranks`. The ring never exceeds [`Calendar::MAX_RING`] buckets (events further ahead wait in
+    /// the heap), so a huge `window` (a large LogP `L`) costs no memory.
     pub fn new(window: Time, ranks: u32) -> Self {
-        let size = (window + 1).next_power_of_two().max(16) as usize;
+        let size = window.saturating_add(1).min(Self::MAX_RING).next_power_of_two().max(16) as usize;
         let words = (ranks as usize).div_ceil(64).max(1);
         Self {
             now: 0,
@@ -273,5 +277,32 @@ mod tests {
         c.push_late(0, 3);
         assert_eq!(c.pop(), Some((0, Item::Late(3))));
         assert_eq!(c.pop(), None);
+    }
+
+    /// A window far larger than the ring (a huge LogP `L`): the ring stays at
+    /// [`Calendar::MAX_RING`] buckets and events far apart still come out in order.
+    #[test]
+    fn a_huge_window_keeps_a_bounded_ring_and_the_order() {
+        let big = 1u64 << 40;
+        let mut c: Calendar<u64> = Calendar::new(4 * big, 64);
+        assert_eq!(c.early.len() as Time, Calendar::<u64>::MAX_RING);
+        for t in [3 * big, 5, big, big + 1, 2 * big, big] {
+            c.push(t, t);
+        }
+        c.push_late(big, 1);
+        let got: Vec<_> = std::iter::from_fn(|| c.pop()).collect();
+        let e = Item::Early;
+        assert_eq!(
+            got,
+            vec![
+                (5, e(5)),
+                (big, e(big)),
+                (big, e(big)),
+                (big, Item::Late(1)),
+                (big + 1, e(big + 1)),
+                (2 * big, e(2 * big)),
+                (3 * big, e(3 * big)),
+            ]
+        );
     }
 }

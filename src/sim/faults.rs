@@ -24,7 +24,8 @@ pub struct Faults {
     /// Processes dead from the start.
     pub before: DeadBefore,
     /// This many random live non-root processes die at a uniform random time in
-    /// `[0, online_horizon)` during each run.
+    /// `(0, online_horizon]` during each run: never at 0, which would make them dead before
+    /// the operation (a death at time 0 is "dead before": the process never starts).
     pub online: u32,
     /// The window for random online failures (normally the fault-free quiescence latency).
     pub online_horizon: Time,
@@ -106,7 +107,7 @@ impl Faults {
         };
         pick(n, count, rng, death, scratch, |_| 0);
         let h = self.online_horizon.max(1);
-        pick(n, self.online, rng, death, scratch, |rng| rng.next_u64() % h);
+        pick(n, self.online, rng, death, scratch, |rng| 1 + rng.next_u64() % h);
         for &(r, t) in &self.online_list {
             death[r as usize] = death[r as usize].min(t);
         }
@@ -165,6 +166,33 @@ mod tests {
             f.draw(n, &mut rng, &mut death, &mut s);
             assert_eq!(death.iter().filter(|&&d| d == 0).count(), c as usize);
             assert_eq!(death[0], Time::MAX);
+        }
+    }
+
+    /// Issue 14 item 6: online failures are drawn from `(0, T]`, never at 0 (dead before), and
+    /// cover the whole window, its end included.
+    #[test]
+    fn online_failures_never_die_before_the_start() {
+        let n = 64;
+        for h in [1u64, 2, 5] {
+            let f = Faults {
+                before: DeadBefore::Count(3),
+                online: 20,
+                online_horizon: h,
+                ..Faults::default()
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            for seed in 0..200 {
+                let mut death = vec![0; n];
+                let mut rng = ProtoRng::new(seed);
+                f.draw(n as u32, &mut rng, &mut death, &mut Vec::new());
+                assert_eq!(death.iter().filter(|&&d| d == 0).count(), 3, "h={h} seed={seed}");
+                let online: Vec<Time> = death.iter().copied().filter(|&d| d != 0 && d != Time::MAX).collect();
+                assert_eq!(online.len(), 20, "h={h} seed={seed}");
+                assert!(online.iter().all(|&d| (1..=h).contains(&d)), "h={h}: {online:?}");
+                seen.extend(online);
+            }
+            assert_eq!(seen, (1..=h).collect(), "h={h}: every time of (0, T] is drawn");
         }
     }
 

@@ -189,4 +189,72 @@ mod tests {
             }
         }
     }
+
+    /// Issue 14 item 6: the guarantee of [`crate::protocol::overlay::failure_notice`], exactly.
+    /// A notice about `d` tolerates one failed machine in its pattern (the members but `d`),
+    /// whether it died before the notice (here at round 0, before anything is sent) or during
+    /// the spread: every survivor learns `d` within `⌈log m⌉ + 2` rounds, whoever detects.
+    /// Every case up to 14 processes.
+    #[test]
+    fn one_failed_machine_before_or_during_the_spread_is_tolerated() {
+        for n in 4..=14u32 {
+            let span = u64::from(run_len(n - 1)) + 2;
+            let dead = n / 2;
+            for det in (0..n).filter(|&p| p != dead) {
+                for e in (0..n).filter(|&p| p != dead && p != det) {
+                    for at in 0..=span {
+                        let run = NoticeRun {
+                            n,
+                            dead: vec![dead],
+                            detections: vec![(det, dead, 0)],
+                            fails: vec![(e, at)],
+                            delays: None,
+                        };
+                        let s = spread(&run, 8 * span);
+                        assert!(
+                            s.rounds.is_some_and(|r| r <= span) && s.dropped == 0,
+                            "n={n} det {det} e {e}@{at}: {s:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Several processes already dead in the pattern plus one dying during the spread are two
+    /// or more failed machines: beyond Theorem 2, and a survivor can miss the notice for good.
+    /// The smallest case found by this search is the one the module documents.
+    #[test]
+    fn several_dead_plus_one_dying_is_beyond_the_guarantee() {
+        let mut first = None;
+        'search: for n in 5..=12u32 {
+            let span = u64::from(run_len(n - 1)) + 2;
+            let dead = 0;
+            for det in 1..n {
+                for e in (1..n).filter(|&p| p != det) {
+                    for f in (1..n).filter(|&p| p != det && p != e) {
+                        for at in 0..=span {
+                            let run = NoticeRun {
+                                n,
+                                dead: vec![dead],
+                                detections: vec![(det, dead, 0)],
+                                fails: vec![(e, 0), (f, at)],
+                                delays: None,
+                            };
+                            let s = spread(&run, 8 * span);
+                            assert_eq!(s.dropped, 0);
+                            if s.rounds.is_none() {
+                                first = Some((n, det, e, f, at));
+                                break 'search;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // n = 5: members 0..5, 0 dead (detected by 1), 2 and 3 failed at round 0 (two
+        // machines of the pattern already dead: no dying one is even needed). The pattern is
+        // [1, 2, 3, 4]; 1 sends to index +1 (2) and +2 (3), alternately, so 4 never learns.
+        assert_eq!(first, Some((5, 1, 2, 3, 0)));
+    }
 }

@@ -9,16 +9,19 @@
 //! GossipMsg<C>    0 · vt u64                 | 1 · CorrMsg<C>
 //! BigMsg          (empty)
 //! TreeAckMsg      0 (Tree)                   | 1 (Ack)
-//! BfbMsg          0 · epoch u32 · lo u32 · hi u32 · len u8 · len × rank u32   (Tree)
+//! BfbMsg          0 · epoch u32 · lo u32 · hi u32 · total u32 · start u32 · len u8
+//!                   · len × rank u32                                          (Tree)
 //!                 | 1 · epoch u32 (Ack)      | 2 · epoch u32 · dead rank u32 (Nack)
+//!                 | 3 · epoch u32 · have u32 (Gap)
 //! ```
-//! BFB's tree range must satisfy `lo < hi <= n - len`, and its excluded set be a valid one
-//! (strictly increasing, never the root, at most `MAX_EXCLUDED`).
+//! BFB's tree range must satisfy `lo < hi <= n - total`, and its window of the exclusion log
+//! be a valid one (`start + len <= total < n`, entries distinct, never the root, at most
+//! `WINDOW`); a Gap's `have` is below `n`.
 
 use super::codec::{Reader, Writer};
 use super::{DecodeError, WireMessage, kind};
 use crate::protocol::Rank;
-use crate::protocol::bcast::bfb::{BfbMsg, Excluded, MAX_EXCLUDED};
+use crate::protocol::bcast::bfb::{BfbMsg, Excluded, WINDOW};
 use crate::protocol::bcast::big::BigMsg;
 use crate::protocol::bcast::corrected_gossip::GossipMsg;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
@@ -215,7 +218,7 @@ impl WireMessage for TreeAckMsg {
 
 impl WireMessage for BfbMsg {
     const KIND: u8 = kind::BFB;
-    const MAX_BODY: usize = 1 + 12 + 1 + 4 * MAX_EXCLUDED;
+    const MAX_BODY: usize = 1 + 12 + 8 + 1 + 4 * WINDOW;
 
     fn encode(&self, out: &mut [u8]) -> usize {
         let mut w = Writer::new(out);
@@ -230,6 +233,8 @@ impl WireMessage for BfbMsg {
                 w.u32(*epoch);
                 w.u32(*lo);
                 w.u32(*hi);
+                w.u32(excluded.total());
+                w.u32(excluded.start());
                 let ex = excluded.as_slice();
                 w.u8(ex.len() as u8);
                 for &r in ex {
@@ -245,6 +250,11 @@ impl WireMessage for BfbMsg {
                 w.u32(*epoch);
                 w.u32(*dead);
             }
+            BfbMsg::Gap { epoch, have } => {
+                w.u8(3);
+                w.u32(*epoch);
+                w.u32(*have);
+            }
         }
         w.len()
     }
@@ -256,18 +266,21 @@ impl WireMessage for BfbMsg {
                 let epoch = r.u32()?;
                 let lo = r.u32()?;
                 let hi = r.u32()?;
+                let total = r.u32()?;
+                let start = r.u32()?;
                 let len = usize::from(r.u8()?);
-                let mut ranks = [0 as Rank; MAX_EXCLUDED];
+                let mut ranks = [0 as Rank; WINDOW];
                 let ranks = ranks.get_mut(..len).ok_or(DecodeError::BadField("bfb.excluded.len"))?;
                 for slot in ranks.iter_mut() {
                     *slot = r.rank(n)?;
                 }
-                let excluded = Excluded::from_slice(ranks).ok_or(DecodeError::BadField("bfb.excluded.len"))?;
+                let excluded =
+                    Excluded::from_parts(total, start, ranks).ok_or(DecodeError::BadField("bfb.excluded.len"))?;
                 if !excluded.is_valid(n) {
                     return Err(DecodeError::BadField("bfb.excluded"));
                 }
-                // Positions of the live view, which has n - len ranks.
-                let live = n.saturating_sub(len as u32);
+                // Positions of the live view, which has n - total ranks.
+                let live = n.saturating_sub(total);
                 if lo >= hi || hi > live {
                     return Err(DecodeError::BadField("bfb.range"));
                 }
@@ -282,6 +295,10 @@ impl WireMessage for BfbMsg {
             2 => BfbMsg::Nack {
                 epoch: r.u32()?,
                 dead: r.rank(n)?,
+            },
+            3 => BfbMsg::Gap {
+                epoch: r.u32()?,
+                have: r.rank(n)?,
             },
             _ => return Err(DecodeError::BadField("bfb.tag")),
         };

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::protocol::ProtoRng;
-use crate::protocol::bcast::bfb::{BfbMsg, Excluded, MAX_EXCLUDED};
+use crate::protocol::bcast::bfb::{BfbMsg, Excluded, WINDOW};
 use crate::protocol::bcast::big::BigMsg;
 use crate::protocol::bcast::corrected_gossip::GossipMsg;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
@@ -31,9 +31,10 @@ fn excluded(ranks: &[u32]) -> Excluded {
     Excluded::from_slice(ranks).unwrap()
 }
 
+/// A full window: entries 10.. of a log of `WINDOW + 10`.
 fn full_excluded() -> Excluded {
-    let all: Vec<u32> = (1..=MAX_EXCLUDED as u32).collect();
-    excluded(&all)
+    let all: Vec<u32> = (1..=WINDOW as u32).collect();
+    Excluded::from_parts(WINDOW as u32 + 10, 10, &all).unwrap()
 }
 
 fn corr_samples<const C: usize>() -> Vec<CorrMsg<C>> {
@@ -80,8 +81,19 @@ fn bfb_samples() -> Vec<BfbMsg> {
         BfbMsg::Tree {
             epoch: 32,
             lo: 0,
-            hi: N - MAX_EXCLUDED as u32,
+            hi: N - WINDOW as u32 - 10,
             excluded: full_excluded(),
+        },
+        BfbMsg::Tree {
+            epoch: 9,
+            lo: 0,
+            hi: 1,
+            excluded: Excluded::from_parts(N - 1, N - 3, &[N - 1, 1]).unwrap(),
+        },
+        BfbMsg::Gap { epoch: 4, have: 0 },
+        BfbMsg::Gap {
+            epoch: u32::MAX,
+            have: N - 1,
         },
         BfbMsg::Ack { epoch: 0 },
         BfbMsg::Ack { epoch: 7 },
@@ -276,6 +288,9 @@ fn wire_body_rank_out_of_range_is_rejected() {
     let len = BfbMsg::Nack { epoch: 0, dead: n }.encode(&mut b);
     assert_eq!(body_err::<BfbMsg>(&b[..len], n), DecodeError::RankOutOfRange);
     assert!(BfbMsg::decode(&b[..len], n + 1).is_ok());
+    let len = BfbMsg::Gap { epoch: 0, have: n }.encode(&mut b);
+    assert_eq!(body_err::<BfbMsg>(&b[..len], n), DecodeError::RankOutOfRange);
+    assert!(BfbMsg::decode(&b[..len], n + 1).is_ok());
 }
 
 #[test]
@@ -289,7 +304,7 @@ fn wire_body_bad_fields_are_rejected() {
         assert!(bad(body_err::<GossipMsg<CAP>>(&b, N)));
         assert!(bad(body_err::<TreeAckMsg>(&b[..1], N)));
     }
-    assert!(bad(body_err::<BfbMsg>(&[3, 0, 0, 0, 0], N)));
+    assert!(bad(body_err::<BfbMsg>(&[4, 0, 0, 0, 0], N)));
     // Correction direction and kind.
     assert_eq!(body_err::<CorrMsg<0>>(&[2, 0, 0], N), DecodeError::BadField("corr.dir"));
     assert_eq!(
@@ -314,10 +329,10 @@ fn wire_body_bad_fields_are_rejected() {
         body_err::<CorrMsg<CAP>>(&dup, N),
         DecodeError::BadField("corr.known.duplicate")
     );
-    // BFB: range and excluded set.
-    let tree = |lo: u32, hi: u32, ex: &[u32], len: u8| {
+    // BFB: range and the window of the exclusion log (whole log unless `at` says otherwise).
+    let window = |lo: u32, hi: u32, ex: &[u32], len: u8, total: u32, start: u32| {
         let mut b = vec![0u8];
-        for v in [0, lo, hi] {
+        for v in [0, lo, hi, total, start] {
             b.extend(v.to_le_bytes());
         }
         b.push(len);
@@ -326,16 +341,30 @@ fn wire_body_bad_fields_are_rejected() {
         }
         BfbMsg::decode(&b, N)
     };
+    let tree = |lo: u32, hi: u32, ex: &[u32], len: u8| window(lo, hi, ex, len, u32::from(len), 0);
     assert!(tree(1, 2, &[3, 5], 2).is_ok());
     assert_eq!(tree(2, 2, &[], 0), Err(DecodeError::BadField("bfb.range")));
     assert_eq!(tree(3, 2, &[], 0), Err(DecodeError::BadField("bfb.range")));
     assert_eq!(tree(1, N + 1, &[], 0), Err(DecodeError::BadField("bfb.range")));
     assert_eq!(tree(1, N - 1, &[3, 5], 2), Err(DecodeError::BadField("bfb.range")));
     assert!(tree(1, N - 2, &[3, 5], 2).is_ok());
-    assert_eq!(tree(1, 2, &[5, 3], 2), Err(DecodeError::BadField("bfb.excluded")));
+    // The log is in exclusion order, not sorted; entries are distinct and never the root.
+    assert!(tree(1, 2, &[5, 3], 2).is_ok());
     assert_eq!(tree(1, 2, &[3, 3], 2), Err(DecodeError::BadField("bfb.excluded")));
     assert_eq!(tree(1, 2, &[0, 3], 2), Err(DecodeError::BadField("bfb.excluded")));
-    let many: Vec<u32> = (1..=MAX_EXCLUDED as u32 + 1).collect();
+    // The window lies inside a log shorter than N, and the range counts the whole log.
+    assert!(window(1, N - 40, &[3], 1, 40, 39).is_ok());
+    assert_eq!(
+        window(1, N - 39, &[3], 1, 40, 39),
+        Err(DecodeError::BadField("bfb.range"))
+    );
+    assert_eq!(
+        window(0, 1, &[3], 1, 40, 40),
+        Err(DecodeError::BadField("bfb.excluded"))
+    );
+    assert_eq!(window(0, 1, &[], 0, N, 0), Err(DecodeError::BadField("bfb.excluded")));
+    assert!(window(0, 1, &[], 0, N - 1, N - 1).is_ok());
+    let many: Vec<u32> = (1..=WINDOW as u32 + 1).collect();
     assert_eq!(
         tree(0, 1, &many, many.len() as u8),
         Err(DecodeError::BadField("bfb.excluded.len"))

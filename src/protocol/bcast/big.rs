@@ -141,7 +141,9 @@ mod tests {
     use crate::topology::{Order, Tree, TreeKind};
 
     fn run(n: u32, logp: LogP, faults: &Faults, seed: u64) -> RunStats {
-        Engine::<Big>::new(n, logp).run(&BigShared::new(n), faults, seed, 100_000_000)
+        let s = Engine::<Big>::new(n, logp).run(&BigShared::new(n), faults, seed, 100_000_000);
+        assert!(!s.aborted, "n={n} seed={seed}: aborted at the event cap");
+        s
     }
 
     fn log2_ceil(n: u32) -> u32 {
@@ -185,6 +187,7 @@ mod tests {
                 assert_eq!(s.quiescence, t_big + o + l, "{what}");
                 let shared = BigShared::with_order(n, BigOrder::Increasing);
                 let s = Engine::<Big>::new(n, logp).run(&shared, &Faults::default(), 1, 100_000_000);
+                assert!(!s.aborted, "increasing {what}");
                 let col = logp.hop() * kt + o * kt * (kt - 1) / 2;
                 assert_eq!(s.coloring, col, "increasing {what}");
                 assert_eq!(s.quiescence, col + o * kt + o + l, "increasing {what}");

@@ -188,12 +188,14 @@ mod tests {
 
     fn run(n: u32, logp: LogP, t: Time, v: Variant, faults: &Faults, seed: u64) -> RunStats {
         let shared = GossipShared::new(n, logp, t, v);
-        match v {
+        let s = match v {
             Variant::Fcg { .. } => {
                 Engine::<CorrectedGossip<FAILPROOF_CAP>>::new(n, logp).run(&shared, faults, seed, 50_000_000)
             }
             _ => Engine::<CorrectedGossip<0>>::new(n, logp).run(&shared, faults, seed, 50_000_000),
-        }
+        };
+        assert!(!s.aborted, "n={n} {v:?} T={t} seed={seed}: aborted at the event cap");
+        s
     }
 
     fn dead(k: u32) -> Faults {
@@ -249,6 +251,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "issue 14 item 2: FCG's SOS flood never terminates and the run aborts at the event cap (branch cg)"]
     fn fcg_sos_still_colors_everyone_when_gossip_reaches_nobody() {
         // T = 0: only the root is a g-node; with f = 1 it never finds f + 1 g-nodes: SOS.
         let s = run(64, UNIT, 0, Variant::Fcg { f: 1 }, &dead(0), 0);
@@ -277,5 +280,46 @@ mod tests {
             worst = worst.max(s.quiescence);
         }
         assert!((30..=60).contains(&worst), "worst CCG latency {worst}");
+    }
+
+    /// Issue 14 item 6: the bound of `ccg_counts_are_plausible_fault_free` tightened to what
+    /// eq. (4) says on the same inputs (N = n = 1024, L = O = 1, T = 25): every run at least
+    /// the correction-free `T + 2L + 2O`, the worst at most `T + 2L + (2 + 2K̂)O` plus the
+    /// paper's "within 2 steps".
+    #[test]
+    #[ignore = "issue 14 item 5: CCG's simulated latency exceeds eq. (4) by more than 2 (branch cg)"]
+    fn ccg_latency_agrees_with_eq4_within_two_steps() {
+        let t = 25;
+        let k = crate::model::k_hat(crate::model::DEFAULT_DELTA, 1024, 1024, t, UNIT).unwrap();
+        let model = t + 2 * UNIT.l + (2 + 2 * k) * UNIT.o;
+        let floor = t + 2 * UNIT.l + 2 * UNIT.o;
+        let mut worst = 0;
+        for seed in 0..100 {
+            let s = run(1024, UNIT, t, Variant::Ccg, &dead(0), seed);
+            assert_eq!(s.uncolored_live, 0);
+            assert!(s.quiescence >= floor, "seed {seed}: {} < {floor}", s.quiescence);
+            worst = worst.max(s.quiescence);
+        }
+        assert!(
+            worst <= model + 2,
+            "worst CCG latency {worst}, eq. (4) {model} (K̂ = {k})"
+        );
+    }
+
+    /// Issue 14 item 6: GOS's quiescence bound (`<= 28` above) tightened to Lemma 1's model
+    /// ([`crate::model::gos_colored_fraction`]: gossip sent before `T` has drained at
+    /// `T + L + O`).
+    #[test]
+    #[ignore = "issue 14 item 5: receive queues delay gossip past T + L + O in the simulator (branch cg)"]
+    fn gos_quiescence_is_the_models_t_plus_l_plus_o() {
+        let t = 20;
+        for seed in 0..20 {
+            let s = run(1024, UNIT, t, Variant::Gos, &dead(0), seed);
+            assert!(
+                s.quiescence <= t + UNIT.l + UNIT.o,
+                "seed {seed}: quiescence {} > T + L + O",
+                s.quiescence
+            );
+        }
     }
 }

@@ -221,12 +221,14 @@ mod tests {
     ) -> RunStats {
         let tree = Tree::build(kind, order, n, logp).unwrap();
         let shared = TreeShared::new(tree, logp, c, start);
-        match c {
+        let s = match c {
             Correction::FailProof { .. } => {
                 Engine::<CorrectedTree<FAILPROOF_CAP>>::new(n, logp).run(&shared, faults, seed, 100_000_000)
             }
             _ => Engine::<CorrectedTree<0>>::new(n, logp).run(&shared, faults, seed, 100_000_000),
-        }
+        };
+        assert!(!s.aborted, "n={n} {c:?} seed={seed}: aborted at the event cap");
+        s
     }
 
     fn dead(k: u32) -> Faults {

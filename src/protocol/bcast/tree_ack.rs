@@ -185,6 +185,7 @@ mod tests {
         let shared = TreeAckShared::new(tree.clone());
         let mut e = Engine::<TreeAck>::new(n, logp);
         let s = e.run(&shared, faults, 1, 100_000_000);
+        assert!(!s.aborted, "n={n}: aborted at the event cap");
         (s, e)
     }
 

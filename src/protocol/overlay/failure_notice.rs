@@ -1,7 +1,7 @@
 //! Failure notices spread by Han–Finkel's fault-tolerant `Disseminate` (Han–Finkel §3): a
 //! process that learns a peer dead (its failure detector) disseminates a notice naming it, so
-//! that every live process learns every failure in `⌈log m⌉ + 2` rounds, even if one more
-//! process fails during the spread.
+//! that every live process learns it in `⌈log m⌉ + 2` rounds, even if one more process is
+//! failed (before or during the spread; see the guarantee below for exactly what holds).
 //!
 //! The notice about `d` is disseminated over the members (the legitimate ring's order, known to
 //! every process once the BMG is built) without `d`: every holder of the notice knows `d` dead,
@@ -19,6 +19,19 @@
 //! the earlier ages it missed, so every message the synchronous run sends is sent (reach is
 //! monotone in the messages delivered, so this reaches at least what `Disseminate` reaches).
 //! Several processes detecting the same death each start the notice; copies merge by age.
+//!
+//! **The guarantee** (Han–Finkel Theorems 1 and 2 applied to one notice's pattern, and no
+//! more): the notice about `d`, started by any one detector, reaches every live member within
+//! `⌈log m⌉ + 2` rounds of its first sending if *at most one* machine of its pattern fails —
+//! a member other than `d` that is dead before the notice starts (already dead processes stay
+//! members: the pattern is the members without `d` only, so that all holders agree on it) or
+//! that dies during the spread. With two or more failed machines there is no bound: a live
+//! member can miss the notice for good. Smallest case: members `0..5`, `0` dead and detected
+//! by `1`, `2` and `3` dead too: the pattern is `[1, 2, 3, 4]`, `1` sends to indices `+1` and
+//! `+2` alternately, both dead, and `4` never learns that `0` died. More detectors (every BMG
+//! neighbour of `d` detects it) make a miss rarer but are not part of the guarantee.
+//! Tests: `sim::notices::tests::one_failed_machine_before_or_during_the_spread_is_tolerated`
+//! and `several_dead_plus_one_dying_is_beyond_the_guarantee`.
 
 use crate::protocol::Rank;
 use crate::protocol::overlay::han_finkel::{destination, run_len};

@@ -29,6 +29,7 @@ fn theorem_5_failure_free_steps_and_messages() {
         for n in [2u32, 3, 8, 31, 64] {
             let s = sim(n, shape, 5);
             let r = run_once::<And64>(&s, 7).unwrap();
+            assert!(!r.aborted, "aborted at the event cap");
             assert_eq!(r.violations.total(), 0, "{shape} n={n}");
             let t = EraTree::full(s.era.shape, n);
             let (height, fanout) = t.shape_stats();
@@ -127,6 +128,7 @@ fn root_and_inner_node_failures_mid_agreement() {
             },
         ];
         let r = run_once::<And64>(&s, 3).unwrap();
+        assert!(!r.aborted, "aborted at the event cap");
         assert_eq!(r.violations, Violations::default(), "{shape}");
         assert_eq!(r.dead, 2);
         assert!(r.not_acknowledged > 0, "{shape}: the failures are reported");
@@ -137,11 +139,13 @@ fn root_and_inner_node_failures_mid_agreement() {
 fn garbage_collection_bounds_memory_over_many_agreements() {
     let s = sim(8, "bin", 20_000);
     let r = run_once::<And32>(&s, 1).unwrap();
+    assert!(!r.aborted, "aborted at the event cap");
     assert_eq!(r.violations.total(), 0);
     assert!(r.max_stored <= 3, "stored agreements per process: {}", r.max_stored);
     let mut nogc = sim(8, "bin", 500);
     nogc.era.gc = false;
     let r = run_once::<And32>(&nogc, 1).unwrap();
+    assert!(!r.aborted, "aborted at the event cap");
     assert_eq!(r.max_stored, 500);
 }
 
@@ -153,11 +157,13 @@ fn detecting_then_stabilizing_then_post_failure() {
         at: KillAt::Before,
     }];
     let r = run_once::<And64>(&s, 9).unwrap();
+    assert!(!r.aborted, "aborted at the event cap");
     assert_eq!(r.violations.total(), 0);
     // Only the first (detecting) agreement reports the failure: 15 returns.
     assert_eq!(r.not_acknowledged, 15);
     s.ack_on_error = false;
     let r = run_once::<And64>(&s, 9).unwrap();
+    assert!(!r.aborted, "aborted at the event cap");
     assert_eq!(
         r.not_acknowledged,
         4 * 15,
