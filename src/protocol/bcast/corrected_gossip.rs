@@ -253,7 +253,138 @@ mod tests {
         // T = 0: only the root is a g-node; with f = 1 it never finds f + 1 g-nodes: SOS.
         let s = run(64, UNIT, 0, Variant::Fcg { f: 1 }, &dead(0), 0);
         assert_eq!(s.uncolored_live, 0);
+        assert!(!s.aborted, "SOS must terminate");
         assert!(s.messages >= 63 * 63, "SOS floods: {}", s.messages);
+    }
+
+    /// SOS sends of each rank in a traced run, in order: (time, target).
+    fn sos_sends(rows: &[crate::sim::TraceRow], r: Rank) -> Vec<(Time, Rank)> {
+        rows.iter()
+            .filter(|x| x.node == r && x.event == "send" && x.label == "sos")
+            .map(|x| (x.time, x.peer))
+            .collect()
+    }
+
+    #[test]
+    fn fcg_sos_floods_once_per_process_and_terminates() {
+        // Corollary 2: every process that receives a message terminates. With T = 0 (N = 16)
+        // or a tiny T, fewer than f + 1 g-nodes exist: the root (or a c-node's timeout)
+        // starts SOS, every process floods once (Alg. 3 line 9: to all others) and stops.
+        for (n, t, faults, seed) in [
+            (16, 0, dead(0), 0),
+            (64, 0, dead(0), 1),
+            (64, 2, dead(5), 2),
+            (40, 0, dead(3), 3),
+        ] {
+            let shared = GossipShared::new(n, UNIT, t, Variant::Fcg { f: 1 });
+            let mut e = Engine::<CorrectedGossip<FAILPROOF_CAP>>::new(n, UNIT);
+            e.trace = Some(Vec::new());
+            let s = e.run(&shared, &faults, seed, 10_000_000);
+            assert!(!s.aborted, "n={n} T={t}: run aborted after {} messages", s.messages);
+            assert_eq!(s.uncolored_live, 0);
+            let rows = e.trace.take().unwrap();
+            let mut flooded = 0u64;
+            for r in 0..n {
+                let sos = sos_sends(&rows, r);
+                let mut targets: Vec<Rank> = sos.iter().map(|x| x.1).collect();
+                targets.sort_unstable();
+                targets.dedup();
+                // At most one flood: at most N - 1 SOS messages, to distinct targets.
+                assert!(sos.len() < n as usize, "rank {r} sent {} SOS messages", sos.len());
+                assert_eq!(targets.len(), sos.len(), "rank {r} repeated an SOS target");
+                if !sos.is_empty() {
+                    assert_eq!(sos.len(), n as usize - 1, "rank {r}: a flood goes to all others");
+                    flooded += 1;
+                }
+                let cx = Ctx {
+                    rank: r,
+                    n,
+                    now: s.quiescence,
+                    shared: &shared,
+                };
+                if e.death_time(r) == Time::MAX {
+                    assert!(e.node(r).finished(&cx), "rank {r} not finished at the end");
+                }
+            }
+            assert!(flooded > 0, "n={n} T={t}: SOS expected");
+            // Each process: at most one flood, plus a g-node's correction loop (< 2N + 2).
+            assert!(
+                s.max_messages_per_process <= 3 * n + 2,
+                "n={n}: {} messages from one process",
+                s.max_messages_per_process
+            );
+            assert!(
+                s.messages <= u64::from(n) * u64::from(n - 1) + 3 * u64::from(n),
+                "{}",
+                s.messages
+            );
+        }
+    }
+
+    #[test]
+    fn fcg_sos_process_delivers_after_its_flood_and_is_not_finished_before() {
+        // Claim 4's proof: a node returning from SOS "would have sent to all nodes before
+        // delivering". A process reached only by SOS owes a flood: not finished until done.
+        let n = 8;
+        let p = GossipShared::new(n, UNIT, 0, Variant::Fcg { f: 1 }).corr;
+        let mut c = Corrector::<FAILPROOF_CAP>::new();
+        let sos = CorrMsg {
+            dir: Dir::Fwd,
+            kind: crate::protocol::bcast::correction::CorrKind::Sos,
+            known: Default::default(),
+        };
+        c.on_message(&p, 3, n, 10, 0, &sos);
+        let mut sent = Vec::new();
+        while let Action::Send { to, msg } = c.poll(&p, 3, n) {
+            assert_eq!(msg.kind, sos.kind);
+            assert!(!c.delivered(), "delivered before its flood ended");
+            assert!(!c.finished(), "finished while SOS sends are owed");
+            sent.push(to);
+            assert!(sent.len() < n as usize, "flood does not end");
+        }
+        assert_eq!(sent, vec![0, 1, 2, 4, 5, 6, 7]);
+        assert!(c.delivered() && c.finished());
+        // A later SOS message starts no second flood.
+        c.on_message(&p, 3, n, 30, 5, &sos);
+        assert!(c.finished());
+        assert_eq!(c.poll(&p, 3, n), Action::Wait);
+    }
+
+    #[test]
+    fn fcg_known_lists_freeze_once_the_final_round_starts() {
+        // Alg. 3 line 21: k_t is updated only while !f_t. Appendix B: a g-node enters the
+        // final round on learning f + 1 g-nodes on a side (task 1's "reset ... by learning
+        // about f + 1 = 2 other g-nodes"); from then on that side's list is frozen, and the
+        // final round covers exactly the f + 1 g-nodes it announced (Lemma 2).
+        use crate::protocol::bcast::correction::{CorrKind, Known};
+        let (n, me) = (32, 10);
+        let p = GossipShared::new(n, UNIT, 0, Variant::Fcg { f: 1 }).corr;
+        let mut c = Corrector::<FAILPROOF_CAP>::new();
+        c.colored_by_dissemination();
+        c.start(&p, n, 0);
+        let msg = |dir, known: &[Rank]| CorrMsg {
+            dir,
+            kind: CorrKind::Normal,
+            known: Known::from_slice(known).unwrap(),
+        };
+        // From behind: 8 (knowing nothing behind it), then 6 (knowing 5): behind = [8, 6].
+        c.on_message(&p, me, n, 3, 8, &msg(Dir::Fwd, &[8]));
+        c.on_message(&p, me, n, 4, 6, &msg(Dir::Fwd, &[6, 5]));
+        // A nearer g-node behind reported after the final round started: ignored.
+        c.on_message(&p, me, n, 5, 9, &msg(Dir::Fwd, &[9]));
+        // From ahead: 11 and 13.
+        c.on_message(&p, me, n, 6, 11, &msg(Dir::Bwd, &[11, 13]));
+        let mut final_bwd = Vec::new();
+        for _ in 0..4 * n {
+            match c.poll(&p, me, n) {
+                Action::Send { to, msg } if msg.kind == CorrKind::Final && msg.dir == Dir::Bwd => final_bwd.push(to),
+                Action::Wait => break,
+                _ => {}
+            }
+        }
+        assert!(c.finished());
+        // Final backward messages up to the frozen second g-node behind (6), not up to 8.
+        assert_eq!(final_bwd, vec![9, 8, 7, 6]);
     }
 
     #[test]
