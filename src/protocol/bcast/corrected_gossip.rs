@@ -26,20 +26,31 @@ pub enum Variant {
 }
 
 impl Variant {
-    /// The ring correction the variant uses. OCG's correction time `C` allows
-    /// `S = (C - L - O) / O` alternating sends (Claim 2: `C = K·O + L + O` covers a gap of K),
-    /// i.e. `⌈S / 2⌉` per direction.
+    /// OCG's sends within its correction time `C`: `S = (C - L - O) / O` (Claim 2:
+    /// `C = K·O + L + O` covers a gap of K).
+    fn ocg_sends(c: Time, logp: LogP) -> u64 {
+        c.saturating_sub(logp.l + logp.o) / logp.o
+    }
+
+    /// The ring correction the variant uses. OCG alternates its `S` sends starting forward
+    /// (Algorithm 1 lines 8–11): `⌈S / 2⌉` forward, the distance given here, and
+    /// `⌊S / 2⌋` backward, see [`Variant::ocg_backward`].
     pub fn correction(&self, logp: LogP) -> Correction {
         match *self {
             Variant::Gos => Correction::None,
-            Variant::Ocg { c } => {
-                let s = c.saturating_sub(logp.l + logp.o) / logp.o;
-                Correction::Opportunistic {
-                    d: s.div_ceil(2).min(u64::from(u32::MAX)) as u32,
-                }
-            }
+            Variant::Ocg { c } => Correction::Opportunistic {
+                d: Self::ocg_sends(c, logp).div_ceil(2).min(u64::from(u32::MAX)) as u32,
+            },
             Variant::Ccg => Correction::Checked,
             Variant::Fcg { f } => Correction::FailProof { f },
+        }
+    }
+
+    /// OCG: backward messages, `⌊S / 2⌋` (Algorithm 1: the forward send comes first).
+    pub fn ocg_backward(&self, logp: LogP) -> Option<u32> {
+        match *self {
+            Variant::Ocg { c } => Some((Self::ocg_sends(c, logp) / 2).min(u64::from(u32::MAX)) as u32),
+            _ => None,
         }
     }
 }
@@ -48,6 +59,8 @@ impl Variant {
 #[derive(Clone, Debug)]
 pub struct GossipShared {
     pub variant: Variant,
+    /// OCG: the backward share of its sends, `⌊S / 2⌋` (`None` for the other variants).
+    pub ocg_backward: Option<u32>,
     pub gossip: GossipParams,
     pub corr: CorrParams,
 }
@@ -66,7 +79,12 @@ impl GossipShared {
             idle_when_stopped: true,
             sos_timeout: 2 * Time::from(n) * logp.o + 2 * logp.hop(),
         };
-        Self { variant, gossip, corr }
+        Self {
+            variant,
+            ocg_backward: variant.ocg_backward(logp),
+            gossip,
+            corr,
+        }
     }
 }
 
@@ -152,7 +170,12 @@ impl<const C: usize> Protocol for CorrectedGossip<C> {
                     };
                 }
                 Some(Action::Sleep(t)) => return Action::Sleep(t),
-                _ => self.corr.start(&s.corr, cx.n, cx.now),
+                _ => {
+                    self.corr.start(&s.corr, cx.n, cx.now);
+                    if let Some(b) = s.ocg_backward {
+                        self.corr.limit_offsets(Dir::Bwd, b);
+                    }
+                }
             }
         }
         self.corr.poll(&s.corr, cx.rank, cx.n).map(GossipMsg::Corr)
@@ -385,6 +408,70 @@ mod tests {
         assert!(c.finished());
         // Final backward messages up to the frozen second g-node behind (6), not up to 8.
         assert_eq!(final_bwd, vec![9, 8, 7, 6]);
+    }
+
+    fn run_with(n: u32, t: Time, v: Variant, recv: crate::sim::Receives, seed: u64) -> RunStats {
+        let shared = GossipShared::new(n, UNIT, t, v);
+        let mut e = Engine::<CorrectedGossip<0>>::new(n, UNIT);
+        e.receives = recv;
+        e.run(&shared, &dead(0), seed, 50_000_000)
+    }
+
+    #[test]
+    fn parallel_receives_follow_lemma_1_timing_and_eq_4() {
+        use crate::sim::Receives;
+        // Lemma 1's timing: every message lands o + L + o after its send starts, so GOS is
+        // quiet at T + L + O exactly; with LogP's receive queue late copies pile up.
+        let (mut queued_late, t) = (0, 24);
+        for seed in 0..20 {
+            let p = run_with(1024, t, Variant::Gos, Receives::Parallel, seed);
+            assert!(!p.aborted);
+            assert_eq!(p.quiescence, t + 2, "seed {seed}");
+            let q = run_with(1024, t, Variant::Gos, Receives::Queued, seed);
+            assert!(!q.aborted);
+            queued_late += u32::from(q.quiescence > t + 2);
+        }
+        assert!(queued_late > 10, "queued receives should lag: {queued_late}/20");
+        // CG Fig. 5 (N = 1024, L = O = 1): the paper sees the simulated maximum within two
+        // steps of eq. (4). Model: T = 25 → 35, T = 30 → 36.
+        for (t, model) in [(25, 35), (30, 36)] {
+            let (mut par, mut que) = (0, 0);
+            for seed in 0..100 {
+                let p = run_with(1024, t, Variant::Ccg, Receives::Parallel, seed);
+                let q = run_with(1024, t, Variant::Ccg, Receives::Queued, seed);
+                assert!(!p.aborted && !q.aborted);
+                assert_eq!(p.uncolored_live + q.uncolored_live, 0);
+                par = par.max(p.quiescence);
+                que = que.max(q.quiescence);
+            }
+            assert!(par.abs_diff(model) <= 2, "T={t}: parallel max {par}, model {model}");
+            assert!(que > model + 4, "T={t}: queued max {que}, model {model}");
+        }
+    }
+
+    #[test]
+    fn ocg_splits_its_sends_forward_first() {
+        // Algorithm 1: S = (C - L - O)/O alternating sends starting forward: ⌈S/2⌉ forward,
+        // ⌊S/2⌋ backward. T = 0 leaves the root the only g-node.
+        for (c, fwd, bwd) in [
+            (7u64, vec![1, 2, 3], vec![63, 62]),
+            (6, vec![1, 2], vec![63, 62]),
+            (3, vec![1], vec![]),
+        ] {
+            let shared = GossipShared::new(64, UNIT, 0, Variant::Ocg { c });
+            let mut e = Engine::<CorrectedGossip<0>>::new(64, UNIT);
+            e.trace = Some(Vec::new());
+            let s = e.run(&shared, &dead(0), 0, 1_000_000);
+            assert!(!s.aborted);
+            let rows = e.trace.take().unwrap();
+            let sent = |label: &str| -> Vec<Rank> {
+                rows.iter()
+                    .filter(|x| x.node == 0 && x.event == "send" && x.label == label)
+                    .map(|x| x.peer)
+                    .collect()
+            };
+            assert_eq!((sent("corr>"), sent("corr<")), (fwd, bwd), "C = {c}");
+        }
     }
 
     #[test]

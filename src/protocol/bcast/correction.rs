@@ -288,6 +288,13 @@ impl<const C: usize> Corrector<C> {
         }
     }
 
+    /// Opportunistic: send at most `last` messages towards `dir` (OCG's uneven split of its
+    /// `S` sends, Algorithm 1). Call after [`Corrector::start`]; idempotent.
+    pub fn limit_offsets(&mut self, dir: Dir, last: u32) {
+        let i = dir.idx();
+        self.bound[i] = self.bound[i].min(last);
+    }
+
     /// A pending timer, if any.
     pub fn next_timer(&self) -> Option<Time> {
         (self.timer != NO_TIMER).then_some(self.timer)
