@@ -91,3 +91,33 @@ pub fn fault_free_latency(algo: &Algo, n: u32, logp: LogP) -> Time {
         Algo::TreeAck { tree, .. } => 2 * tree_latency(shape(*tree), n64, logp).unwrap_or(0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t_of(v: Variant) -> Result<Time, String> {
+        match gossip(v, 1024, 1024, LogP { l: 1, o: 1 }, None, None)? {
+            Algo::CorrectedGossip { t, .. } => Ok(t),
+            _ => Err("not gossip".into()),
+        }
+    }
+
+    #[test]
+    fn every_corrected_gossip_variant_runs_at_t_opt_plus_o() {
+        // CG §III.B Discussion: "in all our experiments, we added one O to T"; Figures 3 and 5
+        // name T = 24 (OCG) and 25 (CCG) at N = 1024, L = O = 1.
+        assert_eq!(t_of(Variant::Ocg { c: 0 }), Ok(24));
+        assert_eq!(t_of(Variant::Ccg), Ok(25));
+        let fcg = t_opt_fcg(DEFAULT_DELTA, 1024, 1024, 1, LogP { l: 1, o: 1 }).unwrap();
+        assert_eq!(t_of(Variant::Fcg { f: 1 }), Ok(fcg.t + 1));
+        // Eq. (5) is for f = 1 only: other f must name T, not silently get CCG's.
+        let e = t_of(Variant::Fcg { f: 2 }).unwrap_err();
+        assert!(e.contains("--gossip-rounds") && !e.contains('\n'), "{e}");
+        assert_eq!(
+            gossip(Variant::Fcg { f: 2 }, 1024, 1024, LogP { l: 1, o: 1 }, Some(30), None)
+                .map(|a| matches!(a, Algo::CorrectedGossip { t: 30, .. })),
+            Ok(true)
+        );
+    }
+}
