@@ -28,6 +28,7 @@ fn measure(n: u32, runs: u64, threads: usize) -> (f64, f64, f64) {
         seed: 1,
         threads,
         max_events: Experiment::default_max_events(n),
+        receives: Default::default(),
     };
     let t = Instant::now();
     let s = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});

@@ -171,6 +171,7 @@ fn message_counts_stay_near_the_simulators() {
         seed: 1,
         threads: 1,
         max_events: 1 << 20,
+        receives: Default::default(),
     };
     let sim = run_many::<ftcoll::protocol::bcast::corrected_tree::CorrectedTree<0>>(&shared, &ex, &|_| {});
     assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");

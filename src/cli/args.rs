@@ -186,6 +186,11 @@ pub struct SimArgs {
     /// Modeled failure-detector delay (BFB).
     #[arg(long = "detect-delay", default_value_t = 10)]
     pub detect_delay: u64,
+    /// How receives occupy a process: queued (LogP: one receive at a time, `o` each) or
+    /// parallel (Corrected Gossip's model: every message lands `o + L + o` after its send)
+    /// [default: queued].
+    #[arg(long, value_parser = ["queued", "parallel"])]
+    pub receives: Option<String>,
     /// Monte Carlo runs.
     #[arg(long, default_value_t = 1000)]
     pub runs: u64,

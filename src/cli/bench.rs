@@ -232,6 +232,7 @@ fn predict(
                 seed: 1,
                 threads: 1,
                 max_events: Experiment::default_max_events(n),
+                receives: Default::default(),
             },
             faults_text: String::new(),
         };

@@ -8,7 +8,7 @@ use crate::protocol::bcast::Start;
 pub use crate::protocol::bcast::algo::{Algo, corr_name, tree_name};
 use crate::protocol::bcast::corrected_gossip::Variant;
 use crate::protocol::bcast::correction::Correction;
-use crate::sim::{DeadBefore, Experiment, Faults};
+use crate::sim::{DeadBefore, Experiment, Faults, Receives};
 use crate::topology::{Order, TreeKind};
 
 /// A validated `sim` / `model` invocation.
@@ -160,6 +160,10 @@ impl Setup {
             seed: a.seed,
             threads,
             max_events: a.max_events.unwrap_or_else(|| Experiment::default_max_events(n)),
+            receives: match a.receives.as_deref() {
+                Some("parallel") => Receives::Parallel,
+                _ => Receives::Queued,
+            },
         };
         let faults_text = match &a.dead {
             Some(l) => format!("dead={l}"),

@@ -36,9 +36,10 @@ pub fn t_gos(total: u32, active: u32, logp: LogP) -> Result<Time, String> {
 }
 
 /// Resolves a corrected-gossip variant: `T` (and OCG's `C`) from the model unless given.
-/// OCG uses `T_opt + O` (the paper's margin, §III.B Discussion) and Claim 2's `C` with its
-/// extra `O`; CCG uses eq. (4)'s `T_opt`; FCG with f = 1 eq. (5)'s, other f fall back to
-/// eq. (4)'s (Appendix B is derived for f = 1 only).
+/// OCG, CCG and FCG (f = 1) run at their model optimum plus one `O` (eqs. (3), (4), (5); the
+/// paper: "in all our experiments, we added one O to T", §III.B Discussion) and OCG with
+/// Claim 2's `C` with its extra `O`. FCG with f ≠ 1 needs `--gossip-rounds`: Appendix B's
+/// eq. (5) is derived for f = 1 only.
 pub fn gossip(
     variant: Variant,
     total: u32,
@@ -52,9 +53,17 @@ pub fn gossip(
         (Some(t), _) => t,
         (None, Variant::Gos) => t_gos(total, active, logp)?,
         (None, Variant::Ocg { .. }) => t_opt_ocg(DEFAULT_DELTA, big, small, logp).map_err(err)?.recommended_t,
-        (None, Variant::Ccg) => t_opt_ccg(DEFAULT_DELTA, big, small, logp).map_err(err)?.t,
-        (None, Variant::Fcg { f: 1 }) => t_opt_fcg(DEFAULT_DELTA, big, small, 1, logp).map_err(err)?.t,
-        (None, Variant::Fcg { .. }) => t_opt_ccg(DEFAULT_DELTA, big, small, logp).map_err(err)?.t,
+        (None, Variant::Ccg) => t_opt_ccg(DEFAULT_DELTA, big, small, logp).map_err(err)?.recommended_t,
+        (None, Variant::Fcg { f: 1 }) => {
+            t_opt_fcg(DEFAULT_DELTA, big, small, 1, logp)
+                .map_err(err)?
+                .recommended_t
+        }
+        (None, Variant::Fcg { f }) => {
+            return Err(format!(
+                "--variant fcg:{f} needs --gossip-rounds: the paper's T_opt for FCG (eq. (5), Appendix B) is derived for f = 1 only"
+            ));
+        }
     };
     let variant = match variant {
         Variant::Ocg { .. } => {
@@ -80,5 +89,35 @@ pub fn fault_free_latency(algo: &Algo, n: u32, logp: LogP) -> Time {
         Algo::Big => t_big(n64, logp).unwrap_or(0),
         Algo::Bfb => t_bfb(n64, logp).unwrap_or(0),
         Algo::TreeAck { tree, .. } => 2 * tree_latency(shape(*tree), n64, logp).unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t_of(v: Variant) -> Result<Time, String> {
+        match gossip(v, 1024, 1024, LogP { l: 1, o: 1 }, None, None)? {
+            Algo::CorrectedGossip { t, .. } => Ok(t),
+            _ => Err("not gossip".into()),
+        }
+    }
+
+    #[test]
+    fn every_corrected_gossip_variant_runs_at_t_opt_plus_o() {
+        // CG §III.B Discussion: "in all our experiments, we added one O to T"; Figures 3 and 5
+        // name T = 24 (OCG) and 25 (CCG) at N = 1024, L = O = 1.
+        assert_eq!(t_of(Variant::Ocg { c: 0 }), Ok(24));
+        assert_eq!(t_of(Variant::Ccg), Ok(25));
+        let fcg = t_opt_fcg(DEFAULT_DELTA, 1024, 1024, 1, LogP { l: 1, o: 1 }).unwrap();
+        assert_eq!(t_of(Variant::Fcg { f: 1 }), Ok(fcg.t + 1));
+        // Eq. (5) is for f = 1 only: other f must name T, not silently get CCG's.
+        let e = t_of(Variant::Fcg { f: 2 }).unwrap_err();
+        assert!(e.contains("--gossip-rounds") && !e.contains('\n'), "{e}");
+        assert_eq!(
+            gossip(Variant::Fcg { f: 2 }, 1024, 1024, LogP { l: 1, o: 1 }, Some(30), None)
+                .map(|a| matches!(a, Algo::CorrectedGossip { t: 30, .. })),
+            Ok(true)
+        );
     }
 }

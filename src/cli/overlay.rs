@@ -101,6 +101,7 @@ pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
         (a.kill.is_some(), "--kill"),
         (a.trace.is_some(), "--trace"),
         (a.online_faults > 0, "--online-faults"),
+        (a.receives.is_some(), "--receives"),
     ] {
         if given {
             return Err(format!("{flag} does not apply to the overlay algorithms").into());

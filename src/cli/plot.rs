@@ -190,6 +190,7 @@ fn setup(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<Setup
         online_faults: 0,
         kill: None,
         detect_delay: 10,
+        receives: None,
         runs: f.runs,
         seed: f.seed,
         threads: f.threads,

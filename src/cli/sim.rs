@@ -72,6 +72,7 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
         "faults": setup.faults_text,
         "online_faults": ex.faults.online,
         "kills": ex.faults.online_list,
+        "receives": ex.receives,
         "runs": ex.runs,
         "seed": ex.seed,
         "threads": ex.threads,
@@ -91,7 +92,11 @@ fn row(name: &str, p: &Percentiles) -> String {
 pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
     let ex = &setup.experiment;
     let mut s = String::new();
-    s += &format!("ftcoll sim: {}\n", setup.algo.describe());
+    let recv = match ex.receives {
+        crate::sim::Receives::Queued => "",
+        crate::sim::Receives::Parallel => " receives=parallel",
+    };
+    s += &format!("ftcoll sim: {}{recv}\n", setup.algo.describe());
     s += &format!(
         "nodes={} L={} o={} faults={} online-faults={}{} runs={} seed={} threads={}\n\n",
         ex.n,

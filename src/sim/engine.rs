@@ -13,6 +13,23 @@ use crate::sim::calendar::{Calendar, Item};
 use crate::sim::faults::Faults;
 use crate::topology::ring;
 
+/// How a process's receives share its time (the one assumption on which the two papers'
+/// simulations differ, see `docs/reproduction.md`, "CG receive model").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Receives {
+    /// LogP (Corrected Trees §2.2, DESIGN.md decision 4): a process receives one message at a
+    /// time, each occupying it for `o`; messages arriving while it is busy wait in its queue.
+    #[default]
+    Queued,
+    /// Corrected Gossip's analysis (Lemma 1, eqs. (3)–(5)) and pseudo-code (Algorithms 1–3
+    /// drain every pending message in one `check for receive` loop without advancing time):
+    /// every message is received `o + L + o` after its send starts, however many arrive at
+    /// once; the receive overhead is latency, never occupancy. All receives of an instant are
+    /// handled before the process's send slot at that instant.
+    Parallel,
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Ev<M> {
     Recv { to: Rank, from: Rank, msg: M },
@@ -106,6 +123,8 @@ pub struct Engine<P: Protocol> {
     scratch: Vec<Rank>,
     sends_log: Vec<(Rank, Rank)>,
     fd: bool,
+    /// How receives occupy a process (see [`Receives`]).
+    pub receives: Receives,
     /// When `Some`, every event of the next runs is appended here.
     pub trace: Option<Vec<TraceRow>>,
 }
@@ -126,6 +145,7 @@ where
             scratch: Vec::new(),
             sends_log: Vec::new(),
             fd: false,
+            receives: Receives::Queued,
             trace: None,
         }
     }
@@ -191,7 +211,7 @@ where
         let i = r as usize;
         self.rearm(r, now);
         if !self.procs[i].slot.poll_pending {
-            if self.procs[i].slot.timer_at == now || self.fd {
+            if self.procs[i].slot.timer_at == now || self.fd || self.receives == Receives::Parallel {
                 self.procs[i].slot.poll_pending = true;
                 self.cal.push_late(now, r);
             } else {
@@ -218,8 +238,11 @@ where
                     self.log(t, r, "send", to, msg.label());
                 }
                 let ti = to as usize;
-                let done = (t + o + l).max(self.procs[ti].slot.recv_free) + o;
-                if self.procs[ti].slot.death > t + o + l {
+                let done = match self.receives {
+                    Receives::Queued => (t + o + l).max(self.procs[ti].slot.recv_free) + o,
+                    Receives::Parallel => t + o + l + o,
+                };
+                if self.receives == Receives::Queued && self.procs[ti].slot.death > t + o + l {
                     self.procs[ti].slot.recv_free = done;
                 }
                 self.cal.push(done, Ev::Recv { to, from: r, msg });

@@ -11,7 +11,7 @@ pub mod notices;
 pub mod phased;
 pub mod stats;
 
-pub use engine::{Engine, RunStats, TraceRow};
+pub use engine::{Engine, Receives, RunStats, TraceRow};
 pub use faults::{DeadBefore, Faults};
 pub use montecarlo::{Experiment, run_many, trace_one, write_trace};
 pub use stats::{Report, Summary};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::model::LogP;
 use crate::protocol::{ProtoRng, Protocol, SharedInfo};
-use crate::sim::engine::{Engine, TraceRow};
+use crate::sim::engine::{Engine, Receives, TraceRow};
 use crate::sim::faults::Faults;
 use crate::sim::stats::Summary;
 
@@ -21,6 +21,8 @@ pub struct Experiment {
     pub threads: usize,
     /// Per-run event cap (a run over it is stopped and counted as aborted).
     pub max_events: u64,
+    /// How receives occupy a process (LogP's queue by default).
+    pub receives: Receives,
 }
 
 impl Experiment {
@@ -48,6 +50,7 @@ where
             .map(|_| {
                 s.spawn(|| {
                     let mut eng = Engine::<P>::new(ex.n, ex.logp);
+                    eng.receives = ex.receives;
                     let mut sum = Summary::new(ex.n);
                     loop {
                         let start = next.fetch_add(chunk, Ordering::Relaxed);
@@ -83,6 +86,7 @@ where
     P::Shared: SharedInfo,
 {
     let mut eng = Engine::<P>::new(ex.n, ex.logp);
+    eng.receives = ex.receives;
     eng.trace = Some(Vec::new());
     eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, index), ex.max_events);
     eng.trace.take().unwrap_or_default()

@@ -26,20 +26,31 @@ pub enum Variant {
 }
 
 impl Variant {
-    /// The ring correction the variant uses. OCG's correction time `C` allows
-    /// `S = (C - L - O) / O` alternating sends (Claim 2: `C = K·O + L + O` covers a gap of K),
-    /// i.e. `⌈S / 2⌉` per direction.
+    /// OCG's sends within its correction time `C`: `S = (C - L - O) / O` (Claim 2:
+    /// `C = K·O + L + O` covers a gap of K).
+    fn ocg_sends(c: Time, logp: LogP) -> u64 {
+        c.saturating_sub(logp.l + logp.o) / logp.o
+    }
+
+    /// The ring correction the variant uses. OCG alternates its `S` sends starting forward
+    /// (Algorithm 1 lines 8–11): `⌈S / 2⌉` forward, the distance given here, and
+    /// `⌊S / 2⌋` backward, see [`Variant::ocg_backward`].
     pub fn correction(&self, logp: LogP) -> Correction {
         match *self {
             Variant::Gos => Correction::None,
-            Variant::Ocg { c } => {
-                let s = c.saturating_sub(logp.l + logp.o) / logp.o;
-                Correction::Opportunistic {
-                    d: s.div_ceil(2).min(u64::from(u32::MAX)) as u32,
-                }
-            }
+            Variant::Ocg { c } => Correction::Opportunistic {
+                d: Self::ocg_sends(c, logp).div_ceil(2).min(u64::from(u32::MAX)) as u32,
+            },
             Variant::Ccg => Correction::Checked,
             Variant::Fcg { f } => Correction::FailProof { f },
+        }
+    }
+
+    /// OCG: backward messages, `⌊S / 2⌋` (Algorithm 1: the forward send comes first).
+    pub fn ocg_backward(&self, logp: LogP) -> Option<u32> {
+        match *self {
+            Variant::Ocg { c } => Some((Self::ocg_sends(c, logp) / 2).min(u64::from(u32::MAX)) as u32),
+            _ => None,
         }
     }
 }
@@ -48,6 +59,8 @@ impl Variant {
 #[derive(Clone, Debug)]
 pub struct GossipShared {
     pub variant: Variant,
+    /// OCG: the backward share of its sends, `⌊S / 2⌋` (`None` for the other variants).
+    pub ocg_backward: Option<u32>,
     pub gossip: GossipParams,
     pub corr: CorrParams,
 }
@@ -66,7 +79,12 @@ impl GossipShared {
             idle_when_stopped: true,
             sos_timeout: 2 * Time::from(n) * logp.o + 2 * logp.hop(),
         };
-        Self { variant, gossip, corr }
+        Self {
+            variant,
+            ocg_backward: variant.ocg_backward(logp),
+            gossip,
+            corr,
+        }
     }
 }
 
@@ -152,7 +170,12 @@ impl<const C: usize> Protocol for CorrectedGossip<C> {
                     };
                 }
                 Some(Action::Sleep(t)) => return Action::Sleep(t),
-                _ => self.corr.start(&s.corr, cx.n, cx.now),
+                _ => {
+                    self.corr.start(&s.corr, cx.n, cx.now);
+                    if let Some(b) = s.ocg_backward {
+                        self.corr.limit_offsets(Dir::Bwd, b);
+                    }
+                }
             }
         }
         self.corr.poll(&s.corr, cx.rank, cx.n).map(GossipMsg::Corr)
@@ -256,7 +279,202 @@ mod tests {
         // T = 0: only the root is a g-node; with f = 1 it never finds f + 1 g-nodes: SOS.
         let s = run(64, UNIT, 0, Variant::Fcg { f: 1 }, &dead(0), 0);
         assert_eq!(s.uncolored_live, 0);
+        assert!(!s.aborted, "SOS must terminate");
         assert!(s.messages >= 63 * 63, "SOS floods: {}", s.messages);
+    }
+
+    /// SOS sends of each rank in a traced run, in order: (time, target).
+    fn sos_sends(rows: &[crate::sim::TraceRow], r: Rank) -> Vec<(Time, Rank)> {
+        rows.iter()
+            .filter(|x| x.node == r && x.event == "send" && x.label == "sos")
+            .map(|x| (x.time, x.peer))
+            .collect()
+    }
+
+    #[test]
+    fn fcg_sos_floods_once_per_process_and_terminates() {
+        // Corollary 2: every process that receives a message terminates. With T = 0 (N = 16)
+        // or a tiny T, fewer than f + 1 g-nodes exist: the root (or a c-node's timeout)
+        // starts SOS, every process floods once (Alg. 3 line 9: to all others) and stops.
+        for (n, t, faults, seed) in [
+            (16, 0, dead(0), 0),
+            (64, 0, dead(0), 1),
+            (64, 2, dead(5), 2),
+            (40, 0, dead(3), 3),
+        ] {
+            let shared = GossipShared::new(n, UNIT, t, Variant::Fcg { f: 1 });
+            let mut e = Engine::<CorrectedGossip<FAILPROOF_CAP>>::new(n, UNIT);
+            e.trace = Some(Vec::new());
+            let s = e.run(&shared, &faults, seed, 10_000_000);
+            assert!(!s.aborted, "n={n} T={t}: run aborted after {} messages", s.messages);
+            assert_eq!(s.uncolored_live, 0);
+            let rows = e.trace.take().unwrap();
+            let mut flooded = 0u64;
+            for r in 0..n {
+                let sos = sos_sends(&rows, r);
+                let mut targets: Vec<Rank> = sos.iter().map(|x| x.1).collect();
+                targets.sort_unstable();
+                targets.dedup();
+                // At most one flood: at most N - 1 SOS messages, to distinct targets.
+                assert!(sos.len() < n as usize, "rank {r} sent {} SOS messages", sos.len());
+                assert_eq!(targets.len(), sos.len(), "rank {r} repeated an SOS target");
+                if !sos.is_empty() {
+                    assert_eq!(sos.len(), n as usize - 1, "rank {r}: a flood goes to all others");
+                    flooded += 1;
+                }
+                let cx = Ctx {
+                    rank: r,
+                    n,
+                    now: s.quiescence,
+                    shared: &shared,
+                };
+                if e.death_time(r) == Time::MAX {
+                    assert!(e.node(r).finished(&cx), "rank {r} not finished at the end");
+                }
+            }
+            assert!(flooded > 0, "n={n} T={t}: SOS expected");
+            // Each process: at most one flood, plus a g-node's correction loop (< 2N + 2).
+            assert!(
+                s.max_messages_per_process <= 3 * n + 2,
+                "n={n}: {} messages from one process",
+                s.max_messages_per_process
+            );
+            assert!(
+                s.messages <= u64::from(n) * u64::from(n - 1) + 3 * u64::from(n),
+                "{}",
+                s.messages
+            );
+        }
+    }
+
+    #[test]
+    fn fcg_sos_process_delivers_after_its_flood_and_is_not_finished_before() {
+        // Claim 4's proof: a node returning from SOS "would have sent to all nodes before
+        // delivering". A process reached only by SOS owes a flood: not finished until done.
+        let n = 8;
+        let p = GossipShared::new(n, UNIT, 0, Variant::Fcg { f: 1 }).corr;
+        let mut c = Corrector::<FAILPROOF_CAP>::new();
+        let sos = CorrMsg {
+            dir: Dir::Fwd,
+            kind: crate::protocol::bcast::correction::CorrKind::Sos,
+            known: Default::default(),
+        };
+        c.on_message(&p, 3, n, 10, 0, &sos);
+        let mut sent = Vec::new();
+        while let Action::Send { to, msg } = c.poll(&p, 3, n) {
+            assert_eq!(msg.kind, sos.kind);
+            assert!(!c.delivered(), "delivered before its flood ended");
+            assert!(!c.finished(), "finished while SOS sends are owed");
+            sent.push(to);
+            assert!(sent.len() < n as usize, "flood does not end");
+        }
+        assert_eq!(sent, vec![0, 1, 2, 4, 5, 6, 7]);
+        assert!(c.delivered() && c.finished());
+        // A later SOS message starts no second flood.
+        c.on_message(&p, 3, n, 30, 5, &sos);
+        assert!(c.finished());
+        assert_eq!(c.poll(&p, 3, n), Action::Wait);
+    }
+
+    #[test]
+    fn fcg_known_lists_freeze_once_the_final_round_starts() {
+        // Alg. 3 line 21: k_t is updated only while !f_t. Appendix B: a g-node enters the
+        // final round on learning f + 1 g-nodes on a side (task 1's "reset ... by learning
+        // about f + 1 = 2 other g-nodes"); from then on that side's list is frozen, and the
+        // final round covers exactly the f + 1 g-nodes it announced (Lemma 2).
+        use crate::protocol::bcast::correction::{CorrKind, Known};
+        let (n, me) = (32, 10);
+        let p = GossipShared::new(n, UNIT, 0, Variant::Fcg { f: 1 }).corr;
+        let mut c = Corrector::<FAILPROOF_CAP>::new();
+        c.colored_by_dissemination();
+        c.start(&p, n, 0);
+        let msg = |dir, known: &[Rank]| CorrMsg {
+            dir,
+            kind: CorrKind::Normal,
+            known: Known::from_slice(known).unwrap(),
+        };
+        // From behind: 8 (knowing nothing behind it), then 6 (knowing 5): behind = [8, 6].
+        c.on_message(&p, me, n, 3, 8, &msg(Dir::Fwd, &[8]));
+        c.on_message(&p, me, n, 4, 6, &msg(Dir::Fwd, &[6, 5]));
+        // A nearer g-node behind reported after the final round started: ignored.
+        c.on_message(&p, me, n, 5, 9, &msg(Dir::Fwd, &[9]));
+        // From ahead: 11 and 13.
+        c.on_message(&p, me, n, 6, 11, &msg(Dir::Bwd, &[11, 13]));
+        let mut final_bwd = Vec::new();
+        for _ in 0..4 * n {
+            match c.poll(&p, me, n) {
+                Action::Send { to, msg } if msg.kind == CorrKind::Final && msg.dir == Dir::Bwd => final_bwd.push(to),
+                Action::Wait => break,
+                _ => {}
+            }
+        }
+        assert!(c.finished());
+        // Final backward messages up to the frozen second g-node behind (6), not up to 8.
+        assert_eq!(final_bwd, vec![9, 8, 7, 6]);
+    }
+
+    fn run_with(n: u32, t: Time, v: Variant, recv: crate::sim::Receives, seed: u64) -> RunStats {
+        let shared = GossipShared::new(n, UNIT, t, v);
+        let mut e = Engine::<CorrectedGossip<0>>::new(n, UNIT);
+        e.receives = recv;
+        e.run(&shared, &dead(0), seed, 50_000_000)
+    }
+
+    #[test]
+    fn parallel_receives_follow_lemma_1_timing_and_eq_4() {
+        use crate::sim::Receives;
+        // Lemma 1's timing: every message lands o + L + o after its send starts, so GOS is
+        // quiet at T + L + O exactly; with LogP's receive queue late copies pile up.
+        let (mut queued_late, t) = (0, 24);
+        for seed in 0..20 {
+            let p = run_with(1024, t, Variant::Gos, Receives::Parallel, seed);
+            assert!(!p.aborted);
+            assert_eq!(p.quiescence, t + 2, "seed {seed}");
+            let q = run_with(1024, t, Variant::Gos, Receives::Queued, seed);
+            assert!(!q.aborted);
+            queued_late += u32::from(q.quiescence > t + 2);
+        }
+        assert!(queued_late > 10, "queued receives should lag: {queued_late}/20");
+        // CG Fig. 5 (N = 1024, L = O = 1): the paper sees the simulated maximum within two
+        // steps of eq. (4). Model: T = 25 → 35, T = 30 → 36.
+        for (t, model) in [(25, 35), (30, 36)] {
+            let (mut par, mut que) = (0, 0);
+            for seed in 0..100 {
+                let p = run_with(1024, t, Variant::Ccg, Receives::Parallel, seed);
+                let q = run_with(1024, t, Variant::Ccg, Receives::Queued, seed);
+                assert!(!p.aborted && !q.aborted);
+                assert_eq!(p.uncolored_live + q.uncolored_live, 0);
+                par = par.max(p.quiescence);
+                que = que.max(q.quiescence);
+            }
+            assert!(par.abs_diff(model) <= 2, "T={t}: parallel max {par}, model {model}");
+            assert!(que > model + 4, "T={t}: queued max {que}, model {model}");
+        }
+    }
+
+    #[test]
+    fn ocg_splits_its_sends_forward_first() {
+        // Algorithm 1: S = (C - L - O)/O alternating sends starting forward: ⌈S/2⌉ forward,
+        // ⌊S/2⌋ backward. T = 0 leaves the root the only g-node.
+        for (c, fwd, bwd) in [
+            (7u64, vec![1, 2, 3], vec![63, 62]),
+            (6, vec![1, 2], vec![63, 62]),
+            (3, vec![1], vec![]),
+        ] {
+            let shared = GossipShared::new(64, UNIT, 0, Variant::Ocg { c });
+            let mut e = Engine::<CorrectedGossip<0>>::new(64, UNIT);
+            e.trace = Some(Vec::new());
+            let s = e.run(&shared, &dead(0), 0, 1_000_000);
+            assert!(!s.aborted);
+            let rows = e.trace.take().unwrap();
+            let sent = |label: &str| -> Vec<Rank> {
+                rows.iter()
+                    .filter(|x| x.node == 0 && x.event == "send" && x.label == label)
+                    .map(|x| x.peer)
+                    .collect()
+            };
+            assert_eq!((sent("corr>"), sent("corr<")), (fwd, bwd), "C = {c}");
+        }
     }
 
     #[test]

@@ -212,7 +212,10 @@ pub struct Corrector<const C: usize> {
     /// `[Fwd]` for every g-node they learned of.
     known: [Known<C>; 2],
     fin: [bool; 2],
+    /// FCG: flooding SOS now (the cursor is `off[Fwd]`).
     sos: bool,
+    /// FCG: this process has flooded SOS already; it floods at most once (Corollary 2).
+    sos_done: bool,
     /// Pending timer (`NO_TIMER`: none); a sentinel keeps the state small.
     timer: Time,
     /// Delayed: heard from the right.
@@ -245,6 +248,7 @@ impl<const C: usize> Corrector<C> {
             known: [Known::default(); 2],
             fin: [false, false],
             sos: false,
+            sos_done: false,
             timer: NO_TIMER,
             heard_right: false,
             reply: NO_REPLY,
@@ -282,6 +286,13 @@ impl<const C: usize> Corrector<C> {
             Role::CNode => !self.sos && self.reply == NO_REPLY && (self.delivered || (self.timer == NO_TIMER)),
             Role::Unknown => true,
         }
+    }
+
+    /// Opportunistic: send at most `last` messages towards `dir` (OCG's uneven split of its
+    /// `S` sends, Algorithm 1). Call after [`Corrector::start`]; idempotent.
+    pub fn limit_offsets(&mut self, dir: Dir, last: u32) {
+        let i = dir.idx();
+        self.bound[i] = self.bound[i].min(last);
     }
 
     /// A pending timer, if any.
@@ -325,10 +336,14 @@ impl<const C: usize> Corrector<C> {
         }
     }
 
+    /// Alg. 3 line 24: once `f + 1` g-nodes are known behind, send final messages ahead (and
+    /// symmetrically), starting again at offset 1. The count is `f + 1` as Appendix B has it
+    /// ("A is reset to send final messages by learning about f + 1 = 2 other g-nodes"): the
+    /// list then holds the `f + 1` g-nodes the final round announces, and line 21 freezes it
+    /// (with `f` the frozen list could never reach the `(f + 1)`-th g-node line 25 stops at).
     fn check_final(&mut self, f: u32) {
-        // |behind| >= f: inform the processes ahead (final Fwd), and symmetrically.
         for dir in [Dir::Fwd, Dir::Bwd] {
-            if !self.fin[dir.idx()] && self.known[dir.other().idx()].len() >= f {
+            if !self.fin[dir.idx()] && self.known[dir.other().idx()].len() > f {
                 self.fin[dir.idx()] = true;
                 self.off[dir.idx()] = 1;
                 self.stopped[dir.idx()] = false;
@@ -340,11 +355,22 @@ impl<const C: usize> Corrector<C> {
     pub fn on_message(&mut self, p: &CorrParams, me: Rank, n: Rank, now: Time, from: Rank, m: &CorrMsg<C>) -> bool {
         let was = self.delivered;
         if m.kind == CorrKind::Sos {
-            if !self.sos {
+            // Alg. 3: SOS is acted on by an uncolored process (line 8), a waiting c-node
+            // (line 14) or a g-node still correcting (line 23). A process that exited (a
+            // finished g-node, a c-node that delivered at line 13) or already flooded ignores
+            // it: each process floods at most once (Corollary 2). Delivery comes after the
+            // flood (Claim 4's proof), see `poll`.
+            if self.role == Role::Unknown {
+                self.role = Role::CNode;
+            }
+            let exited = match self.role {
+                Role::Participant => self.done && !self.sos,
+                _ => self.delivered,
+            };
+            if !self.sos && !self.sos_done && !exited {
                 self.enter_sos(me, n);
             }
-            self.delivered = true;
-            return !was;
+            return self.delivered && !was;
         }
         // Distance to the sender on the side it sits: a Bwd message comes from the right.
         let side = m.dir.other(); // the sender is on this side of us
@@ -428,6 +454,11 @@ impl<const C: usize> Corrector<C> {
                 }
             }
             Correction::FailProof { f } => {
+                // Line 21: a side's list is updated only until the final round it triggers
+                // (towards the other side) has started.
+                if self.fin[side.other().idx()] {
+                    return;
+                }
                 let cap = (f as usize + 1).min(C);
                 let k = &mut self.known[s];
                 match side {
@@ -457,6 +488,7 @@ impl<const C: usize> Corrector<C> {
         }
     }
 
+    /// Alg. 3 line 9: send SOS to every other process, once; deliver when done (`poll`).
     fn enter_sos(&mut self, me: Rank, n: Rank) {
         self.sos = true;
         self.done = false;
@@ -464,9 +496,15 @@ impl<const C: usize> Corrector<C> {
         // The SOS cursor reuses the forward offset: correction is over for this process.
         self.off[0] = if me == 0 { 1 } else { 0 };
         if self.off[0] >= n {
-            self.sos = false;
-            self.done = true;
+            self.end_sos();
         }
+    }
+
+    fn end_sos(&mut self) {
+        self.sos = false;
+        self.sos_done = true;
+        self.done = true;
+        self.delivered = true;
     }
 
     /// The pending timer fired.
@@ -478,8 +516,7 @@ impl<const C: usize> Corrector<C> {
         match p.kind {
             // Nobody from the right: search to the right until someone answers.
             Correction::Delayed { .. } if !self.heard_right => self.bound[Dir::Fwd.idx()] = n,
-            Correction::FailProof { .. } if self.role == Role::CNode && !self.delivered => {
-                self.delivered = true;
+            Correction::FailProof { .. } if self.role == Role::CNode && !self.delivered && !self.sos_done => {
                 self.enter_sos(me, n);
             }
             _ => {}
@@ -490,15 +527,16 @@ impl<const C: usize> Corrector<C> {
     pub fn poll(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg<C>> {
         if self.sos {
             let to = self.off[0];
+            if to >= n {
+                // Sent to all: only now deliver and exit (Claim 4's proof).
+                self.end_sos();
+                return Action::Wait;
+            }
             let mut nx = to + 1;
             if nx == me {
                 nx += 1;
             }
             self.off[0] = nx;
-            if nx >= n {
-                self.sos = false;
-                self.done = true;
-            }
             return Action::Send {
                 to,
                 msg: CorrMsg {
@@ -608,7 +646,6 @@ impl<const C: usize> Corrector<C> {
         }
         // A full loop without f + 1 g-nodes on a side: SOS (line 28).
         if self.off[0] > n || self.off[1] > n {
-            self.delivered = true;
             self.enter_sos(me, n);
             return self.poll(p, me, n);
         }
