@@ -215,6 +215,8 @@ fn misuse_is_one_line_and_exit_2() {
         &["bench", "--join", "127.0.0.1:9", "--rank", "0", "--procs"],
         &["bench", "--join", "127.0.0.1:9", "--rank", "0", "--transport", "inproc"],
         &["bench", "--rank", "1"],
+        &["bench", "--op-timeout-ms", "0"],
+        &["agree", "--op-timeout-ms", "0"],
         &["logp", "--n", "1"],
         &["logp", "--size", "0"],
         &["bogus"],
@@ -288,6 +290,35 @@ fn yield_polled_nodes_sharing_workers_send_every_correction_one_per_pass() {
     assert_eq!(v["timeouts"], 0, "{v}");
     assert_eq!(v["config"]["poll"], "yield", "{v}");
     assert!(v["messages_per_op"].as_f64().is_some_and(|m| m > 5.0), "{v}");
+}
+
+#[test]
+fn errors_name_the_flag_at_fault_and_come_before_the_run() {
+    let (code, _, err) = ftcoll(&["stress", "agree", "--nodes", "2", "--duration", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-kills 2 with --nodes 2"), "{err}");
+    let (code, _, err) = ftcoll(&["stress", "agree", "--nodes", "1", "--duration", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--nodes >= 2, got 1"), "{err}");
+    // An unwritable --hlog fails before the run: the run itself would fail on the kill spec
+    // (a thread cannot be SIGKILLed), and that error must not be the one reported.
+    let (code, _, err) = ftcoll(&[
+        "bench",
+        "--transport",
+        "inproc",
+        "--nodes",
+        "4",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "1000",
+        "--kill",
+        "1@5:sigkill",
+        "--hlog",
+        "/dev/null/lat.hlog",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot write /dev/null/lat.hlog"), "{err}");
 }
 
 #[test]

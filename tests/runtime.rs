@@ -70,7 +70,24 @@ fn assert_consistent(r: &ClusterResult, iters: u64, what: &str) {
     assert_eq!(r.measured, iters, "{what}");
     assert_eq!(r.violations, 0, "{what}: {r:?}");
     assert_eq!(r.timeouts, 0, "{what}");
+    assert_eq!(r.dropped_ops, 0, "{what}: {r:?}");
     assert_eq!(r.coloring.len(), iters, "{what}");
+}
+
+#[test]
+fn quiescence_is_never_reported_before_coloring() {
+    // Two nodes, no correction: the last activity of an operation is the receiver's delivery.
+    // The receive was stamped before the delivery, so quiescence came out below coloring in
+    // every operation unless the delivery counts as activity. Per operation q >= c implies
+    // every order statistic of q is at least c's.
+    for t in [TransportKind::Inproc, TransportKind::Udp] {
+        let r = bench("--correction none", t, 2, 100, "", 0.0);
+        assert_consistent(&r, 100, &format!("{t:?}"));
+        for p in [0.0, 50.0, 99.0, 100.0] {
+            let (q, c) = (r.quiescence.value_at_percentile(p), r.coloring.value_at_percentile(p));
+            assert!(q >= c, "{t:?} p{p}: quiescence {q} ns < coloring {c} ns");
+        }
+    }
 }
 
 #[test]

@@ -85,7 +85,7 @@ pub struct AgreeArgs {
     #[arg(long = "suspect-ms", default_value_t = 100)]
     pub suspect_ms: u64,
     /// Network benchmark: give up when no agreement returns for this long, ms.
-    #[arg(long = "op-timeout-ms", default_value_t = 5000)]
+    #[arg(long = "op-timeout-ms", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     pub op_timeout_ms: u64,
     /// Number of processes.
     #[arg(long, default_value_t = 64)]

@@ -69,7 +69,7 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
         kills: a.kill.as_deref().map(parse_kills).transpose()?.unwrap_or_default(),
         heartbeat: Duration::from_micros(a.heartbeat_us),
         suspect_after: Duration::from_millis(a.suspect_ms),
-        op_timeout: Duration::from_millis(a.op_timeout_ms.max(1)),
+        op_timeout: Duration::from_millis(a.op_timeout_ms),
         seed: a.seed,
     })
 }

@@ -70,7 +70,7 @@ pub struct BenchArgs {
     #[arg(long = "shared-cores")]
     pub shared_cores: Option<u32>,
     /// An operation not complete after this many ms is abandoned and counted.
-    #[arg(long = "op-timeout-ms", default_value_t = 1000)]
+    #[arg(long = "op-timeout-ms", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub op_timeout_ms: u64,
     /// Seed (gossip targets, job id).
     #[arg(long, default_value_t = 1)]
@@ -405,6 +405,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         run_joined_node(&joined_node(rank, key()?))?;
         return Ok(());
     }
+    // Opened (created) before the run, so an unwritable path fails now, not after it.
+    let mut hlog = match &a.hlog {
+        Some(p) => Some((crate::cli::output::open_for_output(p)?, p)),
+        None => None,
+    };
     let est: Option<Estimate> = match (a.o_ns, a.l_ns) {
         (Some(_), Some(_)) => None,
         _ => Some(estimate(a.transport, 2000, a.size)?),
@@ -445,7 +450,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         tick_ns: o_ns,
         job: job_id(a.seed),
         seed: a.seed,
-        op_timeout: Duration::from_millis(a.op_timeout_ms.max(1)),
+        op_timeout: Duration::from_millis(a.op_timeout_ms),
         idle: Duration::from_micros(500),
         pin: !a.no_pin,
     };
@@ -566,8 +571,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     } else {
         Some(predict(&algo, a.nodes, model, o_ns, &kills, (a.warmup, a.iterations))?)
     };
-    if let Some(path) = &a.hlog {
-        write_hlog(path, &res).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if let Some((f, path)) = &mut hlog {
+        write_hlog(f, &res).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if a.json {
         let v = json!({
@@ -584,6 +589,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             "messages_per_op": res.messages.mean(),
             "violations": res.violations,
             "timeouts": res.timeouts,
+            "dropped_ops": res.dropped_ops,
             "measured_ops": res.measured,
             "wall_seconds": res.wall.as_secs_f64(),
             "ops_per_second": res.measured as f64 / res.wall.as_secs_f64().max(1e-9),
@@ -595,12 +601,13 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             "transport": res.transport,
             "drops": res.drops,
             "stale": res.stale, "spoofed": res.spoofed, "wrong_kind": res.wrong_kind, "backpressure": res.backpressure,
+            "deferred_overflow": res.deferred_overflow, "too_far": res.too_far,
             "dead_nodes": res.dead_nodes,
             "clock_uncertainty_ns": res.clock_uncertainty_ns,
             "clocks_ns": res.clocks.iter().map(|c| c.map(|(o, u)| json!({"offset": o, "uncertainty": u}))).collect::<Vec<_>>(),
         });
         println!("{v}");
-        return Ok(());
+        return dropped_failure(&res);
     }
     let mut s = String::new();
     s += &format!("ftcoll bench: {}\n", algo.describe());
@@ -654,10 +661,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     s += &row("quiescence", &res.quiescence);
     s += &row("per-node delivery", &res.delivery);
     s += &format!(
-        "\nmessages per operation: {:.2}   consistency violations: {}   timeouts: {}   operations: {} ({:.0}/s)\n",
+        "\nmessages per operation: {:.2}   consistency violations: {}   timeouts: {}   dropped-message operations: {}   operations: {} ({:.0}/s)\n",
         res.messages.mean(),
         res.violations,
         res.timeouts,
+        res.dropped_ops,
         res.measured,
         res.measured as f64 / res.wall.as_secs_f64().max(1e-9)
     );
@@ -699,10 +707,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if a.join.is_some() {
         s += "transport: counters stay with each node in a launched run (ftcoll node prints them)\n";
         print!("{s}");
-        return Ok(());
+        return dropped_failure(&res);
     }
     s += &format!(
-        "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} bad-mac {} foreign-job {} bad-rank {} decode {} stale {}; dead nodes {:?}\n",
+        "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} bad-mac {} foreign-job {} bad-rank {} decode {} stale {} too-far {} deferred-overflow {}; dead nodes {:?}\n",
         t.sent,
         t.received,
         t.retransmits,
@@ -714,6 +722,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         t.bad_rank,
         res.drops.total(),
         res.stale,
+        res.too_far,
+        res.deferred_overflow,
         res.dead_nodes
     );
     if res.counters_lost > 0 {
@@ -723,18 +733,29 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         );
     }
     print!("{s}");
+    dropped_failure(&res)
+}
+
+/// A message a node could not send is a failed operation, never a silent loss.
+fn dropped_failure(res: &ClusterResult) -> Result<(), String> {
+    if res.dropped_ops > 0 {
+        return Err(format!(
+            "{} operation(s) lost messages a node could not send (deferred-queue overflow {}, bad destinations counted in decode drops)",
+            res.dropped_ops, res.deferred_overflow
+        ));
+    }
     Ok(())
 }
 
-fn write_hlog(path: &std::path::Path, res: &ClusterResult) -> std::io::Result<()> {
+fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result<()> {
     use hdrhistogram::serialization::V2DeflateSerializer;
     use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-    let mut f = std::fs::File::create(path)?;
+    let mut bytes = Vec::new();
     let mut ser = V2DeflateSerializer::new();
     let mut w = IntervalLogWriterBuilder::new()
         .add_comment("ftcoll bench latency histograms, values in ns")
         .with_max_value_divisor(1000.0)
-        .begin_log_with(&mut f, &mut ser)?;
+        .begin_log_with(&mut bytes, &mut ser)?;
     let d = res.wall;
     for (tag, h) in [
         ("coloring", &res.coloring),
@@ -744,7 +765,7 @@ fn write_hlog(path: &std::path::Path, res: &ClusterResult) -> std::io::Result<()
         w.write_histogram(h, Duration::ZERO, d, Tag::new(tag))
             .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
     }
-    Ok(())
+    crate::cli::output::replace_contents(f, &bytes)
 }
 
 #[cfg(test)]

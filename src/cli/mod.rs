@@ -18,6 +18,7 @@ pub mod logp;
 pub mod model;
 pub mod node;
 pub mod notices;
+pub mod output;
 pub mod overlay;
 pub mod plot;
 pub mod reproduce;

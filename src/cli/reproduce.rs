@@ -68,6 +68,12 @@ pub fn run(a: &ReproduceArgs) -> Result<(), String> {
         threads,
         out: String::new(),
     };
+    // The output is opened before the experiments (minutes to hours), so an unwritable path
+    // fails now instead of losing the run; its old content stays until the new one is written.
+    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let mut out_file = crate::cli::output::open_for_output(&a.out)?;
     let started = Instant::now();
     let cmd = if a.quick {
         "ftcoll reproduce --quick"
@@ -102,10 +108,8 @@ pub fn run(a: &ReproduceArgs) -> Result<(), String> {
         started.elapsed().as_secs_f64(),
         threads
     ));
-    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    std::fs::write(&a.out, &c.out).map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
+    crate::cli::output::replace_contents(&mut out_file, c.out.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
     println!("wrote {} ({:.0} s)", a.out.display(), started.elapsed().as_secs_f64());
     Ok(())
 }

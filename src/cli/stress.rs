@@ -72,8 +72,14 @@ struct Totals {
 /// Runs `ftcoll stress ...`.
 pub fn run(a: &StressArgs) -> Result<(), String> {
     let StressWhat::Agree(a) = &a.what;
-    if a.nodes < 2 || a.max_kills == 0 || a.max_kills >= a.nodes {
-        return Err("stress agree needs --nodes >= 2 and 1 <= --max-kills < --nodes".into());
+    if a.nodes < 2 {
+        return Err(format!("stress agree needs --nodes >= 2, got {}", a.nodes));
+    }
+    if a.max_kills == 0 || a.max_kills >= a.nodes {
+        return Err(format!(
+            "stress agree needs 1 <= --max-kills < --nodes (one node survives every generation), got --max-kills {} with --nodes {}",
+            a.max_kills, a.nodes
+        ));
     }
     if a.agreements < 2 || a.duration == 0 || a.heartbeat_us == 0 || a.suspect_ms == 0 {
         return Err("--agreements must be at least 2; --duration, --heartbeat-us and --suspect-ms positive".into());

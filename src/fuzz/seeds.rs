@@ -135,6 +135,7 @@ pub fn control() -> Vec<Vec<u8>> {
             deliveries: 1,
             bad: 0,
             finished: true,
+            dropped: false,
         },
         Msg::Dead { iter: 9 },
         Msg::Pong { t1: 1, t2: 2 },

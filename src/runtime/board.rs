@@ -23,6 +23,9 @@ pub struct OpBoard {
     pub last_ns: AtomicU64,
     /// Messages this node sent for the operation.
     pub sent: AtomicU32,
+    /// Messages of this operation this node could not send (its deferred queue was full):
+    /// the operation is reported failed.
+    pub send_drops: AtomicU32,
     /// The protocol says this node will send nothing more for the operation.
     pub finished: AtomicBool,
 }
@@ -47,6 +50,16 @@ impl Default for NodeBoard {
     }
 }
 
+impl OpBoard {
+    /// Records activity at `ns`: `last_ns` only grows (a step's start time may be older than
+    /// a fresh clock read earlier in the same step). One node thread writes its board.
+    pub fn touch(&self, ns: u64) {
+        if ns > self.last_ns.load(Ordering::Relaxed) {
+            self.last_ns.store(ns, Ordering::Relaxed);
+        }
+    }
+}
+
 impl NodeBoard {
     /// The entry for `seq`, reset for it if it held an older operation.
     pub fn claim(&self, seq: u64) -> &OpBoard {
@@ -57,6 +70,7 @@ impl NodeBoard {
             b.bad_payload.store(0, Ordering::Relaxed);
             b.last_ns.store(0, Ordering::Relaxed);
             b.sent.store(0, Ordering::Relaxed);
+            b.send_drops.store(0, Ordering::Relaxed);
             b.finished.store(false, Ordering::Relaxed);
             b.seq1.store(seq + 1, Ordering::Release);
         }
@@ -94,5 +108,23 @@ impl Control {
             started_ns: (0..WINDOW).map(|_| AtomicU64::new(0)).collect(),
             boards: (0..n).map(|_| NodeBoard::default()).collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activity_only_moves_forward_and_a_new_operation_starts_clean() {
+        let nb = NodeBoard::default();
+        let b = nb.claim(5);
+        b.touch(100);
+        b.touch(40); // a send stamped with its step's (older) start time
+        assert_eq!(b.last_ns.load(Ordering::Relaxed), 100);
+        b.send_drops.fetch_add(1, Ordering::Relaxed);
+        let b = nb.claim(5 + WINDOW as u64);
+        assert_eq!(b.last_ns.load(Ordering::Relaxed), 0);
+        assert_eq!(b.send_drops.load(Ordering::Relaxed), 0);
     }
 }

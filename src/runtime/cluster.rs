@@ -100,6 +100,9 @@ pub struct ClusterResult {
     pub violations: u64,
     /// Operations abandoned at the timeout.
     pub timeouts: u64,
+    /// Operations in which some node could not send a message (its deferred queue was full,
+    /// or the protocol named no valid destination): failed operations, never silent.
+    pub dropped_ops: u64,
     pub measured: u64,
     pub wall: Duration,
     pub transport: TransportStats,
@@ -109,6 +112,8 @@ pub struct ClusterResult {
     pub wrong_kind: u64,
     pub backpressure: u64,
     pub deferred_overflow: u64,
+    /// Datagrams dropped because their operation was too far ahead of the node's window.
+    pub too_far: u64,
     pub dead_nodes: Vec<u32>,
     /// Multi-process runs: nodes whose counters died with their process (SIGKILLed), so the
     /// totals miss their sends while their peers counted what they received from them.
@@ -130,6 +135,7 @@ impl ClusterResult {
             delivery: hist(),
             violations: 0,
             timeouts: 0,
+            dropped_ops: 0,
             measured: 0,
             wall: Duration::ZERO,
             transport: TransportStats::default(),
@@ -139,6 +145,7 @@ impl ClusterResult {
             wrong_kind: 0,
             backpressure: 0,
             deferred_overflow: 0,
+            too_far: 0,
             dead_nodes: Vec::new(),
             counters_lost: 0,
             clock_uncertainty_ns: None,
@@ -259,6 +266,7 @@ impl Coordinator {
                 r.timeouts += 1;
             }
             let mut msgs = 0u64;
+            let mut dropped = false;
             for (i, nb) in ctl.boards.iter().enumerate() {
                 let Some(b) = nb.get(seq) else {
                     if Self::live_for(ctl, i, seq) {
@@ -267,6 +275,7 @@ impl Coordinator {
                     continue;
                 };
                 msgs += u64::from(b.sent.load(Ordering::Relaxed));
+                dropped |= b.send_drops.load(Ordering::Relaxed) > 0;
                 if !Self::live_for(ctl, i, seq) {
                     continue;
                 }
@@ -277,8 +286,12 @@ impl Coordinator {
                     r.delivery.saturating_record(d.saturating_sub(start).max(1));
                 }
             }
+            r.dropped_ops += u64::from(dropped);
             r.coloring.saturating_record(colored.saturating_sub(start).max(1));
-            r.quiescence.saturating_record(last.saturating_sub(start).max(1));
+            // A delivery is activity of the operation: quiescence is never before coloring
+            // (`--procs` reports may carry a `last_ns` older than a later delivery stamp).
+            r.quiescence
+                .saturating_record(last.max(colored).saturating_sub(start).max(1));
             r.messages.saturating_record(msgs.max(1));
         }
         self.cur += 1;
@@ -413,6 +426,7 @@ where
         res.wrong_kind += node.stats.wrong_kind;
         res.backpressure += node.stats.backpressure;
         res.deferred_overflow += node.stats.deferred_overflow;
+        res.too_far += node.stats.too_far;
     }
     res.dead_nodes.sort_unstable();
     res

@@ -39,6 +39,8 @@ pub enum Msg {
         deliveries: u8,
         bad: u8,
         finished: bool,
+        /// A message of the operation could not be sent (the node's deferred queue was full).
+        dropped: bool,
     },
     /// Child → parent: I crashed (injected) during iteration `iter` (`u64::MAX`: at the start).
     Dead { iter: u64 },
@@ -180,6 +182,7 @@ pub fn encode(job: u64, rank: u32, m: &Msg) -> [u8; LEN] {
             deliveries,
             bad,
             finished,
+            dropped,
         } => (
             2,
             seq,
@@ -187,7 +190,7 @@ pub fn encode(job: u64, rank: u32, m: &Msg) -> [u8; LEN] {
             last_ns,
             started_ns,
             sent,
-            u32::from(finished) | u32::from(deliveries) << 8 | u32::from(bad) << 16,
+            u32::from(finished) | u32::from(dropped) << 1 | u32::from(deliveries) << 8 | u32::from(bad) << 16,
         ),
         Msg::Dead { iter } => (3, iter, 0, 0, 0, 0, 0),
         Msg::Allow { allowed } => (4, allowed, 0, 0, 0, 0, 0),
@@ -231,7 +234,7 @@ pub fn decode(buf: &[u8], job: u64, n: u32) -> Option<(u32, Msg)> {
     );
     let m = match b[5] {
         1 => Msg::Hello,
-        2 if flags >> 24 == 0 && flags & 0xFE == 0 => Msg::Report {
+        2 if flags >> 24 == 0 && flags & 0xFC == 0 => Msg::Report {
             seq,
             delivered_ns: a,
             last_ns: bb,
@@ -240,6 +243,7 @@ pub fn decode(buf: &[u8], job: u64, n: u32) -> Option<(u32, Msg)> {
             deliveries: (flags >> 8) as u8,
             bad: (flags >> 16) as u8,
             finished: flags & 1 == 1,
+            dropped: flags & 2 == 2,
         },
         3 => Msg::Dead { iter: seq },
         4 => Msg::Allow { allowed: seq },
@@ -561,6 +565,7 @@ impl ChildAgent {
                 deliveries: b.deliveries.load(Ordering::Relaxed).min(255) as u8,
                 bad: b.bad_payload.load(Ordering::Relaxed).min(255) as u8,
                 finished: b.finished.load(Ordering::Acquire),
+                dropped: b.send_drops.load(Ordering::Relaxed) > 0,
             };
             if self.seen[i].0 != seq {
                 self.seen[i] = (seq, now);
@@ -815,6 +820,7 @@ impl ParentAgent {
                     deliveries,
                     bad,
                     finished,
+                    dropped,
                 } => {
                     if seq < ctl.retired.load(Ordering::Acquire) {
                         continue;
@@ -825,6 +831,7 @@ impl ParentAgent {
                     b.sent.store(sent, Ordering::Relaxed);
                     b.deliveries.store(u32::from(deliveries), Ordering::Relaxed);
                     b.bad_payload.store(u32::from(bad), Ordering::Relaxed);
+                    b.send_drops.store(u32::from(dropped), Ordering::Relaxed);
                     if started_ns != 0 {
                         ctl.started_ns[(seq % WINDOW as u64) as usize].store(started_ns, Ordering::Release);
                     }
@@ -973,6 +980,7 @@ mod tests {
             deliveries: 1,
             bad: 0,
             finished: false,
+            dropped: false,
         };
         let seen = Instant::now();
         assert!(
@@ -1006,6 +1014,7 @@ mod tests {
                 deliveries: 1,
                 bad: 2,
                 finished: true,
+                dropped: true,
             },
             Msg::Dead { iter: 9 },
             Msg::Allow { allowed: 3 },

@@ -416,10 +416,7 @@ where
         if let Some(proto) = self.slots[i].proto.as_mut() {
             proto.on_message(&cx, Self::vrank(p, from), &msg);
         }
-        board
-            .claim(h.seq)
-            .last_ns
-            .store(Self::ns(p, Instant::now().max(now)), Ordering::Relaxed);
+        board.claim(h.seq).touch(Self::ns(p, Instant::now().max(now)));
         self.after_event(p, i, now, board);
         None
     }
@@ -452,6 +449,9 @@ where
             let ns = Self::ns(p, Instant::now().max(now));
             b.delivered_ns.store(ns.max(1), Ordering::Relaxed);
             b.deliveries.fetch_add(1, Ordering::Relaxed);
+            // The delivery is the operation's latest activity here: quiescence is never
+            // reported before coloring.
+            b.touch(ns.max(1));
         }
         let cx = Ctx {
             rank: Self::vrank(p, self.rank),
@@ -504,8 +504,10 @@ where
                         s.sent += 1;
                         let b = board.claim(seq);
                         b.sent.fetch_add(1, Ordering::Relaxed);
-                        b.last_ns.store(Self::ns(p, now), Ordering::Relaxed);
-                        self.send_or_defer(dest, len, now);
+                        b.touch(Self::ns(p, now));
+                        if !self.send_or_defer(dest, len, now) {
+                            b.send_drops.fetch_add(1, Ordering::Relaxed);
+                        }
                         if let Some(Kill {
                             point: KillPoint::AfterSends { iter, k },
                             ..
@@ -529,34 +531,37 @@ where
     }
 
     /// Sends `self.out[..len]` to `dest`, or queues it behind earlier deferred datagrams to
-    /// the same peer / when the peer's window is full.
-    fn send_or_defer(&mut self, dest: u32, len: usize, now: Instant) {
+    /// the same peer / when the peer's window is full. False: the datagram was dropped (the
+    /// deferred queue is full); the caller fails the operation.
+    fn send_or_defer(&mut self, dest: u32, len: usize, now: Instant) -> bool {
         const MAX_DEFERRED: usize = 4096;
         let queued = self.deferred.iter().any(|(d, _)| *d == dest);
         if !queued {
             let t = self.transport.as_mut().expect("alive");
             match t.send(dest, &self.out[..len], now) {
-                Ok(()) => return,
+                Ok(()) => return true,
                 Err(SendError::WindowFull) => {}
                 Err(SendError::Suspected) => {
+                    // Crash-stop: a suspected peer is dead to this node, nothing is owed to it.
                     self.stats.to_suspected += 1;
-                    return;
+                    return true;
                 }
                 Err(_) => {
                     self.stats.drops.count(DecodeError::BadField("destination"));
-                    return;
+                    return false;
                 }
             }
         }
         self.stats.backpressure += 1;
         if self.deferred.len() >= MAX_DEFERRED {
             self.stats.deferred_overflow += 1;
-            return;
+            return false;
         }
         let mut buf = self.spare.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(&self.out[..len]);
         self.deferred.push_back((dest, buf));
+        true
     }
 
     /// Retries deferred datagrams in order, per destination.

@@ -198,6 +198,10 @@ pub struct NodeExit {
     pub spoofed: u64,
     pub wrong_kind: u64,
     pub backpressure: u64,
+    #[serde(default)]
+    pub deferred_overflow: u64,
+    #[serde(default)]
+    pub too_far: u64,
     pub control_invalid: u64,
 }
 
@@ -366,6 +370,8 @@ where
         spoofed: node.stats.spoofed,
         wrong_kind: node.stats.wrong_kind,
         backpressure: node.stats.backpressure,
+        deferred_overflow: node.stats.deferred_overflow,
+        too_far: node.stats.too_far,
         control_invalid: agent.invalid,
     })
 }
@@ -650,6 +656,8 @@ pub fn run_parent(
                 res.spoofed += e.spoofed;
                 res.wrong_kind += e.wrong_kind;
                 res.backpressure += e.backpressure;
+                res.deferred_overflow += e.deferred_overflow;
+                res.too_far += e.too_far;
                 res.drops.merge(&e.drops);
             }
             None => {
