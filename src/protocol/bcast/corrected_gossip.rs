@@ -274,7 +274,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "issue 14 item 2: FCG's SOS flood never terminates and the run aborts at the event cap (branch cg)"]
     fn fcg_sos_still_colors_everyone_when_gossip_reaches_nobody() {
         // T = 0: only the root is a g-node; with f = 1 it never finds f + 1 g-nodes: SOS.
         let s = run(64, UNIT, 0, Variant::Fcg { f: 1 }, &dead(0), 0);
@@ -500,12 +499,12 @@ mod tests {
         assert!((30..=60).contains(&worst), "worst CCG latency {worst}");
     }
 
-    /// Issue 14 item 6: the bound of `ccg_counts_are_plausible_fault_free` tightened to what
-    /// eq. (4) says on the same inputs (N = n = 1024, L = O = 1, T = 25): every run at least
-    /// the correction-free `T + 2L + 2O`, the worst at most `T + 2L + (2 + 2K̂)O` plus the
-    /// paper's "within 2 steps".
+    /// The bound of `ccg_counts_are_plausible_fault_free` tightened to what eq. (4) says on the
+    /// same inputs (N = n = 1024, L = O = 1, T = 25) under the receive model eq. (4) assumes
+    /// (every message lands `o + L + o` after its send, [`crate::sim::Receives::Parallel`]):
+    /// every run at least the correction-free `T + 2L + 2O`, the worst at most
+    /// `T + 2L + (2 + 2K̂)O` plus the paper's "within 2 steps".
     #[test]
-    #[ignore = "issue 14 item 5: CCG's simulated latency exceeds eq. (4) by more than 2 (branch cg)"]
     fn ccg_latency_agrees_with_eq4_within_two_steps() {
         let t = 25;
         let k = crate::model::k_hat(crate::model::DEFAULT_DELTA, 1024, 1024, t, UNIT).unwrap();
@@ -513,7 +512,7 @@ mod tests {
         let floor = t + 2 * UNIT.l + 2 * UNIT.o;
         let mut worst = 0;
         for seed in 0..100 {
-            let s = run(1024, UNIT, t, Variant::Ccg, &dead(0), seed);
+            let s = run_with(1024, t, Variant::Ccg, crate::sim::Receives::Parallel, seed);
             assert_eq!(s.uncolored_live, 0);
             assert!(s.quiescence >= floor, "seed {seed}: {} < {floor}", s.quiescence);
             worst = worst.max(s.quiescence);
@@ -524,15 +523,15 @@ mod tests {
         );
     }
 
-    /// Issue 14 item 6: GOS's quiescence bound (`<= 28` above) tightened to Lemma 1's model
+    /// GOS's quiescence bound (`<= 28` above) tightened to Lemma 1's model
     /// ([`crate::model::gos_colored_fraction`]: gossip sent before `T` has drained at
-    /// `T + L + O`).
+    /// `T + L + O`), under the receive model Lemma 1 assumes ([`crate::sim::Receives::Parallel`]).
     #[test]
-    #[ignore = "issue 14 item 5: receive queues delay gossip past T + L + O in the simulator (branch cg)"]
     fn gos_quiescence_is_the_models_t_plus_l_plus_o() {
         let t = 20;
         for seed in 0..20 {
-            let s = run(1024, UNIT, t, Variant::Gos, &dead(0), seed);
+            let s = run_with(1024, t, Variant::Gos, crate::sim::Receives::Parallel, seed);
+            assert!(!s.aborted);
             assert!(
                 s.quiescence <= t + UNIT.l + UNIT.o,
                 "seed {seed}: quiescence {} > T + L + O",
