@@ -661,7 +661,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     s += &row("quiescence", &res.quiescence);
     s += &row("per-node delivery", &res.delivery);
     s += &format!(
-        "\nmessages per operation: {:.2}   consistency violations: {}   timeouts: {}   dropped-message operations: {}   operations: {} ({:.0}/s)\n",
+        "\nmessages per operation: {:.2}   consistency violations: {}   timeouts: {}   ops with unsent messages: {}   operations: {} ({:.0}/s)\n",
         res.messages.mean(),
         res.violations,
         res.timeouts,
