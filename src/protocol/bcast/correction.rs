@@ -212,8 +212,12 @@ pub struct Corrector<const C: usize> {
     /// `[Fwd]` for every g-node they learned of.
     known: [Known<C>; 2],
     fin: [bool; 2],
-    /// FCG: flooding SOS now (the cursor is `off[Fwd]`).
+    /// FCG: flooding SOS now; the next rank to flood to is `sos_next`.
     sos: bool,
+    /// FCG: the SOS flood's cursor. Its own field: a correction message that reaches a
+    /// participant during its flood may reset the correction offsets (the final round), which
+    /// must not move the flood (it did: a flood sent to its own rank and repeated ranks).
+    sos_next: Rank,
     /// FCG: this process has flooded SOS already; it floods at most once (Corollary 2).
     sos_done: bool,
     /// Pending timer (`NO_TIMER`: none); a sentinel keeps the state small.
@@ -249,6 +253,7 @@ impl<const C: usize> Corrector<C> {
             fin: [false, false],
             sos: false,
             sos_done: false,
+            sos_next: 0,
             timer: NO_TIMER,
             heard_right: false,
             reply: NO_REPLY,
@@ -493,9 +498,8 @@ impl<const C: usize> Corrector<C> {
         self.sos = true;
         self.done = false;
         self.timer = NO_TIMER;
-        // The SOS cursor reuses the forward offset: correction is over for this process.
-        self.off[0] = if me == 0 { 1 } else { 0 };
-        if self.off[0] >= n {
+        self.sos_next = if me == 0 { 1 } else { 0 };
+        if self.sos_next >= n {
             self.end_sos();
         }
     }
@@ -526,7 +530,7 @@ impl<const C: usize> Corrector<C> {
     /// The sender is free: the next correction action.
     pub fn poll(&mut self, p: &CorrParams, me: Rank, n: Rank) -> Action<CorrMsg<C>> {
         if self.sos {
-            let to = self.off[0];
+            let to = self.sos_next;
             if to >= n {
                 // Sent to all: only now deliver and exit (Claim 4's proof).
                 self.end_sos();
@@ -536,7 +540,7 @@ impl<const C: usize> Corrector<C> {
             if nx == me {
                 nx += 1;
             }
-            self.off[0] = nx;
+            self.sos_next = nx;
             return Action::Send {
                 to,
                 msg: CorrMsg {
@@ -691,5 +695,58 @@ impl<const C: usize> Corrector<C> {
             return self.send(Dir::Fwd, me, n, CorrKind::Normal, Known::default());
         }
         Action::Wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A participant that found no `f + 1` g-nodes floods SOS to every other rank exactly
+    /// once, even when correction messages reach it during the flood (they may start the
+    /// final round, which resets the correction offsets: not the flood's cursor).
+    #[test]
+    fn an_sos_flood_reaches_every_other_rank_once_whatever_arrives_meanwhile() {
+        let n = 8;
+        let p = CorrParams {
+            kind: Correction::FailProof { f: 1 },
+            first: Dir::Fwd,
+            o: 1,
+            delay: 0,
+            sos_timeout: 100,
+            idle_when_stopped: true,
+        };
+        for me in 0..n {
+            let mut c = Corrector::<FAILPROOF_CAP>::new();
+            c.colored_by_dissemination();
+            c.start(&p, n, 0);
+            let mut targets = Vec::new();
+            for step in 0..10 * n {
+                match c.poll(&p, me, n) {
+                    Action::Send { to, msg } if msg.kind == CorrKind::Sos => {
+                        targets.push(to);
+                        // Mid-flood, two g-nodes on each side make themselves known: f + 1
+                        // on a side starts the final round (`check_final`).
+                        if targets.len() == 2 {
+                            let right = [((me + 1) % n, (me + 2) % n), ((me + n - 1) % n, (me + n - 2) % n)];
+                            for ((from, beyond), dir) in right.into_iter().zip([Dir::Bwd, Dir::Fwd]) {
+                                let m = CorrMsg {
+                                    dir,
+                                    kind: CorrKind::Normal,
+                                    known: Known::from_slice(&[from, beyond]).unwrap(),
+                                };
+                                c.on_message(&p, me, n, u64::from(step), from, &m);
+                            }
+                        }
+                    }
+                    Action::Wait if c.finished() => break,
+                    _ => {}
+                }
+            }
+            targets.sort_unstable();
+            let want: Vec<Rank> = (0..n).filter(|&r| r != me).collect();
+            assert_eq!(targets, want, "rank {me}");
+            assert!(c.delivered() && c.finished(), "rank {me}");
+        }
     }
 }
