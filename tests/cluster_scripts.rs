@@ -164,6 +164,7 @@ fn shellcheck_is_clean() {
             script("netns-cluster.sh"),
             script("mpirun.sh"),
             script("slurm/ftcoll.sbatch"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fidelity_cores.sh"),
         ])
         .output()
         .expect("run shellcheck");
