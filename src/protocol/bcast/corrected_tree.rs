@@ -26,12 +26,16 @@ pub struct TreeShared {
     pub start: Start,
     /// The tree's fault-free dissemination latency: the synchronized correction start.
     pub sync_at: Time,
+    /// Each process's fault-free arrival time ([`Tree::arrival_times`]): the virtual time an
+    /// early-corrected process forwards the tree from (see [`CorrectedTree`]).
+    pub arrival: Vec<Time>,
 }
 
 impl TreeShared {
     /// Builds the shared configuration; delays not given are derived from the model.
     pub fn new(tree: Tree, logp: LogP, correction: Correction, start: Start) -> Self {
-        let sync_at = tree.dissemination_latency(logp);
+        let arrival = tree.arrival_times(logp);
+        let sync_at = arrival.iter().copied().max().unwrap_or(0);
         let n = Time::from(tree.len());
         let hop = logp.hop();
         // Delayed correction: the right neighbour's first message needs 2o + L; overlapped
@@ -44,9 +48,17 @@ impl TreeShared {
             Correction::Delayed { delay: Some(d) } => d,
             _ => default_delay,
         };
+        // Opportunistic correction sends "to processes {r + 1, r − 1, …, r + d, r − d}" (CT
+        // §3.1; CG Algorithm 1 likewise sends to i + off before i − off): right first. Checked
+        // and delayed correction send their first message to the left (CT Lemma 2's proof,
+        // whose exact counts the tests check; delayed correction by its definition).
+        let first = match correction {
+            Correction::Opportunistic { .. } | Correction::Optimized { .. } => Dir::Fwd,
+            _ => Dir::Bwd,
+        };
         let corr = CorrParams {
             kind: correction,
-            first: Dir::Bwd,
+            first,
             o: logp.o,
             delay,
             // A full loop of the ring by one sender, plus the dissemination: never expires in a
@@ -60,6 +72,7 @@ impl TreeShared {
             corr,
             start,
             sync_at,
+            arrival,
         }
     }
 }
@@ -95,9 +108,33 @@ impl<const C: usize> Message for TreeMsg<C> {
 }
 
 /// One process of a corrected-tree broadcast.
+///
+/// **Early correction** (CT §3.3, overlapped start): "a correction message is early if a
+/// process is reached by the correction message before a tree message. After receiving an early
+/// correction, a process still sends tree messages to its children." So a process colored by
+/// correction before any tree message forwards the tree to its children at once — also when its
+/// parent is dead and no tree message will ever come, which is what keeps a dead parent's
+/// subtree from being left to the ring. It stays a c-node: it sends no *correction* message
+/// (§3.1, "processes that become colored during correction do not send any messages"); its
+/// children, colored by a tree message, are participants like any other.
+///
+/// It counts virtual time from its fault-free arrival time, `TreeShared::arrival[rank]`: tree
+/// messages carry counted, not clocked, time (DESIGN.md decision 3), so every process colored by
+/// a tree message holds exactly its fault-free arrival time however late the message really
+/// came; an early-corrected process takes the same value, and its subtree counts exactly as it
+/// would below a live parent. With the overlapped start the counted time is carried, never
+/// waited on, so this choice moves no send.
+///
+/// Only the overlapped start has early corrections: with the synchronized start correction
+/// begins after the fault-free dissemination latency, when every tree message that will ever
+/// arrive has arrived, so a process reached by correction then has a dead ancestor and, being a
+/// c-node of a correction phase that follows the dissemination (CG §III), sends nothing.
+/// Failure-proof correction keeps FCG's own rule for c-nodes (they deliver only once `f + 1`
+/// g-nodes are known, Algorithm 3) and does not forward.
 #[derive(Clone, Debug)]
 pub struct CorrectedTree<const C: usize> {
-    /// A tree message arrived (or this is the root): children are owed a message.
+    /// A tree message arrived, an early correction colored this process (overlapped start),
+    /// or this is the root: children are owed a message.
     tree_received: bool,
     /// All children were sent to (and a participant's correction started).
     tree_sent: bool,
@@ -140,12 +177,21 @@ impl<const C: usize> Protocol for CorrectedTree<C> {
                 self.tree_received = true;
                 // Counted time: the send started at `vt`, so we hold it at vt + 2o + L.
                 self.vt = Time::from(*vt) + s.logp.hop();
-                // An early correction message may have colored us already (overlapped
-                // start): then we still forward down the tree but do not correct (§3.3).
+                // Colored by dissemination: a participant, unless a correction message came
+                // first (then it stays a c-node; see `TreeMsg::Corr` for early corrections).
                 self.corr.colored_by_dissemination();
             }
             TreeMsg::Corr(c) => {
-                self.corr.on_message(&s.corr, cx.rank, cx.n, cx.now, from, c);
+                let colored = self.corr.on_message(&s.corr, cx.rank, cx.n, cx.now, from, c);
+                // An early correction (§3.3): forward the tree as a tree message would have.
+                if colored
+                    && !self.tree_received
+                    && s.start == Start::Overlapped
+                    && !matches!(s.corr.kind, Correction::FailProof { .. })
+                {
+                    self.tree_received = true;
+                    self.vt = s.arrival.get(cx.rank as usize).copied().unwrap_or(0);
+                }
             }
         }
     }
@@ -233,6 +279,27 @@ mod tests {
         Faults {
             before: DeadBefore::Count(k),
             ..Faults::default()
+        }
+    }
+
+    /// Issue 14's counter-example to a skip rule applied to both sides: with the rule of §3.3
+    /// ("i receives from j, j − d < i < j": a message from the right only) every live process
+    /// within d of a participant is covered, so this run colors everyone, as plain
+    /// opportunistic correction does. Applied symmetrically, 115's and 117's neighbours relied
+    /// on each other and rank 116 stayed uncolored.
+    #[test]
+    fn optimized_skip_rule_is_one_sided_issue14_counterexample() {
+        let logp = LogP { l: 2, o: 1 };
+        let dead = vec![4, 18, 23, 24, 30, 42, 47, 54, 58, 66, 68, 72, 87, 95, 102, 115, 117];
+        let faults = Faults {
+            before: DeadBefore::List(dead),
+            ..Faults::default()
+        };
+        for start in [Start::Synchronized, Start::Overlapped] {
+            for c in [Correction::Opportunistic { d: 4 }, Correction::Optimized { d: 4 }] {
+                let s = run(TreeKind::Binomial, Order::Interleaved, 128, logp, c, start, &faults, 1);
+                assert_eq!(s.uncolored_live, 0, "{c:?} {start:?}: {s:?}");
+            }
         }
     }
 

@@ -402,12 +402,24 @@ impl<const C: usize> Corrector<C> {
         match p.kind {
             Correction::None | Correction::Opportunistic { .. } => {}
             Correction::Optimized { d } => {
-                // CT §3.3: a participant j at distance δ < d covers everything we would send
-                // towards it and all but the last d + 1 - δ offsets on our other side.
-                if m.kind == CorrKind::Normal && dist < d {
-                    self.stopped[s] = true;
-                    let o = side.other().idx();
-                    self.off[o] = self.off[o].max(d + 1 - dist);
+                // CT §3.3, as stated there: "given i and j with j − d < i < j, assume i receives
+                // a message from j": only a message from the RIGHT (a `Bwd` message, sent by a
+                // participant j = i + δ, 0 < δ < d). j's left messages reach i − 1 … j − d and
+                // its right ones everything up to i + d, so i sends nothing more to the right
+                // and to the left only i − d … j − d − 1, offsets d + 1 − δ … d.
+                //
+                // The mirror rule for a message from the left is NOT applied (issue 14): with
+                // both, two participants within d of each other each rely on the other and both
+                // skip the same processes (`ftcoll sim --nodes 128 --dead 4,18,23,24,30,42,47,
+                // 54,58,66,68,72,87,95,102,115,117 --correction optimized:4` left 116 uncolored:
+                // 112 relied on 113 and 113 on 112). One-sided, the reliance always points
+                // right and ends at a participant that sends the offsets relied on, so every
+                // process within d of a participant is still reached (the proof is in the doc
+                // comment of `tests::optimized_covers_what_opportunistic_covers`).
+                if m.kind == CorrKind::Normal && side == Dir::Fwd && dist < d {
+                    self.stopped[Dir::Fwd.idx()] = true;
+                    let b = Dir::Bwd.idx();
+                    self.off[b] = self.off[b].max(d + 1 - dist);
                 }
             }
             Correction::Checked => {
