@@ -250,9 +250,10 @@ impl<const C: usize> Protocol for CorrectedTree<C> {
 mod tests {
     use super::*;
     use crate::model::LogP;
+    use crate::protocol::ProtoRng;
     use crate::protocol::bcast::correction::FAILPROOF_CAP;
     use crate::sim::{DeadBefore, Engine, Faults, RunStats};
-    use crate::topology::{Order, TreeKind};
+    use crate::topology::{Order, TreeKind, ring};
 
     #[allow(clippy::too_many_arguments)]
     fn run(
@@ -299,6 +300,301 @@ mod tests {
             for c in [Correction::Opportunistic { d: 4 }, Correction::Optimized { d: 4 }] {
                 let s = run(TreeKind::Binomial, Order::Interleaved, 128, logp, c, start, &faults, 1);
                 assert_eq!(s.uncolored_live, 0, "{c:?} {start:?}: {s:?}");
+            }
+        }
+    }
+
+    /// What one run did, per process.
+    struct Outcome {
+        alive: Vec<bool>,
+        colored: Vec<bool>,
+        participant: Vec<bool>,
+        stats: RunStats,
+    }
+
+    fn outcome(tree: &Tree, logp: LogP, c: Correction, start: Start, faults: &Faults, seed: u64) -> Outcome {
+        let n = tree.len();
+        let shared = TreeShared::new(tree.clone(), logp, c, start);
+        let mut eng = Engine::<CorrectedTree<0>>::new(n, logp);
+        let stats = eng.run(&shared, faults, seed, 100_000_000);
+        let alive: Vec<bool> = (0..n).map(|r| eng.death_time(r) == Time::MAX).collect();
+        let colored = (0..n).map(|r| alive[r as usize] && eng.node(r).delivered()).collect();
+        let participant = (0..n)
+            .map(|r| alive[r as usize] && eng.node(r).colored_by_dissemination())
+            .collect();
+        Outcome {
+            alive,
+            colored,
+            participant,
+            stats,
+        }
+    }
+
+    /// The processes opportunistic correction with distance `d` must color given who
+    /// participated: the participants, every live process within ring distance `d` of one and,
+    /// with the overlapped start (early-corrected processes forward the tree, §3.3), every live
+    /// descendant of a colored process along live tree edges.
+    fn implied(tree: &Tree, d: u32, start: Start, o: &Outcome) -> Vec<bool> {
+        let n = tree.len();
+        let d = d.min(n - 1);
+        let mut c = vec![false; n as usize];
+        for r in (0..n).filter(|&r| o.participant[r as usize]) {
+            c[r as usize] = true;
+            for off in 1..=d {
+                for x in [ring::forward(r, off, n), ring::backward(r, off, n)] {
+                    c[x as usize] |= o.alive[x as usize];
+                }
+            }
+        }
+        if start == Start::Overlapped {
+            // Children outrank their parents: one pass in rank order is the closure.
+            for r in 0..n {
+                if c[r as usize] {
+                    for &ch in tree.children(r) {
+                        c[ch as usize] |= o.alive[ch as usize];
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// The differential property of issue 14, stated as precisely as it holds.
+    ///
+    /// **Exact, for any fault set:**
+    /// 1. *Every run colors exactly what its participants imply* ([`implied`]): each live process
+    ///    within `d` of a participant and, overlapped, each live process below a colored one.
+    ///    For optimized correction this is the soundness of §3.3's skip rule (a skipped target
+    ///    is always sent to by a participant further right, see `Correction::Optimized`); the
+    ///    symmetric rule broke it (issue 14's rank 116).
+    /// 2. *Synchronized start: optimized colors exactly the processes plain opportunistic
+    ///    colors*, with no more messages: the participants are the processes the tree reaches,
+    ///    the same in both, and by 1. the colored sets are then equal.
+    /// 3. *Overlapped start: optimized colors every process plain colors whenever every plain
+    ///    participant is an optimized participant too* (1. is monotone in the participants).
+    ///
+    /// **Not exact:** "optimized never colors fewer" does not hold for the overlapped start by
+    /// the paper's own rules, however correct the skip rule. Skipping brings a participant's
+    /// farther sends forward in time, so a process can be reached by correction before its
+    /// tree message under optimized and after it under plain; early-corrected, it is a c-node
+    /// (§3.1) and its own `d` neighbours lose its messages. The reverse happens too (a process
+    /// early-corrected under plain participates under optimized).
+    /// [`optimized_can_color_fewer_when_early_correction_silences_a_participant`] pins a small
+    /// case (19 processes, 10 dead); at realistic rates it is rare: of the 40 000 fault sets
+    /// of [`differential_optimized_vs_opportunistic_large`] (rates up to 5 %, P up to 16K)
+    /// optimized colors fewer processes in 3 and a different set in one more; in the 1 500 of
+    /// the default test, never. So, besides 1.–3., the test bounds how often optimized colors fewer: at most one
+    /// fault set in 1 000.
+    fn differential(cases: u32, max_n: u32, seed: u64) {
+        let logp = LogP { l: 2, o: 1 };
+        let kinds = [
+            TreeKind::Binomial,
+            TreeKind::Lame(2),
+            TreeKind::Optimal,
+            TreeKind::Kary(2),
+            TreeKind::Kary(4),
+        ];
+        let mut rng = ProtoRng::new(seed);
+        let (mut differ, mut fewer) = (0u32, 0u32);
+        for case in 0..cases {
+            // Sizes log-uniform in 16..=max_n, rates uniform in 0..=5 %.
+            let lg = 4 + rng.below(max_n.ilog2() - 3);
+            let n = ((1u32 << lg) + rng.below(1 << lg)).clamp(16, max_n);
+            let rate = f64::from(rng.below(5001)) / 100_000.0;
+            let dead = ((rate * f64::from(n)).round() as u32).min(n - 1);
+            let kind = kinds[rng.below(kinds.len() as u32) as usize];
+            let d = [1u32, 2, 3, 4, 8][rng.below(5) as usize];
+            let start = if rng.below(2) == 0 {
+                Start::Synchronized
+            } else {
+                Start::Overlapped
+            };
+            let run_seed = rng.next_u64();
+            let tree = Tree::build(kind, Order::Interleaved, n, logp).unwrap();
+            let faults = dead_faults(dead);
+            let what = format!("case {case}: n={n} dead={dead} {kind:?} d={d} {start:?} seed={run_seed}");
+            let plain = outcome(&tree, logp, Correction::Opportunistic { d }, start, &faults, run_seed);
+            let opt = outcome(&tree, logp, Correction::Optimized { d }, start, &faults, run_seed);
+            for (name, o) in [("opportunistic", &plain), ("optimized", &opt)] {
+                assert_eq!(o.colored, implied(&tree, d, start, o), "{name} {what}");
+                let uncolored = (0..n as usize).filter(|&r| o.alive[r] && !o.colored[r]).count();
+                assert_eq!(o.stats.uncolored_live as usize, uncolored, "{name} {what}");
+            }
+            let count = |o: &Outcome| o.colored.iter().filter(|&&c| c).count();
+            if start == Start::Synchronized {
+                assert_eq!(opt.participant, plain.participant, "{what}");
+                assert_eq!(opt.colored, plain.colored, "{what}");
+                assert!(opt.stats.messages <= plain.stats.messages, "{what}");
+            } else if (0..n as usize).all(|r| !plain.participant[r] || opt.participant[r]) {
+                assert!((0..n as usize).all(|r| !plain.colored[r] || opt.colored[r]), "{what}");
+            }
+            differ += u32::from(opt.colored != plain.colored);
+            if count(&opt) < count(&plain) {
+                fewer += 1;
+                eprintln!("optimized colors fewer: {what}");
+            }
+        }
+        assert!(
+            fewer <= cases.div_ceil(1000),
+            "optimized colored fewer processes than opportunistic in {fewer} of {cases} fault sets ({differ} differ)"
+        );
+    }
+
+    fn dead_faults(k: u32) -> Faults {
+        Faults {
+            before: DeadBefore::Count(k),
+            ..Faults::default()
+        }
+    }
+
+    /// Issue 14's property over random fault sets: see [`differential`]. Seconds.
+    #[test]
+    fn differential_optimized_vs_opportunistic() {
+        differential(1500, 16384, 14);
+    }
+
+    /// The same over more fault sets (`cargo test --release -- --ignored
+    /// differential_optimized_vs_opportunistic_large`; about two minutes on two cores).
+    #[test]
+    #[ignore = "large: run with --release --ignored"]
+    fn differential_optimized_vs_opportunistic_large() {
+        differential(40_000, 16384, 1414);
+    }
+
+    /// Why "optimized never colors fewer" is not exact with the overlapped start. P = 19,
+    /// binomial, d = 4, ten dead. Participant 17 hears from 0 (distance 2 to its right, across
+    /// the ring's end) at t = 12: by §3.3 it stops sending right and sends left only to offsets
+    /// 3 and 4, so its message to 14 leaves at 12 instead of 16 (after 16 and 15), and reaches 14
+    /// at 16, one step before 14's tree message (from 6, itself early-corrected and
+    /// forwarding). Plain: 14 gets its tree message first, participates and colors 10 (t = 28).
+    /// Optimized: 14 is a c-node and sends no correction (§3.1); 10 has no other participant
+    /// within 4 and stays uncolored. Synchronized, both color everyone alike.
+    #[test]
+    fn optimized_can_color_fewer_when_early_correction_silences_a_participant() {
+        let logp = LogP { l: 2, o: 1 };
+        let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, 19, logp).unwrap();
+        let faults = Faults {
+            before: DeadBefore::List(vec![2, 5, 7, 8, 9, 11, 12, 15, 16, 18]),
+            ..Faults::default()
+        };
+        let plain = outcome(
+            &tree,
+            logp,
+            Correction::Opportunistic { d: 4 },
+            Start::Overlapped,
+            &faults,
+            1,
+        );
+        let opt = outcome(
+            &tree,
+            logp,
+            Correction::Optimized { d: 4 },
+            Start::Overlapped,
+            &faults,
+            1,
+        );
+        assert_eq!(plain.stats.uncolored_live, 0);
+        assert!(plain.participant[14] && !opt.participant[14] && opt.colored[14]);
+        assert_eq!(opt.stats.uncolored_live, 1);
+        assert!(!opt.colored[10]);
+        let sync = |c| outcome(&tree, logp, c, Start::Synchronized, &faults, 1).colored;
+        assert_eq!(
+            sync(Correction::Opportunistic { d: 4 }),
+            sync(Correction::Optimized { d: 4 })
+        );
+    }
+
+    /// §3.3 "After receiving an early correction, a process still sends tree messages to its
+    /// children", also when its parent is dead, and §3.1 "processes that become colored during
+    /// correction do not send any messages": with the overlapped start a c-node sends exactly
+    /// one tree message to each child and no correction message; with the synchronized start
+    /// (no correction message can precede a tree message) it sends nothing. For every
+    /// correction kind whose c-nodes deliver at once; checked correction still colors everyone.
+    #[test]
+    fn early_corrected_processes_forward_the_tree_and_send_no_correction() {
+        let logp = LogP { l: 2, o: 1 };
+        let n = 4096;
+        let kinds = [
+            Correction::Opportunistic { d: 4 },
+            Correction::Optimized { d: 4 },
+            Correction::Checked,
+            Correction::Delayed { delay: None },
+        ];
+        for kind in [TreeKind::Binomial, TreeKind::Optimal, TreeKind::Kary(4)] {
+            let tree = Tree::build(kind, Order::Interleaved, n, logp).unwrap();
+            for c in kinds {
+                for start in [Start::Synchronized, Start::Overlapped] {
+                    let mut orphans_forwarding = 0;
+                    for seed in 0..3 {
+                        let shared = TreeShared::new(tree.clone(), logp, c, start);
+                        let mut eng = Engine::<CorrectedTree<0>>::new(n, logp);
+                        eng.trace = Some(Vec::new());
+                        let st = eng.run(&shared, &dead(164), seed, 100_000_000);
+                        let trace = eng.trace.take().unwrap();
+                        let mut sent: Vec<Vec<(Rank, &str)>> = vec![Vec::new(); n as usize];
+                        for row in trace.iter().filter(|r| r.event == "send") {
+                            sent[row.node as usize].push((row.peer, row.label));
+                        }
+                        for r in 0..n {
+                            let p = eng.node(r);
+                            if eng.death_time(r) != Time::MAX || !p.delivered() || p.colored_by_dissemination() {
+                                continue;
+                            }
+                            let what = format!("{kind:?} {c:?} {start:?} seed {seed}: c-node {r}");
+                            let expect: Vec<(Rank, &str)> = match start {
+                                Start::Overlapped => tree.children(r).iter().map(|&ch| (ch, "tree")).collect(),
+                                Start::Synchronized => Vec::new(),
+                            };
+                            assert_eq!(sent[r as usize], expect, "{what}");
+                            let parent = tree.parent(r).unwrap();
+                            if eng.death_time(parent) != Time::MAX && !tree.children(r).is_empty() {
+                                orphans_forwarding += 1;
+                            }
+                        }
+                        if c == Correction::Checked {
+                            assert_eq!(st.uncolored_live, 0, "{kind:?} {start:?} seed {seed}");
+                        }
+                    }
+                    if start == Start::Overlapped {
+                        assert!(orphans_forwarding > 0, "{kind:?} {c:?}: no orphan forwarded");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Opportunistic correction sends right first (§3.1's "r + 1, r − 1, …"); checked correction
+    /// left first (Lemma 2's proof; its exact counts are tested above). Every participant; with
+    /// the overlapped start some processes are early-corrected even fault-free and send none.
+    #[test]
+    fn first_correction_message_direction() {
+        let logp = LogP { l: 2, o: 1 };
+        let both = [Start::Synchronized, Start::Overlapped];
+        for (c, first, starts) in [
+            (Correction::Opportunistic { d: 2 }, "corr>", &both[..]),
+            // Overlapped, a participant that hears from its right before its first correction
+            // send skips the right side altogether (§3.3).
+            (Correction::Optimized { d: 2 }, "corr>", &both[..1]),
+            (Correction::Checked, "corr<", &both[..]),
+        ] {
+            for &start in starts {
+                let shared = TreeShared::new(
+                    Tree::build(TreeKind::Binomial, Order::Interleaved, 64, logp).unwrap(),
+                    logp,
+                    c,
+                    start,
+                );
+                let mut eng = Engine::<CorrectedTree<0>>::new(64, logp);
+                eng.trace = Some(Vec::new());
+                eng.run(&shared, &dead(0), 0, 1_000_000);
+                let trace = eng.trace.take().unwrap();
+                for r in (0..64).filter(|&r| eng.node(r).colored_by_dissemination()) {
+                    let label = trace
+                        .iter()
+                        .find(|t| t.node == r && t.event == "send" && t.label != "tree")
+                        .map(|t| t.label);
+                    assert_eq!(label, Some(first), "{c:?} {start:?} rank {r}");
+                }
             }
         }
     }
