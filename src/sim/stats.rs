@@ -110,6 +110,10 @@ pub struct Summary {
     pub uncolored_runs: u64,
     /// Live processes left uncolored, summed over runs.
     pub uncolored_nodes: u64,
+    /// Runs that left exactly one live process uncolored.
+    pub single_uncolored_runs: u64,
+    /// The most live processes one run left uncolored.
+    pub max_uncolored: u64,
     /// Runs stopped at the event cap.
     pub aborted_runs: u64,
     pub events: u64,
@@ -129,6 +133,8 @@ impl Summary {
             max_messages_per_process: Dist::new(1),
             uncolored_runs: 0,
             uncolored_nodes: 0,
+            single_uncolored_runs: 0,
+            max_uncolored: 0,
             aborted_runs: 0,
             events: 0,
             n,
@@ -150,6 +156,8 @@ impl Summary {
             self.uncolored_runs += 1;
         }
         self.uncolored_nodes += u64::from(r.uncolored_live);
+        self.single_uncolored_runs += u64::from(r.uncolored_live == 1);
+        self.max_uncolored = self.max_uncolored.max(u64::from(r.uncolored_live));
         if r.aborted {
             self.aborted_runs += 1;
         }
@@ -167,6 +175,8 @@ impl Summary {
         self.max_messages_per_process.merge(&o.max_messages_per_process);
         self.uncolored_runs += o.uncolored_runs;
         self.uncolored_nodes += o.uncolored_nodes;
+        self.single_uncolored_runs += o.single_uncolored_runs;
+        self.max_uncolored = self.max_uncolored.max(o.max_uncolored);
         self.aborted_runs += o.aborted_runs;
         self.events += o.events;
     }
@@ -183,6 +193,8 @@ impl Summary {
             max_messages_per_process: self.max_messages_per_process.percentiles(),
             uncolored_runs: self.uncolored_runs,
             uncolored_nodes: self.uncolored_nodes,
+            single_uncolored_runs: self.single_uncolored_runs,
+            max_uncolored: self.max_uncolored,
             aborted_runs: self.aborted_runs,
             events: self.events,
         }
@@ -201,6 +213,8 @@ pub struct Report {
     pub max_messages_per_process: Percentiles,
     pub uncolored_runs: u64,
     pub uncolored_nodes: u64,
+    pub single_uncolored_runs: u64,
+    pub max_uncolored: u64,
     pub aborted_runs: u64,
     pub events: u64,
 }

@@ -37,7 +37,17 @@ pub enum Correction {
     None,
     /// Opportunistic correction: `d` messages in each direction.
     Opportunistic { d: u32 },
-    /// Optimized opportunistic correction with distance `d` (CT §3.3).
+    /// Optimized opportunistic correction with distance `d` (CT §3.3): a participant `i` that
+    /// receives a correction message from a participant `j = i + δ` on its right, `0 < δ < d`,
+    /// sends nothing more to the right and to the left only `i − d … j − d − 1`.
+    ///
+    /// The rule loses no coverage: every target `x` that `i` skips lies within `d` of `j` (a
+    /// right target of `i` is in `(i, i + d] ⊂ (j − d, j + d]`, a skipped left one in
+    /// `[j − d, i)`). If `j` skipped `x` too, `j` heard from some `k` further right and `x` is
+    /// again within `d` of `k`, and so on; each step moves right and stays below `x + d`, so the
+    /// chain ends at a participant that sends to `x`. Applied to messages from the left as
+    /// well, reliance could point both ways and two participants could each skip a process on
+    /// the other's word (issue 14); only the one-sided rule is implemented.
     Optimized { d: u32 },
     /// Checked correction.
     Checked,
@@ -433,12 +443,24 @@ impl<const C: usize> Corrector<C> {
         match p.kind {
             Correction::None | Correction::Opportunistic { .. } => {}
             Correction::Optimized { d } => {
-                // CT §3.3: a participant j at distance δ < d covers everything we would send
-                // towards it and all but the last d + 1 - δ offsets on our other side.
-                if m.kind == CorrKind::Normal && dist < d {
-                    self.stopped[s] = true;
-                    let o = side.other().idx();
-                    self.off[o] = self.off[o].max(d + 1 - dist);
+                // CT §3.3, as stated there: "given i and j with j − d < i < j, assume i receives
+                // a message from j": only a message from the RIGHT (a `Bwd` message, sent by a
+                // participant j = i + δ, 0 < δ < d). j's left messages reach i − 1 … j − d and
+                // its right ones everything up to i + d, so i sends nothing more to the right
+                // and to the left only i − d … j − d − 1, offsets d + 1 − δ … d.
+                //
+                // The mirror rule for a message from the left is NOT applied (issue 14): with
+                // both, two participants within d of each other each rely on the other and both
+                // skip the same processes (`ftcoll sim --nodes 128 --dead 4,18,23,24,30,42,47,
+                // 54,58,66,68,72,87,95,102,115,117 --correction optimized:4` left 116 uncolored:
+                // 112 relied on 113 and 113 on 112). One-sided, the reliance always points
+                // right and ends at a participant that sends the offsets relied on, so every
+                // process within d of a participant is still reached (see
+                // `Correction::Optimized`).
+                if m.kind == CorrKind::Normal && side == Dir::Fwd && dist < d {
+                    self.stopped[Dir::Fwd.idx()] = true;
+                    let b = Dir::Bwd.idx();
+                    self.off[b] = self.off[b].max(d + 1 - dist);
                 }
             }
             Correction::Checked => {
