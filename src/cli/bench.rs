@@ -223,7 +223,8 @@ fn predict(
             algo: algo.clone(),
             experiment: Experiment {
                 n,
-                logp: model,
+                logp: model.into(),
+                noise: None,
                 faults: Faults {
                     before: DeadBefore::List(dead),
                     ..Faults::default()

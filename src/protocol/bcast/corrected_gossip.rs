@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::model::{LogP, Time};
+use crate::model::{LogGP, Time};
 use crate::protocol::bcast::correction::{CorrMsg, CorrParams, Correction, Corrector, Dir};
 use crate::protocol::bcast::gossip::{GossipParams, GossipState};
 use crate::protocol::bcast::{corr_label, corr_phase};
@@ -28,12 +28,13 @@ pub enum Variant {
 impl Variant {
     /// The ring correction the variant uses. OCG's correction time `C` allows
     /// `S = (C - L - O) / O` alternating sends (Claim 2: `C = K·O + L + O` covers a gap of K),
-    /// i.e. `⌈S / 2⌉` per direction.
-    pub fn correction(&self, logp: LogP) -> Correction {
+    /// i.e. `⌈S / 2⌉` per direction (LogGP: `S = (C − (hop − slot)) / slot`).
+    pub fn correction(&self, logp: impl Into<LogGP>) -> Correction {
+        let logp: LogGP = logp.into();
         match *self {
             Variant::Gos => Correction::None,
             Variant::Ocg { c } => {
-                let s = c.saturating_sub(logp.l + logp.o) / logp.o;
+                let s = c.saturating_sub(logp.hop().saturating_sub(logp.slot())) / logp.slot().max(1);
                 Correction::Opportunistic {
                     d: s.div_ceil(2).min(u64::from(u32::MAX)) as u32,
                 }
@@ -54,17 +55,18 @@ pub struct GossipShared {
 
 impl GossipShared {
     /// A configuration for `n` processes gossiping until `t`.
-    pub fn new(n: u32, logp: LogP, t: Time, variant: Variant) -> Self {
+    pub fn new(n: u32, logp: impl Into<LogGP>, t: Time, variant: Variant) -> Self {
+        let logp: LogGP = logp.into();
         let gossip = GossipParams { t, logp };
         let corr = CorrParams {
             kind: variant.correction(logp),
             first: Dir::Fwd,
-            o: logp.o,
+            o: logp.slot(),
             delay: 0,
             // FCG line 14: c-nodes wait before SOS. A g-node needs at most a full loop of the
             // ring (2n sends) to find f + 1 g-nodes on each side: wait that long.
             idle_when_stopped: true,
-            sos_timeout: 2 * Time::from(n) * logp.o + 2 * logp.hop(),
+            sos_timeout: 2 * Time::from(n) * logp.slot() + 2 * logp.hop(),
         };
         Self { variant, gossip, corr }
     }
@@ -183,6 +185,7 @@ impl<const C: usize> Protocol for CorrectedGossip<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::LogP;
     use crate::protocol::bcast::correction::FAILPROOF_CAP;
     use crate::sim::{DeadBefore, Engine, Faults, RunStats};
 
