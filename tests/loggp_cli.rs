@@ -135,3 +135,63 @@ fn loggp_misuse_is_one_line_and_exit_2() {
     }
     std::fs::remove_file(&bad).ok();
 }
+
+#[test]
+fn logp_save_feeds_bench_params_and_sim_noise() {
+    let path = std::env::temp_dir().join(format!("ftcoll-cal-{}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    let (code, out, err) = ftcoll(&["logp", "--transport", "inproc", "--reps", "200", "--save", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("95% interval"), "{out}");
+    let cal: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for k in ["os_ns", "or_ns", "L_ns"] {
+        let c = &cal[k];
+        let (lo, med, hi) = (
+            c["lo"].as_f64().unwrap(),
+            c["median"].as_f64().unwrap(),
+            c["hi"].as_f64().unwrap(),
+        );
+        assert!(lo <= med && med <= hi, "{k}: {c}");
+    }
+    assert_eq!(cal["samples"], 200);
+    // bench takes o (mean of o_s and o_r) and L from the file instead of measuring.
+    let o = ((cal["os_ns"]["median"].as_f64().unwrap() + cal["or_ns"]["median"].as_f64().unwrap()) / 2.0)
+        .round()
+        .max(1.0);
+    let b = json(&[
+        "bench",
+        "--nodes",
+        "2",
+        "--transport",
+        "inproc",
+        "--iterations",
+        "20",
+        "--warmup",
+        "10",
+        "--params",
+        p,
+        "--json",
+    ]);
+    assert_eq!(b["config"]["own_o_ns"].as_f64().unwrap(), o, "{b}");
+    assert_eq!(
+        b["config"]["L_ns"].as_f64().unwrap(),
+        cal["L_ns"]["median"].as_f64().unwrap().round().max(1.0)
+    );
+    assert!(b["logp_estimate"].is_null(), "no fresh estimate: {b}");
+    assert_eq!(b["calibration"]["samples"], 200);
+    // The measured distributions drive sim's noisy mode (in ns).
+    let v = json(&[
+        "sim", "--nodes", "16", "--runs", "50", "--L", "100", "--o", "50", "--noise", p, "--json",
+    ]);
+    assert_eq!(v["aborted_runs"], 0);
+    assert_eq!(v["config"]["noise"], true);
+    std::fs::remove_file(&path).ok();
+    for args in [
+        &["bench", "--params", "/nonexistent/cal.json"][..],
+        &["logp", "--save", p, "--between", "127.0.0.1,127.0.0.2", "--rank", "0"],
+    ] {
+        let (code, _, err) = ftcoll(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -11,7 +11,8 @@
 //!   "L":  800 }                                     // a constant
 //! ```
 //! A quantile table is an inverse CDF, interpolated linearly between its points (HdrHistogram
-//! percentiles as `ftcoll logp --save` writes them). A parameter left out keeps the engine's
+//! percentiles as `ftcoll logp --save` writes them, in ns: a calibration file is read through
+//! its `noise` member). A parameter left out keeps the engine's
 //! fixed value. Unknown keys are rejected.
 
 use serde::Deserialize;
@@ -140,9 +141,14 @@ fn convert(name: &str, raw: Option<RawDist>, fixed: Time) -> Result<Dist, String
 }
 
 impl Noise {
-    /// Parses a noise file; parameters it leaves out keep `fixed`'s values.
+    /// Parses a noise file (or a calibration of `ftcoll logp --save`: its `noise` member);
+    /// parameters it leaves out keep `fixed`'s values.
     pub fn from_json(text: &str, fixed: LogGP) -> Result<Noise, String> {
-        let raw: RawNoise = serde_json::from_str(text).map_err(|e| format!("noise: {e}"))?;
+        let mut v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("noise: {e}"))?;
+        if let Some(inner) = v.get_mut("noise") {
+            v = inner.take();
+        }
+        let raw: RawNoise = serde_json::from_value(v).map_err(|e| format!("noise: {e}"))?;
         Ok(Noise {
             os: convert("os", raw.os, fixed.os)?,
             or: convert("or", raw.or, fixed.or)?,
