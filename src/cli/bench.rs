@@ -644,7 +644,14 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             s += &format!(
                 "LogP (estimated by ping-pong, median of {}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
                 e.samples, own_o_ns, e.o_send_ns, e.o_recv_ns, l_ns, e.rtt_ns
-            )
+            );
+            let ci =
+                |c: crate::runtime::logp::Ci| format!("[{:.0}, {:.0}] ns (±{:.0}%)", c.lo, c.hi, 50.0 * c.spread());
+            s += &format!(
+                "  spread of the estimate (95% interval of the median): send {}, recv {}; `ftcoll logp --save F` + `--params F` gives a stable calibration\n",
+                ci(e.o_send_ci_ns),
+                ci(e.o_recv_ci_ns)
+            );
         }
         None if cal.is_some() && a.o_ns.is_none() && a.l_ns.is_none() => {
             s += &format!("LogP (from the calibration): o = {own_o_ns} ns (mean of o_s and o_r), L = {l_ns} ns\n")

@@ -20,6 +20,9 @@ pub struct Estimate {
     pub o_ns: u64,
     pub l_ns: u64,
     pub samples: usize,
+    /// 95% intervals of the medians of `o_send` and `o_recv` (issue 16: the estimate's spread).
+    pub o_send_ci_ns: Ci,
+    pub o_recv_ci_ns: Ci,
 }
 
 pub(crate) fn median(v: &mut [u64]) -> u64 {
@@ -280,6 +283,18 @@ mod calibration_tests {
         assert_eq!(noise.os.max(), 1199);
         assert!(Calibration::from_samples("udp".into(), 8, &[], &[], &[], 1.0, None).is_err());
     }
+
+    #[test]
+    fn the_estimate_carries_its_spread() {
+        let mut rtt: Vec<u64> = (0..400).map(|i| 5000 + i).collect();
+        let mut os: Vec<u64> = (0..400).map(|i| 100 + i % 50).collect();
+        let mut or: Vec<u64> = vec![70; 400];
+        let e = Estimate::from_samples(&mut rtt, &mut os, &mut or);
+        let s = e.o_send_ci_ns;
+        assert_eq!(s.median, e.o_send_ns as f64);
+        assert!(s.lo < s.median && s.median < s.hi && s.spread() > 0.0, "{s:?}");
+        assert_eq!((e.o_recv_ci_ns.lo, e.o_recv_ci_ns.hi), (70.0, 70.0));
+    }
 }
 
 impl Estimate {
@@ -295,6 +310,8 @@ impl Estimate {
             o_ns,
             l_ns,
             samples: rtt.len(),
+            o_send_ci_ns: Ci::of(os),
+            o_recv_ci_ns: Ci::of(or),
         }
     }
 }
