@@ -19,7 +19,8 @@ fn measure(n: u32, runs: u64, threads: usize) -> (f64, f64, f64) {
     let shared = TreeShared::new(tree, logp, Correction::Checked, Start::Synchronized);
     let ex = Experiment {
         n,
-        logp,
+        logp: logp.into(),
+        noise: None,
         faults: Faults {
             before: DeadBefore::Fraction(0.01),
             ..Faults::default()

@@ -182,7 +182,8 @@ fn message_counts_stay_near_the_simulators() {
     );
     let ex = Experiment {
         n: 16,
-        logp: model,
+        logp: model.into(),
+        noise: None,
         faults: Faults::default(),
         runs: 1,
         seed: 1,

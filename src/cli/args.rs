@@ -170,6 +170,8 @@ pub struct SimArgs {
     /// LogP overhead o (> 0).
     #[arg(long = "o", default_value_t = 1)]
     pub o: u64,
+    #[command(flatten)]
+    pub loggp: LoggpArgs,
     /// Processes dead before the operation: a count (5), a percentage (1%) or a fraction (0.01).
     #[arg(long, default_value = "1%")]
     pub faults: String,
@@ -218,6 +220,31 @@ pub struct SimArgs {
     pub allow_aborts: bool,
     #[command(flatten)]
     pub overlay: crate::cli::overlay::OverlayArgs,
+}
+
+/// LogGP parameters beside `--L`/`--o` (issue 16): the defaults give exactly LogP.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LoggpArgs {
+    /// LogGP send overhead o_s (> 0) [default: --o].
+    #[arg(long = "os")]
+    pub os: Option<u64>,
+    /// LogGP receive overhead o_r (> 0) [default: --o].
+    #[arg(long = "or")]
+    pub or: Option<u64>,
+    /// LogGP gap g: least time between the starts of two sends (or receives) of a process
+    /// [default: 0, never binds, as LogP's g <= o].
+    #[arg(long = "g")]
+    pub g: Option<u64>,
+    /// LogGP G: time per byte after a message's first (needs --bytes).
+    #[arg(long = "G")]
+    pub big_g: Option<f64>,
+    /// Message size k in bytes for --G: each send takes G·(k−1) longer.
+    #[arg(long = "bytes")]
+    pub bytes: Option<u64>,
+    /// Noisy LogP: a JSON file of per-message o_s/o_r/L distributions (samples, quantiles or
+    /// constants, in LogP time units; see src/sim/noise.rs).
+    #[arg(long = "noise")]
+    pub noise: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

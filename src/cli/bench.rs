@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// LogP L in ns [default: measured].
     #[arg(long = "L-ns")]
     pub l_ns: Option<u64>,
+    /// A calibration saved by `ftcoll logp --save FILE`: its o (mean of o_s and o_r) and L
+    /// instead of a fresh estimate (--o-ns/--L-ns still win).
+    #[arg(long, value_name = "FILE")]
+    pub params: Option<std::path::PathBuf>,
     /// The cores the hosts of a launched run share (an emulated cluster on one machine, e.g.
     /// netns-cluster.sh). When the nodes outnumber them, each busy-polling node runs C/nodes
     /// of the time, so o (CPU time per message) takes o·nodes/C of wall time: the protocols'
@@ -223,7 +227,8 @@ fn predict(
             algo: algo.clone(),
             experiment: Experiment {
                 n,
-                logp: model,
+                logp: model.into(),
+                noise: None,
                 faults: Faults {
                     before: DeadBefore::List(dead),
                     ..Faults::default()
@@ -410,13 +415,22 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(p) => Some((crate::cli::output::open_for_output(p)?, p)),
         None => None,
     };
-    let est: Option<Estimate> = match (a.o_ns, a.l_ns) {
+    let cal = a
+        .params
+        .as_deref()
+        .map(crate::runtime::logp::Calibration::load)
+        .transpose()?;
+    let (given_o, given_l) = match cal.as_ref().map(|c| c.o_and_l_ns()) {
+        Some((o, l)) => (a.o_ns.or(Some(o)), a.l_ns.or(Some(l))),
+        None => (a.o_ns, a.l_ns),
+    };
+    let est: Option<Estimate> = match (given_o, given_l) {
         (Some(_), Some(_)) => None,
         _ => Some(estimate(a.transport, 2000, a.size)?),
     };
-    let own_o_ns = a.o_ns.or(est.map(|e| e.o_ns)).unwrap_or(1).max(1);
+    let own_o_ns = given_o.or(est.map(|e| e.o_ns)).unwrap_or(1).max(1);
     let o_ns = shared_o_ns(own_o_ns, a.nodes, a.shared_cores);
-    let l_ns = a.l_ns.or(est.map(|e| e.l_ns)).unwrap_or(1);
+    let l_ns = given_l.or(est.map(|e| e.l_ns)).unwrap_or(1);
     let model = LogP {
         l: (l_ns + o_ns / 2) / o_ns,
         o: 1,
@@ -583,6 +597,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
             },
             "logp_estimate": est,
+            "calibration": cal,
             "coloring_latency_us": pcts(&res.coloring),
             "quiescence_latency_us": pcts(&res.quiescence),
             "delivery_latency_us": pcts(&res.delivery),
@@ -637,9 +652,29 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             s += &format!(
                 "LogP (estimated by ping-pong, median of {}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
                 e.samples, own_o_ns, e.o_send_ns, e.o_recv_ns, l_ns, e.rtt_ns
-            )
+            );
+            let ci =
+                |c: crate::runtime::logp::Ci| format!("[{:.0}, {:.0}] ns (±{:.0}%)", c.lo, c.hi, 50.0 * c.spread());
+            s += &format!(
+                "  spread of the estimate (95% interval of the median): send {}, recv {}; `ftcoll logp --save F` + `--params F` gives a stable calibration\n",
+                ci(e.o_send_ci_ns),
+                ci(e.o_recv_ci_ns)
+            );
+        }
+        None if cal.is_some() && a.o_ns.is_none() && a.l_ns.is_none() => {
+            s += &format!("LogP (from the calibration): o = {own_o_ns} ns (mean of o_s and o_r), L = {l_ns} ns\n")
         }
         None => s += &format!("LogP (given): o = {own_o_ns} ns, L = {l_ns} ns\n"),
+    }
+    if let (Some(c), Some(path)) = (&cal, &a.params) {
+        s += &format!(
+            "calibration {} ({} samples, {}, {} B; median and 95% interval): {}\n",
+            path.display(),
+            c.samples,
+            c.transport,
+            c.size,
+            c.summary()
+        );
     }
     if o_ns != own_o_ns {
         s += &format!(

@@ -3,7 +3,7 @@
 
 use crate::cli::args::{AlgoArgs, AlgoName, OrderName, SimArgs, StartName};
 use crate::cli::spec;
-use crate::model::LogP;
+use crate::model::{LogGP, LogP};
 use crate::protocol::bcast::Start;
 pub use crate::protocol::bcast::algo::{Algo, corr_name, tree_name};
 use crate::protocol::bcast::corrected_gossip::Variant;
@@ -108,6 +108,24 @@ pub fn resolve_algo(g: &AlgoArgs, n: u32, logp: LogP, dead: u32) -> Result<Algo,
     })
 }
 
+/// The LogGP parameters of `--L --o` and the LogGP flags (LogP when none is given).
+pub fn loggp(logp: LogP, a: &crate::cli::args::LoggpArgs) -> Result<LogGP, String> {
+    let gp = LogGP::new(
+        logp.l,
+        a.os.unwrap_or(logp.o),
+        a.or.unwrap_or(logp.o),
+        a.g.unwrap_or(0),
+        0,
+    )
+    .map_err(|e| format!("--os/--or: {e}"))?;
+    match (a.big_g, a.bytes) {
+        (None, None) => Ok(gp),
+        (Some(g), Some(k)) => gp.with_bytes(g, k).map_err(|e| format!("--G: {e}")),
+        (Some(_), None) => Err("--G needs --bytes (the message size k: each send takes G·(k−1) longer)".into()),
+        (None, Some(_)) => Err("--bytes applies with --G only".into()),
+    }
+}
+
 impl Setup {
     /// Validates the flags; errors are one line.
     pub fn from_args(a: &SimArgs) -> Result<Setup, String> {
@@ -123,6 +141,10 @@ impl Setup {
                 a.detect_delay
             ));
         }
+        let gp = loggp(logp, &a.loggp)?;
+        // The closed forms behind the defaults (gossip T, the online-fault window) have a
+        // LogP form only: they get the LogP that counts the same hop and send slot.
+        let logp = gp.counting_logp();
         if a.runs == 0 {
             return Err("--runs must be at least 1".into());
         }
@@ -152,9 +174,16 @@ impl Setup {
             Some(t) => t,
             None => std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1),
         };
+        let noise = a
+            .loggp
+            .noise
+            .as_deref()
+            .map(|p| crate::sim::Noise::load(p, gp).map(std::sync::Arc::new))
+            .transpose()?;
         let experiment = Experiment {
             n,
-            logp,
+            logp: gp,
+            noise,
             faults,
             runs: a.runs,
             seed: a.seed,

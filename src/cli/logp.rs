@@ -7,7 +7,7 @@ use serde_json::json;
 use std::time::Duration;
 
 use crate::runtime::TransportKind;
-use crate::runtime::logp::{Estimate, Prtt, estimate, netgauge};
+use crate::runtime::logp::{Calibration, Estimate, Prtt, estimate_samples, netgauge};
 use crate::runtime::logp_remote::{client_with, serve_with};
 use crate::runtime::procs::rendezvous;
 use crate::transport::Transport;
@@ -30,6 +30,11 @@ pub struct LogpArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Write the calibration (o_s, o_r, L with 95% intervals, g, G, and the measured
+    /// distributions) to FILE, for `bench --params FILE` and `sim --noise FILE` (this
+    /// process's two endpoints only).
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<std::path::PathBuf>,
     /// Measure between two hosts instead of two endpoints of this process: `IP_A,IP_B`; run
     /// it on both with `--rank 0` (measures, prints) and `--rank 1` (echoes).
     #[arg(long, value_name = "IP_A,IP_B", requires = "rank", conflicts_with = "rendezvous")]
@@ -102,9 +107,13 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
     if a.reps < 10 {
         return Err(format!("--reps must be at least 10, got {}", a.reps));
     }
+    if a.save.is_some() && (a.rendezvous.is_some() || a.between.is_some()) {
+        return Err("--save applies to the measurement between this process's endpoints".into());
+    }
     if let Some(dir) = &a.rendezvous {
         return remote(a, dir);
     }
+    let mut calibration = None;
     let (p, d) = match (&a.between, a.rank) {
         (Some(b), Some(rank)) => {
             if a.transport != TransportKind::Udp {
@@ -136,11 +145,28 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
         _ if a.rank.is_some() && a.rendezvous.is_none() => {
             return Err("--rank needs --between or --rendezvous".into());
         }
-        _ => (
-            netgauge(a.transport, a.n, a.size, a.reps)?,
-            estimate(a.transport, a.reps, a.size)?,
-        ),
+        _ => {
+            let p = netgauge(a.transport, a.n, a.size, a.reps)?;
+            let (mut rtt, mut os, mut or) = estimate_samples(a.transport, a.reps, a.size)?;
+            if a.save.is_some() {
+                // G: the gap's growth per byte up to the largest size (Netgauge's LogGP fit).
+                let big_g = (a.size < 1024)
+                    .then(|| netgauge(a.transport, a.n, 1024, a.reps))
+                    .transpose()?
+                    .map(|q| ((q.g_ns - p.g_ns) / (1024 - a.size) as f64).max(0.0));
+                let name = serde_json::to_value(a.transport)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default();
+                calibration = Some(Calibration::from_samples(name, a.size, &rtt, &os, &or, p.g_ns, big_g)?);
+            }
+            (p, Estimate::from_samples(&mut rtt, &mut os, &mut or))
+        }
     };
+    if let (Some(c), Some(path)) = (&calibration, &a.save) {
+        let text = serde_json::to_string_pretty(c).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     let ratio = |l: f64| a.expected_l_ns.map(|e| l / e.max(1) as f64);
     if a.json {
         println!(
@@ -148,6 +174,7 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
             json!({
                 "transport": a.transport, "between": a.between, "prtt": p, "direct": d,
                 "expected_L_ns": a.expected_l_ns,
+                "calibration": calibration,
                 "L_over_expected": {"prtt": ratio(p.l_ns), "direct": ratio(d.l_ns as f64)},
             })
         );
@@ -162,6 +189,9 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
         a.reps
     );
     print!("{}", report(&p, &d));
+    if let Some(c) = &calibration {
+        println!("calibration (median, 95% interval): {}", c.summary());
+    }
     if let (Some(e), Some(rp), Some(rd)) = (a.expected_l_ns, ratio(p.l_ns), ratio(d.l_ns as f64)) {
         println!(
             "expected L = {:.3} µs:  measured/expected  PRTT {rp:.2}   direct {rd:.2}",

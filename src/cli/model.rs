@@ -8,21 +8,34 @@ use crate::model::{DEFAULT_DELTA, Prediction, bfb_messages, big_messages, l_scc_
 /// Builds the predictions for a setup.
 pub fn predict(setup: &Setup) -> Result<Vec<Prediction>, String> {
     let ex = &setup.experiment;
-    let (n, logp) = (u64::from(ex.n), ex.logp);
+    // LogGP: the tree forms take it as it is; the others have a LogP form only and get the
+    // LogP with the same hop and send slot.
+    let (n, gp) = (u64::from(ex.n), ex.logp);
+    let logp = gp.counting_logp();
     let e = |e: crate::model::ModelError| format!("model: {e}");
     let mut out = Vec::new();
     match &setup.algo {
         Algo::CorrectedTree { tree, .. } => {
-            let mut p = Prediction::corrected_tree(shape(*tree), n, logp).map_err(e)?;
+            let mut p = Prediction::corrected_tree(shape(*tree), n, gp).map_err(e)?;
+            // LogGP: Lemma 3's steps of o are send slots around the LogGP form of Lemma 2
+            // (none where that form does not apply).
+            let loggp_ff = match gp.as_logp() {
+                Some(_) => None,
+                None => Some(crate::model::scc_loggp(gp).map_err(e)?),
+            };
             for g in [1u64, 2, 5, 10] {
-                let (lo, hi) = l_scc_bounds(g, logp).map_err(e)?;
+                let (lo, hi) = match loggp_ff {
+                    None => l_scc_bounds(g, logp).map_err(e)?,
+                    Some(None) => continue,
+                    Some(Some((ff, _))) => (ff + g * gp.slot(), ff + (2 * g + 1) * gp.slot()),
+                };
                 p.push(format!("L_SCC lower bound, g_max = {g}"), lo, "Corrected Trees Lemma 3")
                     .push(format!("L_SCC upper bound, g_max = {g}"), hi, "Corrected Trees Lemma 3");
             }
             out.push(p);
         }
         Algo::TreeAck { tree, .. } => {
-            let d = tree_latency(shape(*tree), n, logp).map_err(e)?;
+            let d = tree_latency(shape(*tree), n, gp).map_err(e)?;
             let mut p = Prediction::new(format!("tree with acknowledgments, P = {n}"), Some(logp));
             p.push("dissemination latency", d, "Corrected Trees §3.2 (LogP timing)")
                 .push(

@@ -185,6 +185,7 @@ fn setup(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<Setup
         nodes,
         l: f.l,
         o: f.o,
+        loggp: Default::default(),
         faults: faults.to_string(),
         dead: None,
         online_faults: 0,

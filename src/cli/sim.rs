@@ -68,7 +68,12 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
         "description": setup.algo.describe(),
         "nodes": ex.n,
         "L": ex.logp.l,
-        "o": ex.logp.o,
+        "o": ex.logp.as_logp().map_or(ex.logp.mean_o(), |p| p.o),
+        "os": ex.logp.os,
+        "or": ex.logp.or,
+        "g": ex.logp.g,
+        "G_k": ex.logp.gk,
+        "noise": ex.noise.is_some(),
         "faults": setup.faults_text,
         "online_faults": ex.faults.online,
         "kills": ex.faults.online_list,
@@ -98,10 +103,10 @@ pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
     };
     s += &format!("ftcoll sim: {}{recv}\n", setup.algo.describe());
     s += &format!(
-        "nodes={} L={} o={} faults={} online-faults={}{} runs={} seed={} threads={}\n\n",
+        "nodes={} {}{} faults={} online-faults={}{} runs={} seed={} threads={}\n\n",
         ex.n,
-        ex.logp.l,
-        ex.logp.o,
+        ex.logp,
+        if ex.noise.is_some() { " noise=on" } else { "" },
         setup.faults_text,
         ex.faults.online,
         if ex.faults.online_list.is_empty() {

@@ -1,6 +1,6 @@
 //! Synchronized checked correction of Corrected Trees (§4.2, Lemmas 2–3, Corollary 1).
 
-use super::{LogP, ModelError, Time, check_logp};
+use super::{LogGP, LogP, ModelError, Time, check_logp};
 
 /// Lemma 2: fault-free quiescence latency of synchronized checked correction,
 /// `L_FF_SCC = 4o + L + ⌊L/o⌋·o` (8 for L = 2, o = 1).
@@ -26,6 +26,25 @@ pub fn l_scc_bounds(g_max: u64, logp: LogP) -> Result<(Time, Time), ModelError> 
     let lower = ff.saturating_add(g_max.saturating_mul(logp.o));
     let upper = ff.saturating_add(g_max.saturating_mul(2).saturating_add(1).saturating_mul(logp.o));
     Ok((lower, upper))
+}
+
+/// Lemma 2 and Corollary 1 in LogGP (issue 16): every participant starts at the synchronized
+/// start `S`, sends one message per slot `s = max(o_s + G(k−1), g)` (first left, then
+/// alternating) and stops once it has heard from both neighbours. Its right neighbour's first
+/// message ends its receive at `S + h` (`h` = hop), its left neighbour's (sent one slot later)
+/// at `S + s + h`, and a receive that ends at a slot's start is seen by that slot, so a
+/// participant sends in the slots `j·s < h + s`: `M = 1 + ⌈h/s⌉` messages, the last one
+/// received at `S + ⌈h/s⌉·s + h`. Returns `(L_FF_SCC, M_SCC)`. The derivation needs receives
+/// not to queue (`max(o_r, g) ≤ s`): otherwise `None`. For LogP with `o | L` this is exactly
+/// Lemma 2 (`4o + 2L`) and Corollary 1 (`3 + L/o`).
+pub fn scc_loggp(p: LogGP) -> Result<Option<(Time, u64)>, ModelError> {
+    check_logp(p)?;
+    let (h, s) = (p.hop(), p.slot());
+    if p.recv_slot() > s {
+        return Ok(None);
+    }
+    let k = h.div_ceil(s);
+    Ok(Some((k.saturating_mul(s).saturating_add(h), k.saturating_add(1))))
 }
 
 #[cfg(test)]
@@ -63,6 +82,16 @@ mod tests {
             let (lo, hi) = l_scc_bounds(g, lp(2, 1)).unwrap();
             assert!(lo <= observed && observed <= hi, "g={g}: {lo}..{hi} vs {observed}");
         }
+    }
+
+    #[test]
+    fn loggp_form_is_lemma_2_for_logp_with_o_dividing_l() {
+        for (l, o) in [(0, 1), (2, 1), (4, 2), (6, 3), (9, 3), (5, 1)] {
+            let want = (l_ff_scc(lp(l, o)).unwrap(), m_scc(lp(l, o)).unwrap());
+            assert_eq!(scc_loggp(lp(l, o).into()), Ok(Some(want)), "L={l} o={o}");
+        }
+        // Receives that queue (o_r > o_s, g = 0) are outside the derivation.
+        assert_eq!(scc_loggp(LogGP::new(2, 1, 3, 0, 0).unwrap()), Ok(None));
     }
 
     #[test]

@@ -22,10 +22,10 @@ pub mod tree_latency;
 
 pub use baselines::{bfb_messages, big_messages, ceil_log2, t_bfb, t_big};
 pub use chains::{g_hat, k_hat, longest_gap_pmf, longest_gap_probability};
-pub use corrected_trees::{l_ff_scc, l_scc_bounds, m_scc};
+pub use corrected_trees::{l_ff_scc, l_scc_bounds, m_scc, scc_loggp};
 pub use gossip::{GossipCurve, expected_gnodes, gos_colored_fraction, gos_expected_messages};
 pub use gossip_tuning::{DEFAULT_DELTA, GossipOptimum, c_for_ocg, t_opt_ccg, t_opt_fcg, t_opt_ocg};
-pub use logp::{LogP, Time};
+pub use logp::{LogGP, LogP, Time};
 pub use prediction::{Prediction, Quantity, Value};
 pub use tree_latency::{
     TreeShape, binomial_latency, kary_latency, lame_latency, optimal_colored, optimal_latency, tree_latency,
@@ -85,16 +85,18 @@ impl fmt::Display for ModelError {
 
 impl std::error::Error for ModelError {}
 
-/// Rejects `o = 0`, which every closed form divides by or steps with.
-pub(crate) fn check_logp(logp: LogP) -> Result<(), ModelError> {
-    if logp.o == 0 {
+/// Rejects `o = 0` (LogGP: `o_s = 0` or `o_r = 0`), which every closed form divides by or
+/// steps with.
+pub(crate) fn check_logp(logp: impl Into<LogGP>) -> Result<(), ModelError> {
+    let p: LogGP = logp.into();
+    if p.os == 0 || p.or == 0 {
         Err(ModelError::ZeroOverhead)
     } else {
         Ok(())
     }
 }
 
-/// `2o + L`, saturating.
-pub(crate) fn hop(logp: LogP) -> Time {
-    logp.o.saturating_mul(2).saturating_add(logp.l)
+/// `2o + L` (LogGP: `o_s + G(k−1) + L + o_r`), saturating.
+pub(crate) fn hop(logp: impl Into<LogGP>) -> Time {
+    logp.into().hop()
 }

@@ -6,11 +6,11 @@ use serde::Serialize;
 
 use super::baselines::{bfb_messages, big_messages, t_bfb, t_big};
 use super::chains::check_delta;
-use super::corrected_trees::{l_ff_scc, m_scc};
+use super::corrected_trees::{l_ff_scc, m_scc, scc_loggp};
 use super::gossip::GossipCurve;
 use super::gossip_tuning::{GossipOptimum, c_for_ocg, t_opt_ccg, t_opt_fcg, t_opt_ocg};
 use super::tree_latency::{TreeShape, optimal_latency, tree_latency};
-use super::{LogP, ModelError};
+use super::{LogGP, LogP, ModelError};
 
 /// A quantity's value: exact integers (times, counts) or reals (expectations, probabilities).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -92,37 +92,57 @@ impl Prediction {
     }
 
     /// Fault-free Corrected Tree broadcast with synchronized checked correction on `n`
-    /// processes: dissemination latency, correction latency and messages.
-    pub fn corrected_tree(shape: TreeShape, n: u64, logp: LogP) -> Result<Self, ModelError> {
-        let dissemination = tree_latency(shape, n, logp)?;
-        let correction = l_ff_scc(logp)?;
-        let per_process = m_scc(logp)?;
-        let mut p = Self::new(format!("corrected tree {shape:?}, P = {n}"), Some(logp));
-        p.push(
-            "dissemination latency",
-            dissemination,
-            "Corrected Trees §3.2 (LogP timing)",
-        )
-        .push(
-            "checked correction latency L_FF_SCC",
-            correction,
-            "Corrected Trees Lemma 2",
-        )
-        .push(
-            "quiescence latency (fault-free)",
-            dissemination.saturating_add(correction),
-            "Corrected Trees §3.3 + Lemma 2 (correction starts at the dissemination latency)",
-        )
-        .push(
-            "correction messages per process M_SCC",
-            per_process,
-            "Corrected Trees Corollary 1",
-        )
-        .push(
-            "messages (fault-free)",
-            n.saturating_sub(1).saturating_add(n.saturating_mul(per_process)),
-            "tree edges P − 1 + P·M_SCC (Corrected Trees Corollary 1)",
-        );
+    /// processes: dissemination latency, correction latency and messages. LogGP parameters
+    /// (that are not LogP) use [`scc_loggp`], and leave the correction out where it does not
+    /// apply (receives that queue).
+    pub fn corrected_tree(shape: TreeShape, n: u64, logp: impl Into<LogGP>) -> Result<Self, ModelError> {
+        let gp: LogGP = logp.into();
+        let dissemination = tree_latency(shape, n, gp)?;
+        let (correction, per_process, title, lemma, corollary) = match gp.as_logp() {
+            Some(logp) => (
+                l_ff_scc(logp)?,
+                m_scc(logp)?,
+                format!("corrected tree {shape:?}, P = {n}"),
+                "Corrected Trees Lemma 2",
+                "Corrected Trees Corollary 1",
+            ),
+            None => {
+                let Some((c, m)) = scc_loggp(gp)? else {
+                    let mut p = Self::new(format!("corrected tree {shape:?}, P = {n}, {gp}"), None);
+                    p.push(
+                        "dissemination latency",
+                        dissemination,
+                        "Corrected Trees §3.2 (LogGP timing)",
+                    );
+                    return Ok(p);
+                };
+                (
+                    c,
+                    m,
+                    format!("corrected tree {shape:?}, P = {n}, {gp}"),
+                    "Corrected Trees Lemma 2, LogGP form",
+                    "Corrected Trees Corollary 1, LogGP form",
+                )
+            }
+        };
+        let mut p = Self::new(title, gp.as_logp());
+        let timing = match gp.as_logp() {
+            Some(_) => "Corrected Trees §3.2 (LogP timing)",
+            None => "Corrected Trees §3.2 (LogGP timing)",
+        };
+        p.push("dissemination latency", dissemination, timing)
+            .push("checked correction latency L_FF_SCC", correction, lemma)
+            .push(
+                "quiescence latency (fault-free)",
+                dissemination.saturating_add(correction),
+                "Corrected Trees §3.3 + Lemma 2 (correction starts at the dissemination latency)",
+            )
+            .push("correction messages per process M_SCC", per_process, corollary)
+            .push(
+                "messages (fault-free)",
+                n.saturating_sub(1).saturating_add(n.saturating_mul(per_process)),
+                "tree edges P − 1 + P·M_SCC (Corrected Trees Corollary 1)",
+            );
         Ok(p)
     }
 

@@ -2,14 +2,17 @@
 //!
 //! Timing model (Corrected Trees §2.2, small messages): the root is colored at time 0; a
 //! process colored at time `c` starts its `j`-th send (`j = 0, 1, ..`) at `c + j·o`, and that
-//! child is colored at `c + j·o + 2o + L` (send `o`, wire `L`, receive `o`). Children are sent
+//! child is colored at `c + j·o + 2o + L` (send `o`, wire `L`, receive `o`). Every function
+//! also takes [`LogGP`] parameters (issue 16): then `o` stands for the send slot
+//! `max(o_s + G(k−1), g)` and `2o + L` for the hop `o_s + G(k−1) + L + o_r`, and the same
+//! derivations hold (a tree process receives once, so receives never queue). Children are sent
 //! in the order the paper's construction creates them. The latency of a tree on `n` processes
 //! (ranks `0..n`) is the time its last process is colored. The shapes are the *interleaved*
 //! trees of §3.2 (ranks truncated at `n`); none of the functions builds the tree.
 
 use serde::Serialize;
 
-use super::{LogP, ModelError, Time, check_logp, hop};
+use super::{LogGP, ModelError, Time, check_logp, hop};
 
 /// The tree families of Corrected Trees §3.2 (mirrors the topology layer's kinds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -25,7 +28,8 @@ pub enum TreeShape {
 }
 
 /// Dissemination latency of `shape` on `n` processes.
-pub fn tree_latency(shape: TreeShape, n: u64, logp: LogP) -> Result<Time, ModelError> {
+pub fn tree_latency(shape: TreeShape, n: u64, logp: impl Into<LogGP>) -> Result<Time, ModelError> {
+    let logp: LogGP = logp.into();
     match shape {
         TreeShape::Kary(k) => kary_latency(k, n, logp),
         TreeShape::Binomial => binomial_latency(n, logp),
@@ -38,7 +42,8 @@ pub fn tree_latency(shape: TreeShape, n: u64, logp: LogP) -> Result<Time, ModelE
 /// `popcount(r)·(2o+L) + o·(msb(r) + 1 − popcount(r))`; the latency is the maximum over
 /// `r < n`, attained at `n − 1` or at `n − 1` with one set bit cleared and all lower bits set.
 /// `n ≤ 1` gives 0.
-pub fn binomial_latency(n: u64, logp: LogP) -> Result<Time, ModelError> {
+pub fn binomial_latency(n: u64, logp: impl Into<LogGP>) -> Result<Time, ModelError> {
+    let logp: LogGP = logp.into();
     check_logp(logp)?;
     if n <= 1 {
         return Ok(0);
@@ -47,7 +52,8 @@ pub fn binomial_latency(n: u64, logp: LogP) -> Result<Time, ModelError> {
     let colored = |r: u64| -> Time {
         let p = u64::from(r.count_ones());
         let msb = u64::from(63 - r.leading_zeros());
-        p.saturating_mul(h).saturating_add(logp.o.saturating_mul(msb + 1 - p))
+        p.saturating_mul(h)
+            .saturating_add(logp.slot().saturating_mul(msb + 1 - p))
     };
     let last = n - 1;
     let mut worst = colored(last);
@@ -67,7 +73,8 @@ pub fn binomial_latency(n: u64, logp: LogP) -> Result<Time, ModelError> {
 /// the latency is the larger of the last full level, `(d−1)·(2o+L + (k−1)·o)`, and the
 /// largest base-`k` digit sum among the occupied positions of the last level. `k = 1` is a
 /// chain: `(n−1)·(2o+L)`. `n ≤ 1` gives 0.
-pub fn kary_latency(k: u32, n: u64, logp: LogP) -> Result<Time, ModelError> {
+pub fn kary_latency(k: u32, n: u64, logp: impl Into<LogGP>) -> Result<Time, ModelError> {
+    let logp: LogGP = logp.into();
     check_logp(logp)?;
     if k == 0 {
         return Err(ModelError::ZeroOrder);
@@ -106,8 +113,8 @@ pub fn kary_latency(k: u32, n: u64, logp: LogP) -> Result<Time, ModelError> {
         }
         higher += d;
     }
-    let last_level = depth.saturating_mul(h).saturating_add(logp.o.saturating_mul(best));
-    let full_level = (depth - 1).saturating_mul(h.saturating_add(logp.o.saturating_mul(top)));
+    let last_level = depth.saturating_mul(h).saturating_add(logp.slot().saturating_mul(best));
+    let full_level = (depth - 1).saturating_mul(h.saturating_add(logp.slot().saturating_mul(top)));
     Ok(last_level.max(full_level))
 }
 
@@ -119,7 +126,8 @@ const MAX_LAME_TABLE: usize = 1 << 20;
 /// has rank `Σ R(i_m + k − 1)` and is colored at `d·(2o+L) + o·(i_d − (d−1)·k)`; for each
 /// depth `d` the latest such process has the smallest prefix `i_m = (m−1)·k` and the largest
 /// `i_d` with rank `< n`. `k = 1` is the binomial tree; `k ≥ n − 1` is a star.
-pub fn lame_latency(k: u32, n: u64, logp: LogP) -> Result<Time, ModelError> {
+pub fn lame_latency(k: u32, n: u64, logp: impl Into<LogGP>) -> Result<Time, ModelError> {
+    let logp: LogGP = logp.into();
     check_logp(logp)?;
     if k == 0 {
         return Err(ModelError::ZeroOrder);
@@ -131,7 +139,7 @@ pub fn lame_latency(k: u32, n: u64, logp: LogP) -> Result<Time, ModelError> {
     let budget = u128::from(n - 1);
     if u128::from(k) >= budget {
         // Star: the root's children are ranks 1, 2, … (eq. (2) with R = 1, 2, …).
-        return Ok((n - 2).saturating_mul(logp.o).saturating_add(h));
+        return Ok((n - 2).saturating_mul(logp.slot()).saturating_add(h));
     }
     let r = lame_ready(k as usize, budget).ok_or(ModelError::OrderTooLarge(k))?;
     let k = k as usize;
@@ -146,7 +154,7 @@ pub fn lame_latency(k: u32, n: u64, logp: LogP) -> Result<Time, ModelError> {
         // Largest j with R(j) ≤ room (R is nondecreasing and the table ends above `budget`).
         let j = r.partition_point(|&v| v <= room) - 1;
         let steps = (j + 1 - d as usize * k) as u64; // i_d − (d−1)·k
-        worst = worst.max(d.saturating_mul(h).saturating_add(logp.o.saturating_mul(steps)));
+        worst = worst.max(d.saturating_mul(h).saturating_add(logp.slot().saturating_mul(steps)));
         prefix += first;
     }
     Ok(worst)
@@ -173,13 +181,14 @@ fn lame_ready(k: usize, limit: u128) -> Option<Vec<u128>> {
 /// on `[0, 2o+L)`) has colored by time `t`, capped at `cap`. Closed form: a process `d`
 /// hops below the root whose ancestors waited `j_1..j_d` sends is colored at
 /// `d·(2o+L) + o·Σj`, so `R(t) = Σ_{d ≤ t/(2o+L)} C(⌊(t − d·(2o+L))/o⌋ + d, d)`.
-pub fn optimal_colored(t: Time, logp: LogP, cap: u128) -> Result<u128, ModelError> {
+pub fn optimal_colored(t: Time, logp: impl Into<LogGP>, cap: u128) -> Result<u128, ModelError> {
+    let logp: LogGP = logp.into();
     check_logp(logp)?;
     let h = hop(logp);
     let mut total: u128 = 0;
     let mut d: u64 = 0;
     while let Some(used) = d.checked_mul(h).filter(|&u| u <= t) {
-        let m = u128::from((t - used) / logp.o);
+        let m = u128::from((t - used) / logp.slot());
         total = total.saturating_add(binomial_capped(m + u128::from(d), d, cap));
         if total >= cap {
             break;
@@ -205,7 +214,8 @@ fn binomial_capped(m: u128, d: u64, cap: u128) -> u128 {
 
 /// Smallest `t` with `R(t) ≥ n` for the optimal schedule of §3.2.3 (the optimal tree's
 /// latency); `n ≤ 1` gives 0.
-pub fn optimal_latency(n: u64, logp: LogP) -> Result<Time, ModelError> {
+pub fn optimal_latency(n: u64, logp: impl Into<LogGP>) -> Result<Time, ModelError> {
+    let logp: LogGP = logp.into();
     check_logp(logp)?;
     if n <= 1 {
         return Ok(0);
@@ -231,6 +241,7 @@ pub fn optimal_latency(n: u64, logp: LogP) -> Result<Time, ModelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::LogP;
 
     fn lp(l: Time, o: Time) -> LogP {
         LogP { l, o }

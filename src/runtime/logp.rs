@@ -20,6 +20,9 @@ pub struct Estimate {
     pub o_ns: u64,
     pub l_ns: u64,
     pub samples: usize,
+    /// 95% intervals of the medians of `o_send` and `o_recv` (issue 16: the estimate's spread).
+    pub o_send_ci_ns: Ci,
+    pub o_recv_ci_ns: Ci,
 }
 
 pub(crate) fn median(v: &mut [u64]) -> u64 {
@@ -60,6 +63,15 @@ fn await_one(t: &mut dyn Transport, other: &mut dyn Transport, limit: Duration) 
 
 /// Measures `reps` round trips of `size`-byte messages between two endpoints.
 pub fn estimate(kind: TransportKind, reps: usize, size: usize) -> Result<Estimate, String> {
+    let (mut rtt, mut os, mut or) = estimate_samples(kind, reps, size)?;
+    Ok(Estimate::from_samples(&mut rtt, &mut os, &mut or))
+}
+
+/// Per round trip: the RTT, the send call and the delivering poll (ns).
+pub type RoundTrips = (Vec<u64>, Vec<u64>, Vec<u64>);
+
+/// [`estimate`]'s raw samples.
+pub fn estimate_samples(kind: TransportKind, reps: usize, size: usize) -> Result<RoundTrips, String> {
     let mut eps = endpoints(kind, 2, 0x10_6f, 1, 0.0)?;
     let (b, a) = (eps.pop().expect("two"), eps.pop().expect("two"));
     let (mut a, mut b) = (a.0, b.0);
@@ -85,7 +97,204 @@ pub fn estimate(kind: TransportKind, reps: usize, size: usize) -> Result<Estimat
             or.push(r);
         }
     }
-    Ok(Estimate::from_samples(&mut rtt, &mut os, &mut or))
+    Ok((rtt, os, or))
+}
+
+/// A median with its 95 % confidence interval (distribution-free: the order statistics at
+/// ranks `n/2 ∓ 1.96·√n/2`), ns.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Ci {
+    pub median: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Ci {
+    /// From unsorted samples (sorted in place); all zero when there are none.
+    pub fn of(v: &mut [u64]) -> Ci {
+        if v.is_empty() {
+            return Ci {
+                median: 0.0,
+                lo: 0.0,
+                hi: 0.0,
+            };
+        }
+        v.sort_unstable();
+        let n = v.len() as f64;
+        let half = 1.96 * n.sqrt() / 2.0;
+        let at = |r: f64| v[(r.max(0.0) as usize).min(v.len() - 1)] as f64;
+        Ci {
+            median: v[v.len() / 2] as f64,
+            lo: at((n / 2.0 - half).floor()),
+            hi: at((n / 2.0 + half).ceil()),
+        }
+    }
+
+    /// `(hi − lo) / median`: the interval's width relative to the estimate.
+    pub fn spread(&self) -> f64 {
+        (self.hi - self.lo) / self.median.max(1.0)
+    }
+}
+
+/// What `ftcoll logp --save` writes and `bench --params` reads (issue 16, item 2): LogGP
+/// parameters in ns with their confidence intervals, and the measured distributions of
+/// `o_s`, `o_r` and `L` as quantile tables in the form `sim --noise` reads.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct Calibration {
+    pub transport: String,
+    pub size: usize,
+    pub samples: usize,
+    pub os_ns: Ci,
+    pub or_ns: Ci,
+    #[serde(rename = "L_ns")]
+    pub l_ns: Ci,
+    /// Netgauge's gap at `size` bytes.
+    pub g_ns: f64,
+    /// LogGP's G: the gap's growth per byte between `size` and 1024 bytes (None when not
+    /// measured).
+    #[serde(rename = "G_ns_per_byte")]
+    pub big_g_ns_per_byte: Option<f64>,
+    /// `{"os": {"quantiles": [[q, v], ..]}, "or": .., "L": ..}` in ns.
+    pub noise: serde_json::Value,
+}
+
+/// The quantiles a calibration records.
+const NOISE_QS: [f64; 11] = [0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0];
+
+fn quantile_table(v: &[u64]) -> serde_json::Value {
+    // `v` is sorted; the value at quantile q is the order statistic at rank q·(n − 1).
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    for q in NOISE_QS {
+        let x = v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)] as f64;
+        pts.push((q, x));
+    }
+    serde_json::json!({ "quantiles": pts })
+}
+
+impl Calibration {
+    /// From [`estimate_samples`]' samples, Netgauge's `g` and an optional G.
+    pub fn from_samples(
+        transport: String,
+        size: usize,
+        rtt: &[u64],
+        os: &[u64],
+        or: &[u64],
+        g_ns: f64,
+        big_g_ns_per_byte: Option<f64>,
+    ) -> Result<Calibration, String> {
+        if rtt.is_empty() || rtt.len() != os.len() || rtt.len() != or.len() {
+            return Err("no round trips to calibrate from".into());
+        }
+        // Per round trip, as the direct method does with the medians.
+        let mut l: Vec<u64> = (0..rtt.len())
+            .map(|i| (rtt[i] / 2).saturating_sub(os[i] + or[i]))
+            .collect();
+        let (mut os, mut or) = (os.to_vec(), or.to_vec());
+        let (os_ns, or_ns, l_ns) = (Ci::of(&mut os), Ci::of(&mut or), Ci::of(&mut l));
+        Ok(Calibration {
+            transport,
+            size,
+            samples: rtt.len(),
+            os_ns,
+            or_ns,
+            l_ns,
+            g_ns,
+            big_g_ns_per_byte,
+            noise: serde_json::json!({
+                "os": quantile_table(&os),
+                "or": quantile_table(&or),
+                "L": quantile_table(&l),
+            }),
+        })
+    }
+
+    /// Reads a saved calibration.
+    pub fn load(path: &std::path::Path) -> Result<Calibration, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let c: Calibration = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if c.os_ns.median < 1.0 || c.or_ns.median < 1.0 {
+            return Err(format!("{}: o_s and o_r must be at least 1 ns", path.display()));
+        }
+        Ok(c)
+    }
+
+    /// The single `o` (mean of `o_s` and `o_r`, as [`Estimate::o_ns`]) and `L`, ns.
+    pub fn o_and_l_ns(&self) -> (u64, u64) {
+        let o = ((self.os_ns.median + self.or_ns.median) / 2.0).round().max(1.0) as u64;
+        (o, (self.l_ns.median.round() as u64).max(1))
+    }
+
+    /// One line: every parameter with its interval and relative spread.
+    pub fn summary(&self) -> String {
+        let one = |name: &str, c: &Ci| {
+            format!(
+                "{name} = {:.3} µs [{:.3}, {:.3}] (±{:.0}%)",
+                c.median / 1e3,
+                c.lo / 1e3,
+                c.hi / 1e3,
+                50.0 * c.spread()
+            )
+        };
+        format!(
+            "{}   {}   {}   g = {:.3} µs{}",
+            one("o_s", &self.os_ns),
+            one("o_r", &self.or_ns),
+            one("L", &self.l_ns),
+            self.g_ns / 1e3,
+            self.big_g_ns_per_byte
+                .map(|g| format!("   G = {:.4} ns/B", g))
+                .unwrap_or_default()
+        )
+    }
+}
+
+#[cfg(test)]
+mod calibration_tests {
+    use super::*;
+
+    #[test]
+    fn median_interval_brackets_the_median_and_narrows_with_samples() {
+        let mut small: Vec<u64> = (0..100).rev().collect();
+        let c = Ci::of(&mut small);
+        assert_eq!(c.median, 50.0);
+        assert!(c.lo < 50.0 && c.hi > 50.0 && c.lo >= 38.0 && c.hi <= 62.0, "{c:?}");
+        let mut big: Vec<u64> = (0..10_000).map(|i| i % 100).collect();
+        let d = Ci::of(&mut big);
+        assert!(d.hi - d.lo < c.hi - c.lo, "{d:?} vs {c:?}");
+        assert_eq!(Ci::of(&mut []).median, 0.0);
+    }
+
+    #[test]
+    fn calibration_round_trips_and_feeds_the_noise_reader() {
+        let rtt: Vec<u64> = (0..200).map(|i| 10_000 + 10 * i).collect();
+        let os: Vec<u64> = (0..200).map(|i| 1000 + i).collect();
+        let or: Vec<u64> = vec![500; 200];
+        let c = Calibration::from_samples("udp".into(), 8, &rtt, &os, &or, 700.0, Some(0.5)).unwrap();
+        assert_eq!(c.or_ns.median, 500.0);
+        assert_eq!(c.os_ns.median, 1100.0);
+        let text = serde_json::to_string(&c).unwrap();
+        let back: Calibration = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.l_ns, c.l_ns);
+        let (o, l) = back.o_and_l_ns();
+        assert_eq!((o, l), (800, c.l_ns.median as u64));
+        let fixed = crate::model::LogGP::new(1, 1, 1, 0, 0).unwrap();
+        let noise = crate::sim::Noise::from_json(&text, fixed).unwrap();
+        assert_eq!(noise.or.constant(), Some(500));
+        assert_eq!(noise.os.max(), 1199);
+        assert!(Calibration::from_samples("udp".into(), 8, &[], &[], &[], 1.0, None).is_err());
+    }
+
+    #[test]
+    fn the_estimate_carries_its_spread() {
+        let mut rtt: Vec<u64> = (0..400).map(|i| 5000 + i).collect();
+        let mut os: Vec<u64> = (0..400).map(|i| 100 + i % 50).collect();
+        let mut or: Vec<u64> = vec![70; 400];
+        let e = Estimate::from_samples(&mut rtt, &mut os, &mut or);
+        let s = e.o_send_ci_ns;
+        assert_eq!(s.median, e.o_send_ns as f64);
+        assert!(s.lo < s.median && s.median < s.hi && s.spread() > 0.0, "{s:?}");
+        assert_eq!((e.o_recv_ci_ns.lo, e.o_recv_ci_ns.hi), (70.0, 70.0));
+    }
 }
 
 impl Estimate {
@@ -101,6 +310,8 @@ impl Estimate {
             o_ns,
             l_ns,
             samples: rtt.len(),
+            o_send_ci_ns: Ci::of(os),
+            o_recv_ci_ns: Ci::of(or),
         }
     }
 }

@@ -132,15 +132,7 @@ fn direct(t: &mut dyn Transport, peer: u32, run: &mut Run) -> Result<Estimate, S
             or.push(r);
         }
     }
-    let (rtt_ns, o_send_ns, o_recv_ns) = (median(&mut rtt), median(&mut os), median(&mut or));
-    Ok(Estimate {
-        rtt_ns,
-        o_send_ns,
-        o_recv_ns,
-        o_ns: ((o_send_ns + o_recv_ns) / 2).max(1),
-        l_ns: (rtt_ns / 2).saturating_sub(o_send_ns + o_recv_ns).max(1),
-        samples: rtt.len(),
-    })
+    Ok(Estimate::from_samples(&mut rtt, &mut os, &mut or))
 }
 
 /// PRTT(n, d, s) against `peer`: median over `reps` of n sends `d` ns apart, then the reply.

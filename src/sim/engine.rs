@@ -1,16 +1,24 @@
-//! The LogP discrete-event driver (`docs/architecture.md`, decision 4; Corrected Trees
-//! §2.2).
+//! The LogP discrete-event driver (`docs/architecture.md`, decision 4; Corrected Trees §2.2), in its LogGP
+//! form ([`LogGP`]; a [`LogP`](crate::model::LogP) gives exactly the LogP timing).
 //!
-//! Integer time. A send occupies the sender for `o`; the message travels `L`; its receive
-//! occupies the receiver for `o`, in arrival order. A process sends and receives at the same
-//! time but does one of each at a time; `g` is ignored. Dead processes are passive: a message
-//! to one costs the sender `o` and vanishes. Memory is O(P) and nothing is allocated per event
-//! once the buffers have grown (they are reused across runs).
+//! Integer time. A send occupies the sender for `o_s + G·(k−1)` and the next one starts
+//! `max(o_s + G·(k−1), g)` later; the message travels `L`; its receive occupies the receiver
+//! for `o_r`, in arrival order, receives starting at least `max(o_r, g)` apart. A process sends
+//! and receives at the same time but does one of each at a time. Dead processes are passive: a
+//! message to one costs the sender its send and vanishes. Memory is O(P) and nothing is
+//! allocated per event once the buffers have grown (they are reused across runs).
+//!
+//! Noisy mode ([`Engine::set_noise`], issue 16 item 4) draws each message's `o_s`, `L` and
+//! `o_r` from [`Noise`]'s distributions with a generator of its own; a message then reaches
+//! its receiver as an event of its own, and the receive port is taken in arrival order.
 
-use crate::model::{LogP, Time};
+use std::sync::Arc;
+
+use crate::model::{LogGP, Time};
 use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo};
 use crate::sim::calendar::{Calendar, Item};
 use crate::sim::faults::Faults;
+use crate::sim::noise::Noise;
 use crate::topology::ring;
 
 /// How a process's receives share its time (the one assumption on which the two papers'
@@ -18,7 +26,7 @@ use crate::topology::ring;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Receives {
-    /// LogP (Corrected Trees §2.2, DESIGN.md decision 4): a process receives one message at a
+    /// LogP (Corrected Trees §2.2, `docs/architecture.md` decision 4): a process receives one message at a
     /// time, each occupying it for `o`; messages arriving while it is busy wait in its queue.
     #[default]
     Queued,
@@ -32,9 +40,22 @@ pub enum Receives {
 
 #[derive(Clone, Copy, Debug)]
 enum Ev<M> {
-    Recv { to: Rank, from: Rank, msg: M },
+    Recv {
+        to: Rank,
+        from: Rank,
+        msg: M,
+    },
+    /// Noisy mode: the message reached `to`'s receive port (its receive is scheduled now).
+    Arrive {
+        to: Rank,
+        from: Rank,
+        msg: M,
+    },
     Timer(Rank),
-    Suspect { node: Rank, peer: Rank },
+    Suspect {
+        node: Rank,
+        peer: Rank,
+    },
     Die(Rank),
 }
 
@@ -114,7 +135,16 @@ pub struct TraceRow {
 /// A reusable simulator for protocol `P` over `n` processes.
 pub struct Engine<P: Protocol> {
     n: u32,
-    logp: LogP,
+    logp: LogGP,
+    /// `logp`'s send occupancy, send slot, send-to-arrival time, `o_r` and receive slot.
+    t_send: Time,
+    t_slot: Time,
+    t_flight: Time,
+    t_or: Time,
+    t_rslot: Time,
+    /// Noisy mode's distributions and generator.
+    noise: Option<Arc<Noise>>,
+    nrng: ProtoRng,
     /// Per-process protocol and driver state side by side: an event touches one record.
     procs: Vec<Proc<P>>,
     /// Death times as drawn by the fault plan (copied into the slots).
@@ -133,12 +163,20 @@ impl<P: Protocol> Engine<P>
 where
     P::Shared: SharedInfo,
 {
-    /// An engine for `n >= 1` processes.
-    pub fn new(n: u32, logp: LogP) -> Self {
+    /// An engine for `n >= 1` processes with LogP or LogGP parameters.
+    pub fn new(n: u32, logp: impl Into<LogGP>) -> Self {
+        let logp: LogGP = logp.into();
         let len = n as usize;
         Self {
             n,
             logp,
+            t_send: logp.send(),
+            t_slot: logp.slot().max(1),
+            t_flight: logp.send().saturating_add(logp.l),
+            t_or: logp.or,
+            t_rslot: logp.recv_slot(),
+            noise: None,
+            nrng: ProtoRng::new(0),
             procs: Vec::with_capacity(len),
             death: vec![Time::MAX; len],
             cal: Calendar::new(4 * logp.hop() + 4, n),
@@ -148,6 +186,17 @@ where
             receives: Receives::Queued,
             trace: None,
         }
+    }
+
+    /// Noisy mode: draws every message's `o_s`, `L` and `o_r` from `noise` (`None`: the fixed
+    /// parameters). `g` and `G·(k−1)` stay fixed.
+    pub fn set_noise(&mut self, noise: Option<Arc<Noise>>) {
+        self.noise = noise;
+    }
+
+    /// The parameters this engine was built with.
+    pub fn params(&self) -> LogGP {
+        self.logp
     }
 
     /// The protocol state of process `r` after the last run (for tests and diagnostics).
@@ -226,31 +275,42 @@ where
         if self.procs[i].slot.death <= t {
             return;
         }
-        let (o, l) = (self.logp.o, self.logp.l);
         let cx = self.cx(shared, r, t);
         match self.procs[i].node.poll_send(&cx, rng) {
             Action::Send { to, msg } => {
                 debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
                 st.messages += 1;
                 self.procs[i].slot.sent += 1;
-                st.quiescence = st.quiescence.max(t + o);
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
-                let ti = to as usize;
-                let done = match self.receives {
-                    Receives::Queued => (t + o + l).max(self.procs[ti].slot.recv_free) + o,
-                    Receives::Parallel => t + o + l + o,
+                let next = if let Some(nz) = self.noise.as_deref() {
+                    let send = nz.os.draw(&mut self.nrng).saturating_add(self.logp.gk);
+                    let flight = send.saturating_add(nz.l.draw(&mut self.nrng));
+                    st.quiescence = st.quiescence.max(t + send);
+                    self.cal.push(t + flight, Ev::Arrive { to, from: r, msg });
+                    send.max(self.logp.g).max(1)
+                } else {
+                    st.quiescence = st.quiescence.max(t + self.t_send);
+                    let ti = to as usize;
+                    let arrive = t + self.t_flight;
+                    match self.receives {
+                        Receives::Queued => {
+                            let start = arrive.max(self.procs[ti].slot.recv_free);
+                            if self.procs[ti].slot.death > arrive {
+                                self.procs[ti].slot.recv_free = start + self.t_rslot;
+                            }
+                            self.cal.push(start + self.t_or, Ev::Recv { to, from: r, msg });
+                        }
+                        Receives::Parallel => self.cal.push(arrive + self.t_or, Ev::Recv { to, from: r, msg }),
+                    }
+                    self.t_slot
                 };
-                if self.receives == Receives::Queued && self.procs[ti].slot.death > t + o + l {
-                    self.procs[ti].slot.recv_free = done;
-                }
-                self.cal.push(done, Ev::Recv { to, from: r, msg });
                 if self.fd {
                     self.sends_log.push((r, to));
                 }
                 self.procs[i].slot.poll_pending = true;
-                self.cal.push_late(t + o, r);
+                self.cal.push_late(t + next, r);
             }
             Action::Sleep(s) => {
                 self.procs[i].slot.poll_pending = true;
@@ -265,6 +325,8 @@ where
     pub fn run(&mut self, shared: &P::Shared, faults: &Faults, seed: u64, max_events: u64) -> RunStats {
         let n = self.n;
         let mut rng = ProtoRng::new(seed);
+        // Noisy mode's own stream: the protocols draw the same numbers with or without noise.
+        self.nrng = ProtoRng::new(seed ^ 0x6E6F_6973_794C_6F67);
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.sends_log.clear();
@@ -310,6 +372,22 @@ where
                 Item::Early(ev) => ev,
             };
             match ev {
+                Ev::Arrive { to, from, msg } => {
+                    // Noisy mode: the receive port is taken in arrival order.
+                    let i = to as usize;
+                    let or = match self.noise.as_deref() {
+                        Some(nz) => nz.or.draw(&mut self.nrng),
+                        None => self.t_or,
+                    };
+                    let start = match self.receives {
+                        Receives::Queued => t.max(self.procs[i].slot.recv_free),
+                        Receives::Parallel => t,
+                    };
+                    if self.receives == Receives::Queued && self.procs[i].slot.death > t {
+                        self.procs[i].slot.recv_free = start + or.max(self.logp.g);
+                    }
+                    self.cal.push(start + or, Ev::Recv { to, from, msg });
+                }
                 Ev::Recv { to, from, msg } => {
                     let i = to as usize;
                     if self.procs[i].slot.death <= t {

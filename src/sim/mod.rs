@@ -7,6 +7,7 @@ pub mod dissemination;
 pub mod engine;
 pub mod faults;
 pub mod montecarlo;
+pub mod noise;
 pub mod notices;
 pub mod phased;
 pub mod stats;
@@ -14,4 +15,7 @@ pub mod stats;
 pub use engine::{Engine, Receives, RunStats, TraceRow};
 pub use faults::{DeadBefore, Faults};
 pub use montecarlo::{Experiment, run_many, trace_one, write_trace};
+pub use noise::Noise;
 pub use stats::{Report, Summary};
+#[cfg(test)]
+mod loggp_tests;

@@ -4,17 +4,23 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::model::LogP;
+use std::sync::Arc;
+
+use crate::model::LogGP;
 use crate::protocol::{ProtoRng, Protocol, SharedInfo};
 use crate::sim::engine::{Engine, Receives, TraceRow};
 use crate::sim::faults::Faults;
+use crate::sim::noise::Noise;
 use crate::sim::stats::Summary;
 
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Experiment {
     pub n: u32,
-    pub logp: LogP,
+    /// LogP or LogGP parameters (a `LogP` converts with `.into()`).
+    pub logp: LogGP,
+    /// Noisy LogP: per-message `o_s`, `L`, `o_r` drawn from these (`None`: fixed).
+    pub noise: Option<Arc<Noise>>,
     pub faults: Faults,
     pub runs: u64,
     pub seed: u64,
@@ -51,6 +57,7 @@ where
                 s.spawn(|| {
                     let mut eng = Engine::<P>::new(ex.n, ex.logp);
                     eng.receives = ex.receives;
+                    eng.set_noise(ex.noise.clone());
                     let mut sum = Summary::new(ex.n);
                     loop {
                         let start = next.fetch_add(chunk, Ordering::Relaxed);
@@ -87,6 +94,7 @@ where
 {
     let mut eng = Engine::<P>::new(ex.n, ex.logp);
     eng.receives = ex.receives;
+    eng.set_noise(ex.noise.clone());
     eng.trace = Some(Vec::new());
     eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, index), ex.max_events);
     eng.trace.take().unwrap_or_default()

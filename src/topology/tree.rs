@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::model::{LogP, Time};
+use crate::model::{LogGP, Time};
 
 /// "No process": the parent of the root.
 const NONE: u32 = u32::MAX;
@@ -25,7 +25,8 @@ pub enum TreeKind {
     Lame(u32),
     /// Latency-optimal tree for the given LogP parameters, `T_t = T_{t-o} • T_{t-2o-L}`
     /// (§3.2.3), built as the greedy LogP schedule: every colored process sends every `o`
-    /// from the moment it is colored. For `o = 1` it is `Lame(2 + L)`. Its interleaved
+    /// from the moment it is colored (LogGP: every send slot, children colored a hop later).
+    /// For `o = 1` it is `Lame(2 + L)`. Its interleaved
     /// numbering satisfies Definition 1 iff `o` divides `L`.
     Optimal,
 }
@@ -62,11 +63,12 @@ impl Tree {
     /// Only [`TreeKind::Optimal`] depends on `logp`. Runs in O(n) time and memory. Errors
     /// (never panics) on `n == 0`, `Kary(0)`, `Lame(0)`, `logp.o == 0`, or LogP times that
     /// overflow [`Time`].
-    pub fn build(kind: TreeKind, order: Order, n: u32, logp: LogP) -> Result<Tree, String> {
+    pub fn build(kind: TreeKind, order: Order, n: u32, logp: impl Into<LogGP>) -> Result<Tree, String> {
+        let logp: LogGP = logp.into();
         if n == 0 {
             return Err("a tree needs at least one process (n >= 1)".into());
         }
-        if logp.o == 0 {
+        if logp.os == 0 || logp.or == 0 {
             return Err("LogP o must be at least 1".into());
         }
         let parent = match kind {
@@ -77,11 +79,12 @@ impl Tree {
             TreeKind::Lame(k) => ready_to_send(n, 1, Time::from(k))?.0,
             TreeKind::Optimal => {
                 let hop = logp
-                    .o
-                    .checked_mul(2)
+                    .os
+                    .checked_add(logp.gk)
                     .and_then(|x| x.checked_add(logp.l))
+                    .and_then(|x| x.checked_add(logp.or))
                     .ok_or("LogP 2o + L overflows")?;
-                ready_to_send(n, logp.o, hop)?.0
+                ready_to_send(n, logp.slot(), hop)?.0
             }
         };
         let tree = Tree::from_parents(kind, Order::Interleaved, parent);
@@ -135,9 +138,12 @@ impl Tree {
 
     /// Fault-free LogP time at which each process is colored (§2.2): the root at 0, and the
     /// `i`-th child (0-based) of `r` at `arrival[r] + i·o + 2o + L`, since a process sends to
-    /// its children one per `o` starting when it is colored. Saturates instead of overflowing.
-    pub fn arrival_times(&self, logp: LogP) -> Vec<Time> {
-        let hop = logp.o.saturating_mul(2).saturating_add(logp.l);
+    /// its children one per `o` starting when it is colored. In LogGP (issue 16) `o` is the send
+    /// slot `max(o_s + G(k−1), g)` and `2o + L` the hop `o_s + G(k−1) + L + o_r`. Saturates
+    /// instead of overflowing.
+    pub fn arrival_times(&self, logp: impl Into<LogGP>) -> Vec<Time> {
+        let logp: LogGP = logp.into();
+        let (hop, slot) = (logp.hop(), logp.slot());
         let mut arrival: Vec<Time> = vec![0; self.parent.len()];
         // Children outrank their parents, so a parent's time is final before its children's.
         for r in 0..self.len() {
@@ -145,14 +151,14 @@ impl Tree {
             let mut at = start.saturating_add(hop);
             for &c in self.children(r) {
                 arrival[c as usize] = at;
-                at = at.saturating_add(logp.o);
+                at = at.saturating_add(slot);
             }
         }
         arrival
     }
 
     /// The dissemination latency of the tree: the largest of [`Tree::arrival_times`].
-    pub fn dissemination_latency(&self, logp: LogP) -> Time {
+    pub fn dissemination_latency(&self, logp: impl Into<LogGP>) -> Time {
         self.arrival_times(logp).into_iter().max().unwrap_or(0)
     }
 

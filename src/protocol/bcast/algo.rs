@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::model::{LogP, Time};
+use crate::model::{LogGP, LogP, Time};
 use crate::protocol::bcast::Start;
 use crate::protocol::bcast::bfb::{Bfb, BfbShared};
 use crate::protocol::bcast::big::{Big, BigShared};
@@ -120,7 +120,10 @@ pub trait Visit {
 impl Algo {
     /// Builds the shared configuration for `n` processes with the protocols' LogP `logp` and
     /// hands it, with the protocol type, to `v`. Errors (an impossible tree) are one line.
-    pub fn dispatch<V: Visit>(&self, n: u32, logp: LogP, v: V) -> Result<V::Out, String> {
+    /// `logp` may be LogGP parameters: the protocols count time with them (BFB's closed form
+    /// only knows LogP and gets the nearest one, `o` the mean of `o_s` and `o_r`).
+    pub fn dispatch<V: Visit>(&self, n: u32, logp: impl Into<LogGP>, v: V) -> Result<V::Out, String> {
+        let logp: LogGP = logp.into();
         Ok(match self {
             Algo::CorrectedTree {
                 tree,
@@ -142,7 +145,13 @@ impl Algo {
                 }
             }
             Algo::Big => v.visit::<Big>(&BigShared::new(n)),
-            Algo::Bfb => v.visit::<Bfb>(&BfbShared::new(n, logp)),
+            Algo::Bfb => {
+                let near = logp.as_logp().unwrap_or(LogP {
+                    l: logp.l,
+                    o: logp.mean_o(),
+                });
+                v.visit::<Bfb>(&BfbShared::new(n, near))
+            }
             Algo::TreeAck { tree, order } => {
                 v.visit::<TreeAck>(&TreeAckShared::new(Tree::build(*tree, *order, n, logp)?))
             }

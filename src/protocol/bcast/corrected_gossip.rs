@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::model::{LogP, Time};
+use crate::model::{LogGP, Time};
 use crate::protocol::bcast::correction::{CorrMsg, CorrParams, Correction, Corrector, Dir};
 use crate::protocol::bcast::gossip::{GossipParams, GossipState};
 use crate::protocol::bcast::{corr_label, corr_phase};
@@ -27,15 +27,16 @@ pub enum Variant {
 
 impl Variant {
     /// OCG's sends within its correction time `C`: `S = (C - L - O) / O` (Claim 2:
-    /// `C = K·O + L + O` covers a gap of K).
-    fn ocg_sends(c: Time, logp: LogP) -> u64 {
-        c.saturating_sub(logp.l + logp.o) / logp.o
+    /// `C = K·O + L + O` covers a gap of K); LogGP: `S = (C − (hop − slot)) / slot`.
+    fn ocg_sends(c: Time, logp: LogGP) -> u64 {
+        c.saturating_sub(logp.hop().saturating_sub(logp.slot())) / logp.slot().max(1)
     }
 
     /// The ring correction the variant uses. OCG alternates its `S` sends starting forward
     /// (Algorithm 1 lines 8–11): `⌈S / 2⌉` forward, the distance given here, and
     /// `⌊S / 2⌋` backward, see [`Variant::ocg_backward`].
-    pub fn correction(&self, logp: LogP) -> Correction {
+    pub fn correction(&self, logp: impl Into<LogGP>) -> Correction {
+        let logp: LogGP = logp.into();
         match *self {
             Variant::Gos => Correction::None,
             Variant::Ocg { c } => Correction::Opportunistic {
@@ -47,7 +48,8 @@ impl Variant {
     }
 
     /// OCG: backward messages, `⌊S / 2⌋` (Algorithm 1: the forward send comes first).
-    pub fn ocg_backward(&self, logp: LogP) -> Option<u32> {
+    pub fn ocg_backward(&self, logp: impl Into<LogGP>) -> Option<u32> {
+        let logp: LogGP = logp.into();
         match *self {
             Variant::Ocg { c } => Some((Self::ocg_sends(c, logp) / 2).min(u64::from(u32::MAX)) as u32),
             _ => None,
@@ -67,17 +69,18 @@ pub struct GossipShared {
 
 impl GossipShared {
     /// A configuration for `n` processes gossiping until `t`.
-    pub fn new(n: u32, logp: LogP, t: Time, variant: Variant) -> Self {
+    pub fn new(n: u32, logp: impl Into<LogGP>, t: Time, variant: Variant) -> Self {
+        let logp: LogGP = logp.into();
         let gossip = GossipParams { t, logp };
         let corr = CorrParams {
             kind: variant.correction(logp),
             first: Dir::Fwd,
-            o: logp.o,
+            o: logp.slot(),
             delay: 0,
             // FCG line 14: c-nodes wait before SOS. A g-node needs at most a full loop of the
             // ring (2n sends) to find f + 1 g-nodes on each side: wait that long.
             idle_when_stopped: true,
-            sos_timeout: 2 * Time::from(n) * logp.o + 2 * logp.hop(),
+            sos_timeout: 2 * Time::from(n) * logp.slot() + 2 * logp.hop(),
         };
         Self {
             variant,
@@ -206,6 +209,7 @@ impl<const C: usize> Protocol for CorrectedGossip<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::LogP;
     use crate::protocol::bcast::correction::FAILPROOF_CAP;
     use crate::sim::{DeadBefore, Engine, Faults, RunStats};
 

@@ -7,7 +7,7 @@
 //! virtual time, so a process knows how long to wait for the synchronized start without a
 //! clock.
 
-use crate::model::LogP;
+use crate::model::LogGP;
 use crate::protocol::bcast::Start;
 use crate::protocol::bcast::correction::{CorrMsg, CorrParams, Correction, Corrector, Dir};
 use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo, Time, VTime, vtime};
@@ -18,8 +18,10 @@ use crate::topology::Tree;
 pub struct TreeShared {
     /// The dissemination tree (root 0).
     pub tree: Tree,
-    /// LogP parameters the counted phases use.
-    pub logp: LogP,
+    /// LogP/LogGP parameters the counted phases use: a hop is `logp.hop()`, a send
+    /// `logp.slot()` (issue 16: the real per-hop time, so the synchronized start is the
+    /// moment dissemination really ends).
+    pub logp: LogGP,
     /// The correction algorithm and its timing parameters.
     pub corr: CorrParams,
     /// Synchronized or overlapped correction start.
@@ -33,7 +35,8 @@ pub struct TreeShared {
 
 impl TreeShared {
     /// Builds the shared configuration; delays not given are derived from the model.
-    pub fn new(tree: Tree, logp: LogP, correction: Correction, start: Start) -> Self {
+    pub fn new(tree: Tree, logp: impl Into<LogGP>, correction: Correction, start: Start) -> Self {
+        let logp: LogGP = logp.into();
         let arrival = tree.arrival_times(logp);
         let sync_at = arrival.iter().copied().max().unwrap_or(0);
         let n = Time::from(tree.len());
@@ -41,8 +44,8 @@ impl TreeShared {
         // Delayed correction: the right neighbour's first message needs 2o + L; overlapped
         // starts differ by up to the dissemination latency. One o of slack.
         let default_delay = match start {
-            Start::Synchronized => hop + logp.o,
-            Start::Overlapped => sync_at + hop + logp.o,
+            Start::Synchronized => hop + logp.slot(),
+            Start::Overlapped => sync_at + hop + logp.slot(),
         };
         let delay = match correction {
             Correction::Delayed { delay: Some(d) } => d,
@@ -65,12 +68,12 @@ impl TreeShared {
         let corr = CorrParams {
             kind: correction,
             first,
-            o: logp.o,
+            o: logp.slot(),
             delay,
             // A full loop of the ring by one sender, plus the dissemination: never expires in a
             // run where f + 1 g-nodes exist (FCG Lemma 3), still finite.
             idle_when_stopped: false,
-            sos_timeout: sync_at + 2 * n * logp.o + 2 * hop,
+            sos_timeout: sync_at + 2 * n * logp.slot() + 2 * hop,
         };
         Self {
             tree,
@@ -209,7 +212,7 @@ impl<const C: usize> Protocol for CorrectedTree<C> {
             if let Some(&child) = children.get(self.next_child as usize) {
                 self.next_child += 1;
                 let vt = self.vt;
-                self.vt += s.logp.o;
+                self.vt += s.logp.slot();
                 return Action::Send {
                     to: child,
                     msg: TreeMsg::Tree { vt: vtime(vt) },

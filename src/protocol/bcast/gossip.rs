@@ -3,7 +3,7 @@
 //! a uniformly random other process every `O` until virtual time `T`; messages carry the
 //! sender's virtual time, so that every process stops at `T` without a clock.
 
-use crate::model::{LogP, Time};
+use crate::model::{LogGP, Time};
 use crate::protocol::{Action, ProtoRng, Rank};
 
 /// Gossip-phase parameters.
@@ -11,14 +11,16 @@ use crate::protocol::{Action, ProtoRng, Rank};
 pub struct GossipParams {
     /// No gossip message is sent at virtual time `T` or later.
     pub t: Time,
-    /// LogP parameters for the counted time.
-    pub logp: LogP,
+    /// LogP/LogGP parameters for the counted time (a hop `logp.hop()`, a send `logp.slot()`).
+    pub logp: LogGP,
 }
 
 impl GossipParams {
-    /// When the correction phase starts: `T + L + O`, once every gossip message has arrived.
+    /// When the correction phase starts: `T + L + O`, once every gossip message has arrived;
+    /// in LogGP `T + hop − slot` (the last send's slot ends at `T`), which is `T + L + O` for
+    /// LogP.
     pub fn end(&self) -> Time {
-        self.t + self.logp.l + self.logp.o
+        self.t + self.logp.hop().saturating_sub(self.logp.slot())
     }
 }
 
@@ -58,7 +60,7 @@ impl GossipState {
         }
         if self.vt < p.t && n > 1 {
             let vt = self.vt;
-            self.vt += p.logp.o;
+            self.vt += p.logp.slot();
             return Some(Action::Send {
                 to: rng.other_than(me, n),
                 msg: vt,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::LogP;
 use crate::topology::ring::longest_circular_run;
 
 /// The papers' default LogP parameters (L = 2, o = 1).

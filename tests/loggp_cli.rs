@@ -1,0 +1,197 @@
+//! `sim` and `model` with LogGP parameters and noisy LogP (issue 16, items 1 and 4).
+
+mod common;
+
+use common::{ftcoll, json};
+
+const BASE: [&str; 10] = [
+    "sim",
+    "--nodes",
+    "300",
+    "--runs",
+    "20",
+    "--faults",
+    "2%",
+    "--threads",
+    "2",
+    "--json",
+];
+
+fn sim(extra: &[&str]) -> serde_json::Value {
+    let mut a: Vec<&str> = BASE.to_vec();
+    a.extend_from_slice(extra);
+    json(&a)
+}
+
+/// Everything but the wall time.
+fn results(mut v: serde_json::Value) -> serde_json::Value {
+    v.as_object_mut().unwrap().remove("wall_seconds");
+    v.as_object_mut().unwrap().remove("config");
+    v
+}
+
+#[test]
+fn loggp_flags_at_their_logp_values_change_nothing() {
+    for algo in [
+        &["--algo", "corrected-tree"][..],
+        &["--algo", "corrected-gossip", "--variant", "ocg"],
+        &["--algo", "bfb"],
+    ] {
+        let plain = sim(&[algo, &["--L", "3", "--o", "2"]].concat());
+        let loggp = sim(&[algo, &["--L", "3", "--os", "2", "--or", "2", "--g", "2"]].concat());
+        assert_eq!(plain["aborted_runs"], 0);
+        assert_eq!(results(plain), results(loggp), "{algo:?}");
+    }
+}
+
+#[test]
+fn asymmetric_overheads_reach_the_simulator_and_the_model() {
+    let v = json(&[
+        "sim", "--nodes", "300", "--runs", "5", "--faults", "0", "--json", "--L", "5", "--os", "3", "--or", "1",
+    ]);
+    assert_eq!(v["config"]["os"], 3);
+    assert_eq!(v["config"]["or"], 1);
+    assert_eq!(v["aborted_runs"], 0);
+    assert_eq!(v["uncolored_runs"], 0);
+    // The model's LogGP form of Lemma 2 and Corollary 1 is what the simulator measures.
+    let m = json(&[
+        "model", "--nodes", "300", "--L", "5", "--os", "3", "--or", "1", "--json",
+    ]);
+    let q = |name: &str| {
+        m[0]["quantities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {m}"))["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(
+        v["correction_latency"]["max"].as_f64().unwrap(),
+        q("checked correction latency L_FF_SCC")
+    );
+    assert_eq!(
+        v["coloring_latency"]["max"].as_f64().unwrap(),
+        q("dissemination latency")
+    );
+    let per = v["messages_per_process"]["mean"].as_f64().unwrap();
+    let want = q("correction messages per process M_SCC") + 299.0 / 300.0;
+    assert!((per - want).abs() < 1e-3, "{per} vs {want}");
+    let (code, out, err) = ftcoll(&["model", "--nodes", "300", "--L", "5", "--os", "3", "--or", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("LogGP form"), "{out}");
+}
+
+#[test]
+fn noise_file_degenerate_equals_fixed_and_spread_widens_the_tail() {
+    let dir = std::env::temp_dir().join(format!("ftcoll-noise-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flat = dir.join("flat.json");
+    std::fs::write(
+        &flat,
+        r#"{"os": [2, 2], "or": {"quantiles": [[0, 1], [1, 1]]}, "L": 4}"#,
+    )
+    .unwrap();
+    let wide = dir.join("wide.json");
+    std::fs::write(&wide, r#"{"L": {"quantiles": [[0, 2], [0.9, 6], [1, 60]]}}"#).unwrap();
+    let fixed = sim(&["--L", "4", "--os", "2", "--or", "1"]);
+    let flat_v = sim(&["--L", "4", "--os", "2", "--or", "1", "--noise", flat.to_str().unwrap()]);
+    assert_eq!(flat_v["config"]["noise"], true);
+    let strip = |mut v: serde_json::Value| {
+        v.as_object_mut().unwrap().remove("events");
+        results(v)
+    };
+    assert_eq!(strip(fixed.clone()), strip(flat_v));
+    let wide_v = sim(&["--L", "4", "--os", "2", "--or", "1", "--noise", wide.to_str().unwrap()]);
+    assert_eq!(wide_v["aborted_runs"], 0);
+    assert!(
+        wide_v["coloring_latency"]["p99"].as_f64() > fixed["coloring_latency"]["p99"].as_f64(),
+        "{wide_v} vs {fixed}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn loggp_misuse_is_one_line_and_exit_2() {
+    let bad = std::env::temp_dir().join(format!("ftcoll-noise-bad-{}.json", std::process::id()));
+    std::fs::write(&bad, r#"{"os": []}"#).unwrap();
+    let bad = bad.to_str().unwrap().to_string();
+    for args in [
+        &["sim", "--os", "0"][..],
+        &["sim", "--or", "0"],
+        &["sim", "--G", "1"],
+        &["sim", "--bytes", "8"],
+        &["sim", "--G", "-1", "--bytes", "8"],
+        &["sim", "--G", "nan", "--bytes", "8"],
+        &["sim", "--noise", "/nonexistent/noise.json"],
+        &["sim", "--noise", &bad],
+        &["model", "--os", "0"],
+    ] {
+        let (code, _, err) = ftcoll(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    std::fs::remove_file(&bad).ok();
+}
+
+#[test]
+fn logp_save_feeds_bench_params_and_sim_noise() {
+    let path = std::env::temp_dir().join(format!("ftcoll-cal-{}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    let (code, out, err) = ftcoll(&["logp", "--transport", "inproc", "--reps", "200", "--save", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("95% interval"), "{out}");
+    let cal: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for k in ["os_ns", "or_ns", "L_ns"] {
+        let c = &cal[k];
+        let (lo, med, hi) = (
+            c["lo"].as_f64().unwrap(),
+            c["median"].as_f64().unwrap(),
+            c["hi"].as_f64().unwrap(),
+        );
+        assert!(lo <= med && med <= hi, "{k}: {c}");
+    }
+    assert_eq!(cal["samples"], 200);
+    // bench takes o (mean of o_s and o_r) and L from the file instead of measuring.
+    let o = ((cal["os_ns"]["median"].as_f64().unwrap() + cal["or_ns"]["median"].as_f64().unwrap()) / 2.0)
+        .round()
+        .max(1.0);
+    let b = json(&[
+        "bench",
+        "--nodes",
+        "2",
+        "--transport",
+        "inproc",
+        "--iterations",
+        "20",
+        "--warmup",
+        "10",
+        "--params",
+        p,
+        "--json",
+    ]);
+    assert_eq!(b["config"]["own_o_ns"].as_f64().unwrap(), o, "{b}");
+    assert_eq!(
+        b["config"]["L_ns"].as_f64().unwrap(),
+        cal["L_ns"]["median"].as_f64().unwrap().round().max(1.0)
+    );
+    assert!(b["logp_estimate"].is_null(), "no fresh estimate: {b}");
+    assert_eq!(b["calibration"]["samples"], 200);
+    // The measured distributions drive sim's noisy mode (in ns).
+    let v = json(&[
+        "sim", "--nodes", "16", "--runs", "50", "--L", "100", "--o", "50", "--noise", p, "--json",
+    ]);
+    assert_eq!(v["aborted_runs"], 0);
+    assert_eq!(v["config"]["noise"], true);
+    std::fs::remove_file(&path).ok();
+    for args in [
+        &["bench", "--params", "/nonexistent/cal.json"][..],
+        &["logp", "--save", p, "--between", "127.0.0.1,127.0.0.2", "--rank", "0"],
+    ] {
+        let (code, _, err) = ftcoll(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}
