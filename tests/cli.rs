@@ -718,7 +718,7 @@ fn a_huge_node_count_is_an_error_not_an_allocation_abort() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Issue 14 item 3: a run stopped at the event cap is never silent. `sim` prints its table
+/// A run stopped at the event cap is never silent. `sim` prints its table
 /// with the count, then one `ftcoll: error:` line on stderr, and exits 3; `--allow-aborts`
 /// accepts such runs (a warning, exit 0). The same for `agree --sim` and `sim --algo bmg-build`.
 #[test]
@@ -797,7 +797,7 @@ fn aborted_runs_are_loud_and_exit_3_unless_allowed() {
     assert_eq!(code, 0, "{err}");
 }
 
-/// Issue 14 item 6: `--L`, `--o` (and the detection delays added to event times) near
+/// `--L`, `--o` (and the detection delays added to event times) near
 /// u64::MAX used to wrap (`--L 18446744073709551615` reported a latency of 6): now a one-line
 /// error and exit 2; the largest accepted value simulates without overflow.
 #[test]

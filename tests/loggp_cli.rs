@@ -1,4 +1,4 @@
-//! `sim` and `model` with LogGP parameters and noisy LogP (issue 16, items 1 and 4).
+//! `sim` and `model` with LogGP parameters and noisy LogP.
 
 mod common;
 

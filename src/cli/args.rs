@@ -222,7 +222,7 @@ pub struct SimArgs {
     pub overlay: crate::cli::overlay::OverlayArgs,
 }
 
-/// LogGP parameters beside `--L`/`--o` (issue 16): the defaults give exactly LogP.
+/// LogGP parameters beside `--L`/`--o`: the defaults give exactly LogP.
 #[derive(Args, Debug, Clone, Default)]
 pub struct LoggpArgs {
     /// LogGP send overhead o_s (> 0) [default: --o].

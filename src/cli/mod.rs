@@ -36,7 +36,7 @@ use args::{Cli, Command};
 /// Exit code for bad input.
 pub const EXIT_USAGE: i32 = 2;
 
-/// Exit code of a simulation in which some run was aborted at its event cap (issue 14 item 3).
+/// Exit code of a simulation in which some run was aborted at its event cap.
 pub const EXIT_ABORTED: i32 = 3;
 
 /// Why a command failed: bad input (or an environment error), or aborted simulation runs.

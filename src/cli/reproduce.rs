@@ -1102,7 +1102,7 @@ const BMG_BINOMIAL_RING_HOPS: u64 = 4;
 /// The claim above the BMG Figure 2/3 table. The paper's "4 phases" counts the message hops;
 /// `sim --algo bmg-build` counts synchronous phases from the start, where phase 1 runs the
 /// spontaneous rules (the leaves' first Info is sent then and consumed in phase 2), so its
-/// `ring` column is one more (issue 14 item 6: the text said 4 above a table showing 5).
+/// `ring` column is one more (the text said 4 above a table showing 5).
 fn bmg_claim() -> String {
     format!(
         "Figure 2: tree→ring on binomial launch trees in {h} synchronous phases, counting message hops \
@@ -1202,7 +1202,7 @@ mod tests {
         }
     }
 
-    /// Issue 14 item 6: the BMG claim states the number of phases the table shows: the
+    /// The BMG claim states the number of phases the table shows: the
     /// synchronous ring phases measured on binomial launch trees of every depth.
     #[test]
     fn the_bmg_claim_states_the_phases_the_table_shows() {
@@ -1236,7 +1236,7 @@ mod tests {
         assert!(claim.contains("in 4 synchronous phases, counting message hops"));
     }
 
-    /// Issue 14 item 3: an experiment with an aborted run fails the reproduction loudly.
+    /// An experiment with an aborted run fails the reproduction loudly.
     #[test]
     fn an_aborted_run_fails_the_reproduction() {
         let e = ctx().sim("--nodes 64 --faults 0 --runs 2 --max-events 10").unwrap_err();
@@ -1246,7 +1246,7 @@ mod tests {
         assert_eq!((s.runs, s.aborted_runs), (2, 0));
     }
 
-    /// Issue 14 item 4: a Figure 7 cell never shows a latency for a strongly consistent
+    /// A Figure 7 cell never shows a latency for a strongly consistent
     /// algorithm when a run left a live process uncolored; OCG (weakly consistent) notes them.
     #[test]
     fn figure7_cells_never_report_a_latency_for_incomplete_runs() {

@@ -28,7 +28,7 @@ pub fn l_scc_bounds(g_max: u64, logp: LogP) -> Result<(Time, Time), ModelError> 
     Ok((lower, upper))
 }
 
-/// Lemma 2 and Corollary 1 in LogGP (issue 16): every participant starts at the synchronized
+/// Lemma 2 and Corollary 1 in LogGP: every participant starts at the synchronized
 /// start `S`, sends one message per slot `s = max(o_s + G(k−1), g)` (first left, then
 /// alternating) and stops once it has heard from both neighbours. Its right neighbour's first
 /// message ends its receive at `S + h` (`h` = hop), its left neighbour's (sent one slot later)

@@ -18,7 +18,7 @@ pub struct LogP {
 impl LogP {
     /// The largest `L` and `o` accepted by [`LogP::new`]: the simulator adds `2o + L` to
     /// times, multiplies it by tree depths and round counts, and sizes its event queue from
-    /// it; bounding both by 2^32 keeps all of that far from `u64` overflow (issue 14 item 6).
+    /// it; bounding both by 2^32 keeps all of that far from `u64` overflow.
     pub const MAX: Time = 1 << 32;
 
     /// Creates LogP parameters; `o` must be at least 1, `L` and `o` at most [`LogP::MAX`].

@@ -3,7 +3,7 @@
 //! Timing model (Corrected Trees §2.2, small messages): the root is colored at time 0; a
 //! process colored at time `c` starts its `j`-th send (`j = 0, 1, ..`) at `c + j·o`, and that
 //! child is colored at `c + j·o + 2o + L` (send `o`, wire `L`, receive `o`). Every function
-//! also takes [`LogGP`] parameters (issue 16): then `o` stands for the send slot
+//! also takes [`LogGP`] parameters: then `o` stands for the send slot
 //! `max(o_s + G(k−1), g)` and `2o + L` for the hop `o_s + G(k−1) + L + o_r`, and the same
 //! derivations hold (a tree process receives once, so receives never queue). Children are sent
 //! in the order the paper's construction creates them. The latency of a tree on `n` processes

@@ -20,7 +20,7 @@ pub struct Estimate {
     pub o_ns: u64,
     pub l_ns: u64,
     pub samples: usize,
-    /// 95% intervals of the medians of `o_send` and `o_recv` (issue 16: the estimate's spread).
+    /// 95% intervals of the medians of `o_send` and `o_recv` (the estimate's spread).
     pub o_send_ci_ns: Ci,
     pub o_recv_ci_ns: Ci,
 }
@@ -136,7 +136,7 @@ impl Ci {
     }
 }
 
-/// What `ftcoll logp --save` writes and `bench --params` reads (issue 16, item 2): LogGP
+/// What `ftcoll logp --save` writes and `bench --params` reads: LogGP
 /// parameters in ns with their confidence intervals, and the measured distributions of
 /// `o_s`, `o_r` and `L` as quantile tables in the form `sim --noise` reads.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]

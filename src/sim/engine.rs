@@ -8,7 +8,7 @@
 //! message to one costs the sender its send and vanishes. Memory is O(P) and nothing is
 //! allocated per event once the buffers have grown (they are reused across runs).
 //!
-//! Noisy mode ([`Engine::set_noise`], issue 16 item 4) draws each message's `o_s`, `L` and
+//! Noisy mode ([`Engine::set_noise`]) draws each message's `o_s`, `L` and
 //! `o_r` from [`Noise`]'s distributions with a generator of its own; a message then reaches
 //! its receiver as an event of its own, and the receive port is taken in arrival order.
 

@@ -169,7 +169,7 @@ mod tests {
         }
     }
 
-    /// Issue 14 item 6: online failures are drawn from `(0, T]`, never at 0 (dead before), and
+    /// Online failures are drawn from `(0, T]`, never at 0 (dead before), and
     /// cover the whole window, its end included.
     #[test]
     fn online_failures_never_die_before_the_start() {

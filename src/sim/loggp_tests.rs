@@ -1,4 +1,4 @@
-//! Differential tests of the LogGP engine (issue 16): with LogP parameters it is the LogP engine
+//! Differential tests of the LogGP engine: with LogP parameters it is the LogP engine
 //! it replaced, bit for bit; noisy mode with degenerate distributions is the deterministic
 //! engine; asymmetric parameters agree with the LogGP closed forms.
 
@@ -257,7 +257,7 @@ fn asymmetric_loggp_simulation_matches_the_closed_forms() {
 }
 
 /// The protocols count with the real hop and send slot. Counting with the mean `o` instead
-/// (what a LogP model of an `o_s ≠ o_r` machine does, issue 16) puts the synchronized start
+/// (what a LogP model of an `o_s ≠ o_r` machine does) puts the synchronized start
 /// before dissemination really ends, and the correction no longer sends Corollary 1's count.
 #[test]
 fn counting_with_the_mean_o_starts_correction_during_dissemination() {

@@ -1,4 +1,4 @@
-//! Noisy LogP (issue 16, item 4): each message's `o_s`, `L` and `o_r` drawn from an empirical
+//! Noisy LogP: each message's `o_s`, `L` and `o_r` drawn from an empirical
 //! distribution instead of fixed, so that the simulator's p99 and p99.9 predictions carry the
 //! measured variability of a real machine. The draws come from their own generator, seeded
 //! from the run's seed: runs are reproducible and the protocols' random stream is the same

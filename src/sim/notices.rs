@@ -190,7 +190,7 @@ mod tests {
         }
     }
 
-    /// Issue 14 item 6: the guarantee of [`crate::protocol::overlay::failure_notice`], exactly.
+    /// The guarantee of [`crate::protocol::overlay::failure_notice`], exactly.
     /// A notice about `d` tolerates one failed machine in its pattern (the members but `d`),
     /// whether it died before the notice (here at round 0, before anything is sent) or during
     /// the spread: every survivor learns `d` within `⌈log m⌉ + 2` rounds, whoever detects.

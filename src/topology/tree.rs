@@ -138,7 +138,7 @@ impl Tree {
 
     /// Fault-free LogP time at which each process is colored (§2.2): the root at 0, and the
     /// `i`-th child (0-based) of `r` at `arrival[r] + i·o + 2o + L`, since a process sends to
-    /// its children one per `o` starting when it is colored. In LogGP (issue 16) `o` is the send
+    /// its children one per `o` starting when it is colored. In LogGP `o` is the send
     /// slot `max(o_s + G(k−1), g)` and `2o + L` the hop `o_s + G(k−1) + L + o_r`. Saturates
     /// instead of overflowing.
     pub fn arrival_times(&self, logp: impl Into<LogGP>) -> Vec<Time> {

@@ -822,7 +822,7 @@ mod tests {
         assert_eq!(s.quiescence, 16 + reference(63, logp).1, "{s:?}");
     }
 
-    /// Issue 14 item 4: more dead processes than a message's [`WINDOW`] (the old cap): the
+    /// More dead processes than a message's [`WINDOW`] (the old cap): the
     /// root keeps restarting, processes that missed exclusions catch up with `Gap`, and every
     /// live process is colored; the root's excluded set ends as exactly the dead set.
     #[test]
@@ -857,7 +857,7 @@ mod tests {
         assert!(gaps > 0, "no process ever caught up: the Gap path is untested");
     }
 
-    /// Issue 14 item 4 at the size of the report: 4096 processes, 1 % and 4 % dead before the
+    /// At the size of the report: 4096 processes, 1 % and 4 % dead before the
     /// operation (41 and 164: more than the old cap of 32), every live process colored, no
     /// abort. Larger: `bfb_colors_everyone_at_4096_many_seeds` (ignored).
     #[test]

@@ -19,7 +19,7 @@ pub struct TreeShared {
     /// The dissemination tree (root 0).
     pub tree: Tree,
     /// LogP/LogGP parameters the counted phases use: a hop is `logp.hop()`, a send
-    /// `logp.slot()` (issue 16: the real per-hop time, so the synchronized start is the
+    /// `logp.slot()` (the real per-hop time, so the synchronized start is the
     /// moment dissemination really ends).
     pub logp: LogGP,
     /// The correction algorithm and its timing parameters.
@@ -294,7 +294,7 @@ mod tests {
         }
     }
 
-    /// Issue 14's counter-example to a skip rule applied to both sides: with the rule of §3.3
+    /// The counter-example to a skip rule applied to both sides: with the rule of §3.3
     /// ("i receives from j, j − d < i < j": a message from the right only) every live process
     /// within d of a participant is covered, so this run colors everyone, as plain
     /// opportunistic correction does. Applied symmetrically, 115's and 117's neighbours relied
@@ -370,14 +370,14 @@ mod tests {
         c
     }
 
-    /// The differential property of issue 14, stated as precisely as it holds.
+    /// The differential property of optimized against plain opportunistic correction, stated as precisely as it holds.
     ///
     /// **Exact, for any fault set:**
     /// 1. *Every run colors exactly what its participants imply* ([`implied`]): each live process
     ///    within `d` of a participant and, overlapped, each live process below a colored one.
     ///    For optimized correction this is the soundness of §3.3's skip rule (a skipped target
     ///    is always sent to by a participant further right, see `Correction::Optimized`); the
-    ///    symmetric rule broke it (issue 14's rank 116).
+    ///    symmetric rule broke it (rank 116 of the pinned counter-example).
     /// 2. *Synchronized start: optimized colors exactly the processes plain opportunistic
     ///    colors*, with no more messages: the participants are the processes the tree reaches,
     ///    the same in both, and by 1. the colored sets are then equal.
@@ -459,7 +459,7 @@ mod tests {
         }
     }
 
-    /// Issue 14's property over random fault sets: see [`differential`]. Seconds.
+    /// The property over random fault sets: see [`differential`]. Seconds.
     #[test]
     fn differential_optimized_vs_opportunistic() {
         differential(1500, 16384, 14);

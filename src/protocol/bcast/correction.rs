@@ -47,7 +47,7 @@ pub enum Correction {
     /// again within `d` of `k`, and so on; each step moves right and stays below `x + d`, so the
     /// chain ends at a participant that sends to `x`. Applied to messages from the left as
     /// well, reliance could point both ways and two participants could each skip a process on
-    /// the other's word (issue 14); only the one-sided rule is implemented.
+    /// the other's word; only the one-sided rule is implemented.
     Optimized { d: u32 },
     /// Checked correction.
     Checked,
@@ -449,7 +449,7 @@ impl<const C: usize> Corrector<C> {
                 // its right ones everything up to i + d, so i sends nothing more to the right
                 // and to the left only i − d … j − d − 1, offsets d + 1 − δ … d.
                 //
-                // The mirror rule for a message from the left is NOT applied (issue 14): with
+                // The mirror rule for a message from the left is NOT applied: with
                 // both, two participants within d of each other each rely on the other and both
                 // skip the same processes (`ftcoll sim --nodes 128 --dead 4,18,23,24,30,42,47,
                 // 54,58,66,68,72,87,95,102,115,117 --correction optimized:4` left 116 uncolored:
