@@ -47,6 +47,7 @@ mod delay;
 pub mod header;
 pub mod impair;
 pub mod link;
+mod pump;
 mod recvmsg;
 pub mod reliable;
 pub mod rto;
@@ -67,14 +68,12 @@ pub use rto::RtoEstimator;
 
 use impair::Impaired;
 use link::{Link, Recv};
+use pump::{receive, transmit};
 use reliable::Reliable;
 use socket::{SocketLink, new_socket};
 
 /// Out-of-order packets buffered per sender (the width of the SACK bitmap).
 const REORDER: u64 = 64;
-/// Datagrams read per poll at most, so that timers and ACKs are served under a flood (a poll
-/// also returns after the first datagram that delivered something).
-const RECV_BUDGET: usize = 256;
 
 fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what.to_string())
@@ -146,14 +145,6 @@ impl Link for UdpLink {
             UdpLink::Direct(_) => 0,
             UdpLink::Impaired(l) => l.injected_losses(),
         }
-    }
-}
-
-/// Puts on `link` every datagram `core` queued.
-#[inline]
-fn transmit(core: &mut Reliable, link: &mut impl Link) {
-    while let Some(t) = core.poll_transmit() {
-        link.send(t.bytes, t.to);
     }
 }
 
@@ -265,14 +256,6 @@ impl UdpTransport {
     pub fn is_suspected(&self, peer: u32) -> bool {
         self.core.is_suspected(peer)
     }
-
-    /// Hands the datagram in `rbuf[..len]` to the core and sends what it answers.
-    #[inline]
-    fn process(&mut self, len: usize, src: SocketAddr, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> usize {
-        let delivered = self.core.on_datagram(&self.rbuf[..len], src, now, sink);
-        transmit(&mut self.core, &mut self.link);
-        delivered
-    }
 }
 
 impl Transport for UdpTransport {
@@ -291,38 +274,8 @@ impl Transport for UdpTransport {
     }
 
     fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
-        let mut delivered = 0;
-        self.backlog = false;
-        let mut reads = 0;
-        loop {
-            if reads == RECV_BUDGET {
-                self.backlog = true;
-                break;
-            }
-            reads += 1;
-            let (len, src) = match self.link.recv(&mut self.rbuf, now)? {
-                Recv::Empty => break,
-                Recv::Consumed => continue,
-                Recv::Datagram { len, src, .. } => (len, src),
-            };
-            delivered += self.process(len, src, now, sink);
-            // A datagram the reorder injection held back comes right after this one.
-            if let Some((len, src)) = self.link.take_held(&mut self.rbuf) {
-                delivered += self.process(len, src, now, sink);
-            }
-            if delivered > 0 {
-                // Hand the messages over now: the runtime's reply or forward goes out before
-                // the read that would find the socket empty (a syscall off the critical path).
-                self.backlog = true;
-                break;
-            }
-        }
-        if let Some((len, src)) = self.link.take_held(&mut self.rbuf) {
-            delivered += self.process(len, src, now, sink);
-        }
-        while let Some((len, src)) = self.link.take_due(&mut self.rbuf, now) {
-            delivered += self.process(len, src, now, sink);
-        }
+        let (mut delivered, backlog) = receive(&mut self.core, &mut self.link, &mut self.rbuf, now, sink)?;
+        self.backlog = backlog;
         let core = &mut self.core;
         self.link.socket_mut().take_refused(&mut |addr| core.on_refused(addr));
         delivered += self.core.on_timers(now, sink);

@@ -621,3 +621,6 @@ impl Reliable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
