@@ -37,20 +37,24 @@ pub(crate) struct Header {
     pub sack: u64,
 }
 
+#[inline]
 fn le_u16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
+#[inline]
 fn le_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
+#[inline]
 fn le_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 impl Header {
     /// Writes the header into `out[..HEADER_LEN]` (`out` is at least that long).
+    #[inline]
     pub fn write(&self, out: &mut [u8]) {
         out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         out[4] = VERSION;
@@ -64,6 +68,7 @@ impl Header {
     }
 
     /// Decodes and checks what needs no state: magic, version, kind, lengths.
+    #[inline]
     pub fn read(d: &[u8]) -> Option<Header> {
         if d.len() < HEADER_LEN || d.len() > MAX_DATAGRAM {
             return None;
@@ -92,6 +97,7 @@ impl Header {
 
 /// Writes the MAC tag of a whole datagram (`d.len() >= HEADER_LEN`) into its header (zero
 /// without a key).
+#[inline]
 pub fn seal(key: Option<&auth::AuthKey>, d: &mut [u8]) {
     let tag = match key {
         Some(k) => k.tag(&[&d[..TAG_AT], &d[HEADER_LEN..]]),
@@ -101,11 +107,13 @@ pub fn seal(key: Option<&auth::AuthKey>, d: &mut [u8]) {
 }
 
 /// Whether the MAC tag of a whole datagram (`d.len() >= HEADER_LEN`) verifies under `key`.
+#[inline]
 pub(crate) fn verify(key: &auth::AuthKey, d: &[u8]) -> bool {
     key.verify(&[&d[..TAG_AT], &d[HEADER_LEN..]], &d[TAG_AT..HEADER_LEN])
 }
 
 /// Rewrites the acknowledgement fields of a header (piggybacking on a retransmission).
+#[inline]
 pub(crate) fn write_ack_fields(out: &mut [u8], ack: u64, sack: u64) {
     out[32..40].copy_from_slice(&ack.to_le_bytes());
     out[40..48].copy_from_slice(&sack.to_le_bytes());

@@ -149,6 +149,12 @@ impl Link for UdpLink {
 }
 
 /// The reliable UDP endpoint of one rank.
+///
+/// Aligned to two cache lines: endpoints built together sit next to each other on the heap and
+/// are then polled by different threads, and a line shared by the tail of one and the head of
+/// the next costs each message a transfer between cores (measured: +0.1 µs one-way on
+/// loopback, depending on which fields happened to land there).
+#[repr(align(128))]
 pub struct UdpTransport {
     core: Reliable,
     link: UdpLink,
@@ -274,7 +280,11 @@ impl Transport for UdpTransport {
     }
 
     fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
-        let (mut delivered, backlog) = receive(&mut self.core, &mut self.link, &mut self.rbuf, now, sink)?;
+        // One receive loop per kind of link, so that the socket's has no impairment in it.
+        let (mut delivered, backlog) = match &mut self.link {
+            UdpLink::Direct(s) => receive(&mut self.core, s, &mut self.rbuf, now, sink)?,
+            UdpLink::Impaired(l) => receive(&mut self.core, l, &mut self.rbuf, now, sink)?,
+        };
         self.backlog = backlog;
         let core = &mut self.core;
         self.link.socket_mut().take_refused(&mut |addr| core.on_refused(addr));

@@ -40,6 +40,7 @@ fn process(
 /// The receive half of a poll: reads `link` into `rbuf` and feeds `core` until the link is
 /// empty, [`RECV_BUDGET`] reads were made, or a datagram delivered something; then what the
 /// link held back and is due. Returns the deliveries and whether the link may hold more.
+#[inline]
 pub(crate) fn receive(
     core: &mut Reliable,
     link: &mut impl Link,

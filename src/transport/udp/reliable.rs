@@ -210,6 +210,7 @@ impl Reliable {
     /// The next datagram to put on the wire, oldest first; `None` when all were handed out.
     /// Drain after every call: the bytes live in the core's buffers, which a later call may
     /// rewrite (a retransmission refreshes the acknowledgement it carries).
+    #[inline]
     pub fn poll_transmit(&mut self) -> Option<Transmit<'_>> {
         let Some(&q) = self.outbox.get(self.sent_out) else {
             self.outbox.clear();
@@ -235,6 +236,7 @@ impl Reliable {
     /// Serves what is due at `now`: expired retransmission timers (retransmitting or
     /// suspecting), the suspicions not yet reported (to `sink`), and delayed ACKs. Returns the
     /// deliveries made.
+    #[inline]
     pub fn on_timers(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> usize {
         let mut expired = std::mem::take(&mut self.expired);
         self.wheel.expire(now, &mut expired);
@@ -252,6 +254,7 @@ impl Reliable {
         delivered
     }
 
+    #[inline]
     fn tx_index(&self, peer: usize, seq: u64) -> usize {
         peer * self.cfg.window + (seq % self.cfg.window as u64) as usize
     }
@@ -261,6 +264,7 @@ impl Reliable {
     }
 
     /// Seals the datagram in window slot `i` and queues it for `peer`.
+    #[inline]
     fn send_datagram(&mut self, peer: usize, i: usize, len: usize) {
         let at = i * MAX_DATAGRAM;
         seal(self.cfg.auth.as_ref(), &mut self.tx_buf[at..at + len]);
@@ -272,6 +276,7 @@ impl Reliable {
     }
 
     /// Queues `bytes` for reliable delivery to `to` (its first transmission goes to the outbox).
+    #[inline]
     pub fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
         if to >= self.size || to == self.rank {
             return Err(SendError::BadPeer);
@@ -411,6 +416,7 @@ impl Reliable {
     }
 
     /// Sends the ACKs that are due (one per peer).
+    #[inline]
     fn flush_acks(&mut self, now: Instant) {
         let mut i = 0;
         while i < self.ack_list.len() {
@@ -430,6 +436,7 @@ impl Reliable {
     }
 
     /// The earliest instant at which a timer or a delayed ACK is due.
+    #[inline]
     pub fn next_due(&self) -> Option<Instant> {
         let acks = self
             .ack_list

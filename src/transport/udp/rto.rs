@@ -30,11 +30,13 @@ impl RtoEstimator {
     }
 
     /// The current RTO.
+    #[inline]
     pub fn rto(&self) -> Duration {
         self.rto
     }
 
     /// The smoothed RTT, once a sample was taken.
+    #[inline]
     pub fn srtt(&self) -> Option<Duration> {
         self.srtt
     }
@@ -45,6 +47,7 @@ impl RtoEstimator {
     }
 
     /// A new RTT measurement `r` (of a packet never retransmitted: Karn's rule).
+    #[inline]
     pub fn on_sample(&mut self, r: Duration) {
         match self.srtt {
             // 2.2: SRTT = R, RTTVAR = R/2.

@@ -107,6 +107,7 @@ impl SocketLink {
 }
 
 impl Link for SocketLink {
+    #[inline]
     fn recv(&mut self, buf: &mut [u8], _now: Instant) -> io::Result<Recv> {
         let read = if self.stamps {
             rx_stamp::recv(&self.socket, buf)
@@ -126,6 +127,7 @@ impl Link for SocketLink {
         }
     }
 
+    #[inline]
     fn send(&mut self, d: &[u8], to: SocketAddr) {
         // Errors (full socket buffer, unreachable) are losses: the RTO repairs them; a refusal
         // reported here leaves its details in the error queue, read by the next poll.

@@ -44,6 +44,7 @@ impl TimerWheel {
     }
 
     /// Whole ticks from the start to `t`, rounded down (or up).
+    #[inline]
     fn ticks(&self, t: Instant, up: bool) -> u64 {
         let ns = t.saturating_duration_since(self.start).as_nanos();
         let ns = u64::try_from(ns).unwrap_or(u64::MAX);
@@ -54,10 +55,12 @@ impl TimerWheel {
         }
     }
 
+    #[inline]
     pub fn is_armed(&self, key: u32) -> bool {
         self.slot[key as usize] != NIL
     }
 
+    #[inline]
     pub fn cancel(&mut self, key: u32) {
         let k = key as usize;
         let s = self.slot[k];
@@ -78,6 +81,7 @@ impl TimerWheel {
     }
 
     /// Arms (or re-arms) `key` for `at`.
+    #[inline]
     pub fn schedule(&mut self, key: u32, at: Instant) {
         self.cancel(key);
         // The first tick starting at or after `at`: it is processed once now >= at.
@@ -98,6 +102,7 @@ impl TimerWheel {
     }
 
     /// Appends to `out` (capacity: the number of keys) the keys due at `now`, disarmed.
+    #[inline]
     pub fn expire(&mut self, now: Instant, out: &mut Vec<u32>) {
         let target = self.ticks(now, false);
         if target <= self.cur {
@@ -132,6 +137,7 @@ impl TimerWheel {
     }
 
     /// When the next armed timer may be due (the start of its tick), if any.
+    #[inline]
     pub fn next_due(&self) -> Option<Instant> {
         if self.armed == 0 {
             return None;

@@ -13,6 +13,7 @@ use crate::transport::udp::header::{HEADER_LEN, Header, KIND_DATA, MAX_DATAGRAM,
 
 impl Reliable {
     /// Validates one datagram from `src` and acts on it; returns the deliveries made.
+    #[inline]
     pub fn on_datagram(
         &mut self,
         d: &[u8],
