@@ -319,11 +319,9 @@ where
     let params = NodeParams {
         shared,
         n,
-        root: 0,
         job: cfg.job,
         tick_ns: cfg.tick_ns,
         epoch,
-        payload_len: cfg.payload_len,
     };
     let workers = cfg.workers.clamp(1, n as usize);
     let mut groups: Vec<Vec<Node<P>>> = (0..workers).map(|_| Vec::new()).collect();

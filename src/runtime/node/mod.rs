@@ -7,6 +7,15 @@
 //! datagram is decoded and validated by [`crate::wire`] before anything trusts it; what fails
 //! is dropped and counted. The protocol's model time is nanoseconds since the cluster epoch
 //! divided by `tick_ns`; a counted `Sleep(u)` keeps the sender busy for `u · tick_ns`.
+//!
+//! Operations are numbered in one sequence for the whole group; the coordinator names each
+//! one's root ([`Control::root_of`]). What an operation carries comes from the node's
+//! [`Payloads`]: the user's bytes at the root, handed to the user at every delivery (the
+//! benchmark's are [`Generated`]).
+
+mod payload;
+
+pub use payload::{Generated, Payloads, payload_byte};
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -24,22 +33,19 @@ use crate::wire::{DecodeError, DropCounters, Header, WireMessage, encode_datagra
 pub struct NodeParams<'a, S> {
     pub shared: &'a S,
     pub n: u32,
-    pub root: u32,
     pub job: u64,
     /// Nanoseconds per model time unit.
     pub tick_ns: u64,
     pub epoch: Instant,
-    pub payload_len: usize,
-}
-
-/// The payload byte `i` of operation `seq` (checked at every receiver).
-pub fn payload_byte(seq: u64, i: usize) -> u8 {
-    (seq as u8).wrapping_mul(31).wrapping_add(i as u8).wrapping_add(7)
 }
 
 struct Slot<P> {
     seq: u64,
+    /// The operation's root (physical rank).
+    root: u32,
     proto: Option<P>,
+    /// The operation's payload: what this node's messages of it carry.
+    payload: Vec<u8>,
     delivered: bool,
     finished: bool,
     sent: u32,
@@ -101,8 +107,7 @@ pub struct Node<P: Protocol> {
     spare: Vec<Vec<u8>>,
     blocked: Vec<u32>,
     out: Vec<u8>,
-    payload: Vec<u8>,
-    payload_seq: Option<u64>,
+    payloads: Box<dyn Payloads>,
     rng: ProtoRng,
     kill: Option<Kill>,
     /// Messages sent per step at most (see `PollMode::sends_per_pass`).
@@ -116,11 +121,13 @@ impl<P: Protocol> Node<P>
 where
     P::Msg: WireMessage,
 {
-    /// A node with its transport; `on_death` runs when an injected crash kills it.
+    /// A node with its transport and payloads; `on_death` runs when an injected crash kills
+    /// it.
     pub fn new(
         rank: u32,
         n: u32,
         transport: Box<dyn Transport>,
+        payloads: Box<dyn Payloads>,
         kill: Option<Kill>,
         seed: u64,
         on_death: Option<Box<dyn FnMut() + Send>>,
@@ -132,7 +139,9 @@ where
             slots: (0..WINDOW)
                 .map(|_| Slot {
                     seq: u64::MAX,
+                    root: 0,
                     proto: None,
+                    payload: Vec::new(),
                     delivered: false,
                     finished: false,
                     sent: 0,
@@ -146,8 +155,7 @@ where
             spare: Vec::new(),
             blocked: Vec::new(),
             out: vec![0; MAX_PAYLOAD],
-            payload: Vec::with_capacity(MAX_PAYLOAD),
-            payload_seq: None,
+            payloads,
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
             kill,
             sends_per_step: 16,
@@ -180,12 +188,13 @@ where
         self.transport.as_ref().map_or(self.last_stats, |t| t.stats())
     }
 
-    fn vrank(p: &NodeParams<'_, P::Shared>, phys: u32) -> Rank {
-        (phys + p.n - p.root % p.n) % p.n
+    /// The virtual rank of `phys` in an operation rooted at `root` (the root is 0).
+    fn vrank(p: &NodeParams<'_, P::Shared>, root: u32, phys: u32) -> Rank {
+        (phys + p.n - root % p.n) % p.n
     }
 
-    fn phys(p: &NodeParams<'_, P::Shared>, v: Rank) -> u32 {
-        (v + p.root) % p.n
+    fn phys(p: &NodeParams<'_, P::Shared>, root: u32, v: Rank) -> u32 {
+        (v + root) % p.n
     }
 
     fn now_units(p: &NodeParams<'_, P::Shared>, now: Instant) -> Time {
@@ -224,25 +233,38 @@ where
         (seq % WINDOW as u64) as usize
     }
 
-    /// The slot of `seq`, (re)initialized for it.
-    fn open(&mut self, p: &NodeParams<'_, P::Shared>, seq: u64, now: Instant, board: &NodeBoard) -> usize {
+    /// The slot of `seq` (rooted at `root`), (re)initialized for it; its payload is
+    /// `payload` (a received one) or, at the root, the source's.
+    fn open(
+        &mut self,
+        p: &NodeParams<'_, P::Shared>,
+        (root, seq): (u32, u64),
+        payload: Option<&[u8]>,
+        now: Instant,
+        board: &NodeBoard,
+    ) -> usize {
         let i = Self::slot_index(seq);
         if self.slots[i].seq != seq {
             let cx = Ctx {
-                rank: Self::vrank(p, self.rank),
+                rank: Self::vrank(p, root, self.rank),
                 n: p.n,
                 now: Self::now_units(p, now),
                 shared: p.shared,
             };
             let mut proto = P::new(&cx);
             proto.start(&cx);
-            self.slots[i] = Slot {
-                seq,
-                proto: Some(proto),
-                delivered: false,
-                finished: false,
-                sent: 0,
-            };
+            let s = &mut self.slots[i];
+            s.payload.clear();
+            match payload {
+                Some(b) => s.payload.extend_from_slice(b),
+                None => self.payloads.source(seq, &mut s.payload),
+            }
+            s.seq = seq;
+            s.root = root;
+            s.proto = Some(proto);
+            s.delivered = false;
+            s.finished = false;
+            s.sent = 0;
             board.claim(seq);
         }
         i
@@ -260,22 +282,25 @@ where
         let retired = ctl.retired.load(Ordering::Acquire);
         while self.retired < retired {
             let seq = self.retired;
-            self.filter.complete(OpId { root: p.root, seq });
+            self.filter.complete(OpId { root: 0, seq });
             let i = Self::slot_index(seq);
             if self.slots[i].seq == seq {
                 self.slots[i].proto = None;
             }
             self.retired += 1;
         }
-        // The root starts what it may.
-        if self.rank == p.root {
-            let allowed = ctl.allowed.load(Ordering::Acquire);
+        // A root starts what it may.
+        let allowed = ctl.allowed.load(Ordering::Acquire);
+        if self.next_start < allowed {
             while self.next_start < allowed {
                 let seq = self.next_start;
-                ctl.started_ns[Self::slot_index(seq)].store(Self::ns(p, now), Ordering::Release);
-                let i = self.open(p, seq, now, board);
-                self.after_event(p, i, now, board);
                 self.next_start += 1;
+                if ctl.root_of(seq) != self.rank {
+                    continue;
+                }
+                ctl.started_ns[Self::slot_index(seq)].store(Self::ns(p, now), Ordering::Release);
+                let i = self.open(p, (self.rank, seq), None, now, board);
+                self.after_event(p, i, now, board);
                 progress = true;
             }
             // The root's first sends leave before it reads its socket (LogP: they follow the
@@ -293,7 +318,7 @@ where
             let mut deaths = None;
             let r = t.poll(now, &mut |d| match d {
                 Delivery::Message { from, bytes } => {
-                    if let Some(iter) = self.on_datagram(p, board, from, bytes, now) {
+                    if let Some(iter) = self.on_datagram(p, ctl, board, from, bytes, now) {
                         deaths = Some(iter);
                     }
                 }
@@ -320,12 +345,13 @@ where
         let mut progress = false;
         let units = Self::now_units(p, now);
         for i in 0..WINDOW {
+            let root = self.slots[i].root;
             let Some(proto) = self.slots[i].proto.as_mut() else {
                 continue;
             };
             if proto.next_timer().is_some_and(|t| t <= units) {
                 let cx = Ctx {
-                    rank: Self::vrank(p, self.rank),
+                    rank: Self::vrank(p, root, self.rank),
                     n: p.n,
                     now: units,
                     shared: p.shared,
@@ -342,6 +368,7 @@ where
     fn on_datagram(
         &mut self,
         p: &NodeParams<'_, P::Shared>,
+        ctl: &Control,
         board: &NodeBoard,
         from: u32,
         bytes: &[u8],
@@ -362,14 +389,11 @@ where
             self.stats.spoofed += 1;
             return None;
         }
-        if h.root != p.root {
+        if h.root != ctl.root_of(h.seq) {
             self.stats.drops.count(DecodeError::BadField("root"));
             return None;
         }
-        match self.filter.admit(OpId {
-            root: h.root,
-            seq: h.seq,
-        }) {
+        match self.filter.admit(OpId { root: 0, seq: h.seq }) {
             Admission::Live => {}
             Admission::Stale => {
                 self.stats.stale += 1;
@@ -391,7 +415,7 @@ where
                 return None;
             }
         };
-        if payload.len() != p.payload_len || payload.iter().enumerate().any(|(i, &b)| b != payload_byte(h.seq, i)) {
+        if !self.payloads.admit(h.seq, payload) {
             if let Some(b) = board.get(h.seq) {
                 b.bad_payload.fetch_add(1, Ordering::Relaxed);
             }
@@ -406,15 +430,15 @@ where
         {
             return Some(iter);
         }
-        let i = self.open(p, h.seq, now, board);
+        let i = self.open(p, (h.root, h.seq), Some(payload), now, board);
         let cx = Ctx {
-            rank: Self::vrank(p, self.rank),
+            rank: Self::vrank(p, h.root, self.rank),
             n: p.n,
             now: Self::now_units(p, now),
             shared: p.shared,
         };
         if let Some(proto) = self.slots[i].proto.as_mut() {
-            proto.on_message(&cx, Self::vrank(p, from), &msg);
+            proto.on_message(&cx, Self::vrank(p, h.root, from), &msg);
         }
         board.claim(h.seq).touch(Self::ns(p, Instant::now().max(now)));
         self.after_event(p, i, now, board);
@@ -424,14 +448,15 @@ where
     fn on_suspect(&mut self, p: &NodeParams<'_, P::Shared>, board: &NodeBoard, peer: u32, now: Instant) {
         let units = Self::now_units(p, now);
         for i in 0..WINDOW {
+            let root = self.slots[i].root;
             if let Some(proto) = self.slots[i].proto.as_mut() {
                 let cx = Ctx {
-                    rank: Self::vrank(p, self.rank),
+                    rank: Self::vrank(p, root, self.rank),
                     n: p.n,
                     now: units,
                     shared: p.shared,
                 };
-                proto.on_suspect(&cx, Self::vrank(p, peer));
+                proto.on_suspect(&cx, Self::vrank(p, root, peer));
                 self.after_event(p, i, now, board);
             }
         }
@@ -449,12 +474,13 @@ where
             let ns = Self::ns(p, Instant::now().max(now));
             b.delivered_ns.store(ns.max(1), Ordering::Relaxed);
             b.deliveries.fetch_add(1, Ordering::Relaxed);
+            self.payloads.deliver(s.root, s.seq, &s.payload);
             // The delivery is the operation's latest activity here: quiescence is never
             // reported before coloring.
             b.touch(ns.max(1));
         }
         let cx = Ctx {
-            rank: Self::vrank(p, self.rank),
+            rank: Self::vrank(p, s.root, self.rank),
             n: p.n,
             now: Self::now_units(p, now),
             shared: p.shared,
@@ -481,8 +507,9 @@ where
             }
             while budget > 0 && now >= self.busy_until {
                 let units = Self::now_units(p, now);
+                let root = self.slots[i].root;
                 let cx = Ctx {
-                    rank: Self::vrank(p, self.rank),
+                    rank: Self::vrank(p, root, self.rank),
                     n: p.n,
                     now: units,
                     shared: p.shared,
@@ -492,8 +519,9 @@ where
                     Action::Send { to, msg } => {
                         budget -= 1;
                         progress = true;
-                        let dest = Self::phys(p, to);
-                        let len = match self.encode(p, seq, &msg) {
+                        let dest = Self::phys(p, root, to);
+                        let s = &self.slots[i];
+                        let len = match encode_datagram(&mut self.out, p.job, root, seq, self.rank, &msg, &s.payload) {
                             Ok(len) => len,
                             Err(e) => {
                                 self.stats.drops.count(e);
@@ -595,16 +623,5 @@ where
             }
         }
         progress
-    }
-
-    fn encode(&mut self, p: &NodeParams<'_, P::Shared>, seq: u64, msg: &P::Msg) -> Result<usize, DecodeError> {
-        // The payload of an operation is built once, not per message.
-        if self.payload_seq != Some(seq) {
-            let len = p.payload_len.min(MAX_PAYLOAD);
-            self.payload.clear();
-            self.payload.extend((0..len).map(|i| payload_byte(seq, i)));
-            self.payload_seq = Some(seq);
-        }
-        encode_datagram(&mut self.out, p.job, p.root, seq, self.rank, msg, &self.payload)
     }
 }
