@@ -216,6 +216,14 @@ where
         }
     }
 
+    /// Crashes this node now (crash-stop): its transport closes, `on_death` runs, and the
+    /// operations it has not retired no longer wait for it.
+    pub fn crash(&mut self, board: &NodeBoard) {
+        if self.alive() {
+            self.die(board, self.retired);
+        }
+    }
+
     /// Marks a node that is dead from the start.
     pub fn kill_at_start(&mut self, board: &NodeBoard) {
         if matches!(
