@@ -13,8 +13,10 @@
 //! [`Payloads`]: the user's bytes at the root, handed to the user at every delivery (the
 //! benchmark's are [`Generated`]).
 
+mod crash;
 mod payload;
 
+pub use crash::Faults;
 pub use payload::{Generated, Payloads, payload_byte};
 
 use std::sync::atomic::Ordering;
@@ -25,7 +27,7 @@ use hdrhistogram::Histogram;
 use crate::protocol::op::Admission;
 use crate::protocol::{Action, Ctx, DuplicateFilter, OpId, ProtoRng, Protocol, Rank, Time};
 use crate::runtime::board::{Control, NodeBoard, WINDOW};
-use crate::runtime::kill::{Kill, KillPoint};
+use crate::runtime::kill::Kill;
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport};
 use crate::wire::{DecodeError, DropCounters, Header, WireMessage, encode_datagram};
 
@@ -109,7 +111,8 @@ pub struct Node<P: Protocol> {
     out: Vec<u8>,
     payloads: Box<dyn Payloads>,
     rng: ProtoRng,
-    kill: Option<Kill>,
+    /// Crash injection (tests, benchmarks), if any.
+    faults: Option<Box<dyn Faults>>,
     /// Messages sent per step at most (see `PollMode::sends_per_pass`).
     sends_per_step: u32,
     /// The transport's counters when the node died (its sends count in the run's totals).
@@ -157,7 +160,7 @@ where
             out: vec![0; MAX_PAYLOAD],
             payloads,
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
-            kill,
+            faults: kill.map(|k| Box::new(k) as Box<dyn Faults>),
             sends_per_step: 16,
             last_stats: crate::transport::TransportStats::default(),
             stats: NodeStats::default(),
@@ -226,13 +229,7 @@ where
 
     /// Marks a node that is dead from the start.
     pub fn kill_at_start(&mut self, board: &NodeBoard) {
-        if matches!(
-            self.kill,
-            Some(Kill {
-                point: KillPoint::Start,
-                ..
-            })
-        ) {
+        if self.faults.as_ref().is_some_and(|f| f.dead_at_start()) {
             self.die(board, u64::MAX);
         }
     }
@@ -430,13 +427,10 @@ where
             self.stats.drops.count(DecodeError::BadField("payload"));
             return None;
         }
-        if let Some(Kill {
-            point: KillPoint::OnReceive { iter },
-            ..
-        }) = self.kill
-            && iter == h.seq
+        if let Some(f) = self.faults.as_mut()
+            && f.crash_on_receive(h.seq)
         {
-            return Some(iter);
+            return Some(h.seq);
         }
         let i = self.open(p, (h.root, h.seq), Some(payload), now, board);
         let cx = Ctx {
@@ -544,14 +538,10 @@ where
                         if !self.send_or_defer(dest, len, now) {
                             b.send_drops.fetch_add(1, Ordering::Relaxed);
                         }
-                        if let Some(Kill {
-                            point: KillPoint::AfterSends { iter, k },
-                            ..
-                        }) = self.kill
-                            && iter == seq
-                            && self.slots[i].sent >= k
+                        if let Some(f) = self.faults.as_mut()
+                            && f.crash_after_send(seq, self.slots[i].sent)
                         {
-                            self.die(board, iter);
+                            self.die(board, seq);
                             return true;
                         }
                     }
