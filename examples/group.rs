@@ -1,5 +1,5 @@
 //! A process group in one program: four members broadcast the caller's bytes to each other,
-//! one member crashes, the others go on.
+//! one member crashes, the others go on and agree on a value and on who failed.
 //!
 //! Run with `cargo run --example group` (in-process queues) or
 //! `cargo run --example group -- udp` (one UDP socket per member on 127.0.0.1).
@@ -38,7 +38,31 @@ fn main() -> Result<(), GroupError> {
                     println!("broadcast {seq} is over{}", if timed_out { " (timed out)" } else { "" });
                     break;
                 }
-                Event::Completed { .. } => {}
+                Event::Completed { .. } | Event::Agreed { .. } => {}
+            }
+        }
+    }
+    // Every live member contributes a flag word; they agree on the AND and on who failed.
+    let live: Vec<u32> = (0..group.size()).filter(|r| !group.is_dead(*r)).collect();
+    for &m in &live {
+        group.agree(m, !(1u64 << m))?;
+    }
+    let mut returned = 0;
+    while returned < live.len() {
+        match group.next_event(Duration::from_secs(10)) {
+            Some(Event::Agreed {
+                member,
+                id,
+                value,
+                failed,
+            }) => {
+                println!("member {member} returned from agreement {id}: value {value:#x}, failed {failed:?}");
+                returned += 1;
+            }
+            Some(_) => {}
+            None => {
+                println!("the agreement did not return in time");
+                break;
             }
         }
     }

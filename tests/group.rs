@@ -59,7 +59,7 @@ fn exactly_once(kind: TransportKind, n: u32, ops: u32, kill: Option<u32>) {
                 assert!(!timed_out, "broadcast {seq} timed out");
                 completed += 1;
             }
-            Event::Failed { rank } => panic!("member {rank} failed unasked"),
+            e => panic!("unexpected {e:?}"),
         }
     }
     for seq in sent.keys() {
@@ -127,4 +127,64 @@ fn a_member_killed_mid_stream_stops_delivering_and_the_others_go_on() {
     assert!(failed);
     members.sort_unstable();
     assert_eq!(members, [0, 1, 2, 3, 4]);
+}
+
+/// Every live member enters `rounds` agreements (member `m` clears bit `m` in round `k` when
+/// `k` is odd) and returns from each with the same AND and the same failed set.
+fn agreements(kind: TransportKind, n: u32, kill: Option<u32>) {
+    let mut g = Group::builder(n).transport(kind).build().unwrap();
+    if let Some(k) = kill {
+        g.kill(k).unwrap();
+    }
+    let live: Vec<u32> = (0..n).filter(|r| Some(*r) != kill).collect();
+    let rounds = 4u64;
+    for k in 0..rounds {
+        for &m in &live {
+            let v = if k % 2 == 1 { !(1u64 << m) } else { u64::MAX };
+            assert_eq!(g.agree(m, v).unwrap(), k);
+        }
+    }
+    let mut got: BTreeMap<(u64, u32), (u64, Vec<u32>)> = BTreeMap::new();
+    while got.len() < live.len() * rounds as usize {
+        match g.next_event(Duration::from_secs(20)) {
+            Some(Event::Agreed {
+                member,
+                id,
+                value,
+                failed,
+            }) => {
+                assert!(got.insert((id, member), (value, failed)).is_none(), "twice");
+            }
+            Some(Event::Failed { rank }) => assert_eq!(Some(rank), kill),
+            Some(e) => panic!("unexpected {e:?}"),
+            None => panic!("stalled with {} of {} returns", got.len(), live.len() * rounds as usize),
+        }
+    }
+    let all_live = live.iter().fold(u64::MAX, |v, m| v & !(1u64 << m));
+    for k in 0..rounds {
+        for &m in &live {
+            let (value, failed) = &got[&(k, m)];
+            let want = if k % 2 == 1 { all_live } else { u64::MAX };
+            assert_eq!(*value, want, "agreement {k} at member {m}");
+            assert_eq!(failed, &got[&(k, live[0])].1, "the same failed set everywhere");
+        }
+        if let Some(dead) = kill {
+            assert!(got[&(k, live[0])].1.iter().all(|r| *r == dead));
+        }
+    }
+}
+
+#[test]
+fn inproc_members_agree() {
+    agreements(TransportKind::Inproc, 6, None);
+}
+
+#[test]
+fn inproc_members_agree_with_one_member_killed() {
+    agreements(TransportKind::Inproc, 6, Some(2));
+}
+
+#[test]
+fn udp_members_agree_with_one_member_killed() {
+    agreements(TransportKind::Udp, 5, Some(1));
 }

@@ -6,6 +6,7 @@ use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::agree::Agreements;
 use super::{Event, Group, GroupBuilder, GroupError};
 use crate::model::LogP;
 use crate::protocol::bcast::algo::Visit;
@@ -17,9 +18,13 @@ use crate::runtime::{Endpoints, endpoints};
 use crate::transport::MAX_PAYLOAD;
 use crate::wire::{HEADER_LEN, WireMessage};
 
+/// The most members whose ERA messages fit one datagram.
+pub(super) const MAX_AGREE_MEMBERS: u32 = crate::runtime::agree::MAX_NODES;
+
 /// What the caller asks of the group's thread.
 pub(super) enum Request {
     Broadcast { seq: u64, root: u32, bytes: Vec<u8> },
+    Agree { member: u32, value: u64 },
     Kill(u32),
 }
 
@@ -60,6 +65,7 @@ impl Payloads for Member {
 struct Setup {
     cfg: ClusterConfig,
     eps: Endpoints,
+    agreements: Option<Agreements>,
     ctl: Arc<Control>,
     requests: mpsc::Receiver<Request>,
     events: mpsc::Sender<Event>,
@@ -73,12 +79,15 @@ pub(super) fn start(b: GroupBuilder) -> Result<Group, GroupError> {
         return Err(GroupError::Setup(format!("a group needs at least 2 members, not {n}")));
     }
     let job = 0x6770_0000_0000_0000 ^ b.seed;
-    let eps = match b.endpoints {
-        Some(eps) if eps.len() != n as usize => {
-            return Err(GroupError::Setup(format!("{} endpoints for {n} members", eps.len())));
-        }
-        Some(eps) => eps,
-        None => endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?,
+    let eps = endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?;
+    // Agreements run over endpoints of their own (another job id), for groups whose ERA
+    // messages fit a datagram.
+    let agreements = if n <= MAX_AGREE_MEMBERS {
+        let job = job ^ 0xA6EE;
+        let eps = endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?;
+        Some(Agreements::new(eps, n, job).map_err(GroupError::Setup)?)
+    } else {
+        None
     };
     let cfg = ClusterConfig {
         nodes: n,
@@ -106,6 +115,7 @@ pub(super) fn start(b: GroupBuilder) -> Result<Group, GroupError> {
     let setup = Setup {
         cfg,
         eps,
+        agreements,
         ctl: ctl.clone(),
         requests: req_rx,
         events: ev_tx,
@@ -134,6 +144,7 @@ pub(super) fn start(b: GroupBuilder) -> Result<Group, GroupError> {
     Ok(Group {
         n,
         next_seq: 0,
+        agreements: vec![0; n as usize],
         max_payload,
         ctl,
         requests: Some(req_tx),
@@ -167,6 +178,7 @@ where
     let Setup {
         cfg,
         eps,
+        mut agreements,
         ctl,
         requests,
         events,
@@ -210,10 +222,18 @@ where
                     pending.lock().expect("not poisoned").insert(seq, bytes);
                     queued.push_back((seq, root));
                 }
+                Ok(Request::Agree { member, value }) => {
+                    if let Some(a) = agreements.as_mut() {
+                        a.agree(member, value);
+                    }
+                }
                 Ok(Request::Kill(r)) => {
                     let node = &mut nodes[r as usize];
                     if node.alive() {
                         node.crash(&ctl.boards[r as usize]);
+                        if let Some(a) = agreements.as_mut() {
+                            a.kill(r);
+                        }
                         let _ = events.send(Event::Failed { rank: r });
                     }
                 }
@@ -231,6 +251,9 @@ where
             in_flight.push_back(queued.pop_front().expect("front"));
         }
         let mut progress = false;
+        if let Some(a) = agreements.as_mut() {
+            progress |= a.step(Instant::now(), &events);
+        }
         for node in nodes.iter_mut() {
             progress |= node.step(&params, &ctl, Instant::now());
         }

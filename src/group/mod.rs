@@ -6,7 +6,8 @@
 //! bench` (`docs/library.md`): operations are numbered in one sequence over all roots
 //! (Corrected Gossip Claim 1), each disseminated by the chosen broadcast algorithm (the
 //! default is a binomial corrected tree with checked correction, Corrected Trees §3), and
-//! one is over once every live member delivered it (or its timeout passed).
+//! one is over once every live member delivered it (or its timeout passed). Members also
+//! agree on a 64-bit AND and on who failed ([`Group::agree`], ERA, Herault et al. SC 2015).
 //!
 //! # Example
 //!
@@ -33,6 +34,7 @@
 //! # Ok::<(), ftcoll::group::GroupError>(())
 //! ```
 
+mod agree;
 mod driver;
 #[cfg(test)]
 mod tests;
@@ -46,8 +48,8 @@ use std::time::Duration;
 use crate::protocol::bcast::Start;
 use crate::protocol::bcast::algo::Algo;
 use crate::protocol::bcast::correction::Correction;
+use crate::runtime::TransportKind;
 use crate::runtime::board::Control;
-use crate::runtime::{Endpoints, TransportKind};
 use crate::topology::{Order, TreeKind};
 
 /// What happened in the group, in the order the group's thread saw it.
@@ -66,6 +68,15 @@ pub enum Event {
     Completed { root: u32, seq: u64, timed_out: bool },
     /// Member `rank` crashed (crash-stop: it sends and delivers nothing more).
     Failed { rank: u32 },
+    /// `member` returned from agreement `id` (its `id`-th [`Group::agree`], from 0): the AND
+    /// of the live members' values, and the failed members agreed on (the same at every
+    /// member that returns).
+    Agreed {
+        member: u32,
+        id: u64,
+        value: u64,
+        failed: Vec<u32>,
+    },
 }
 
 /// Why a group call failed.
@@ -79,6 +90,8 @@ pub enum GroupError {
     Dead(u32),
     /// The payload is longer than one datagram of the chosen algorithm carries.
     TooLarge { len: usize, max: usize },
+    /// Agreements need at most `max` members (an ERA message must fit one datagram).
+    TooManyToAgree { max: u32 },
     /// The group's thread is gone.
     Closed,
 }
@@ -90,6 +103,7 @@ impl std::fmt::Display for GroupError {
             GroupError::NoSuchMember(r) => write!(f, "no member {r}"),
             GroupError::Dead(r) => write!(f, "member {r} has crashed"),
             GroupError::TooLarge { len, max } => write!(f, "payload of {len} bytes, at most {max} fit"),
+            GroupError::TooManyToAgree { max } => write!(f, "agreements need at most {max} members"),
             GroupError::Closed => f.write_str("the group's thread is gone"),
         }
     }
@@ -102,7 +116,6 @@ pub struct GroupBuilder {
     n: u32,
     algo: Algo,
     transport: TransportKind,
-    endpoints: Option<Endpoints>,
     o_ns: u64,
     l_ns: u64,
     window: u64,
@@ -121,13 +134,6 @@ impl GroupBuilder {
     /// The transport between members (default: in-process queues).
     pub fn transport(mut self, kind: TransportKind) -> Self {
         self.transport = kind;
-        self
-    }
-
-    /// Endpoints the caller built, one per rank in rank order (instead of
-    /// [`GroupBuilder::transport`]).
-    pub fn endpoints(mut self, eps: Endpoints) -> Self {
-        self.endpoints = Some(eps);
         self
     }
 
@@ -167,6 +173,8 @@ impl GroupBuilder {
 pub struct Group {
     n: u32,
     next_seq: u64,
+    /// Agreements each member entered so far.
+    agreements: Vec<u64>,
     max_payload: usize,
     ctl: Arc<Control>,
     requests: Option<mpsc::Sender<driver::Request>>,
@@ -186,7 +194,6 @@ impl Group {
                 start: Start::Synchronized,
             },
             transport: TransportKind::Inproc,
-            endpoints: None,
             o_ns: 1_000,
             l_ns: 2_000,
             window: 8,
@@ -252,6 +259,22 @@ impl Group {
         })?;
         self.next_seq += 1;
         Ok(seq)
+    }
+
+    /// Member `member` enters its next agreement, contributing `value`; returns the
+    /// agreement's id. An agreement returns ([`Event::Agreed`]) once every live member has
+    /// entered it.
+    pub fn agree(&mut self, member: u32, value: u64) -> Result<u64, GroupError> {
+        self.member(member)?;
+        if self.n > driver::MAX_AGREE_MEMBERS {
+            return Err(GroupError::TooManyToAgree {
+                max: driver::MAX_AGREE_MEMBERS,
+            });
+        }
+        self.request(driver::Request::Agree { member, value })?;
+        let id = &mut self.agreements[member as usize];
+        *id += 1;
+        Ok(*id - 1)
     }
 
     /// Crashes member `rank` now (fault injection: crash-stop, as a process that dies).
