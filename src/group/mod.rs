@@ -264,6 +264,25 @@ impl Group {
     /// Member `member` enters its next agreement, contributing `value`; returns the
     /// agreement's id. An agreement returns ([`Event::Agreed`]) once every live member has
     /// entered it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ftcoll::group::{Event, Group};
+    ///
+    /// let mut group = Group::local(3)?;
+    /// group.kill(2)?;
+    /// group.agree(0, 0b110)?;
+    /// group.agree(1, 0b011)?;
+    /// for _ in 0..2 {
+    ///     let ev = group.next_event(Duration::from_secs(10));
+    ///     if let Some(Event::Agreed { value, failed, .. }) = ev {
+    ///         assert_eq!((value, failed), (0b010, vec![2]));
+    ///     } else if !matches!(ev, Some(Event::Failed { rank: 2 })) {
+    ///         panic!("{ev:?}");
+    ///     }
+    /// }
+    /// # Ok::<(), ftcoll::group::GroupError>(())
+    /// ```
     pub fn agree(&mut self, member: u32, value: u64) -> Result<u64, GroupError> {
         self.member(member)?;
         if self.n > driver::MAX_AGREE_MEMBERS {
