@@ -188,3 +188,41 @@ fn inproc_members_agree_with_one_member_killed() {
 fn udp_members_agree_with_one_member_killed() {
     agreements(TransportKind::Udp, 5, Some(1));
 }
+
+#[test]
+fn other_broadcast_algorithms_carry_the_callers_bytes_too() {
+    use ftcoll::protocol::bcast::algo::Algo;
+    use ftcoll::protocol::bcast::corrected_gossip::Variant;
+    for algo in [
+        Algo::CorrectedGossip {
+            variant: Variant::Ccg,
+            t: 6,
+        },
+        Algo::CorrectedGossip {
+            variant: Variant::Fcg { f: 1 },
+            t: 6,
+        },
+        Algo::Bfb,
+    ] {
+        let mut g = Group::builder(7).algo(algo.clone()).build().unwrap();
+        g.kill(4).unwrap();
+        let seq = g.broadcast(2, b"payload").unwrap();
+        let mut members = Vec::new();
+        loop {
+            match g.next_event(Duration::from_secs(20)) {
+                Some(Event::Delivered { member, bytes, .. }) => {
+                    assert_eq!(bytes, b"payload", "{algo:?}");
+                    members.push(member);
+                }
+                Some(Event::Completed { seq: s, timed_out, .. }) if s == seq => {
+                    assert!(!timed_out, "{algo:?}");
+                    break;
+                }
+                Some(_) => {}
+                None => panic!("{algo:?} stalled"),
+            }
+        }
+        members.sort_unstable();
+        assert_eq!(members, [0, 1, 2, 3, 5, 6], "{algo:?}");
+    }
+}
