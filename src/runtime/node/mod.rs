@@ -24,14 +24,12 @@ pub use stats::NodeStats;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
-
 use crate::protocol::op::Admission;
 use crate::protocol::{Action, Ctx, DuplicateFilter, OpId, ProtoRng, Protocol, Rank, Time};
 use crate::runtime::board::{Control, NodeBoard, WINDOW};
 use crate::runtime::kill::Kill;
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport};
-use crate::wire::{DecodeError, DropCounters, Header, WireMessage, encode_datagram};
+use crate::wire::{DecodeError, Header, WireMessage, encode_datagram};
 
 /// Parameters every node of a run shares.
 pub struct NodeParams<'a, S> {
