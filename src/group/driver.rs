@@ -203,6 +203,7 @@ where
     let params = NodeParams {
         shared,
         n,
+        root: None,
         job: cfg.job,
         tick_ns: cfg.tick_ns,
         epoch: Instant::now(),

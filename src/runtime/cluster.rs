@@ -347,6 +347,7 @@ where
     let params = NodeParams {
         shared,
         n,
+        root: Some(0),
         job: cfg.job,
         tick_ns: cfg.tick_ns,
         epoch,

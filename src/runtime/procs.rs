@@ -315,6 +315,7 @@ where
     let params = NodeParams {
         shared,
         n: s.n,
+        root: Some(0),
         job: s.job,
         tick_ns: s.tick_ns,
         epoch,

@@ -8,8 +8,8 @@
 //! is dropped and counted. The protocol's model time is nanoseconds since the cluster epoch
 //! divided by `tick_ns`; a counted `Sleep(u)` keeps the sender busy for `u · tick_ns`.
 //!
-//! Operations are numbered in one sequence for the whole group; the coordinator names each
-//! one's root ([`Control::root_of`]). What an operation carries comes from the node's
+//! Operations are numbered in one sequence for the whole group; a benchmark's all have one
+//! root, a group's coordinator names each one's ([`Control::root_of`]). What an operation carries comes from the node's
 //! [`Payloads`]: the user's bytes at the root, handed to the user at every delivery (the
 //! benchmark's are [`Generated`]).
 
@@ -35,6 +35,9 @@ use crate::wire::{DecodeError, Header, WireMessage, encode_datagram};
 pub struct NodeParams<'a, S> {
     pub shared: &'a S,
     pub n: u32,
+    /// `Some(r)`: every operation's root is `r` (a benchmark); `None`: the coordinator names
+    /// each one's ([`Control::root_of`]).
+    pub root: Option<u32>,
     pub job: u64,
     /// Nanoseconds per model time unit.
     pub tick_ns: u64,
@@ -257,12 +260,15 @@ where
             self.retired += 1;
         }
         // A root starts what it may.
-        let allowed = ctl.allowed.load(Ordering::Acquire);
+        let allowed = match p.root {
+            Some(r) if r != self.rank => 0,
+            _ => ctl.allowed.load(Ordering::Acquire),
+        };
         if self.next_start < allowed {
             while self.next_start < allowed {
                 let seq = self.next_start;
                 self.next_start += 1;
-                if ctl.root_of(seq) != self.rank {
+                if p.root.is_none() && ctl.root_of(seq) != self.rank {
                     continue;
                 }
                 ctl.started_ns[Self::slot_index(seq)].store(Self::ns(p, now), Ordering::Release);
@@ -356,7 +362,7 @@ where
             self.stats.spoofed += 1;
             return None;
         }
-        if h.root != ctl.root_of(h.seq) {
+        if h.root != p.root.unwrap_or_else(|| ctl.root_of(h.seq)) {
             self.stats.drops.count(DecodeError::BadField("root"));
             return None;
         }
