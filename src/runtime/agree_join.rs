@@ -123,7 +123,7 @@ fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
     let (n, job) = (b.n, job_of(b.seed));
     let ip = match j.bind {
         Some(ip) => ip,
-        None => crate::cli::node::local_ip_toward(j.coordinator)
+        None => crate::transport::local_ip::local_ip_toward(j.coordinator)
             .map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?,
     };
     let me = UdpSocket::bind((ip, 0))

@@ -13,6 +13,7 @@ pub mod agree;
 pub mod bcast;
 pub mod bootstrap;
 pub mod codec;
+pub mod dispatch;
 pub mod header;
 pub mod kind;
 pub mod overlay;
