@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use super::targets::JOB;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrKind, CorrMsg, Dir, FAILPROOF_CAP, Known};
-use crate::runtime::control::{self, Msg};
-use crate::runtime::join::{self, JobParams};
 use crate::transport::udp;
+use crate::wire::control::{self, Msg};
+use crate::wire::join::{self, JobParams};
 use crate::wire::{WireMessage, encode_datagram};
 
 const N: u8 = 16;
@@ -162,8 +162,8 @@ pub fn join() -> Vec<Vec<u8>> {
 }
 
 pub fn conn_relay() -> Vec<Vec<u8>> {
-    use crate::runtime::conn_relay::{Dir, encode};
-    use crate::transport::verbs::conn::ConnInfo;
+    use crate::wire::conn::ConnInfo;
+    use crate::wire::conn_relay::{Dir, encode};
     let info = |from: u32, to: u32| ConnInfo {
         job: JOB,
         from,

@@ -11,8 +11,9 @@ use crate::protocol::bcast::corrected_gossip::GossipMsg;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrMsg, FAILPROOF_CAP};
 use crate::protocol::bcast::tree_ack::TreeAckMsg;
-use crate::runtime::{conn_relay, control, join, kill, procs};
-use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage};
+use crate::runtime::conn_relay::Gather;
+use crate::runtime::{kill, procs};
+use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage, conn_relay, control, join};
 
 /// The job id every wire target expects (seeds carry it; other ids are foreign).
 pub const JOB: u64 = 0xF022_0000_0000_0008;
@@ -177,7 +178,7 @@ pub fn conn_relay(data: &[u8]) -> u64 {
             assert!(c.infos.iter().all(|i| i.from < n && i.to < n && i.from != i.to));
             let again = conn_relay::encode(JOB, n, c.dir, c.rank, c.part, &c.infos);
             assert_eq!(conn_relay::decode(&again, JOB, n, max).as_ref(), Ok(&c));
-            let mut g = conn_relay::Gather::new(c.rank, n, c.dir);
+            let mut g = Gather::new(c.rank, n, c.dir);
             // Two records for one pair that differ are a conflict, never a panic.
             if g.add(&c).is_ok() {
                 assert!(g.missing() < n as usize);

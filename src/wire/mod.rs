@@ -9,13 +9,20 @@
 //! Ranks in the header are physical; ranks inside bodies are virtual (the root is 0). Both
 //! must be below the job's size `n`.
 
+pub mod addr;
 pub mod agree;
 pub mod bcast;
 pub mod bootstrap;
 pub mod codec;
+pub mod conn;
+pub mod conn_relay;
+pub mod control;
 pub mod dispatch;
 pub mod header;
+pub mod hex;
+pub mod join;
 pub mod kind;
+pub mod mac;
 pub mod overlay;
 pub mod watch;
 
