@@ -267,4 +267,13 @@ mod tests {
             }
         }
     }
+
+    /// The bytes as this layout has always put them.
+    #[test]
+    fn golden_bytes() {
+        let c = super::sample(0xF7C0_0000_0000_0001, 3, 1);
+        let hex = "4654564201050100010000000000c0f70300000001000000c1010000b90b00000303030303030303030303030303030308100000000000000500000010000000b004000000000000";
+        assert_eq!(c.to_hex(), hex);
+        assert_eq!(ConnInfo::from_hex(hex, c.job, 1, 4, 1200), Ok(c));
+    }
 }

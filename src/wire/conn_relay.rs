@@ -267,4 +267,17 @@ mod tests {
             }
         }
     }
+
+    /// The header as this layout has always put it (the record follows, [`conn::LEN`] bytes).
+    #[test]
+    fn golden_header() {
+        let job = 0xF7C0_0000_0000_0001;
+        let c = conn::sample(job, 3, 1);
+        let b = encode(job, 4, Dir::Up, 3, 0, &[c]);
+        assert_eq!(
+            crate::wire::hex::encode(&b[..HEADER]),
+            "4654435601010000010000000000c0f704000000030000000000000001000000"
+        );
+        assert_eq!(&b[HEADER..], &c.encode());
+    }
 }

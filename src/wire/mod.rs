@@ -24,6 +24,7 @@ pub mod join;
 pub mod kind;
 pub mod mac;
 pub mod overlay;
+pub mod stream;
 pub mod watch;
 
 pub use header::{HEADER_LEN, Header, MAGIC, VERSION};
