@@ -184,6 +184,43 @@ pub fn conn_relay() -> Vec<Vec<u8>> {
     ]
 }
 
+pub fn conn_record() -> Vec<Vec<u8>> {
+    use crate::wire::conn::ConnInfo;
+    let c = ConnInfo {
+        job: JOB,
+        from: 2,
+        to: 1,
+        qpn: 0x1234,
+        psn: 7,
+        lid: 1,
+        gid: [0xfe; 16],
+        mtu: 5,
+        credit_addr: 4096,
+        credit_rkey: 9,
+        ring_slots: 16,
+        slot_len: crate::transport::MAX_PAYLOAD as u32,
+    };
+    let mut hex = vec![4, 1];
+    hex.extend_from_slice(c.to_hex().as_bytes());
+    let mut bin = vec![4, 1];
+    bin.extend_from_slice(&c.encode());
+    vec![bin, hex]
+}
+
+pub fn agree_stream() -> Vec<Vec<u8>> {
+    use crate::wire::stream::{Rec, encode};
+    let rec = |entry, ret, fp, ok| Rec { entry, ret, fp, ok };
+    vec![
+        encode(&[
+            (3, rec(5, 9, 77, true)),
+            (4, rec(9, 12, 77, true)),
+            (9, rec(4, 5, 1, false)),
+        ])
+        .into_bytes(),
+        encode(&[(u64::MAX - 1, rec(u64::MAX - 9, u64::MAX, 0, true))]).into_bytes(),
+    ]
+}
+
 pub fn hostfile() -> Vec<Vec<u8>> {
     vec![
         with_n(3, b"127.0.0.1:5000\n127.0.0.1:5001 # two\n\n[::1]:5002\n"),

@@ -189,6 +189,57 @@ pub fn conn_relay(data: &[u8]) -> u64 {
     }
 }
 
+/// `conn_record`: byte 0 is `n`, byte 1 the receiving rank, the rest a verbs connection record
+/// of job [`JOB`], as bytes and (lossy UTF-8) as a rendezvous file's hex line; a decoded
+/// record must re-encode to itself in both forms.
+pub fn conn_record(data: &[u8]) -> u64 {
+    use crate::wire::conn::ConnInfo;
+    let (n, d) = size_and_rest(data);
+    let (me, d) = size_and_rest(d);
+    let max = crate::transport::MAX_PAYLOAD as u32;
+    let check = |c: &ConnInfo| {
+        assert!(c.from < n && c.to == me && c.from != me && c.qpn < 1 << 24 && c.psn < 1 << 24);
+        assert_eq!(ConnInfo::decode(&c.encode(), JOB, me, n, max), Ok(*c));
+        assert_eq!(ConnInfo::from_hex(&c.to_hex(), JOB, me, n, max), Ok(*c));
+    };
+    let bin = ConnInfo::decode(d, JOB, me, n, max);
+    if let Ok(c) = &bin {
+        check(c);
+    }
+    let text = ConnInfo::from_hex(&String::from_utf8_lossy(d), JOB, me, n, max);
+    if let Ok(c) = &text {
+        check(c);
+    }
+    match (bin, text) {
+        (Ok(_), _) => 100,
+        (_, Ok(_)) => 200,
+        (Err(e), Err(f)) => 2 + e as u64 * 10 + f as u64,
+    }
+}
+
+/// `agree_stream`: a line of an agreement return stream (lossy UTF-8, prefix optional); a
+/// decoded line holds ascending ids and returns no earlier than their entries, and re-encodes
+/// to a line that decodes to the same returns. Errors are one line.
+pub fn agree_stream(data: &[u8]) -> u64 {
+    use crate::wire::stream::{PREFIX, decode, encode};
+    let text = String::from_utf8_lossy(data);
+    let body = text.strip_prefix(PREFIX).unwrap_or(&text);
+    match decode(body) {
+        Ok(recs) => {
+            assert!(!recs.is_empty());
+            assert!(recs.windows(2).all(|w| w[0].0 < w[1].0));
+            assert!(recs.iter().all(|(_, r)| r.ret >= r.entry));
+            let again = encode(&recs);
+            assert_eq!(decode(&again[PREFIX.len()..]).as_ref(), Ok(&recs));
+            100 + recs.len().min(50) as u64
+        }
+        Err(e) => {
+            assert!(!e.contains('\n'), "{e}");
+            1 + e.len() as u64 % 64
+        }
+    }
+}
+
 /// `hostfile`: byte 0 is `n`, the rest the file's text (lossy UTF-8, as a file read would fail
 /// otherwise). Errors must be one line.
 pub fn hostfile(data: &[u8]) -> u64 {

@@ -51,12 +51,7 @@ fn job_of(seed: u64) -> u64 {
 fn hello(job: u64, rank: u32, key: Option<&AuthKey>) -> String {
     let tag = key.map_or_else(
         || "-".to_string(),
-        |k| {
-            k.tag(&[b"ftcoll agree --join", &job.to_le_bytes(), &rank.to_le_bytes()])
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect()
-        },
+        |k| crate::wire::hex::encode(&k.tag(&[b"ftcoll agree --join", &job.to_le_bytes(), &rank.to_le_bytes()])),
     );
     format!("hello {rank} {tag}")
 }

@@ -24,6 +24,7 @@ pub mod join;
 pub mod kind;
 pub mod mac;
 pub mod overlay;
+pub mod probe;
 pub mod stream;
 pub mod watch;
 
