@@ -1,7 +1,7 @@
 //! The control plane of a multi-process run: a small UDP side channel between the coordinator
 //! (the `ftcoll bench --procs` parent on 127.0.0.1, or rank 0 of a launcher-started run at
 //! its `--join` address) and each node process. With `--join` it is also the rendezvous:
-//! every node sends its data address ([`Msg::Join`]) and receives the whole table, with the
+//! every node sends its data address ([`crate::wire::control::Msg::Join`]) and receives the whole table, with the
 //! run's LogP unit, in table datagrams ([`crate::wire::join`]); over verbs the coordinator then
 //! relays each rank's QP connection data to its peers ([`crate::wire::conn_relay`]). Nodes
 //! report per operation what the in-process cluster reads from shared
@@ -22,13 +22,13 @@ pub mod child;
 pub mod clock;
 pub mod parent;
 
-pub use crate::wire::control::Msg;
+/// The sealing of every control-plane datagram (the bootstrap and the watch use it too).
 pub(crate) use crate::wire::mac::{opened, sealed};
 pub use child::ChildAgent;
 pub use parent::ParentAgent;
 
 /// A blocking receive on a non-blocking socket, until `deadline` at the latest.
-pub(super) fn recv_within(sock: &UdpSocket, buf: &mut [u8], deadline: Instant) -> std::io::Result<(usize, SocketAddr)> {
+fn recv_within(sock: &UdpSocket, buf: &mut [u8], deadline: Instant) -> std::io::Result<(usize, SocketAddr)> {
     let left = deadline
         .saturating_duration_since(Instant::now())
         .max(Duration::from_micros(1));
@@ -40,7 +40,7 @@ pub(super) fn recv_within(sock: &UdpSocket, buf: &mut [u8], deadline: Instant) -
 }
 
 /// Blocks until `sock` has a datagram or `timeout` passed (leaves it non-blocking).
-pub(super) fn wait_readable(sock: &UdpSocket, timeout: Duration) {
+fn wait_readable(sock: &UdpSocket, timeout: Duration) {
     if sock.set_nonblocking(false).is_ok()
         && sock
             .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))

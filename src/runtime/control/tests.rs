@@ -4,7 +4,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::child::{REPORT_EVERY, report_due};
-use super::{ChildAgent, Msg, ParentAgent};
+use super::{ChildAgent, ParentAgent};
+use crate::wire::control::Msg;
 use crate::runtime::board::Control;
 use crate::transport::udp::auth::AuthKey;
 use crate::wire::conn::{ConnInfo, sample as conn};
