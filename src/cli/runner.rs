@@ -1,4 +1,4 @@
-//! Runs a resolved [`Setup`] on the simulator, through [`Algo::dispatch`]: Monte Carlo or a
+//! Runs a resolved [`Setup`] on the simulator, through [`Dispatch::dispatch`]: Monte Carlo or a
 //! single traced run.
 
 use crate::cli::config::Setup;

@@ -48,7 +48,7 @@ pub fn write(w: &mut Writer<'_>, a: &SocketAddr) {
     w.u16(a.port());
 }
 
-/// Reads what [`write`] wrote; `None` when short or invalid.
+/// Reads what [`write`](fn@write) wrote; `None` when short or invalid.
 pub fn read(r: &mut Reader<'_>) -> Option<SocketAddr> {
     let fam = r.u8().ok()?;
     let (hi, lo, port) = (r.u64().ok()?, r.u64().ok()?, r.u16().ok()?);
