@@ -2,8 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::ChildAgent;
-use super::recv_within;
+use super::{ChildAgent, recv_within};
 use crate::wire::control::{Msg, decode};
 use crate::wire::mac::opened;
 

@@ -12,8 +12,7 @@ use crate::wire::conn::ConnInfo;
 use crate::wire::conn_relay::{self, Dir};
 use crate::wire::control::{Msg, decode, encode};
 use crate::wire::join::{self, JobParams};
-use crate::wire::mac::opened;
-use crate::wire::mac::sealed;
+use crate::wire::mac::{opened, sealed};
 
 /// The parent's side: turns reports into board entries for the coordinator and sends its
 /// commands.
