@@ -15,9 +15,9 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::transport::udp::auth::AuthKey;
 use crate::wire::conn::ConnInfo;
 use crate::wire::conn_relay::{self, Dir, PEER_HAVE, PEER_NEED, RelayError};
+use crate::wire::mac::AuthKey;
 use crate::wire::mac::{opened, sealed};
 
 /// Smallest and largest pause between two re-sends to the peers not yet done.

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use super::recv_within;
 use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::conn_relay::Gather;
-use crate::transport::udp::auth::AuthKey;
 use crate::wire::conn::ConnInfo;
 use crate::wire::conn_relay::{self, Dir};
 use crate::wire::control::{Msg, decode, encode};
 use crate::wire::join::{self, JobParams};
+use crate::wire::mac::AuthKey;
 use crate::wire::mac::{opened, sealed};
 
 /// The node process's side: applies the parent's commands to its local [`Control`] and reports

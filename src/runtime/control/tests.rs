@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use super::child::{REPORT_EVERY, report_due};
 use super::{ChildAgent, ParentAgent};
 use crate::runtime::board::Control;
-use crate::transport::udp::auth::AuthKey;
 use crate::wire::conn::{ConnInfo, sample as conn};
 use crate::wire::control::Msg;
+use crate::wire::mac::AuthKey;
 
 /// n ranks (more than one datagram's worth of peers) exchange connection data through a
 /// coordinator on loopback, sealed with the job key; a node with another key is shut out.
