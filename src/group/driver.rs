@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use super::agree::Agreements;
 use super::{Event, Group, GroupBuilder, GroupError};
 use crate::model::LogP;
-use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::cluster::{ClusterConfig, Coordinator, PollMode};
 use crate::runtime::node::{Node, NodeParams, Payloads};
 use crate::runtime::{Endpoints, endpoints};
 use crate::transport::MAX_PAYLOAD;
+use crate::wire::dispatch::{Dispatch, Visit};
 use crate::wire::{HEADER_LEN, WireMessage};
 
 /// The most members whose ERA messages fit one datagram.
