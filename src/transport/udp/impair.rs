@@ -18,7 +18,7 @@ use super::link::{Link, Recv};
 
 /// A link whose received datagrams are lost with probability `loss`, held back behind the
 /// next one with probability `reorder` (one at a time), and then, with a delay configured,
-/// held `delay` plus up to `delay_jitter` ([`DelayLine`]).
+/// held `delay` plus up to `delay_jitter` (`DelayLine`).
 pub struct Impaired<L> {
     inner: L,
     loss: f64,

@@ -31,7 +31,7 @@
 //!
 //! Layers, bottom up: [`link::Link`] (the socket, [`socket::SocketLink`], or the fault
 //! injection wrapped around it, [`impair::Impaired`]); [`header`] (the datagram format);
-//! [`reliable::Reliable`], the sans-IO reliability core ([`rto`], [`timer_wheel`]); and
+//! [`reliable::Reliable`], the sans-IO reliability core ([`rto`], `timer_wheel`); and
 //! [`UdpTransport`], the loop that moves datagrams between link and core.
 
 use std::io;

@@ -1,5 +1,5 @@
 //! The reliability core, sans-IO: per peer sequence numbers, cumulative and selective
-//! acknowledgements, RFC 6298 retransmission ([`RtoEstimator`]) on a [`TimerWheel`],
+//! acknowledgements, RFC 6298 retransmission ([`RtoEstimator`]) on a `TimerWheel`,
 //! duplicate suppression, in-order delivery through a reorder buffer, a bounded retransmit
 //! window, and suspicion of silent peers (see the [module](super) documentation for the
 //! protocol).
