@@ -140,7 +140,7 @@ impl InprocNet {
     /// A network of ranks `0..n` and its `n` endpoints, in rank order. Each pair that talks
     /// gets a ring of `ring_slots` 64-byte slots on its first message, the pair's window
     /// (rounded up to a power of two, at least [`MIN_SLOTS`]; fewer in large jobs, see
-    /// [`SLOTS_PER_SENDER`]).
+    /// `SLOTS_PER_SENDER`).
     pub fn new(n: u32, ring_slots: usize) -> (InprocNet, Vec<InprocTransport>) {
         let slots = ring_slots
             .min(SLOTS_PER_SENDER / n.max(1) as usize)
