@@ -10,11 +10,15 @@
 
 pub mod agree;
 pub mod bcast;
+pub mod detector;
+pub mod machine;
 pub mod op;
 pub mod overlay;
 pub mod rng;
 
 pub use crate::model::Time;
+pub use detector::{Detector, DetectorConfig};
+pub use machine::{Bcast, Event, Machine};
 pub use op::{DuplicateFilter, OpId};
 pub use rng::ProtoRng;
 

@@ -17,40 +17,11 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use crate::model::{LogP, Time};
-use crate::protocol::agree::{AgreeId, And32, And64, Era, EraConfig, EraMsg, Outcome, RankSet, Value};
+pub use crate::protocol::agree::SimValue;
+use crate::protocol::agree::{AgreeId, Era, EraConfig, EraMsg, Outcome, Value};
 use crate::protocol::{ProtoRng, Rank};
 use crate::sim::calendar::{Calendar, Item};
 use crate::sim::stats::Dist;
-
-/// A value type the simulator can generate contributions of.
-pub trait SimValue: Value + Hash {
-    /// Process `r`'s contribution to agreement `id` (a pure function of the seed).
-    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self;
-}
-
-fn mix(seed: u64, r: Rank, id: AgreeId) -> u64 {
-    ProtoRng::run_seed(seed ^ u64::from(r).wrapping_mul(0xA24B_AED4_963E_E407), id)
-}
-
-impl SimValue for And64 {
-    /// A random word with most bits set, so that the AND keeps some.
-    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self {
-        And64(!(mix(seed, r, id) & mix(seed ^ 1, r, id) & mix(seed ^ 2, r, id)))
-    }
-}
-
-impl SimValue for And32 {
-    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self {
-        And32(And64::contribution(seed, r, id).0 as u32)
-    }
-}
-
-impl SimValue for RankSet {
-    /// `{r}`: the decided set is exactly the set of contributors.
-    fn contribution(_seed: u64, r: Rank, _id: AgreeId) -> Self {
-        RankSet::of([r])
-    }
-}
 
 /// When a process dies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,12 +31,10 @@
 use std::collections::VecDeque;
 
 use super::era_tree::{EraTree, Shape};
+pub use super::slots::AgreeId;
 use super::slots::IdMap;
 use super::value::{Ballot, RankSet, Value};
 use crate::protocol::Rank;
-
-/// The name of one agreement inside a group: its position in the sequence of agreements.
-pub type AgreeId = u64;
 
 /// ERA's messages (Part 2).
 #[derive(Clone, Debug, PartialEq, Eq)]

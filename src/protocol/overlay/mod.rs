@@ -15,6 +15,7 @@ pub mod han_finkel;
 pub mod repair;
 pub mod ring_to_bmg;
 pub mod tree_to_ring;
+pub mod watch;
 
 use crate::protocol::Rank;
 
