@@ -1,0 +1,522 @@
+//! One node of the agreement benchmark: its ERA (driven through the sans-IO contract,
+//! [`crate::protocol::machine`]), its transport and its heartbeat failure detector
+//! ([`crate::protocol::detector`]), and what it measured. One pass ([`Node::step`]):
+//! receive and decode, hand messages and suspicions to ERA, check the detector, record
+//! returns and enter the next agreement, send what ERA queued.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{AgreeBench, CONTINUE, JOB, Shared, contribution, valid};
+use crate::protocol::agree::{AgreeId, And64, Era, EraMsg, Outcome};
+use crate::protocol::{Detector, DetectorConfig, Event, Machine, Rank, Time};
+use crate::runtime::agree_window::{BATCH, Rec};
+use crate::transport::{Delivery, SendError, Transport, TransportStats};
+use crate::wire::agree::Heartbeat;
+use crate::wire::{DropCounters, HEADER_LEN, Header, WireMessage, encode_datagram, kind};
+
+/// What a crashed node's endpoint becomes: its socket closed (so that peers' datagrams to it
+/// draw the same "port unreachable" a dead process's would), nothing sent or received.
+struct Closed {
+    rank: u32,
+    size: u32,
+    stats: TransportStats,
+}
+
+impl Transport for Closed {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn send(&mut self, _: u32, _: &[u8], _: Instant) -> Result<(), crate::transport::SendError> {
+        Err(crate::transport::SendError::Suspected)
+    }
+    fn poll(&mut self, _: Instant, _: &mut dyn FnMut(crate::transport::Delivery<'_>)) -> std::io::Result<usize> {
+        Ok(0)
+    }
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()> {
+        std::thread::sleep(timeout);
+        Ok(())
+    }
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+}
+
+/// One node: its ERA, transport and failure detector, and what it measured. It holds no
+/// per-agreement state: returns go to the shared [`Window`] in batches. Aligned so that two
+/// nodes driven by different threads never share a cache line.
+#[repr(align(128))]
+pub(crate) struct Node {
+    pub(crate) rank: Rank,
+    n: u32,
+    pub(crate) era: Era<And64>,
+    pub(crate) tp: Box<dyn Transport>,
+    /// The run's time base: the detector counts nanoseconds since it.
+    base: Instant,
+    det: Detector,
+    /// ERA's tree neighbours at the last check (the detector watches them).
+    nb: Vec<Rank>,
+    nb_at: Instant,
+    last_step: Instant,
+    /// Messages refused with `WindowFull`, in order; only their peers wait (a slow peer must
+    /// not hold up heartbeats to the others, who would then suspect this node).
+    backlog: VecDeque<(Rank, Vec<u8>)>,
+    /// Peers with messages in `backlog`.
+    blocked: Vec<bool>,
+    buf: Vec<u8>,
+    pub(crate) dead: bool,
+    /// Made dead by another node's suspicion.
+    enforced: bool,
+    pub(crate) finished: bool,
+    /// Agreements at most (warm-up included).
+    total: u64,
+    /// Contributions say "stop" from this time on (`--duration`).
+    deadline: Option<Instant>,
+    /// Entry time of the agreement in flight, if any.
+    entry: Option<u64>,
+    kill_id: Option<AgreeId>,
+    seed: u64,
+    pub(crate) returned: u64,
+    pub(crate) invalid: u64,
+    pub(crate) max_stored: usize,
+    pub(crate) suspicions: u64,
+    pub(crate) false_suspicions: u64,
+    /// Every rank this node suspected (for `--procs`, where the parent knows the truth).
+    pub(crate) suspected: Vec<Rank>,
+    pub(crate) messages: u64,
+    pub(crate) heartbeats: u64,
+    pub(crate) drops: DropCounters,
+    suspects: Vec<Rank>,
+    /// Outcome fingerprints of every returned agreement, chained per block of
+    /// [`DIGEST_BLOCK`] ids (`--procs` compares them across processes).
+    pub(crate) digests: Vec<u64>,
+    /// The agreed failed set of the last return (ranks, ascending).
+    pub(crate) last_failed: Vec<Rank>,
+    /// Returns not yet in the shared window: recorded after this step's sends, so the lock
+    /// and the shared counters never delay a message.
+    unrecorded: Vec<(AgreeId, Rec)>,
+    /// A node process's returns, for the process that classifies them per agreement
+    /// ([`crate::runtime::agree_stream`]) instead of the shared window; `None` in a threads
+    /// run.
+    pub(crate) tap: Option<Vec<(AgreeId, Rec)>>,
+}
+
+/// What a poll's deliveries update: a node's fields, borrowed apart from its transport.
+struct Receiver<'a> {
+    era: &'a mut Era<And64>,
+    drops: &'a mut DropCounters,
+    det: &'a mut Detector,
+    suspects: &'a mut Vec<Rank>,
+    n: u32,
+    now: Time,
+}
+
+impl Receiver<'_> {
+    /// Checks and hands one delivery on; a bad datagram is dropped and counted.
+    fn deliver(&mut self, d: Delivery<'_>) {
+        let (from, bytes) = match d {
+            Delivery::Message { from, bytes } => (from, bytes),
+            Delivery::Suspect { peer } => return self.suspects.push(peer),
+        };
+        self.det.heard(from, self.now);
+        match Header::decode(bytes, JOB, self.n) {
+            Err(e) => self.drops.count(e),
+            Ok((h, _, _)) if h.sender != from => self.drops.count(crate::wire::DecodeError::RankOutOfRange),
+            Ok((h, body, _)) if h.kind == kind::ERA_AND64 => match EraMsg::<And64>::decode(body, self.n) {
+                Ok(msg) => _ = self.era.handle(self.now, Event::Message { from, msg }),
+                Err(e) => self.drops.count(e),
+            },
+            Ok((h, body, _)) if h.kind == kind::HEARTBEAT => match Heartbeat::decode(body, self.n) {
+                Ok(_) => self.det.pinged(from, self.now),
+                Err(e) => self.drops.count(e),
+            },
+            Ok(_) => self.drops.count(crate::wire::DecodeError::UnknownKind),
+        }
+    }
+}
+
+/// A node hands its returns over at least this often (ns), so the shared idle timeout sees
+/// progress.
+const HANDOFF_NS: u64 = 10_000_000;
+
+/// Batches handed over are folded into the statistics once this many wait (and at the end):
+/// the work is done in bulk, as a benchmark loop keeps its timings and sorts them after the
+/// loop, in bounded memory (`FOLD_AT` × [`BATCH`] returns).
+const FOLD_AT: usize = 64;
+
+/// Agreements per outcome digest.
+pub const DIGEST_BLOCK: u64 = 4096;
+
+/// A 64-bit digest of an outcome (value, failed set, unacknowledged set) that returns
+/// compare across nodes and processes: a fixed multiply-xorshift mix of its words, cheap
+/// enough for every return (it runs before the next contribution goes out).
+fn fingerprint(o: &Outcome<And64>) -> u64 {
+    fn mix(h: u64, x: u64) -> u64 {
+        let h = (h ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        h ^ (h >> 29)
+    }
+    let mut h = mix(0x243F_6A88_85A3_08D3, o.value.0);
+    for set in [&o.failed, &o.unacknowledged] {
+        h = mix(h, set.len() as u64 | 1 << 40);
+        for &r in set.as_slice() {
+            h = mix(h, u64::from(r));
+        }
+    }
+    h | 1
+}
+
+/// What a node needs to start.
+pub(crate) struct NodeInit {
+    pub rank: Rank,
+    pub total: u64,
+    pub deadline: Option<Instant>,
+    pub kill_id: Option<AgreeId>,
+}
+
+impl Node {
+    /// Nanoseconds since the run's time base (the detector's and ERA's time).
+    fn ns(&self, t: Instant) -> Time {
+        t.saturating_duration_since(self.base).as_nanos() as Time
+    }
+
+    pub(crate) fn new(b: &AgreeBench, init: NodeInit, tp: Box<dyn Transport>, base: Instant) -> Result<Self, String> {
+        let n = b.n;
+        Ok(Node {
+            rank: init.rank,
+            n,
+            era: Era::new(init.rank, n, b.era)?,
+            tp,
+            base,
+            det: Detector::new(
+                n,
+                DetectorConfig {
+                    heartbeat: b.heartbeat.as_nanos() as Time,
+                    suspect_after: b.suspect_after.as_nanos() as Time,
+                },
+                0,
+            ),
+            nb: Vec::new(),
+            nb_at: base,
+            last_step: base,
+            backlog: VecDeque::new(),
+            blocked: vec![false; n as usize],
+            buf: Vec::new(),
+            dead: false,
+            enforced: false,
+            finished: false,
+            total: init.total,
+            deadline: init.deadline,
+            entry: None,
+            kill_id: init.kill_id,
+            seed: b.seed,
+            returned: 0,
+            invalid: 0,
+            max_stored: 0,
+            suspicions: 0,
+            false_suspicions: 0,
+            suspected: Vec::new(),
+            messages: 0,
+            heartbeats: 0,
+            drops: DropCounters::default(),
+            suspects: Vec::new(),
+            digests: Vec::new(),
+            last_failed: Vec::new(),
+            unrecorded: Vec::new(),
+            tap: None,
+        })
+    }
+
+    /// A suspicion is final: a suspected node that is in fact alive is made dead (it stops at
+    /// its next step, as ULFM's runtime removes a process it suspects), so the detector stays
+    /// accurate in the sense ERA needs (Lemma 1: only dead processes are marked dead).
+    fn suspect(&mut self, peer: Rank, sh: &Shared, t: Time) {
+        if self.era.known_dead().contains(peer) {
+            return;
+        }
+        self.suspicions += 1;
+        self.suspected.push(peer);
+        // Its returns from about here on may not have spread (it may be a step either side).
+        sh.mark_dead(peer, self.era.next_id().saturating_sub(2));
+        if !sh.dead[peer as usize].swap(true, Ordering::AcqRel) {
+            // (In a node process every suspicion lands here; the parent sorts them out.)
+            self.false_suspicions += 1;
+            if let Some(net) = &sh.inproc {
+                net.kill(peer);
+            }
+        }
+        _ = self.era.handle(t, Event::Suspect(peer));
+    }
+
+    /// Has someone made this node dead? Then it stops here, for good.
+    fn check_alive(&mut self, sh: &Shared) -> bool {
+        if !self.dead && sh.dead[self.rank as usize].load(Ordering::Acquire) {
+            self.dead = true;
+            self.enforced = true;
+            sh.live.fetch_sub(1, Ordering::AcqRel);
+            if self.finished {
+                sh.finished.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        !self.dead
+    }
+
+    /// Sends, or queues behind `to`'s earlier messages (per-peer order is kept).
+    /// Only a refused message is copied (into the backlog).
+    fn send_bytes(&mut self, to: Rank, bytes: &[u8], now: Instant) {
+        if self.blocked[to as usize] {
+            self.backlog.push_back((to, bytes.to_vec()));
+            return;
+        }
+        match self.tp.send(to, bytes, now) {
+            Ok(()) => self.det.sent(to, self.ns(now)),
+            Err(SendError::WindowFull) => {
+                self.blocked[to as usize] = true;
+                self.backlog.push_back((to, bytes.to_vec()));
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Retries the queued messages once, in order.
+    fn drain_backlog(&mut self, now: Instant) {
+        if self.backlog.is_empty() {
+            return;
+        }
+        let queued = std::mem::take(&mut self.backlog);
+        self.blocked.iter_mut().for_each(|b| *b = false);
+        for (to, b) in queued {
+            self.send_bytes(to, &b, now);
+        }
+    }
+
+    pub(crate) fn enter_next(&mut self, sh: &Shared, now: Instant) {
+        let id = self.era.next_id();
+        if id >= self.total || self.dead || self.finished {
+            return;
+        }
+        if self.kill_id == Some(id) {
+            self.dead = true;
+            sh.mark_dead(self.rank, id.saturating_sub(1));
+            sh.dead[self.rank as usize].store(true, Ordering::Release);
+            sh.kill_ns.fetch_min(sh.ns(now), Ordering::AcqRel);
+            if let Some(report) = &sh.on_crash {
+                let mut pending = self.tap.take().unwrap_or_default();
+                pending.extend_from_slice(&self.unrecorded);
+                pending.pop();
+                report(self.rank, sh.ns(now), &pending);
+                crate::runtime::procs::sigkill_self();
+            }
+            if let Some(net) = &sh.inproc {
+                net.kill(self.rank);
+            }
+            // A crash closes the socket, as a killed process's would (its counters kept).
+            let closed = Closed {
+                rank: self.tp.rank(),
+                size: self.tp.size(),
+                stats: self.tp.stats(),
+            };
+            self.tp = Box::new(closed);
+            sh.live.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let cont = id + 1 < self.total && self.deadline.is_none_or(|d| now < d);
+        let value = contribution(self.seed, self.rank, id, cont);
+        if self.era.handle(self.ns(now), Event::Input(value)).is_ok() {
+            self.entry = Some(sh.ns(now));
+        }
+    }
+
+    fn on_return(&mut self, o: Outcome<And64>, sh: &Shared, now: Instant) {
+        let ret = sh.ns(now);
+        let fp = fingerprint(&o);
+        let rec = Rec {
+            entry: self.entry.take().unwrap_or(ret),
+            ret,
+            fp,
+            ok: o.ok(),
+        };
+        self.returned += 1;
+        self.max_stored = self.max_stored.max(self.era.stored());
+        let (id, value) = (o.id, o.value.0);
+        self.unrecorded.push((id, rec));
+        if !o.ok() {
+            self.era.acknowledge_failures();
+        }
+        if value & CONTINUE == 0 && !self.finished {
+            self.finished = true;
+            sh.finished.fetch_add(1, Ordering::AcqRel);
+        }
+        self.enter_next(sh, now);
+        // The next contribution goes out before the rest of the bookkeeping.
+        self.send_pending(sh, now);
+        let block = (id / DIGEST_BLOCK) as usize;
+        if self.digests.len() <= block {
+            self.digests.resize(block + 1, 0);
+        }
+        let d = &mut self.digests[block];
+        *d = d.rotate_left(5) ^ fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ id;
+        self.last_failed.clear();
+        self.last_failed.extend((0..self.n).filter(|&r| o.failed.contains(r)));
+        let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
+        if !valid(self.seed, self.n, id, value, &dead) {
+            self.invalid += 1;
+        }
+    }
+
+    /// One pass: receive, detect, return and re-enter, send. Returns whether anything
+    /// happened.
+    pub(crate) fn step(&mut self, sh: &Shared, bench: &AgreeBench) -> bool {
+        if !self.check_alive(sh) {
+            self.record_returns(sh, true);
+            return false;
+        }
+        let now = Instant::now();
+        let t = self.ns(now);
+        // This node was not polling for a while (descheduled): the silence of others during
+        // that time says nothing about them, so it does not count.
+        if now.saturating_duration_since(self.last_step) >= bench.suspect_after / 4 {
+            self.det.rest(t);
+        }
+        self.last_step = now;
+        // Messages are decoded straight out of the transport's buffer (no copy).
+        let mut rx = Receiver {
+            era: &mut self.era,
+            drops: &mut self.drops,
+            det: &mut self.det,
+            suspects: &mut self.suspects,
+            n: bench.n,
+            now: t,
+        };
+        let mut progress = false;
+        // Transports may hand out one delivery per poll: drain (bounded).
+        for _ in 0..64 {
+            let got = self.tp.poll(now, &mut |d| rx.deliver(d));
+            if !matches!(got, Ok(k) if k > 0) {
+                break;
+            }
+            progress = true;
+        }
+        for peer in std::mem::take(&mut self.suspects) {
+            self.suspect(peer, sh, t);
+        }
+        // Failure detector over the tree neighbours (ERA §2).
+        if now.saturating_duration_since(self.nb_at) >= bench.heartbeat / 4 {
+            self.nb_at = now;
+            self.era.neighbours(&mut self.nb);
+            // (A blocked peer has data waiting for it; a heartbeat would only queue.)
+            let blocked = &self.blocked;
+            self.det.check(t, &self.nb, |p| blocked[p as usize]);
+            while let Some(p) = self.det.poll_suspect() {
+                self.suspect(p, sh, t);
+            }
+            while let Some(p) = self.det.poll_beat() {
+                let mut b = [0u8; HEADER_LEN];
+                if let Ok(len) = encode_datagram(&mut b, JOB, 0, 0, self.rank, &Heartbeat, &[]) {
+                    self.heartbeats += 1;
+                    self.send_bytes(p, &b[..len], now);
+                }
+            }
+        }
+        // What the messages just handled made ERA send (a decision's DOWN above all) goes out
+        // before this node records its own return: the bookkeeping is off the critical path.
+        progress |= self.send_pending(sh, now);
+        while let Some(o) = self.era.poll_output() {
+            progress = true;
+            self.on_return(o, sh, now);
+        }
+        if self.dead {
+            self.record_returns(sh, true);
+            return true;
+        }
+        progress |= self.send_pending(sh, now);
+        // Returns go over in batches, after this step's sends but before this node can
+        // contribute to another agreement ([`agree_window`]'s bound), and at least every
+        // `HANDOFF_NS` (the idle timeout watches the folded returns). A finished node leaves
+        // nothing behind.
+        // (The age check only on a pass with nothing else done: it reads the clock math.)
+        if self.finished
+            || self.unrecorded.len() >= BATCH
+            || (!progress
+                && self
+                    .unrecorded
+                    .first()
+                    .is_some_and(|(_, r)| sh.ns(now).saturating_sub(r.ret) >= HANDOFF_NS))
+        {
+            self.record_returns(sh, self.finished);
+        }
+        progress
+    }
+
+    /// Hands the returns not yet recorded over, as one batch, and folds the batches waiting
+    /// unless another node is folding (`wait`: fold everything now).
+    pub(crate) fn record_returns(&mut self, sh: &Shared, wait: bool) {
+        if self.unrecorded.is_empty() && !wait {
+            return;
+        }
+        if let Some(tap) = &mut self.tap {
+            // A node process: the coordinating process classes them (this one's window
+            // would only repeat that work on the node's core).
+            tap.append(&mut self.unrecorded);
+            return;
+        }
+        let mut waiting = 0;
+        if !self.unrecorded.is_empty() {
+            let last = self.unrecorded.iter().map(|(_, r)| r.ret).max().unwrap_or(0);
+            let batch = std::mem::replace(&mut self.unrecorded, Vec::with_capacity(BATCH));
+            let mut q = sh.handoff.lock().unwrap_or_else(|e| e.into_inner());
+            q.push_back((self.rank, batch));
+            waiting = q.len();
+            drop(q);
+            sh.last_return.fetch_max(last, Ordering::AcqRel);
+        }
+        if wait || waiting >= FOLD_AT {
+            sh.fold(wait);
+        }
+    }
+
+    /// Sends what ERA queued (after the backlog of blocked peers); whether anything was.
+    fn send_pending(&mut self, sh: &Shared, now: Instant) -> bool {
+        let mut sent = false;
+        self.drain_backlog(now);
+        while self.check_alive(sh)
+            && let Some((to, m)) = self.era.poll_transmit(0)
+        {
+            sent = true;
+            self.messages += 1;
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.resize(HEADER_LEN + EraMsg::<And64>::MAX_BODY, 0);
+            if let Ok(len) = encode_datagram(&mut buf, JOB, 0, m.id(), self.rank, &m, &[]) {
+                self.send_bytes(to, &buf[..len], now);
+            }
+            self.buf = buf;
+        }
+        sent
+    }
+
+    /// Contributions say "stop" from `d` on.
+    pub(crate) fn set_deadline(&mut self, d: Option<Instant>) {
+        self.deadline = d;
+    }
+
+    /// Moves the node's buffers into memory of the calling thread: nodes are made by one
+    /// thread, so the small buffers of nodes driven by different threads could share cache
+    /// lines (false sharing on every message).
+    pub(crate) fn settle(&mut self) {
+        self.era = self.era.clone();
+        self.det = self.det.clone();
+        self.blocked = self.blocked.clone();
+        self.buf = Vec::with_capacity(HEADER_LEN + EraMsg::<And64>::MAX_BODY);
+        self.unrecorded = Vec::with_capacity(BATCH);
+    }
+
+    /// The node's first step at the start of the run.
+    pub(crate) fn start(&mut self, sh: &Shared, now: Instant) {
+        self.det.rest(self.ns(now));
+        self.last_step = now;
+        self.enter_next(sh, now);
+    }
+}
