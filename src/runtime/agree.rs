@@ -344,7 +344,7 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
                     loop {
                         let mut progress = false;
                         for node in group.iter_mut() {
-                            progress |= node.step(sh, b);
+                            progress |= node.step(sh);
                         }
                         if sh.finished.load(Ordering::Acquire) >= sh.live.load(Ordering::Acquire)
                             || sh.abort.load(Ordering::Acquire)
@@ -394,18 +394,18 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
     let mut drops = DropCounters::default();
     let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0, 0);
     for n in nodes {
-        let s = n.tp.stats();
+        let s = n.drv.tp.stats();
         transport.sent += s.sent;
         transport.received += s.received;
         transport.retransmits += s.retransmits;
         transport.suspected += s.suspected;
         transport.malformed += s.malformed;
         transport.window_full += s.window_full;
-        drops.merge(&n.drops);
+        drops.merge(&n.drv.drops);
         suspicions += n.suspicions;
         false_suspicions += n.false_suspicions;
-        messages += n.messages;
-        heartbeats += n.heartbeats;
+        messages += n.drv.messages;
+        heartbeats += n.drv.heartbeats;
         if !n.dead {
             invalid += n.invalid;
         }

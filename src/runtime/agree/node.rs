@@ -1,20 +1,46 @@
-//! One node of the agreement benchmark: its ERA (driven through the sans-IO contract,
-//! [`crate::protocol::machine`]), its transport and its heartbeat failure detector
-//! ([`crate::protocol::detector`]), and what it measured. One pass ([`Node::step`]):
-//! receive and decode, hand messages and suspicions to ERA, check the detector, record
-//! returns and enter the next agreement, send what ERA queued.
+//! One node of the agreement benchmark: its ERA driven by the generic node loop
+//! ([`crate::runtime::driver`]: transport, codec, heartbeat failure detector), and what it
+//! measured. One pass ([`Node::step`]): receive and decode into ERA, suspicions (the
+//! transport's, then the detector's over ERA's tree neighbours) to ERA, what ERA queued sent,
+//! returns recorded and the next agreement entered, sent again.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{AgreeBench, CONTINUE, JOB, Shared, contribution, valid};
 use crate::protocol::agree::{AgreeId, And64, Era, EraMsg, Outcome};
-use crate::protocol::{Detector, DetectorConfig, Event, Machine, Rank, Time};
+use crate::protocol::{DetectorConfig, Event, Machine, Rank, Time};
 use crate::runtime::agree_window::{BATCH, Rec};
-use crate::transport::{Delivery, SendError, Transport, TransportStats};
+use crate::runtime::driver::{Decoded, Driver, Framing};
+use crate::transport::{Transport, TransportStats};
 use crate::wire::agree::Heartbeat;
-use crate::wire::{DropCounters, HEADER_LEN, Header, WireMessage, encode_datagram, kind};
+use crate::wire::{DecodeError, HEADER_LEN, WireMessage, encode_datagram, kind};
+
+/// ERA's datagrams: `ERA_AND64` messages and `HEARTBEAT`s.
+pub(crate) struct EraFraming;
+
+impl Framing for EraFraming {
+    type Msg = EraMsg<And64>;
+    const MAX_DATAGRAM: usize = HEADER_LEN + EraMsg::<And64>::MAX_BODY;
+
+    #[inline]
+    fn decode(k: u8, body: &[u8], n: u32) -> Result<Decoded<Self::Msg>, DecodeError> {
+        match k {
+            kind::ERA_AND64 => EraMsg::<And64>::decode(body, n).map(Decoded::Msg),
+            kind::HEARTBEAT => Heartbeat::decode(body, n).map(|_| Decoded::Heartbeat),
+            _ => Err(DecodeError::UnknownKind),
+        }
+    }
+
+    #[inline]
+    fn encode(m: &Self::Msg, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        encode_datagram(buf, job, 0, m.id(), rank, m, &[]).ok()
+    }
+
+    fn heartbeat(job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        encode_datagram(buf, job, 0, 0, rank, &Heartbeat, &[]).ok()
+    }
+}
 
 /// What a crashed node's endpoint becomes: its socket closed (so that peers' datagrams to it
 /// draw the same "port unreachable" a dead process's would), nothing sent or received.
@@ -54,20 +80,8 @@ pub(crate) struct Node {
     pub(crate) rank: Rank,
     n: u32,
     pub(crate) era: Era<And64>,
-    pub(crate) tp: Box<dyn Transport>,
-    /// The run's time base: the detector counts nanoseconds since it.
-    base: Instant,
-    det: Detector,
-    /// ERA's tree neighbours at the last check (the detector watches them).
-    nb: Vec<Rank>,
-    nb_at: Instant,
-    last_step: Instant,
-    /// Messages refused with `WindowFull`, in order; only their peers wait (a slow peer must
-    /// not hold up heartbeats to the others, who would then suspect this node).
-    backlog: VecDeque<(Rank, Vec<u8>)>,
-    /// Peers with messages in `backlog`.
-    blocked: Vec<bool>,
-    buf: Vec<u8>,
+    /// The transport, the detector and the counters of messages and drops.
+    pub(crate) drv: Driver<EraFraming>,
     pub(crate) dead: bool,
     /// Made dead by another node's suspicion.
     enforced: bool,
@@ -87,10 +101,6 @@ pub(crate) struct Node {
     pub(crate) false_suspicions: u64,
     /// Every rank this node suspected (for `--procs`, where the parent knows the truth).
     pub(crate) suspected: Vec<Rank>,
-    pub(crate) messages: u64,
-    pub(crate) heartbeats: u64,
-    pub(crate) drops: DropCounters,
-    suspects: Vec<Rank>,
     /// Outcome fingerprints of every returned agreement, chained per block of
     /// [`DIGEST_BLOCK`] ids (`--procs` compares them across processes).
     pub(crate) digests: Vec<u64>,
@@ -103,40 +113,6 @@ pub(crate) struct Node {
     /// ([`crate::runtime::agree_stream`]) instead of the shared window; `None` in a threads
     /// run.
     pub(crate) tap: Option<Vec<(AgreeId, Rec)>>,
-}
-
-/// What a poll's deliveries update: a node's fields, borrowed apart from its transport.
-struct Receiver<'a> {
-    era: &'a mut Era<And64>,
-    drops: &'a mut DropCounters,
-    det: &'a mut Detector,
-    suspects: &'a mut Vec<Rank>,
-    n: u32,
-    now: Time,
-}
-
-impl Receiver<'_> {
-    /// Checks and hands one delivery on; a bad datagram is dropped and counted.
-    fn deliver(&mut self, d: Delivery<'_>) {
-        let (from, bytes) = match d {
-            Delivery::Message { from, bytes } => (from, bytes),
-            Delivery::Suspect { peer } => return self.suspects.push(peer),
-        };
-        self.det.heard(from, self.now);
-        match Header::decode(bytes, JOB, self.n) {
-            Err(e) => self.drops.count(e),
-            Ok((h, _, _)) if h.sender != from => self.drops.count(crate::wire::DecodeError::RankOutOfRange),
-            Ok((h, body, _)) if h.kind == kind::ERA_AND64 => match EraMsg::<And64>::decode(body, self.n) {
-                Ok(msg) => _ = self.era.handle(self.now, Event::Message { from, msg }),
-                Err(e) => self.drops.count(e),
-            },
-            Ok((h, body, _)) if h.kind == kind::HEARTBEAT => match Heartbeat::decode(body, self.n) {
-                Ok(_) => self.det.pinged(from, self.now),
-                Err(e) => self.drops.count(e),
-            },
-            Ok(_) => self.drops.count(crate::wire::DecodeError::UnknownKind),
-        }
-    }
 }
 
 /// A node hands its returns over at least this often (ns), so the shared idle timeout sees
@@ -178,33 +154,21 @@ pub(crate) struct NodeInit {
 }
 
 impl Node {
-    /// Nanoseconds since the run's time base (the detector's and ERA's time).
-    fn ns(&self, t: Instant) -> Time {
-        t.saturating_duration_since(self.base).as_nanos() as Time
-    }
-
     pub(crate) fn new(b: &AgreeBench, init: NodeInit, tp: Box<dyn Transport>, base: Instant) -> Result<Self, String> {
         let n = b.n;
         Ok(Node {
             rank: init.rank,
             n,
             era: Era::new(init.rank, n, b.era)?,
-            tp,
-            base,
-            det: Detector::new(
-                n,
+            drv: Driver::new(
+                tp,
+                JOB,
                 DetectorConfig {
                     heartbeat: b.heartbeat.as_nanos() as Time,
                     suspect_after: b.suspect_after.as_nanos() as Time,
                 },
-                0,
+                base,
             ),
-            nb: Vec::new(),
-            nb_at: base,
-            last_step: base,
-            backlog: VecDeque::new(),
-            blocked: vec![false; n as usize],
-            buf: Vec::new(),
             dead: false,
             enforced: false,
             finished: false,
@@ -219,10 +183,6 @@ impl Node {
             suspicions: 0,
             false_suspicions: 0,
             suspected: Vec::new(),
-            messages: 0,
-            heartbeats: 0,
-            drops: DropCounters::default(),
-            suspects: Vec::new(),
             digests: Vec::new(),
             last_failed: Vec::new(),
             unrecorded: Vec::new(),
@@ -253,44 +213,7 @@ impl Node {
 
     /// Has someone made this node dead? Then it stops here, for good.
     fn check_alive(&mut self, sh: &Shared) -> bool {
-        if !self.dead && sh.dead[self.rank as usize].load(Ordering::Acquire) {
-            self.dead = true;
-            self.enforced = true;
-            sh.live.fetch_sub(1, Ordering::AcqRel);
-            if self.finished {
-                sh.finished.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-        !self.dead
-    }
-
-    /// Sends, or queues behind `to`'s earlier messages (per-peer order is kept).
-    /// Only a refused message is copied (into the backlog).
-    fn send_bytes(&mut self, to: Rank, bytes: &[u8], now: Instant) {
-        if self.blocked[to as usize] {
-            self.backlog.push_back((to, bytes.to_vec()));
-            return;
-        }
-        match self.tp.send(to, bytes, now) {
-            Ok(()) => self.det.sent(to, self.ns(now)),
-            Err(SendError::WindowFull) => {
-                self.blocked[to as usize] = true;
-                self.backlog.push_back((to, bytes.to_vec()));
-            }
-            Err(_) => {}
-        }
-    }
-
-    /// Retries the queued messages once, in order.
-    fn drain_backlog(&mut self, now: Instant) {
-        if self.backlog.is_empty() {
-            return;
-        }
-        let queued = std::mem::take(&mut self.backlog);
-        self.blocked.iter_mut().for_each(|b| *b = false);
-        for (to, b) in queued {
-            self.send_bytes(to, &b, now);
-        }
+        alive(&mut self.dead, &mut self.enforced, self.finished, self.rank, sh)
     }
 
     pub(crate) fn enter_next(&mut self, sh: &Shared, now: Instant) {
@@ -314,18 +237,19 @@ impl Node {
                 net.kill(self.rank);
             }
             // A crash closes the socket, as a killed process's would (its counters kept).
+            let tp = &self.drv.tp;
             let closed = Closed {
-                rank: self.tp.rank(),
-                size: self.tp.size(),
-                stats: self.tp.stats(),
+                rank: tp.rank(),
+                size: tp.size(),
+                stats: tp.stats(),
             };
-            self.tp = Box::new(closed);
+            self.drv.tp = Box::new(closed);
             sh.live.fetch_sub(1, Ordering::AcqRel);
             return;
         }
         let cont = id + 1 < self.total && self.deadline.is_none_or(|d| now < d);
         let value = contribution(self.seed, self.rank, id, cont);
-        if self.era.handle(self.ns(now), Event::Input(value)).is_ok() {
+        if self.era.handle(self.drv.ns(now), Event::Input(value)).is_ok() {
             self.entry = Some(sh.ns(now));
         }
     }
@@ -369,57 +293,22 @@ impl Node {
 
     /// One pass: receive, detect, return and re-enter, send. Returns whether anything
     /// happened.
-    pub(crate) fn step(&mut self, sh: &Shared, bench: &AgreeBench) -> bool {
+    pub(crate) fn step(&mut self, sh: &Shared) -> bool {
         if !self.check_alive(sh) {
             self.record_returns(sh, true);
             return false;
         }
         let now = Instant::now();
-        let t = self.ns(now);
-        // This node was not polling for a while (descheduled): the silence of others during
-        // that time says nothing about them, so it does not count.
-        if now.saturating_duration_since(self.last_step) >= bench.suspect_after / 4 {
-            self.det.rest(t);
-        }
-        self.last_step = now;
-        // Messages are decoded straight out of the transport's buffer (no copy).
-        let mut rx = Receiver {
-            era: &mut self.era,
-            drops: &mut self.drops,
-            det: &mut self.det,
-            suspects: &mut self.suspects,
-            n: bench.n,
-            now: t,
-        };
-        let mut progress = false;
-        // Transports may hand out one delivery per poll: drain (bounded).
-        for _ in 0..64 {
-            let got = self.tp.poll(now, &mut |d| rx.deliver(d));
-            if !matches!(got, Ok(k) if k > 0) {
-                break;
-            }
-            progress = true;
-        }
-        for peer in std::mem::take(&mut self.suspects) {
+        let t = self.drv.ns(now);
+        let mut progress = self.drv.receive(&mut self.era, now);
+        while let Some((peer, _)) = self.drv.poll_suspect() {
             self.suspect(peer, sh, t);
         }
-        // Failure detector over the tree neighbours (ERA §2).
-        if now.saturating_duration_since(self.nb_at) >= bench.heartbeat / 4 {
-            self.nb_at = now;
-            self.era.neighbours(&mut self.nb);
-            // (A blocked peer has data waiting for it; a heartbeat would only queue.)
-            let blocked = &self.blocked;
-            self.det.check(t, &self.nb, |p| blocked[p as usize]);
-            while let Some(p) = self.det.poll_suspect() {
-                self.suspect(p, sh, t);
-            }
-            while let Some(p) = self.det.poll_beat() {
-                let mut b = [0u8; HEADER_LEN];
-                if let Ok(len) = encode_datagram(&mut b, JOB, 0, 0, self.rank, &Heartbeat, &[]) {
-                    self.heartbeats += 1;
-                    self.send_bytes(p, &b[..len], now);
-                }
-            }
+        // The failure detector watches ERA's tree neighbours (ERA §2).
+        let era = &mut self.era;
+        self.drv.detect(now, |nb| era.neighbours(nb));
+        while let Some((peer, _)) = self.drv.poll_suspect() {
+            self.suspect(peer, sh, t);
         }
         // What the messages just handled made ERA send (a decision's DOWN above all) goes out
         // before this node records its own return: the bookkeeping is off the critical path.
@@ -478,23 +367,12 @@ impl Node {
         }
     }
 
-    /// Sends what ERA queued (after the backlog of blocked peers); whether anything was.
+    /// Sends what ERA queued (after the backlog of blocked peers) while this node lives;
+    /// whether anything was.
     fn send_pending(&mut self, sh: &Shared, now: Instant) -> bool {
-        let mut sent = false;
-        self.drain_backlog(now);
-        while self.check_alive(sh)
-            && let Some((to, m)) = self.era.poll_transmit(0)
-        {
-            sent = true;
-            self.messages += 1;
-            let mut buf = std::mem::take(&mut self.buf);
-            buf.resize(HEADER_LEN + EraMsg::<And64>::MAX_BODY, 0);
-            if let Ok(len) = encode_datagram(&mut buf, JOB, 0, m.id(), self.rank, &m, &[]) {
-                self.send_bytes(to, &buf[..len], now);
-            }
-            self.buf = buf;
-        }
-        sent
+        let (dead, enforced, finished, rank) = (&mut self.dead, &mut self.enforced, self.finished, self.rank);
+        self.drv
+            .transmit(&mut self.era, now, || alive(dead, enforced, finished, rank, sh))
     }
 
     /// Contributions say "stop" from `d` on.
@@ -507,16 +385,27 @@ impl Node {
     /// lines (false sharing on every message).
     pub(crate) fn settle(&mut self) {
         self.era = self.era.clone();
-        self.det = self.det.clone();
-        self.blocked = self.blocked.clone();
-        self.buf = Vec::with_capacity(HEADER_LEN + EraMsg::<And64>::MAX_BODY);
+        self.drv.settle();
         self.unrecorded = Vec::with_capacity(BATCH);
     }
 
     /// The node's first step at the start of the run.
     pub(crate) fn start(&mut self, sh: &Shared, now: Instant) {
-        self.det.rest(self.ns(now));
-        self.last_step = now;
+        self.drv.start(now);
         self.enter_next(sh, now);
     }
+}
+
+/// Has someone made node `rank` dead? Then it stops here, for good (`dead` set, the shared
+/// counts of live and finished nodes corrected).
+fn alive(dead: &mut bool, enforced: &mut bool, finished: bool, rank: Rank, sh: &Shared) -> bool {
+    if !*dead && sh.dead[rank as usize].load(Ordering::Acquire) {
+        *dead = true;
+        *enforced = true;
+        sh.live.fetch_sub(1, Ordering::AcqRel);
+        if finished {
+            sh.finished.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    !*dead
 }
