@@ -33,6 +33,8 @@ pub enum Decoded<M> {
     Msg(M),
     /// A heartbeat (the sender watches this node).
     Heartbeat,
+    /// A valid datagram with nothing for the machine.
+    Other,
 }
 
 /// The byte format of one protocol family's datagrams (the codecs themselves are in
@@ -290,6 +292,7 @@ impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
                 *self.received += 1;
                 self.det.pinged(from, self.now);
             }
+            Ok(Decoded::Other) => *self.received += 1,
             Err(e) => self.drops.count(e),
         }
     }

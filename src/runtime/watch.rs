@@ -16,24 +16,25 @@
 //! Each time the set of deaths known or the verdict of that check changes, the node hands a
 //! [`WatchReport`] to its caller. It runs until `stop` is set.
 
-use std::convert::Infallible;
-use std::io::ErrorKind;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+mod socket;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::overlay::watch::WatchMachine;
-use crate::protocol::{Detector, DetectorConfig, Event, Machine, Rank, Time};
+use crate::protocol::{DetectorConfig, Event, Machine, Rank, Time};
 use crate::runtime::bootstrap::{Booted, launch_tree, unix_us};
-use crate::runtime::control::{opened, sealed};
+use crate::runtime::driver::{Decoded, Driver, Framing, Verdict};
 use crate::topology::launch_tree::LaunchTree;
+use crate::transport::TransportStats;
 use crate::transport::udp::auth::AuthKey;
 use crate::transport::udp::icmp;
 use crate::wire::bootstrap::BootMsg;
 use crate::wire::watch::WatchMsg;
-use crate::wire::{DecodeError, DropCounters, HEADER_LEN, Header, WireMessage, encode_datagram, kind};
+use crate::wire::{DecodeError, HEADER_LEN, WireMessage, encode_datagram, kind};
+use socket::Sealed;
 
 /// The watch's parameters.
 #[derive(Clone, Debug)]
@@ -79,157 +80,80 @@ pub struct WatchReport {
     pub false_suspicions: u64,
 }
 
+/// The watch's datagrams: `WATCH` messages, and the overlay messages of a neighbour still
+/// lingering in its bootstrap (`BOOTSTRAP`).
+struct WatchFraming;
+
+impl Framing for WatchFraming {
+    type Msg = WatchMsg;
+    const MAX_DATAGRAM: usize = HEADER_LEN + WatchMsg::MAX_BODY;
+
+    fn decode(k: u8, body: &[u8], n: u32) -> Result<Decoded<WatchMsg>, DecodeError> {
+        match k {
+            kind::WATCH if body.len() <= WatchMsg::MAX_BODY => Ok(match WatchMsg::decode(body, n)? {
+                WatchMsg::Heartbeat => Decoded::Heartbeat,
+                m => Decoded::Msg(m),
+            }),
+            kind::BOOTSTRAP if body.len() <= BootMsg::MAX_BODY => Ok(match BootMsg::decode(body, n)? {
+                BootMsg::Overlay(m, _) => Decoded::Msg(WatchMsg::Overlay(m)),
+                _ => Decoded::Other,
+            }),
+            kind::WATCH | kind::BOOTSTRAP => Err(DecodeError::TooLarge),
+            _ => Err(DecodeError::UnknownKind),
+        }
+    }
+
+    fn encode(m: &WatchMsg, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        encode_datagram(buf, job, 0, 0, rank, m, &[]).ok()
+    }
+
+    fn heartbeat(job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        Self::encode(&WatchMsg::Heartbeat, job, rank, buf)
+    }
+}
+
 struct Watch {
-    cfg: WatchConfig,
-    rank: Rank,
-    n: u32,
-    sock: UdpSocket,
-    addrs: Vec<SocketAddrV4>,
-    /// The run's time base: the machine and the detector count nanoseconds since it.
-    base: Instant,
     m: WatchMachine,
-    det: Detector,
-    /// The BMG neighbours at the last check (the detector watches them).
-    nb: Vec<Rank>,
-    buf: Vec<u8>,
-    /// Receive buffer: room for the largest datagram of the watch or of a late bootstrap.
-    rbuf: Vec<u8>,
-    drops: DropCounters,
-    bad_mac: u64,
+    drv: Driver<WatchFraming>,
     report: WatchReport,
     /// (deaths known, legitimate) of the last report handed out.
     emitted: (usize, bool),
 }
 
 impl Watch {
-    fn ns(&self, t: Instant) -> Time {
-        t.saturating_duration_since(self.base).as_nanos() as Time
-    }
-
-    fn send(&mut self, to: Rank, m: &WatchMsg, now: Time) {
-        if to == self.rank || self.m.notices().is_dead(to) {
-            return;
+    /// One pass: receive, the phase when due, suspicions, sends.
+    fn step(&mut self, now: Instant) {
+        let t = self.drv.ns(now);
+        self.drv.receive(&mut self.m, now);
+        if self.m.poll_timeout().is_some_and(|at| t >= at) {
+            let Ok(()) = self.m.handle(t, Event::Timer);
         }
-        let Some(&addr) = self.addrs.get(to as usize) else {
-            return;
-        };
-        if let Ok(len) = encode_datagram(&mut self.buf, self.cfg.job, 0, 0, self.rank, m, &[]) {
-            let d = sealed(self.cfg.key.as_ref(), &self.buf[..len]);
-            // With IP_RECVERR a refusal (the ICMP of an earlier datagram to a dead peer) fails
-            // the next call on the socket, and this datagram with it: once reported it is
-            // cleared, so try once more.
-            let mut r = self.sock.send_to(&d, addr);
-            if r.as_ref().is_err_and(|e| e.kind() == ErrorKind::ConnectionRefused) {
-                r = self.sock.send_to(&d, addr);
-            }
-            if r.is_ok() {
-                self.report.sent += 1;
-                self.det.sent(to, now);
-            }
+        self.drv.transmit(&mut self.m, now, || true);
+        let m = &self.m;
+        self.drv.detect(now, |nb| m.neighbours(nb));
+        while let Some((p, how)) = self.drv.poll_suspect() {
+            self.suspect(p, how, t);
         }
-    }
-
-    /// Sends what the machine queued and takes in the deaths it learned.
-    fn flush(&mut self, now: Time) {
-        while let Some((to, m)) = self.m.poll_transmit(now) {
-            self.send(to, &m, now);
-        }
+        self.drv.transmit(&mut self.m, now, || true);
         while self.m.poll_output().is_some() {
             self.report.learned_unix_us = unix_us();
             self.report.dead = self.m.notices().dead().collect();
         }
     }
 
-    /// Hands the machine an event and sends what it queued.
-    fn handle(&mut self, now: Time, ev: Event<WatchMsg, Infallible>) {
-        let Ok(()) = self.m.handle(now, ev);
-        self.flush(now);
-    }
-
-    fn suspect(&mut self, p: Rank, how: &str, now: Time) {
-        if p == self.rank || self.m.notices().is_dead(p) {
+    fn suspect(&mut self, p: Rank, how: Verdict, t: Time) {
+        if p == self.report.rank || self.m.notices().is_dead(p) {
             return;
         }
-        self.handle(now, Event::Suspect(p));
+        let Ok(()) = self.m.handle(t, Event::Suspect(p));
         if self.m.notices().is_dead(p) && self.report.detected_unix_us == 0 {
             self.report.detected_unix_us = unix_us();
-            self.report.detected_by = how.into();
-        }
-    }
-
-    fn tick(&mut self, now: Time) {
-        self.handle(now, Event::Timer);
-        self.m.neighbours(&mut self.nb);
-        self.det.check(now, &self.nb, |_| false);
-        while let Some(p) = self.det.poll_beat() {
-            self.send(p, &WatchMsg::Heartbeat, now);
-        }
-        while let Some(p) = self.det.poll_suspect() {
-            self.suspect(p, "heartbeat", now);
-        }
-        // Refused datagrams: the peer's port is closed, its process dead.
-        while let Ok(r) = icmp::next_refused(&self.sock) {
-            if let Some(SocketAddr::V4(a)) = r
-                && let Some(p) = self.addrs.iter().position(|&x| x == a)
-            {
-                self.suspect(p as Rank, "icmp", now);
+            self.report.detected_by = match how {
+                Verdict::Transport => "icmp",
+                Verdict::Silence => "heartbeat",
             }
+            .into();
         }
-    }
-
-    fn on_datagram(&mut self, from: Rank, kind: u8, body: &[u8], now: Time) -> Result<(), DecodeError> {
-        match kind {
-            kind::WATCH if body.len() <= WatchMsg::MAX_BODY => {
-                let msg = WatchMsg::decode(body, self.n)?;
-                if msg == WatchMsg::Heartbeat {
-                    self.det.pinged(from, now);
-                }
-                self.handle(now, Event::Message { from, msg });
-            }
-            // A neighbour still lingering in its bootstrap: its overlay messages count.
-            kind::BOOTSTRAP if body.len() <= BootMsg::MAX_BODY => {
-                if let BootMsg::Overlay(m, _) = BootMsg::decode(body, self.n)? {
-                    self.handle(
-                        now,
-                        Event::Message {
-                            from,
-                            msg: WatchMsg::Overlay(m),
-                        },
-                    );
-                }
-            }
-            kind::WATCH | kind::BOOTSTRAP => return Err(DecodeError::TooLarge),
-            _ => return Err(DecodeError::UnknownKind),
-        }
-        Ok(())
-    }
-
-    /// Handles datagrams until none is waiting (the socket's read timeout) or `until`.
-    fn receive(&mut self, until: Instant) {
-        let mut dgram = std::mem::take(&mut self.rbuf);
-        while Instant::now() < until {
-            let len = match self.sock.recv_from(&mut dgram) {
-                Ok((len, _)) => len,
-                // A refusal reported here: its details wait in the error queue.
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
-                Err(_) => break,
-            };
-            let Some(body) = opened(self.cfg.key.as_ref(), &dgram[..len]) else {
-                self.bad_mac += 1;
-                continue;
-            };
-            let now = self.ns(Instant::now());
-            let r = Header::decode(body, self.cfg.job, self.n)
-                .and_then(|(h, b, _)| self.on_datagram(h.sender, h.kind, b, now).map(|()| h.sender));
-            match r {
-                Ok(from) => {
-                    self.report.received += 1;
-                    self.det.heard(from, now);
-                }
-                Err(e) => self.drops.count(e),
-            }
-        }
-        self.rbuf = dgram;
     }
 
     /// Hands out a report when the deaths known or the verdict changed.
@@ -261,8 +185,10 @@ impl Watch {
         r.pred = overlay.ring.pred;
         r.cw = overlay.bmg.cw.clone();
         r.ccw = overlay.bmg.ccw.clone();
+        let stats = self.drv.tp.stats();
+        (r.sent, r.received) = (stats.sent, self.drv.received);
         let (bad, about_me) = notices.dropped();
-        r.dropped = self.drops.total() + self.bad_mac + bad + overlay.dropped();
+        r.dropped = self.drv.drops.total() + stats.malformed + bad + overlay.dropped();
         r.false_suspicions = about_me;
         emit(r);
     }
@@ -282,48 +208,39 @@ pub fn watch(
     let rank = b.report.rank;
     let tree = LaunchTree::from_tree(&launch_tree(n)?);
     icmp::enable(&b.sock, false);
-    b.sock
-        .set_read_timeout(Some(cfg.tick.max(Duration::from_micros(100))))
-        .map_err(|e| format!("socket: {e}"))?;
     let start = Instant::now();
     let ns = |d: Duration| d.as_nanos() as Time;
-    let mut w = Watch {
-        cfg: cfg.clone(),
-        rank,
-        n,
-        m: WatchMachine::new(rank, n, &tree, b.overlay, ns(cfg.tick), 0),
-        det: Detector::new(
-            n,
-            DetectorConfig {
-                heartbeat: ns(cfg.heartbeat),
-                suspect_after: ns(cfg.suspect_after),
-            },
-            0,
-        ),
-        nb: Vec::new(),
+    let sock = Sealed {
         sock: b.sock,
         addrs: b.addrs,
-        base: start,
-        buf: vec![0u8; HEADER_LEN + WatchMsg::MAX_BODY],
+        key: cfg.key.clone(),
+        job: cfg.job,
+        rank,
         rbuf: vec![0u8; HEADER_LEN + WatchMsg::MAX_BODY.max(BootMsg::MAX_BODY) + 64],
-        drops: DropCounters::default(),
-        bad_mac: 0,
+        stats: TransportStats::default(),
+    };
+    let det = DetectorConfig {
+        heartbeat: ns(cfg.heartbeat),
+        suspect_after: ns(cfg.suspect_after),
+    };
+    let mut w = Watch {
+        m: WatchMachine::new(rank, n, &tree, b.overlay, ns(cfg.tick), 0),
+        drv: Driver::new(Box::new(sock), cfg.job, det, start),
         report: WatchReport {
             rank,
             ..WatchReport::default()
         },
         emitted: (0, false),
     };
+    w.drv.start(start);
     while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        let t = w.ns(now);
-        let next = w.m.poll_timeout().unwrap_or(t);
-        if t >= next {
-            w.tick(t);
-        }
-        let next = w.m.poll_timeout().unwrap_or(t);
-        w.receive(start + Duration::from_nanos(next));
+        w.step(Instant::now());
         w.check(emit);
+        let next = start + Duration::from_nanos(w.m.poll_timeout().unwrap_or(0));
+        let wait = next.saturating_duration_since(Instant::now());
+        if !wait.is_zero() {
+            let _ = w.drv.tp.wait(wait);
+        }
     }
     Ok(())
 }
