@@ -9,8 +9,9 @@
 //! - agreement: [`crate::protocol::agree::Era`] (input: a value to agree on; output: an
 //!   [`crate::protocol::agree::Outcome`]);
 //! - overlay: [`crate::protocol::overlay::watch::WatchMachine`] (the BMG overlay kept
-//!   legitimate, failure notices and repair; output: deaths learned) and
-//!   [`crate::protocol::overlay::Rules`] (any guarded-rule algorithm, one phase per timer);
+//!   legitimate, failure notices and repair; output: deaths learned); the guarded rules
+//!   themselves keep the BMG paper's shape ([`crate::protocol::overlay::Guarded`]), which the
+//!   §4 schedulers of the simulator drive rule by rule;
 //! - broadcast: [`Bcast`] adapts any [`Protocol`] (the trait the LogP engine's hot path and the
 //!   papers' algorithms are written against stays as it is).
 //!

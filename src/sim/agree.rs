@@ -1,4 +1,5 @@
-//! The LogP driver of ERA ([`crate::protocol::agree::Era`]): every process runs a loop of
+//! The LogP driver of ERA ([`crate::protocol::agree::Era`], through the sans-IO contract of
+//! [`crate::protocol::machine`]): every process runs a loop of
 //! back-to-back agreements (ULFM's `benchagree`), failures are injected before or during
 //! them, and a modeled failure detector reports each death to the processes that watch the
 //! dead one (its tree neighbours, [`Era::neighbours`]) after a configurable delay (§2's
@@ -19,7 +20,7 @@ use std::hash::{Hash, Hasher};
 use crate::model::{LogP, Time};
 pub use crate::protocol::agree::SimValue;
 use crate::protocol::agree::{AgreeId, Era, EraConfig, EraMsg, Outcome, Value};
-use crate::protocol::{ProtoRng, Rank};
+use crate::protocol::{Event, Machine, ProtoRng, Rank};
 use crate::sim::calendar::{Calendar, Item};
 use crate::sim::stats::Dist;
 
@@ -239,7 +240,7 @@ impl<'a, V: SimValue> Run<'a, V> {
         if !self.alive[r as usize] || self.send_free[r as usize] > now {
             return;
         }
-        let Some((to, msg)) = self.eras[r as usize].poll_send() else {
+        let Some((to, msg)) = self.eras[r as usize].poll_transmit(now) else {
             return;
         };
         let o = self.sim.logp.o;
@@ -264,7 +265,7 @@ impl<'a, V: SimValue> Run<'a, V> {
     /// Collects `r`'s returns, enters its next agreement, watches its neighbours.
     fn settle(&mut self, r: Rank, now: Time) {
         loop {
-            while let Some(o) = self.eras[r as usize].poll_outcome() {
+            while let Some(o) = self.eras[r as usize].poll_output() {
                 self.on_return(r, &o, now);
                 if !o.ok() && self.sim.ack_on_error {
                     self.eras[r as usize].acknowledge_failures();
@@ -275,7 +276,7 @@ impl<'a, V: SimValue> Run<'a, V> {
             if id >= self.sim.agreements || id != self.returned[r as usize] {
                 break;
             }
-            if e.agree(V::contribution(self.seed, r, id)).is_err() {
+            if e.handle(now, Event::Input(V::contribution(self.seed, r, id))).is_err() {
                 break;
             }
             self.entered[r as usize] = now;
@@ -502,12 +503,18 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
                 let id = f.msg.id();
                 let d = run.depth.entry((to, id)).or_insert(0);
                 *d = (*d).max(f.steps);
-                run.eras[to as usize].on_message(f.from, f.msg);
+                _ = run.eras[to as usize].handle(
+                    now,
+                    Event::Message {
+                        from: f.from,
+                        msg: f.msg,
+                    },
+                );
                 run.settle(to, now);
             }
             Item::Early(Ev::Detect { node, dead }) => {
                 if run.alive[node as usize] {
-                    run.eras[node as usize].on_dead(dead);
+                    _ = run.eras[node as usize].handle(now, Event::Suspect(dead));
                     run.settle(node, now);
                 }
             }
