@@ -44,6 +44,10 @@ pub trait Machine {
     type Output;
     /// Why an input was refused.
     type Error;
+    /// Does the machine read `now` (timers, counted waits)? One that does not
+    /// (ERA: its only timeouts are the failure detector's) may be handed any time, so a
+    /// driver need not read or convert its clock for it on every pass.
+    const TIMED: bool = true;
 
     /// Handles one event at time `now`. Only [`Event::Input`] can be refused.
     fn handle(&mut self, now: Time, ev: Event<Self::Msg, Self::Input>) -> Result<(), Self::Error>;

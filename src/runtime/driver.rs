@@ -71,6 +71,13 @@ pub struct Driver<F: Framing> {
     base: Instant,
     pub tp: Box<dyn Transport>,
     det: Detector,
+    /// `suspect_after / 4` and `heartbeat / 4` of the detector's configuration.
+    grace: Duration,
+    check_every: Duration,
+    /// The last instant converted to the detector's time, and what it gave (a pass
+    /// converts its one clock reading once).
+    last_now: Instant,
+    last_t: Time,
     /// The peers watched at the last check.
     nb: Vec<Rank>,
     nb_at: Instant,
@@ -103,6 +110,10 @@ impl<F: Framing> Driver<F> {
             base,
             tp,
             det: Detector::new(n, det, 0),
+            grace: Duration::from_nanos(det.suspect_after / 4),
+            check_every: Duration::from_nanos(det.heartbeat / 4),
+            last_now: base,
+            last_t: 0,
             nb: Vec::new(),
             nb_at: base,
             last_step: base,
@@ -119,8 +130,13 @@ impl<F: Framing> Driver<F> {
     }
 
     /// Nanoseconds since the run's time base.
-    pub fn ns(&self, t: Instant) -> Time {
-        t.saturating_duration_since(self.base).as_nanos() as Time
+    #[inline]
+    pub fn ns(&mut self, now: Instant) -> Time {
+        if now != self.last_now {
+            self.last_now = now;
+            self.last_t = now.saturating_duration_since(self.base).as_nanos() as Time;
+        }
+        self.last_t
     }
 
     /// Moves the driver's buffers into memory of the calling thread (nodes made by one
@@ -133,16 +149,18 @@ impl<F: Framing> Driver<F> {
 
     /// The node starts (or resumes) at `now`: everyone counts as heard from.
     pub fn start(&mut self, now: Instant) {
-        self.det.rest(self.ns(now));
+        let t = self.ns(now);
+        self.det.rest(t);
         self.last_step = now;
     }
 
     /// Receives what the transport has (bounded) into `m`; whether anything came. A node
     /// that was not polling for a while (descheduled) does not count the silence of others
     /// during that time against them.
+    #[inline]
     pub fn receive<M: Machine<Msg = F::Msg>>(&mut self, m: &mut M, now: Instant) -> bool {
-        let t = self.ns(now);
-        if now.saturating_duration_since(self.last_step) >= Duration::from_nanos(self.det.config().suspect_after / 4) {
+        if now.saturating_duration_since(self.last_step) >= self.grace {
+            let t = self.ns(now);
             self.det.rest(t);
         }
         self.last_step = now;
@@ -154,7 +172,7 @@ impl<F: Framing> Driver<F> {
             suspects: &mut self.suspects,
             job: self.job,
             n: self.n,
-            now: t,
+            clock: (now, self.base, None),
             _family: PhantomData,
         };
         let mut progress = false;
@@ -171,8 +189,9 @@ impl<F: Framing> Driver<F> {
 
     /// Every `heartbeat / 4`: checks the peers `watch` names (into the vector it is handed)
     /// and sends the heartbeats owed. Suspicions wait for [`Driver::poll_suspect`].
+    #[inline]
     pub fn detect(&mut self, now: Instant, watch: impl FnOnce(&mut Vec<Rank>)) {
-        if now.saturating_duration_since(self.nb_at) < Duration::from_nanos(self.det.config().heartbeat / 4) {
+        if now.saturating_duration_since(self.nb_at) < self.check_every {
             return;
         }
         self.nb_at = now;
@@ -202,13 +221,15 @@ impl<F: Framing> Driver<F> {
 
     /// Sends what `m` queued (after the backlog of blocked peers) while `go()` holds; whether
     /// anything was.
+    #[inline]
     pub fn transmit<M: Machine<Msg = F::Msg>>(
         &mut self,
         m: &mut M,
         now: Instant,
         mut go: impl FnMut() -> bool,
     ) -> bool {
-        let t = self.ns(now);
+        // (A machine that reads no time is not handed any: no clock conversion per pass.)
+        let t = if M::TIMED { self.ns(now) } else { 0 };
         let mut sent = false;
         self.drain_backlog(now);
         while go()
@@ -234,7 +255,10 @@ impl<F: Framing> Driver<F> {
             return;
         }
         match self.tp.send(to, bytes, now) {
-            Ok(()) => self.det.sent(to, self.ns(now)),
+            Ok(()) => {
+                let t = self.ns(now);
+                self.det.sent(to, t);
+            }
             Err(SendError::WindowFull) => {
                 self.blocked[to as usize] = true;
                 self.backlog.push_back((to, bytes.to_vec()));
@@ -265,11 +289,19 @@ struct Receiver<'a, F: Framing, M> {
     suspects: &'a mut VecDeque<(Rank, Verdict)>,
     job: u64,
     n: u32,
-    now: Time,
+    /// The pass's instant, the time base, and the instant in the detector's time once a
+    /// delivery needed it (a pass that receives nothing converts nothing).
+    clock: (Instant, Instant, Option<Time>),
     _family: PhantomData<fn() -> F>,
 }
 
 impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
+    #[inline]
+    fn now(&mut self) -> Time {
+        let (now, base, t) = &mut self.clock;
+        *t.get_or_insert_with(|| now.saturating_duration_since(*base).as_nanos() as Time)
+    }
+
     /// Checks and hands one delivery on; a bad datagram is dropped and counted.
     #[inline]
     fn deliver(&mut self, d: Delivery<'_>) {
@@ -277,7 +309,8 @@ impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
             Delivery::Message { from, bytes } => (from, bytes),
             Delivery::Suspect { peer } => return self.suspects.push_back((peer, Verdict::Transport)),
         };
-        self.det.heard(from, self.now);
+        let now = self.now();
+        self.det.heard(from, now);
         let r = match Header::decode(bytes, self.job, self.n) {
             Err(e) => Err(e),
             Ok((h, _, _)) if h.sender != from => Err(DecodeError::RankOutOfRange),
@@ -286,11 +319,11 @@ impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
         match r {
             Ok(Decoded::Msg(msg)) => {
                 *self.received += 1;
-                _ = self.m.handle(self.now, Event::Message { from, msg });
+                _ = self.m.handle(now, Event::Message { from, msg });
             }
             Ok(Decoded::Heartbeat) => {
                 *self.received += 1;
-                self.det.pinged(from, self.now);
+                self.det.pinged(from, now);
             }
             Ok(Decoded::Other) => *self.received += 1,
             Err(e) => self.drops.count(e),

@@ -14,6 +14,7 @@ impl<V: Value> Machine for Era<V> {
     type Input = V;
     type Output = Outcome<V>;
     type Error = AgreeError;
+    const TIMED: bool = false;
 
     #[inline]
     fn handle(&mut self, _now: Time, ev: Event<EraMsg<V>, V>) -> Result<(), AgreeError> {

@@ -299,15 +299,16 @@ impl Node {
             return false;
         }
         let now = Instant::now();
-        let t = self.drv.ns(now);
         let mut progress = self.drv.receive(&mut self.era, now);
         while let Some((peer, _)) = self.drv.poll_suspect() {
+            let t = self.drv.ns(now);
             self.suspect(peer, sh, t);
         }
         // The failure detector watches ERA's tree neighbours (ERA §2).
         let era = &mut self.era;
         self.drv.detect(now, |nb| era.neighbours(nb));
         while let Some((peer, _)) = self.drv.poll_suspect() {
+            let t = self.drv.ns(now);
             self.suspect(peer, sh, t);
         }
         // What the messages just handled made ERA send (a decision's DOWN above all) goes out
