@@ -11,7 +11,6 @@ use clap::Args;
 use crate::cli::args::AlgoArgs;
 use crate::cli::config::resolve_algo;
 use crate::model::LogP;
-use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
@@ -22,6 +21,7 @@ use crate::runtime::kill::{Kill, KillPoint};
 use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rendezvous, run_node, run_node_with, unix_ns};
 use crate::transport::Transport;
 use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
 
 #[derive(Args, Debug, Clone)]
 pub struct NodeArgs {
@@ -307,18 +307,6 @@ fn boot_table(
     Ok((booted.addrs.iter().map(|&a| SocketAddr::V4(a)).collect(), booted.sock))
 }
 
-/// The local IP this host uses to reach `dst` (no packet is sent: a connected UDP socket).
-pub(crate) fn local_ip_toward(dst: SocketAddr) -> std::io::Result<std::net::IpAddr> {
-    let any: std::net::IpAddr = if dst.is_ipv4() {
-        std::net::Ipv4Addr::UNSPECIFIED.into()
-    } else {
-        std::net::Ipv6Addr::UNSPECIFIED.into()
-    };
-    let s = std::net::UdpSocket::bind((any, 0))?;
-    s.connect(dst)?;
-    Ok(s.local_addr()?.ip())
-}
-
 /// Joins the coordinator (rendezvous through rank 0), builds the algorithm with the run's
 /// LogP unit from it, and runs the node until told to stop. A `sigkill` crash is carried out
 /// by the process on itself.
@@ -339,9 +327,8 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
     }
     let ip = match j.bind {
         Some(ip) => ip,
-        None => {
-            local_ip_toward(j.coordinator).map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?
-        }
+        None => crate::transport::local_ip::local_ip_toward(j.coordinator)
+            .map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?,
     };
     let me = std::net::UdpSocket::bind((ip, 0))
         .and_then(|s| s.local_addr())

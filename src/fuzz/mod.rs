@@ -71,6 +71,16 @@ pub const TARGETS: &[Target] = &[
         seeds: seeds::conn_relay,
     },
     Target {
+        name: "conn_record",
+        run: targets::conn_record,
+        seeds: seeds::conn_record,
+    },
+    Target {
+        name: "agree_stream",
+        run: targets::agree_stream,
+        seeds: seeds::agree_stream,
+    },
+    Target {
         name: "hostfile",
         run: targets::hostfile,
         seeds: seeds::hostfile,

@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use super::targets::JOB;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrKind, CorrMsg, Dir, FAILPROOF_CAP, Known};
-use crate::runtime::control::{self, Msg};
-use crate::runtime::join::{self, JobParams};
 use crate::transport::udp;
+use crate::wire::control::{self, Msg};
+use crate::wire::join::{self, JobParams};
 use crate::wire::{WireMessage, encode_datagram};
 
 const N: u8 = 16;
@@ -162,8 +162,8 @@ pub fn join() -> Vec<Vec<u8>> {
 }
 
 pub fn conn_relay() -> Vec<Vec<u8>> {
-    use crate::runtime::conn_relay::{Dir, encode};
-    use crate::transport::verbs::conn::ConnInfo;
+    use crate::wire::conn::ConnInfo;
+    use crate::wire::conn_relay::{Dir, encode};
     let info = |from: u32, to: u32| ConnInfo {
         job: JOB,
         from,
@@ -181,6 +181,43 @@ pub fn conn_relay() -> Vec<Vec<u8>> {
     vec![
         with_n(4, &encode(JOB, 4, Dir::Up, 1, 0, &[info(1, 0), info(1, 2), info(1, 3)])),
         with_n(4, &encode(JOB, 4, Dir::Down, 2, 0, &[info(0, 2), info(3, 2)])),
+    ]
+}
+
+pub fn conn_record() -> Vec<Vec<u8>> {
+    use crate::wire::conn::ConnInfo;
+    let c = ConnInfo {
+        job: JOB,
+        from: 2,
+        to: 1,
+        qpn: 0x1234,
+        psn: 7,
+        lid: 1,
+        gid: [0xfe; 16],
+        mtu: 5,
+        credit_addr: 4096,
+        credit_rkey: 9,
+        ring_slots: 16,
+        slot_len: crate::transport::MAX_PAYLOAD as u32,
+    };
+    let mut hex = vec![4, 1];
+    hex.extend_from_slice(c.to_hex().as_bytes());
+    let mut bin = vec![4, 1];
+    bin.extend_from_slice(&c.encode());
+    vec![bin, hex]
+}
+
+pub fn agree_stream() -> Vec<Vec<u8>> {
+    use crate::wire::stream::{Rec, encode};
+    let rec = |entry, ret, fp, ok| Rec { entry, ret, fp, ok };
+    vec![
+        encode(&[
+            (3, rec(5, 9, 77, true)),
+            (4, rec(9, 12, 77, true)),
+            (9, rec(4, 5, 1, false)),
+        ])
+        .into_bytes(),
+        encode(&[(u64::MAX - 1, rec(u64::MAX - 9, u64::MAX, 0, true))]).into_bytes(),
     ]
 }
 

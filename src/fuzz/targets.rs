@@ -11,8 +11,9 @@ use crate::protocol::bcast::corrected_gossip::GossipMsg;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrMsg, FAILPROOF_CAP};
 use crate::protocol::bcast::tree_ack::TreeAckMsg;
-use crate::runtime::{conn_relay, control, join, kill, procs};
-use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage};
+use crate::runtime::conn_relay::Gather;
+use crate::runtime::{kill, procs};
+use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage, conn_relay, control, join};
 
 /// The job id every wire target expects (seeds carry it; other ids are foreign).
 pub const JOB: u64 = 0xF022_0000_0000_0008;
@@ -177,7 +178,7 @@ pub fn conn_relay(data: &[u8]) -> u64 {
             assert!(c.infos.iter().all(|i| i.from < n && i.to < n && i.from != i.to));
             let again = conn_relay::encode(JOB, n, c.dir, c.rank, c.part, &c.infos);
             assert_eq!(conn_relay::decode(&again, JOB, n, max).as_ref(), Ok(&c));
-            let mut g = conn_relay::Gather::new(c.rank, n, c.dir);
+            let mut g = Gather::new(c.rank, n, c.dir);
             // Two records for one pair that differ are a conflict, never a panic.
             if g.add(&c).is_ok() {
                 assert!(g.missing() < n as usize);
@@ -185,6 +186,57 @@ pub fn conn_relay(data: &[u8]) -> u64 {
             100 + c.infos.len() as u64
         }
         Err(e) => 2 + e.to_string().len() as u64 % 7,
+    }
+}
+
+/// `conn_record`: byte 0 is `n`, byte 1 the receiving rank, the rest a verbs connection record
+/// of job [`JOB`], as bytes and (lossy UTF-8) as a rendezvous file's hex line; a decoded
+/// record must re-encode to itself in both forms.
+pub fn conn_record(data: &[u8]) -> u64 {
+    use crate::wire::conn::ConnInfo;
+    let (n, d) = size_and_rest(data);
+    let (me, d) = size_and_rest(d);
+    let max = crate::transport::MAX_PAYLOAD as u32;
+    let check = |c: &ConnInfo| {
+        assert!(c.from < n && c.to == me && c.from != me && c.qpn < 1 << 24 && c.psn < 1 << 24);
+        assert_eq!(ConnInfo::decode(&c.encode(), JOB, me, n, max), Ok(*c));
+        assert_eq!(ConnInfo::from_hex(&c.to_hex(), JOB, me, n, max), Ok(*c));
+    };
+    let bin = ConnInfo::decode(d, JOB, me, n, max);
+    if let Ok(c) = &bin {
+        check(c);
+    }
+    let text = ConnInfo::from_hex(&String::from_utf8_lossy(d), JOB, me, n, max);
+    if let Ok(c) = &text {
+        check(c);
+    }
+    match (bin, text) {
+        (Ok(_), _) => 100,
+        (_, Ok(_)) => 200,
+        (Err(e), Err(f)) => 2 + e as u64 * 10 + f as u64,
+    }
+}
+
+/// `agree_stream`: a line of an agreement return stream (lossy UTF-8, prefix optional); a
+/// decoded line holds ascending ids and returns no earlier than their entries, and re-encodes
+/// to a line that decodes to the same returns. Errors are one line.
+pub fn agree_stream(data: &[u8]) -> u64 {
+    use crate::wire::stream::{PREFIX, decode, encode};
+    let text = String::from_utf8_lossy(data);
+    let body = text.strip_prefix(PREFIX).unwrap_or(&text);
+    match decode(body) {
+        Ok(recs) => {
+            assert!(!recs.is_empty());
+            assert!(recs.windows(2).all(|w| w[0].0 < w[1].0));
+            assert!(recs.iter().all(|(_, r)| r.ret >= r.entry));
+            let again = encode(&recs);
+            assert_eq!(decode(&again[PREFIX.len()..]).as_ref(), Ok(&recs));
+            100 + recs.len().min(50) as u64
+        }
+        Err(e) => {
+            assert!(!e.contains('\n'), "{e}");
+            1 + e.len() as u64 % 64
+        }
     }
 }
 

@@ -31,13 +31,14 @@ pub mod watch;
 use serde::Serialize;
 
 use crate::model::LogP;
-use crate::protocol::bcast::algo::{Algo, Visit};
+use crate::protocol::bcast::algo::Algo;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::transport::Transport;
 use crate::transport::inproc::InprocNet;
 use crate::transport::udp::auth::AuthKey;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
 use cluster::{ClusterConfig, ClusterResult};
 use kill::Kill;
 use node::Node;
