@@ -10,11 +10,11 @@ use std::io::ErrorKind;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::runtime::control::{opened, sealed};
-use crate::transport::udp::auth::AuthKey;
 use crate::transport::udp::icmp;
 use crate::transport::{Delivery, SendError, Transport, TransportStats};
 use crate::wire::Header;
+use crate::wire::mac::AuthKey;
+use crate::wire::mac::{opened, sealed};
 
 pub(crate) struct Sealed {
     pub(crate) sock: UdpSocket,
