@@ -410,3 +410,78 @@ fn alive(dead: &mut bool, enforced: &mut bool, finished: bool, rank: Rank, sh: &
     }
     !*dead
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::agree::EraConfig;
+    use crate::runtime::driver::Verdict;
+    use crate::transport::inproc::InprocNet;
+
+    /// The generic loop alone, three ERA nodes over in-process queues: one agreement
+    /// returns everywhere, then node 2 goes silent (its endpoint stays open, so only the
+    /// heartbeats' silence tells) and the other two suspect it, by silence, and agree
+    /// without it.
+    #[test]
+    fn the_generic_loop_agrees_and_its_detector_suspects_a_silent_node() {
+        let n = 3;
+        let (_net, eps) = InprocNet::new(n, 64);
+        let base = Instant::now();
+        let det = DetectorConfig {
+            heartbeat: 1_000_000,
+            suspect_after: 40_000_000,
+        };
+        let mut nodes: Vec<(Era<And64>, Driver<EraFraming>)> = eps
+            .into_iter()
+            .map(|tp| {
+                let r = tp.rank();
+                let era = Era::new(r, n, EraConfig::default()).unwrap();
+                (era, Driver::new(Box::new(tp), JOB, det, base))
+            })
+            .collect();
+        let pass = |nodes: &mut Vec<(Era<And64>, Driver<EraFraming>)>, live: u32| {
+            let mut outs = Vec::new();
+            let mut suspects = Vec::new();
+            for (r, (era, drv)) in nodes.iter_mut().enumerate().take(live as usize) {
+                let now = Instant::now();
+                drv.receive(era, now);
+                drv.detect(now, |nb| era.neighbours(nb));
+                while let Some((p, how)) = drv.poll_suspect() {
+                    suspects.push((r as Rank, p, how));
+                    _ = era.handle(0, Event::Suspect(p));
+                }
+                drv.transmit(era, now, || true);
+                while let Some(o) = era.poll_output() {
+                    outs.push((r as Rank, o));
+                }
+            }
+            (outs, suspects)
+        };
+        for (era, drv) in nodes.iter_mut() {
+            drv.start(Instant::now());
+            era.handle(0, Event::Input(And64(!0))).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut returned = 0;
+        while returned < n && Instant::now() < deadline {
+            returned += pass(&mut nodes, n).0.len() as u32;
+        }
+        assert_eq!(returned, n, "the failure-free agreement returns everywhere");
+        for (era, _) in nodes.iter_mut().take(2) {
+            era.handle(0, Event::Input(And64(!0))).unwrap();
+        }
+        let (mut outs, mut suspects) = (Vec::new(), Vec::new());
+        while outs.len() < 2 && Instant::now() < deadline {
+            let (o, s) = pass(&mut nodes, 2);
+            outs.extend(o);
+            suspects.extend(s);
+        }
+        assert_eq!(outs.len(), 2, "the survivors return: {suspects:?}");
+        assert!(outs.iter().all(|(_, o)| o.failed.contains(2)));
+        assert!(
+            suspects.iter().all(|&(_, p, how)| p == 2 && how == Verdict::Silence),
+            "{suspects:?}"
+        );
+        assert!(nodes[0].1.heartbeats + nodes[1].1.heartbeats > 0);
+    }
+}
