@@ -1,13 +1,22 @@
 //! Valid inputs each fuzz target starts from (mutations of valid inputs reach the deep checks).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use super::targets::JOB;
+use crate::protocol::agree::{And32, And64, Ballot, EraMsg, RankSet, Value};
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrKind, CorrMsg, Dir, FAILPROOF_CAP, Known};
+use crate::protocol::overlay::bmg_overlay::OverlayMsg;
+use crate::protocol::overlay::failure_notice::Notice;
+use crate::protocol::overlay::han_finkel::{HfMsg, Item};
+use crate::protocol::overlay::ring_to_bmg::BmgMsg;
+use crate::protocol::overlay::tree_to_ring::RingMsg;
 use crate::transport::udp;
+use crate::wire::agree::Heartbeat;
+use crate::wire::bootstrap::BootMsg;
 use crate::wire::control::{self, Msg};
 use crate::wire::join::{self, JobParams};
+use crate::wire::watch::WatchMsg;
 use crate::wire::{WireMessage, encode_datagram};
 
 const N: u8 = 16;
@@ -88,6 +97,105 @@ pub fn wire_bfb() -> Vec<Vec<u8>> {
 
 pub fn wire_small() -> Vec<Vec<u8>> {
     vec![vec![0, N, 0], vec![0, N, 1], vec![1, N]]
+}
+
+/// `n`, then one body per message kind (with a selector byte in front where the target picks).
+fn picked<M: WireMessage>(pick: Option<u8>, m: &M) -> Vec<u8> {
+    let mut v: Vec<u8> = pick.into_iter().collect();
+    v.push(N);
+    v.extend_from_slice(&body(m));
+    v
+}
+
+pub fn wire_era() -> Vec<Vec<u8>> {
+    fn ballot<V: Value>(value: V) -> Ballot<V> {
+        Ballot {
+            value,
+            failed: RankSet::of([3, 7]),
+            acked: Some(RankSet::of([3])),
+            returned_below: 41,
+        }
+    }
+    vec![
+        picked(
+            Some(0),
+            &EraMsg::Up {
+                id: 42,
+                ballot: ballot(And64(0xF0F0)),
+            },
+        ),
+        picked(
+            Some(0),
+            &EraMsg::Down {
+                id: 42,
+                ballot: Ballot::<And64>::bottom(),
+            },
+        ),
+        picked(Some(0), &EraMsg::<And64>::ResultRequest { id: 9 }),
+        picked(
+            Some(1),
+            &EraMsg::Up {
+                id: 1,
+                ballot: ballot(And32(5)),
+            },
+        ),
+        picked(
+            Some(2),
+            &EraMsg::Down {
+                id: 2,
+                ballot: ballot(RankSet::of([1, 2])),
+            },
+        ),
+    ]
+}
+
+pub fn wire_overlay() -> Vec<Vec<u8>> {
+    vec![
+        picked(Some(0), &OverlayMsg::Ring(RingMsg::FConnect(3))),
+        picked(Some(0), &OverlayMsg::Ring(RingMsg::BConnect(5))),
+        picked(Some(0), &OverlayMsg::Bmg(BmgMsg::Up { ident: 4, hop: 2 })),
+        picked(
+            Some(1),
+            &HfMsg {
+                items: vec![Item {
+                    origin: 2,
+                    seq: 7,
+                    age: 1,
+                }],
+                fail: Some((5, 3)),
+            },
+        ),
+    ]
+}
+
+pub fn wire_watch() -> Vec<Vec<u8>> {
+    vec![
+        picked(Some(0), &WatchMsg::Heartbeat),
+        picked(
+            Some(0),
+            &WatchMsg::Overlay(OverlayMsg::Bmg(BmgMsg::Dn { ident: 9, hop: 1 })),
+        ),
+        picked(
+            Some(0),
+            &WatchMsg::Notices(vec![Notice { dead: 4, age: 0 }, Notice { dead: 6, age: 2 }]),
+        ),
+        picked(Some(1), &Heartbeat),
+    ]
+}
+
+pub fn wire_bootstrap() -> Vec<Vec<u8>> {
+    let a = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 47001);
+    vec![
+        picked(None, &BootMsg::Hello),
+        picked(None, &BootMsg::Overlay(OverlayMsg::Ring(RingMsg::Info(2)), a)),
+        picked(
+            None,
+            &BootMsg::Round {
+                round: 1,
+                entries: vec![(0, a), (3, SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 4), 47003))],
+            },
+        ),
+    ]
 }
 
 pub fn udp_datagram() -> Vec<Vec<u8>> {

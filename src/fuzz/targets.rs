@@ -5,14 +5,20 @@
 
 use std::fmt::Debug;
 
+use crate::protocol::agree::{And32, And64, EraMsg, RankSet};
 use crate::protocol::bcast::bfb::BfbMsg;
 use crate::protocol::bcast::big::BigMsg;
 use crate::protocol::bcast::corrected_gossip::GossipMsg;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrMsg, FAILPROOF_CAP};
 use crate::protocol::bcast::tree_ack::TreeAckMsg;
+use crate::protocol::overlay::bmg_overlay::OverlayMsg;
+use crate::protocol::overlay::han_finkel::HfMsg;
 use crate::runtime::conn_relay::Gather;
 use crate::runtime::{kill, procs};
+use crate::wire::agree::Heartbeat;
+use crate::wire::bootstrap::BootMsg;
+use crate::wire::watch::WatchMsg;
 use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage, conn_relay, control, join};
 
 /// The job id every wire target expects (seeds carry it; other ids are foreign).
@@ -127,6 +133,37 @@ pub fn wire_bfb(data: &[u8]) -> u64 {
 /// `wire_tree_ack` and `wire_big`: the two small bodies, byte 0's low bit picks.
 pub fn wire_small(data: &[u8]) -> u64 {
     pick(data, message::<TreeAckMsg>, message::<BigMsg>)
+}
+
+/// `wire_era`: ERA's messages (Up, Down, ResultRequest) with the runtime's value (`And64`),
+/// the simulator's (`And32`) and failed-set ballots (`RankSet`); byte 0 modulo 3 picks.
+pub fn wire_era(data: &[u8]) -> u64 {
+    match data.split_first() {
+        Some((&c, rest)) => match c % 3 {
+            0 => message::<EraMsg<And64>>(rest),
+            1 => 1000 + message::<EraMsg<And32>>(rest),
+            _ => 2000 + message::<EraMsg<RankSet>>(rest),
+        },
+        None => 0,
+    }
+}
+
+/// `wire_overlay`: the overlay's messages
+/// (Algorithms 1 and 2 of the BMG paper) and Han–Finkel's round message, byte 0's low bit picks.
+pub fn wire_overlay(data: &[u8]) -> u64 {
+    pick(data, message::<OverlayMsg>, message::<HfMsg>)
+}
+
+/// `wire_watch`: a booted node's watch datagrams (heartbeat, overlay repair, failure notices)
+/// and the agreement runtime's heartbeat; byte 0's low bit picks.
+pub fn wire_watch(data: &[u8]) -> u64 {
+    pick(data, message::<WatchMsg>, message::<Heartbeat>)
+}
+
+/// `wire_bootstrap`: the runtime bootstrap's messages (hello, overlay with an address, the
+/// all-gather's rounds).
+pub fn wire_bootstrap(data: &[u8]) -> u64 {
+    message::<BootMsg>(data)
 }
 
 /// Byte 0's low bit picks one of two decoders for the rest.
