@@ -129,6 +129,13 @@ impl<F: Framing> Driver<F> {
         }
     }
 
+    /// No forgiveness for a long pause between passes (see [`Driver::receive`]): for a node
+    /// whose passes are paced by a timer of its own rather than run back to back.
+    pub fn without_grace(mut self) -> Self {
+        self.grace = Duration::MAX;
+        self
+    }
+
     /// Nanoseconds since the run's time base.
     #[inline]
     pub fn ns(&mut self, now: Instant) -> Time {
@@ -155,8 +162,8 @@ impl<F: Framing> Driver<F> {
     }
 
     /// Receives what the transport has (bounded) into `m`; whether anything came. A node
-    /// that was not polling for a while (descheduled) does not count the silence of others
-    /// during that time against them.
+    /// that was not polling for `suspect_after / 4` (descheduled) does not count the silence
+    /// of others during that time against them (unless [`Driver::without_grace`]).
     #[inline]
     pub fn receive<M: Machine<Msg = F::Msg>>(&mut self, m: &mut M, now: Instant) -> bool {
         if now.saturating_duration_since(self.last_step) >= self.grace {

@@ -225,7 +225,7 @@ pub fn watch(
     };
     let mut w = Watch {
         m: WatchMachine::new(rank, n, &tree, b.overlay, ns(cfg.tick), 0),
-        drv: Driver::new(Box::new(sock), cfg.job, det, start),
+        drv: Driver::new(Box::new(sock), cfg.job, det, start).without_grace(),
         report: WatchReport {
             rank,
             ..WatchReport::default()
