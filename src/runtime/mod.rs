@@ -172,7 +172,15 @@ where
         .map(|(r, (t, on_death))| {
             let r = r as u32;
             let kill = b.kills.iter().copied().find(|k| k.rank == r);
-            Node::<P>::new(r, c.nodes, t, kill, c.seed, on_death)
+            Node::<P>::new(
+                r,
+                c.nodes,
+                t,
+                Box::new(node::Generated::new(c.payload_len)),
+                kill,
+                c.seed,
+                on_death,
+            )
         })
         .collect();
     Ok(cluster::run::<P>(shared, c, nodes, progress))
