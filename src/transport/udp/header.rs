@@ -99,17 +99,15 @@ impl Header {
 /// without a key).
 #[inline]
 pub fn seal(key: Option<&auth::AuthKey>, d: &mut [u8]) {
-    let tag = match key {
-        Some(k) => k.tag(&[&d[..TAG_AT], &d[HEADER_LEN..]]),
-        None => [0; auth::TAG_LEN],
-    };
-    d[TAG_AT..HEADER_LEN].copy_from_slice(&tag);
+    // The one MAC framing (wire/mac.rs): the tag slot ends the header, `TAG_AT + TAG_LEN ==
+    // HEADER_LEN`, and covers every other byte of the datagram.
+    crate::wire::mac::seal_at(key, d, TAG_AT);
 }
 
 /// Whether the MAC tag of a whole datagram (`d.len() >= HEADER_LEN`) verifies under `key`.
 #[inline]
 pub(crate) fn verify(key: &auth::AuthKey, d: &[u8]) -> bool {
-    key.verify(&[&d[..TAG_AT], &d[HEADER_LEN..]], &d[TAG_AT..HEADER_LEN])
+    crate::wire::mac::verify_at(key, d, TAG_AT)
 }
 
 /// Rewrites the acknowledgement fields of a header (piggybacking on a retransmission).
