@@ -17,14 +17,20 @@
 //! 4. [`Driver::transmit`]: what the machine queued is encoded and sent. A peer whose
 //!    window is full ([`SendError::WindowFull`]) gets its messages queued, in order, and
 //!    only it waits (a slow peer must not hold up heartbeats to the others, who would then
-//!    suspect this node).
+//!    suspect this node): the [`Outbox`] the broadcast node ([`crate::runtime::node`]) uses too.
+//!
+//! The receive side's header check ([`open_datagram`]) is shared with the broadcast node too.
+
+mod outbox;
+
+pub use outbox::{Outbox, Sent};
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use crate::protocol::{Detector, DetectorConfig, Event, Machine, Rank, Time};
-use crate::transport::{Delivery, SendError, Transport};
+use crate::transport::{Delivery, Transport};
 use crate::wire::{DecodeError, DropCounters, Header};
 
 /// What a datagram of a family carries.
@@ -83,9 +89,7 @@ pub struct Driver<F: Framing> {
     nb_at: Instant,
     last_step: Instant,
     /// Messages refused with `WindowFull`, in order; only their peers wait.
-    backlog: VecDeque<(Rank, Vec<u8>)>,
-    /// Peers with messages in `backlog`.
-    blocked: Vec<bool>,
+    outbox: Outbox,
     buf: Vec<u8>,
     /// Suspicions not yet taken.
     suspects: VecDeque<(Rank, Verdict)>,
@@ -117,8 +121,7 @@ impl<F: Framing> Driver<F> {
             nb: Vec::new(),
             nb_at: base,
             last_step: base,
-            backlog: VecDeque::new(),
-            blocked: vec![false; n as usize],
+            outbox: Outbox::new(n, usize::MAX),
             buf: Vec::new(),
             suspects: VecDeque::new(),
             drops: DropCounters::default(),
@@ -150,7 +153,7 @@ impl<F: Framing> Driver<F> {
     /// thread and driven by others would share cache lines otherwise).
     pub fn settle(&mut self) {
         self.det = self.det.clone();
-        self.blocked = self.blocked.clone();
+        self.outbox = self.outbox.clone();
         self.buf = Vec::with_capacity(F::MAX_DATAGRAM);
     }
 
@@ -205,8 +208,8 @@ impl<F: Framing> Driver<F> {
         let t = self.ns(now);
         watch(&mut self.nb);
         // (A blocked peer has data waiting for it; a heartbeat would only queue.)
-        let blocked = &self.blocked;
-        self.det.check(t, &self.nb, |p| blocked[p as usize]);
+        let outbox = &self.outbox;
+        self.det.check(t, &self.nb, |p| outbox.is_queued(p));
         while let Some(p) = self.det.poll_suspect() {
             self.suspects.push_back((p, Verdict::Silence));
         }
@@ -257,34 +260,56 @@ impl<F: Framing> Driver<F> {
     /// Sends, or queues behind `to`'s earlier messages (per-peer order is kept).
     /// Only a refused message is copied (into the backlog).
     fn send_bytes(&mut self, to: Rank, bytes: &[u8], now: Instant) {
-        if self.blocked[to as usize] {
-            self.backlog.push_back((to, bytes.to_vec()));
-            return;
-        }
-        match self.tp.send(to, bytes, now) {
-            Ok(()) => {
-                let t = self.ns(now);
-                self.det.sent(to, t);
-            }
-            Err(SendError::WindowFull) => {
-                self.blocked[to as usize] = true;
-                self.backlog.push_back((to, bytes.to_vec()));
-            }
-            Err(_) => {}
+        if self.outbox.send(&mut *self.tp, to, bytes, now) == Sent::Sent {
+            let t = self.ns(now);
+            self.det.sent(to, t);
         }
     }
 
     /// Retries the queued messages once, in order.
     fn drain_backlog(&mut self, now: Instant) {
-        if self.backlog.is_empty() {
+        if self.outbox.is_empty() {
             return;
         }
-        let queued = std::mem::take(&mut self.backlog);
-        self.blocked.iter_mut().for_each(|b| *b = false);
-        for (to, b) in queued {
-            self.send_bytes(to, &b, now);
-        }
+        let t = self.ns(now);
+        let det = &mut self.det;
+        self.outbox.flush(&mut *self.tp, now, |to, r| {
+            if r.is_ok() {
+                det.sent(to, t);
+            }
+        });
     }
+}
+
+/// Why [`open_datagram`] rejected a datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// The header did not check out.
+    Invalid(DecodeError),
+    /// A valid datagram of another kind than the one expected.
+    WrongKind,
+    /// The header's sender is not the rank the transport received it from.
+    Spoofed,
+}
+
+/// Checks a datagram's header (job, ranks, `kind` if given, sender against `from`, in that
+/// order): the header, the message body and the payload.
+#[inline]
+pub fn open_datagram(
+    bytes: &[u8],
+    job: u64,
+    n: u32,
+    from: Rank,
+    kind: Option<u8>,
+) -> Result<(Header, &[u8], &[u8]), Reject> {
+    let (h, body, payload) = Header::decode(bytes, job, n).map_err(Reject::Invalid)?;
+    if kind.is_some_and(|k| k != h.kind) {
+        return Err(Reject::WrongKind);
+    }
+    if h.sender != from {
+        return Err(Reject::Spoofed);
+    }
+    Ok((h, body, payload))
 }
 
 /// What a poll's deliveries update: the driver's fields, borrowed apart from its transport.
@@ -318,9 +343,9 @@ impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
         };
         let now = self.now();
         self.det.heard(from, now);
-        let r = match Header::decode(bytes, self.job, self.n) {
-            Err(e) => Err(e),
-            Ok((h, _, _)) if h.sender != from => Err(DecodeError::RankOutOfRange),
+        let r = match open_datagram(bytes, self.job, self.n, from, None) {
+            Err(Reject::Invalid(e)) => Err(e),
+            Err(_) => Err(DecodeError::RankOutOfRange),
             Ok((h, body, _)) => F::decode(h.kind, body, self.n),
         };
         match r {

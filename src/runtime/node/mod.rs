@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 use crate::protocol::op::Admission;
 use crate::protocol::{Action, Ctx, DuplicateFilter, OpId, ProtoRng, Protocol, Rank, Time};
 use crate::runtime::board::{Control, NodeBoard, WINDOW};
+use crate::runtime::driver::{Outbox, Reject, Sent, open_datagram};
 use crate::runtime::kill::Kill;
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport};
-use crate::wire::{DecodeError, Header, WireMessage, encode_datagram};
+use crate::wire::{DecodeError, WireMessage, encode_datagram};
 
 /// Parameters every node of a run shares.
 pub struct NodeParams<'a, S> {
@@ -70,9 +71,7 @@ pub struct Node<P: Protocol> {
     retired: u64,
     /// Datagrams refused by a full retransmit window, per destination in order; other
     /// destinations keep flowing (a silent peer must not stall the others).
-    deferred: std::collections::VecDeque<(u32, Vec<u8>)>,
-    spare: Vec<Vec<u8>>,
-    blocked: Vec<u32>,
+    outbox: Outbox,
     out: Vec<u8>,
     payloads: Box<dyn Payloads>,
     rng: ProtoRng,
@@ -119,9 +118,7 @@ where
             busy_until: Instant::now(),
             next_start: 0,
             retired: 0,
-            deferred: std::collections::VecDeque::new(),
-            spare: Vec::new(),
-            blocked: Vec::new(),
+            outbox: Outbox::new(n, MAX_DEFERRED),
             out: vec![0; MAX_PAYLOAD],
             payloads,
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
@@ -347,21 +344,17 @@ where
         bytes: &[u8],
         now: Instant,
     ) -> Option<u64> {
-        let (h, body, payload) = match Header::decode(bytes, p.job, p.n) {
+        let (h, body, payload) = match open_datagram(bytes, p.job, p.n, from, Some(P::Msg::KIND)) {
             Ok(x) => x,
-            Err(e) => {
-                self.stats.drops.count(e);
+            Err(r) => {
+                match r {
+                    Reject::Invalid(e) => self.stats.drops.count(e),
+                    Reject::WrongKind => self.stats.wrong_kind += 1,
+                    Reject::Spoofed => self.stats.spoofed += 1,
+                }
                 return None;
             }
         };
-        if h.kind != P::Msg::KIND {
-            self.stats.wrong_kind += 1;
-            return None;
-        }
-        if h.sender != from {
-            self.stats.spoofed += 1;
-            return None;
-        }
         if h.root != p.root.unwrap_or_else(|| ctl.root_of(h.seq)) {
             self.stats.drops.count(DecodeError::BadField("root"));
             return None;
@@ -528,66 +521,44 @@ where
     /// the same peer / when the peer's window is full. False: the datagram was dropped (the
     /// deferred queue is full); the caller fails the operation.
     fn send_or_defer(&mut self, dest: u32, len: usize, now: Instant) -> bool {
-        const MAX_DEFERRED: usize = 4096;
-        let queued = self.deferred.iter().any(|(d, _)| *d == dest);
-        if !queued {
-            let t = self.transport.as_mut().expect("alive");
-            match t.send(dest, &self.out[..len], now) {
-                Ok(()) => return true,
-                Err(SendError::WindowFull) => {}
-                Err(SendError::Suspected) => {
-                    // Crash-stop: a suspected peer is dead to this node, nothing is owed to it.
-                    self.stats.to_suspected += 1;
-                    return true;
-                }
-                Err(_) => {
-                    self.stats.drops.count(DecodeError::BadField("destination"));
-                    return false;
-                }
+        let t = self.transport.as_mut().expect("alive");
+        match self.outbox.send(&mut **t, dest, &self.out[..len], now) {
+            Sent::Sent => true,
+            Sent::Queued => {
+                self.stats.backpressure += 1;
+                true
+            }
+            Sent::Overflow => {
+                self.stats.backpressure += 1;
+                self.stats.deferred_overflow += 1;
+                false
+            }
+            Sent::Refused(SendError::Suspected) => {
+                // Crash-stop: a suspected peer is dead to this node, nothing is owed to it.
+                self.stats.to_suspected += 1;
+                true
+            }
+            Sent::Refused(_) => {
+                self.stats.drops.count(DecodeError::BadField("destination"));
+                false
             }
         }
-        self.stats.backpressure += 1;
-        if self.deferred.len() >= MAX_DEFERRED {
-            self.stats.deferred_overflow += 1;
-            return false;
-        }
-        let mut buf = self.spare.pop().unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(&self.out[..len]);
-        self.deferred.push_back((dest, buf));
-        true
     }
 
     /// Retries deferred datagrams in order, per destination.
     fn flush_deferred(&mut self, now: Instant) -> bool {
-        if self.deferred.is_empty() {
+        if self.outbox.is_empty() {
             return false;
         }
-        let mut progress = false;
-        self.blocked.clear();
-        let mut i = 0;
-        while i < self.deferred.len() {
-            let dest = self.deferred[i].0;
-            if self.blocked.contains(&dest) {
-                i += 1;
-                continue;
+        let t = self.transport.as_mut().expect("alive");
+        let stats = &mut self.stats;
+        self.outbox.flush(&mut **t, now, |_, r| {
+            if r == Err(SendError::Suspected) {
+                stats.to_suspected += 1;
             }
-            let t = self.transport.as_mut().expect("alive");
-            match t.send(dest, &self.deferred[i].1, now) {
-                Err(SendError::WindowFull) => {
-                    self.blocked.push(dest);
-                    i += 1;
-                }
-                r => {
-                    if r == Err(SendError::Suspected) {
-                        self.stats.to_suspected += 1;
-                    }
-                    let (_, buf) = self.deferred.remove(i).expect("index in range");
-                    self.spare.push(buf);
-                    progress = true;
-                }
-            }
-        }
-        progress
+        })
     }
 }
+
+/// The most datagrams a node defers (then it drops, counted).
+const MAX_DEFERRED: usize = 4096;
