@@ -7,8 +7,8 @@
 pub mod cli;
 pub mod fuzz;
 pub mod model;
-pub mod plot;
 pub mod protocol;
+pub mod report;
 pub mod runtime;
 pub mod sim;
 pub mod topology;

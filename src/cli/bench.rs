@@ -13,6 +13,7 @@ use crate::cli::args::AlgoArgs;
 use crate::cli::config::{Algo, Setup, resolve_algo};
 use crate::cli::node::{BootSpec, JoinedNode, run_joined_node};
 use crate::cli::runner;
+use crate::cli::values::{PollArg, TransportArg};
 use crate::model::LogP;
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
 use crate::runtime::control::ParentAgent;
@@ -32,14 +33,14 @@ pub struct BenchArgs {
     pub nodes: u32,
     /// Transport.
     #[arg(long, value_enum, default_value = "udp")]
-    pub transport: TransportKind,
+    pub transport: TransportArg,
     /// Worker threads (each pinned to a core, owning nodes round-robin) [default: min(nodes, cores)].
     #[arg(long)]
     pub workers: Option<usize>,
     /// How idle workers wait [default: busy; with --procs and more processes than cores,
     /// yield].
     #[arg(long, value_enum)]
-    pub poll: Option<PollMode>,
+    pub poll: Option<PollArg>,
     /// Broadcast payload in bytes.
     #[arg(long, default_value_t = 8)]
     pub size: usize,
@@ -310,7 +311,7 @@ fn joined_args(a: &BenchArgs) -> Result<(BenchArgs, Option<u32>), String> {
     if a.procs {
         return Err("--join and --procs exclude each other (the launcher starts the processes)".into());
     }
-    if a.transport == TransportKind::Inproc {
+    if a.transport.kind() == TransportKind::Inproc {
         return Err("--join needs --transport udp or verbs (processes do not share memory)".into());
     }
     let (rank, n) = match a.rank {
@@ -341,8 +342,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if a.nodes < 2 {
         return Err(format!("--nodes must be at least 2, got {}", a.nodes));
     }
-    a.verbs.apply(a.transport)?;
-    if a.join.is_some() && a.transport == TransportKind::Verbs {
+    a.verbs.apply(a.transport.kind())?;
+    if a.join.is_some() && a.transport.kind() == TransportKind::Verbs {
         // Before the rendezvous: a rank without a usable device must not leave the others
         // (or its own coordinator thread) waiting for it.
         crate::transport::verbs::probe()?;
@@ -388,7 +389,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         job: job_id(a.seed),
         seed: a.seed,
         size: a.size,
-        poll: a.poll.unwrap_or(PollMode::Busy),
+        poll: a.poll.map(PollMode::from).unwrap_or(PollMode::Busy),
         kills: &kills,
         timeout: Duration::from_millis(a.join_timeout_ms.max(1)),
         link_delay: (
@@ -401,7 +402,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             o_ns: shared_o_ns(a.o_ns.unwrap_or(1), a.nodes, a.shared_cores),
             l_ns: a.l_ns.unwrap_or(1),
         }),
-        verbs: a.transport == TransportKind::Verbs,
+        verbs: a.transport.kind() == TransportKind::Verbs,
     };
     if let Some(rank) = join_rank
         && rank != 0
@@ -412,7 +413,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     }
     // Opened (created) before the run, so an unwritable path fails now, not after it.
     let mut hlog = match &a.hlog {
-        Some(p) => Some((crate::cli::output::open_for_output(p)?, p)),
+        Some(p) => Some((crate::report::output::open_for_output(p)?, p)),
         None => None,
     };
     let cal = a
@@ -426,7 +427,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     };
     let est: Option<Estimate> = match (given_o, given_l) {
         (Some(_), Some(_)) => None,
-        _ => Some(estimate(a.transport, 2000, a.size)?),
+        _ => Some(estimate(a.transport.kind(), 2000, a.size)?),
     };
     let own_o_ns = given_o.or(est.map(|e| e.o_ns)).unwrap_or(1).max(1);
     let o_ns = shared_o_ns(own_o_ns, a.nodes, a.shared_cores);
@@ -443,11 +444,14 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     }
     // More processes than cores: spinning ones would hold a core the others need, and
     // blocking ones pay a kernel wake-up per hop; yielding ones neither.
-    let poll = a.poll.unwrap_or(if a.procs && a.nodes as usize + 1 > cores {
-        PollMode::Yield
-    } else {
-        PollMode::Busy
-    });
+    let poll = a
+        .poll
+        .map(PollMode::from)
+        .unwrap_or(if a.procs && a.nodes as usize + 1 > cores {
+            PollMode::Yield
+        } else {
+            PollMode::Busy
+        });
     let workers = if a.procs || a.join.is_some() {
         a.nodes as usize
     } else {
@@ -471,17 +475,17 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     let bench = Bench {
         algo: algo.clone(),
         cluster,
-        transport: a.transport,
+        transport: a.transport.kind(),
         kills: kills.clone(),
         model,
         loss: 0.0,
-        auth: if a.join.is_none() && a.transport == TransportKind::Udp {
+        auth: if a.join.is_none() && a.transport.kind() == TransportKind::Udp {
             key()?
         } else {
             None
         },
     };
-    if a.join.is_none() && a.transport == TransportKind::Udp && bench.auth.is_none() {
+    if a.join.is_none() && a.transport.kind() == TransportKind::Udp && bench.auth.is_none() {
         crate::cli::auth::warn_unauthenticated();
     }
     let show = !a.json && std::io::stderr().is_terminal();
@@ -524,7 +528,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         node?;
         res
     } else if a.procs {
-        if a.transport == TransportKind::Inproc {
+        if a.transport.kind() == TransportKind::Inproc {
             return Err("--procs needs --transport udp or verbs (processes do not share memory)".into());
         }
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
@@ -539,8 +543,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         };
         let l_ns_s = l_ns.to_string();
         let alg_args = a.alg.to_args();
-        let child_poll =
-            clap::ValueEnum::to_possible_value(&poll).map_or_else(String::new, |v| v.get_name().to_string());
+        let child_poll = crate::cli::values::poll_name(poll).to_string();
         let child_args = |r: u32| {
             let mine: Vec<Kill> = kills
                 .iter()
@@ -555,7 +558,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                 format_kills(&mine),
             ]);
             v.extend(["--poll".to_string(), child_poll.clone()]);
-            if a.transport == TransportKind::Verbs {
+            if a.transport.kind() == TransportKind::Verbs {
                 // QP data goes through a directory beside the hostfile.
                 v.extend([
                     "--transport".to_string(),
@@ -591,7 +594,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if a.json {
         let v = json!({
             "config": {
-                "algo": algo, "description": algo.describe(), "nodes": a.nodes, "transport": a.transport,
+                "algo": algo, "description": algo.describe(), "nodes": a.nodes, "transport": a.transport.kind(),
                 "workers": workers, "poll": poll, "size": a.size, "iterations": a.iterations,
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
@@ -629,7 +632,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     s += &format!(
         "nodes={} transport={:?}{} workers={} poll={:?} size={}B iterations={} warmup={} window={} kills={}\n",
         a.nodes,
-        a.transport,
+        a.transport.kind(),
         if a.procs {
             " (one process per node)"
         } else if a.boot.is_some() {
@@ -800,7 +803,7 @@ fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result<()>
         w.write_histogram(h, Duration::ZERO, d, Tag::new(tag))
             .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
     }
-    crate::cli::output::replace_contents(f, &bytes)
+    crate::report::output::replace_contents(f, &bytes)
 }
 
 #[cfg(test)]

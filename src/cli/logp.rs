@@ -6,6 +6,7 @@ use serde_json::json;
 
 use std::time::Duration;
 
+use crate::cli::values::TransportArg;
 use crate::runtime::TransportKind;
 use crate::runtime::logp::{Calibration, Estimate, Prtt, estimate_samples, netgauge};
 use crate::runtime::logp_remote::{client_with, serve_with};
@@ -17,7 +18,7 @@ use crate::transport::udp::{UdpConfig, UdpTransport};
 pub struct LogpArgs {
     /// Transport to measure.
     #[arg(long, value_enum, default_value = "udp")]
-    pub transport: TransportKind,
+    pub transport: TransportArg,
     /// Message size in bytes.
     #[arg(long, default_value_t = 8)]
     pub size: usize,
@@ -53,7 +54,7 @@ pub struct LogpArgs {
     /// `bench --poll blocking` nodes do, and the wake-up then counts in L; every other mode
     /// spins, which two hosts on two cores can).
     #[arg(long, value_enum, default_value = "busy")]
-    pub poll: crate::runtime::cluster::PollMode,
+    pub poll: crate::cli::values::PollArg,
     /// The L you expect (e.g. an emulated link's netem delay), ns: the ratio is printed.
     #[arg(long = "expected-L-ns")]
     pub expected_l_ns: Option<u64>,
@@ -97,7 +98,7 @@ fn hosts(text: &str, port: u16) -> Result<Vec<std::net::SocketAddr>, String> {
 
 /// Runs `ftcoll logp`.
 pub fn run(a: &LogpArgs) -> Result<(), String> {
-    a.verbs.apply(a.transport)?;
+    a.verbs.apply(a.transport.kind())?;
     if a.size == 0 || a.size > 1024 {
         return Err(format!("--size must be in 1..=1024, got {}", a.size));
     }
@@ -116,14 +117,14 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
     let mut calibration = None;
     let (p, d) = match (&a.between, a.rank) {
         (Some(b), Some(rank)) => {
-            if a.transport != TransportKind::Udp {
+            if a.transport.kind() != TransportKind::Udp {
                 return Err("--between measures over --transport udp".into());
             }
             if rank > 1 {
                 return Err(format!("--rank must be 0 or 1, got {rank}"));
             }
             let peers = hosts(b, a.udp_port)?;
-            let blocking = a.poll == crate::runtime::cluster::PollMode::Blocking;
+            let blocking = a.poll == crate::cli::values::PollArg::Blocking;
             let cfg = UdpConfig {
                 job: 0x106f_0000 ^ u64::from(a.udp_port),
                 delay: std::time::Duration::from_nanos(a.emulate_delay_ns),
@@ -146,15 +147,15 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
             return Err("--rank needs --between or --rendezvous".into());
         }
         _ => {
-            let p = netgauge(a.transport, a.n, a.size, a.reps)?;
-            let (mut rtt, mut os, mut or) = estimate_samples(a.transport, a.reps, a.size)?;
+            let p = netgauge(a.transport.kind(), a.n, a.size, a.reps)?;
+            let (mut rtt, mut os, mut or) = estimate_samples(a.transport.kind(), a.reps, a.size)?;
             if a.save.is_some() {
                 // G: the gap's growth per byte up to the largest size (Netgauge's LogGP fit).
                 let big_g = (a.size < 1024)
-                    .then(|| netgauge(a.transport, a.n, 1024, a.reps))
+                    .then(|| netgauge(a.transport.kind(), a.n, 1024, a.reps))
                     .transpose()?
                     .map(|q| ((q.g_ns - p.g_ns) / (1024 - a.size) as f64).max(0.0));
-                let name = serde_json::to_value(a.transport)
+                let name = serde_json::to_value(a.transport.kind())
                     .ok()
                     .and_then(|v| v.as_str().map(String::from))
                     .unwrap_or_default();
@@ -172,7 +173,7 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
         println!(
             "{}",
             json!({
-                "transport": a.transport, "between": a.between, "prtt": p, "direct": d,
+                "transport": a.transport.kind(), "between": a.between, "prtt": p, "direct": d,
                 "expected_L_ns": a.expected_l_ns,
                 "calibration": calibration,
                 "L_over_expected": {"prtt": ratio(p.l_ns), "direct": ratio(d.l_ns as f64)},
@@ -182,7 +183,7 @@ pub fn run(a: &LogpArgs) -> Result<(), String> {
     }
     println!(
         "ftcoll logp: transport={:?}{} size={}B n={} reps={} (medians)",
-        a.transport,
+        a.transport.kind(),
         a.between.as_ref().map(|b| format!(" between {b}")).unwrap_or_default(),
         a.size,
         a.n,
@@ -232,7 +233,7 @@ fn remote(a: &LogpArgs, dir: &std::path::Path) -> Result<(), String> {
     let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "processes")?;
     let timeout = Duration::from_secs(a.rendezvous_timeout);
     let job = 0x10_6f_5e;
-    let mut t: Box<dyn Transport> = match a.transport {
+    let mut t: Box<dyn Transport> = match a.transport.kind() {
         TransportKind::Inproc => return Err("--transport inproc cannot cross processes: use udp or verbs".into()),
         TransportKind::Verbs => crate::transport::verbs::node_endpoint(rank, n, job, 1, dir, timeout)?,
         TransportKind::Udp => {
@@ -253,7 +254,7 @@ fn remote(a: &LogpArgs, dir: &std::path::Path) -> Result<(), String> {
         if a.json {
             println!(
                 "{}",
-                json!({ "transport": a.transport, "rank": rank, "served": served })
+                json!({ "transport": a.transport.kind(), "rank": rank, "served": served })
             );
         } else {
             println!("ftcoll logp: rank {rank} answered rank 0 ({served} messages)");
@@ -264,13 +265,13 @@ fn remote(a: &LogpArgs, dir: &std::path::Path) -> Result<(), String> {
     if a.json {
         println!(
             "{}",
-            json!({ "transport": a.transport, "rank": 0, "nodes": n, "peers": res })
+            json!({ "transport": a.transport.kind(), "rank": 0, "nodes": n, "peers": res })
         );
         return Ok(());
     }
     println!(
         "ftcoll logp: transport={:?} size={}B n={} reps={} (medians), rank 0 and each of {} other processes via {}",
-        a.transport,
+        a.transport.kind(),
         a.size,
         a.n,
         a.reps,

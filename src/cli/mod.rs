@@ -18,7 +18,6 @@ pub mod logp;
 pub mod model;
 pub mod node;
 pub mod notices;
-pub mod output;
 pub mod overlay;
 pub mod plot;
 pub mod reproduce;
@@ -26,6 +25,7 @@ pub mod runner;
 pub mod sim;
 pub mod spec;
 pub mod stress;
+pub mod values;
 pub mod verbs;
 
 use clap::Parser;

@@ -10,6 +10,7 @@ use clap::Args;
 
 use crate::cli::args::AlgoArgs;
 use crate::cli::config::resolve_algo;
+use crate::cli::values::{PollArg, TransportArg};
 use crate::model::LogP;
 use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
@@ -68,7 +69,7 @@ pub struct NodeArgs {
     #[arg(long, default_value_t = 8)]
     pub size: usize,
     #[arg(long, value_enum, default_value = "adaptive")]
-    pub poll: PollMode,
+    pub poll: PollArg,
     /// Packet authentication: `on`, a keyed MAC on every UDP datagram (key from --key-file,
     /// else FTCOLL_KEY, else none: a loud warning), or `off` (logged loudly).
     #[arg(long, value_enum, default_value = "on")]
@@ -91,7 +92,7 @@ pub struct NodeArgs {
     pub kill: Option<String>,
     /// Transport: udp, or verbs (QP data exchanged through --verbs-dir or --rendezvous).
     #[arg(long, value_enum, default_value = "udp")]
-    pub transport: TransportKind,
+    pub transport: TransportArg,
     /// With --transport verbs: the directory (seen by every node) for QP data [default:
     /// --rendezvous].
     #[arg(long = "verbs-dir")]
@@ -110,14 +111,14 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
     }
     if let Some(coordinator) = a.join {
-        if a.transport == TransportKind::Inproc {
+        if a.transport.kind() == TransportKind::Inproc {
             return Err("--transport inproc does not apply to node processes".into());
         }
         if a.verbs_dir.is_some() {
             return Err("--verbs-dir does not apply to --join (the coordinator relays the connection data)".into());
         }
-        a.verbs.apply(a.transport)?;
-        if a.transport == TransportKind::Verbs {
+        a.verbs.apply(a.transport.kind())?;
+        if a.transport.kind() == TransportKind::Verbs {
             crate::transport::verbs::probe()?;
         }
         if rank == 0 {
@@ -137,7 +138,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
             job: a.job.unwrap_or(crate::cli::bench::job_id(a.seed)),
             seed: a.seed,
             size: a.size,
-            poll: a.poll,
+            poll: a.poll.into(),
             kills: &kills,
             timeout: std::time::Duration::from_millis(a.control_timeout_ms),
             link_delay: (
@@ -145,13 +146,13 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
                 std::time::Duration::from_nanos(a.emulate_jitter_ns),
             ),
             boot: None,
-            verbs: a.transport == TransportKind::Verbs,
+            verbs: a.transport.kind() == TransportKind::Verbs,
         })?;
         println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
         return Ok(());
     }
-    a.verbs.apply(a.transport)?;
-    let verbs_dir = match (a.transport, a.verbs_dir.as_ref().or(a.rendezvous.as_ref())) {
+    a.verbs.apply(a.transport.kind())?;
+    let verbs_dir = match (a.transport.kind(), a.verbs_dir.as_ref().or(a.rendezvous.as_ref())) {
         (TransportKind::Inproc, _) => return Err("--transport inproc does not apply to node processes".into()),
         (TransportKind::Verbs, None) => {
             return Err("--transport verbs needs --rendezvous DIR or --verbs-dir DIR (QP numbers, LIDs/GIDs and PSNs are exchanged through it)".into());
@@ -191,7 +192,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         seed: a.seed,
         tick_ns: a.o_ns,
         payload_len: a.size,
-        poll: a.poll,
+        poll: a.poll.into(),
         kill,
         control_timeout: std::time::Duration::from_millis(a.control_timeout_ms),
         sigkill_self: false,

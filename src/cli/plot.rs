@@ -8,9 +8,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::cli::args::{AlgoArgs, SimArgs};
 use crate::cli::config::Setup;
+use crate::cli::values::MetricArg;
 use crate::cli::{runner, spec};
-use crate::plot::scaling::Metric;
-use crate::plot::{self, Chart, Format, Sweep};
+use crate::report::plot::{self, Chart, Format, Sweep};
 use crate::sim::DeadBefore;
 
 #[derive(Args, Debug, Clone)]
@@ -81,7 +81,7 @@ pub struct ScalingArgs {
     pub sweep: NodeSweepArgs,
     /// Which latency.
     #[arg(long, value_enum, default_value = "coloring")]
-    pub metric: Metric,
+    pub metric: MetricArg,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -352,7 +352,7 @@ pub fn run(a: &PlotArgs) -> Result<(), String> {
         PlotKind::Scaling(s) => {
             let sweeps = node_sweeps(&s.sweep, SCALING_ALGOS)?;
             let ctx = context(&s.sweep.sim, Some(&s.sweep.faults));
-            (plot::scaling::chart(&sweeps, s.metric, &ctx), &s.sweep.sim.out)
+            (plot::scaling::chart(&sweeps, s.metric.into(), &ctx), &s.sweep.sim.out)
         }
         PlotKind::Messages(m) => {
             let sweeps = node_sweeps(m, SCALING_ALGOS)?;

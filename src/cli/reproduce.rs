@@ -73,7 +73,7 @@ pub fn run(a: &ReproduceArgs) -> Result<(), String> {
     if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let mut out_file = crate::cli::output::open_for_output(&a.out)?;
+    let mut out_file = crate::report::output::open_for_output(&a.out)?;
     let started = Instant::now();
     let cmd = if a.quick {
         "ftcoll reproduce --quick"
@@ -108,7 +108,7 @@ pub fn run(a: &ReproduceArgs) -> Result<(), String> {
         started.elapsed().as_secs_f64(),
         threads
     ));
-    crate::cli::output::replace_contents(&mut out_file, c.out.as_bytes())
+    crate::report::output::replace_contents(&mut out_file, c.out.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
     println!("wrote {} ({:.0} s)", a.out.display(), started.elapsed().as_secs_f64());
     Ok(())

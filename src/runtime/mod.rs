@@ -42,7 +42,7 @@ use kill::Kill;
 use node::Node;
 
 /// Which transport the local cluster uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
     /// One UDP socket per node on 127.0.0.1, made reliable by ftcoll.

@@ -1,0 +1,4 @@
+//! What a run prints and writes: output files ([`output`]) and figures ([`plot`]).
+
+pub mod output;
+pub mod plot;
