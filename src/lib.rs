@@ -5,6 +5,7 @@
 //! on top, and the command line in [`cli`].
 
 pub mod cli;
+pub mod experiment;
 pub mod fuzz;
 pub mod model;
 pub mod protocol;

@@ -2,6 +2,11 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::experiment::algo::{AlgoName, AlgoSpec, LoggpSpec};
+use crate::experiment::sim::{Setup, SimSpec};
+use crate::protocol::bcast::Start;
+use crate::topology::Order;
+
 /// Fault-tolerant group communication for HPC clusters: simulate, model and reproduce.
 #[derive(Parser, Debug)]
 #[command(name = "ftcoll", version, about, propagate_version = true)]
@@ -56,7 +61,7 @@ pub enum Command {
 /// The broadcast algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum AlgoName {
+pub enum AlgoArg {
     /// Corrected Trees: tree dissemination + ring correction.
     CorrectedTree,
     /// Corrected Gossip: OCG, CCG or FCG (see --variant).
@@ -79,14 +84,14 @@ pub enum AlgoName {
 
 /// Tree numbering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OrderName {
+pub enum OrderArg {
     Interleaved,
     InOrder,
 }
 
 /// Correction start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum StartName {
+pub enum StartArg {
     Synchronized,
     Overlapped,
 }
@@ -96,20 +101,20 @@ pub enum StartName {
 pub struct AlgoArgs {
     /// Broadcast algorithm.
     #[arg(long, value_enum, default_value = "corrected-tree")]
-    pub algo: AlgoName,
+    pub algo: AlgoArg,
     /// Dissemination tree: kary:K, binomial, lame:K or optimal [default: binomial].
     #[arg(long)]
     pub tree: Option<String>,
     /// Tree numbering [default: interleaved].
     #[arg(long, value_enum)]
-    pub order: Option<OrderName>,
+    pub order: Option<OrderArg>,
     /// Correction: none, opportunistic:D, optimized:D, checked, failproof:F, delayed[:DELAY]
     /// [default: checked].
     #[arg(long)]
     pub correction: Option<String>,
     /// Correction start [default: synchronized].
     #[arg(long, value_enum)]
-    pub start: Option<StartName>,
+    pub start: Option<StartArg>,
     /// Corrected-gossip variant: ocg, ccg or fcg[:F] [default: ccg].
     #[arg(long)]
     pub variant: Option<String>,
@@ -121,7 +126,43 @@ pub struct AlgoArgs {
     pub correction_time: Option<u64>,
 }
 
+impl From<AlgoArg> for AlgoName {
+    fn from(a: AlgoArg) -> AlgoName {
+        match a {
+            AlgoArg::CorrectedTree => AlgoName::CorrectedTree,
+            AlgoArg::CorrectedGossip => AlgoName::CorrectedGossip,
+            AlgoArg::Gossip => AlgoName::Gossip,
+            AlgoArg::Big => AlgoName::Big,
+            AlgoArg::Bfb => AlgoName::Bfb,
+            AlgoArg::TreeAck => AlgoName::TreeAck,
+            AlgoArg::BmgBuild => AlgoName::BmgBuild,
+            AlgoArg::Dissemination => AlgoName::Dissemination,
+            AlgoArg::FailureNotices => AlgoName::FailureNotices,
+        }
+    }
+}
+
 impl AlgoArgs {
+    /// The typed algorithm spec of these flags.
+    pub fn spec(&self) -> AlgoSpec {
+        AlgoSpec {
+            algo: self.algo.into(),
+            tree: self.tree.clone(),
+            order: self.order.map(|o| match o {
+                OrderArg::Interleaved => Order::Interleaved,
+                OrderArg::InOrder => Order::InOrder,
+            }),
+            correction: self.correction.clone(),
+            start: self.start.map(|s| match s {
+                StartArg::Synchronized => Start::Synchronized,
+                StartArg::Overlapped => Start::Overlapped,
+            }),
+            variant: self.variant.clone(),
+            gossip_rounds: self.gossip_rounds,
+            correction_time: self.correction_time,
+        }
+    }
+
     /// The flags that reproduce these algorithm settings (to start `ftcoll node` processes).
     pub fn to_args(&self) -> Vec<String> {
         let mut v = vec!["--algo".to_string()];
@@ -222,6 +263,35 @@ pub struct SimArgs {
     pub overlay: crate::cli::overlay::OverlayArgs,
 }
 
+impl SimArgs {
+    /// The typed simulation spec of these flags.
+    pub fn spec(&self) -> SimSpec {
+        SimSpec {
+            alg: self.alg.spec(),
+            nodes: self.nodes,
+            l: self.l,
+            o: self.o,
+            loggp: self.loggp.spec(),
+            faults: self.faults.clone(),
+            dead: self.dead.clone(),
+            online_faults: self.online_faults,
+            kill: self.kill.clone(),
+            detect_delay: self.detect_delay,
+            receives: self.receives.clone(),
+            runs: self.runs,
+            seed: self.seed,
+            threads: self.threads,
+            max_events: self.max_events,
+        }
+    }
+
+    /// Validates the flags into a simulation setup; errors are one line.
+    pub fn setup(&self) -> Result<Setup, String> {
+        crate::cli::overlay::reject_unused(&self.overlay)?;
+        Setup::from_spec(&self.spec())
+    }
+}
+
 /// LogGP parameters beside `--L`/`--o`: the defaults give exactly LogP.
 #[derive(Args, Debug, Clone, Default)]
 pub struct LoggpArgs {
@@ -245,6 +315,20 @@ pub struct LoggpArgs {
     /// constants, in LogP time units; see src/sim/noise.rs).
     #[arg(long = "noise")]
     pub noise: Option<std::path::PathBuf>,
+}
+
+impl LoggpArgs {
+    /// The typed LogGP spec of these flags.
+    pub fn spec(&self) -> LoggpSpec {
+        LoggpSpec {
+            os: self.os,
+            or: self.or,
+            g: self.g,
+            big_g: self.big_g,
+            bytes: self.bytes,
+            noise: self.noise.clone(),
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]

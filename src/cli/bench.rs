@@ -10,10 +10,11 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::cli::args::AlgoArgs;
-use crate::cli::config::{Algo, Setup, resolve_algo};
 use crate::cli::node::{BootSpec, JoinedNode, run_joined_node};
-use crate::cli::runner;
 use crate::cli::values::{PollArg, TransportArg};
+use crate::experiment::algo::{Algo, resolve_algo};
+use crate::experiment::sim::Setup;
+use crate::experiment::simulate as runner;
 use crate::model::LogP;
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
 use crate::runtime::control::ParentAgent;
@@ -437,7 +438,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         o: 1,
     };
     let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
-    let algo = resolve_algo(&a.alg, a.nodes, model, dead)?;
+    let algo = resolve_algo(&a.alg.spec(), a.nodes, model, dead)?;
     let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
     if (a.procs || a.join.is_some()) && a.workers.is_some() {
         return Err("--workers does not apply to --procs (each node process has one worker)".into());

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::cli::args::AlgoArgs;
-use crate::cli::config::resolve_algo;
 use crate::cli::values::{PollArg, TransportArg};
+use crate::experiment::algo::resolve_algo;
 use crate::model::LogP;
 use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
@@ -181,7 +181,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
         l: (a.l_ns + a.o_ns / 2) / a.o_ns,
         o: 1,
     };
-    let algo = resolve_algo(&a.alg, n, model, 0)?;
+    let algo = resolve_algo(&a.alg.spec(), n, model, 0)?;
     let spec = NodeSpec {
         rank,
         n,
@@ -411,7 +411,7 @@ fn run_launched(
         k => (k, false),
     };
     let dead = j.kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
-    let algo = resolve_algo(j.alg, j.n, model, dead)?;
+    let algo = resolve_algo(&j.alg.spec(), j.n, model, dead)?;
     let spec = NodeSpec {
         rank: j.rank,
         n: j.n,

@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::cli::args::{AlgoName, SimArgs};
+use crate::cli::args::{AlgoArg, SimArgs};
 use crate::protocol::ProtoRng;
 use crate::protocol::overlay::han_finkel::{Tolerance, run_len};
 use crate::sim::bmg_build::{Build, BuildRun, Convergence, Start};
@@ -71,10 +71,10 @@ impl OverlayArgs {
 }
 
 /// Is `algo` one of the overlay algorithms this module runs?
-pub fn is_overlay(algo: AlgoName) -> bool {
+pub fn is_overlay(algo: AlgoArg) -> bool {
     matches!(
         algo,
-        AlgoName::BmgBuild | AlgoName::Dissemination | AlgoName::FailureNotices
+        AlgoArg::BmgBuild | AlgoArg::Dissemination | AlgoArg::FailureNotices
     )
 }
 
@@ -114,7 +114,7 @@ pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
         return Err("--runs must be at least 1".to_string().into());
     }
     match a.alg.algo {
-        AlgoName::Dissemination | AlgoName::FailureNotices => {
+        AlgoArg::Dissemination | AlgoArg::FailureNotices => {
             if let Some(flag) = a.overlay.given() {
                 return Err(format!("{flag} applies to --algo bmg-build only").into());
             }
@@ -125,7 +125,7 @@ pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
                         .into(),
                 );
             }
-            if a.alg.algo == AlgoName::Dissemination {
+            if a.alg.algo == AlgoArg::Dissemination {
                 Ok(dissemination(a)?)
             } else {
                 Ok(crate::cli::notices::run(a, &sizes(a.nodes))?)

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 
 use crate::cli::args::{AlgoArgs, SimArgs};
-use crate::cli::config::Setup;
 use crate::cli::values::MetricArg;
-use crate::cli::{runner, spec};
+use crate::experiment::sim::Setup;
+use crate::experiment::simulate as runner;
+use crate::experiment::spec;
 use crate::report::plot::{self, Chart, Format, Sweep};
 use crate::sim::DeadBefore;
 
@@ -202,7 +203,7 @@ fn setup(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<Setup
         allow_aborts: false,
         overlay: Default::default(),
     };
-    Setup::from_args(&a)
+    a.setup()
 }
 
 /// Runs every experiment of every series (all resolved first, so that bad flags fail before
@@ -378,7 +379,7 @@ pub fn run(a: &PlotArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::args::AlgoName;
+    use crate::cli::args::AlgoArg as AlgoName;
 
     #[test]
     fn algo_specs_parse_like_sim_flags() {

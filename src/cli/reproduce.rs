@@ -8,8 +8,8 @@ use std::time::Instant;
 use clap::Parser;
 
 use crate::cli::args::{Cli, Command, ReproduceArgs};
-use crate::cli::config::Setup;
-use crate::cli::runner;
+use crate::experiment::sim::Setup;
+use crate::experiment::simulate as runner;
 use crate::model::{DEFAULT_DELTA, LogP, k_hat, l_ff_scc, m_scc, t_opt_ccg, t_opt_ocg};
 use crate::sim::Summary;
 
@@ -27,7 +27,7 @@ impl Ctx {
             return Err("reproduce: internal".into());
         };
         a.threads = Some(self.threads);
-        Setup::from_args(&a)
+        a.setup()
     }
 
     /// The summary of `ftcoll sim {args}`; an error if any run was aborted at the event cap

@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use serde_json::json;
 
 use crate::cli::args::SimArgs;
-use crate::cli::config::Setup;
-use crate::cli::runner;
+use crate::experiment::sim::Setup;
+use crate::experiment::simulate as runner;
 use crate::sim::stats::Percentiles;
 use crate::sim::{Report, write_trace};
 
@@ -16,7 +16,7 @@ pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
     if crate::cli::overlay::is_overlay(a.alg.algo) {
         return crate::cli::overlay::run(a);
     }
-    let setup = Setup::from_args(a)?;
+    let setup = a.setup()?;
     let ex = &setup.experiment;
     if let Some(path) = &a.trace {
         let rows = runner::trace(&setup)?;

@@ -1,7 +1,7 @@
 //! Runs a resolved [`Setup`] on the simulator, through [`Algo::dispatch`]: Monte Carlo or a
 //! single traced run.
 
-use crate::cli::config::Setup;
+use crate::experiment::sim::Setup;
 use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::sim::{Experiment, Summary, TraceRow, run_many, trace_one};
