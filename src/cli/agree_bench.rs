@@ -81,8 +81,8 @@ fn us(h: &Histogram<u64>, q: f64) -> f64 {
 /// With `--join`: this process's part of the launched run. The job key comes from
 /// `FTCOLL_KEY` (every host's process must share it); without one the run is unauthenticated
 /// (said loudly).
-fn join_spec(a: &AgreeArgs) -> Result<crate::runtime::agree_join::JoinSpec, String> {
-    Ok(crate::runtime::agree_join::JoinSpec {
+fn join_spec(a: &AgreeArgs) -> Result<crate::experiment::launch::agree_join::JoinSpec, String> {
+    Ok(crate::experiment::launch::agree_join::JoinSpec {
         coordinator: a.join.ok_or("--join missing")?,
         rank: a.rank.ok_or("--join needs --rank (bench here with --nodes)")?,
         bind: a.bind,
@@ -109,13 +109,13 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
         Mode::Threads
     };
     let r = match mode {
-        Mode::Joined => match crate::runtime::agree_join::run(&b, &join_spec(a)?)? {
+        Mode::Joined => match crate::experiment::launch::agree_join::run(&b, &join_spec(a)?)? {
             Some(r) => r,
             None => return Ok(()), // A node of a launched run: rank 0 reports.
         },
         Mode::Procs => {
             let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
-            crate::runtime::agree_procs::run(&b, &exe)?
+            crate::experiment::launch::agree::run(&b, &exe)?
         }
         Mode::Threads => crate::runtime::agree::run(&b)?,
     };

@@ -13,6 +13,7 @@ use crate::cli::args::AlgoArgs;
 use crate::cli::node::{BootSpec, JoinedNode, run_joined_node};
 use crate::cli::values::{PollArg, TransportArg};
 use crate::experiment::algo::{Algo, resolve_algo};
+use crate::experiment::launch::bcast::coordinate_joined;
 use crate::experiment::sim::Setup;
 use crate::experiment::simulate as runner;
 use crate::model::LogP;
@@ -21,7 +22,7 @@ use crate::runtime::control::ParentAgent;
 use crate::runtime::join::JobParams;
 use crate::runtime::kill::{Kill, KillPoint, format_kills, parse_kills};
 use crate::runtime::logp::{Estimate, estimate};
-use crate::runtime::procs::{coordinate_joined, rank_from_env, unix_ns};
+use crate::runtime::procs::{rank_from_env, unix_ns};
 use crate::runtime::{Bench, TransportKind};
 use crate::sim::{DeadBefore, Experiment, Faults};
 
@@ -140,11 +141,6 @@ pub struct BenchArgs {
     /// The job's secret key: a file whose first line is 32 hex digits.
     #[arg(long = "key-file")]
     pub key_file: Option<std::path::PathBuf>,
-}
-
-/// The job id every node of a run derives from the seed (datagrams of other jobs are dropped).
-pub fn job_id(seed: u64) -> u64 {
-    0xF7C0_0000_0000_0000 ^ seed
 }
 
 fn default_kills(a: &BenchArgs) -> String {
@@ -387,7 +383,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         bind: a.bind,
         rank,
         n: a.nodes,
-        job: job_id(a.seed),
+        job: crate::experiment::launch::job::bench(a.seed),
         seed: a.seed,
         size: a.size,
         poll: a.poll.map(PollMode::from).unwrap_or(PollMode::Busy),
@@ -467,7 +463,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         window: a.window,
         payload_len: a.size,
         tick_ns: o_ns,
-        job: job_id(a.seed),
+        job: crate::experiment::launch::job::bench(a.seed),
         seed: a.seed,
         op_timeout: Duration::from_millis(a.op_timeout_ms),
         idle: Duration::from_micros(500),
@@ -572,7 +568,14 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             v.extend(key_args.iter().cloned());
             v
         };
-        let r = crate::runtime::procs::run_parent(&exe, &bench.cluster, bench.auth.as_ref(), &kills, &child_args, &dir);
+        let r = crate::experiment::launch::bcast::run_parent(
+            &exe,
+            &bench.cluster,
+            bench.auth.as_ref(),
+            &kills,
+            &child_args,
+            &dir,
+        );
         let _ = std::fs::remove_dir_all(&dir);
         r?
     } else {

@@ -232,7 +232,7 @@ fn report(p: &Prtt, d: &Estimate) -> String {
 fn remote(a: &LogpArgs, dir: &std::path::Path) -> Result<(), String> {
     let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "processes")?;
     let timeout = Duration::from_secs(a.rendezvous_timeout);
-    let job = 0x10_6f_5e;
+    let job = crate::experiment::launch::job::LOGP_BETWEEN;
     let mut t: Box<dyn Transport> = match a.transport.kind() {
         TransportKind::Inproc => return Err("--transport inproc cannot cross processes: use udp or verbs".into()),
         TransportKind::Verbs => crate::transport::verbs::node_endpoint(rank, n, job, 1, dir, timeout)?,

@@ -11,7 +11,6 @@ pub mod args;
 pub mod auth;
 pub mod bench;
 pub mod bootstrap;
-pub mod bootstrap_kill;
 pub mod logp;
 pub mod model;
 pub mod node;

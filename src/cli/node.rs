@@ -135,7 +135,7 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
             bind: (!a.bind.is_loopback()).then_some(a.bind),
             rank,
             n,
-            job: a.job.unwrap_or(crate::cli::bench::job_id(a.seed)),
+            job: a.job.unwrap_or(crate::experiment::launch::job::bench(a.seed)),
             seed: a.seed,
             size: a.size,
             poll: a.poll.into(),

@@ -133,7 +133,7 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
     if let Some(exe) = &exe {
         // One group of processes: survivors carry over, the failed are replaced.
         let mut kr = rng.clone();
-        crate::runtime::agree_procs::stress(&b, exe, &mut |_| kills_of(&mut kr), &mut |g| {
+        crate::experiment::launch::agree::stress(&b, exe, &mut |_| kills_of(&mut kr), &mut |g| {
             t.generations += 1;
             t.agreements += g.report.agreements;
             t.failures += u64::from(g.killed);

@@ -9,7 +9,9 @@
 //! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
 
 pub mod algo;
+pub mod bootstrap_kill;
 pub mod defaults;
+pub mod launch;
 pub mod sim;
 pub mod simulate;
 pub mod spec;

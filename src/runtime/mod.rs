@@ -8,7 +8,6 @@
 //! rounds, delayed correction) keep their meaning on the wire.
 
 pub mod agree;
-pub mod agree_join;
 pub mod agree_procs;
 pub mod agree_stream;
 pub mod agree_window;

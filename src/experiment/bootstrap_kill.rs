@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::cli::bootstrap::{BootstrapArgs, DetectorArgs, launch};
+use crate::experiment::launch::boot::{BootLaunch, Detector, launch};
 use crate::protocol::overlay::failure_notice::FailureNotices;
 use crate::protocol::overlay::repair::Mended;
 use crate::protocol::overlay::ring_to_bmg::levels;
@@ -24,7 +24,7 @@ use crate::runtime::watch::{WatchConfig, WatchReport, watch};
 use crate::topology::launch_tree::LaunchTree;
 use crate::topology::ring::{backward, forward};
 
-fn detector(d: &DetectorArgs) -> Result<(Duration, Duration), String> {
+fn detector(d: &Detector) -> Result<(Duration, Duration), String> {
     if d.heartbeat_ms == 0 || d.suspect_ms <= d.heartbeat_ms {
         return Err("--heartbeat-ms must be at least 1 and below --suspect-ms".into());
     }
@@ -36,7 +36,7 @@ fn detector(d: &DetectorArgs) -> Result<(Duration, Duration), String> {
 
 /// `boot-node --watch`: boots, prints the boot report, then watches until stdin closes,
 /// printing each [`WatchReport`] as a JSON line.
-pub fn boot_and_watch(sock: UdpSocket, cfg: BootConfig, d: &DetectorArgs) -> Result<(), String> {
+pub fn boot_and_watch(sock: UdpSocket, cfg: BootConfig, d: &Detector) -> Result<(), String> {
     let (heartbeat, suspect_after) = detector(d)?;
     let n = cfg.n;
     let wcfg = WatchConfig {
@@ -76,10 +76,11 @@ fn verified(m: &Mended, r: &WatchReport) -> bool {
         })
 }
 
-/// Runs `ftcoll bootstrap --nodes N --kill R[,R..]`.
-pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
+/// Runs `ftcoll bootstrap --nodes N --kill R[,R..]`: `n` nodes launched as `a` says, `kill` SIGKILLed once the
+/// overlay is built; one JSON object with `json`, else the table.
+pub fn run(a: &BootLaunch, kill: &[u32], json: bool, n: u32) -> Result<(), String> {
     detector(&a.detector)?;
-    let kill: BTreeSet<u32> = a.kill.iter().copied().collect();
+    let kill: BTreeSet<u32> = kill.iter().copied().collect();
     if let Some(r) = kill.iter().find(|&&r| r >= n) {
         return Err(format!("--kill {r} is not below --nodes {n}"));
     }
@@ -118,7 +119,7 @@ pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
     std::thread::sleep(Duration::from_millis(5 * a.detector.heartbeat_ms));
     let kill_us = unix_us();
     for &k in &kill {
-        let c = &mut l.procs.0[k as usize];
+        let c = l.procs.0[k as usize].as_mut().ok_or("internal: no such process")?;
         c.kill().map_err(|e| format!("cannot kill rank {k}: {e}"))?;
         let _ = c.wait();
     }
@@ -160,10 +161,13 @@ pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
         .collect();
     // Every node is done: close their stdin, they exit.
     for &r in &survivors {
-        drop(l.procs.0[r].stdin.take());
+        if let Some(c) = l.procs.0[r].as_mut() {
+            drop(c.stdin.take());
+        }
     }
     for &r in &survivors {
-        let st = l.procs.0[r].wait().map_err(|e| e.to_string())?;
+        let Some(c) = l.procs.0[r].as_mut() else { continue };
+        let st = c.wait().map_err(|e| e.to_string())?;
         if !st.success() {
             return Err(format!("rank {r} exited with {st}"));
         }
@@ -191,7 +195,7 @@ pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
     let detectors = reps.iter().filter(|r| r.detected_unix_us > 0).count();
     let ring: Vec<String> = mended.tree().ring_order().iter().map(|r| r.to_string()).collect();
     let killed: Vec<String> = kill.iter().map(|r| r.to_string()).collect();
-    if a.json {
+    if json {
         println!(
             "{}",
             json!({
