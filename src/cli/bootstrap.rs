@@ -2,7 +2,6 @@
 //! `ftcoll boot-node` (one node of it, as a launcher starts it: rank, size and the launch-tree
 //! parent's address only).
 
-use std::io::BufRead;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
