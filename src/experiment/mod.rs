@@ -12,6 +12,7 @@ pub mod algo;
 pub mod bootstrap_kill;
 pub mod defaults;
 pub mod launch;
+pub mod predict;
 pub mod sim;
 pub mod simulate;
 pub mod spec;

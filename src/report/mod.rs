@@ -1,4 +1,5 @@
 //! What a run prints and writes: output files ([`output`]) and figures ([`plot`]).
 
+pub mod bench;
 pub mod output;
 pub mod plot;
