@@ -13,6 +13,7 @@ pub mod bootstrap_kill;
 pub mod defaults;
 pub mod launch;
 pub mod predict;
+pub mod reproduce;
 pub mod sim;
 pub mod simulate;
 pub mod spec;
