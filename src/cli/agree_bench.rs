@@ -7,7 +7,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde_json::json;
 
-use crate::cli::agree::{AgreeArgs, RebalanceName, TransportName};
+use crate::cli::agree_args::{AgreeArgs, RebalanceName, TransportName};
 use crate::protocol::agree::{EraConfig, Rebalance, Shape};
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport};
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::cli::args::AlgoArgs;
+use crate::cli::flags::AlgoArgs;
 use crate::cli::node::{BootSpec, JoinedNode, run_joined_node};
 use crate::cli::values::{PollArg, TransportArg};
 use crate::experiment::algo::resolve_algo;

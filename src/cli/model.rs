@@ -1,6 +1,6 @@
 //! `ftcoll model`: the papers' analytic predictions for the same flags as `ftcoll sim`.
 
-use crate::cli::args::SimArgs;
+use crate::cli::flags::SimArgs;
 use crate::experiment::algo::Algo;
 use crate::experiment::defaults::shape;
 use crate::experiment::sim::Setup;

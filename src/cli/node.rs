@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::args::AlgoArgs;
+use crate::cli::flags::AlgoArgs;
 use crate::cli::values::{PollArg, TransportArg};
 use crate::experiment::algo::resolve_algo;
 use crate::model::LogP;

@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::json;
 
-use crate::cli::args::SimArgs;
+use crate::cli::flags::SimArgs;
 use crate::protocol::overlay::han_finkel::run_len;
 use crate::protocol::{ProtoRng, Rank};
 use crate::sim::notices::{NoticeRun, spread};

@@ -2,11 +2,10 @@
 //! convergence tables of the overlay
 //! protocols (BMG paper §4, Figures 2–4; Han–Finkel Theorems 1–3), as a table or `--json`.
 
-use clap::{Args, ValueEnum};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::cli::args::{AlgoArg, SimArgs};
+use crate::cli::flags::{AlgoArg, SchedulerName, SimArgs};
 use crate::protocol::ProtoRng;
 use crate::protocol::overlay::han_finkel::{Tolerance, run_len};
 use crate::sim::bmg_build::{Build, BuildRun, Convergence, Start};
@@ -20,74 +19,8 @@ pub const MAX_BMG_NODES: u32 = 1 << 22;
 /// Largest `--nodes` for `--algo dissemination` (an all-gather costs `n^2 log n` item copies).
 pub const MAX_DISSEMINATION_NODES: u32 = 2048;
 
-/// Which schedulers to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SchedulerName {
-    Synchronous,
-    Asynchronous,
-    Both,
-}
-
-/// Flags of the overlay algorithms (rejected for the broadcast ones).
-#[derive(Args, Debug, Clone, Default)]
-pub struct OverlayArgs {
-    /// bmg-build: launch trees, comma-separated: binary, binomial, random:DEGREE
-    /// [default: binomial,binary].
-    #[arg(long = "launch-tree")]
-    pub launch_tree: Option<String>,
-    /// bmg-build: §4 scheduler(s) [default: both].
-    #[arg(long, value_enum)]
-    pub scheduler: Option<SchedulerName>,
-    /// bmg-build: a quiet process re-runs its spontaneous rules every R phases [default: 64].
-    #[arg(long)]
-    pub refresh: Option<u32>,
-    /// bmg-build: start from random states with 4·N random messages in the channels
-    /// (self-stabilization) instead of §4's empty start.
-    #[arg(long)]
-    pub corrupted: bool,
-    /// bmg-build: give up a run after this many phases [default: 1000000].
-    #[arg(long = "max-phases")]
-    pub max_phases: Option<u64>,
-    /// bmg-build: after convergence, crash K random processes for good, one at a time, each
-    /// followed by the repair (the launch tree mended, N one less) [default: 0].
-    #[arg(long)]
-    pub crashes: Option<u32>,
-}
-
-impl OverlayArgs {
-    fn given(&self) -> Option<&'static str> {
-        [
-            (self.launch_tree.is_some(), "--launch-tree"),
-            (self.scheduler.is_some(), "--scheduler"),
-            (self.refresh.is_some(), "--refresh"),
-            (self.corrupted, "--corrupted"),
-            (self.max_phases.is_some(), "--max-phases"),
-            (self.crashes.is_some(), "--crashes"),
-        ]
-        .into_iter()
-        .find(|x| x.0)
-        .map(|x| x.1)
-    }
-}
-
-/// Is `algo` one of the overlay algorithms this module runs?
-pub fn is_overlay(algo: AlgoArg) -> bool {
-    matches!(
-        algo,
-        AlgoArg::BmgBuild | AlgoArg::Dissemination | AlgoArg::FailureNotices
-    )
-}
-
-/// Errors if an overlay flag is given to a broadcast algorithm.
-pub fn reject_unused(a: &OverlayArgs) -> Result<(), String> {
-    match a.given() {
-        Some(flag) => Err(format!("{flag} applies to --algo bmg-build only")),
-        None => Ok(()),
-    }
-}
-
 /// Runs `ftcoll sim` for an overlay algorithm.
-pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
+pub fn run(a: &SimArgs) -> Result<(), crate::cli::failure::Failure> {
     let g = &a.alg;
     for (given, flag) in [
         (g.tree.is_some(), "--tree"),
@@ -181,7 +114,7 @@ fn shape(name: &str, depth: u32) -> LaunchShape {
 /// A bmg-build run that was not legitimate and quiet for the closure phases within
 /// `--max-phases` is the overlay's aborted run: reported, and exit code 3 unless
 /// `--allow-aborts`.
-fn bmg(a: &SimArgs) -> Result<(), crate::cli::Failure> {
+fn bmg(a: &SimArgs) -> Result<(), crate::cli::failure::Failure> {
     if a.nodes > MAX_BMG_NODES {
         return Err(format!("--algo bmg-build takes --nodes up to {MAX_BMG_NODES} (got {})", a.nodes).into());
     }
@@ -278,7 +211,7 @@ fn bmg(a: &SimArgs) -> Result<(), crate::cli::Failure> {
             println!("\nABORTED: {open} of {total} runs were not legitimate and quiet within --max-phases");
         }
     }
-    crate::cli::check_aborts(
+    crate::cli::failure::check_aborts(
         open,
         total,
         &format!("bmg-build, --max-phases {}", cfg(Scheduler::Synchronous, 2).max_phases),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cli::args::{AlgoArgs, SimArgs};
+use crate::cli::flags::{AlgoArgs, SimArgs};
 use crate::cli::values::MetricArg;
 use crate::experiment::sim::Setup;
 use crate::experiment::simulate as runner;
@@ -379,7 +379,7 @@ pub fn run(a: &PlotArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::args::AlgoArg as AlgoName;
+    use crate::cli::flags::AlgoArg as AlgoName;
 
     #[test]
     fn algo_specs_parse_like_sim_flags() {

@@ -4,7 +4,8 @@
 
 use clap::Parser;
 
-use crate::cli::args::{Cli, Command, ReproduceArgs};
+use crate::cli::args::{Cli, Command};
+use crate::cli::flags::ReproduceArgs;
 use crate::experiment::reproduce::{self, ReproduceSpec};
 use crate::experiment::sim::SimSpec;
 
@@ -15,7 +16,7 @@ pub fn sim_flags(args: &str) -> Result<SimSpec, String> {
     let Command::Sim(a) = cli.command else {
         return Err("reproduce: internal".into());
     };
-    crate::cli::overlay::reject_unused(&a.overlay)?;
+    crate::cli::flags::reject_unused(&a.overlay)?;
     Ok(a.spec())
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 
-use crate::cli::agree::TransportName;
+use crate::cli::agree_args::TransportName;
 use crate::protocol::ProtoRng;
 use crate::protocol::agree::{EraConfig, Shape};
 use crate::runtime::agree::{AgreeBench, AgreeTransport};

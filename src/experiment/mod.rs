@@ -8,6 +8,7 @@
 //!   fault-free latency the model predicts.
 //! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
 
+pub mod agree;
 pub mod algo;
 pub mod bootstrap_kill;
 pub mod defaults;
