@@ -1,4 +1,4 @@
-//! How a command fails: a one-line error (exit code 2) or aborted simulation runs (exit code 3).
+//! Exit codes of a failed command: 2 for a one-line error, 3 for aborted simulation runs.
 
 /// Exit code for bad input.
 pub const EXIT_USAGE: i32 = 2;
@@ -6,34 +6,4 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit code of a simulation in which some run was aborted at its event cap.
 pub const EXIT_ABORTED: i32 = 3;
 
-/// Why a command failed: bad input (or an environment error), or aborted simulation runs.
-#[derive(Debug)]
-pub enum Failure {
-    /// A one-line error; exit code [`EXIT_USAGE`].
-    Error(String),
-    /// Some simulated runs hit the event cap; exit code [`EXIT_ABORTED`].
-    Aborted(String),
-}
-
-impl From<String> for Failure {
-    fn from(e: String) -> Self {
-        Failure::Error(e)
-    }
-}
-
-/// `Err(Failure::Aborted)` naming `aborted` of `runs` runs of `what`, unless `allowed` (then a
-/// note on stderr) or none aborted.
-pub fn check_aborts(aborted: u64, runs: u64, what: &str, allowed: bool) -> Result<(), Failure> {
-    if aborted == 0 {
-        return Ok(());
-    }
-    let msg = format!(
-        "{aborted} of {runs} runs aborted at the event cap ({what}): their figures are not valid \
-         (raise --max-events, or pass --allow-aborts to accept them)"
-    );
-    if allowed {
-        eprintln!("ftcoll: warning: {msg}");
-        return Ok(());
-    }
-    Err(Failure::Aborted(msg))
-}
+pub use crate::experiment::failure::{Failure, check_aborts};

@@ -17,7 +17,6 @@ pub mod flags;
 pub mod logp;
 pub mod model;
 pub mod node;
-pub mod notices;
 pub mod overlay;
 pub mod plot;
 pub mod reproduce;
