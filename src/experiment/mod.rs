@@ -20,3 +20,4 @@ pub mod reproduce;
 pub mod sim;
 pub mod simulate;
 pub mod spec;
+pub mod stress;
