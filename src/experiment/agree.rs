@@ -23,7 +23,7 @@ pub struct Totals {
 
 impl Totals {
     /// Nothing measured yet.
-    pub fn new() -> Self {
+    fn new() -> Self {
         Self {
             latency: Dist::new(1),
             process_latency: Dist::new(1),
@@ -43,7 +43,7 @@ impl Totals {
     }
 
     /// Adds one run.
-    pub fn add(&mut self, r: &AgreeRun) {
+    fn add(&mut self, r: &AgreeRun) {
         self.latency.merge(&r.latency);
         self.process_latency.merge(&r.process_latency);
         self.messages.merge(&r.messages);
