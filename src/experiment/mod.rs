@@ -14,6 +14,7 @@ pub mod bootstrap_kill;
 pub mod defaults;
 pub mod failure;
 pub mod launch;
+pub mod logp;
 pub mod overlay;
 pub mod predict;
 pub mod reproduce;

@@ -18,5 +18,10 @@ pub fn bootstrap(launcher_pid: u32, nodes: u32) -> u64 {
     u64::from(launcher_pid) << 20 | u64::from(nodes)
 }
 
-/// `logp --between` (two hosts measuring one link; one pair at a time).
-pub const LOGP_BETWEEN: u64 = 0x10_6f_5e;
+/// `logp --rendezvous` (rank 0 measuring every other process of a launched run).
+pub const LOGP_RENDEZVOUS: u64 = 0x10_6f_5e;
+
+/// `logp --between` on `port` (two hosts measuring one link).
+pub fn logp_between(port: u16) -> u64 {
+    0x106f_0000 ^ u64::from(port)
+}
