@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::cli::flags::AlgoArgs;
-use crate::cli::node::{BootSpec, JoinedNode, run_joined_node};
 use crate::cli::values::{PollArg, TransportArg};
 use crate::experiment::algo::resolve_algo;
 use crate::experiment::launch::bcast::coordinate_joined;
+use crate::experiment::launch::joined::{BootSpec, JoinedNode, run_joined_node};
 use crate::experiment::predict::{predict, shared_o_ns};
 use crate::model::LogP;
 use crate::report::bench::{BenchFacts, BenchReport, dropped_failure, write_hlog};
@@ -235,9 +235,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     // generated there. Local runs generate one for their nodes.
     // Resolved once, when the run starts (after every check of the flags).
     let key = || crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), a.join.is_none());
+    let alg_spec = a.alg.spec();
     let joined_node = |rank: u32, auth| JoinedNode {
         auth,
-        alg: &a.alg,
+        alg: &alg_spec,
         coordinator: a.join.expect("join mode"),
         bind: a.bind,
         rank,

@@ -8,6 +8,7 @@ pub mod agree_join;
 pub mod bcast;
 pub mod boot;
 pub mod job;
+pub mod joined;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::process::Child;
