@@ -3,13 +3,12 @@
 //! critical-path steps as percentiles, the properties of §2.1 checked on every return.
 
 use crate::cli::agree_args::{AgreeArgs, RebalanceName, ValueName};
-use serde_json::json;
 
-use crate::experiment::agree::{Totals, simulate};
+use crate::experiment::agree::simulate;
 use crate::model::LogP;
 use crate::protocol::agree::{And32, And64, EraConfig, EraTree, RankSet, Rebalance, Shape};
+use crate::report::agree::SimShown;
 use crate::sim::agree::{AgreeSim, Kill, KillAt, theorem5_bound};
-use crate::sim::stats::Dist;
 
 fn parse_kills(spec: &str, n: u32) -> Result<Vec<Kill>, String> {
     let mut v = Vec::new();
@@ -100,108 +99,19 @@ pub fn run(a: &AgreeArgs) -> Result<(), crate::cli::failure::Failure> {
     let secs = started.elapsed().as_secs_f64();
     let (height, fanout) = EraTree::full(sim.era.shape, sim.n).shape_stats();
     let bound = theorem5_bound(sim.n, fanout, height);
-    if a.json {
-        let p = |d: &Dist| serde_json::to_value(d.percentiles()).unwrap_or_default();
-        println!(
-            "{}",
-            json!({
-                "config": {
-                    "nodes": sim.n, "tree": sim.era.shape.to_string(), "L": sim.logp.l, "o": sim.logp.o,
-                    "agreements": sim.agreements, "runs": a.runs, "detect_delay": sim.detect_delay,
-                    "detect_jitter": sim.detect_jitter, "kill": a.kill, "random_kills": sim.random_kills,
-                    "value": format!("{:?}", a.value).to_lowercase(), "gc": sim.era.gc, "seed": a.seed,
-                },
-                "agreement_latency": p(&t.latency),
-                "process_latency": p(&t.process_latency),
-                "messages_per_agreement": p(&t.messages),
-                "critical_path_steps": p(&t.steps),
-                "max_messages_sent_by_one_process": p(&t.max_sent),
-                "tree_height": height, "tree_fanout": fanout, "theorem5_bound": bound,
-                "max_steps_failure_free": t.max_steps_failure_free,
-                "failure_free_agreements": t.failure_free_agreements,
-                "max_stored_agreements_per_process": t.max_stored,
-                "not_acknowledged_returns": t.not_acknowledged,
-                "rebalances": t.rebalances, "dead": t.dead, "aborted_runs": t.aborted,
-                "violations": t.violations, "events": t.events, "seconds": secs,
-            })
-        );
-    } else {
-        print!("{}", table(&sim, a, &t, (height, fanout, bound), secs));
-    }
+    let shown = SimShown {
+        runs: a.runs,
+        kill: a.kill.as_deref(),
+        value: format!("{:?}", a.value),
+        seed: a.seed,
+    };
+    crate::report::agree::print_sim(&sim, &shown, &t, (height, fanout, bound), secs, a.json);
     crate::cli::failure::check_aborts(
         t.aborted,
         a.runs,
         &format!("agree --sim, --max-events {}", a.max_events),
         a.allow_aborts,
     )
-}
-
-fn table(sim: &AgreeSim, a: &AgreeArgs, t: &Totals, (height, fanout, bound): (u32, u32, u32), secs: f64) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "ftcoll agree --sim: ERA tree={} (height {height}, fan-out {fanout}) nodes={} L={} o={} value={:?}",
-        sim.era.shape, sim.n, sim.logp.l, sim.logp.o, a.value
-    );
-    let _ = writeln!(
-        s,
-        "agreements={} per process x runs={}  detect-delay={} jitter={}  kills={}  random-kills={}  gc={} rebalance={:?}",
-        sim.agreements,
-        a.runs,
-        sim.detect_delay,
-        sim.detect_jitter,
-        a.kill.as_deref().unwrap_or("none"),
-        sim.random_kills,
-        sim.era.gc,
-        sim.era.rebalance
-    );
-    let _ = writeln!(
-        s,
-        "\n{:<36}{:>10}{:>10}{:>10}{:>10}{:>10}",
-        "", "mean", "p50", "p99", "p99.9", "max"
-    );
-    for (name, d) in [
-        ("agreement latency (entry→last ret.)", &t.latency),
-        ("per-process latency (entry→return)", &t.process_latency),
-        ("messages per agreement", &t.messages),
-        ("critical-path message steps", &t.steps),
-        ("most messages sent by one process", &t.max_sent),
-    ] {
-        let p = d.percentiles();
-        let _ = writeln!(
-            s,
-            "{name:<36}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}",
-            p.mean, p.p50, p.p99, p.p999, p.max
-        );
-    }
-    let _ = writeln!(s, "(latencies in LogP time units)");
-    if t.failure_free_agreements > 0 {
-        let _ = writeln!(
-            s,
-            "Theorem 5 (failure-free): max steps {} over {} agreements, bound 2·⌈log_δ n⌉ = {bound} (δ = {fanout}): {}",
-            t.max_steps_failure_free,
-            t.failure_free_agreements,
-            if t.max_steps_failure_free <= bound {
-                "holds"
-            } else {
-                "exceeded (the tree is deeper than log_δ n)"
-            }
-        );
-    }
-    let _ = writeln!(
-        s,
-        "stored agreements per process (max): {}   failures: {}   'failure not acknowledged' returns: {}   tree rebuilds: {}",
-        t.max_stored, t.dead, t.not_acknowledged, t.rebalances
-    );
-    let v = &t.violations;
-    let _ = writeln!(
-        s,
-        "violations: agreement {} participation {} validity {} irrevocability {} failed-set {} termination {}   aborted runs: {}",
-        v.agreement, v.participation, v.validity, v.irrevocability, v.failed_set, v.termination, t.aborted
-    );
-    let _ = writeln!(s, "simulated {} events in {secs:.2} s", t.events);
-    s
 }
 
 #[cfg(test)]
