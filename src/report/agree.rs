@@ -58,7 +58,7 @@ pub fn print_bench(
             })
         );
     } else {
-        print!("{}", table(&b, &r, mode, coordinator_rss));
+        print!("{}", table(b, r, mode, coordinator_rss));
     }
 }
 
