@@ -22,3 +22,4 @@ pub mod sim;
 pub mod simulate;
 pub mod spec;
 pub mod stress;
+pub mod sweep;
