@@ -40,3 +40,47 @@ fn a_short_fuzz_run_of_every_target_finds_nothing() {
         assert!(r.execs > 100 && r.outcomes >= 1, "{}: {r:?}", t.name);
     }
 }
+
+/// Every protocol message decoder has a target, and its seeds are valid messages: a seed that
+/// fails to decode would leave the mutator far from the deep checks.
+#[test]
+fn every_wire_seed_decodes_and_every_message_family_has_a_target() {
+    for name in [
+        "wire_header",
+        "wire_tree",
+        "wire_gossip",
+        "wire_corr",
+        "wire_bfb",
+        "wire_small",
+        "wire_era",
+        "wire_overlay",
+        "wire_watch",
+        "wire_bootstrap",
+    ] {
+        let t = ftcoll::fuzz::find(name).unwrap_or_else(|| panic!("no fuzz target {name}"));
+        for (i, seed) in (t.seeds)().iter().enumerate() {
+            let outcome = (t.run)(seed);
+            assert!(
+                outcome % 1000 >= 100,
+                "{name}: seed {i} does not decode (outcome {outcome})"
+            );
+        }
+    }
+}
+
+/// Each target of the stable harness is also a libFuzzer binary of the `fuzz/` crate.
+#[test]
+fn every_target_is_a_libfuzzer_binary() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("fuzz/Cargo.toml");
+    for t in TARGETS {
+        assert!(
+            manifest.contains(&format!("name = \"{}\"", t.name)),
+            "{} missing from fuzz/Cargo.toml",
+            t.name
+        );
+        let src = std::fs::read_to_string(root.join(format!("fuzz_targets/{}.rs", t.name)))
+            .unwrap_or_else(|e| panic!("fuzz/fuzz_targets/{}.rs: {e}", t.name));
+        assert!(src.contains(&format!("targets::{}(", t.name)), "{}: wrong body", t.name);
+    }
+}

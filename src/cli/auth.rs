@@ -15,7 +15,7 @@ pub enum AuthMode {
     Off,
 }
 
-/// The key of a run: `--key-file`, else [`KEY_ENV`], else a fresh one when `generate` (a
+/// The key of a run: `--key-file`, else [`KEY_ENV`](crate::transport::udp::auth::KEY_ENV), else a fresh one when `generate` (a
 /// launcher for its children), else none. `--auth off`: none. A run without a key says so
 /// loudly when it starts ([`warn_unauthenticated`]), not here: a failing run prints its error
 /// only.

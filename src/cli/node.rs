@@ -17,6 +17,7 @@ use crate::runtime::TransportKind;
 use crate::runtime::control::ChildAgent;
 use crate::runtime::kill::parse_kills;
 use crate::runtime::procs::{NodeSpec, parse_hostfile, rendezvous, unix_ns};
+use crate::wire::dispatch::Dispatch;
 
 #[derive(Args, Debug, Clone)]
 pub struct NodeArgs {
@@ -213,16 +214,4 @@ pub fn run(a: &NodeArgs) -> Result<(), String> {
     let exit = algo.dispatch(n, model, RunNode(&spec, transport, agent))??;
     println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
     Ok(())
-}
-
-/// The local IP this host uses to reach `dst` (no packet is sent: a connected UDP socket).
-pub(crate) fn local_ip_toward(dst: SocketAddr) -> std::io::Result<std::net::IpAddr> {
-    let any: std::net::IpAddr = if dst.is_ipv4() {
-        std::net::Ipv4Addr::UNSPECIFIED.into()
-    } else {
-        std::net::Ipv6Addr::UNSPECIFIED.into()
-    };
-    let s = std::net::UdpSocket::bind((any, 0))?;
-    s.connect(dst)?;
-    Ok(s.local_addr()?.ip())
 }

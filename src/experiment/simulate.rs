@@ -1,11 +1,11 @@
-//! Runs a resolved [`Setup`] on the simulator, through [`Algo::dispatch`]: Monte Carlo or a
+//! Runs a resolved [`Setup`] on the simulator, through [`Dispatch::dispatch`]: Monte Carlo or a
 //! single traced run.
 
 use crate::experiment::sim::Setup;
-use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::sim::{Experiment, Summary, TraceRow, run_many, trace_one};
 use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
 
 struct MonteCarlo<'a>(&'a Experiment, &'a (dyn Fn(u64) + Sync));
 

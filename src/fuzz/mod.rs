@@ -51,6 +51,26 @@ pub const TARGETS: &[Target] = &[
         seeds: seeds::wire_small,
     },
     Target {
+        name: "wire_era",
+        run: targets::wire_era,
+        seeds: seeds::wire_era,
+    },
+    Target {
+        name: "wire_overlay",
+        run: targets::wire_overlay,
+        seeds: seeds::wire_overlay,
+    },
+    Target {
+        name: "wire_watch",
+        run: targets::wire_watch,
+        seeds: seeds::wire_watch,
+    },
+    Target {
+        name: "wire_bootstrap",
+        run: targets::wire_bootstrap,
+        seeds: seeds::wire_bootstrap,
+    },
+    Target {
         name: "udp_datagram",
         run: targets::udp_datagram,
         seeds: seeds::udp_datagram,
@@ -69,6 +89,16 @@ pub const TARGETS: &[Target] = &[
         name: "conn_relay",
         run: targets::conn_relay,
         seeds: seeds::conn_relay,
+    },
+    Target {
+        name: "conn_record",
+        run: targets::conn_record,
+        seeds: seeds::conn_record,
+    },
+    Target {
+        name: "agree_stream",
+        run: targets::agree_stream,
+        seeds: seeds::agree_stream,
     },
     Target {
         name: "hostfile",

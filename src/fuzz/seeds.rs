@@ -1,13 +1,22 @@
 //! Valid inputs each fuzz target starts from (mutations of valid inputs reach the deep checks).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use super::targets::JOB;
+use crate::protocol::agree::{And32, And64, Ballot, EraMsg, RankSet, Value};
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrKind, CorrMsg, Dir, FAILPROOF_CAP, Known};
-use crate::runtime::control::{self, Msg};
-use crate::runtime::join::{self, JobParams};
+use crate::protocol::overlay::bmg_overlay::OverlayMsg;
+use crate::protocol::overlay::failure_notice::Notice;
+use crate::protocol::overlay::han_finkel::{HfMsg, Item};
+use crate::protocol::overlay::ring_to_bmg::BmgMsg;
+use crate::protocol::overlay::tree_to_ring::RingMsg;
 use crate::transport::udp;
+use crate::wire::agree::Heartbeat;
+use crate::wire::bootstrap::BootMsg;
+use crate::wire::control::{self, Msg};
+use crate::wire::join::{self, JobParams};
+use crate::wire::watch::WatchMsg;
 use crate::wire::{WireMessage, encode_datagram};
 
 const N: u8 = 16;
@@ -90,6 +99,105 @@ pub fn wire_small() -> Vec<Vec<u8>> {
     vec![vec![0, N, 0], vec![0, N, 1], vec![1, N]]
 }
 
+/// `n`, then one body per message kind (with a selector byte in front where the target picks).
+fn picked<M: WireMessage>(pick: Option<u8>, m: &M) -> Vec<u8> {
+    let mut v: Vec<u8> = pick.into_iter().collect();
+    v.push(N);
+    v.extend_from_slice(&body(m));
+    v
+}
+
+pub fn wire_era() -> Vec<Vec<u8>> {
+    fn ballot<V: Value>(value: V) -> Ballot<V> {
+        Ballot {
+            value,
+            failed: RankSet::of([3, 7]),
+            acked: Some(RankSet::of([3])),
+            returned_below: 41,
+        }
+    }
+    vec![
+        picked(
+            Some(0),
+            &EraMsg::Up {
+                id: 42,
+                ballot: ballot(And64(0xF0F0)),
+            },
+        ),
+        picked(
+            Some(0),
+            &EraMsg::Down {
+                id: 42,
+                ballot: Ballot::<And64>::bottom(),
+            },
+        ),
+        picked(Some(0), &EraMsg::<And64>::ResultRequest { id: 9 }),
+        picked(
+            Some(1),
+            &EraMsg::Up {
+                id: 1,
+                ballot: ballot(And32(5)),
+            },
+        ),
+        picked(
+            Some(2),
+            &EraMsg::Down {
+                id: 2,
+                ballot: ballot(RankSet::of([1, 2])),
+            },
+        ),
+    ]
+}
+
+pub fn wire_overlay() -> Vec<Vec<u8>> {
+    vec![
+        picked(Some(0), &OverlayMsg::Ring(RingMsg::FConnect(3))),
+        picked(Some(0), &OverlayMsg::Ring(RingMsg::BConnect(5))),
+        picked(Some(0), &OverlayMsg::Bmg(BmgMsg::Up { ident: 4, hop: 2 })),
+        picked(
+            Some(1),
+            &HfMsg {
+                items: vec![Item {
+                    origin: 2,
+                    seq: 7,
+                    age: 1,
+                }],
+                fail: Some((5, 3)),
+            },
+        ),
+    ]
+}
+
+pub fn wire_watch() -> Vec<Vec<u8>> {
+    vec![
+        picked(Some(0), &WatchMsg::Heartbeat),
+        picked(
+            Some(0),
+            &WatchMsg::Overlay(OverlayMsg::Bmg(BmgMsg::Dn { ident: 9, hop: 1 })),
+        ),
+        picked(
+            Some(0),
+            &WatchMsg::Notices(vec![Notice { dead: 4, age: 0 }, Notice { dead: 6, age: 2 }]),
+        ),
+        picked(Some(1), &Heartbeat),
+    ]
+}
+
+pub fn wire_bootstrap() -> Vec<Vec<u8>> {
+    let a = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 47001);
+    vec![
+        picked(None, &BootMsg::Hello),
+        picked(None, &BootMsg::Overlay(OverlayMsg::Ring(RingMsg::Info(2)), a)),
+        picked(
+            None,
+            &BootMsg::Round {
+                round: 1,
+                entries: vec![(0, a), (3, SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 4), 47003))],
+            },
+        ),
+    ]
+}
+
 pub fn udp_datagram() -> Vec<Vec<u8>> {
     let data = |from: u32, seq: u64, ack: u64, payload: &[u8]| {
         let mut d = Vec::with_capacity(udp::HEADER_LEN + payload.len());
@@ -162,8 +270,8 @@ pub fn join() -> Vec<Vec<u8>> {
 }
 
 pub fn conn_relay() -> Vec<Vec<u8>> {
-    use crate::runtime::conn_relay::{Dir, encode};
-    use crate::transport::verbs::conn::ConnInfo;
+    use crate::wire::conn::ConnInfo;
+    use crate::wire::conn_relay::{Dir, encode};
     let info = |from: u32, to: u32| ConnInfo {
         job: JOB,
         from,
@@ -181,6 +289,43 @@ pub fn conn_relay() -> Vec<Vec<u8>> {
     vec![
         with_n(4, &encode(JOB, 4, Dir::Up, 1, 0, &[info(1, 0), info(1, 2), info(1, 3)])),
         with_n(4, &encode(JOB, 4, Dir::Down, 2, 0, &[info(0, 2), info(3, 2)])),
+    ]
+}
+
+pub fn conn_record() -> Vec<Vec<u8>> {
+    use crate::wire::conn::ConnInfo;
+    let c = ConnInfo {
+        job: JOB,
+        from: 2,
+        to: 1,
+        qpn: 0x1234,
+        psn: 7,
+        lid: 1,
+        gid: [0xfe; 16],
+        mtu: 5,
+        credit_addr: 4096,
+        credit_rkey: 9,
+        ring_slots: 16,
+        slot_len: crate::transport::MAX_PAYLOAD as u32,
+    };
+    let mut hex = vec![4, 1];
+    hex.extend_from_slice(c.to_hex().as_bytes());
+    let mut bin = vec![4, 1];
+    bin.extend_from_slice(&c.encode());
+    vec![bin, hex]
+}
+
+pub fn agree_stream() -> Vec<Vec<u8>> {
+    use crate::wire::stream::{Rec, encode};
+    let rec = |entry, ret, fp, ok| Rec { entry, ret, fp, ok };
+    vec![
+        encode(&[
+            (3, rec(5, 9, 77, true)),
+            (4, rec(9, 12, 77, true)),
+            (9, rec(4, 5, 1, false)),
+        ])
+        .into_bytes(),
+        encode(&[(u64::MAX - 1, rec(u64::MAX - 9, u64::MAX, 0, true))]).into_bytes(),
     ]
 }
 

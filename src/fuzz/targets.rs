@@ -5,14 +5,21 @@
 
 use std::fmt::Debug;
 
+use crate::protocol::agree::{And32, And64, EraMsg, RankSet};
 use crate::protocol::bcast::bfb::BfbMsg;
 use crate::protocol::bcast::big::BigMsg;
 use crate::protocol::bcast::corrected_gossip::GossipMsg;
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrMsg, FAILPROOF_CAP};
 use crate::protocol::bcast::tree_ack::TreeAckMsg;
-use crate::runtime::{conn_relay, control, join, kill, procs};
-use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage};
+use crate::protocol::overlay::bmg_overlay::OverlayMsg;
+use crate::protocol::overlay::han_finkel::HfMsg;
+use crate::runtime::conn_relay::Gather;
+use crate::runtime::{kill, procs};
+use crate::wire::agree::Heartbeat;
+use crate::wire::bootstrap::BootMsg;
+use crate::wire::watch::WatchMsg;
+use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage, conn_relay, control, join};
 
 /// The job id every wire target expects (seeds carry it; other ids are foreign).
 pub const JOB: u64 = 0xF022_0000_0000_0008;
@@ -128,6 +135,37 @@ pub fn wire_small(data: &[u8]) -> u64 {
     pick(data, message::<TreeAckMsg>, message::<BigMsg>)
 }
 
+/// `wire_era`: ERA's messages (Up, Down, ResultRequest) with the runtime's value (`And64`),
+/// the simulator's (`And32`) and failed-set ballots (`RankSet`); byte 0 modulo 3 picks.
+pub fn wire_era(data: &[u8]) -> u64 {
+    match data.split_first() {
+        Some((&c, rest)) => match c % 3 {
+            0 => message::<EraMsg<And64>>(rest),
+            1 => 1000 + message::<EraMsg<And32>>(rest),
+            _ => 2000 + message::<EraMsg<RankSet>>(rest),
+        },
+        None => 0,
+    }
+}
+
+/// `wire_overlay`: the overlay's messages
+/// (Algorithms 1 and 2 of the BMG paper) and Han–Finkel's round message, byte 0's low bit picks.
+pub fn wire_overlay(data: &[u8]) -> u64 {
+    pick(data, message::<OverlayMsg>, message::<HfMsg>)
+}
+
+/// `wire_watch`: a booted node's watch datagrams (heartbeat, overlay repair, failure notices)
+/// and the agreement runtime's heartbeat; byte 0's low bit picks.
+pub fn wire_watch(data: &[u8]) -> u64 {
+    pick(data, message::<WatchMsg>, message::<Heartbeat>)
+}
+
+/// `wire_bootstrap`: the runtime bootstrap's messages (hello, overlay with an address, the
+/// all-gather's rounds).
+pub fn wire_bootstrap(data: &[u8]) -> u64 {
+    message::<BootMsg>(data)
+}
+
 /// Byte 0's low bit picks one of two decoders for the rest.
 fn pick(data: &[u8], a: fn(&[u8]) -> u64, b: fn(&[u8]) -> u64) -> u64 {
     match data.split_first() {
@@ -177,7 +215,7 @@ pub fn conn_relay(data: &[u8]) -> u64 {
             assert!(c.infos.iter().all(|i| i.from < n && i.to < n && i.from != i.to));
             let again = conn_relay::encode(JOB, n, c.dir, c.rank, c.part, &c.infos);
             assert_eq!(conn_relay::decode(&again, JOB, n, max).as_ref(), Ok(&c));
-            let mut g = conn_relay::Gather::new(c.rank, n, c.dir);
+            let mut g = Gather::new(c.rank, n, c.dir);
             // Two records for one pair that differ are a conflict, never a panic.
             if g.add(&c).is_ok() {
                 assert!(g.missing() < n as usize);
@@ -185,6 +223,57 @@ pub fn conn_relay(data: &[u8]) -> u64 {
             100 + c.infos.len() as u64
         }
         Err(e) => 2 + e.to_string().len() as u64 % 7,
+    }
+}
+
+/// `conn_record`: byte 0 is `n`, byte 1 the receiving rank, the rest a verbs connection record
+/// of job [`JOB`], as bytes and (lossy UTF-8) as a rendezvous file's hex line; a decoded
+/// record must re-encode to itself in both forms.
+pub fn conn_record(data: &[u8]) -> u64 {
+    use crate::wire::conn::ConnInfo;
+    let (n, d) = size_and_rest(data);
+    let (me, d) = size_and_rest(d);
+    let max = crate::transport::MAX_PAYLOAD as u32;
+    let check = |c: &ConnInfo| {
+        assert!(c.from < n && c.to == me && c.from != me && c.qpn < 1 << 24 && c.psn < 1 << 24);
+        assert_eq!(ConnInfo::decode(&c.encode(), JOB, me, n, max), Ok(*c));
+        assert_eq!(ConnInfo::from_hex(&c.to_hex(), JOB, me, n, max), Ok(*c));
+    };
+    let bin = ConnInfo::decode(d, JOB, me, n, max);
+    if let Ok(c) = &bin {
+        check(c);
+    }
+    let text = ConnInfo::from_hex(&String::from_utf8_lossy(d), JOB, me, n, max);
+    if let Ok(c) = &text {
+        check(c);
+    }
+    match (bin, text) {
+        (Ok(_), _) => 100,
+        (_, Ok(_)) => 200,
+        (Err(e), Err(f)) => 2 + e as u64 * 10 + f as u64,
+    }
+}
+
+/// `agree_stream`: a line of an agreement return stream (lossy UTF-8, prefix optional); a
+/// decoded line holds ascending ids and returns no earlier than their entries, and re-encodes
+/// to a line that decodes to the same returns. Errors are one line.
+pub fn agree_stream(data: &[u8]) -> u64 {
+    use crate::wire::stream::{PREFIX, decode, encode};
+    let text = String::from_utf8_lossy(data);
+    let body = text.strip_prefix(PREFIX).unwrap_or(&text);
+    match decode(body) {
+        Ok(recs) => {
+            assert!(!recs.is_empty());
+            assert!(recs.windows(2).all(|w| w[0].0 < w[1].0));
+            assert!(recs.iter().all(|(_, r)| r.ret >= r.entry));
+            let again = encode(&recs);
+            assert_eq!(decode(&again[PREFIX.len()..]).as_ref(), Ok(&recs));
+            100 + recs.len().min(50) as u64
+        }
+        Err(e) => {
+            assert!(!e.contains('\n'), "{e}");
+            1 + e.len() as u64 % 64
+        }
     }
 }
 

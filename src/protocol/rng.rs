@@ -54,6 +54,12 @@ impl ProtoRng {
     }
 }
 
+impl crate::topology::launch_tree::UniformBelow for ProtoRng {
+    fn below(&mut self, bound: u32) -> u32 {
+        ProtoRng::below(self, bound)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,7 @@
 //! The returns a node process streams to the process that classifies them (`agree --procs`,
-//! `agree --join`): compact batches of [`Rec`]s, one text line each, and the in-order merge
-//! of every node's stream into one [`Window`] (ERA §5.1's classes per agreement).
-//!
-//! A line is `recs ` and the base64 of: first id (varint), then per record the id step
-//! `(id − previous id) << 1 | ok` (varint; the first record's step is from the first id),
-//! entry − previous return (zigzag varint; the first from 0), return − entry (varint) and the
-//! outcome fingerprint (8 bytes). Each line stands alone, so a bad one is dropped and counted
-//! without spoiling the next: about 14 bytes a return, one write per [`BATCH`] returns.
+//! `agree --join`): batches of [`Rec`]s, one line ([`crate::wire::stream`]'s format) per
+//! [`BATCH`] returns or [`FLUSH_MS`], and the in-order merge of every node's stream into one
+//! [`Window`] (ERA §5.1's classes per agreement).
 //!
 //! The merge: a node returns agreements in id order, so once every node still reporting has
 //! sent some id `w`, nothing below `w` can come any more and the returns up to `w` go to the
@@ -16,104 +11,16 @@
 
 use std::collections::VecDeque;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
-
 use crate::protocol::Rank;
 use crate::protocol::agree::AgreeId;
 use crate::runtime::agree_window::{Rec, Window};
-
-/// The prefix of a batch line.
-pub const PREFIX: &str = "recs ";
+pub use crate::wire::stream::{PREFIX, decode, encode};
 /// Returns per line at most (a line is also sent after [`FLUSH_MS`] with fewer).
 pub const BATCH: usize = 512;
 /// The longest a return waits in a node before it is sent, ms.
 pub const FLUSH_MS: u64 = 20;
 /// Returns the merge holds at most before it gives up waiting for the slowest stream.
 pub const MAX_QUEUED: usize = 1 << 16;
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn get_varint(b: &[u8], at: &mut usize) -> Result<u64, String> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*at).ok_or("truncated record")?;
-        *at += 1;
-        if shift == 63 && byte > 1 {
-            return Err("varint overflows 64 bits".into());
-        }
-        v |= u64::from(byte & 0x7F) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err("varint overflows 64 bits".into())
-}
-
-/// One line for `recs` (ids ascending, as a node returns them); empty input, empty line.
-pub fn encode(recs: &[(AgreeId, Rec)]) -> String {
-    let Some(&(first, _)) = recs.first() else {
-        return String::new();
-    };
-    let mut b = Vec::with_capacity(8 + 14 * recs.len());
-    put_varint(&mut b, first);
-    let (mut id, mut t) = (first, 0u64);
-    for &(i, r) in recs {
-        put_varint(&mut b, (i.wrapping_sub(id)) << 1 | u64::from(r.ok));
-        let d = r.entry.wrapping_sub(t) as i64;
-        put_varint(&mut b, ((d << 1) ^ (d >> 63)) as u64);
-        put_varint(&mut b, r.ret.saturating_sub(r.entry));
-        b.extend_from_slice(&r.fp.to_le_bytes());
-        (id, t) = (i, r.ret.max(r.entry));
-    }
-    let mut s = String::with_capacity(PREFIX.len() + b.len() * 4 / 3 + 4);
-    s.push_str(PREFIX);
-    B64.encode_string(&b, &mut s);
-    s
-}
-
-/// The returns of one line (without its prefix); an error names what is wrong with it.
-pub fn decode(body: &str) -> Result<Vec<(AgreeId, Rec)>, String> {
-    let b = B64.decode(body.trim()).map_err(|e| format!("not base64: {e}"))?;
-    let mut at = 0;
-    let mut id = get_varint(&b, &mut at)?;
-    let mut t = 0u64;
-    let mut out = Vec::new();
-    while at < b.len() {
-        let step = get_varint(&b, &mut at)?;
-        if !out.is_empty() && step >> 1 == 0 {
-            return Err("ids not ascending".into());
-        }
-        id = id.checked_add(step >> 1).ok_or("id overflows")?;
-        let z = get_varint(&b, &mut at)?;
-        let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
-        let entry = t.wrapping_add(d as u64);
-        let ret = entry.checked_add(get_varint(&b, &mut at)?).ok_or("time overflows")?;
-        let fp = b.get(at..at + 8).ok_or("truncated fingerprint")?;
-        at += 8;
-        let fp = u64::from_le_bytes(fp.try_into().expect("8 bytes"));
-        out.push((
-            id,
-            Rec {
-                entry,
-                ret,
-                fp,
-                ok: step & 1 == 1,
-            },
-        ));
-        t = ret;
-    }
-    if out.is_empty() {
-        return Err("no records".into());
-    }
-    Ok(out)
-}
 
 /// Every node's stream merged into one [`Window`], in id order.
 pub struct Merge {
@@ -188,51 +95,6 @@ impl Merge {
 mod tests {
     use super::*;
     use crate::runtime::agree_window::tests::rec;
-
-    #[test]
-    fn lines_round_trip_and_stay_compact() {
-        let recs: Vec<(AgreeId, Rec)> = (0..BATCH as u64)
-            .map(|i| {
-                let e = 1_000_000 + i * 40_000;
-                (7 + i, rec(e, e + 31_000 + i, 0x1234_5678_9ABC_DEF1 ^ i, i % 5 != 0))
-            })
-            .collect();
-        let line = encode(&recs);
-        let body = line.strip_prefix(PREFIX).unwrap();
-        assert_eq!(decode(body).unwrap(), recs);
-        assert!(line.len() < 22 * BATCH, "{} bytes", line.len());
-        // A gap (a node killed in between never happens, but ids may skip) and an entry
-        // before the previous return.
-        let odd = vec![(0, rec(50, 60, 1, true)), (9, rec(40, 45, 2, false))];
-        assert_eq!(decode(&encode(&odd)[PREFIX.len()..]).unwrap(), odd);
-        assert_eq!(encode(&[]), "");
-    }
-
-    #[test]
-    fn bad_lines_are_refused_by_name() {
-        let good = encode(&[(3, rec(5, 9, 77, true)), (4, rec(9, 12, 77, true))]);
-        let body = &good[PREFIX.len()..];
-        let bytes = B64.decode(body).unwrap();
-        assert!(decode("***").unwrap_err().contains("base64"));
-        assert!(decode("").is_err());
-        let cut = B64.encode(&bytes[..bytes.len() - 3]);
-        assert!(decode(&cut).unwrap_err().contains("truncated"));
-        let mut twice = bytes.clone();
-        // The second record's step: id + 0.
-        let second = 1 + 1 + 1 + 1 + 8;
-        twice[second] = 1;
-        assert!(decode(&B64.encode(&twice)).unwrap_err().contains("ascending"));
-        let overflow = B64.encode([0xFFu8; 11]);
-        assert!(decode(&overflow).unwrap_err().contains("overflows"));
-        // No mutation panics.
-        for i in 0..bytes.len() {
-            for x in [0u8, 0x7F, 0x80, 0xFF] {
-                let mut m = bytes.clone();
-                m[i] = x;
-                let _ = decode(&B64.encode(&m));
-            }
-        }
-    }
 
     #[test]
     fn streams_merge_in_id_order_whatever_their_batching() {

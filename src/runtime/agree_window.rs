@@ -28,15 +28,8 @@ pub const FINAL: u64 = BATCH as u64 + 2;
 pub const RING: usize = 512;
 const _: () = assert!(RING as u64 > FINAL);
 
-/// One node's return of one agreement; times in ns on the run's clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Rec {
-    pub entry: u64,
-    pub ret: u64,
-    /// Fingerprint of the outcome (value, failed set, unacknowledged set).
-    pub fp: u64,
-    pub ok: bool,
-}
+/// One node's return of one agreement (its stream format is [`crate::wire::stream`]'s).
+pub use crate::wire::stream::Rec;
 
 /// Latencies of one class of agreements, in nanoseconds.
 pub struct Class {
@@ -199,7 +192,7 @@ impl Window {
 pub(crate) mod tests {
     use super::*;
 
-    /// A return (also for the tests of [`crate::runtime::agree_stream`]).
+    /// A return (also for the tests of [`crate::runtime::agree_stream`] and `agree_procs`).
     pub(crate) fn rec(entry: u64, ret: u64, fp: u64, ok: bool) -> Rec {
         Rec { entry, ret, fp, ok }
     }

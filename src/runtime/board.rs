@@ -95,6 +95,9 @@ pub struct Control {
     pub stop: AtomicBool,
     /// Ns since the epoch at which the root started each in-flight operation (by slot).
     pub started_ns: Vec<AtomicU64>,
+    /// The root of each in-flight operation (by slot; rank 0 unless set), written before
+    /// the operation is allowed.
+    pub roots: Vec<AtomicU32>,
     pub boards: Vec<NodeBoard>,
 }
 
@@ -106,8 +109,19 @@ impl Control {
             retired: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             started_ns: (0..WINDOW).map(|_| AtomicU64::new(0)).collect(),
+            roots: (0..WINDOW).map(|_| AtomicU32::new(0)).collect(),
             boards: (0..n).map(|_| NodeBoard::default()).collect(),
         }
+    }
+
+    /// The root of operation `seq` (meaningful once the operation is allowed).
+    pub fn root_of(&self, seq: u64) -> u32 {
+        self.roots[(seq % WINDOW as u64) as usize].load(Ordering::Relaxed)
+    }
+
+    /// Names the root of operation `seq`; call before allowing it.
+    pub fn set_root(&self, seq: u64, root: u32) {
+        self.roots[(seq % WINDOW as u64) as usize].store(root, Ordering::Relaxed);
     }
 }
 

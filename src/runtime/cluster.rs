@@ -208,6 +208,23 @@ impl Coordinator {
         self.res
     }
 
+    /// The results so far, in place.
+    pub(crate) fn result(&self) -> &ClusterResult {
+        &self.res
+    }
+
+    /// Adds one operation to run after those already known (a group learns its operations
+    /// as its user asks for them); returns its sequence number.
+    pub(crate) fn push_op(&mut self) -> u64 {
+        self.total += 1;
+        self.total - 1
+    }
+
+    /// Operations over so far (every `seq` below this is retired).
+    pub(crate) fn retired(&self) -> u64 {
+        self.cur
+    }
+
     fn live_for(ctl: &Control, r: usize, seq: u64) -> bool {
         let b = &ctl.boards[r];
         if !b.dead.load(Ordering::Acquire) {
@@ -228,7 +245,18 @@ impl Coordinator {
         }
         let seq = self.cur;
         let start = ctl.started_ns[(seq % WINDOW as u64) as usize].load(Ordering::Acquire);
-        if start == 0 || ctl.boards[0].get(seq).is_none() {
+        let root = &ctl.boards[ctl.root_of(seq) as usize];
+        if start == 0 || root.get(seq).is_none() {
+            if root.get(seq).is_none() && root.dead.load(Ordering::Acquire) {
+                // The root crashed before starting the operation: it never happens.
+                if seq >= self.warmup {
+                    self.res.measured += 1;
+                    self.res.timeouts += 1;
+                }
+                self.cur += 1;
+                ctl.retired.store(self.cur, Ordering::Release);
+                return self.cur < self.total;
+            }
             return true;
         }
         let now = epoch.elapsed().as_nanos() as u64;
@@ -319,11 +347,10 @@ where
     let params = NodeParams {
         shared,
         n,
-        root: 0,
+        root: Some(0),
         job: cfg.job,
         tick_ns: cfg.tick_ns,
         epoch,
-        payload_len: cfg.payload_len,
     };
     let workers = cfg.workers.clamp(1, n as usize);
     let mut groups: Vec<Vec<Node<P>>> = (0..workers).map(|_| Vec::new()).collect();

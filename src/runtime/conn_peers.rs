@@ -3,8 +3,8 @@
 //! given every node the address table, each node sends each peer, on its bootstrap socket,
 //! the one [`ConnInfo`] it made for that peer and collects the one each peer made for it.
 //!
-//! Datagrams are [`Dir::Peer`] chunks of [`crate::runtime::conn_relay`] (its encoding and
-//! validation), sealed with the job key like every control datagram. Each carries two flags:
+//! Datagrams are [`Dir::Peer`] chunks of [`crate::wire::conn_relay`] (its encoding and
+//! validation), sealed with the job key like every control datagram ([`crate::wire::mac`]). Each carries two flags:
 //! [`PEER_HAVE`] ("got yours") and [`PEER_NEED`] ("I have not seen your got-yours"). A node
 //! is done with a peer once it holds the peer's record and has seen the peer's `HAVE`; it
 //! re-sends to the peers it is not done with, backing off from 5 ms to 100 ms, and answers at
@@ -15,10 +15,10 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::runtime::conn_relay::{self, Dir, PEER_HAVE, PEER_NEED, RelayError};
-use crate::runtime::control::{opened, sealed};
-use crate::transport::udp::auth::AuthKey;
-use crate::transport::verbs::conn::ConnInfo;
+use crate::wire::conn::ConnInfo;
+use crate::wire::conn_relay::{self, Dir, PEER_HAVE, PEER_NEED, RelayError};
+use crate::wire::mac::AuthKey;
+use crate::wire::mac::{opened, sealed};
 
 /// Smallest and largest pause between two re-sends to the peers not yet done.
 const FIRST_PAUSE: Duration = Duration::from_millis(5);
@@ -254,7 +254,7 @@ pub fn exchange(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::verbs::conn;
+    use crate::wire::conn;
 
     const JOB: u64 = 0xF7C0_0000_0000_0011;
 

@@ -1,8 +1,8 @@
 //! LogP between processes (on one host or two, over verbs or UDP): rank 0 measures every other
 //! rank in turn with the methods of [`super::logp`] (Netgauge's PRTT and the direct method),
-//! the others answer. Each message starts with the burst size (u16, little-endian): the server
-//! replies once per completed burst; burst 0 ends the session; [`KEEPALIVE`] tells the ranks
-//! still waiting for their turn that rank 0 is alive (their silence limit counts from it).
+//! the others answer. Messages are [`crate::wire::probe`]'s: the server replies once per
+//! completed burst; burst 0 ends the session; a keep-alive tells the ranks still waiting for
+//! their turn that rank 0 is alive (their silence limit counts from it).
 //!
 //! Direct method, per round trip: `o_s` is the send call (a post on verbs), `o_r` the poll call
 //! that delivered the reply (on verbs: CQ poll plus re-post of the receive, plus the amortized
@@ -14,11 +14,7 @@ use serde::Serialize;
 
 use super::logp::{Estimate, Prtt};
 use crate::transport::{Delivery, SendError, Transport};
-
-const HDR: usize = 2;
-
-/// Burst value of a keep-alive (no reply).
-const KEEPALIVE: u16 = u16::MAX;
+use crate::wire::probe::{HDR, KEEPALIVE, burst, message};
 
 /// Rank 0 tells the waiting ranks it is alive this often (outside the timed regions).
 const KEEPALIVE_EVERY: Duration = Duration::from_millis(500);
@@ -104,12 +100,6 @@ fn await_reply(t: &mut dyn Transport, from: u32, limit: Duration, blocking: bool
                 .map_err(|e| format!("wait failed: {e}"))?;
         }
     }
-}
-
-fn message(size: usize, burst: u16) -> Vec<u8> {
-    let mut m = vec![0x5a; size.max(HDR)];
-    m[..HDR].copy_from_slice(&burst.to_le_bytes());
-    m
 }
 
 fn direct(t: &mut dyn Transport, peer: u32, run: &mut Run) -> Result<Estimate, String> {
@@ -236,7 +226,7 @@ pub fn serve_with(t: &mut dyn Transport, idle_limit: Duration, blocking: bool) -
         t.poll(Instant::now(), &mut |d| match d {
             Delivery::Message { from: 0, bytes } if bytes.len() >= HDR => {
                 heard = Instant::now();
-                let burst = u16::from_le_bytes([bytes[0], bytes[1]]);
+                let burst = burst(bytes).unwrap_or(KEEPALIVE);
                 if burst != KEEPALIVE {
                     served += 1;
                 }

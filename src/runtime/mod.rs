@@ -29,13 +29,14 @@ pub mod watch;
 use serde::Serialize;
 
 use crate::model::LogP;
-use crate::protocol::bcast::algo::{Algo, Visit};
+use crate::protocol::bcast::algo::Algo;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::transport::Transport;
 use crate::transport::inproc::InprocNet;
 use crate::transport::udp::auth::AuthKey;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
 use cluster::{ClusterConfig, ClusterResult};
 use kill::Kill;
 use node::Node;
@@ -169,7 +170,15 @@ where
         .map(|(r, (t, on_death))| {
             let r = r as u32;
             let kill = b.kills.iter().copied().find(|k| k.rank == r);
-            Node::<P>::new(r, c.nodes, t, kill, c.seed, on_death)
+            Node::<P>::new(
+                r,
+                c.nodes,
+                t,
+                Box::new(node::Generated::new(c.payload_len)),
+                kill,
+                c.seed,
+                on_death,
+            )
         })
         .collect();
     Ok(cluster::run::<P>(shared, c, nodes, progress))

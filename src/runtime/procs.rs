@@ -23,7 +23,7 @@ use crate::runtime::board::Control;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::control::ChildAgent;
 use crate::runtime::kill::Kill;
-use crate::runtime::node::{Node, NodeParams};
+use crate::runtime::node::{Generated, Node, NodeParams};
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::transport::{Transport, TransportStats};
 use crate::wire::{DropCounters, WireMessage};
@@ -295,7 +295,15 @@ where
     P::Shared: SharedInfo,
     P::Msg: WireMessage,
 {
-    let mut node = Node::<P>::new(s.rank, s.n, t, s.kill, s.seed, None);
+    let mut node = Node::<P>::new(
+        s.rank,
+        s.n,
+        t,
+        Box::new(Generated::new(s.payload_len)),
+        s.kill,
+        s.seed,
+        None,
+    );
     let ctl = Control::new(s.n);
     // The wall-clock epoch aligns the processes of one host; the ping-pong offset then moves
     // this node's clock onto the coordinator's (hosts' wall clocks differ, and a bootstrapped
@@ -305,11 +313,10 @@ where
     let params = NodeParams {
         shared,
         n: s.n,
-        root: 0,
+        root: Some(0),
         job: s.job,
         tick_ns: s.tick_ns,
         epoch,
-        payload_len: s.payload_len,
     };
     let board = &ctl.boards[s.rank as usize];
     node.kill_at_start(board);

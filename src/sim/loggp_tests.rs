@@ -5,13 +5,14 @@
 // The harness below is the one that recorded `GOLDEN` on the LogP engine (see `GOLDEN`).
 use crate::model::{LogP, Time};
 use crate::protocol::bcast::Start;
-use crate::protocol::bcast::algo::{Algo, Visit};
+use crate::protocol::bcast::algo::Algo;
 use crate::protocol::bcast::corrected_gossip::Variant;
 use crate::protocol::bcast::correction::Correction;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::sim::{DeadBefore, Engine, Faults, RunStats};
 use crate::topology::{Order, TreeKind};
 use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
 
 /// Every broadcast algorithm family with its options, as `sim` builds them.
 fn algos() -> Vec<Algo> {

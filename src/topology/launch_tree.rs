@@ -5,7 +5,13 @@
 
 use super::tree::{Order, Tree, TreeKind};
 use crate::model::LogP;
-use crate::protocol::ProtoRng;
+
+/// A source of uniform draws for random launch trees (the protocols' seeded generator
+/// implements it, so a run's trees follow from its seed).
+pub trait UniformBelow {
+    /// A uniform value in `0..bound`; `bound > 0`.
+    fn below(&mut self, bound: u32) -> u32;
+}
 
 /// A rooted tree over ids `0..n` with ordered children (the order Algorithm 1 follows).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,7 +45,7 @@ impl std::fmt::Display for LaunchShape {
 impl LaunchTree {
     /// Builds a tree of `shape`; random trees draw from `rng`. Errors (one line) when the tree
     /// would exceed `max_nodes` processes or the depth is too large for `u32` ids.
-    pub fn build(shape: LaunchShape, max_nodes: u32, rng: &mut ProtoRng) -> Result<LaunchTree, String> {
+    pub fn build(shape: LaunchShape, max_nodes: u32, rng: &mut impl UniformBelow) -> Result<LaunchTree, String> {
         let too_big = || format!("a {shape} launch tree of that depth exceeds {max_nodes} processes");
         match shape {
             LaunchShape::Binary { depth } => {
@@ -216,6 +222,7 @@ impl LaunchTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::ProtoRng;
 
     fn build(shape: LaunchShape) -> LaunchTree {
         LaunchTree::build(shape, 1 << 20, &mut ProtoRng::new(7)).unwrap()

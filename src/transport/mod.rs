@@ -3,6 +3,7 @@
 //! here). Both move opaque byte strings between ranks of one job; encoding is [`crate::wire`]'s.
 
 pub mod inproc;
+pub mod local_ip;
 pub mod ppoll;
 pub mod udp;
 pub mod verbs;

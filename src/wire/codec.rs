@@ -50,6 +50,19 @@ impl<'a> Writer<'a> {
     pub fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
     }
+
+    /// `v` as an unsigned LEB128 varint (1 to 10 bytes), written whole or not at all.
+    pub fn varint(&mut self, mut v: u64) {
+        let mut b = [0u8; 10];
+        let mut len = 0;
+        while v >= 0x80 {
+            b[len] = v as u8 | 0x80;
+            v >>= 7;
+            len += 1;
+        }
+        b[len] = v as u8;
+        self.bytes(&b[..=len]);
+    }
 }
 
 /// Reads little-endian fields from a byte slice, front to back.
@@ -66,6 +79,33 @@ impl<'a> Reader<'a> {
         let (head, rest) = self.buf.split_first_chunk::<N>().ok_or(DecodeError::LengthMismatch)?;
         self.buf = rest;
         Ok(*head)
+    }
+
+    /// The next `N` bytes as they are.
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        self.take()
+    }
+
+    /// Is every byte read?
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// An unsigned LEB128 varint (7 bits a byte, low first) of at most 64 bits; a varint
+    /// running past 64 bits is [`DecodeError::TooLarge`].
+    pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8()?;
+            if shift == 63 && byte > 1 {
+                return Err(DecodeError::TooLarge);
+            }
+            v |= u64::from(byte & 0x7F) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::TooLarge)
     }
 
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
@@ -133,5 +173,29 @@ mod tests {
         assert_eq!(r.finish(), Ok(()));
         let r = Reader::new(&buf[..1]);
         assert_eq!(r.finish(), Err(DecodeError::LengthMismatch));
+    }
+
+    #[test]
+    fn varints_round_trip_and_overflow_is_refused() {
+        let vals = [0u64, 1, 0x7F, 0x80, 300, u64::from(u32::MAX), u64::MAX - 1, u64::MAX];
+        let mut buf = [0u8; 80];
+        let mut w = Writer::new(&mut buf);
+        vals.iter().for_each(|&v| w.varint(v));
+        let len = w.len();
+        assert_eq!(len, 1 + 1 + 1 + 2 + 2 + 5 + 10 + 10);
+        let mut r = Reader::new(&buf[..len]);
+        for &v in &vals {
+            assert_eq!(r.varint(), Ok(v));
+        }
+        assert!(r.is_empty());
+        assert_eq!(Reader::new(&[0x80, 0x80]).varint(), Err(DecodeError::LengthMismatch));
+        let mut over = [0xFFu8; 10];
+        over[9] = 0x02;
+        assert_eq!(Reader::new(&over).varint(), Err(DecodeError::TooLarge));
+        assert_eq!(Reader::new(&[0xFF; 11]).varint(), Err(DecodeError::TooLarge));
+        let mut tiny = [0u8; 1];
+        let mut w = Writer::new(&mut tiny);
+        w.varint(300);
+        assert!(w.is_empty(), "a varint that does not fit is not written");
     }
 }

@@ -1,21 +1,38 @@
-//! Message encoding and validation (`docs/architecture.md`, decisions 5 and 9).
+//! Every byte format ftcoll puts on a wire, and the MAC (`docs/architecture.md`, decisions 5
+//! and 9). All of them read and write through [`codec`]'s one little-endian [`codec::Reader`]
+//! and [`codec::Writer`]; decoding checks every field and every length and never panics,
+//! whatever the bytes.
 //!
-//! A datagram is a fixed [`Header`] (magic, version, kind, job, operation id `(root, seq)`,
-//! sender, lengths), a protocol message body ([`WireMessage`]) and an opaque payload. Decoding
-//! checks every field and every length; nothing here panics or allocates, whatever the bytes.
-//! What fails is reported as a [`DecodeError`], which the caller drops and counts in
-//! [`DropCounters`].
-//!
-//! Ranks in the header are physical; ranks inside bodies are virtual (the root is 0). Both
-//! must be below the job's size `n`.
+//! - Protocol datagrams: a fixed [`Header`] (magic, version, kind, job, operation id `(root,
+//!   seq)`, sender, lengths), a protocol message body ([`WireMessage`]: [`bcast`], [`agree`],
+//!   [`overlay`], [`bootstrap`], [`watch`]) and an opaque payload. What fails is reported as a
+//!   [`DecodeError`], which the caller drops and counts in [`DropCounters`]. Ranks in the
+//!   header are physical; ranks inside bodies are virtual (the root is 0). Both must be below
+//!   the job's size `n`. [`dispatch`] maps a broadcast algorithm to its protocol type and
+//!   codec.
+//! - The control plane of multi-process runs: [`control`] datagrams, the [`join`] address
+//!   table (with [`addr`]esses), verbs connection records ([`conn`]) and their relay chunks
+//!   ([`conn_relay`]), the agreement return stream ([`stream`]), LogP probes ([`probe`]).
+//! - [`mac`]: the job key, the keyed MAC and the one sealing of datagrams (a tag slot that
+//!   covers every other byte); [`hex`]: the one hex codec (keys, rendezvous files).
 
+pub mod addr;
 pub mod agree;
 pub mod bcast;
 pub mod bootstrap;
 pub mod codec;
+pub mod conn;
+pub mod conn_relay;
+pub mod control;
+pub mod dispatch;
 pub mod header;
+pub mod hex;
+pub mod join;
 pub mod kind;
+pub mod mac;
 pub mod overlay;
+pub mod probe;
+pub mod stream;
 pub mod watch;
 
 pub use header::{HEADER_LEN, Header, MAGIC, VERSION};

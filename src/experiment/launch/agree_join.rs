@@ -47,12 +47,7 @@ pub struct JoinSpec {
 fn hello(job: u64, rank: u32, key: Option<&AuthKey>) -> String {
     let tag = key.map_or_else(
         || "-".to_string(),
-        |k| {
-            k.tag(&[b"ftcoll agree --join", &job.to_le_bytes(), &rank.to_le_bytes()])
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect()
-        },
+        |k| crate::wire::hex::encode(&k.tag(&[b"ftcoll agree --join", &job.to_le_bytes(), &rank.to_le_bytes()])),
     );
     format!("hello {rank} {tag}")
 }
@@ -119,7 +114,7 @@ fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
     let (n, job) = (b.n, crate::experiment::launch::job::agree(b.seed));
     let ip = match j.bind {
         Some(ip) => ip,
-        None => crate::cli::node::local_ip_toward(j.coordinator)
+        None => crate::transport::local_ip::local_ip_toward(j.coordinator)
             .map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?,
     };
     let me = UdpSocket::bind((ip, 0))

@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 
 use crate::experiment::algo::{AlgoSpec, resolve_algo};
 use crate::model::LogP;
-use crate::protocol::bcast::algo::Visit;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::cluster::PollMode;
 use crate::runtime::control::ChildAgent;
@@ -16,6 +15,7 @@ use crate::runtime::kill::{Kill, KillPoint};
 use crate::runtime::procs::{NodeExit, NodeSpec, run_node, run_node_with, unix_ns};
 use crate::transport::Transport;
 use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
 
 /// Runs one node of `NodeSpec` over the given transport (else the spec's UDP socket) for
 /// the algorithm [`Algo::dispatch`](crate::protocol::bcast::algo::Algo) resolves.
@@ -127,7 +127,7 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
     }
     let ip = match j.bind {
         Some(ip) => ip,
-        None => crate::cli::node::local_ip_toward(j.coordinator)
+        None => crate::transport::local_ip::local_ip_toward(j.coordinator)
             .map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?,
     };
     let me = std::net::UdpSocket::bind((ip, 0))

@@ -1,20 +1,14 @@
-//! The broadcast algorithms as one value, and the one place that maps such a value to a
-//! protocol type and its shared configuration ([`Algo::dispatch`]): the simulator, the
-//! runtime and the node processes all go through it.
+//! The broadcast algorithms as one value ([`Algo`]), with the names the CLI spells them by.
+//! Mapping an [`Algo`] to its protocol type, shared configuration and codec happens one floor
+//! up, in `wire::dispatch`, since the codec lives there.
 
 use serde::Serialize;
 
-use crate::model::{LogGP, LogP, Time};
+use crate::model::Time;
 use crate::protocol::bcast::Start;
-use crate::protocol::bcast::bfb::{Bfb, BfbShared};
-use crate::protocol::bcast::big::{Big, BigShared};
-use crate::protocol::bcast::corrected_gossip::{CorrectedGossip, GossipShared, Variant};
-use crate::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
-use crate::protocol::bcast::correction::{Correction, FAILPROOF_CAP};
-use crate::protocol::bcast::tree_ack::{TreeAck, TreeAckShared};
-use crate::protocol::{Protocol, SharedInfo};
-use crate::topology::{Order, Tree, TreeKind};
-use crate::wire::WireMessage;
+use crate::protocol::bcast::corrected_gossip::Variant;
+use crate::protocol::bcast::correction::Correction;
+use crate::topology::{Order, TreeKind};
 
 /// A fully resolved algorithm.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -103,58 +97,5 @@ pub fn corr_name(c: &Correction) -> String {
         Correction::FailProof { f } => format!("failproof:{f}"),
         Correction::Delayed { delay: None } => "delayed".into(),
         Correction::Delayed { delay: Some(d) } => format!("delayed:{d}"),
-    }
-}
-
-/// Something done with a protocol type and its shared configuration (run it in the
-/// simulator, on a cluster, as one node process).
-pub trait Visit {
-    type Out;
-    fn visit<P>(self, shared: &P::Shared) -> Self::Out
-    where
-        P: Protocol,
-        P::Shared: SharedInfo,
-        P::Msg: WireMessage;
-}
-
-impl Algo {
-    /// Builds the shared configuration for `n` processes with the protocols' LogP `logp` and
-    /// hands it, with the protocol type, to `v`. Errors (an impossible tree) are one line.
-    /// `logp` may be LogGP parameters: the protocols count time with them (BFB's closed form
-    /// only knows LogP and gets the nearest one, `o` the mean of `o_s` and `o_r`).
-    pub fn dispatch<V: Visit>(&self, n: u32, logp: impl Into<LogGP>, v: V) -> Result<V::Out, String> {
-        let logp: LogGP = logp.into();
-        Ok(match self {
-            Algo::CorrectedTree {
-                tree,
-                order,
-                correction,
-                start,
-            } => {
-                let shared = TreeShared::new(Tree::build(*tree, *order, n, logp)?, logp, *correction, *start);
-                match correction {
-                    Correction::FailProof { .. } => v.visit::<CorrectedTree<FAILPROOF_CAP>>(&shared),
-                    _ => v.visit::<CorrectedTree<0>>(&shared),
-                }
-            }
-            Algo::CorrectedGossip { variant, t } => {
-                let shared = GossipShared::new(n, logp, *t, *variant);
-                match variant {
-                    Variant::Fcg { .. } => v.visit::<CorrectedGossip<FAILPROOF_CAP>>(&shared),
-                    _ => v.visit::<CorrectedGossip<0>>(&shared),
-                }
-            }
-            Algo::Big => v.visit::<Big>(&BigShared::new(n)),
-            Algo::Bfb => {
-                let near = logp.as_logp().unwrap_or(LogP {
-                    l: logp.l,
-                    o: logp.mean_o(),
-                });
-                v.visit::<Bfb>(&BfbShared::new(n, near))
-            }
-            Algo::TreeAck { tree, order } => {
-                v.visit::<TreeAck>(&TreeAckShared::new(Tree::build(*tree, *order, n, logp)?))
-            }
-        })
     }
 }

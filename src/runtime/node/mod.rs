@@ -7,80 +7,53 @@
 //! datagram is decoded and validated by [`crate::wire`] before anything trusts it; what fails
 //! is dropped and counted. The protocol's model time is nanoseconds since the cluster epoch
 //! divided by `tick_ns`; a counted `Sleep(u)` keeps the sender busy for `u · tick_ns`.
+//!
+//! Operations are numbered in one sequence for the whole group; a benchmark's all have one
+//! root, a group's coordinator names each one's ([`Control::root_of`]). What an operation carries comes from the node's
+//! [`Payloads`]: the user's bytes at the root, handed to the user at every delivery (the
+//! benchmark's are [`Generated`]).
+
+mod crash;
+mod payload;
+mod stats;
+
+pub use crash::Faults;
+pub use payload::{Generated, Payloads, payload_byte};
+pub use stats::NodeStats;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
-
 use crate::protocol::op::Admission;
 use crate::protocol::{Action, Ctx, DuplicateFilter, OpId, ProtoRng, Protocol, Rank, Time};
 use crate::runtime::board::{Control, NodeBoard, WINDOW};
-use crate::runtime::kill::{Kill, KillPoint};
+use crate::runtime::kill::Kill;
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport};
-use crate::wire::{DecodeError, DropCounters, Header, WireMessage, encode_datagram};
+use crate::wire::{DecodeError, Header, WireMessage, encode_datagram};
 
 /// Parameters every node of a run shares.
 pub struct NodeParams<'a, S> {
     pub shared: &'a S,
     pub n: u32,
-    pub root: u32,
+    /// `Some(r)`: every operation's root is `r` (a benchmark); `None`: the coordinator names
+    /// each one's ([`Control::root_of`]).
+    pub root: Option<u32>,
     pub job: u64,
     /// Nanoseconds per model time unit.
     pub tick_ns: u64,
     pub epoch: Instant,
-    pub payload_len: usize,
-}
-
-/// The payload byte `i` of operation `seq` (checked at every receiver).
-pub fn payload_byte(seq: u64, i: usize) -> u8 {
-    (seq as u8).wrapping_mul(31).wrapping_add(i as u8).wrapping_add(7)
 }
 
 struct Slot<P> {
     seq: u64,
+    /// The operation's root (physical rank).
+    root: u32,
     proto: Option<P>,
+    /// The operation's payload: what this node's messages of it carry.
+    payload: Vec<u8>,
     delivered: bool,
     finished: bool,
     sent: u32,
-}
-
-/// Counters a node keeps for the final report.
-#[derive(Debug)]
-pub struct NodeStats {
-    pub drops: DropCounters,
-    /// Valid datagrams of another protocol family.
-    pub wrong_kind: u64,
-    /// Messages of operations already retired here (late copies).
-    pub stale: u64,
-    /// Messages of operations too far ahead of the window.
-    pub too_far: u64,
-    /// Messages whose header sender differs from the transport's sender.
-    pub spoofed: u64,
-    /// Sends refused because the peer is suspected.
-    pub to_suspected: u64,
-    /// Sends deferred by a full retransmit window.
-    pub backpressure: u64,
-    /// Deferred sends dropped because the deferral queue was full (counted, never silent).
-    pub deferred_overflow: u64,
-    /// Delivery latency (root's start to this node's delivery), ns.
-    pub delivery_ns: Histogram<u64>,
-}
-
-impl Default for NodeStats {
-    fn default() -> Self {
-        Self {
-            drops: DropCounters::default(),
-            wrong_kind: 0,
-            stale: 0,
-            too_far: 0,
-            spoofed: 0,
-            to_suspected: 0,
-            backpressure: 0,
-            deferred_overflow: 0,
-            delivery_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
-        }
-    }
 }
 
 /// One node: its transport, its operations and its counters. Aligned so that two nodes
@@ -101,10 +74,10 @@ pub struct Node<P: Protocol> {
     spare: Vec<Vec<u8>>,
     blocked: Vec<u32>,
     out: Vec<u8>,
-    payload: Vec<u8>,
-    payload_seq: Option<u64>,
+    payloads: Box<dyn Payloads>,
     rng: ProtoRng,
-    kill: Option<Kill>,
+    /// Crash injection (tests, benchmarks), if any.
+    faults: Option<Box<dyn Faults>>,
     /// Messages sent per step at most (see `PollMode::sends_per_pass`).
     sends_per_step: u32,
     /// The transport's counters when the node died (its sends count in the run's totals).
@@ -116,11 +89,13 @@ impl<P: Protocol> Node<P>
 where
     P::Msg: WireMessage,
 {
-    /// A node with its transport; `on_death` runs when an injected crash kills it.
+    /// A node with its transport and payloads; `on_death` runs when an injected crash kills
+    /// it.
     pub fn new(
         rank: u32,
         n: u32,
         transport: Box<dyn Transport>,
+        payloads: Box<dyn Payloads>,
         kill: Option<Kill>,
         seed: u64,
         on_death: Option<Box<dyn FnMut() + Send>>,
@@ -132,7 +107,9 @@ where
             slots: (0..WINDOW)
                 .map(|_| Slot {
                     seq: u64::MAX,
+                    root: 0,
                     proto: None,
+                    payload: Vec::new(),
                     delivered: false,
                     finished: false,
                     sent: 0,
@@ -146,10 +123,9 @@ where
             spare: Vec::new(),
             blocked: Vec::new(),
             out: vec![0; MAX_PAYLOAD],
-            payload: Vec::with_capacity(MAX_PAYLOAD),
-            payload_seq: None,
+            payloads,
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
-            kill,
+            faults: kill.map(|k| Box::new(k) as Box<dyn Faults>),
             sends_per_step: 16,
             last_stats: crate::transport::TransportStats::default(),
             stats: NodeStats::default(),
@@ -180,12 +156,13 @@ where
         self.transport.as_ref().map_or(self.last_stats, |t| t.stats())
     }
 
-    fn vrank(p: &NodeParams<'_, P::Shared>, phys: u32) -> Rank {
-        (phys + p.n - p.root % p.n) % p.n
+    /// The virtual rank of `phys` in an operation rooted at `root` (the root is 0).
+    fn vrank(p: &NodeParams<'_, P::Shared>, root: u32, phys: u32) -> Rank {
+        (phys + p.n - root % p.n) % p.n
     }
 
-    fn phys(p: &NodeParams<'_, P::Shared>, v: Rank) -> u32 {
-        (v + p.root) % p.n
+    fn phys(p: &NodeParams<'_, P::Shared>, root: u32, v: Rank) -> u32 {
+        (v + root) % p.n
     }
 
     fn now_units(p: &NodeParams<'_, P::Shared>, now: Instant) -> Time {
@@ -207,15 +184,17 @@ where
         }
     }
 
+    /// Crashes this node now (crash-stop): its transport closes, `on_death` runs, and the
+    /// operations it has not retired no longer wait for it.
+    pub fn crash(&mut self, board: &NodeBoard) {
+        if self.alive() {
+            self.die(board, self.retired);
+        }
+    }
+
     /// Marks a node that is dead from the start.
     pub fn kill_at_start(&mut self, board: &NodeBoard) {
-        if matches!(
-            self.kill,
-            Some(Kill {
-                point: KillPoint::Start,
-                ..
-            })
-        ) {
+        if self.faults.as_ref().is_some_and(|f| f.dead_at_start()) {
             self.die(board, u64::MAX);
         }
     }
@@ -224,25 +203,38 @@ where
         (seq % WINDOW as u64) as usize
     }
 
-    /// The slot of `seq`, (re)initialized for it.
-    fn open(&mut self, p: &NodeParams<'_, P::Shared>, seq: u64, now: Instant, board: &NodeBoard) -> usize {
+    /// The slot of `seq` (rooted at `root`), (re)initialized for it; its payload is
+    /// `payload` (a received one) or, at the root, the source's.
+    fn open(
+        &mut self,
+        p: &NodeParams<'_, P::Shared>,
+        (root, seq): (u32, u64),
+        payload: Option<&[u8]>,
+        now: Instant,
+        board: &NodeBoard,
+    ) -> usize {
         let i = Self::slot_index(seq);
         if self.slots[i].seq != seq {
             let cx = Ctx {
-                rank: Self::vrank(p, self.rank),
+                rank: Self::vrank(p, root, self.rank),
                 n: p.n,
                 now: Self::now_units(p, now),
                 shared: p.shared,
             };
             let mut proto = P::new(&cx);
             proto.start(&cx);
-            self.slots[i] = Slot {
-                seq,
-                proto: Some(proto),
-                delivered: false,
-                finished: false,
-                sent: 0,
-            };
+            let s = &mut self.slots[i];
+            s.payload.clear();
+            match payload {
+                Some(b) => s.payload.extend_from_slice(b),
+                None => self.payloads.source(seq, &mut s.payload),
+            }
+            s.seq = seq;
+            s.root = root;
+            s.proto = Some(proto);
+            s.delivered = false;
+            s.finished = false;
+            s.sent = 0;
             board.claim(seq);
         }
         i
@@ -260,22 +252,28 @@ where
         let retired = ctl.retired.load(Ordering::Acquire);
         while self.retired < retired {
             let seq = self.retired;
-            self.filter.complete(OpId { root: p.root, seq });
+            self.filter.complete(OpId { root: 0, seq });
             let i = Self::slot_index(seq);
             if self.slots[i].seq == seq {
                 self.slots[i].proto = None;
             }
             self.retired += 1;
         }
-        // The root starts what it may.
-        if self.rank == p.root {
-            let allowed = ctl.allowed.load(Ordering::Acquire);
+        // A root starts what it may.
+        let allowed = match p.root {
+            Some(r) if r != self.rank => 0,
+            _ => ctl.allowed.load(Ordering::Acquire),
+        };
+        if self.next_start < allowed {
             while self.next_start < allowed {
                 let seq = self.next_start;
-                ctl.started_ns[Self::slot_index(seq)].store(Self::ns(p, now), Ordering::Release);
-                let i = self.open(p, seq, now, board);
-                self.after_event(p, i, now, board);
                 self.next_start += 1;
+                if p.root.is_none() && ctl.root_of(seq) != self.rank {
+                    continue;
+                }
+                ctl.started_ns[Self::slot_index(seq)].store(Self::ns(p, now), Ordering::Release);
+                let i = self.open(p, (self.rank, seq), None, now, board);
+                self.after_event(p, i, now, board);
                 progress = true;
             }
             // The root's first sends leave before it reads its socket (LogP: they follow the
@@ -293,7 +291,7 @@ where
             let mut deaths = None;
             let r = t.poll(now, &mut |d| match d {
                 Delivery::Message { from, bytes } => {
-                    if let Some(iter) = self.on_datagram(p, board, from, bytes, now) {
+                    if let Some(iter) = self.on_datagram(p, ctl, board, from, bytes, now) {
                         deaths = Some(iter);
                     }
                 }
@@ -320,12 +318,13 @@ where
         let mut progress = false;
         let units = Self::now_units(p, now);
         for i in 0..WINDOW {
+            let root = self.slots[i].root;
             let Some(proto) = self.slots[i].proto.as_mut() else {
                 continue;
             };
             if proto.next_timer().is_some_and(|t| t <= units) {
                 let cx = Ctx {
-                    rank: Self::vrank(p, self.rank),
+                    rank: Self::vrank(p, root, self.rank),
                     n: p.n,
                     now: units,
                     shared: p.shared,
@@ -342,6 +341,7 @@ where
     fn on_datagram(
         &mut self,
         p: &NodeParams<'_, P::Shared>,
+        ctl: &Control,
         board: &NodeBoard,
         from: u32,
         bytes: &[u8],
@@ -362,14 +362,11 @@ where
             self.stats.spoofed += 1;
             return None;
         }
-        if h.root != p.root {
+        if h.root != p.root.unwrap_or_else(|| ctl.root_of(h.seq)) {
             self.stats.drops.count(DecodeError::BadField("root"));
             return None;
         }
-        match self.filter.admit(OpId {
-            root: h.root,
-            seq: h.seq,
-        }) {
+        match self.filter.admit(OpId { root: 0, seq: h.seq }) {
             Admission::Live => {}
             Admission::Stale => {
                 self.stats.stale += 1;
@@ -391,30 +388,27 @@ where
                 return None;
             }
         };
-        if payload.len() != p.payload_len || payload.iter().enumerate().any(|(i, &b)| b != payload_byte(h.seq, i)) {
+        if !self.payloads.admit(h.seq, payload) {
             if let Some(b) = board.get(h.seq) {
                 b.bad_payload.fetch_add(1, Ordering::Relaxed);
             }
             self.stats.drops.count(DecodeError::BadField("payload"));
             return None;
         }
-        if let Some(Kill {
-            point: KillPoint::OnReceive { iter },
-            ..
-        }) = self.kill
-            && iter == h.seq
+        if let Some(f) = self.faults.as_mut()
+            && f.crash_on_receive(h.seq)
         {
-            return Some(iter);
+            return Some(h.seq);
         }
-        let i = self.open(p, h.seq, now, board);
+        let i = self.open(p, (h.root, h.seq), Some(payload), now, board);
         let cx = Ctx {
-            rank: Self::vrank(p, self.rank),
+            rank: Self::vrank(p, h.root, self.rank),
             n: p.n,
             now: Self::now_units(p, now),
             shared: p.shared,
         };
         if let Some(proto) = self.slots[i].proto.as_mut() {
-            proto.on_message(&cx, Self::vrank(p, from), &msg);
+            proto.on_message(&cx, Self::vrank(p, h.root, from), &msg);
         }
         board.claim(h.seq).touch(Self::ns(p, Instant::now().max(now)));
         self.after_event(p, i, now, board);
@@ -424,14 +418,15 @@ where
     fn on_suspect(&mut self, p: &NodeParams<'_, P::Shared>, board: &NodeBoard, peer: u32, now: Instant) {
         let units = Self::now_units(p, now);
         for i in 0..WINDOW {
+            let root = self.slots[i].root;
             if let Some(proto) = self.slots[i].proto.as_mut() {
                 let cx = Ctx {
-                    rank: Self::vrank(p, self.rank),
+                    rank: Self::vrank(p, root, self.rank),
                     n: p.n,
                     now: units,
                     shared: p.shared,
                 };
-                proto.on_suspect(&cx, Self::vrank(p, peer));
+                proto.on_suspect(&cx, Self::vrank(p, root, peer));
                 self.after_event(p, i, now, board);
             }
         }
@@ -449,12 +444,13 @@ where
             let ns = Self::ns(p, Instant::now().max(now));
             b.delivered_ns.store(ns.max(1), Ordering::Relaxed);
             b.deliveries.fetch_add(1, Ordering::Relaxed);
+            self.payloads.deliver(s.root, s.seq, &s.payload);
             // The delivery is the operation's latest activity here: quiescence is never
             // reported before coloring.
             b.touch(ns.max(1));
         }
         let cx = Ctx {
-            rank: Self::vrank(p, self.rank),
+            rank: Self::vrank(p, s.root, self.rank),
             n: p.n,
             now: Self::now_units(p, now),
             shared: p.shared,
@@ -481,8 +477,9 @@ where
             }
             while budget > 0 && now >= self.busy_until {
                 let units = Self::now_units(p, now);
+                let root = self.slots[i].root;
                 let cx = Ctx {
-                    rank: Self::vrank(p, self.rank),
+                    rank: Self::vrank(p, root, self.rank),
                     n: p.n,
                     now: units,
                     shared: p.shared,
@@ -492,8 +489,9 @@ where
                     Action::Send { to, msg } => {
                         budget -= 1;
                         progress = true;
-                        let dest = Self::phys(p, to);
-                        let len = match self.encode(p, seq, &msg) {
+                        let dest = Self::phys(p, root, to);
+                        let s = &self.slots[i];
+                        let len = match encode_datagram(&mut self.out, p.job, root, seq, self.rank, &msg, &s.payload) {
                             Ok(len) => len,
                             Err(e) => {
                                 self.stats.drops.count(e);
@@ -508,14 +506,10 @@ where
                         if !self.send_or_defer(dest, len, now) {
                             b.send_drops.fetch_add(1, Ordering::Relaxed);
                         }
-                        if let Some(Kill {
-                            point: KillPoint::AfterSends { iter, k },
-                            ..
-                        }) = self.kill
-                            && iter == seq
-                            && self.slots[i].sent >= k
+                        if let Some(f) = self.faults.as_mut()
+                            && f.crash_after_send(seq, self.slots[i].sent)
                         {
-                            self.die(board, iter);
+                            self.die(board, seq);
                             return true;
                         }
                     }
@@ -595,16 +589,5 @@ where
             }
         }
         progress
-    }
-
-    fn encode(&mut self, p: &NodeParams<'_, P::Shared>, seq: u64, msg: &P::Msg) -> Result<usize, DecodeError> {
-        // The payload of an operation is built once, not per message.
-        if self.payload_seq != Some(seq) {
-            let len = p.payload_len.min(MAX_PAYLOAD);
-            self.payload.clear();
-            self.payload.extend((0..len).map(|i| payload_byte(seq, i)));
-            self.payload_seq = Some(seq);
-        }
-        encode_datagram(&mut self.out, p.job, p.root, seq, self.rank, msg, &self.payload)
     }
 }

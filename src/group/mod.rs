@@ -1,0 +1,325 @@
+//! A process group for programs that embed ftcoll: broadcast the caller's bytes from any
+//! member to every live member, crash members, and hear what happened as [`Event`]s.
+//!
+//! A [`Group`] runs its members (one runtime node each, over the in-process or loopback UDP
+//! transport) on a background thread with the same node loop and coordinator as `ftcoll
+//! bench` (`docs/library.md`): operations are numbered in one sequence over all roots
+//! (Corrected Gossip Claim 1), each disseminated by the chosen broadcast algorithm (the
+//! default is a binomial corrected tree with checked correction, Corrected Trees §3), and
+//! one is over once every live member delivered it (or its timeout passed). Members also
+//! agree on a 64-bit AND and on who failed ([`Group::agree`], ERA, Herault et al. SC 2015).
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use ftcoll::group::{Event, Group};
+//!
+//! let mut group = Group::local(4)?;
+//! group.kill(3)?; // member 3 crashes; the others still deliver
+//! let seq = group.broadcast(1, b"hello")?;
+//! let mut members = Vec::new();
+//! while let Some(ev) = group.next_event(Duration::from_secs(10)) {
+//!     match ev {
+//!         Event::Delivered { member, bytes, .. } => {
+//!             assert_eq!(bytes, b"hello");
+//!             members.push(member);
+//!         }
+//!         Event::Completed { seq: s, .. } if s == seq => break,
+//!         _ => {}
+//!     }
+//! }
+//! members.sort();
+//! assert_eq!(members, [0, 1, 2]);
+//! # Ok::<(), ftcoll::group::GroupError>(())
+//! ```
+
+mod agree;
+mod driver;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::protocol::bcast::Start;
+use crate::protocol::bcast::algo::Algo;
+use crate::protocol::bcast::correction::Correction;
+use crate::runtime::TransportKind;
+use crate::runtime::board::Control;
+use crate::topology::{Order, TreeKind};
+
+/// What happened in the group, in the order the group's thread saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `member` delivered broadcast `seq` of `root`, whose payload is `bytes` (once per
+    /// member and broadcast; the root delivers its own).
+    Delivered {
+        member: u32,
+        root: u32,
+        seq: u64,
+        bytes: Vec<u8>,
+    },
+    /// Broadcast `seq` of `root` is over: every live member delivered it, or it timed out
+    /// (`timed_out`) before some did.
+    Completed { root: u32, seq: u64, timed_out: bool },
+    /// Member `rank` crashed (crash-stop: it sends and delivers nothing more).
+    Failed { rank: u32 },
+    /// `member` returned from agreement `id` (its `id`-th [`Group::agree`], from 0): the AND
+    /// of the live members' values, and the failed members agreed on (the same at every
+    /// member that returns).
+    Agreed {
+        member: u32,
+        id: u64,
+        value: u64,
+        failed: Vec<u32>,
+    },
+}
+
+/// Why a group call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupError {
+    /// The group could not be set up (sockets, an impossible tree, ...).
+    Setup(String),
+    /// No member has this rank.
+    NoSuchMember(u32),
+    /// The member has crashed.
+    Dead(u32),
+    /// The payload is longer than one datagram of the chosen algorithm carries.
+    TooLarge { len: usize, max: usize },
+    /// Agreements need at most `max` members (an ERA message must fit one datagram).
+    TooManyToAgree { max: u32 },
+    /// The group's thread is gone.
+    Closed,
+}
+
+impl std::fmt::Display for GroupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupError::Setup(e) => write!(f, "cannot set the group up: {e}"),
+            GroupError::NoSuchMember(r) => write!(f, "no member {r}"),
+            GroupError::Dead(r) => write!(f, "member {r} has crashed"),
+            GroupError::TooLarge { len, max } => write!(f, "payload of {len} bytes, at most {max} fit"),
+            GroupError::TooManyToAgree { max } => write!(f, "agreements need at most {max} members"),
+            GroupError::Closed => f.write_str("the group's thread is gone"),
+        }
+    }
+}
+
+impl std::error::Error for GroupError {}
+
+/// How to build a [`Group`]; from [`Group::builder`].
+pub struct GroupBuilder {
+    n: u32,
+    algo: Algo,
+    transport: TransportKind,
+    o_ns: u64,
+    l_ns: u64,
+    window: u64,
+    op_timeout: Duration,
+    seed: u64,
+}
+
+impl GroupBuilder {
+    /// The broadcast algorithm (default: binomial corrected tree, interleaved, checked
+    /// correction, synchronized start).
+    pub fn algo(mut self, algo: Algo) -> Self {
+        self.algo = algo;
+        self
+    }
+
+    /// The transport between members (default: in-process queues).
+    pub fn transport(mut self, kind: TransportKind) -> Self {
+        self.transport = kind;
+        self
+    }
+
+    /// The LogP overhead `o` and latency `L` the protocols count their waits in (default
+    /// 1 µs and 2 µs).
+    pub fn logp(mut self, o: Duration, l: Duration) -> Self {
+        self.o_ns = (o.as_nanos() as u64).max(1);
+        self.l_ns = l.as_nanos() as u64;
+        self
+    }
+
+    /// Broadcasts in flight at once (default 8, at most 32).
+    pub fn window(mut self, k: u64) -> Self {
+        self.window = k;
+        self
+    }
+
+    /// A broadcast not delivered everywhere after this is reported timed out (default 10 s).
+    pub fn op_timeout(mut self, t: Duration) -> Self {
+        self.op_timeout = t;
+        self
+    }
+
+    /// The seed of the protocols' random choices and of the job id.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Starts the group's thread and its members.
+    pub fn build(self) -> Result<Group, GroupError> {
+        driver::start(self)
+    }
+}
+
+/// A group of `n` members in this process; see the [module documentation](self).
+pub struct Group {
+    n: u32,
+    next_seq: u64,
+    /// Agreements each member entered so far.
+    agreements: Vec<u64>,
+    max_payload: usize,
+    ctl: Arc<Control>,
+    requests: Option<mpsc::Sender<driver::Request>>,
+    events: mpsc::Receiver<Event>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Group {
+    /// A builder for a group of `n` members (at least 2).
+    pub fn builder(n: u32) -> GroupBuilder {
+        GroupBuilder {
+            n,
+            algo: Algo::CorrectedTree {
+                tree: TreeKind::Binomial,
+                order: Order::Interleaved,
+                correction: Correction::Checked,
+                start: Start::Synchronized,
+            },
+            transport: TransportKind::Inproc,
+            o_ns: 1_000,
+            l_ns: 2_000,
+            window: 8,
+            op_timeout: Duration::from_secs(10),
+            seed: 1,
+        }
+    }
+
+    /// A group of `n` members over in-process queues, with the defaults of
+    /// [`Group::builder`].
+    pub fn local(n: u32) -> Result<Group, GroupError> {
+        Self::builder(n).build()
+    }
+
+    /// Members in the group, dead ones included.
+    pub fn size(&self) -> u32 {
+        self.n
+    }
+
+    /// The longest payload one broadcast carries.
+    pub fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    /// Has member `rank` crashed?
+    pub fn is_dead(&self, rank: u32) -> bool {
+        self.ctl
+            .boards
+            .get(rank as usize)
+            .is_some_and(|b| b.dead.load(Ordering::Acquire))
+    }
+
+    fn member(&self, rank: u32) -> Result<(), GroupError> {
+        if rank >= self.n {
+            return Err(GroupError::NoSuchMember(rank));
+        }
+        if self.is_dead(rank) {
+            return Err(GroupError::Dead(rank));
+        }
+        Ok(())
+    }
+
+    fn request(&self, r: driver::Request) -> Result<(), GroupError> {
+        let tx = self.requests.as_ref().ok_or(GroupError::Closed)?;
+        tx.send(r).map_err(|_| GroupError::Closed)
+    }
+
+    /// Member `root` broadcasts `bytes` to the group; returns the broadcast's sequence
+    /// number. Broadcasts start in the order asked, at most the window at once.
+    pub fn broadcast(&mut self, root: u32, bytes: &[u8]) -> Result<u64, GroupError> {
+        self.member(root)?;
+        if bytes.len() > self.max_payload {
+            return Err(GroupError::TooLarge {
+                len: bytes.len(),
+                max: self.max_payload,
+            });
+        }
+        let seq = self.next_seq;
+        self.request(driver::Request::Broadcast {
+            seq,
+            root,
+            bytes: bytes.to_vec(),
+        })?;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// Member `member` enters its next agreement, contributing `value`; returns the
+    /// agreement's id. An agreement returns ([`Event::Agreed`]) once every live member has
+    /// entered it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ftcoll::group::{Event, Group};
+    ///
+    /// let mut group = Group::local(3)?;
+    /// group.kill(2)?;
+    /// group.agree(0, 0b110)?;
+    /// group.agree(1, 0b011)?;
+    /// for _ in 0..2 {
+    ///     let ev = group.next_event(Duration::from_secs(10));
+    ///     if let Some(Event::Agreed { value, failed, .. }) = ev {
+    ///         assert_eq!((value, failed), (0b010, vec![2]));
+    ///     } else if !matches!(ev, Some(Event::Failed { rank: 2 })) {
+    ///         panic!("{ev:?}");
+    ///     }
+    /// }
+    /// # Ok::<(), ftcoll::group::GroupError>(())
+    /// ```
+    pub fn agree(&mut self, member: u32, value: u64) -> Result<u64, GroupError> {
+        self.member(member)?;
+        if self.n > driver::MAX_AGREE_MEMBERS {
+            return Err(GroupError::TooManyToAgree {
+                max: driver::MAX_AGREE_MEMBERS,
+            });
+        }
+        self.request(driver::Request::Agree { member, value })?;
+        let id = &mut self.agreements[member as usize];
+        *id += 1;
+        Ok(*id - 1)
+    }
+
+    /// Crashes member `rank` now (fault injection: crash-stop, as a process that dies).
+    pub fn kill(&mut self, rank: u32) -> Result<(), GroupError> {
+        self.member(rank)?;
+        self.request(driver::Request::Kill(rank))
+    }
+
+    /// The next event, waiting at most `timeout` (`None`: nothing happened in time, or the
+    /// group's thread is gone).
+    pub fn next_event(&mut self, timeout: Duration) -> Option<Event> {
+        self.events.recv_timeout(timeout).ok()
+    }
+
+    /// The next event if one is waiting.
+    pub fn poll(&mut self) -> Option<Event> {
+        self.events.try_recv().ok()
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // Closing the request channel stops the thread.
+        self.requests = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The node process's side of the control channel.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::recv_within;
+use crate::runtime::board::{Control, WINDOW};
+use crate::runtime::conn_relay::Gather;
+use crate::wire::conn::ConnInfo;
+use crate::wire::conn_relay::{self, Dir};
+use crate::wire::control::{Msg, decode, encode};
+use crate::wire::join::{self, JobParams};
+use crate::wire::mac::AuthKey;
+use crate::wire::mac::{opened, sealed};
+
+/// The node process's side: applies the parent's commands to its local [`Control`] and reports
+/// its board.
+pub struct ChildAgent {
+    pub(super) sock: UdpSocket,
+    pub(super) parent: SocketAddr,
+    pub(super) job: u64,
+    rank: u32,
+    pub(super) n: u32,
+    heard: bool,
+    last_heard: Instant,
+    /// Per slot: the last report sent and when.
+    last: Vec<Option<(Msg, Instant)>>,
+    /// Per slot: the operation in it and when this process first saw it.
+    seen: Vec<(u64, Instant)>,
+    /// The job key: every control datagram carries its MAC.
+    pub(super) key: Option<AuthKey>,
+    last_flush: Instant,
+    /// Control datagrams dropped as invalid.
+    pub invalid: u64,
+}
+
+impl ChildAgent {
+    /// Binds the control socket (any local address of the parent's family).
+    pub fn new(parent: SocketAddr, job: u64, rank: u32, n: u32) -> std::io::Result<Self> {
+        let any: IpAddr = if parent.is_ipv4() {
+            Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            Ipv6Addr::UNSPECIFIED.into()
+        };
+        let sock = UdpSocket::bind((any, 0))?;
+        sock.set_nonblocking(true)?;
+        Ok(Self {
+            sock,
+            parent,
+            job,
+            rank,
+            n,
+            heard: false,
+            last_heard: Instant::now(),
+            last: vec![None; WINDOW],
+            seen: vec![(u64::MAX, Instant::now()); WINDOW],
+            key: None,
+            last_flush: Instant::now(),
+            invalid: 0,
+        })
+    }
+
+    pub(super) fn send(&self, m: &Msg) {
+        // A full socket buffer only delays: reports are re-sent.
+        let _ = self
+            .sock
+            .send_to(&sealed(self.key.as_ref(), &encode(self.job, self.rank, m)), self.parent);
+    }
+
+    /// Rendezvous through the coordinator: announces this node's data address `me` until the
+    /// whole address table (and the run's parameters) has arrived, or `timeout` passes.
+    pub fn join(&mut self, me: SocketAddr, timeout: Duration) -> Result<(Vec<SocketAddr>, JobParams), String> {
+        let n = self.n as usize;
+        let mut table: Vec<Option<SocketAddr>> = vec![None; n];
+        let mut params = None;
+        let mut missing = n;
+        let mut buf = vec![0u8; 2048];
+        let deadline = Instant::now() + timeout;
+        let mut last_sent: Option<Instant> = None;
+        while missing > 0 {
+            let now = Instant::now();
+            if now > deadline {
+                return Err(format!(
+                    "rendezvous with the coordinator at {}: {missing} of {n} addresses missing after {timeout:?}",
+                    self.parent
+                ));
+            }
+            if last_sent.is_none_or(|t| now.duration_since(t) > Duration::from_millis(5)) {
+                self.send(&Msg::Join { addr: me });
+                last_sent = Some(now);
+            }
+            let Ok((len, from)) = recv_within(&self.sock, &mut buf, now + Duration::from_millis(5)) else {
+                continue;
+            };
+            let chunk = (from == self.parent)
+                .then(|| opened(self.key.as_ref(), &buf[..len]))
+                .flatten()
+                .and_then(|body| join::decode(body, self.job, self.n));
+            let Some((first, addrs, p)) = chunk else {
+                self.invalid += 1;
+                continue;
+            };
+            if params.is_some_and(|q| q != p) {
+                self.invalid += 1;
+                continue;
+            }
+            params = Some(p);
+            for (i, a) in addrs.into_iter().enumerate() {
+                let slot = &mut table[first as usize + i];
+                if slot.is_none() {
+                    missing -= 1;
+                }
+                *slot = Some(a);
+            }
+        }
+        self.heard = true;
+        self.last_heard = Instant::now();
+        let params = params.expect("a complete table came with parameters");
+        Ok((table.into_iter().flatten().collect(), params))
+    }
+
+    /// The verbs connection data of a launched run, relayed by the coordinator
+    /// ([`conn_relay`]): sends `mine` (the records this rank made for each peer) until every
+    /// record addressed to this rank has come back, or `timeout` passes. Indexed by rank
+    /// (`None` at this rank). Invalid datagrams are counted; the last problem is named on
+    /// timeout.
+    pub fn exchange_conns(
+        &mut self,
+        mine: &[ConnInfo],
+        max_msg: u32,
+        timeout: Duration,
+    ) -> Result<Vec<Option<ConnInfo>>, String> {
+        let up: Vec<Vec<u8>> = conn_relay::encode_all(self.job, self.n, Dir::Up, self.rank, mine)
+            .iter()
+            .map(|b| sealed(self.key.as_ref(), b))
+            .collect();
+        let mut got = Gather::new(self.rank, self.n, Dir::Down);
+        let mut buf = vec![0u8; 2048];
+        let deadline = Instant::now() + timeout;
+        let mut last_sent: Option<Instant> = None;
+        // Resent with a growing pause: all n ranks repeat their whole set until the last rank
+        // is in, so a fixed short period would flood the coordinator of a large run.
+        let mut pause = Duration::from_millis(5);
+        let mut problem: Option<String> = None;
+        while got.missing() > 0 {
+            let now = Instant::now();
+            if now > deadline {
+                return Err(format!(
+                    "verbs connection data through the coordinator at {}: {} of {} peers missing after {timeout:?}{}",
+                    self.parent,
+                    got.missing(),
+                    self.n - 1,
+                    problem.map(|e| format!(" (last problem: {e})")).unwrap_or_default()
+                ));
+            }
+            if last_sent.is_none_or(|t| now.duration_since(t) > pause) {
+                for d in &up {
+                    let _ = self.sock.send_to(d, self.parent);
+                }
+                if last_sent.is_some() {
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                last_sent = Some(now);
+            }
+            let Ok((len, from)) = recv_within(&self.sock, &mut buf, now + Duration::from_millis(5)) else {
+                continue;
+            };
+            let Some(body) = opened(self.key.as_ref(), &buf[..len]).filter(|_| from == self.parent) else {
+                self.invalid += 1;
+                continue;
+            };
+            if !conn_relay::is_chunk(body) {
+                continue; // A late copy of the address table, or a command for later.
+            }
+            let r = conn_relay::decode(body, self.job, self.n, max_msg).and_then(|c| got.add(&c));
+            if let Err(e) = r {
+                self.invalid += 1;
+                problem = Some(e.to_string());
+            }
+        }
+        self.heard = true;
+        self.last_heard = Instant::now();
+        Ok(got.into_slots())
+    }
+
+    /// Seals every control datagram with `key` and accepts only those it seals (`None`: the
+    /// run is unauthenticated; tags are then zero).
+    pub fn set_key(&mut self, key: Option<AuthKey>) {
+        self.key = key;
+    }
+
+    /// Has the parent answered yet?
+    pub fn heard(&self) -> bool {
+        self.heard
+    }
+
+    /// Time since the parent's last valid command (it repeats them every few ms).
+    pub fn silent_for(&self) -> Duration {
+        self.last_heard.elapsed()
+    }
+
+    /// Tells the parent this node crashed; sent a few times, the process then exits.
+    pub fn report_death(&self, iter: u64) {
+        for _ in 0..5 {
+            self.send(&Msg::Dead { iter });
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Receives commands and sends changed reports; returns true when told to stop.
+    pub fn pump(&mut self, ctl: &Control, root: bool) -> bool {
+        let mut buf = [0u8; 2048];
+        while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
+            let Some(body) = opened(self.key.as_ref(), &buf[..len]).filter(|_| from == self.parent) else {
+                self.invalid += 1;
+                continue;
+            };
+            if join::is_table(body) || conn_relay::is_chunk(body) {
+                continue; // A late copy of the address table or of connection data.
+            }
+            match decode(body, self.job, self.n.max(1)) {
+                Some((_, Msg::Allow { allowed })) => {
+                    ctl.allowed.fetch_max(allowed, Ordering::AcqRel);
+                    self.heard = true;
+                    self.last_heard = Instant::now();
+                }
+                Some((_, Msg::Retire { retired })) => {
+                    ctl.retired.fetch_max(retired, Ordering::AcqRel);
+                    self.heard = true;
+                    self.last_heard = Instant::now();
+                }
+                Some((_, Msg::Stop)) => return true,
+                _ => self.invalid += 1,
+            }
+        }
+        let now = Instant::now();
+        let resend = now.duration_since(self.last_flush) > Duration::from_millis(2);
+        if resend {
+            self.last_flush = now;
+            if !self.heard {
+                self.send(&Msg::Hello);
+            }
+        }
+        let retired = ctl.retired.load(Ordering::Acquire);
+        let board = &ctl.boards[self.rank as usize];
+        for (i, b) in board.ops.iter().enumerate() {
+            let seq1 = b.seq1.load(Ordering::Acquire);
+            if seq1 == 0 || seq1 - 1 < retired {
+                continue;
+            }
+            let seq = seq1 - 1;
+            let started_ns = if root {
+                ctl.started_ns[i].load(Ordering::Acquire)
+            } else {
+                0
+            };
+            let m = Msg::Report {
+                seq,
+                delivered_ns: b.delivered_ns.load(Ordering::Relaxed),
+                last_ns: b.last_ns.load(Ordering::Relaxed),
+                started_ns,
+                sent: b.sent.load(Ordering::Relaxed),
+                deliveries: b.deliveries.load(Ordering::Relaxed).min(255) as u8,
+                bad: b.bad_payload.load(Ordering::Relaxed).min(255) as u8,
+                finished: b.finished.load(Ordering::Acquire),
+                dropped: b.send_drops.load(Ordering::Relaxed) > 0,
+            };
+            if self.seen[i].0 != seq {
+                self.seen[i] = (seq, now);
+            }
+            if resend || report_due(self.last[i], self.seen[i].1, &m, now) {
+                self.send(&m);
+                self.last[i] = Some((m, now));
+            }
+        }
+        false
+    }
+}
+
+/// How long after this process first saw an operation, and after its last report, a changed
+/// report may go out: every protocol send moves the counters, and a report per send (or one
+/// the moment an operation starts or is delivered) put a control datagram, which crosses the
+/// emulated network too, between the very messages the broadcast is timed by. Only the
+/// coordinator's decision that an operation is over waits; the reported times do not change.
+pub(super) const REPORT_EVERY: Duration = Duration::from_micros(100);
+
+/// Whether report `m` goes out now, given the last report sent for its slot and when, and
+/// when its operation was first seen.
+pub(super) fn report_due(last: Option<(Msg, Instant)>, seen: Instant, m: &Msg, now: Instant) -> bool {
+    if now.duration_since(seen) < REPORT_EVERY {
+        return false;
+    }
+    match last {
+        None => true,
+        Some((prev, at)) => prev != *m && now.duration_since(at) >= REPORT_EVERY,
+    }
+}

@@ -1,0 +1,61 @@
+//! A node's clock offset to its coordinator, by ping-pong over the control channel.
+
+use std::time::{Duration, Instant};
+
+use super::{ChildAgent, recv_within};
+use crate::wire::control::{Msg, decode};
+use crate::wire::mac::opened;
+
+impl ChildAgent {
+    /// Estimates this process's clock offset to the parent by ping-pong (Cristian's method:
+    /// the probe with the smallest round trip wins; the uncertainty is half of it), tells the
+    /// parent, and returns `(offset, uncertainty)`. `now_ns` is this process's clock.
+    pub fn sync_clock(&mut self, now_ns: &dyn Fn() -> u64, probes: usize) -> (i64, u64) {
+        let mut best: Option<(u64, i64)> = None;
+        let mut buf = [0u8; 128];
+        let mut silent = 0;
+        for _ in 0..probes {
+            if silent >= 10 {
+                break; // Nobody answers (yet): the main loop's timeout decides.
+            }
+            silent += 1;
+            let t1 = now_ns();
+            self.send(&Msg::Ping { t1 });
+            let deadline = Instant::now() + Duration::from_millis(20);
+            while Instant::now() < deadline {
+                // Sleep in the kernel until the answer comes: spinning here would compete for
+                // the core with the very processes whose answers we time.
+                let Ok((len, from)) = recv_within(&self.sock, &mut buf, deadline) else {
+                    continue;
+                };
+                let body = opened(self.key.as_ref(), &buf[..len]);
+                let (true, Some(body)) = (from == self.parent, body) else {
+                    self.invalid += 1;
+                    continue;
+                };
+                if let Some((_, Msg::Pong { t1: e, t2 })) = decode(body, self.job, self.n.max(1)) {
+                    if e != t1 {
+                        continue;
+                    }
+                    let t3 = now_ns();
+                    let rtt = t3.saturating_sub(t1);
+                    let offset = t2 as i64 - ((t1 / 2 + t3 / 2) as i64);
+                    if best.is_none_or(|(r, _)| rtt < r) {
+                        best = Some((rtt, offset));
+                    }
+                    silent = 0;
+                    break;
+                }
+            }
+        }
+        let (rtt, offset) = best.unwrap_or((u64::MAX, 0));
+        let unc = rtt / 2;
+        for _ in 0..3 {
+            self.send(&Msg::Clock {
+                offset,
+                uncertainty: unc,
+            });
+        }
+        (offset, unc)
+    }
+}

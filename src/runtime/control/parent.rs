@@ -1,0 +1,293 @@
+//! The coordinator's side of the control channel.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::wait_readable;
+use crate::runtime::board::{Control, WINDOW};
+use crate::runtime::conn_relay::Gather;
+use crate::wire::conn::ConnInfo;
+use crate::wire::conn_relay::{self, Dir};
+use crate::wire::control::{Msg, decode, encode};
+use crate::wire::join::{self, JobParams};
+use crate::wire::mac::AuthKey;
+use crate::wire::mac::{opened, sealed};
+
+/// The parent's side: turns reports into board entries for the coordinator and sends its
+/// commands.
+pub struct ParentAgent {
+    sock: UdpSocket,
+    job: u64,
+    children: Vec<Option<SocketAddr>>,
+    sent_allowed: u64,
+    sent_retired: u64,
+    last_flush: Instant,
+    /// Per child: parent clock − child clock and its uncertainty (ns), once measured.
+    pub clocks: Vec<Option<(i64, u64)>>,
+    /// Per child: its data address, when it joined through this agent (`--join`).
+    addrs: Vec<Option<SocketAddr>>,
+    /// Per child: when it was last heard from.
+    last_seen: Vec<Option<Instant>>,
+    /// The parameters handed out with the address table; no table before they are set.
+    params: Option<JobParams>,
+    /// The job key: every control datagram carries its MAC.
+    key: Option<AuthKey>,
+    /// Per rank: the verbs connection data it made, as relayed so far ([`conn_relay`];
+    /// allocated with the first chunk, so runs without verbs pay nothing).
+    conns: Vec<Option<Gather>>,
+    /// Ranks whose connection data is complete.
+    conns_done: usize,
+    pub invalid: u64,
+}
+
+impl ParentAgent {
+    /// Binds the control socket on 127.0.0.1; `addr()` is passed to the children.
+    pub fn new(job: u64, n: u32) -> std::io::Result<Self> {
+        Self::bind("127.0.0.1:0".parse().expect("literal address"), job, n)
+    }
+
+    /// Binds the control socket at `addr` (rank 0's `--join` address in a launched run).
+    pub fn bind(addr: SocketAddr, job: u64, n: u32) -> std::io::Result<Self> {
+        let sock = UdpSocket::bind(addr)?;
+        sock.set_nonblocking(true)?;
+        Ok(Self {
+            sock,
+            job,
+            children: vec![None; n as usize],
+            sent_allowed: 0,
+            sent_retired: 0,
+            last_flush: Instant::now(),
+            clocks: vec![None; n as usize],
+            addrs: vec![None; n as usize],
+            last_seen: vec![None; n as usize],
+            params: None,
+            key: None,
+            conns: vec![None; n as usize],
+            conns_done: 0,
+            invalid: 0,
+        })
+    }
+
+    /// Takes a chunk of verbs connection data from rank `r` at `from`; once every rank's is in,
+    /// answers a rank's first chunk with the records addressed to it (the rank repeats its
+    /// chunks until it has them all, so lost answers are made good).
+    fn relay_conns(&mut self, chunk: &conn_relay::Chunk, from: SocketAddr) {
+        let n = self.conns.len() as u32;
+        let r = chunk.rank as usize;
+        if chunk.dir != Dir::Up {
+            self.invalid += 1;
+            return;
+        }
+        let g = self.conns[r].get_or_insert_with(|| Gather::new(r as u32, n, Dir::Up));
+        let was = g.missing();
+        if g.add(chunk).is_err() {
+            self.invalid += 1;
+            return;
+        }
+        if was > 0 && g.missing() == 0 {
+            self.conns_done += 1;
+        }
+        if chunk.part != 0 || self.conns_done < n as usize {
+            return;
+        }
+        let down: Vec<ConnInfo> = self
+            .conns
+            .iter()
+            .filter_map(|g| g.as_ref()?.get(r as u32).copied())
+            .collect();
+        for d in conn_relay::encode_all(self.job, n, Dir::Down, r as u32, &down) {
+            let _ = self.sock.send_to(&sealed(self.key.as_ref(), &d), from);
+        }
+    }
+
+    /// How many ranks have sent all their verbs connection data.
+    pub fn conns_complete(&self) -> usize {
+        self.conns_done
+    }
+
+    /// How many children have sent their data address.
+    pub fn addresses_known(&self) -> usize {
+        self.addrs.iter().filter(|a| a.is_some()).count()
+    }
+
+    /// Seals every control datagram with `key` and accepts only those it seals (`None`: the
+    /// run is unauthenticated; tags are then zero).
+    pub fn set_key(&mut self, key: Option<AuthKey>) {
+        self.key = key;
+    }
+
+    /// From now on, answers every join with the address table and `p`.
+    pub fn set_params(&mut self, p: JobParams) {
+        self.params = Some(p);
+    }
+
+    /// Sends the whole address table to `to` (nothing while an address or the parameters are
+    /// missing: the child keeps asking).
+    fn send_table(&self, to: SocketAddr) {
+        let Some(p) = self.params else { return };
+        let Some(addrs) = self.addrs.iter().copied().collect::<Option<Vec<_>>>() else {
+            return;
+        };
+        let n = addrs.len() as u32;
+        for (i, chunk) in addrs.chunks(join::PER_DATAGRAM).enumerate() {
+            let first = (i * join::PER_DATAGRAM) as u32;
+            let table = join::encode(self.job, n, first, chunk, &p);
+            let _ = self.sock.send_to(&sealed(self.key.as_ref(), &table), to);
+        }
+    }
+
+    /// The control address.
+    pub fn addr(&self) -> std::io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// Sleeps until a control datagram arrives or `timeout` passed (while nothing else needs
+    /// this thread: joining, clock probes).
+    pub fn wait(&self, timeout: Duration) {
+        wait_readable(&self.sock, timeout);
+    }
+
+    /// The harness's own failure detector for crashes it did not cause (a host killed or cut
+    /// off from outside): a child that has been silent for `silence` — children repeat their
+    /// reports every 2 ms — is marked dead in the operation the root may currently start, so
+    /// that operations stop waiting for its reports. Returns the ranks newly marked.
+    pub fn mark_silent_dead(&self, ctl: &Control, silence: Duration) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (r, seen) in self.last_seen.iter().enumerate() {
+            let b = &ctl.boards[r];
+            if let Some(t) = seen
+                && t.elapsed() > silence
+                && !b.dead.load(Ordering::Acquire)
+            {
+                let iter = ctl.allowed.load(Ordering::Acquire).saturating_sub(1);
+                b.died_in.store(iter, Ordering::Relaxed);
+                b.dead.store(true, Ordering::Release);
+                out.push(r as u32);
+            }
+        }
+        out
+    }
+
+    /// How many children have made contact.
+    pub fn joined(&self) -> usize {
+        self.children.iter().filter(|c| c.is_some()).count()
+    }
+
+    fn send_to(&self, r: usize, m: &Msg) {
+        if let Some(a) = self.children[r] {
+            let _ = self
+                .sock
+                .send_to(&sealed(self.key.as_ref(), &encode(self.job, 0, m)), a);
+        }
+    }
+
+    /// Tells every child to exit.
+    pub fn stop(&self) {
+        for r in 0..self.children.len() {
+            self.send_to(r, &Msg::Stop);
+        }
+    }
+
+    /// Receives reports into `ctl` (timestamps moved to the parent's clock) and sends commands
+    /// that changed (and periodically). `now_ns` is the parent's clock.
+    pub fn pump(&mut self, ctl: &Control, now_ns: &dyn Fn() -> u64) {
+        let n = self.children.len() as u32;
+        let mut buf = [0u8; 2048];
+        while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
+            let Some(body) = opened(self.key.as_ref(), &buf[..len]) else {
+                self.invalid += 1;
+                continue;
+            };
+            if conn_relay::is_chunk(body) {
+                // The sender's rank is in the chunk; it must come from that rank's address.
+                match conn_relay::decode(body, self.job, n, crate::transport::MAX_PAYLOAD as u32) {
+                    Ok(c) if self.children[c.rank as usize].is_none_or(|a| a == from) => {
+                        let r = c.rank as usize;
+                        self.children[r] = Some(from);
+                        self.last_seen[r] = Some(Instant::now());
+                        self.relay_conns(&c, from);
+                    }
+                    _ => self.invalid += 1,
+                }
+                continue;
+            }
+            let Some((rank, m)) = decode(body, self.job, n) else {
+                self.invalid += 1;
+                continue;
+            };
+            let r = rank as usize;
+            match self.children[r] {
+                None => self.children[r] = Some(from),
+                Some(a) if a != from => {
+                    self.invalid += 1;
+                    continue;
+                }
+                Some(_) => {}
+            }
+            self.last_seen[r] = Some(Instant::now());
+            match m {
+                Msg::Report {
+                    seq,
+                    delivered_ns,
+                    last_ns,
+                    started_ns,
+                    sent,
+                    deliveries,
+                    bad,
+                    finished,
+                    dropped,
+                } => {
+                    if seq < ctl.retired.load(Ordering::Acquire) {
+                        continue;
+                    }
+                    let b = ctl.boards[r].claim(seq);
+                    b.delivered_ns.store(delivered_ns, Ordering::Relaxed);
+                    b.last_ns.store(last_ns, Ordering::Relaxed);
+                    b.sent.store(sent, Ordering::Relaxed);
+                    b.deliveries.store(u32::from(deliveries), Ordering::Relaxed);
+                    b.bad_payload.store(u32::from(bad), Ordering::Relaxed);
+                    b.send_drops.store(u32::from(dropped), Ordering::Relaxed);
+                    if started_ns != 0 {
+                        ctl.started_ns[(seq % WINDOW as u64) as usize].store(started_ns, Ordering::Release);
+                    }
+                    b.finished.store(finished, Ordering::Release);
+                }
+                Msg::Dead { iter } => {
+                    let b = &ctl.boards[r];
+                    if !b.dead.load(Ordering::Acquire) {
+                        b.died_in.store(iter, Ordering::Relaxed);
+                        b.dead.store(true, Ordering::Release);
+                    }
+                }
+                Msg::Hello => {}
+                Msg::Ping { t1 } => {
+                    let pong = encode(self.job, 0, &Msg::Pong { t1, t2: now_ns() });
+                    let _ = self.sock.send_to(&sealed(self.key.as_ref(), &pong), from);
+                }
+                Msg::Clock { offset, uncertainty } => self.clocks[r] = Some((offset, uncertainty)),
+                Msg::Join { addr } => {
+                    self.addrs[r] = Some(addr);
+                    self.send_table(from);
+                }
+                _ => self.invalid += 1,
+            }
+        }
+        let allowed = ctl.allowed.load(Ordering::Acquire);
+        let retired = ctl.retired.load(Ordering::Acquire);
+        let periodic = self.last_flush.elapsed() > Duration::from_millis(2);
+        if periodic {
+            self.last_flush = Instant::now();
+        }
+        if allowed != self.sent_allowed || periodic {
+            self.send_to(0, &Msg::Allow { allowed });
+            self.sent_allowed = allowed;
+        }
+        if retired != self.sent_retired || periodic {
+            for r in 0..self.children.len() {
+                self.send_to(r, &Msg::Retire { retired });
+            }
+            self.sent_retired = retired;
+        }
+    }
+}
