@@ -1,10 +1,9 @@
-//! Multi-process mode: one OS process per node (`ftcoll node`), each with its own UDP socket,
-//! launched and coordinated by `ftcoll bench --procs` over the control plane of
-//! [`crate::runtime::control`]. This is what makes a real `SIGKILL` of a node possible.
-//!
-//! A launcher (Slurm, mpirun, the netns script) starts the same processes itself with
-//! `ftcoll bench --join ADDR`: rank 0 runs the coordinator at `ADDR` next to its own node, and
-//! every node gets the address table from it ([`crate::runtime::join`]).
+//! A node process of a multi-process run (`ftcoll node`): its own UDP socket, rank and size
+//! from the flags or the launcher's environment, the peers from a hostfile or a rendezvous
+//! directory, and the run coordinated over the control plane of [`crate::runtime::control`]
+//! ([`run_node`]). `bench --procs` starts such processes and `bench --join` coordinates
+//! launched ones from rank 0 (the parent's side: [`crate::experiment::launch::bcast`]). A
+//! real `SIGKILL` of a node is what this makes possible.
 //!
 //! Clock: every process aligns its monotonic clock to a common wall-clock epoch given by the
 //! coordinator, then measures its offset to the coordinator's clock by ping-pong (Cristian);
