@@ -2,7 +2,7 @@
 //! agree-node` process per node ([`crate::runtime::agree_procs`] is the node's side), says
 //! `go` to all once every one is ready, merges their streamed returns into one online window
 //! and SIGKILLs a node at its injected crash. `agree --join` ([`super::agree_join`]) drives
-//! launched nodes through the same [`Cluster`] over TCP streams.
+//! launched nodes through the same `Cluster` over TCP streams.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;

@@ -1,7 +1,7 @@
 //! Starting and coordinating node processes on this machine (`bench --procs`, `agree
 //! --procs`, `stress agree --procs`, `bootstrap`) and coordinating launched ones (`--join`):
 //! the parent's side of a multi-process run. Every process this one starts is killed when the
-//! run ends, also on errors and panics ([`Children`]). Job ids: [`job`].
+//! run ends, also on errors and panics (`Children`). Job ids: [`job`].
 
 pub mod agree;
 pub mod agree_join;
