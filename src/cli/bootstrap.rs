@@ -187,7 +187,9 @@ pub fn run(a: &BootstrapArgs) -> Result<(), String> {
         let [n] = sizes[..] else {
             return Err("--kill needs a single size in --nodes".into());
         };
-        return crate::experiment::bootstrap_kill::run(&a.launch(), &a.kill, a.json, n);
+        let o = crate::experiment::bootstrap_kill::run(&a.launch(), &a.kill, n)?;
+        crate::report::bootstrap::print_kill(&o, a.json);
+        return Ok(());
     }
     if !a.json {
         println!("ftcoll bootstrap: one process per node on this machine, each given its rank, the size and its");

@@ -13,8 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::experiment::launch::boot::{BootLaunch, Detector, launch};
 use crate::protocol::overlay::failure_notice::FailureNotices;
 use crate::protocol::overlay::repair::Mended;
@@ -76,9 +74,34 @@ fn verified(m: &Mended, r: &WatchReport) -> bool {
         })
 }
 
-/// Runs `ftcoll bootstrap --nodes N --kill R[,R..]`: `n` nodes launched as `a` says, `kill` SIGKILLed once the
-/// overlay is built; one JSON object with `json`, else the table.
-pub fn run(a: &BootLaunch, kill: &[u32], json: bool, n: u32) -> Result<(), String> {
+/// What `bootstrap --kill` measured: from the kill to the first suspicion (detect), to every
+/// survivor knowing every death (spread), to the legitimate BMG over the survivors (repair).
+pub struct KillOutcome {
+    pub nodes: u32,
+    pub killed: Vec<u32>,
+    /// From the first launch to the last complete address table.
+    pub boot_ms: f64,
+    pub detect_ms: f64,
+    /// How the first suspicion came (`heartbeat`, `icmp`).
+    pub detected_by: String,
+    /// Survivors that detected a death themselves.
+    pub detectors: usize,
+    pub spread_ms: f64,
+    pub notice_rounds: u32,
+    /// The notices' bound in rounds.
+    pub notice_span: u32,
+    pub repair_ms: f64,
+    pub total_ms: f64,
+    /// Survivors that reported the legitimate state, of `survivors`.
+    pub reports: usize,
+    pub survivors: usize,
+    /// The repaired ring.
+    pub ring: Vec<u32>,
+}
+
+/// Runs `ftcoll bootstrap --nodes N --kill R[,R..]`: `n` nodes launched as `a` says, `kill`
+/// SIGKILLed once the overlay is built, the survivors' repair timed and checked.
+pub fn run(a: &BootLaunch, kill: &[u32], n: u32) -> Result<KillOutcome, String> {
     detector(&a.detector)?;
     let kill: BTreeSet<u32> = kill.iter().copied().collect();
     if let Some(r) = kill.iter().find(|&&r| r >= n) {
@@ -193,55 +216,20 @@ pub fn run(a: &BootLaunch, kill: &[u32], json: bool, n: u32) -> Result<(), Strin
     let rounds = reps.iter().map(|r| r.notice_rounds).max().unwrap_or(0);
     let span = FailureNotices::new(0, &tree.ring_order(), n).span();
     let detectors = reps.iter().filter(|r| r.detected_unix_us > 0).count();
-    let ring: Vec<String> = mended.tree().ring_order().iter().map(|r| r.to_string()).collect();
-    let killed: Vec<String> = kill.iter().map(|r| r.to_string()).collect();
-    if json {
-        println!(
-            "{}",
-            json!({
-                "nodes": n,
-                "killed": kill,
-                "boot_ms": boot_ms,
-                "detect_ms": detect_ms,
-                "detected_by": first.detected_by,
-                "detectors": detectors,
-                "spread_ms": spread_ms,
-                "notice_rounds": rounds,
-                "notice_span": span,
-                "repair_ms": repair_ms,
-                "total_ms": total_ms,
-                "survivors": reps.len(),
-                "legitimate": reps.len(),
-                "ring": mended.tree().ring_order(),
-            })
-        );
-        return Ok(());
-    }
-    println!("ftcoll bootstrap --kill: {n} node processes booted from their parents' addresses only (last table");
-    println!(
-        "{boot_ms:.1} ms after the first launch), then SIGKILL of rank(s) {}.",
-        killed.join(",")
-    );
-    println!("detect: first suspicion after the kill; spread: from it until every survivor knew every death");
-    println!("(failure notices, Han–Finkel over the survivors' ring); repair: from then until every survivor's");
-    println!("Succ/Pred/CW/CCW were the legitimate BMG over the survivors (Algorithms 1, 2 on the mended tree)\n");
-    println!(
-        "{:>6}{:>8}{:>11}{:>11}{:>11}{:>14}{:>11}{:>11}{:>12}",
-        "nodes", "killed", "detect ms", "by", "spread ms", "rounds/span", "repair ms", "total ms", "legitimate"
-    );
-    println!(
-        "{:>6}{:>8}{:>11.1}{:>11}{:>11.1}{:>14}{:>11.1}{:>11.1}{:>12}",
-        n,
-        killed.join(","),
+    Ok(KillOutcome {
+        nodes: n,
+        killed: kill.into_iter().collect(),
+        boot_ms,
         detect_ms,
-        first.detected_by,
+        detected_by: first.detected_by.clone(),
+        detectors,
         spread_ms,
-        format!("{rounds}/{span}"),
+        notice_rounds: rounds,
+        notice_span: span,
         repair_ms,
         total_ms,
-        format!("{}/{}", reps.len(), survivors.len())
-    );
-    println!("\nrepaired ring (every survivor checked its own state, and this process checked the reports):");
-    println!("{}", ring.join(" "));
-    Ok(())
+        reports: reps.len(),
+        survivors: survivors.len(),
+        ring: mended.tree().ring_order(),
+    })
 }
