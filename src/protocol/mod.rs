@@ -1,20 +1,29 @@
 //! Sans-IO protocol state machines (`docs/architecture.md`, decisions 1–3).
 //!
 //! A protocol instance is one process's state for one operation. It never touches a socket,
-//! a clock, a thread or a global RNG: a driver (the LogP simulator in [`crate::sim`], later the
-//! network runtime) hands it events and, whenever the process's sender is free, asks it what to
+//! a clock, a thread or a global RNG: a driver (the LogP simulator in [`crate::sim`], or the
+//! network runtime in [`crate::runtime`]) hands it events and, whenever the process's sender is free, asks it what to
 //! send next ([`Protocol::poll_send`]). The same code therefore runs under virtual and real time.
+//!
+//! Every family meets one contract, [`Machine`] (events in; messages, timers and outputs out):
+//! ERA and the overlay's watch implement it, and [`Bcast`] adapts any broadcast [`Protocol`]
+//! (the trait the LogP engine's hot path and the papers' algorithms are written against). One
+//! heartbeat failure detector, [`Detector`], serves every family's driver.
 //!
 //! Ranks are *virtual*: the root of an operation is rank 0 (the papers assume this without loss
 //! of generality); a driver maps virtual to physical ranks as `(physical - root) mod n`.
 
 pub mod agree;
 pub mod bcast;
+pub mod detector;
+pub mod machine;
 pub mod op;
 pub mod overlay;
 pub mod rng;
 
 pub use crate::model::Time;
+pub use detector::{Detector, DetectorConfig};
+pub use machine::{Bcast, Event, Machine};
 pub use op::{DuplicateFilter, OpId};
 pub use rng::ProtoRng;
 

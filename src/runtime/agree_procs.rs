@@ -235,7 +235,7 @@ pub(crate) fn run_node(
             Err(mpsc::TryRecvError::Empty) => {}
             Err(mpsc::TryRecvError::Disconnected) => return Ok(None),
         }
-        let progress = node.step(&sh, &b);
+        let progress = node.step(&sh);
         let now = Instant::now();
         if progress {
             last_progress = now;
@@ -263,7 +263,7 @@ pub(crate) fn run_node(
         if !progress {
             if reported {
                 // Done: only answering stragglers, so sleep on the socket.
-                let _ = node.tp.wait(Duration::from_millis(1));
+                let _ = node.drv.tp.wait(Duration::from_millis(1));
             } else if share_cores {
                 std::thread::yield_now();
             } else {
@@ -274,7 +274,7 @@ pub(crate) fn run_node(
 }
 
 fn result(node: &Node) -> ChildResult {
-    let t = node.tp.stats();
+    let t = node.drv.tp.stats();
     ChildResult {
         rank: node.rank,
         finished: node.finished,
@@ -282,10 +282,10 @@ fn result(node: &Node) -> ChildResult {
         invalid: node.invalid,
         max_stored: node.max_stored,
         suspected: node.suspected.clone(),
-        messages: node.messages,
-        heartbeats: node.heartbeats,
+        messages: node.drv.messages,
+        heartbeats: node.drv.heartbeats,
         transport: [t.sent, t.received, t.retransmits, t.suspected],
-        drops: node.drops,
+        drops: node.drv.drops,
         digests: node.digests.clone(),
         peak_rss_kb: peak_rss_kb(),
         failed: node.last_failed.clone(),

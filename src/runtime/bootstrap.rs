@@ -28,9 +28,9 @@ use crate::protocol::overlay::Guarded;
 use crate::protocol::overlay::bmg_overlay::{BmgOverlay, OverlayMsg};
 use crate::protocol::overlay::han_finkel::run_len;
 use crate::protocol::overlay::ring_to_bmg::levels;
-use crate::runtime::control::{opened, sealed};
 use crate::topology::{Order, Tree, TreeKind};
 use crate::wire::bootstrap::{BootMsg, named};
+use crate::wire::mac::{opened, sealed};
 use crate::wire::{DropCounters, HEADER_LEN, WireMessage, decode_datagram, encode_datagram};
 
 /// One node's bootstrap parameters.
@@ -55,7 +55,7 @@ pub struct BootConfig {
     pub drop_every: u32,
     /// The job key: every datagram carries its MAC after the body, checked before the body is
     /// read (`None`: unauthenticated, zero tags).
-    pub key: Option<crate::transport::udp::auth::AuthKey>,
+    pub key: Option<crate::wire::mac::AuthKey>,
 }
 
 /// What one node measured.
@@ -440,7 +440,7 @@ mod tests {
 
     #[test]
     fn a_keyed_job_boots_and_a_foreign_key_is_shut_out() {
-        use crate::transport::udp::auth::AuthKey;
+        use crate::wire::mac::AuthKey;
         let same = boot_keyed(4, 0, |_| Some(AuthKey::from_bytes([3; 16])), Duration::from_secs(20));
         assert!(same.iter().all(|r| r.is_ok()), "{same:?}");
         // Rank 3 holds another key: nobody accepts its datagrams nor it theirs.
@@ -465,7 +465,7 @@ mod tests {
     fn boot_keyed(
         n: u32,
         drop_every: u32,
-        key: impl Fn(u32) -> Option<crate::transport::udp::auth::AuthKey>,
+        key: impl Fn(u32) -> Option<crate::wire::mac::AuthKey>,
         timeout: Duration,
     ) -> Vec<Result<BootReport, String>> {
         let (addrs, reps) = loopback_threads(

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod conn_peers;
 pub mod conn_relay;
 pub mod control;
+pub mod driver;
 pub mod flood;
 pub mod join;
 pub mod kill;

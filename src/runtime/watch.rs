@@ -1,40 +1,40 @@
 //! A booted node's watch (failure notices and repair): after the bootstrap
 //! ([`crate::runtime::bootstrap`]) the node keeps its socket, its address table and its overlay
-//! state, and
-//! - watches its BMG neighbours: heartbeats every `heartbeat`, a neighbour silent for
-//!   `suspect_after` is suspected, and so at once is a neighbour whose port draws an ICMP
-//!   "port unreachable" (`IP_RECVERR`, [`crate::transport::udp::icmp`]; every peer answered
-//!   during the bootstrap, so a refusal means its process died);
-//! - spreads what it suspects, and forwards what it hears, as failure notices
-//!   ([`FailureNotices`]: Han–Finkel's `Disseminate` over the members without the dead one,
-//!   `⌈log m⌉ + 2` rounds, one round per `tick`);
-//! - repairs the overlay on every death learned ([`Mended`], the simulator's repair: the
-//!   launch tree mended, Algorithms 1 and 2 re-run over the survivors), and checks its own
-//!   `Succ`, `Pred`, `CW`, `CCW` against the legitimate BMG over the survivors.
+//! state, and drives the sans-IO [`WatchMachine`] (one phase and one notice round per `tick`)
+//! with the shared heartbeat [`Detector`] beside it:
+//! - the detector watches the BMG neighbours: a heartbeat when nothing else went to one for
+//!   `heartbeat`, a neighbour silent for `suspect_after` is suspected, and so at once is a
+//!   neighbour whose port draws an ICMP "port unreachable" (`IP_RECVERR`,
+//!   [`crate::transport::udp::icmp`]; every peer answered during the bootstrap, so a refusal
+//!   means its process died);
+//! - the machine spreads what it suspects, and forwards what it hears, as failure notices
+//!   (Han–Finkel's `Disseminate` over the members without the dead one, `⌈log m⌉ + 2`
+//!   rounds), repairs the overlay on every death learned (the simulator's repair: the launch
+//!   tree mended, Algorithms 1 and 2 re-run over the survivors), and tells whether its own
+//!   `Succ`, `Pred`, `CW`, `CCW` are those of the legitimate BMG over the survivors.
 //!
 //! Each time the set of deaths known or the verdict of that check changes, the node hands a
 //! [`WatchReport`] to its caller. It runs until `stop` is set.
 
-use std::io::ErrorKind;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+mod socket;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::Rank;
-use crate::protocol::overlay::Guarded;
-use crate::protocol::overlay::bmg_overlay::{BmgOverlay, OverlayMsg};
-use crate::protocol::overlay::failure_notice::FailureNotices;
-use crate::protocol::overlay::repair::Mended;
+use crate::protocol::overlay::watch::WatchMachine;
+use crate::protocol::{DetectorConfig, Event, Machine, Rank, Time};
 use crate::runtime::bootstrap::{Booted, launch_tree, unix_us};
-use crate::runtime::control::{opened, sealed};
+use crate::runtime::driver::{Decoded, Driver, Framing, Verdict};
 use crate::topology::launch_tree::LaunchTree;
-use crate::transport::udp::auth::AuthKey;
+use crate::transport::TransportStats;
 use crate::transport::udp::icmp;
 use crate::wire::bootstrap::BootMsg;
-use crate::wire::watch::{MAX_NOTICES, WatchMsg};
-use crate::wire::{DecodeError, DropCounters, HEADER_LEN, Header, WireMessage, encode_datagram, kind};
+use crate::wire::mac::AuthKey;
+use crate::wire::watch::WatchMsg;
+use crate::wire::{DecodeError, HEADER_LEN, WireMessage, encode_datagram, kind};
+use socket::Sealed;
 
 /// The watch's parameters.
 #[derive(Clone, Debug)]
@@ -80,208 +80,80 @@ pub struct WatchReport {
     pub false_suspicions: u64,
 }
 
+/// The watch's datagrams: `WATCH` messages, and the overlay messages of a neighbour still
+/// lingering in its bootstrap (`BOOTSTRAP`).
+struct WatchFraming;
+
+impl Framing for WatchFraming {
+    type Msg = WatchMsg;
+    const MAX_DATAGRAM: usize = HEADER_LEN + WatchMsg::MAX_BODY;
+
+    fn decode(k: u8, body: &[u8], n: u32) -> Result<Decoded<WatchMsg>, DecodeError> {
+        match k {
+            kind::WATCH if body.len() <= WatchMsg::MAX_BODY => Ok(match WatchMsg::decode(body, n)? {
+                WatchMsg::Heartbeat => Decoded::Heartbeat,
+                m => Decoded::Msg(m),
+            }),
+            kind::BOOTSTRAP if body.len() <= BootMsg::MAX_BODY => Ok(match BootMsg::decode(body, n)? {
+                BootMsg::Overlay(m, _) => Decoded::Msg(WatchMsg::Overlay(m)),
+                _ => Decoded::Other,
+            }),
+            kind::WATCH | kind::BOOTSTRAP => Err(DecodeError::TooLarge),
+            _ => Err(DecodeError::UnknownKind),
+        }
+    }
+
+    fn encode(m: &WatchMsg, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        encode_datagram(buf, job, 0, 0, rank, m, &[]).ok()
+    }
+
+    fn heartbeat(job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        Self::encode(&WatchMsg::Heartbeat, job, rank, buf)
+    }
+}
+
 struct Watch {
-    cfg: WatchConfig,
-    rank: Rank,
-    n: u32,
-    sock: UdpSocket,
-    addrs: Vec<SocketAddrV4>,
-    overlay: BmgOverlay,
-    mended: Mended,
-    notices: FailureNotices,
-    out: Vec<(Rank, OverlayMsg)>,
-    last_heard: Vec<Instant>,
-    watched: Vec<bool>,
-    buf: Vec<u8>,
-    /// Receive buffer: room for the largest datagram of the watch or of a late bootstrap.
-    rbuf: Vec<u8>,
-    drops: DropCounters,
-    bad_mac: u64,
+    m: WatchMachine,
+    drv: Driver<WatchFraming>,
     report: WatchReport,
     /// (deaths known, legitimate) of the last report handed out.
     emitted: (usize, bool),
-    /// Phases left during which the overlay's spontaneous rules run at every phase, quiet or
-    /// not: the survivors learn a death at different times, and one that repairs late empties
-    /// finger entries its quiet neighbours' introductions had filled (a refresh would repair
-    /// them, `refresh` phases later). Four notice spans cover the spread.
-    awake: u32,
 }
 
 impl Watch {
-    fn send(&mut self, to: Rank, m: &WatchMsg) {
-        if to == self.rank || self.notices.is_dead(to) {
+    /// One pass: receive, the phase when due, suspicions, sends.
+    fn step(&mut self, now: Instant) {
+        let t = self.drv.ns(now);
+        self.drv.receive(&mut self.m, now);
+        if self.m.poll_timeout().is_some_and(|at| t >= at) {
+            let Ok(()) = self.m.handle(t, Event::Timer);
+        }
+        self.drv.transmit(&mut self.m, now, || true);
+        let m = &self.m;
+        self.drv.detect(now, |nb| m.neighbours(nb));
+        while let Some((p, how)) = self.drv.poll_suspect() {
+            self.suspect(p, how, t);
+        }
+        self.drv.transmit(&mut self.m, now, || true);
+        while self.m.poll_output().is_some() {
+            self.report.learned_unix_us = unix_us();
+            self.report.dead = self.m.notices().dead().collect();
+        }
+    }
+
+    fn suspect(&mut self, p: Rank, how: Verdict, t: Time) {
+        if p == self.report.rank || self.m.notices().is_dead(p) {
             return;
         }
-        let Some(&addr) = self.addrs.get(to as usize) else {
-            return;
-        };
-        if let Ok(len) = encode_datagram(&mut self.buf, self.cfg.job, 0, 0, self.rank, m, &[]) {
-            let d = sealed(self.cfg.key.as_ref(), &self.buf[..len]);
-            // With IP_RECVERR a refusal (the ICMP of an earlier datagram to a dead peer) fails
-            // the next call on the socket, and this datagram with it: once reported it is
-            // cleared, so try once more.
-            let mut r = self.sock.send_to(&d, addr);
-            if r.as_ref().is_err_and(|e| e.kind() == ErrorKind::ConnectionRefused) {
-                r = self.sock.send_to(&d, addr);
+        let Ok(()) = self.m.handle(t, Event::Suspect(p));
+        if self.m.notices().is_dead(p) && self.report.detected_unix_us == 0 {
+            self.report.detected_unix_us = unix_us();
+            self.report.detected_by = match how {
+                Verdict::Transport => "icmp",
+                Verdict::Silence => "heartbeat",
             }
-            if r.is_ok() {
-                self.report.sent += 1;
-            }
+            .into();
         }
-    }
-
-    fn flush(&mut self) {
-        for (to, m) in std::mem::take(&mut self.out) {
-            self.send(to, &WatchMsg::Overlay(m));
-        }
-    }
-
-    /// `dead` is known dead (detected or by a notice): repair the overlay around it.
-    fn learned(&mut self, dead: Rank) {
-        if self.mended.excise(dead).is_ok() {
-            self.mended.reattach(&mut self.overlay);
-            self.overlay.on_suspect(dead);
-            self.awake = 4 * self.notices.span();
-        }
-        self.report.learned_unix_us = unix_us();
-        self.report.dead = self.notices.dead().collect();
-    }
-
-    fn suspect(&mut self, p: Rank, how: &str) {
-        if self.notices.suspect(p) {
-            if self.report.detected_unix_us == 0 {
-                self.report.detected_unix_us = unix_us();
-                self.report.detected_by = how.into();
-            }
-            self.learned(p);
-        }
-    }
-
-    /// The BMG neighbours of the current state (ring and finger tables), live ones.
-    fn neighbours(&self) -> Vec<Rank> {
-        let o = &self.overlay;
-        let mut v: Vec<Rank> = [o.ring.succ, o.ring.pred]
-            .into_iter()
-            .chain(o.bmg.cw.iter().copied())
-            .chain(o.bmg.ccw.iter().copied())
-            .flatten()
-            .filter(|&p| p != self.rank && p < self.n && !self.notices.is_dead(p))
-            .collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    }
-
-    fn tick(&mut self, now: Instant, beat: bool) {
-        self.overlay.on_phase();
-        if self.awake > 0 {
-            self.awake -= 1;
-            self.overlay.on_suspect(self.rank);
-        }
-        if self.overlay.spontaneous_due() {
-            let mut out = std::mem::take(&mut self.out);
-            self.overlay.spontaneous(&mut out);
-            self.out = out;
-            self.flush();
-        }
-        let mut rounds = Vec::new();
-        self.notices.poll(&mut rounds);
-        for (to, v) in rounds {
-            for chunk in v.chunks(MAX_NOTICES) {
-                self.send(to, &WatchMsg::Notices(chunk.to_vec()));
-            }
-        }
-        let current = self.neighbours();
-        let mut now_watched = vec![false; self.n as usize];
-        for &p in &current {
-            now_watched[p as usize] = true;
-            if !self.watched[p as usize] {
-                self.last_heard[p as usize] = now;
-            }
-        }
-        self.watched = now_watched;
-        if beat {
-            for &p in &current {
-                self.send(p, &WatchMsg::Heartbeat);
-            }
-        }
-        for p in current {
-            if now.saturating_duration_since(self.last_heard[p as usize]) > self.cfg.suspect_after {
-                self.suspect(p, "heartbeat");
-            }
-        }
-        // Refused datagrams: the peer's port is closed, its process dead.
-        while let Ok(r) = icmp::next_refused(&self.sock) {
-            if let Some(SocketAddr::V4(a)) = r
-                && let Some(p) = self.addrs.iter().position(|&x| x == a)
-            {
-                self.suspect(p as Rank, "icmp");
-            }
-        }
-    }
-
-    fn handle(&mut self, from: Rank, kind: u8, body: &[u8]) -> Result<(), DecodeError> {
-        match kind {
-            kind::WATCH if body.len() <= WatchMsg::MAX_BODY => match WatchMsg::decode(body, self.n)? {
-                WatchMsg::Heartbeat => {
-                    if !self.watched[from as usize] {
-                        self.send(from, &WatchMsg::Heartbeat);
-                    }
-                }
-                WatchMsg::Overlay(m) => self.on_overlay(from, m),
-                WatchMsg::Notices(v) => {
-                    for d in self.notices.on_message(from, &v) {
-                        self.learned(d);
-                    }
-                }
-            },
-            // A neighbour still lingering in its bootstrap: its overlay messages count.
-            kind::BOOTSTRAP if body.len() <= BootMsg::MAX_BODY => {
-                if let BootMsg::Overlay(m, _) = BootMsg::decode(body, self.n)? {
-                    self.on_overlay(from, m);
-                }
-            }
-            kind::WATCH | kind::BOOTSTRAP => return Err(DecodeError::TooLarge),
-            _ => return Err(DecodeError::UnknownKind),
-        }
-        Ok(())
-    }
-
-    fn on_overlay(&mut self, from: Rank, m: OverlayMsg) {
-        if self.notices.is_dead(from) {
-            return;
-        }
-        let mut out = std::mem::take(&mut self.out);
-        self.overlay.on_message(from, m, &mut out);
-        self.out = out;
-        self.flush();
-    }
-
-    /// Handles datagrams until none is waiting (the socket's read timeout) or `until`.
-    fn receive(&mut self, until: Instant) {
-        let mut dgram = std::mem::take(&mut self.rbuf);
-        while Instant::now() < until {
-            let len = match self.sock.recv_from(&mut dgram) {
-                Ok((len, _)) => len,
-                // A refusal reported here: its details wait in the error queue.
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
-                Err(_) => break,
-            };
-            let Some(body) = opened(self.cfg.key.as_ref(), &dgram[..len]) else {
-                self.bad_mac += 1;
-                continue;
-            };
-            let r = Header::decode(body, self.cfg.job, self.n)
-                .and_then(|(h, b, _)| self.handle(h.sender, h.kind, b).map(|()| h.sender));
-            match r {
-                Ok(from) => {
-                    self.report.received += 1;
-                    self.last_heard[from as usize] = Instant::now();
-                }
-                Err(e) => self.drops.count(e),
-            }
-        }
-        self.rbuf = dgram;
     }
 
     /// Hands out a report when the deaths known or the verdict changed.
@@ -290,30 +162,33 @@ impl Watch {
         if known == 0 {
             return;
         }
-        let legit = self.mended.legitimate(&self.overlay);
+        let legit = self.m.legitimate();
         if (known, legit) == self.emitted {
             return;
         }
         self.emitted = (known, legit);
+        let (overlay, notices) = (self.m.overlay(), self.m.notices());
         let r = &mut self.report;
         r.legitimate = legit;
         if legit {
             r.legit_unix_us = unix_us();
         }
-        r.survivors = self.mended.survivors();
+        r.survivors = self.m.mended().survivors();
         r.notice_rounds = r
             .dead
             .iter()
-            .filter_map(|&d| self.notices.learned(d))
+            .filter_map(|&d| notices.learned(d))
             .map(|(_, age)| age.map_or(0, |a| u32::from(a) + 1))
             .max()
             .unwrap_or(0);
-        r.succ = self.overlay.ring.succ;
-        r.pred = self.overlay.ring.pred;
-        r.cw = self.overlay.bmg.cw.clone();
-        r.ccw = self.overlay.bmg.ccw.clone();
-        let (bad, about_me) = self.notices.dropped();
-        r.dropped = self.drops.total() + self.bad_mac + bad + self.overlay.dropped();
+        r.succ = overlay.ring.succ;
+        r.pred = overlay.ring.pred;
+        r.cw = overlay.bmg.cw.clone();
+        r.ccw = overlay.bmg.ccw.clone();
+        let stats = self.drv.tp.stats();
+        (r.sent, r.received) = (stats.sent, self.drv.received);
+        let (bad, about_me) = notices.dropped();
+        r.dropped = self.drv.drops.total() + stats.malformed + bad + overlay.dropped();
         r.false_suspicions = about_me;
         emit(r);
     }
@@ -333,49 +208,39 @@ pub fn watch(
     let rank = b.report.rank;
     let tree = LaunchTree::from_tree(&launch_tree(n)?);
     icmp::enable(&b.sock, false);
-    b.sock
-        .set_read_timeout(Some(cfg.tick.max(Duration::from_micros(100))))
-        .map_err(|e| format!("socket: {e}"))?;
     let start = Instant::now();
-    let mut w = Watch {
-        cfg: cfg.clone(),
-        rank,
-        n,
-        notices: FailureNotices::new(rank, &tree.ring_order(), n),
-        mended: Mended::new(&tree),
+    let ns = |d: Duration| d.as_nanos() as Time;
+    let sock = Sealed {
         sock: b.sock,
         addrs: b.addrs,
-        overlay: b.overlay,
-        out: Vec::new(),
-        // Neighbours still lingering in their bootstrap send no heartbeat yet: one more
-        // timeout of grace.
-        last_heard: vec![start + cfg.suspect_after; n as usize],
-        watched: vec![false; n as usize],
-        buf: vec![0u8; HEADER_LEN + WatchMsg::MAX_BODY],
+        key: cfg.key.clone(),
+        job: cfg.job,
+        rank,
         rbuf: vec![0u8; HEADER_LEN + WatchMsg::MAX_BODY.max(BootMsg::MAX_BODY) + 64],
-        drops: DropCounters::default(),
-        bad_mac: 0,
+        stats: TransportStats::default(),
+    };
+    let det = DetectorConfig {
+        heartbeat: ns(cfg.heartbeat),
+        suspect_after: ns(cfg.suspect_after),
+    };
+    let mut w = Watch {
+        m: WatchMachine::new(rank, n, &tree, b.overlay, ns(cfg.tick), 0),
+        drv: Driver::new(Box::new(sock), cfg.job, det, start).without_grace(),
         report: WatchReport {
             rank,
             ..WatchReport::default()
         },
         emitted: (0, false),
-        awake: 0,
     };
-    let mut next_tick = start;
-    let mut next_beat = start;
+    w.drv.start(start);
     while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= next_tick {
-            next_tick = now + cfg.tick;
-            let beat = now >= next_beat;
-            if beat {
-                next_beat = now + cfg.heartbeat;
-            }
-            w.tick(now, beat);
-        }
-        w.receive(next_tick);
+        w.step(Instant::now());
         w.check(emit);
+        let next = start + Duration::from_nanos(w.m.poll_timeout().unwrap_or(0));
+        let wait = next.saturating_duration_since(Instant::now());
+        if !wait.is_zero() {
+            let _ = w.drv.tp.wait(wait);
+        }
     }
     Ok(())
 }

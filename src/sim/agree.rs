@@ -1,4 +1,5 @@
-//! The LogP driver of ERA ([`crate::protocol::agree::Era`]): every process runs a loop of
+//! The LogP driver of ERA ([`crate::protocol::agree::Era`], through the sans-IO contract of
+//! [`crate::protocol::machine`]): every process runs a loop of
 //! back-to-back agreements (ULFM's `benchagree`), failures are injected before or during
 //! them, and a modeled failure detector reports each death to the processes that watch the
 //! dead one (its tree neighbours, [`Era::neighbours`]) after a configurable delay (§2's
@@ -17,40 +18,11 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use crate::model::{LogP, Time};
-use crate::protocol::agree::{AgreeId, And32, And64, Era, EraConfig, EraMsg, Outcome, RankSet, Value};
-use crate::protocol::{ProtoRng, Rank};
+pub use crate::protocol::agree::SimValue;
+use crate::protocol::agree::{AgreeId, Era, EraConfig, EraMsg, Outcome, Value};
+use crate::protocol::{Event, Machine, ProtoRng, Rank};
 use crate::sim::calendar::{Calendar, Item};
 use crate::sim::stats::Dist;
-
-/// A value type the simulator can generate contributions of.
-pub trait SimValue: Value + Hash {
-    /// Process `r`'s contribution to agreement `id` (a pure function of the seed).
-    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self;
-}
-
-fn mix(seed: u64, r: Rank, id: AgreeId) -> u64 {
-    ProtoRng::run_seed(seed ^ u64::from(r).wrapping_mul(0xA24B_AED4_963E_E407), id)
-}
-
-impl SimValue for And64 {
-    /// A random word with most bits set, so that the AND keeps some.
-    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self {
-        And64(!(mix(seed, r, id) & mix(seed ^ 1, r, id) & mix(seed ^ 2, r, id)))
-    }
-}
-
-impl SimValue for And32 {
-    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self {
-        And32(And64::contribution(seed, r, id).0 as u32)
-    }
-}
-
-impl SimValue for RankSet {
-    /// `{r}`: the decided set is exactly the set of contributors.
-    fn contribution(_seed: u64, r: Rank, _id: AgreeId) -> Self {
-        RankSet::of([r])
-    }
-}
 
 /// When a process dies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,7 +240,7 @@ impl<'a, V: SimValue> Run<'a, V> {
         if !self.alive[r as usize] || self.send_free[r as usize] > now {
             return;
         }
-        let Some((to, msg)) = self.eras[r as usize].poll_send() else {
+        let Some((to, msg)) = self.eras[r as usize].poll_transmit(now) else {
             return;
         };
         let o = self.sim.logp.o;
@@ -293,7 +265,7 @@ impl<'a, V: SimValue> Run<'a, V> {
     /// Collects `r`'s returns, enters its next agreement, watches its neighbours.
     fn settle(&mut self, r: Rank, now: Time) {
         loop {
-            while let Some(o) = self.eras[r as usize].poll_outcome() {
+            while let Some(o) = self.eras[r as usize].poll_output() {
                 self.on_return(r, &o, now);
                 if !o.ok() && self.sim.ack_on_error {
                     self.eras[r as usize].acknowledge_failures();
@@ -304,7 +276,7 @@ impl<'a, V: SimValue> Run<'a, V> {
             if id >= self.sim.agreements || id != self.returned[r as usize] {
                 break;
             }
-            if e.agree(V::contribution(self.seed, r, id)).is_err() {
+            if e.handle(now, Event::Input(V::contribution(self.seed, r, id))).is_err() {
                 break;
             }
             self.entered[r as usize] = now;
@@ -531,12 +503,18 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
                 let id = f.msg.id();
                 let d = run.depth.entry((to, id)).or_insert(0);
                 *d = (*d).max(f.steps);
-                run.eras[to as usize].on_message(f.from, f.msg);
+                _ = run.eras[to as usize].handle(
+                    now,
+                    Event::Message {
+                        from: f.from,
+                        msg: f.msg,
+                    },
+                );
                 run.settle(to, now);
             }
             Item::Early(Ev::Detect { node, dead }) => {
                 if run.alive[node as usize] {
-                    run.eras[node as usize].on_dead(dead);
+                    _ = run.eras[node as usize].handle(now, Event::Suspect(dead));
                     run.settle(node, now);
                 }
             }

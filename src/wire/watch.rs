@@ -1,7 +1,7 @@
-//! Messages of a booted node's watch ([`crate::runtime::watch`]): heartbeats between BMG
-//! neighbours (the failure detector), the overlay's messages while it repairs itself (every
-//! address is known by then, so none is carried), and failure notices
-//! ([`crate::protocol::overlay::failure_notice`]).
+//! The bytes of a booted node's watch messages ([`WatchMsg`] of
+//! [`crate::protocol::overlay::watch`]): heartbeats between BMG neighbours (the failure
+//! detector), the overlay's messages while it repairs itself (every address is known by then,
+//! so none is carried), and failure notices ([`crate::protocol::overlay::failure_notice`]).
 //!
 //! ```text
 //! WatchMsg  0 (Heartbeat)
@@ -14,20 +14,7 @@ use super::codec::{Reader, Writer};
 use super::{DecodeError, WireMessage, kind};
 use crate::protocol::overlay::bmg_overlay::OverlayMsg;
 use crate::protocol::overlay::failure_notice::Notice;
-
-/// The most notices one message carries.
-pub const MAX_NOTICES: usize = 1024;
-
-/// A watch datagram's body.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WatchMsg {
-    /// "I am alive", to a BMG neighbour (answered by one not watching the sender).
-    Heartbeat,
-    /// An overlay message (Algorithms 1 and 2 repairing the overlay).
-    Overlay(OverlayMsg),
-    /// Failure notices of one round.
-    Notices(Vec<Notice>),
-}
+pub use crate::protocol::overlay::watch::{MAX_NOTICES, WatchMsg};
 
 impl WireMessage for WatchMsg {
     const KIND: u8 = kind::WATCH;

@@ -3,6 +3,7 @@
 //! trees, its values and the shrink built on it.
 
 pub mod era;
+mod era_machine;
 pub mod era_tree;
 pub mod membership;
 pub mod slots;
@@ -11,4 +12,4 @@ pub mod value;
 pub use era::{AgreeError, AgreeId, Era, EraConfig, EraCounters, EraMsg, Outcome, Rebalance};
 pub use era_tree::{EraTree, Flat, Shape};
 pub use membership::Membership;
-pub use value::{And32, And64, Ballot, RankSet, Value};
+pub use value::{And32, And64, Ballot, RankSet, SimValue, Value};

@@ -5,7 +5,8 @@
 //! beats a B-tree here: appending is O(1), a lookup is a binary search over a handful of
 //! entries in one or two cache lines, and nothing is allocated once the vector has grown.
 
-use super::era::AgreeId;
+/// The name of one agreement inside a group: its position in the sequence of agreements.
+pub type AgreeId = u64;
 
 /// A map from agreement id to `T`, sorted by id.
 #[derive(Clone, Debug)]

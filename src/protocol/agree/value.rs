@@ -1,7 +1,10 @@
 //! The values ERA agrees on (ERA §2: `C ∪ {⊥}` with `F` is a monoid of identity `⊥`, `F`
 //! associative, commutative and idempotent), and the ULFM ballot built from them (§1.1).
 
-use crate::protocol::Rank;
+use std::hash::Hash;
+
+use super::slots::AgreeId;
+use crate::protocol::{ProtoRng, Rank};
 
 /// An agreement value with its operation `F`: `fold` is `self ← F(self, other)`.
 pub trait Value: Clone + PartialEq + Eq + std::fmt::Debug + Send + 'static {
@@ -179,6 +182,37 @@ impl<V: Value> Value for Ballot<V> {
             (_, None) => {}
         }
         self.returned_below = self.returned_below.min(o.returned_below);
+    }
+}
+
+/// A value type whose contributions can be generated from a seed (the simulator's and the
+/// agreement benchmark's loops of agreements).
+pub trait SimValue: Value + Hash {
+    /// Process `r`'s contribution to agreement `id` (a pure function of the seed).
+    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self;
+}
+
+fn mix(seed: u64, r: Rank, id: AgreeId) -> u64 {
+    ProtoRng::run_seed(seed ^ u64::from(r).wrapping_mul(0xA24B_AED4_963E_E407), id)
+}
+
+impl SimValue for And64 {
+    /// A random word with most bits set, so that the AND keeps some.
+    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self {
+        And64(!(mix(seed, r, id) & mix(seed ^ 1, r, id) & mix(seed ^ 2, r, id)))
+    }
+}
+
+impl SimValue for And32 {
+    fn contribution(seed: u64, r: Rank, id: AgreeId) -> Self {
+        And32(And64::contribution(seed, r, id).0 as u32)
+    }
+}
+
+impl SimValue for RankSet {
+    /// `{r}`: the decided set is exactly the set of contributors.
+    fn contribution(_seed: u64, r: Rank, _id: AgreeId) -> Self {
+        RankSet::of([r])
     }
 }
 

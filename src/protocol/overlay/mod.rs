@@ -1,7 +1,8 @@
 //! Overlay protocols of the runtime's bootstrap: the self-stabilizing binomial-graph overlay
 //! (BMG paper §3: [`tree_to_ring`] is Algorithm 1, [`ring_to_bmg`] Algorithm 2, [`bmg_overlay`]
 //! one process running both), Han–Finkel dissemination ([`han_finkel`]), failure notices
-//! spread with it ([`failure_notice`]) and the repair after a permanent crash ([`repair`]).
+//! spread with it ([`failure_notice`]), the repair after a permanent crash ([`repair`]), and
+//! a booted process's watch combining the last three as one sans-IO machine ([`watch`]).
 //!
 //! The BMG algorithms are written as guarded rules (BMG paper §3.1): spontaneous rules whose
 //! guard is on the local state only, and reception rules that consume the first message of an
@@ -15,6 +16,7 @@ pub mod han_finkel;
 pub mod repair;
 pub mod ring_to_bmg;
 pub mod tree_to_ring;
+pub mod watch;
 
 use crate::protocol::Rank;
 

@@ -22,8 +22,6 @@ pub mod child;
 pub mod clock;
 pub mod parent;
 
-/// The sealing of every control-plane datagram (the bootstrap and the watch use it too).
-pub(crate) use crate::wire::mac::{opened, sealed};
 pub use child::ChildAgent;
 pub use parent::ParentAgent;
 

@@ -2,7 +2,7 @@
 //! failure schedules, GC's bounded memory, detecting then stabilizing agreements.
 
 use super::*;
-use crate::protocol::agree::{EraTree, Rebalance, Shape};
+use crate::protocol::agree::{And32, And64, EraTree, RankSet, Rebalance, Shape};
 
 fn sim(n: Rank, shape: &str, agreements: u64) -> AgreeSim {
     AgreeSim {

@@ -1,0 +1,203 @@
+//! The heartbeat failure detector, sans-IO: one per process, beside its protocol machine
+//! ([`crate::protocol::machine`]), used alike by agreement (ERA §2: "the local failure detector
+//! monitors only the processes appearing in its neighborhood") and by the overlay's watch
+//! (the BMG neighbours).
+//!
+//! The driver tells it what it heard ([`Detector::heard`]: any valid datagram is a sign of
+//! life; [`Detector::pinged`]: a heartbeat, so the sender watches this process) and what it
+//! sent ([`Detector::sent`]: any message doubles as a heartbeat), and calls
+//! [`Detector::check`] with the peers the protocol wants watched (its neighbours) every so
+//! often, at least every `heartbeat / 4` or so. The check queues, in this order per peer:
+//! - a suspicion ([`Detector::poll_suspect`]) for a watched peer silent for `suspect_after`
+//!   (a peer newly watched is timed from the check that first watches it, not from whenever it
+//!   last happened to send something);
+//! - otherwise a heartbeat ([`Detector::poll_beat`]) to a watched peer, or to a peer that
+//!   pinged this one within `suspect_after` (those who watch this process hear from it too,
+//!   their views may differ from this one's), when nothing was sent to it for `heartbeat`.
+//!
+//! Times are the driver's, in any unit (nanoseconds since its start in the runtime); the
+//! detector reads no clock.
+
+use std::collections::VecDeque;
+
+use crate::protocol::{Rank, Time};
+
+/// The detector's periods, in the driver's time unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DetectorConfig {
+    /// A peer owed a heartbeat gets one when nothing was sent to it for this long.
+    pub heartbeat: Time,
+    /// A watched peer silent this long is suspected.
+    pub suspect_after: Time,
+}
+
+/// One process's heartbeat failure detector over `n` peers.
+#[derive(Clone, Debug)]
+pub struct Detector {
+    cfg: DetectorConfig,
+    last_heard: Vec<Time>,
+    last_sent: Vec<Time>,
+    /// When each peer last sent this process a heartbeat (it watches this process).
+    pinged: Vec<Option<Time>>,
+    /// The peers watched at the last check.
+    watching: Vec<Rank>,
+    suspects: VecDeque<Rank>,
+    beats: VecDeque<Rank>,
+}
+
+impl Detector {
+    /// A detector over ranks `0..n`, everyone heard from and sent to at `now`.
+    pub fn new(n: u32, cfg: DetectorConfig, now: Time) -> Self {
+        Self {
+            cfg,
+            last_heard: vec![now; n as usize],
+            last_sent: vec![now; n as usize],
+            pinged: vec![None; n as usize],
+            watching: Vec::new(),
+            suspects: VecDeque::new(),
+            beats: VecDeque::new(),
+        }
+    }
+
+    /// The detector's periods.
+    pub fn config(&self) -> DetectorConfig {
+        self.cfg
+    }
+
+    /// A valid datagram came from `peer`.
+    pub fn heard(&mut self, peer: Rank, now: Time) {
+        if let Some(t) = self.last_heard.get_mut(peer as usize) {
+            *t = now;
+        }
+    }
+
+    /// A heartbeat came from `peer`: it watches this process.
+    pub fn pinged(&mut self, peer: Rank, now: Time) {
+        if let Some(t) = self.pinged.get_mut(peer as usize) {
+            *t = Some(now);
+        }
+    }
+
+    /// Something was sent to `peer`.
+    pub fn sent(&mut self, peer: Rank, now: Time) {
+        if let Some(t) = self.last_sent.get_mut(peer as usize) {
+            *t = now;
+        }
+    }
+
+    /// Everyone counts as heard from at `now`: the driver was not running for a while (e.g.
+    /// descheduled), and the silence of others during that time says nothing about them.
+    pub fn rest(&mut self, now: Time) {
+        self.last_heard.iter_mut().for_each(|t| *t = now);
+    }
+
+    /// Checks the peers in `watched` (distinct ranks, without this process) and those that
+    /// pinged this process recently; queues suspicions and heartbeats. `skip(p)`: no
+    /// heartbeat to `p` now (e.g. data already waits for it, a heartbeat would only queue).
+    pub fn check(&mut self, now: Time, watched: &[Rank], skip: impl Fn(Rank) -> bool) {
+        for &p in watched {
+            if !self.watching.contains(&p) {
+                self.heard(p, now);
+            }
+        }
+        self.watching.clear();
+        self.watching.extend_from_slice(watched);
+        let after = self.cfg.suspect_after;
+        for &p in watched {
+            if now.saturating_sub(self.last_heard[p as usize]) >= after {
+                self.suspects.push_back(p);
+            } else {
+                self.beat_if_due(p, now, &skip);
+            }
+        }
+        for p in 0..self.pinged.len() as Rank {
+            if self.pinged[p as usize].is_some_and(|t| now.saturating_sub(t) < after) && !watched.contains(&p) {
+                self.beat_if_due(p, now, &skip);
+            }
+        }
+    }
+
+    fn beat_if_due(&mut self, p: Rank, now: Time, skip: &impl Fn(Rank) -> bool) {
+        if !skip(p) && now.saturating_sub(self.last_sent[p as usize]) >= self.cfg.heartbeat {
+            self.beats.push_back(p);
+        }
+    }
+
+    /// The next peer suspected by the last check.
+    pub fn poll_suspect(&mut self) -> Option<Rank> {
+        self.suspects.pop_front()
+    }
+
+    /// The next peer owed a heartbeat by the last check (the driver sends it and calls
+    /// [`Detector::sent`]).
+    pub fn poll_beat(&mut self) -> Option<Rank> {
+        self.beats.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CFG: DetectorConfig = DetectorConfig {
+        heartbeat: 10,
+        suspect_after: 100,
+    };
+
+    fn drain(d: &mut Detector) -> (Vec<Rank>, Vec<Rank>) {
+        let s = std::iter::from_fn(|| d.poll_suspect()).collect();
+        let b = std::iter::from_fn(|| d.poll_beat()).collect();
+        (s, b)
+    }
+
+    #[test]
+    fn a_silent_watched_peer_is_suspected_and_a_talking_one_is_not() {
+        let mut d = Detector::new(4, CFG, 0);
+        d.check(0, &[1, 2], |_| false);
+        assert_eq!(drain(&mut d), (vec![], vec![]), "sent to everyone at 0");
+        for t in (10..=100).step_by(10) {
+            d.heard(1, t);
+            d.check(t, &[1, 2], |_| false);
+            let (s, b) = drain(&mut d);
+            for &p in &b {
+                d.sent(p, t);
+            }
+            if t < 100 {
+                assert!(s.is_empty(), "{t}");
+                assert_eq!(b, [1, 2], "{t}: both watched peers are owed a heartbeat");
+            } else {
+                assert_eq!(s, [2], "silent for suspect_after");
+                assert_eq!(b, [1], "no heartbeat to the suspect");
+            }
+        }
+    }
+
+    #[test]
+    fn a_newly_watched_peer_is_timed_from_its_first_check() {
+        let mut d = Detector::new(4, CFG, 0);
+        d.check(500, &[3], |_| false);
+        let (s, _) = drain(&mut d);
+        assert!(s.is_empty(), "not watched before 500: no verdict on the time before");
+        d.check(599, &[3], |_| false);
+        assert!(drain(&mut d).0.is_empty());
+        d.check(600, &[3], |_| false);
+        assert_eq!(drain(&mut d).0, [3]);
+        // Resting forgives the silence.
+        d.rest(600);
+        d.check(650, &[3], |_| false);
+        assert!(drain(&mut d).0.is_empty());
+    }
+
+    #[test]
+    fn pingers_get_heartbeats_while_recent_and_skipped_or_busy_peers_do_not() {
+        let mut d = Detector::new(4, CFG, 0);
+        d.pinged(3, 5);
+        d.check(20, &[1], |p| p == 1);
+        assert_eq!(drain(&mut d), (vec![], vec![3]), "1 is skipped, 3 pinged");
+        d.sent(3, 20);
+        d.check(25, &[1], |_| false);
+        assert_eq!(drain(&mut d), (vec![], vec![1]), "3 was sent to 5 units ago");
+        d.check(105, &[1], |_| false);
+        assert_eq!(drain(&mut d).1, [1], "3's ping is older than suspect_after");
+    }
+}

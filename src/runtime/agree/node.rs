@@ -1,0 +1,487 @@
+//! One node of the agreement benchmark: its ERA driven by the generic node loop
+//! ([`crate::runtime::driver`]: transport, codec, heartbeat failure detector), and what it
+//! measured. One pass ([`Node::step`]): receive and decode into ERA, suspicions (the
+//! transport's, then the detector's over ERA's tree neighbours) to ERA, what ERA queued sent,
+//! returns recorded and the next agreement entered, sent again.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{AgreeBench, CONTINUE, JOB, Shared, contribution, valid};
+use crate::protocol::agree::{AgreeId, And64, Era, EraMsg, Outcome};
+use crate::protocol::{DetectorConfig, Event, Machine, Rank, Time};
+use crate::runtime::agree_window::{BATCH, Rec};
+use crate::runtime::driver::{Decoded, Driver, Framing};
+use crate::transport::{Transport, TransportStats};
+use crate::wire::agree::Heartbeat;
+use crate::wire::{DecodeError, HEADER_LEN, WireMessage, encode_datagram, kind};
+
+/// ERA's datagrams: `ERA_AND64` messages and `HEARTBEAT`s.
+pub(crate) struct EraFraming;
+
+impl Framing for EraFraming {
+    type Msg = EraMsg<And64>;
+    const MAX_DATAGRAM: usize = HEADER_LEN + EraMsg::<And64>::MAX_BODY;
+
+    #[inline]
+    fn decode(k: u8, body: &[u8], n: u32) -> Result<Decoded<Self::Msg>, DecodeError> {
+        match k {
+            kind::ERA_AND64 => EraMsg::<And64>::decode(body, n).map(Decoded::Msg),
+            kind::HEARTBEAT => Heartbeat::decode(body, n).map(|_| Decoded::Heartbeat),
+            _ => Err(DecodeError::UnknownKind),
+        }
+    }
+
+    #[inline]
+    fn encode(m: &Self::Msg, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        encode_datagram(buf, job, 0, m.id(), rank, m, &[]).ok()
+    }
+
+    fn heartbeat(job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        encode_datagram(buf, job, 0, 0, rank, &Heartbeat, &[]).ok()
+    }
+}
+
+/// What a crashed node's endpoint becomes: its socket closed (so that peers' datagrams to it
+/// draw the same "port unreachable" a dead process's would), nothing sent or received.
+struct Closed {
+    rank: u32,
+    size: u32,
+    stats: TransportStats,
+}
+
+impl Transport for Closed {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn send(&mut self, _: u32, _: &[u8], _: Instant) -> Result<(), crate::transport::SendError> {
+        Err(crate::transport::SendError::Suspected)
+    }
+    fn poll(&mut self, _: Instant, _: &mut dyn FnMut(crate::transport::Delivery<'_>)) -> std::io::Result<usize> {
+        Ok(0)
+    }
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()> {
+        std::thread::sleep(timeout);
+        Ok(())
+    }
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+}
+
+/// One node: its ERA, transport and failure detector, and what it measured. It holds no
+/// per-agreement state: returns go to the shared [`Window`] in batches. Aligned so that two
+/// nodes driven by different threads never share a cache line.
+#[repr(align(128))]
+pub(crate) struct Node {
+    pub(crate) rank: Rank,
+    n: u32,
+    pub(crate) era: Era<And64>,
+    /// The transport, the detector and the counters of messages and drops.
+    pub(crate) drv: Driver<EraFraming>,
+    pub(crate) dead: bool,
+    /// Made dead by another node's suspicion.
+    enforced: bool,
+    pub(crate) finished: bool,
+    /// Agreements at most (warm-up included).
+    total: u64,
+    /// Contributions say "stop" from this time on (`--duration`).
+    deadline: Option<Instant>,
+    /// Entry time of the agreement in flight, if any.
+    entry: Option<u64>,
+    kill_id: Option<AgreeId>,
+    seed: u64,
+    pub(crate) returned: u64,
+    pub(crate) invalid: u64,
+    pub(crate) max_stored: usize,
+    pub(crate) suspicions: u64,
+    pub(crate) false_suspicions: u64,
+    /// Every rank this node suspected (for `--procs`, where the parent knows the truth).
+    pub(crate) suspected: Vec<Rank>,
+    /// Outcome fingerprints of every returned agreement, chained per block of
+    /// [`DIGEST_BLOCK`] ids (`--procs` compares them across processes).
+    pub(crate) digests: Vec<u64>,
+    /// The agreed failed set of the last return (ranks, ascending).
+    pub(crate) last_failed: Vec<Rank>,
+    /// Returns not yet in the shared window: recorded after this step's sends, so the lock
+    /// and the shared counters never delay a message.
+    unrecorded: Vec<(AgreeId, Rec)>,
+    /// A node process's returns, for the process that classifies them per agreement
+    /// ([`crate::runtime::agree_stream`]) instead of the shared window; `None` in a threads
+    /// run.
+    pub(crate) tap: Option<Vec<(AgreeId, Rec)>>,
+}
+
+/// A node hands its returns over at least this often (ns), so the shared idle timeout sees
+/// progress.
+const HANDOFF_NS: u64 = 10_000_000;
+
+/// Batches handed over are folded into the statistics once this many wait (and at the end):
+/// the work is done in bulk, as a benchmark loop keeps its timings and sorts them after the
+/// loop, in bounded memory (`FOLD_AT` × [`BATCH`] returns).
+const FOLD_AT: usize = 64;
+
+/// Agreements per outcome digest.
+pub const DIGEST_BLOCK: u64 = 4096;
+
+/// A 64-bit digest of an outcome (value, failed set, unacknowledged set) that returns
+/// compare across nodes and processes: a fixed multiply-xorshift mix of its words, cheap
+/// enough for every return (it runs before the next contribution goes out).
+fn fingerprint(o: &Outcome<And64>) -> u64 {
+    fn mix(h: u64, x: u64) -> u64 {
+        let h = (h ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        h ^ (h >> 29)
+    }
+    let mut h = mix(0x243F_6A88_85A3_08D3, o.value.0);
+    for set in [&o.failed, &o.unacknowledged] {
+        h = mix(h, set.len() as u64 | 1 << 40);
+        for &r in set.as_slice() {
+            h = mix(h, u64::from(r));
+        }
+    }
+    h | 1
+}
+
+/// What a node needs to start.
+pub(crate) struct NodeInit {
+    pub rank: Rank,
+    pub total: u64,
+    pub deadline: Option<Instant>,
+    pub kill_id: Option<AgreeId>,
+}
+
+impl Node {
+    pub(crate) fn new(b: &AgreeBench, init: NodeInit, tp: Box<dyn Transport>, base: Instant) -> Result<Self, String> {
+        let n = b.n;
+        Ok(Node {
+            rank: init.rank,
+            n,
+            era: Era::new(init.rank, n, b.era)?,
+            drv: Driver::new(
+                tp,
+                JOB,
+                DetectorConfig {
+                    heartbeat: b.heartbeat.as_nanos() as Time,
+                    suspect_after: b.suspect_after.as_nanos() as Time,
+                },
+                base,
+            ),
+            dead: false,
+            enforced: false,
+            finished: false,
+            total: init.total,
+            deadline: init.deadline,
+            entry: None,
+            kill_id: init.kill_id,
+            seed: b.seed,
+            returned: 0,
+            invalid: 0,
+            max_stored: 0,
+            suspicions: 0,
+            false_suspicions: 0,
+            suspected: Vec::new(),
+            digests: Vec::new(),
+            last_failed: Vec::new(),
+            unrecorded: Vec::new(),
+            tap: None,
+        })
+    }
+
+    /// A suspicion is final: a suspected node that is in fact alive is made dead (it stops at
+    /// its next step, as ULFM's runtime removes a process it suspects), so the detector stays
+    /// accurate in the sense ERA needs (Lemma 1: only dead processes are marked dead).
+    fn suspect(&mut self, peer: Rank, sh: &Shared, t: Time) {
+        if self.era.known_dead().contains(peer) {
+            return;
+        }
+        self.suspicions += 1;
+        self.suspected.push(peer);
+        // Its returns from about here on may not have spread (it may be a step either side).
+        sh.mark_dead(peer, self.era.next_id().saturating_sub(2));
+        if !sh.dead[peer as usize].swap(true, Ordering::AcqRel) {
+            // (In a node process every suspicion lands here; the parent sorts them out.)
+            self.false_suspicions += 1;
+            if let Some(net) = &sh.inproc {
+                net.kill(peer);
+            }
+        }
+        _ = self.era.handle(t, Event::Suspect(peer));
+    }
+
+    /// Has someone made this node dead? Then it stops here, for good.
+    fn check_alive(&mut self, sh: &Shared) -> bool {
+        alive(&mut self.dead, &mut self.enforced, self.finished, self.rank, sh)
+    }
+
+    pub(crate) fn enter_next(&mut self, sh: &Shared, now: Instant) {
+        let id = self.era.next_id();
+        if id >= self.total || self.dead || self.finished {
+            return;
+        }
+        if self.kill_id == Some(id) {
+            self.dead = true;
+            sh.mark_dead(self.rank, id.saturating_sub(1));
+            sh.dead[self.rank as usize].store(true, Ordering::Release);
+            sh.kill_ns.fetch_min(sh.ns(now), Ordering::AcqRel);
+            if let Some(report) = &sh.on_crash {
+                let mut pending = self.tap.take().unwrap_or_default();
+                pending.extend_from_slice(&self.unrecorded);
+                pending.pop();
+                report(self.rank, sh.ns(now), &pending);
+                crate::runtime::procs::sigkill_self();
+            }
+            if let Some(net) = &sh.inproc {
+                net.kill(self.rank);
+            }
+            // A crash closes the socket, as a killed process's would (its counters kept).
+            let tp = &self.drv.tp;
+            let closed = Closed {
+                rank: tp.rank(),
+                size: tp.size(),
+                stats: tp.stats(),
+            };
+            self.drv.tp = Box::new(closed);
+            sh.live.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let cont = id + 1 < self.total && self.deadline.is_none_or(|d| now < d);
+        let value = contribution(self.seed, self.rank, id, cont);
+        if self.era.handle(self.drv.ns(now), Event::Input(value)).is_ok() {
+            self.entry = Some(sh.ns(now));
+        }
+    }
+
+    fn on_return(&mut self, o: Outcome<And64>, sh: &Shared, now: Instant) {
+        let ret = sh.ns(now);
+        let fp = fingerprint(&o);
+        let rec = Rec {
+            entry: self.entry.take().unwrap_or(ret),
+            ret,
+            fp,
+            ok: o.ok(),
+        };
+        self.returned += 1;
+        self.max_stored = self.max_stored.max(self.era.stored());
+        let (id, value) = (o.id, o.value.0);
+        self.unrecorded.push((id, rec));
+        if !o.ok() {
+            self.era.acknowledge_failures();
+        }
+        if value & CONTINUE == 0 && !self.finished {
+            self.finished = true;
+            sh.finished.fetch_add(1, Ordering::AcqRel);
+        }
+        self.enter_next(sh, now);
+        // The next contribution goes out before the rest of the bookkeeping.
+        self.send_pending(sh, now);
+        let block = (id / DIGEST_BLOCK) as usize;
+        if self.digests.len() <= block {
+            self.digests.resize(block + 1, 0);
+        }
+        let d = &mut self.digests[block];
+        *d = d.rotate_left(5) ^ fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ id;
+        self.last_failed.clear();
+        self.last_failed.extend((0..self.n).filter(|&r| o.failed.contains(r)));
+        let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
+        if !valid(self.seed, self.n, id, value, &dead) {
+            self.invalid += 1;
+        }
+    }
+
+    /// One pass: receive, detect, return and re-enter, send. Returns whether anything
+    /// happened.
+    pub(crate) fn step(&mut self, sh: &Shared) -> bool {
+        if !self.check_alive(sh) {
+            self.record_returns(sh, true);
+            return false;
+        }
+        let now = Instant::now();
+        let mut progress = self.drv.receive(&mut self.era, now);
+        while let Some((peer, _)) = self.drv.poll_suspect() {
+            let t = self.drv.ns(now);
+            self.suspect(peer, sh, t);
+        }
+        // The failure detector watches ERA's tree neighbours (ERA §2).
+        let era = &mut self.era;
+        self.drv.detect(now, |nb| era.neighbours(nb));
+        while let Some((peer, _)) = self.drv.poll_suspect() {
+            let t = self.drv.ns(now);
+            self.suspect(peer, sh, t);
+        }
+        // What the messages just handled made ERA send (a decision's DOWN above all) goes out
+        // before this node records its own return: the bookkeeping is off the critical path.
+        progress |= self.send_pending(sh, now);
+        while let Some(o) = self.era.poll_output() {
+            progress = true;
+            self.on_return(o, sh, now);
+        }
+        if self.dead {
+            self.record_returns(sh, true);
+            return true;
+        }
+        progress |= self.send_pending(sh, now);
+        // Returns go over in batches, after this step's sends but before this node can
+        // contribute to another agreement ([`agree_window`]'s bound), and at least every
+        // `HANDOFF_NS` (the idle timeout watches the folded returns). A finished node leaves
+        // nothing behind.
+        // (The age check only on a pass with nothing else done: it reads the clock math.)
+        if self.finished
+            || self.unrecorded.len() >= BATCH
+            || (!progress
+                && self
+                    .unrecorded
+                    .first()
+                    .is_some_and(|(_, r)| sh.ns(now).saturating_sub(r.ret) >= HANDOFF_NS))
+        {
+            self.record_returns(sh, self.finished);
+        }
+        progress
+    }
+
+    /// Hands the returns not yet recorded over, as one batch, and folds the batches waiting
+    /// unless another node is folding (`wait`: fold everything now).
+    pub(crate) fn record_returns(&mut self, sh: &Shared, wait: bool) {
+        if self.unrecorded.is_empty() && !wait {
+            return;
+        }
+        if let Some(tap) = &mut self.tap {
+            // A node process: the coordinating process classes them (this one's window
+            // would only repeat that work on the node's core).
+            tap.append(&mut self.unrecorded);
+            return;
+        }
+        let mut waiting = 0;
+        if !self.unrecorded.is_empty() {
+            let last = self.unrecorded.iter().map(|(_, r)| r.ret).max().unwrap_or(0);
+            let batch = std::mem::replace(&mut self.unrecorded, Vec::with_capacity(BATCH));
+            let mut q = sh.handoff.lock().unwrap_or_else(|e| e.into_inner());
+            q.push_back((self.rank, batch));
+            waiting = q.len();
+            drop(q);
+            sh.last_return.fetch_max(last, Ordering::AcqRel);
+        }
+        if wait || waiting >= FOLD_AT {
+            sh.fold(wait);
+        }
+    }
+
+    /// Sends what ERA queued (after the backlog of blocked peers) while this node lives;
+    /// whether anything was.
+    fn send_pending(&mut self, sh: &Shared, now: Instant) -> bool {
+        let (dead, enforced, finished, rank) = (&mut self.dead, &mut self.enforced, self.finished, self.rank);
+        self.drv
+            .transmit(&mut self.era, now, || alive(dead, enforced, finished, rank, sh))
+    }
+
+    /// Contributions say "stop" from `d` on.
+    pub(crate) fn set_deadline(&mut self, d: Option<Instant>) {
+        self.deadline = d;
+    }
+
+    /// Moves the node's buffers into memory of the calling thread: nodes are made by one
+    /// thread, so the small buffers of nodes driven by different threads could share cache
+    /// lines (false sharing on every message).
+    pub(crate) fn settle(&mut self) {
+        self.era = self.era.clone();
+        self.drv.settle();
+        self.unrecorded = Vec::with_capacity(BATCH);
+    }
+
+    /// The node's first step at the start of the run.
+    pub(crate) fn start(&mut self, sh: &Shared, now: Instant) {
+        self.drv.start(now);
+        self.enter_next(sh, now);
+    }
+}
+
+/// Has someone made node `rank` dead? Then it stops here, for good (`dead` set, the shared
+/// counts of live and finished nodes corrected).
+fn alive(dead: &mut bool, enforced: &mut bool, finished: bool, rank: Rank, sh: &Shared) -> bool {
+    if !*dead && sh.dead[rank as usize].load(Ordering::Acquire) {
+        *dead = true;
+        *enforced = true;
+        sh.live.fetch_sub(1, Ordering::AcqRel);
+        if finished {
+            sh.finished.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    !*dead
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::agree::EraConfig;
+    use crate::runtime::driver::Verdict;
+    use crate::transport::inproc::InprocNet;
+
+    /// The generic loop alone, three ERA nodes over in-process queues: one agreement
+    /// returns everywhere, then node 2 goes silent (its endpoint stays open, so only the
+    /// heartbeats' silence tells) and the other two suspect it, by silence, and agree
+    /// without it.
+    #[test]
+    fn the_generic_loop_agrees_and_its_detector_suspects_a_silent_node() {
+        let n = 3;
+        let (_net, eps) = InprocNet::new(n, 64);
+        let base = Instant::now();
+        let det = DetectorConfig {
+            heartbeat: 1_000_000,
+            suspect_after: 40_000_000,
+        };
+        let mut nodes: Vec<(Era<And64>, Driver<EraFraming>)> = eps
+            .into_iter()
+            .map(|tp| {
+                let r = tp.rank();
+                let era = Era::new(r, n, EraConfig::default()).unwrap();
+                (era, Driver::new(Box::new(tp), JOB, det, base))
+            })
+            .collect();
+        let pass = |nodes: &mut Vec<(Era<And64>, Driver<EraFraming>)>, live: u32| {
+            let mut outs = Vec::new();
+            let mut suspects = Vec::new();
+            for (r, (era, drv)) in nodes.iter_mut().enumerate().take(live as usize) {
+                let now = Instant::now();
+                drv.receive(era, now);
+                drv.detect(now, |nb| era.neighbours(nb));
+                while let Some((p, how)) = drv.poll_suspect() {
+                    suspects.push((r as Rank, p, how));
+                    _ = era.handle(0, Event::Suspect(p));
+                }
+                drv.transmit(era, now, || true);
+                while let Some(o) = era.poll_output() {
+                    outs.push((r as Rank, o));
+                }
+            }
+            (outs, suspects)
+        };
+        for (era, drv) in nodes.iter_mut() {
+            drv.start(Instant::now());
+            era.handle(0, Event::Input(And64(!0))).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut returned = 0;
+        while returned < n && Instant::now() < deadline {
+            returned += pass(&mut nodes, n).0.len() as u32;
+        }
+        assert_eq!(returned, n, "the failure-free agreement returns everywhere");
+        for (era, _) in nodes.iter_mut().take(2) {
+            era.handle(0, Event::Input(And64(!0))).unwrap();
+        }
+        let (mut outs, mut suspects) = (Vec::new(), Vec::new());
+        while outs.len() < 2 && Instant::now() < deadline {
+            let (o, s) = pass(&mut nodes, 2);
+            outs.extend(o);
+            suspects.extend(s);
+        }
+        assert_eq!(outs.len(), 2, "the survivors return: {suspects:?}");
+        assert!(outs.iter().all(|(_, o)| o.failed.contains(2)));
+        assert!(
+            suspects.iter().all(|&(_, p, how)| p == 2 && how == Verdict::Silence),
+            "{suspects:?}"
+        );
+        assert!(nodes[0].1.heartbeats + nodes[1].1.heartbeats > 0);
+    }
+}

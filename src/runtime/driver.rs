@@ -1,0 +1,339 @@
+//! The generic node loop: one process's [`Transport`] endpoint, the byte format of one
+//! protocol family ([`Framing`]) and the shared heartbeat [`Detector`], driving any sans-IO
+//! [`Machine`] of that family. The agreement benchmark's nodes ([`crate::runtime::agree`]) and
+//! a booted node's watch ([`crate::runtime::watch`]) are this loop with their own bookkeeping
+//! around it.
+//!
+//! One pass of a node is, in order:
+//! 1. [`Driver::receive`]: poll the transport (bounded), check each datagram's header
+//!    (job, sender) and decode its body straight out of the transport's buffer; a message
+//!    goes to the machine ([`Event::Message`]), a heartbeat to the detector; every delivery
+//!    is a sign of life; what fails is dropped and counted;
+//! 2. [`Driver::detect`] (every `heartbeat / 4`): the detector checks the peers the machine
+//!    wants watched, and heartbeats go to those owed one;
+//! 3. the caller takes [`Driver::poll_suspect`] (transport and detector verdicts, with how
+//!    each was reached), does its own bookkeeping and hands each to the machine
+//!    ([`Event::Suspect`]);
+//! 4. [`Driver::transmit`]: what the machine queued is encoded and sent. A peer whose
+//!    window is full ([`SendError::WindowFull`]) gets its messages queued, in order, and
+//!    only it waits (a slow peer must not hold up heartbeats to the others, who would then
+//!    suspect this node).
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use crate::protocol::{Detector, DetectorConfig, Event, Machine, Rank, Time};
+use crate::transport::{Delivery, SendError, Transport};
+use crate::wire::{DecodeError, DropCounters, Header};
+
+/// What a datagram of a family carries.
+pub enum Decoded<M> {
+    /// A protocol message.
+    Msg(M),
+    /// A heartbeat (the sender watches this node).
+    Heartbeat,
+    /// A valid datagram with nothing for the machine.
+    Other,
+}
+
+/// The byte format of one protocol family's datagrams (the codecs themselves are in
+/// [`crate::wire`]).
+pub trait Framing {
+    /// The family's messages.
+    type Msg;
+    /// The largest datagram, header included.
+    const MAX_DATAGRAM: usize;
+    /// Decodes the body of a datagram of `kind` whose header checked out.
+    fn decode(kind: u8, body: &[u8], n: u32) -> Result<Decoded<Self::Msg>, DecodeError>;
+    /// Encodes `msg` from `rank` as a whole datagram into `buf`; its length.
+    fn encode(msg: &Self::Msg, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize>;
+    /// Encodes a heartbeat from `rank` into `buf`; its length.
+    fn heartbeat(job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize>;
+}
+
+/// How a suspicion was reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The transport gave up on the peer (retries exhausted, port unreachable, endpoint
+    /// gone).
+    Transport,
+    /// The peer was silent for `suspect_after` (the heartbeat detector).
+    Silence,
+}
+
+/// One node's endpoint, detector and send queue for a family `F`.
+pub struct Driver<F: Framing> {
+    rank: Rank,
+    n: u32,
+    job: u64,
+    /// The run's time base: the detector and the machine count nanoseconds since it.
+    base: Instant,
+    pub tp: Box<dyn Transport>,
+    det: Detector,
+    /// `suspect_after / 4` and `heartbeat / 4` of the detector's configuration.
+    grace: Duration,
+    check_every: Duration,
+    /// The last instant converted to the detector's time, and what it gave (a pass
+    /// converts its one clock reading once).
+    last_now: Instant,
+    last_t: Time,
+    /// The peers watched at the last check.
+    nb: Vec<Rank>,
+    nb_at: Instant,
+    last_step: Instant,
+    /// Messages refused with `WindowFull`, in order; only their peers wait.
+    backlog: VecDeque<(Rank, Vec<u8>)>,
+    /// Peers with messages in `backlog`.
+    blocked: Vec<bool>,
+    buf: Vec<u8>,
+    /// Suspicions not yet taken.
+    suspects: VecDeque<(Rank, Verdict)>,
+    /// Datagrams dropped as invalid, by reason.
+    pub drops: DropCounters,
+    /// Valid datagrams received.
+    pub received: u64,
+    /// Protocol messages handed to the transport (queued ones included).
+    pub messages: u64,
+    pub heartbeats: u64,
+    _family: PhantomData<fn() -> F>,
+}
+
+impl<F: Framing> Driver<F> {
+    /// A driver for node `tp.rank()` of job `job`, times counted from `base`.
+    pub fn new(tp: Box<dyn Transport>, job: u64, det: DetectorConfig, base: Instant) -> Self {
+        let (rank, n) = (tp.rank(), tp.size());
+        Self {
+            rank,
+            n,
+            job,
+            base,
+            tp,
+            det: Detector::new(n, det, 0),
+            grace: Duration::from_nanos(det.suspect_after / 4),
+            check_every: Duration::from_nanos(det.heartbeat / 4),
+            last_now: base,
+            last_t: 0,
+            nb: Vec::new(),
+            nb_at: base,
+            last_step: base,
+            backlog: VecDeque::new(),
+            blocked: vec![false; n as usize],
+            buf: Vec::new(),
+            suspects: VecDeque::new(),
+            drops: DropCounters::default(),
+            received: 0,
+            messages: 0,
+            heartbeats: 0,
+            _family: PhantomData,
+        }
+    }
+
+    /// No forgiveness for a long pause between passes (see [`Driver::receive`]): for a node
+    /// whose passes are paced by a timer of its own rather than run back to back.
+    pub fn without_grace(mut self) -> Self {
+        self.grace = Duration::MAX;
+        self
+    }
+
+    /// Nanoseconds since the run's time base.
+    #[inline]
+    pub fn ns(&mut self, now: Instant) -> Time {
+        if now != self.last_now {
+            self.last_now = now;
+            self.last_t = now.saturating_duration_since(self.base).as_nanos() as Time;
+        }
+        self.last_t
+    }
+
+    /// Moves the driver's buffers into memory of the calling thread (nodes made by one
+    /// thread and driven by others would share cache lines otherwise).
+    pub fn settle(&mut self) {
+        self.det = self.det.clone();
+        self.blocked = self.blocked.clone();
+        self.buf = Vec::with_capacity(F::MAX_DATAGRAM);
+    }
+
+    /// The node starts (or resumes) at `now`: everyone counts as heard from.
+    pub fn start(&mut self, now: Instant) {
+        let t = self.ns(now);
+        self.det.rest(t);
+        self.last_step = now;
+    }
+
+    /// Receives what the transport has (bounded) into `m`; whether anything came. A node
+    /// that was not polling for `suspect_after / 4` (descheduled) does not count the silence
+    /// of others during that time against them (unless [`Driver::without_grace`]).
+    #[inline]
+    pub fn receive<M: Machine<Msg = F::Msg>>(&mut self, m: &mut M, now: Instant) -> bool {
+        if now.saturating_duration_since(self.last_step) >= self.grace {
+            let t = self.ns(now);
+            self.det.rest(t);
+        }
+        self.last_step = now;
+        let mut rx = Receiver::<F, M> {
+            m,
+            det: &mut self.det,
+            drops: &mut self.drops,
+            received: &mut self.received,
+            suspects: &mut self.suspects,
+            job: self.job,
+            n: self.n,
+            clock: (now, self.base, None),
+            _family: PhantomData,
+        };
+        let mut progress = false;
+        // Transports may hand out one delivery per poll: drain (bounded).
+        for _ in 0..64 {
+            let got = self.tp.poll(now, &mut |d| rx.deliver(d));
+            if !matches!(got, Ok(k) if k > 0) {
+                break;
+            }
+            progress = true;
+        }
+        progress
+    }
+
+    /// Every `heartbeat / 4`: checks the peers `watch` names (into the vector it is handed)
+    /// and sends the heartbeats owed. Suspicions wait for [`Driver::poll_suspect`].
+    #[inline]
+    pub fn detect(&mut self, now: Instant, watch: impl FnOnce(&mut Vec<Rank>)) {
+        if now.saturating_duration_since(self.nb_at) < self.check_every {
+            return;
+        }
+        self.nb_at = now;
+        let t = self.ns(now);
+        watch(&mut self.nb);
+        // (A blocked peer has data waiting for it; a heartbeat would only queue.)
+        let blocked = &self.blocked;
+        self.det.check(t, &self.nb, |p| blocked[p as usize]);
+        while let Some(p) = self.det.poll_suspect() {
+            self.suspects.push_back((p, Verdict::Silence));
+        }
+        while let Some(p) = self.det.poll_beat() {
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.resize(F::MAX_DATAGRAM, 0);
+            if let Some(len) = F::heartbeat(self.job, self.rank, &mut buf) {
+                self.heartbeats += 1;
+                self.send_bytes(p, &buf[..len], now);
+            }
+            self.buf = buf;
+        }
+    }
+
+    /// The next suspicion (the transport's first, then the detector's).
+    pub fn poll_suspect(&mut self) -> Option<(Rank, Verdict)> {
+        self.suspects.pop_front()
+    }
+
+    /// Sends what `m` queued (after the backlog of blocked peers) while `go()` holds; whether
+    /// anything was.
+    #[inline]
+    pub fn transmit<M: Machine<Msg = F::Msg>>(
+        &mut self,
+        m: &mut M,
+        now: Instant,
+        mut go: impl FnMut() -> bool,
+    ) -> bool {
+        // (A machine that reads no time is not handed any: no clock conversion per pass.)
+        let t = if M::TIMED { self.ns(now) } else { 0 };
+        let mut sent = false;
+        self.drain_backlog(now);
+        while go()
+            && let Some((to, msg)) = m.poll_transmit(t)
+        {
+            sent = true;
+            self.messages += 1;
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.resize(F::MAX_DATAGRAM, 0);
+            if let Some(len) = F::encode(&msg, self.job, self.rank, &mut buf) {
+                self.send_bytes(to, &buf[..len], now);
+            }
+            self.buf = buf;
+        }
+        sent
+    }
+
+    /// Sends, or queues behind `to`'s earlier messages (per-peer order is kept).
+    /// Only a refused message is copied (into the backlog).
+    fn send_bytes(&mut self, to: Rank, bytes: &[u8], now: Instant) {
+        if self.blocked[to as usize] {
+            self.backlog.push_back((to, bytes.to_vec()));
+            return;
+        }
+        match self.tp.send(to, bytes, now) {
+            Ok(()) => {
+                let t = self.ns(now);
+                self.det.sent(to, t);
+            }
+            Err(SendError::WindowFull) => {
+                self.blocked[to as usize] = true;
+                self.backlog.push_back((to, bytes.to_vec()));
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Retries the queued messages once, in order.
+    fn drain_backlog(&mut self, now: Instant) {
+        if self.backlog.is_empty() {
+            return;
+        }
+        let queued = std::mem::take(&mut self.backlog);
+        self.blocked.iter_mut().for_each(|b| *b = false);
+        for (to, b) in queued {
+            self.send_bytes(to, &b, now);
+        }
+    }
+}
+
+/// What a poll's deliveries update: the driver's fields, borrowed apart from its transport.
+struct Receiver<'a, F: Framing, M> {
+    m: &'a mut M,
+    det: &'a mut Detector,
+    drops: &'a mut DropCounters,
+    received: &'a mut u64,
+    suspects: &'a mut VecDeque<(Rank, Verdict)>,
+    job: u64,
+    n: u32,
+    /// The pass's instant, the time base, and the instant in the detector's time once a
+    /// delivery needed it (a pass that receives nothing converts nothing).
+    clock: (Instant, Instant, Option<Time>),
+    _family: PhantomData<fn() -> F>,
+}
+
+impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
+    #[inline]
+    fn now(&mut self) -> Time {
+        let (now, base, t) = &mut self.clock;
+        *t.get_or_insert_with(|| now.saturating_duration_since(*base).as_nanos() as Time)
+    }
+
+    /// Checks and hands one delivery on; a bad datagram is dropped and counted.
+    #[inline]
+    fn deliver(&mut self, d: Delivery<'_>) {
+        let (from, bytes) = match d {
+            Delivery::Message { from, bytes } => (from, bytes),
+            Delivery::Suspect { peer } => return self.suspects.push_back((peer, Verdict::Transport)),
+        };
+        let now = self.now();
+        self.det.heard(from, now);
+        let r = match Header::decode(bytes, self.job, self.n) {
+            Err(e) => Err(e),
+            Ok((h, _, _)) if h.sender != from => Err(DecodeError::RankOutOfRange),
+            Ok((h, body, _)) => F::decode(h.kind, body, self.n),
+        };
+        match r {
+            Ok(Decoded::Msg(msg)) => {
+                *self.received += 1;
+                _ = self.m.handle(now, Event::Message { from, msg });
+            }
+            Ok(Decoded::Heartbeat) => {
+                *self.received += 1;
+                self.det.pinged(from, now);
+            }
+            Ok(Decoded::Other) => *self.received += 1,
+            Err(e) => self.drops.count(e),
+        }
+    }
+}
