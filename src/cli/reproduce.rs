@@ -22,12 +22,28 @@ pub fn sim_flags(args: &str) -> Result<SimSpec, String> {
 
 /// Runs `ftcoll reproduce`.
 pub fn run(a: &ReproduceArgs) -> Result<(), String> {
+    let threads = match a.threads {
+        Some(0) => return Err("--threads must be at least 1".into()),
+        Some(t) => t,
+        None => std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1),
+    };
+    // The output is opened before the experiments (minutes to hours), so an unwritable path
+    // fails now instead of losing the run; its old content stays until the new one is written.
+    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let mut out_file = crate::report::output::open_for_output(&a.out)?;
+    let started = std::time::Instant::now();
     let spec = ReproduceSpec {
         quick: a.quick,
         out: a.out.clone(),
-        threads: a.threads,
+        threads: Some(threads),
     };
-    reproduce::run(&spec, sim_flags)
+    let doc = reproduce::run(&spec, sim_flags)?;
+    crate::report::output::replace_contents(&mut out_file, doc.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
+    println!("wrote {} ({:.0} s)", a.out.display(), started.elapsed().as_secs_f64());
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! own OS process over UDP loopback, so that a kill is a real `SIGKILL` and peers learn of it
 //! from the closed socket (ICMP port unreachable through `IP_RECVERR`,
 //! `transport/udp/icmp.rs`) or the heartbeats. The parent's side is
-//! [`crate::experiment::launch::agree`].
+//! `experiment::launch::agree`.
 //!
 //! Control goes through the children's pipes only: each child binds its port and prints
 //! `ready`; the parent writes `go` to every stdin; a child streams its returns in batches
@@ -12,7 +12,7 @@
 //! time) and keeps answering its peers (ERA's early return) until the parent closes its stdin.
 //! Clocks: every child aligns its monotonic clock to the parent's wall-clock epoch (same
 //! machine), so kill and return times compare across processes. `agree --join`
-//! ([`crate::experiment::launch::agree_join`]) speaks the same lines over TCP across hosts.
+//! (`experiment::launch::agree_join`) speaks the same lines over TCP across hosts.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;

@@ -2,7 +2,7 @@
 //! from the flags or the launcher's environment, the peers from a hostfile or a rendezvous
 //! directory, and the run coordinated over the control plane of [`crate::runtime::control`]
 //! ([`run_node`]). `bench --procs` starts such processes and `bench --join` coordinates
-//! launched ones from rank 0 (the parent's side: [`crate::experiment::launch::bcast`]). A
+//! launched ones from rank 0 (the parent's side: `experiment::launch::bcast`). A
 //! real `SIGKILL` of a node is what this makes possible.
 //!
 //! Clock: every process aligns its monotonic clock to a common wall-clock epoch given by the

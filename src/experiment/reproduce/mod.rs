@@ -30,7 +30,7 @@ pub type SimFlags = fn(&str) -> Result<SimSpec, String>;
 pub struct ReproduceSpec {
     /// Fewer runs and smaller sizes.
     pub quick: bool,
-    /// The output file.
+    /// The output file (the figures go to `figures/` beside it).
     pub out: std::path::PathBuf,
     /// Worker threads [default: all cores].
     pub threads: Option<usize>,
@@ -87,20 +87,15 @@ pub(super) fn verdict(ok: bool) -> &'static str {
     if ok { "yes" } else { "**no**" }
 }
 
-/// Runs `ftcoll reproduce`, reading the flags of each simulation with `flags`.
-pub fn run(a: &ReproduceSpec, flags: SimFlags) -> Result<(), String> {
+/// Computes the document of `ftcoll reproduce` (its figures are drawn beside `a.out`),
+/// reading the flags of each simulation with `flags`.
+pub fn run(a: &ReproduceSpec, flags: SimFlags) -> Result<String, String> {
     let threads = match a.threads {
         Some(0) => return Err("--threads must be at least 1".into()),
         Some(t) => t,
         None => std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1),
     };
     let mut c = Ctx::new(a.quick, threads, flags);
-    // The output is opened before the experiments (minutes to hours), so an unwritable path
-    // fails now instead of losing the run; its old content stays until the new one is written.
-    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    let mut out_file = crate::report::output::open_for_output(&a.out)?;
     let started = Instant::now();
     let cmd = if a.quick {
         "ftcoll reproduce --quick"
@@ -135,8 +130,5 @@ pub fn run(a: &ReproduceSpec, flags: SimFlags) -> Result<(), String> {
         started.elapsed().as_secs_f64(),
         threads
     ));
-    crate::report::output::replace_contents(&mut out_file, c.out.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
-    println!("wrote {} ({:.0} s)", a.out.display(), started.elapsed().as_secs_f64());
-    Ok(())
+    Ok(c.out)
 }
