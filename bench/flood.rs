@@ -9,9 +9,7 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-use ftcoll::cli::args::{Cli, Command};
-use ftcoll::cli::config::resolve_algo;
+use ftcoll::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
 use ftcoll::model::LogP;
 use ftcoll::runtime::cluster::{ClusterConfig, PollMode};
 use ftcoll::runtime::flood::run_flooded;
@@ -24,14 +22,12 @@ fn main() {
     let iters = if quick { 1000 } else { 5000 };
     let n = 8;
     let model = LogP { l: 2, o: 1 };
-    let Command::Sim(a) = Cli::try_parse_from(["ftcoll", "sim", "--correction", "checked"])
-        .expect("flags")
-        .command
-    else {
-        unreachable!()
+    let checked = AlgoSpec {
+        correction: Some("checked".into()),
+        ..AlgoSpec::new(AlgoName::CorrectedTree)
     };
     let b = Bench {
-        algo: resolve_algo(&a.alg, n, model, 1).expect("algorithm"),
+        algo: resolve_algo(&checked, n, model, 1).expect("algorithm"),
         cluster: ClusterConfig {
             nodes: n,
             workers: 2,

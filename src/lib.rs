@@ -6,11 +6,12 @@
 //! broadcast their own bytes to a process group and hear about crashed members.
 
 pub mod cli;
+pub mod experiment;
 pub mod fuzz;
 pub mod group;
 pub mod model;
-pub mod plot;
 pub mod protocol;
+pub mod report;
 pub mod runtime;
 pub mod sim;
 pub mod topology;

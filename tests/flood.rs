@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-use ftcoll::cli::args::{Cli, Command};
-use ftcoll::cli::config::resolve_algo;
+use ftcoll::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
 use ftcoll::model::LogP;
 use ftcoll::runtime::cluster::{ClusterConfig, PollMode};
 use ftcoll::runtime::flood::run_flooded;
@@ -18,12 +16,12 @@ use ftcoll::transport::udp::auth::AuthKey;
 
 fn bench(n: u32, iters: u64, kills: &str, auth: Option<AuthKey>) -> Bench {
     let model = LogP { l: 2, o: 1 };
-    let argv = ["ftcoll", "sim", "--correction", "checked"];
-    let Command::Sim(a) = Cli::try_parse_from(argv).expect("flags").command else {
-        unreachable!()
+    let checked = AlgoSpec {
+        correction: Some("checked".into()),
+        ..AlgoSpec::new(AlgoName::CorrectedTree)
     };
     Bench {
-        algo: resolve_algo(&a.alg, n, model, 1).expect("algorithm"),
+        algo: resolve_algo(&checked, n, model, 1).expect("algorithm"),
         cluster: ClusterConfig {
             nodes: n,
             workers: 2,

@@ -4,28 +4,30 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-use ftcoll::cli::args::{Cli, Command};
-use ftcoll::cli::config::{Algo, resolve_algo};
+use ftcoll::experiment::algo::{Algo, AlgoName, AlgoSpec, resolve_algo};
 use ftcoll::model::LogP;
 use ftcoll::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
 use ftcoll::runtime::kill::parse_kills;
 use ftcoll::runtime::{Bench, TransportKind, run};
 
-fn algo(flags: &str, n: u32, model: LogP) -> Algo {
-    let argv = ["ftcoll", "sim"].into_iter().chain(flags.split_whitespace());
-    let Command::Sim(a) = Cli::try_parse_from(argv).expect("flags").command else {
-        unreachable!()
-    };
-    resolve_algo(&a.alg, n, model, 0).expect("algorithm")
+fn algo(spec: &AlgoSpec, n: u32, model: LogP) -> Algo {
+    resolve_algo(spec, n, model, 0).expect("algorithm")
 }
 
-fn bench(flags: &str, transport: TransportKind, n: u32, iters: u64, kills: &str, loss: f64) -> ClusterResult {
-    bench_with(flags, transport, n, iters, kills, loss, Duration::from_secs(2))
+/// A corrected tree with this correction.
+fn ct(correction: &str) -> AlgoSpec {
+    AlgoSpec {
+        correction: Some(correction.into()),
+        ..AlgoSpec::new(AlgoName::CorrectedTree)
+    }
+}
+
+fn bench(spec: AlgoSpec, transport: TransportKind, n: u32, iters: u64, kills: &str, loss: f64) -> ClusterResult {
+    bench_with(spec, transport, n, iters, kills, loss, Duration::from_secs(2))
 }
 
 fn bench_with(
-    flags: &str,
+    spec: AlgoSpec,
     transport: TransportKind,
     n: u32,
     iters: u64,
@@ -55,7 +57,7 @@ fn bench_with(
         parse_kills(kills, n).unwrap()
     };
     let bench = Bench {
-        algo: algo(flags, n, model),
+        algo: algo(&spec, n, model),
         cluster,
         transport,
         kills,
@@ -81,7 +83,7 @@ fn quiescence_is_never_reported_before_coloring() {
     // every operation unless the delivery counts as activity. Per operation q >= c implies
     // every order statistic of q is at least c's.
     for t in [TransportKind::Inproc, TransportKind::Udp] {
-        let r = bench("--correction none", t, 2, 100, "", 0.0);
+        let r = bench(ct("none"), t, 2, 100, "", 0.0);
         assert_consistent(&r, 100, &format!("{t:?}"));
         for p in [0.0, 50.0, 99.0, 100.0] {
             let (q, c) = (r.quiescence.value_at_percentile(p), r.coloring.value_at_percentile(p));
@@ -93,7 +95,7 @@ fn quiescence_is_never_reported_before_coloring() {
 #[test]
 fn corrected_tree_survives_a_crash_on_both_transports() {
     for t in [TransportKind::Inproc, TransportKind::Udp] {
-        let r = bench("--correction checked", t, 8, 200, "1@60", 0.0);
+        let r = bench(ct("checked"), t, 8, 200, "1@60", 0.0);
         assert_consistent(&r, 200, &format!("{t:?}"));
         assert_eq!(r.dead_nodes, vec![1], "{t:?}");
     }
@@ -101,41 +103,54 @@ fn corrected_tree_survives_a_crash_on_both_transports() {
 
 #[test]
 fn every_algorithm_runs_over_inproc() {
-    for flags in [
-        "--correction checked --start overlapped",
-        "--tree lame:2 --correction optimized:4 --start overlapped",
-        "--tree optimal --correction failproof:1",
-        "--correction delayed",
-        "--algo corrected-gossip --variant ccg",
-        "--algo corrected-gossip --variant fcg:1",
-        "--algo big",
-        "--algo bfb",
+    let overlapped = |c: &str| AlgoSpec {
+        start: Some(ftcoll::protocol::bcast::Start::Overlapped),
+        ..ct(c)
+    };
+    let gossip = |v: &str| AlgoSpec {
+        variant: Some(v.into()),
+        ..AlgoSpec::new(AlgoName::CorrectedGossip)
+    };
+    for (what, spec) in [
+        ("checked, overlapped", overlapped("checked")),
+        (
+            "lame:2, optimized:4, overlapped",
+            AlgoSpec {
+                tree: Some("lame:2".into()),
+                ..overlapped("optimized:4")
+            },
+        ),
+        (
+            "optimal, failproof:1",
+            AlgoSpec {
+                tree: Some("optimal".into()),
+                ..ct("failproof:1")
+            },
+        ),
+        ("delayed", ct("delayed")),
+        ("ccg", gossip("ccg")),
+        ("fcg:1", gossip("fcg:1")),
+        ("big", AlgoSpec::new(AlgoName::Big)),
+        ("bfb", AlgoSpec::new(AlgoName::Bfb)),
     ] {
-        let r = bench(flags, TransportKind::Inproc, 8, 100, "3@40", 0.0);
-        assert_consistent(&r, 100, flags);
+        let r = bench(spec, TransportKind::Inproc, 8, 100, "3@40", 0.0);
+        assert_consistent(&r, 100, what);
     }
     // Tree broadcast with acknowledgments tolerates nothing, but runs fault-free.
-    let r = bench("--algo tree-ack", TransportKind::Inproc, 8, 100, "", 0.0);
+    let r = bench(AlgoSpec::new(AlgoName::TreeAck), TransportKind::Inproc, 8, 100, "", 0.0);
     assert_consistent(&r, 100, "tree-ack");
 }
 
 #[test]
 fn nodes_dead_from_the_start_and_after_sends_are_tolerated() {
-    let r = bench(
-        "--correction checked",
-        TransportKind::Inproc,
-        16,
-        150,
-        "5,2@30:sent=1,9@70",
-        0.0,
-    );
+    let r = bench(ct("checked"), TransportKind::Inproc, 16, 150, "5,2@30:sent=1,9@70", 0.0);
     assert_consistent(&r, 150, "mixed kills");
     assert_eq!(r.dead_nodes, vec![2, 5, 9]);
 }
 
 #[test]
 fn udp_loss_and_reordering_do_not_break_delivery() {
-    let r = bench("--correction checked", TransportKind::Udp, 8, 150, "4@50", 0.1);
+    let r = bench(ct("checked"), TransportKind::Udp, 8, 150, "4@50", 0.1);
     assert_consistent(&r, 150, "10% loss");
     assert!(r.transport.retransmits > 0, "losses were repaired by retransmission");
     assert!(r.transport.injected_losses > 0);
@@ -145,7 +160,7 @@ fn udp_loss_and_reordering_do_not_break_delivery() {
 fn tree_ack_without_correction_is_inconsistent_under_a_crash() {
     // The check is not vacuous: a non-fault-tolerant broadcast loses the dead node's subtree.
     let r = bench_with(
-        "--algo tree-ack",
+        AlgoSpec::new(AlgoName::TreeAck),
         TransportKind::Inproc,
         8,
         20,
@@ -165,7 +180,7 @@ fn message_counts_stay_near_the_simulators() {
     // each way per participant).
     use ftcoll::sim::{Experiment, Faults, run_many};
     let model = LogP { l: 2, o: 1 };
-    let r = bench("--correction checked", TransportKind::Inproc, 16, 100, "", 0.0);
+    let r = bench(ct("checked"), TransportKind::Inproc, 16, 100, "", 0.0);
     assert_consistent(&r, 100, "fault-free");
     let tree = ftcoll::topology::Tree::build(
         ftcoll::topology::TreeKind::Binomial,

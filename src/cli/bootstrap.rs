@@ -2,15 +2,14 @@
 //! `ftcoll boot-node` (one node of it, as a launcher starts it: rank, size and the launch-tree
 //! parent's address only).
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
 
-use crate::runtime::bootstrap::{BootConfig, BootReport, boot, launch_tree, unix_us};
+use crate::experiment::launch::boot::{BootLaunch, Detector, run_once};
+use crate::runtime::bootstrap::{BootConfig, BootReport, boot};
 
 /// Flags of `ftcoll boot-node`.
 #[derive(Args, Debug, Clone)]
@@ -140,132 +139,32 @@ pub fn run_node(a: &BootNodeArgs) -> Result<(), String> {
     let me = sock.local_addr().map_err(|e| e.to_string())?;
     println!("listening {me}");
     if a.watch {
-        return crate::cli::bootstrap_kill::boot_and_watch(sock, cfg, &a.detector);
+        return crate::experiment::bootstrap_kill::boot_and_watch(sock, cfg, &a.detector.spec());
     }
     let rep = boot(sock, cfg)?;
     println!("{}", serde_json::to_string(&rep).map_err(|e| e.to_string())?);
     Ok(())
 }
 
-/// Kills the children still running when dropped (an error on the way out).
-pub(crate) struct Procs(pub(crate) Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+impl DetectorArgs {
+    /// The typed detector settings of these flags.
+    pub fn spec(&self) -> Detector {
+        Detector {
+            heartbeat_ms: self.heartbeat_ms,
+            suspect_ms: self.suspect_ms,
         }
     }
 }
 
-/// `n` node processes started, each given only its parent's address, and their boot reports.
-pub(crate) struct Launched {
-    pub procs: Procs,
-    /// Each node's stdout, past its boot report.
-    pub readers: Vec<BufReader<std::process::ChildStdout>>,
-    pub reports: Vec<BootReport>,
-    pub launched_us: u64,
-}
-
-/// One local run: `n` node processes, each given only its parent's address.
-/// Returns the reports, the milliseconds from the first launch to the last complete table,
-/// and the wall seconds of the whole run (process exits included).
-fn run_once(a: &BootstrapArgs, n: u32) -> Result<(Vec<BootReport>, f64, f64), String> {
-    let started = std::time::Instant::now();
-    let Launched {
-        mut procs,
-        reports,
-        launched_us,
-        ..
-    } = launch(a, n, false)?;
-    let wall = started.elapsed().as_secs_f64();
-    for c in &mut procs.0 {
-        let st = c.wait().map_err(|e| e.to_string())?;
-        if !st.success() {
-            return Err(format!("a node exited with {st}"));
+impl BootstrapArgs {
+    /// How to launch this run's node processes.
+    pub fn launch(&self) -> BootLaunch {
+        BootLaunch {
+            tick_us: self.tick_us,
+            timeout_s: self.timeout_s,
+            detector: self.detector.spec(),
         }
     }
-    let last = reports.iter().map(|r| r.table_unix_us).max().unwrap_or(launched_us);
-    Ok((reports, last.saturating_sub(launched_us) as f64 / 1000.0, wall))
-}
-
-/// Starts `n` node processes (with `watch`, watching after the bootstrap, stdin piped) and
-/// reads their boot reports; errors unless every address table is complete and right.
-pub(crate) fn launch(a: &BootstrapArgs, n: u32, watch: bool) -> Result<Launched, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find ftcoll: {e}"))?;
-    let tree = launch_tree(n)?;
-    let job = u64::from(std::process::id()) << 20 | u64::from(n);
-    let mut addrs: Vec<SocketAddrV4> = Vec::with_capacity(n as usize);
-    let mut procs = Procs(Vec::new());
-    let mut readers = Vec::new();
-    let launched_us = unix_us();
-    // One job key for the children's datagrams, through their environment (never printed).
-    let key = match crate::transport::udp::auth::AuthKey::from_env()? {
-        Some(k) => k,
-        None => {
-            crate::transport::udp::auth::AuthKey::generate().map_err(|e| format!("cannot generate a job key: {e}"))?
-        }
-    };
-    // Parents first: every child outranks its parent in the launch tree.
-    for r in 0..n {
-        let mut cmd = Command::new(&exe);
-        cmd.env(crate::transport::udp::auth::KEY_ENV, key.to_hex());
-        cmd.args(["boot-node", "--rank", &r.to_string(), "--nodes", &n.to_string()])
-            .args(["--job", &job.to_string(), "--tick-us", &a.tick_us.to_string()])
-            .args(["--timeout-s", &a.timeout_s.to_string()]);
-        if let Some(p) = tree.parent(r) {
-            cmd.args(["--parent", &addrs[p as usize].to_string()]);
-        }
-        if watch {
-            cmd.arg("--watch")
-                .args(["--heartbeat-ms", &a.detector.heartbeat_ms.to_string()])
-                .args(["--suspect-ms", &a.detector.suspect_ms.to_string()])
-                .stdin(Stdio::piped());
-        }
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start a node: {e}"))?;
-        let mut out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        procs.0.push(child);
-        let mut line = String::new();
-        out.read_line(&mut line).map_err(|e| e.to_string())?;
-        let addr = line
-            .trim()
-            .strip_prefix("listening ")
-            .and_then(|x| x.parse::<SocketAddr>().ok())
-            .and_then(|x| match x {
-                SocketAddr::V4(v) => Some(v),
-                SocketAddr::V6(_) => None,
-            })
-            .ok_or_else(|| format!("node {r} did not start: {}", line.trim()))?;
-        addrs.push(addr);
-        readers.push(out);
-    }
-    let mut reports = Vec::new();
-    for (r, out) in readers.iter_mut().enumerate() {
-        let mut line = String::new();
-        out.read_line(&mut line).map_err(|e| e.to_string())?;
-        let rep: BootReport =
-            serde_json::from_str(line.trim()).map_err(|_| format!("node {r} failed (see its error above)"))?;
-        reports.push(rep);
-    }
-    let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-    for rep in &reports {
-        if rep.table != want {
-            return Err(format!("node {} ended with a wrong address table", rep.rank));
-        }
-    }
-    Ok(Launched {
-        procs,
-        readers,
-        reports,
-        launched_us,
-    })
 }
 
 /// Runs `ftcoll bootstrap`.
@@ -288,7 +187,9 @@ pub fn run(a: &BootstrapArgs) -> Result<(), String> {
         let [n] = sizes[..] else {
             return Err("--kill needs a single size in --nodes".into());
         };
-        return crate::cli::bootstrap_kill::run(a, n);
+        let o = crate::experiment::bootstrap_kill::run(&a.launch(), &a.kill, n)?;
+        crate::report::bootstrap::print_kill(&o, a.json);
+        return Ok(());
     }
     if !a.json {
         println!("ftcoll bootstrap: one process per node on this machine, each given its rank, the size and its");
@@ -305,7 +206,7 @@ pub fn run(a: &BootstrapArgs) -> Result<(), String> {
         );
     }
     for n in sizes {
-        let (reps, boot_ms, wall) = run_once(a, n)?;
+        let (reps, boot_ms, wall) = run_once(&a.launch(), n)?;
         let ms = |f: fn(&BootReport) -> u64| reps.iter().map(f).max().unwrap_or(0) as f64 / 1000.0;
         let sent: u64 = reps.iter().map(|r| r.sent).sum();
         let dropped: u64 = reps.iter().map(|r| r.dropped).sum();

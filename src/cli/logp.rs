@@ -2,22 +2,15 @@
 //! method and by the direct method (send and receive call times, round trip) as a cross-check.
 
 use clap::Args;
-use serde_json::json;
 
-use std::time::Duration;
-
-use crate::runtime::TransportKind;
-use crate::runtime::logp::{Calibration, Estimate, Prtt, estimate_samples, netgauge};
-use crate::runtime::logp_remote::{client_with, serve_with};
-use crate::runtime::procs::rendezvous;
-use crate::transport::Transport;
-use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::cli::values::{PollArg, TransportArg};
+use crate::experiment::logp::{self, LogpSpec};
 
 #[derive(Args, Debug, Clone)]
 pub struct LogpArgs {
     /// Transport to measure.
     #[arg(long, value_enum, default_value = "udp")]
-    pub transport: TransportKind,
+    pub transport: TransportArg,
     /// Message size in bytes.
     #[arg(long, default_value_t = 8)]
     pub size: usize,
@@ -53,7 +46,7 @@ pub struct LogpArgs {
     /// `bench --poll blocking` nodes do, and the wake-up then counts in L; every other mode
     /// spins, which two hosts on two cores can).
     #[arg(long, value_enum, default_value = "busy")]
-    pub poll: crate::runtime::cluster::PollMode,
+    pub poll: PollArg,
     /// The L you expect (e.g. an emulated link's netem delay), ns: the ratio is printed.
     #[arg(long = "expected-L-ns")]
     pub expected_l_ns: Option<u64>,
@@ -78,208 +71,26 @@ pub struct LogpArgs {
     pub verbs: crate::cli::verbs::VerbsArgs,
 }
 
-/// The two hosts of `--between`.
-fn hosts(text: &str, port: u16) -> Result<Vec<std::net::SocketAddr>, String> {
-    let v: Vec<std::net::SocketAddr> = text
-        .split(',')
-        .map(|h| {
-            h.trim()
-                .parse::<std::net::IpAddr>()
-                .map(|ip| std::net::SocketAddr::new(ip, port))
-                .map_err(|_| format!("--between: '{}' is not an IP address", h.trim()))
-        })
-        .collect::<Result<_, _>>()?;
-    if v.len() != 2 {
-        return Err(format!("--between needs exactly two IP addresses, got {}", v.len()));
-    }
-    Ok(v)
-}
-
 /// Runs `ftcoll logp`.
 pub fn run(a: &LogpArgs) -> Result<(), String> {
-    a.verbs.apply(a.transport)?;
-    if a.size == 0 || a.size > 1024 {
-        return Err(format!("--size must be in 1..=1024, got {}", a.size));
-    }
-    if !(2..=1000).contains(&a.n) {
-        return Err(format!("--n must be in 2..=1000, got {}", a.n));
-    }
-    if a.reps < 10 {
-        return Err(format!("--reps must be at least 10, got {}", a.reps));
-    }
-    if a.save.is_some() && (a.rendezvous.is_some() || a.between.is_some()) {
-        return Err("--save applies to the measurement between this process's endpoints".into());
-    }
-    if let Some(dir) = &a.rendezvous {
-        return remote(a, dir);
-    }
-    let mut calibration = None;
-    let (p, d) = match (&a.between, a.rank) {
-        (Some(b), Some(rank)) => {
-            if a.transport != TransportKind::Udp {
-                return Err("--between measures over --transport udp".into());
-            }
-            if rank > 1 {
-                return Err(format!("--rank must be 0 or 1, got {rank}"));
-            }
-            let peers = hosts(b, a.udp_port)?;
-            let blocking = a.poll == crate::runtime::cluster::PollMode::Blocking;
-            let cfg = UdpConfig {
-                job: 0x106f_0000 ^ u64::from(a.udp_port),
-                delay: std::time::Duration::from_nanos(a.emulate_delay_ns),
-                delay_jitter: std::time::Duration::from_nanos(a.emulate_jitter_ns),
-                ..UdpConfig::default()
-            };
-            let mut t = UdpTransport::bind(rank, &peers, cfg)
-                .map_err(|e| format!("cannot bind {}: {e}", peers[rank as usize]))?;
-            if rank == 1 {
-                serve_with(&mut t, Duration::from_secs(60), blocking)?;
-                return Ok(());
-            }
-            let r = client_with(&mut t, a.n, a.size, a.reps, blocking)?;
-            (r[0].prtt, r[0].direct)
-        }
-        _ if a.emulate_delay_ns > 0 || a.emulate_jitter_ns > 0 => {
-            return Err("--emulate-delay-ns applies to --between (two hosts)".into());
-        }
-        _ if a.rank.is_some() && a.rendezvous.is_none() => {
-            return Err("--rank needs --between or --rendezvous".into());
-        }
-        _ => {
-            let p = netgauge(a.transport, a.n, a.size, a.reps)?;
-            let (mut rtt, mut os, mut or) = estimate_samples(a.transport, a.reps, a.size)?;
-            if a.save.is_some() {
-                // G: the gap's growth per byte up to the largest size (Netgauge's LogGP fit).
-                let big_g = (a.size < 1024)
-                    .then(|| netgauge(a.transport, a.n, 1024, a.reps))
-                    .transpose()?
-                    .map(|q| ((q.g_ns - p.g_ns) / (1024 - a.size) as f64).max(0.0));
-                let name = serde_json::to_value(a.transport)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default();
-                calibration = Some(Calibration::from_samples(name, a.size, &rtt, &os, &or, p.g_ns, big_g)?);
-            }
-            (p, Estimate::from_samples(&mut rtt, &mut os, &mut or))
-        }
-    };
-    if let (Some(c), Some(path)) = (&calibration, &a.save) {
-        let text = serde_json::to_string_pretty(c).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    let ratio = |l: f64| a.expected_l_ns.map(|e| l / e.max(1) as f64);
-    if a.json {
-        println!(
-            "{}",
-            json!({
-                "transport": a.transport, "between": a.between, "prtt": p, "direct": d,
-                "expected_L_ns": a.expected_l_ns,
-                "calibration": calibration,
-                "L_over_expected": {"prtt": ratio(p.l_ns), "direct": ratio(d.l_ns as f64)},
-            })
-        );
-        return Ok(());
-    }
-    println!(
-        "ftcoll logp: transport={:?}{} size={}B n={} reps={} (medians)",
-        a.transport,
-        a.between.as_ref().map(|b| format!(" between {b}")).unwrap_or_default(),
-        a.size,
-        a.n,
-        a.reps
-    );
-    print!("{}", report(&p, &d));
-    if let Some(c) = &calibration {
-        println!("calibration (median, 95% interval): {}", c.summary());
-    }
-    if let (Some(e), Some(rp), Some(rd)) = (a.expected_l_ns, ratio(p.l_ns), ratio(d.l_ns as f64)) {
-        println!(
-            "expected L = {:.3} µs:  measured/expected  PRTT {rp:.2}   direct {rd:.2}",
-            e as f64 / 1e3
-        );
-    }
-    Ok(())
-}
-
-/// The PRTT and direct-method lines.
-fn report(p: &Prtt, d: &Estimate) -> String {
-    let mut s = String::new();
-    s += &format!(
-        "PRTT(1,0,s) = {:.2} µs   PRTT(n,0,s) = {:.2} µs   PRTT(n,d,s) = {:.2} µs with d = {:.2} µs\n",
-        p.prtt_1_0_ns as f64 / 1e3,
-        p.prtt_n_0_ns as f64 / 1e3,
-        p.prtt_n_d_ns as f64 / 1e3,
-        p.d_ns as f64 / 1e3
-    );
-    s += &format!(
-        "Netgauge PRTT method:  o = {:.3} µs   g = {:.3} µs   L = {:.3} µs\n",
-        p.o_ns / 1e3,
-        p.g_ns / 1e3,
-        p.l_ns / 1e3
-    );
-    s += &format!(
-        "direct method:         o_s = {:.3} µs   o_r = {:.3} µs   L = {:.3} µs   (RTT {:.2} µs)\n",
-        d.o_send_ns as f64 / 1e3,
-        d.o_recv_ns as f64 / 1e3,
-        d.l_ns as f64 / 1e3,
-        d.rtt_ns as f64 / 1e3
-    );
-    s
-}
-
-/// `--rendezvous`: one process of a multi-process measurement.
-fn remote(a: &LogpArgs, dir: &std::path::Path) -> Result<(), String> {
-    let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "processes")?;
-    let timeout = Duration::from_secs(a.rendezvous_timeout);
-    let job = 0x10_6f_5e;
-    let mut t: Box<dyn Transport> = match a.transport {
-        TransportKind::Inproc => return Err("--transport inproc cannot cross processes: use udp or verbs".into()),
-        TransportKind::Verbs => crate::transport::verbs::node_endpoint(rank, n, job, 1, dir, timeout)?,
-        TransportKind::Udp => {
-            let peers = rendezvous(dir, rank, n, a.bind, timeout)?;
-            let cfg = UdpConfig {
-                job,
-                ..UdpConfig::default()
-            };
-            let t = UdpTransport::bind(rank, &peers, cfg)
-                .map_err(|e| format!("cannot bind {}: {e}", peers[rank as usize]))?;
-            // Every socket must be bound before rank 0's first datagram.
-            crate::transport::verbs::bootstrap::barrier(dir, "udp-bound", rank, n, timeout)?;
-            Box::new(t)
-        }
-    };
-    if rank != 0 {
-        let served = serve_with(t.as_mut(), timeout, false)?;
-        if a.json {
-            println!(
-                "{}",
-                json!({ "transport": a.transport, "rank": rank, "served": served })
-            );
-        } else {
-            println!("ftcoll logp: rank {rank} answered rank 0 ({served} messages)");
-        }
-        return Ok(());
-    }
-    let res = client_with(t.as_mut(), a.n, a.size, a.reps, false)?;
-    if a.json {
-        println!(
-            "{}",
-            json!({ "transport": a.transport, "rank": 0, "nodes": n, "peers": res })
-        );
-        return Ok(());
-    }
-    println!(
-        "ftcoll logp: transport={:?} size={}B n={} reps={} (medians), rank 0 and each of {} other processes via {}",
-        a.transport,
-        a.size,
-        a.n,
-        a.reps,
-        n - 1,
-        dir.display()
-    );
-    for r in &res {
-        println!("rank 0 <-> rank {}:", r.peer);
-        print!("{}", report(&r.prtt, &r.direct));
-    }
-    Ok(())
+    a.verbs.apply(a.transport.kind())?;
+    logp::run(&LogpSpec {
+        transport: a.transport.kind(),
+        size: a.size,
+        n: a.n,
+        reps: a.reps,
+        json: a.json,
+        save: a.save.clone(),
+        between: a.between.clone(),
+        udp_port: a.udp_port,
+        emulate_delay_ns: a.emulate_delay_ns,
+        emulate_jitter_ns: a.emulate_jitter_ns,
+        blocking: a.poll == PollArg::Blocking,
+        expected_l_ns: a.expected_l_ns,
+        rendezvous: a.rendezvous.clone(),
+        rank: a.rank,
+        nodes: a.nodes,
+        bind: a.bind,
+        rendezvous_timeout: a.rendezvous_timeout,
+    })
 }

@@ -6,26 +6,23 @@
 //! print their table first; `--allow-aborts` accepts such runs).
 
 pub mod agree;
+pub mod agree_args;
 pub mod agree_bench;
 pub mod args;
 pub mod auth;
 pub mod bench;
 pub mod bootstrap;
-pub mod bootstrap_kill;
-pub mod config;
-pub mod defaults;
+pub mod failure;
+pub mod flags;
 pub mod logp;
 pub mod model;
 pub mod node;
-pub mod notices;
-pub mod output;
 pub mod overlay;
 pub mod plot;
 pub mod reproduce;
-pub mod runner;
 pub mod sim;
-pub mod spec;
 pub mod stress;
+pub mod values;
 pub mod verbs;
 
 use clap::Parser;
@@ -33,43 +30,7 @@ use clap::error::ErrorKind;
 
 use args::{Cli, Command};
 
-/// Exit code for bad input.
-pub const EXIT_USAGE: i32 = 2;
-
-/// Exit code of a simulation in which some run was aborted at its event cap.
-pub const EXIT_ABORTED: i32 = 3;
-
-/// Why a command failed: bad input (or an environment error), or aborted simulation runs.
-#[derive(Debug)]
-pub enum Failure {
-    /// A one-line error; exit code [`EXIT_USAGE`].
-    Error(String),
-    /// Some simulated runs hit the event cap; exit code [`EXIT_ABORTED`].
-    Aborted(String),
-}
-
-impl From<String> for Failure {
-    fn from(e: String) -> Self {
-        Failure::Error(e)
-    }
-}
-
-/// `Err(Failure::Aborted)` naming `aborted` of `runs` runs of `what`, unless `allowed` (then a
-/// note on stderr) or none aborted.
-pub fn check_aborts(aborted: u64, runs: u64, what: &str, allowed: bool) -> Result<(), Failure> {
-    if aborted == 0 {
-        return Ok(());
-    }
-    let msg = format!(
-        "{aborted} of {runs} runs aborted at the event cap ({what}): their figures are not valid \
-         (raise --max-events, or pass --allow-aborts to accept them)"
-    );
-    if allowed {
-        eprintln!("ftcoll: warning: {msg}");
-        return Ok(());
-    }
-    Err(Failure::Aborted(msg))
-}
+pub use failure::{EXIT_ABORTED, EXIT_USAGE, Failure};
 
 /// Parses `argv` and runs the command; returns the process exit code.
 pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {

@@ -1,8 +1,9 @@
 //! `ftcoll model`: the papers' analytic predictions for the same flags as `ftcoll sim`.
 
-use crate::cli::args::SimArgs;
-use crate::cli::config::{Algo, Setup};
-use crate::cli::defaults::shape;
+use crate::cli::flags::SimArgs;
+use crate::experiment::algo::Algo;
+use crate::experiment::defaults::shape;
+use crate::experiment::sim::Setup;
 use crate::model::{DEFAULT_DELTA, Prediction, bfb_messages, big_messages, l_scc_bounds, t_bfb, t_big, tree_latency};
 
 /// Builds the predictions for a setup.
@@ -81,7 +82,7 @@ fn dead_count(setup: &Setup) -> u32 {
 
 /// Runs `ftcoll model`.
 pub fn run(a: &SimArgs) -> Result<(), String> {
-    let setup = Setup::from_args(a)?;
+    let setup = a.setup()?;
     let preds = predict(&setup)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&preds).map_err(|e| e.to_string())?);

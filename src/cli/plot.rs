@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cli::args::{AlgoArgs, SimArgs};
-use crate::cli::config::Setup;
-use crate::cli::{runner, spec};
-use crate::plot::scaling::Metric;
-use crate::plot::{self, Chart, Format, Sweep};
+use crate::cli::flags::AlgoArgs;
+use crate::cli::values::MetricArg;
+use crate::experiment::spec;
+use crate::experiment::sweep::{Point, Sweep, run_all};
+use crate::report::plot::{self, Chart, Format};
 use crate::sim::DeadBefore;
 
 #[derive(Args, Debug, Clone)]
@@ -81,7 +81,7 @@ pub struct ScalingArgs {
     pub sweep: NodeSweepArgs,
     /// Which latency.
     #[arg(long, value_enum, default_value = "coloring")]
-    pub metric: Metric,
+    pub metric: MetricArg,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -178,63 +178,10 @@ fn node_list(s: &str) -> Result<Vec<u32>, String> {
     Ok(v)
 }
 
-/// One Monte Carlo experiment, resolved exactly as `ftcoll sim` resolves its flags.
-fn setup(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<Setup, String> {
-    let a = SimArgs {
-        alg: alg.clone(),
-        nodes,
-        l: f.l,
-        o: f.o,
-        loggp: Default::default(),
-        faults: faults.to_string(),
-        dead: None,
-        online_faults: 0,
-        kill: None,
-        detect_delay: 10,
-        receives: None,
-        runs: f.runs,
-        seed: f.seed,
-        threads: f.threads,
-        max_events: None,
-        json: false,
-        trace: None,
-        no_progress: true,
-        allow_aborts: false,
-        overlay: Default::default(),
-    };
-    Setup::from_args(&a)
-}
-
-/// Runs every experiment of every series (all resolved first, so that bad flags fail before
-/// anything runs); notes runs that left live processes uncolored on stderr.
-fn run_all(series: Vec<(String, Vec<(f64, Setup)>)>) -> Result<Vec<Sweep>, String> {
-    let mut out = Vec::new();
-    for (label, setups) in series {
-        let mut points = Vec::new();
-        for (x, setup) in setups {
-            points.push((x, simulate(&setup)?));
-        }
-        out.push(Sweep { label, points });
-    }
-    Ok(out)
-}
-
-/// One point's report; an error if any run was aborted at the event cap (never plotted).
-fn simulate(setup: &Setup) -> Result<crate::sim::Report, String> {
-    let what = format!(
-        "{} at P={}, faults {}",
-        setup.algo.describe(),
-        setup.experiment.n,
-        setup.faults_text
-    );
-    let r = runner::simulate_complete(setup, &what)?.report();
-    if r.uncolored_runs > 0 {
-        eprintln!(
-            "ftcoll: note: {what}: {} of {} runs left live processes uncolored",
-            r.uncolored_runs, r.runs,
-        );
-    }
-    Ok(r)
+/// One point of a sweep: `alg` on `nodes` processes with `faults` dead before the operation,
+/// resolved exactly as `ftcoll sim` resolves its flags.
+fn point(f: &SimFlags, alg: &AlgoArgs, nodes: u32, faults: &str) -> Result<Point, String> {
+    Point::new(&alg.spec(), nodes, f.l, f.o, faults, f.runs, f.seed, f.threads)
 }
 
 fn context(f: &SimFlags, faults: Option<&str>) -> String {
@@ -254,7 +201,7 @@ fn node_sweeps(a: &NodeSweepArgs, default: &str) -> Result<Vec<Sweep>, String> {
         .map(|(label, alg)| {
             let setups = nodes
                 .iter()
-                .map(|&n| setup(&a.sim, &alg, n, &a.faults).map(|s| (f64::from(n), s)))
+                .map(|&n| point(&a.sim, &alg, n, &a.faults).map(|s| (f64::from(n), s)))
                 .collect::<Result<Vec<_>, String>>()?;
             Ok((label, setups))
         })
@@ -294,7 +241,7 @@ fn correction_sweeps(a: &CorrectionArgs) -> Result<Vec<Sweep>, String> {
         .map(|(label, alg)| {
             let setups = rates
                 .iter()
-                .map(|&(text, p)| setup(&a.sim, &alg, a.nodes, text).map(|s| (p, s)))
+                .map(|&(text, p)| point(&a.sim, &alg, a.nodes, text).map(|s| (p, s)))
                 .collect::<Result<Vec<_>, String>>()?;
             Ok((label, setups))
         })
@@ -352,7 +299,7 @@ pub fn run(a: &PlotArgs) -> Result<(), String> {
         PlotKind::Scaling(s) => {
             let sweeps = node_sweeps(&s.sweep, SCALING_ALGOS)?;
             let ctx = context(&s.sweep.sim, Some(&s.sweep.faults));
-            (plot::scaling::chart(&sweeps, s.metric, &ctx), &s.sweep.sim.out)
+            (plot::scaling::chart(&sweeps, s.metric.into(), &ctx), &s.sweep.sim.out)
         }
         PlotKind::Messages(m) => {
             let sweeps = node_sweeps(m, SCALING_ALGOS)?;
@@ -378,7 +325,7 @@ pub fn run(a: &PlotArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::args::AlgoName;
+    use crate::cli::flags::AlgoArg as AlgoName;
 
     #[test]
     fn algo_specs_parse_like_sim_flags() {

@@ -4,19 +4,19 @@ use std::io::IsTerminal;
 
 use serde_json::json;
 
-use crate::cli::args::SimArgs;
-use crate::cli::config::Setup;
-use crate::cli::runner;
+use crate::cli::flags::SimArgs;
+use crate::experiment::sim::Setup;
+use crate::experiment::simulate as runner;
 use crate::sim::stats::Percentiles;
 use crate::sim::{Report, write_trace};
 
 /// Runs `ftcoll sim`: the table (or JSON) on stdout, then, if any run hit the event cap, a
 /// one-line error on stderr and [`crate::cli::EXIT_ABORTED`] (unless `--allow-aborts`).
-pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
-    if crate::cli::overlay::is_overlay(a.alg.algo) {
+pub fn run(a: &SimArgs) -> Result<(), crate::cli::failure::Failure> {
+    if crate::cli::flags::is_overlay(a.alg.algo) {
         return crate::cli::overlay::run(a);
     }
-    let setup = Setup::from_args(a)?;
+    let setup = a.setup()?;
     let ex = &setup.experiment;
     if let Some(path) = &a.trace {
         let rows = runner::trace(&setup)?;
@@ -51,7 +51,7 @@ pub fn run(a: &SimArgs) -> Result<(), crate::cli::Failure> {
     } else {
         print!("{}", table(&setup, &r, secs));
     }
-    crate::cli::check_aborts(
+    crate::cli::failure::check_aborts(
         r.aborted_runs,
         r.runs,
         &format!("--max-events {}", ex.max_events),

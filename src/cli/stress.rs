@@ -4,17 +4,14 @@
 //! agreements and the next is a new group of fresh nodes. `--procs`: one OS process per node,
 //! kills are SIGKILLs, and the survivors keep their processes into the next generation, whose
 //! membership is the shrink of the last agreement's failed set plus new processes in the
-//! failed ranks ([`crate::runtime::agree_procs::stress`]). Prints agreements completed,
+//! failed ranks ([`crate::experiment::stress`]). Prints agreements completed,
 //! failures tolerated and disagreements (must be 0), totals and per minute.
-
-use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 
-use crate::cli::agree::TransportName;
-use crate::protocol::ProtoRng;
-use crate::protocol::agree::{EraConfig, Shape};
-use crate::runtime::agree::{AgreeBench, AgreeTransport};
+use crate::cli::agree_args::TransportName;
+use crate::experiment::stress::{self, StressSpec};
+use crate::runtime::agree::AgreeTransport;
 
 #[derive(Args, Debug, Clone)]
 pub struct StressArgs {
@@ -59,111 +56,35 @@ pub struct StressAgreeArgs {
     pub procs: bool,
 }
 
-#[derive(Default)]
-struct Totals {
-    agreements: u64,
-    failures: u64,
-    bad: u64,
-    generations: u64,
-    false_susp: u64,
-    newcomers: u64,
-}
-
 /// Runs `ftcoll stress ...`.
 pub fn run(a: &StressArgs) -> Result<(), String> {
     let StressWhat::Agree(a) = &a.what;
-    if a.nodes < 2 {
-        return Err(format!("stress agree needs --nodes >= 2, got {}", a.nodes));
-    }
-    if a.max_kills == 0 || a.max_kills >= a.nodes {
-        return Err(format!(
-            "stress agree needs 1 <= --max-kills < --nodes (one node survives every generation), got --max-kills {} with --nodes {}",
-            a.max_kills, a.nodes
-        ));
-    }
-    if a.agreements < 2 || a.duration == 0 || a.heartbeat_us == 0 || a.suspect_ms == 0 {
-        return Err("--agreements must be at least 2; --duration, --heartbeat-us and --suspect-ms positive".into());
-    }
-    let shape: Shape = a.tree.parse()?;
-    if a.procs && a.transport != TransportName::Udp {
-        return Err("--procs runs over UDP: use --transport udp".into());
-    }
-    let exe = if a.procs {
-        Some(std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?)
-    } else {
-        None
-    };
-    let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
-    let mut rng = ProtoRng::new(a.seed);
-    let kills_of = |rng: &mut ProtoRng| {
-        let k = 1 + rng.below(a.max_kills);
-        let mut kills: Vec<(u32, u64)> = Vec::new();
-        while kills.len() < k as usize {
-            let r = rng.below(a.nodes);
-            if kills.iter().all(|x| x.0 != r) {
-                kills.push((r, u64::from(rng.below(a.agreements as u32))));
-            }
-        }
-        kills
-    };
-    let mut b = AgreeBench {
-        n: a.nodes,
-        era: EraConfig {
-            shape,
-            ..EraConfig::default()
-        },
+    let t = stress::run(&StressSpec {
+        duration: a.duration,
+        nodes: a.nodes,
         transport: match a.transport {
             TransportName::Udp => AgreeTransport::Udp,
             TransportName::Inproc => AgreeTransport::Inproc,
             TransportName::Verbs => AgreeTransport::Verbs,
         },
-        workers: cores.min(a.nodes as usize),
-        pin: true,
-        warmup: 0,
-        iterations: a.agreements,
-        duration: None,
-        kills: Vec::new(),
-        heartbeat: Duration::from_micros(a.heartbeat_us),
-        suspect_after: Duration::from_millis(a.suspect_ms),
-        op_timeout: Duration::from_secs(10),
+        tree: a.tree.clone(),
+        agreements: a.agreements,
+        max_kills: a.max_kills,
+        heartbeat_us: a.heartbeat_us,
+        suspect_ms: a.suspect_ms,
         seed: a.seed,
-    };
-    let started = Instant::now();
-    let mut t = Totals::default();
-    if let Some(exe) = &exe {
-        // One group of processes: survivors carry over, the failed are replaced.
-        let mut kr = rng.clone();
-        crate::runtime::agree_procs::stress(&b, exe, &mut |_| kills_of(&mut kr), &mut |g| {
-            t.generations += 1;
-            t.agreements += g.report.agreements;
-            t.failures += u64::from(g.killed);
-            t.false_susp += g.report.false_suspicions;
-            t.newcomers += u64::from(g.newcomers);
-            t.bad += g.report.disagreements + g.report.invalid + g.report.unfinished + g.shrink_mismatch;
-            started.elapsed() < Duration::from_secs(a.duration)
-        })?;
-    } else {
-        while started.elapsed() < Duration::from_secs(a.duration) {
-            b.kills = kills_of(&mut rng);
-            b.seed = rng.next_u64();
-            let r = crate::runtime::agree::run(&b)?;
-            t.generations += 1;
-            t.agreements += r.agreements;
-            t.failures += b.kills.len() as u64 + r.false_suspicions;
-            t.false_susp += r.false_suspicions;
-            t.newcomers += u64::from(a.nodes);
-            t.bad += r.disagreements + r.invalid + r.unfinished;
-        }
-    }
-    let Totals {
+        procs: a.procs,
+    })?;
+    let stress::Totals {
         agreements,
         failures,
         bad,
         generations,
         false_susp,
         newcomers,
+        shape,
+        secs,
     } = t;
-    let secs = started.elapsed().as_secs_f64();
     let per_min = |x: u64| x as f64 * 60.0 / secs;
     println!(
         "ftcoll stress agree: nodes={} transport={:?}{} tree={} agreements/generation={} max-kills={}",

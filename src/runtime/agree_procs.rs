@@ -1,6 +1,8 @@
-//! `ftcoll agree --procs`: every node its own OS process (`ftcoll agree-node`) over UDP
-//! loopback, so that a kill is a real `SIGKILL` and peers learn of it from the closed socket
-//! (ICMP port unreachable through `IP_RECVERR`, `transport/udp/icmp.rs`) or the heartbeats.
+//! The node process of `ftcoll agree --procs` (`ftcoll agree-node`, [`child`]): every node its
+//! own OS process over UDP loopback, so that a kill is a real `SIGKILL` and peers learn of it
+//! from the closed socket (ICMP port unreachable through `IP_RECVERR`,
+//! `transport/udp/icmp.rs`) or the heartbeats. The parent's side is
+//! `experiment::launch::agree`.
 //!
 //! Control goes through the children's pipes only: each child binds its port and prints
 //! `ready`; the parent writes `go` to every stdin; a child streams its returns in batches
@@ -10,12 +12,10 @@
 //! time) and keeps answering its peers (ERA's early return) until the parent closes its stdin.
 //! Clocks: every child aligns its monotonic clock to the parent's wall-clock epoch (same
 //! machine), so kill and return times compare across processes. `agree --join`
-//! ([`crate::runtime::agree_join`]) speaks the same lines over TCP across hosts.
+//! (`experiment::launch::agree_join`) speaks the same lines over TCP across hosts.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -23,13 +23,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::agree::{AgreeId, EraConfig, Rebalance, Shape};
 use crate::runtime::agree::{
-    AgreeBench, AgreeBenchReport, AgreeTransport, CrashReport, Node, NodeInit, Shared, peak_rss_kb, total, validate,
+    AgreeBench, AgreeTransport, CrashReport, Node, NodeInit, Shared, peak_rss_kb, total, validate,
 };
-use crate::runtime::agree_stream::{self, BATCH, FLUSH_MS, Merge};
-use crate::runtime::agree_window::{Rec, Window};
-use crate::runtime::procs::{aligned_epoch, free_ports, unix_ns};
+use crate::runtime::agree_stream::{self, BATCH, FLUSH_MS};
+use crate::runtime::agree_window::Rec;
+use crate::runtime::procs::aligned_epoch;
+use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
-use crate::transport::{Transport, TransportStats};
 use crate::wire::DropCounters;
 
 /// Everything one node process needs (passed as one JSON argument).
@@ -292,7 +292,8 @@ fn result(node: &Node) -> ChildResult {
     }
 }
 
-enum Line {
+/// One line a node process says to its parent (or over its stream to rank 0).
+pub(crate) enum Line {
     Ready,
     /// The node's own time of its crash, on the common clock.
     Killed(u64),
@@ -303,7 +304,8 @@ enum Line {
     Eof,
 }
 
-fn parse(l: &str) -> Line {
+/// Reads one line of a node process.
+pub(crate) fn parse(l: &str) -> Line {
     if let Some(body) = l.strip_prefix(agree_stream::PREFIX) {
         return agree_stream::decode(body).map_or(Line::Bad, Line::Recs);
     }
@@ -315,445 +317,6 @@ fn parse(l: &str) -> Line {
         Line::Result(Box::new(res))
     } else {
         Line::Bad
-    }
-}
-
-struct Proc {
-    /// A node process this one started (`--procs`); `None` for a launched one (`--join`).
-    child: Option<Child>,
-    input: Option<Box<dyn Write + Send>>,
-    /// Lines of this process carry this tag (a slot's earlier processes have others).
-    tag: u64,
-}
-
-/// The node processes, one per slot (rank); every process still running is killed on drop.
-pub(crate) struct Cluster {
-    exe: std::path::PathBuf,
-    procs: Vec<Option<Proc>>,
-    tx: mpsc::Sender<(u64, Line)>,
-    rx: mpsc::Receiver<(u64, Line)>,
-    next_tag: u64,
-    /// The common clock (the children align theirs to the same epoch).
-    epoch: Instant,
-    epoch_unix_ns: u64,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for p in self.procs.iter_mut().flatten() {
-            if let Some(c) = p.child.as_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
-
-impl Cluster {
-    /// `n` slots on the clock of `epoch_unix_ns` (as aligned by this process).
-    pub(crate) fn new(exe: &Path, n: u32, epoch_unix_ns: u64) -> Self {
-        let (tx, rx) = mpsc::channel();
-        Self {
-            exe: exe.to_path_buf(),
-            procs: (0..n).map(|_| None).collect(),
-            tx,
-            rx,
-            next_tag: 0,
-            epoch: aligned_epoch(epoch_unix_ns),
-            epoch_unix_ns,
-        }
-    }
-
-    /// Starts a new process in `slot` (a previous one there must be gone).
-    fn spawn(&mut self, slot: u32, spec: &ChildSpec) -> Result<(), String> {
-        let spec = serde_json::to_string(spec).map_err(|e| e.to_string())?;
-        let mut child = Command::new(&self.exe)
-            .args(["agree-node", "--spec", &spec])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
-        let (out, stdin) = (child.stdout.take(), child.stdin.take());
-        match (out, stdin) {
-            (Some(out), Some(stdin)) => {
-                self.attach(slot, out, Box::new(stdin), Some(child));
-                Ok(())
-            }
-            _ => Err("cannot open a node process's pipes".into()),
-        }
-    }
-
-    /// Puts in `slot` a node whose lines come from `lines` and whose commands go to `input`
-    /// (a process this one started, or a launched node's stream).
-    pub(crate) fn attach(
-        &mut self,
-        slot: u32,
-        lines: impl Read + Send + 'static,
-        input: Box<dyn Write + Send>,
-        child: Option<Child>,
-    ) {
-        let tag = self.next_tag;
-        self.next_tag += 1;
-        let tx = self.tx.clone();
-        std::thread::spawn(move || {
-            for l in BufReader::new(lines).lines().map_while(Result::ok) {
-                if tx.send((tag, parse(&l))).is_err() {
-                    return;
-                }
-            }
-            let _ = tx.send((tag, Line::Eof));
-        });
-        let new = Proc {
-            child,
-            input: Some(input),
-            tag,
-        };
-        if let Some(old) = self.procs[slot as usize].replace(new)
-            && let Some(mut c) = old.child
-        {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn slot_of(&self, tag: u64) -> Option<usize> {
-        self.procs.iter().position(|p| p.as_ref().is_some_and(|p| p.tag == tag))
-    }
-
-    fn send(&mut self, slot: usize, text: &str) {
-        if let Some(input) = self.procs[slot].as_mut().and_then(|p| p.input.as_mut()) {
-            let _ = input.write_all(text.as_bytes());
-            let _ = input.write_all(b"\n");
-            let _ = input.flush();
-        }
-    }
-
-    /// SIGKILLs the process of `slot` now; returns the time on the common clock.
-    fn kill(&mut self, slot: usize) -> u64 {
-        if let Some(c) = self.procs[slot].as_mut().and_then(|p| p.child.as_mut()) {
-            let _ = c.kill(); // SIGKILL on Unix.
-        }
-        self.epoch.elapsed().as_nanos() as u64
-    }
-
-    /// Waits until every slot's process said `ready` (within `within`), then tells them all
-    /// `go`.
-    pub(crate) fn start(&mut self, within: Duration) -> Result<Instant, String> {
-        let n = self.procs.len();
-        let mut ready = vec![false; n];
-        let deadline = Instant::now() + within;
-        while ready.iter().any(|r| !r) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let (tag, line) = self.rx.recv_timeout(left).map_err(|_| {
-                let k = ready.iter().filter(|r| **r).count();
-                format!("only {k} of {n} node processes were ready within {within:?}")
-            })?;
-            let Some(slot) = self.slot_of(tag) else { continue };
-            match line {
-                Line::Ready => ready[slot] = true,
-                Line::Eof => return Err(format!("node process {slot} exited before it was ready")),
-                _ => {}
-            }
-        }
-        let started = Instant::now();
-        for slot in 0..n {
-            self.send(slot, "go");
-        }
-        Ok(started)
-    }
-
-    /// Gathers one result per slot — a report, a kill (asked for by the node at its injected
-    /// crash: SIGKILLed here, with the time; a launched node kills itself and gives its
-    /// time), or the process's end — while merging the streamed returns into `window`; gives
-    /// up when no node said anything for `idle`.
-    pub(crate) fn collect(&mut self, started: Instant, idle: Duration, window: Window) -> Outcomes {
-        let n = self.procs.len();
-        let mut o = Outcomes {
-            results: vec![None; n],
-            killed: vec![None; n],
-            gone: vec![false; n],
-            seconds: 0.0,
-            merge: Merge::new(n as u32, window),
-            bad_lines: 0,
-        };
-        while (0..n).any(|r| o.results[r].is_none() && o.killed[r].is_none() && !o.gone[r]) {
-            let Ok((tag, line)) = self.rx.recv_timeout(idle) else {
-                break;
-            };
-            let Some(slot) = self.slot_of(tag) else { continue };
-            if let Line::Killed(ns) = line {
-                let launched = self.procs[slot].as_ref().is_some_and(|p| p.child.is_none());
-                let at = self.kill(slot);
-                o.killed[slot] = Some(if launched { ns } else { at });
-            }
-            let dead = ALIVE;
-            match line {
-                Line::Recs(v) => o.merge.push(slot as u32, v, &dead),
-                Line::Result(res) => {
-                    o.results[slot] = Some(*res);
-                    o.seconds = started.elapsed().as_secs_f64();
-                    o.merge.close(slot as u32, &dead);
-                }
-                Line::Killed(_) => o.merge.close(slot as u32, &dead),
-                Line::Eof => {
-                    o.gone[slot] = true;
-                    o.merge.close(slot as u32, &dead);
-                }
-                Line::Bad => o.bad_lines += 1,
-                Line::Ready => {}
-            }
-        }
-        o.merge.finish(&ALIVE);
-        o
-    }
-
-    /// Closes every node's input: each stops (a launched node's process exits).
-    pub(crate) fn close_inputs(&mut self) {
-        for p in self.procs.iter_mut().flatten() {
-            p.input = None;
-        }
-    }
-}
-
-/// Whom the window leaves out: nobody. A node's stream ends where it crashed, without its
-/// last return (see [`crash_report`]), so every return in it was made alive and agreed
-/// (ERA §1: only a decision that had not spread when its node died may differ), unlike the
-/// threads run's shared flags, which may mark a node dead before its last returns are classed.
-const ALIVE: fn(u32) -> bool = |_| false;
-
-/// What one generation's processes reported, by slot, and their returns classed.
-pub(crate) struct Outcomes {
-    results: Vec<Option<ChildResult>>,
-    killed: Vec<Option<u64>>,
-    gone: Vec<bool>,
-    seconds: f64,
-    merge: Merge,
-    bad_lines: u64,
-}
-
-/// The window that classes `b`'s returns (warm-up, the first kill).
-pub(crate) fn window_of(b: &AgreeBench) -> Window {
-    Window::new(b.warmup, b.kills.iter().map(|k| b.warmup + k.1).min())
-}
-
-/// A node that says nothing for this long (they stream their returns every
-/// [`FLUSH_MS`] and report at the end) is given up.
-pub(crate) fn idle_limit(b: &AgreeBench) -> Duration {
-    b.op_timeout + Duration::from_secs(30)
-}
-
-pub(crate) fn spec_of(
-    b: &AgreeBench,
-    rank: u32,
-    peers: &[SocketAddr],
-    epoch_unix_ns: u64,
-    generation: u64,
-) -> ChildSpec {
-    ChildSpec {
-        rank,
-        peers: peers.to_vec(),
-        epoch_unix_ns,
-        tree: b.era.shape.to_string(),
-        gc: b.era.gc,
-        rebalance: match b.era.rebalance {
-            Rebalance::Off => 0,
-            Rebalance::Degenerated => 1,
-            Rebalance::Always => 2,
-        },
-        warmup: b.warmup,
-        iterations: b.iterations,
-        duration_ms: b.duration.map(|d| d.as_millis() as u64),
-        kills: b.kills.clone(),
-        heartbeat_us: b.heartbeat.as_micros() as u64,
-        suspect_ms: b.suspect_after.as_millis() as u64,
-        op_timeout_ms: b.op_timeout.as_millis() as u64,
-        seed: b.seed,
-        generation,
-    }
-}
-
-/// Runs the benchmark with one `exe agree-node` process per node.
-pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
-    validate(b)?;
-    if b.transport != AgreeTransport::Udp {
-        return Err("--procs runs over UDP: use --transport udp".into());
-    }
-    let peers = free_ports(b.n)?;
-    let mut c = Cluster::new(exe, b.n, unix_ns());
-    for r in 0..b.n {
-        let spec = spec_of(b, r, &peers, c.epoch_unix_ns, 0);
-        c.spawn(r, &spec)?;
-    }
-    let started = c.start(Duration::from_secs(20))?;
-    let o = c.collect(started, idle_limit(b), window_of(b));
-    // The end: closing stdin stops every node.
-    c.close_inputs();
-    let stop_by = Instant::now() + Duration::from_secs(5);
-    for p in c.procs.iter_mut().flatten() {
-        while let Some(ch) = p.child.as_mut()
-            && matches!(ch.try_wait(), Ok(None))
-            && Instant::now() < stop_by
-        {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-    Ok(merge(b, o))
-}
-
-/// `stress agree --procs`: what one generation did.
-pub struct Generation {
-    pub report: AgreeBenchReport,
-    /// Processes SIGKILLed (injected crashes, and live processes the group excluded).
-    pub killed: u32,
-    /// Survivors whose shrink (the last agreement's failed set) differs from the others'.
-    pub shrink_mismatch: u64,
-    /// Processes started for this generation (the first: all of them).
-    pub newcomers: u32,
-}
-
-/// `stress agree --procs`: generations of one group of node processes. Each generation runs
-/// `b.iterations` agreements with `kills_of(g)` injected (each a SIGKILL); the survivors keep
-/// their processes (and ports) into the next generation, whose membership is the shrink of
-/// the last agreement's failed set — checked identical at every survivor — plus newcomers
-/// started in the failed ranks, who get the group's address table with their spec. `each`
-/// sees every generation; returning `false` ends the run.
-pub fn stress(
-    b: &AgreeBench,
-    exe: &Path,
-    kills_of: &mut dyn FnMut(u64) -> Vec<(u32, u64)>,
-    each: &mut dyn FnMut(&Generation) -> bool,
-) -> Result<(), String> {
-    validate(b)?;
-    let n = b.n;
-    let mut peers = free_ports(n)?;
-    let mut c = Cluster::new(exe, n, unix_ns());
-    let mut fresh: Vec<u32> = (0..n).collect();
-    let mut g = 0u64;
-    loop {
-        let mut gb = b.clone();
-        gb.kills = kills_of(g);
-        validate(&gb)?;
-        for r in 0..n {
-            let spec = spec_of(&gb, r, &peers, c.epoch_unix_ns, g);
-            if fresh.contains(&r) {
-                c.spawn(r, &spec)?;
-            } else {
-                let line = format!("next {}", serde_json::to_string(&spec).map_err(|e| e.to_string())?);
-                c.send(r as usize, &line);
-            }
-        }
-        let newcomers = fresh.len() as u32;
-        let started = c.start(Duration::from_secs(20))?;
-        let o = c.collect(started, idle_limit(b), window_of(&gb));
-        // The shrink at every survivor: all ranks but the agreed failed set.
-        let survivors: Vec<&ChildResult> = (0..n as usize)
-            .filter(|&r| o.killed[r].is_none())
-            .filter_map(|r| o.results[r].as_ref())
-            .collect();
-        let failed: Vec<u32> = survivors.first().map(|r| r.failed.clone()).unwrap_or_default();
-        let shrink_mismatch = survivors.iter().filter(|r| r.failed != failed).count() as u64;
-        let no_survivor = survivors.is_empty();
-        // Ranks to refill: the failed set, and any process that did not report (it is gone or
-        // stuck: the group went on without it).
-        fresh = (0..n)
-            .filter(|&r| failed.contains(&r) || o.results[r as usize].is_none() || o.killed[r as usize].is_some())
-            .collect();
-        let mut killed = 0;
-        for &r in &fresh {
-            if o.killed[r as usize].is_none() {
-                c.kill(r as usize); // Excluded while alive: made dead, as ULFM would.
-            }
-            killed += 1;
-        }
-        let report = merge(&gb, o);
-        let go_on = each(&Generation {
-            report,
-            killed,
-            shrink_mismatch,
-            newcomers,
-        });
-        if !go_on || no_survivor {
-            break;
-        }
-        if !fresh.is_empty() {
-            let new_ports = free_ports(fresh.len() as u32)?;
-            for (&r, a) in fresh.iter().zip(new_ports) {
-                peers[r as usize] = a;
-            }
-        }
-        g += 1;
-    }
-    Ok(())
-}
-
-/// The run's report from what the nodes reported and the classed returns.
-pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
-    let Outcomes {
-        results,
-        killed,
-        seconds,
-        mut merge,
-        bad_lines,
-        ..
-    } = o;
-    let live: Vec<&ChildResult> = results
-        .iter()
-        .zip(&killed)
-        .filter_map(|(r, k)| r.as_ref().filter(|_| k.is_none()))
-        .collect();
-    let expected_live = b.n as usize - killed.iter().filter(|k| k.is_some()).count();
-    let unfinished = (expected_live - live.iter().filter(|r| r.finished).count().min(expected_live)) as u64;
-    let mut transport = TransportStats::default();
-    let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0, 0);
-    let mut drops = DropCounters::default();
-    for r in &live {
-        transport.sent += r.transport[0];
-        transport.received += r.transport[1];
-        transport.retransmits += r.transport[2];
-        transport.suspected += r.transport[3];
-        suspicions += r.suspected.len() as u64;
-        false_suspicions += r.suspected.iter().filter(|&&p| killed[p as usize].is_none()).count() as u64;
-        messages += r.messages;
-        heartbeats += r.heartbeats;
-        invalid += r.invalid;
-        drops.merge(&r.drops);
-    }
-    let w = &mut merge.window;
-    // Disagreements: per agreement, live returns with different outcomes (the window); as a
-    // cross-check, outcome digests of a block that differ between live nodes; plus live nodes
-    // that returned a different number of agreements.
-    let mut digest_disagreements = 0;
-    let mut mismatch = 0;
-    if let Some(first) = live.first() {
-        let blocks = live.iter().map(|r| r.digests.len()).max().unwrap_or(0);
-        for i in 0..blocks {
-            let d = first.digests.get(i);
-            digest_disagreements += u64::from(live.iter().any(|r| r.digests.get(i) != d));
-        }
-        mismatch = u64::from(live.iter().any(|r| r.returned != first.returned));
-    }
-    let kill_ns = killed.iter().flatten().min().copied();
-    let first_success = kill_ns.and_then(|k| w.first_success.map(|(_, t)| t.saturating_sub(k)));
-    AgreeBenchReport {
-        classes: std::mem::take(&mut w.classes),
-        disagreements: w.disagreements.max(digest_disagreements) + mismatch,
-        invalid,
-        unfinished,
-        suspicions,
-        false_suspicions,
-        first_success_after_kill: first_success,
-        messages_per_agreement: messages as f64 / w.agreements.max(1) as f64,
-        heartbeats,
-        transport,
-        drops,
-        agreements: w.agreements,
-        seconds,
-        peak_rss_kb: live.iter().filter_map(|r| r.peak_rss_kb).max(),
-        era_stored_max: live.iter().map(|r| r.max_stored).max().unwrap_or(0),
-        late: w.late,
-        bad_lines,
-        clock_uncertainty_ns: None,
     }
 }
 

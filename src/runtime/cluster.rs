@@ -16,7 +16,7 @@ use crate::transport::TransportStats;
 use crate::wire::{DropCounters, WireMessage};
 
 /// How workers wait when there is nothing to do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PollMode {
     /// Spin on the endpoints (lowest latency; needs a core per worker).

@@ -8,7 +8,6 @@
 //! rounds, delayed correction) keep their meaning on the wire.
 
 pub mod agree;
-pub mod agree_join;
 pub mod agree_procs;
 pub mod agree_stream;
 pub mod agree_window;
@@ -44,7 +43,7 @@ use kill::Kill;
 use node::Node;
 
 /// Which transport the local cluster uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
     /// One UDP socket per node on 127.0.0.1, made reliable by ftcoll.

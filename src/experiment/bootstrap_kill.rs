@@ -13,9 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
-use crate::cli::bootstrap::{BootstrapArgs, DetectorArgs, launch};
+use crate::experiment::launch::boot::{BootLaunch, Detector, launch};
 use crate::protocol::overlay::failure_notice::FailureNotices;
 use crate::protocol::overlay::repair::Mended;
 use crate::protocol::overlay::ring_to_bmg::levels;
@@ -24,7 +22,7 @@ use crate::runtime::watch::{WatchConfig, WatchReport, watch};
 use crate::topology::launch_tree::LaunchTree;
 use crate::topology::ring::{backward, forward};
 
-fn detector(d: &DetectorArgs) -> Result<(Duration, Duration), String> {
+fn detector(d: &Detector) -> Result<(Duration, Duration), String> {
     if d.heartbeat_ms == 0 || d.suspect_ms <= d.heartbeat_ms {
         return Err("--heartbeat-ms must be at least 1 and below --suspect-ms".into());
     }
@@ -36,7 +34,7 @@ fn detector(d: &DetectorArgs) -> Result<(Duration, Duration), String> {
 
 /// `boot-node --watch`: boots, prints the boot report, then watches until stdin closes,
 /// printing each [`WatchReport`] as a JSON line.
-pub fn boot_and_watch(sock: UdpSocket, cfg: BootConfig, d: &DetectorArgs) -> Result<(), String> {
+pub fn boot_and_watch(sock: UdpSocket, cfg: BootConfig, d: &Detector) -> Result<(), String> {
     let (heartbeat, suspect_after) = detector(d)?;
     let n = cfg.n;
     let wcfg = WatchConfig {
@@ -76,10 +74,36 @@ fn verified(m: &Mended, r: &WatchReport) -> bool {
         })
 }
 
-/// Runs `ftcoll bootstrap --nodes N --kill R[,R..]`.
-pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
+/// What `bootstrap --kill` measured: from the kill to the first suspicion (detect), to every
+/// survivor knowing every death (spread), to the legitimate BMG over the survivors (repair).
+pub struct KillOutcome {
+    pub nodes: u32,
+    pub killed: Vec<u32>,
+    /// From the first launch to the last complete address table.
+    pub boot_ms: f64,
+    pub detect_ms: f64,
+    /// How the first suspicion came (`heartbeat`, `icmp`).
+    pub detected_by: String,
+    /// Survivors that detected a death themselves.
+    pub detectors: usize,
+    pub spread_ms: f64,
+    pub notice_rounds: u32,
+    /// The notices' bound in rounds.
+    pub notice_span: u32,
+    pub repair_ms: f64,
+    pub total_ms: f64,
+    /// Survivors that reported the legitimate state, of `survivors`.
+    pub reports: usize,
+    pub survivors: usize,
+    /// The repaired ring.
+    pub ring: Vec<u32>,
+}
+
+/// Runs `ftcoll bootstrap --nodes N --kill R[,R..]`: `n` nodes launched as `a` says, `kill`
+/// SIGKILLed once the overlay is built, the survivors' repair timed and checked.
+pub fn run(a: &BootLaunch, kill: &[u32], n: u32) -> Result<KillOutcome, String> {
     detector(&a.detector)?;
-    let kill: BTreeSet<u32> = a.kill.iter().copied().collect();
+    let kill: BTreeSet<u32> = kill.iter().copied().collect();
     if let Some(r) = kill.iter().find(|&&r| r >= n) {
         return Err(format!("--kill {r} is not below --nodes {n}"));
     }
@@ -118,7 +142,7 @@ pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
     std::thread::sleep(Duration::from_millis(5 * a.detector.heartbeat_ms));
     let kill_us = unix_us();
     for &k in &kill {
-        let c = &mut l.procs.0[k as usize];
+        let c = l.procs.0[k as usize].as_mut().ok_or("internal: no such process")?;
         c.kill().map_err(|e| format!("cannot kill rank {k}: {e}"))?;
         let _ = c.wait();
     }
@@ -160,10 +184,13 @@ pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
         .collect();
     // Every node is done: close their stdin, they exit.
     for &r in &survivors {
-        drop(l.procs.0[r].stdin.take());
+        if let Some(c) = l.procs.0[r].as_mut() {
+            drop(c.stdin.take());
+        }
     }
     for &r in &survivors {
-        let st = l.procs.0[r].wait().map_err(|e| e.to_string())?;
+        let Some(c) = l.procs.0[r].as_mut() else { continue };
+        let st = c.wait().map_err(|e| e.to_string())?;
         if !st.success() {
             return Err(format!("rank {r} exited with {st}"));
         }
@@ -189,55 +216,20 @@ pub fn run(a: &BootstrapArgs, n: u32) -> Result<(), String> {
     let rounds = reps.iter().map(|r| r.notice_rounds).max().unwrap_or(0);
     let span = FailureNotices::new(0, &tree.ring_order(), n).span();
     let detectors = reps.iter().filter(|r| r.detected_unix_us > 0).count();
-    let ring: Vec<String> = mended.tree().ring_order().iter().map(|r| r.to_string()).collect();
-    let killed: Vec<String> = kill.iter().map(|r| r.to_string()).collect();
-    if a.json {
-        println!(
-            "{}",
-            json!({
-                "nodes": n,
-                "killed": kill,
-                "boot_ms": boot_ms,
-                "detect_ms": detect_ms,
-                "detected_by": first.detected_by,
-                "detectors": detectors,
-                "spread_ms": spread_ms,
-                "notice_rounds": rounds,
-                "notice_span": span,
-                "repair_ms": repair_ms,
-                "total_ms": total_ms,
-                "survivors": reps.len(),
-                "legitimate": reps.len(),
-                "ring": mended.tree().ring_order(),
-            })
-        );
-        return Ok(());
-    }
-    println!("ftcoll bootstrap --kill: {n} node processes booted from their parents' addresses only (last table");
-    println!(
-        "{boot_ms:.1} ms after the first launch), then SIGKILL of rank(s) {}.",
-        killed.join(",")
-    );
-    println!("detect: first suspicion after the kill; spread: from it until every survivor knew every death");
-    println!("(failure notices, Han–Finkel over the survivors' ring); repair: from then until every survivor's");
-    println!("Succ/Pred/CW/CCW were the legitimate BMG over the survivors (Algorithms 1, 2 on the mended tree)\n");
-    println!(
-        "{:>6}{:>8}{:>11}{:>11}{:>11}{:>14}{:>11}{:>11}{:>12}",
-        "nodes", "killed", "detect ms", "by", "spread ms", "rounds/span", "repair ms", "total ms", "legitimate"
-    );
-    println!(
-        "{:>6}{:>8}{:>11.1}{:>11}{:>11.1}{:>14}{:>11.1}{:>11.1}{:>12}",
-        n,
-        killed.join(","),
+    Ok(KillOutcome {
+        nodes: n,
+        killed: kill.into_iter().collect(),
+        boot_ms,
         detect_ms,
-        first.detected_by,
+        detected_by: first.detected_by.clone(),
+        detectors,
         spread_ms,
-        format!("{rounds}/{span}"),
+        notice_rounds: rounds,
+        notice_span: span,
         repair_ms,
         total_ms,
-        format!("{}/{}", reps.len(), survivors.len())
-    );
-    println!("\nrepaired ring (every survivor checked its own state, and this process checked the reports):");
-    println!("{}", ring.join(" "));
-    Ok(())
+        reports: reps.len(),
+        survivors: survivors.len(),
+        ring: mended.tree().ring_order(),
+    })
 }

@@ -2,11 +2,11 @@
 //! against P) and Corrected Gossip Fig. 7a/7b (median latency against N): p50 solid, p99
 //! dashed, log-scale node axis.
 
-use crate::plot::{Axis, Chart, Line, Sweep};
+use crate::report::plot::{Axis, Chart, Line, Sweep};
 use crate::sim::stats::Percentiles;
 
 /// Which latency of the simulator's report.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Metric {
     /// Root's start to the last live process's delivery.
     Coloring,

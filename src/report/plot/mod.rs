@@ -13,16 +13,7 @@ pub mod scaling;
 
 pub use chart::{Axis, Chart, Line, render};
 
-use crate::sim::Report;
-
-/// One algorithm's Monte Carlo reports along a swept parameter (node count or fault rate).
-#[derive(Clone, Debug)]
-pub struct Sweep {
-    /// The legend entry (the algorithm spec as given).
-    pub label: String,
-    /// (parameter, report) in sweep order.
-    pub points: Vec<(f64, Report)>,
-}
+pub use crate::experiment::sweep::Sweep;
 
 /// Output format, from the file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

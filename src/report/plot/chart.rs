@@ -8,7 +8,7 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::prelude::*;
 
-use crate::plot::Format;
+use crate::report::plot::Format;
 
 /// How an axis maps values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ const PALETTE: [RGBColor; 10] = [
 
 const SIZE: (u32, u32) = (960, 600);
 
-static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
 /// Registers the embedded font as plotters' "sans-serif" (once per process).
 fn register_font() -> Result<(), String> {

@@ -2,8 +2,8 @@
 //! (rates 0.01%–4%, Fig. 8 and Table 1's L_SCC): quiescence minus the end of dissemination,
 //! p50 solid and p99 dashed, log-scale fault-rate axis.
 
-use crate::plot::scaling::p50_p99;
-use crate::plot::{Axis, Chart, Sweep};
+use crate::report::plot::scaling::p50_p99;
+use crate::report::plot::{Axis, Chart, Sweep};
 
 /// The figure; sweep parameters are fault rates in percent.
 pub fn chart(sweeps: &[Sweep], context: &str) -> Chart {

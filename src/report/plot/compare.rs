@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::plot::{Axis, Chart, Line};
+use crate::report::plot::{Axis, Chart, Line};
 
 const QS: [(&str, f64); 3] = [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)];
 

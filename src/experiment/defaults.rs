@@ -2,7 +2,7 @@
 //! correction time `C` (Corrected Gossip eqs. (3)–(5), Claim 2), and the fault-free latency
 //! that bounds when random online failures happen.
 
-use crate::cli::config::Algo;
+use crate::experiment::algo::Algo;
 use crate::model::{
     DEFAULT_DELTA, GossipCurve, LogP, ModelError, Time, TreeShape, c_for_ocg, k_hat, l_ff_scc, t_bfb, t_big, t_opt_ccg,
     t_opt_fcg, t_opt_ocg, tree_latency,

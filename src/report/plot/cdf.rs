@@ -8,7 +8,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 use base64::Engine as _;
 
-use crate::plot::{Axis, Chart, Line};
+use crate::report::plot::{Axis, Chart, Line};
 
 /// The histograms of the log, merged per tag in order of first appearance (untagged
 /// intervals are named "untagged"). Values are as logged (ns for `bench --hlog`).

@@ -1,7 +1,7 @@
 //! Messages per process against node count per algorithm, like Corrected Trees Fig. 6: the
 //! mean over runs solid, the busiest process's count (p99 over runs) dashed.
 
-use crate::plot::{Axis, Chart, Line, Sweep};
+use crate::report::plot::{Axis, Chart, Line, Sweep};
 
 /// The figure; `context` (LogP parameters, faults, runs) goes into the title.
 pub fn chart(sweeps: &[Sweep], context: &str) -> Chart {

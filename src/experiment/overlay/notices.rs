@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::json;
 
-use crate::cli::args::SimArgs;
+use crate::experiment::overlay::OverlaySpec;
 use crate::protocol::overlay::han_finkel::run_len;
 use crate::protocol::{ProtoRng, Rank};
 use crate::sim::notices::{NoticeRun, spread};
@@ -41,7 +41,7 @@ fn worst(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 /// Runs `ftcoll sim --algo failure-notices`.
-pub fn run(a: &SimArgs, sizes: &[u32]) -> Result<(), String> {
+pub fn run(a: &OverlaySpec, sizes: &[u32]) -> Result<(), String> {
     if a.nodes > MAX_NOTICE_NODES {
         return Err(format!(
             "--algo failure-notices takes --nodes up to {MAX_NOTICE_NODES} (got {})",

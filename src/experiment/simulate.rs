@@ -1,7 +1,7 @@
 //! Runs a resolved [`Setup`] on the simulator, through [`Dispatch::dispatch`]: Monte Carlo or a
 //! single traced run.
 
-use crate::cli::config::Setup;
+use crate::experiment::sim::Setup;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::sim::{Experiment, Summary, TraceRow, run_many, trace_one};
 use crate::wire::WireMessage;

@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::experiment::launch::agree::{Cluster, idle_limit, merge, spec_of, window_of};
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport, validate};
-use crate::runtime::agree_procs::{Cluster, Out, idle_limit, lines_of, merge, run_node, spec_of, window_of};
+use crate::runtime::agree_procs::{Out, lines_of, run_node};
 use crate::runtime::board::Control;
 use crate::runtime::control::{ChildAgent, ParentAgent};
 use crate::runtime::join::JobParams;
@@ -40,11 +41,6 @@ pub struct JoinSpec {
     pub timeout: Duration,
     /// The job's key (`None`: unauthenticated).
     pub key: Option<AuthKey>,
-}
-
-/// The job id of a launched agreement run of `seed` (control plane and data).
-fn job_of(seed: u64) -> u64 {
-    0xA6EE_0000_0000_0000 ^ seed
 }
 
 /// What a node's stream starts with: its rank, sealed with the job key.
@@ -115,7 +111,7 @@ pub fn run(b: &AgreeBench, j: &JoinSpec) -> Result<Option<AgreeBenchReport>, Str
 
 /// One node: join, connect, measure the clock, then run as a `--procs` node over the stream.
 fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
-    let (n, job) = (b.n, job_of(b.seed));
+    let (n, job) = (b.n, crate::experiment::launch::job::agree(b.seed));
     let ip = match j.bind {
         Some(ip) => ip,
         None => crate::transport::local_ip::local_ip_toward(j.coordinator)
@@ -178,7 +174,7 @@ fn connect(to: SocketAddr, timeout: Duration) -> Result<TcpStream, String> {
 /// Rank 0: the control plane (rendezvous, clock probes, verbs records) in one thread, its own
 /// node in another, and here the streams of every node gathered into the report.
 fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> {
-    let (n, job) = (b.n, job_of(b.seed));
+    let (n, job) = (b.n, crate::experiment::launch::job::agree(b.seed));
     let mut agent = ParentAgent::bind(j.coordinator, job, n)
         .map_err(|e| format!("cannot bind the coordinator at {}: {e}", j.coordinator))?;
     agent.set_key(j.key.clone());
@@ -225,7 +221,7 @@ fn gather(
     listener: &TcpListener,
     epoch_unix_ns: u64,
 ) -> Result<AgreeBenchReport, String> {
-    let (n, job) = (b.n, job_of(b.seed));
+    let (n, job) = (b.n, crate::experiment::launch::job::agree(b.seed));
     let mut c = Cluster::new(std::path::Path::new(""), n, epoch_unix_ns);
     let mut joined = vec![false; n as usize];
     let deadline = Instant::now() + j.timeout;

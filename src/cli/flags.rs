@@ -1,0 +1,363 @@
+//! The flags several commands share: the broadcast algorithm (`sim`, `model`, `bench`, `node`,
+//! `plot`), the simulation (`sim`, `model`, `plot`), LogGP, the overlay algorithms, and
+//! `reproduce`; each converts into its typed spec of [`crate::experiment`].
+
+use clap::{Args, ValueEnum};
+
+use crate::experiment::algo::{AlgoName, AlgoSpec, LoggpSpec};
+use crate::experiment::sim::{Setup, SimSpec};
+use crate::protocol::bcast::Start;
+use crate::topology::Order;
+
+/// The broadcast algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AlgoArg {
+    /// Corrected Trees: tree dissemination + ring correction.
+    CorrectedTree,
+    /// Corrected Gossip: OCG, CCG or FCG (see --variant).
+    CorrectedGossip,
+    /// Gossip only (GOS), no correction.
+    Gossip,
+    /// Binomial-graph broadcast (BIG).
+    Big,
+    /// Buntinas' fault-tolerant broadcast (BFB) with a modeled failure detector.
+    Bfb,
+    /// Tree broadcast with acknowledgments.
+    TreeAck,
+    /// `sim` only: the self-stabilizing BMG overlay built from a launch tree (convergence).
+    BmgBuild,
+    /// `sim` only: Han–Finkel dissemination (rounds, one failure, reorganization).
+    Dissemination,
+    /// `sim` only: failure notices spread by fault-tolerant dissemination (rounds).
+    FailureNotices,
+}
+
+/// Tree numbering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OrderArg {
+    Interleaved,
+    InOrder,
+}
+
+/// Correction start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StartArg {
+    Synchronized,
+    Overlapped,
+}
+
+/// The broadcast algorithm and its parameters (shared by `sim`, `model` and `bench`).
+#[derive(Args, Debug, Clone)]
+pub struct AlgoArgs {
+    /// Broadcast algorithm.
+    #[arg(long, value_enum, default_value = "corrected-tree")]
+    pub algo: AlgoArg,
+    /// Dissemination tree: kary:K, binomial, lame:K or optimal [default: binomial].
+    #[arg(long)]
+    pub tree: Option<String>,
+    /// Tree numbering [default: interleaved].
+    #[arg(long, value_enum)]
+    pub order: Option<OrderArg>,
+    /// Correction: none, opportunistic:D, optimized:D, checked, failproof:F, delayed[:DELAY]
+    /// [default: checked].
+    #[arg(long)]
+    pub correction: Option<String>,
+    /// Correction start [default: synchronized].
+    #[arg(long, value_enum)]
+    pub start: Option<StartArg>,
+    /// Corrected-gossip variant: ocg, ccg or fcg[:F] [default: ccg].
+    #[arg(long)]
+    pub variant: Option<String>,
+    /// Gossip rounds T (virtual time at which gossip stops) [default: the paper's T_opt].
+    #[arg(long = "gossip-rounds")]
+    pub gossip_rounds: Option<u64>,
+    /// OCG correction time C [default: Claim 2's C = K·O + L + O, plus one O].
+    #[arg(long = "correction-time")]
+    pub correction_time: Option<u64>,
+}
+
+impl From<AlgoArg> for AlgoName {
+    fn from(a: AlgoArg) -> AlgoName {
+        match a {
+            AlgoArg::CorrectedTree => AlgoName::CorrectedTree,
+            AlgoArg::CorrectedGossip => AlgoName::CorrectedGossip,
+            AlgoArg::Gossip => AlgoName::Gossip,
+            AlgoArg::Big => AlgoName::Big,
+            AlgoArg::Bfb => AlgoName::Bfb,
+            AlgoArg::TreeAck => AlgoName::TreeAck,
+            AlgoArg::BmgBuild => AlgoName::BmgBuild,
+            AlgoArg::Dissemination => AlgoName::Dissemination,
+            AlgoArg::FailureNotices => AlgoName::FailureNotices,
+        }
+    }
+}
+
+impl AlgoArgs {
+    /// The typed algorithm spec of these flags.
+    pub fn spec(&self) -> AlgoSpec {
+        AlgoSpec {
+            algo: self.algo.into(),
+            tree: self.tree.clone(),
+            order: self.order.map(|o| match o {
+                OrderArg::Interleaved => Order::Interleaved,
+                OrderArg::InOrder => Order::InOrder,
+            }),
+            correction: self.correction.clone(),
+            start: self.start.map(|s| match s {
+                StartArg::Synchronized => Start::Synchronized,
+                StartArg::Overlapped => Start::Overlapped,
+            }),
+            variant: self.variant.clone(),
+            gossip_rounds: self.gossip_rounds,
+            correction_time: self.correction_time,
+        }
+    }
+
+    /// The flags that reproduce these algorithm settings (to start `ftcoll node` processes).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = vec!["--algo".to_string()];
+        v.push(
+            clap::ValueEnum::to_possible_value(&self.algo)
+                .map(|p| p.get_name().to_string())
+                .unwrap_or_default(),
+        );
+        let mut opt = |flag: &str, val: Option<String>| {
+            if let Some(x) = val {
+                v.push(flag.to_string());
+                v.push(x);
+            }
+        };
+        opt("--tree", self.tree.clone());
+        opt(
+            "--order",
+            self.order
+                .and_then(|o| clap::ValueEnum::to_possible_value(&o))
+                .map(|p| p.get_name().to_string()),
+        );
+        opt("--correction", self.correction.clone());
+        opt(
+            "--start",
+            self.start
+                .and_then(|o| clap::ValueEnum::to_possible_value(&o))
+                .map(|p| p.get_name().to_string()),
+        );
+        opt("--variant", self.variant.clone());
+        opt("--gossip-rounds", self.gossip_rounds.map(|x| x.to_string()));
+        opt("--correction-time", self.correction_time.map(|x| x.to_string()));
+        v
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub alg: AlgoArgs,
+    /// Number of processes P (N).
+    #[arg(long, default_value_t = 65536)]
+    pub nodes: u32,
+    /// LogP latency L.
+    #[arg(long = "L", default_value_t = 2)]
+    pub l: u64,
+    /// LogP overhead o (> 0).
+    #[arg(long = "o", default_value_t = 1)]
+    pub o: u64,
+    #[command(flatten)]
+    pub loggp: LoggpArgs,
+    /// Processes dead before the operation: a count (5), a percentage (1%) or a fraction (0.01).
+    #[arg(long, default_value = "1%")]
+    pub faults: String,
+    /// These ranks are dead before the operation (comma-separated; overrides --faults).
+    #[arg(long)]
+    pub dead: Option<String>,
+    /// Random processes that die during each run, at a uniform random time in (0, T] (T: the
+    /// algorithm's fault-free latency), never at 0: a death at 0 is a dead-before process.
+    #[arg(long = "online-faults", default_value_t = 0)]
+    pub online_faults: u32,
+    /// Specific online failures: RANK@TIME,... (TIME 0: dead before the operation).
+    #[arg(long)]
+    pub kill: Option<String>,
+    /// Modeled failure-detector delay (BFB).
+    #[arg(long = "detect-delay", default_value_t = 10)]
+    pub detect_delay: u64,
+    /// How receives occupy a process: queued (LogP: one receive at a time, `o` each) or
+    /// parallel (Corrected Gossip's model: every message lands `o + L + o` after its send)
+    /// [default: queued].
+    #[arg(long, value_parser = ["queued", "parallel"])]
+    pub receives: Option<String>,
+    /// Monte Carlo runs.
+    #[arg(long, default_value_t = 1000)]
+    pub runs: u64,
+    /// Base seed; run i uses a seed derived from (seed, i).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Worker threads [default: all cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Per-run event cap (a run over it is counted as aborted) [default: 4000·P + 10^7].
+    #[arg(long = "max-events")]
+    pub max_events: Option<u64>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the events of run 0 as CSV (time,node,event,peer,label) to FILE.
+    #[arg(long)]
+    pub trace: Option<std::path::PathBuf>,
+    /// Never show a progress bar.
+    #[arg(long = "no-progress")]
+    pub no_progress: bool,
+    /// Exit 0 even when runs were aborted at the event cap (`--max-events`; bmg-build:
+    /// `--max-phases`). Without it any aborted run is reported on stderr and the exit code is 3.
+    #[arg(long = "allow-aborts")]
+    pub allow_aborts: bool,
+    #[command(flatten)]
+    pub overlay: OverlayArgs,
+}
+
+impl SimArgs {
+    /// The typed simulation spec of these flags.
+    pub fn spec(&self) -> SimSpec {
+        SimSpec {
+            alg: self.alg.spec(),
+            nodes: self.nodes,
+            l: self.l,
+            o: self.o,
+            loggp: self.loggp.spec(),
+            faults: self.faults.clone(),
+            dead: self.dead.clone(),
+            online_faults: self.online_faults,
+            kill: self.kill.clone(),
+            detect_delay: self.detect_delay,
+            receives: self.receives.clone(),
+            runs: self.runs,
+            seed: self.seed,
+            threads: self.threads,
+            max_events: self.max_events,
+        }
+    }
+
+    /// Validates the flags into a simulation setup; errors are one line.
+    pub fn setup(&self) -> Result<Setup, String> {
+        reject_unused(&self.overlay)?;
+        Setup::from_spec(&self.spec())
+    }
+}
+
+/// LogGP parameters beside `--L`/`--o`: the defaults give exactly LogP.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LoggpArgs {
+    /// LogGP send overhead o_s (> 0) [default: --o].
+    #[arg(long = "os")]
+    pub os: Option<u64>,
+    /// LogGP receive overhead o_r (> 0) [default: --o].
+    #[arg(long = "or")]
+    pub or: Option<u64>,
+    /// LogGP gap g: least time between the starts of two sends (or receives) of a process
+    /// [default: 0, never binds, as LogP's g <= o].
+    #[arg(long = "g")]
+    pub g: Option<u64>,
+    /// LogGP G: time per byte after a message's first (needs --bytes).
+    #[arg(long = "G")]
+    pub big_g: Option<f64>,
+    /// Message size k in bytes for --G: each send takes G·(k−1) longer.
+    #[arg(long = "bytes")]
+    pub bytes: Option<u64>,
+    /// Noisy LogP: a JSON file of per-message o_s/o_r/L distributions (samples, quantiles or
+    /// constants, in LogP time units; see src/sim/noise.rs).
+    #[arg(long = "noise")]
+    pub noise: Option<std::path::PathBuf>,
+}
+
+impl LoggpArgs {
+    /// The typed LogGP spec of these flags.
+    pub fn spec(&self) -> LoggpSpec {
+        LoggpSpec {
+            os: self.os,
+            or: self.or,
+            g: self.g,
+            big_g: self.big_g,
+            bytes: self.bytes,
+            noise: self.noise.clone(),
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReproduceArgs {
+    /// Fewer runs and smaller sizes (minutes instead of tens of minutes).
+    #[arg(long)]
+    pub quick: bool,
+    /// Output file.
+    #[arg(long, default_value = "docs/reproduction.md")]
+    pub out: std::path::PathBuf,
+    /// Worker threads [default: all cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Which schedulers to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SchedulerName {
+    Synchronous,
+    Asynchronous,
+    Both,
+}
+
+/// Flags of the overlay algorithms (rejected for the broadcast ones).
+#[derive(Args, Debug, Clone, Default)]
+pub struct OverlayArgs {
+    /// bmg-build: launch trees, comma-separated: binary, binomial, random:DEGREE
+    /// [default: binomial,binary].
+    #[arg(long = "launch-tree")]
+    pub launch_tree: Option<String>,
+    /// bmg-build: §4 scheduler(s) [default: both].
+    #[arg(long, value_enum)]
+    pub scheduler: Option<SchedulerName>,
+    /// bmg-build: a quiet process re-runs its spontaneous rules every R phases [default: 64].
+    #[arg(long)]
+    pub refresh: Option<u32>,
+    /// bmg-build: start from random states with 4·N random messages in the channels
+    /// (self-stabilization) instead of §4's empty start.
+    #[arg(long)]
+    pub corrupted: bool,
+    /// bmg-build: give up a run after this many phases [default: 1000000].
+    #[arg(long = "max-phases")]
+    pub max_phases: Option<u64>,
+    /// bmg-build: after convergence, crash K random processes for good, one at a time, each
+    /// followed by the repair (the launch tree mended, N one less) [default: 0].
+    #[arg(long)]
+    pub crashes: Option<u32>,
+}
+
+impl OverlayArgs {
+    /// The first overlay flag given, if any.
+    pub fn given(&self) -> Option<&'static str> {
+        [
+            (self.launch_tree.is_some(), "--launch-tree"),
+            (self.scheduler.is_some(), "--scheduler"),
+            (self.refresh.is_some(), "--refresh"),
+            (self.corrupted, "--corrupted"),
+            (self.max_phases.is_some(), "--max-phases"),
+            (self.crashes.is_some(), "--crashes"),
+        ]
+        .into_iter()
+        .find(|x| x.0)
+        .map(|x| x.1)
+    }
+}
+
+/// Is `algo` one of the overlay algorithms this module runs?
+pub fn is_overlay(algo: AlgoArg) -> bool {
+    matches!(
+        algo,
+        AlgoArg::BmgBuild | AlgoArg::Dissemination | AlgoArg::FailureNotices
+    )
+}
+
+/// Errors if an overlay flag is given to a broadcast algorithm.
+pub fn reject_unused(a: &OverlayArgs) -> Result<(), String> {
+    match a.given() {
+        Some(flag) => Err(format!("{flag} applies to --algo bmg-build only")),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,34 @@
+//! How an experiment fails: a one-line error, or simulated runs aborted at their event cap
+//! (the CLI exits with 2 and 3 for them).
+
+/// Why a command failed: bad input (or an environment error), or aborted simulation runs.
+#[derive(Debug)]
+pub enum Failure {
+    /// A one-line error (bad input, or the environment).
+    Error(String),
+    /// Some simulated runs hit the event cap.
+    Aborted(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Error(e)
+    }
+}
+
+/// `Err(Failure::Aborted)` naming `aborted` of `runs` runs of `what`, unless `allowed` (then a
+/// note on stderr) or none aborted.
+pub fn check_aborts(aborted: u64, runs: u64, what: &str, allowed: bool) -> Result<(), Failure> {
+    if aborted == 0 {
+        return Ok(());
+    }
+    let msg = format!(
+        "{aborted} of {runs} runs aborted at the event cap ({what}): their figures are not valid \
+         (raise --max-events, or pass --allow-aborts to accept them)"
+    );
+    if allowed {
+        eprintln!("ftcoll: warning: {msg}");
+        return Ok(());
+    }
+    Err(Failure::Aborted(msg))
+}

@@ -1,0 +1,279 @@
+//! `bench --procs`: one OS process per node (`ftcoll node`), each with its own UDP socket,
+//! started here and coordinated over the control plane of [`crate::runtime::control`]. This
+//! is what makes a real `SIGKILL` of a node possible. `bench --join` (a launcher such as
+//! Slurm, mpirun or the netns script starts the processes) coordinates the same way from
+//! rank 0 ([`coordinate_joined`]). The node side is [`crate::runtime::procs`].
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::experiment::launch::{Children, free_ports};
+use crate::runtime::board::Control;
+use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator};
+use crate::runtime::control::ParentAgent;
+use crate::runtime::join::JobParams;
+use crate::runtime::kill::{Kill, KillPoint};
+use crate::runtime::procs::{NodeExit, aligned_epoch, unix_ns};
+
+/// A node the coordinator has not heard from for this long has crashed (it reports every
+/// 2 ms while alive).
+const SILENCE: Duration = Duration::from_millis(300);
+
+/// Waits until every node has made contact and measured its clock offset (nodes dead from the
+/// start need not), pumping the control plane; `check` may abort the wait.
+fn await_nodes(
+    agent: &mut ParentAgent,
+    ctl: &Control,
+    kills: &[Kill],
+    now_ns: &dyn Fn() -> u64,
+    timeout: Duration,
+    check: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let n = ctl.boards.len();
+    let deadline = Instant::now() + timeout;
+    let dead_at_start = |r: usize| kills.iter().any(|k| k.rank == r as u32 && k.point == KillPoint::Start);
+    while agent.joined() < n
+        || agent
+            .clocks
+            .iter()
+            .enumerate()
+            .any(|(r, c)| c.is_none() && !dead_at_start(r))
+    {
+        agent.pump(ctl, now_ns);
+        check()?;
+        if Instant::now() > deadline {
+            return Err(format!(
+                "only {} of {n} nodes joined the coordinator within {timeout:?}",
+                agent.joined()
+            ));
+        }
+        agent.wait(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// How long the coordinator sleeps between its ticks. It only decides when an operation is
+/// over (latencies are the nodes' own time stamps), but each tick costs a few µs of CPU on a
+/// core the nodes may share: at 20 µs (plus the kernel's 50 µs timer slack) it took ~15 % of
+/// a core and preempted the node processes in the middle of the operations it times.
+const COORDINATOR_PERIOD: Duration = Duration::from_micros(200);
+
+/// Runs the coordinator over the control plane until every operation is over; `each` runs
+/// between its ticks (the parent's SIGKILLs). Fills in wall time and clock uncertainty.
+fn drive(
+    agent: &mut ParentAgent,
+    ctl: &Control,
+    cfg: &ClusterConfig,
+    epoch: Instant,
+    now_ns: &dyn Fn() -> u64,
+    each: &mut dyn FnMut(&Control),
+) -> ClusterResult {
+    let mut coord = Coordinator::new(cfg);
+    let started = Instant::now();
+    loop {
+        agent.pump(ctl, now_ns);
+        for r in agent.mark_silent_dead(ctl, SILENCE) {
+            eprintln!("ftcoll: node {r} went silent for {SILENCE:?}: counted as crashed");
+        }
+        each(ctl);
+        if !coord.tick(ctl, epoch) {
+            break;
+        }
+        std::thread::sleep(COORDINATOR_PERIOD);
+    }
+    let mut res = coord.into_result();
+    res.wall = started.elapsed();
+    res.clock_uncertainty_ns = agent.clocks.iter().flatten().map(|&(_, u)| u).max();
+    res.clocks = agent.clocks.clone();
+    res
+}
+
+/// The coordinator of a launched run (`bench --join`), on rank 0, on its bound `agent`: hands every
+/// node the address table and `params` once all `cfg.nodes` have joined, runs the operations
+/// and tells the nodes to stop. Per-node counters stay with the nodes (each prints its own).
+pub fn coordinate_joined(
+    mut agent: ParentAgent,
+    cfg: &ClusterConfig,
+    kills: &[Kill],
+    params: JobParams,
+    join_timeout: Duration,
+    table: bool,
+) -> Result<ClusterResult, String> {
+    let n = cfg.nodes as usize;
+    let addr = agent.addr().map_err(|e| e.to_string())?;
+    agent.set_params(params);
+    let epoch = aligned_epoch(params.epoch_unix_ns);
+    let now_ns = move || epoch.elapsed().as_nanos() as u64;
+    let ctl = Control::new(cfg.nodes);
+    let deadline = Instant::now() + join_timeout;
+    // Hand out the address table (`--join`); a bootstrapped run has it already.
+    while table && agent.addresses_known() < n {
+        agent.pump(&ctl, &now_ns);
+        if Instant::now() > deadline {
+            return Err(format!(
+                "only {} of {n} nodes joined at {addr} within {join_timeout:?}",
+                agent.addresses_known()
+            ));
+        }
+        agent.wait(Duration::from_millis(1));
+    }
+    await_nodes(&mut agent, &ctl, kills, &now_ns, join_timeout, &mut || Ok(()))?;
+    let res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |_| {});
+    // Stop is idempotent; repeat it so that a lost datagram does not leave a node running.
+    for _ in 0..50 {
+        agent.stop();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(res)
+}
+
+/// Launches one `ftcoll node` process per rank (`exe node <args>`) and coordinates the run.
+/// `child_args(rank)` gives each child its algorithm flags and its own crash.
+pub fn run_parent(
+    exe: &Path,
+    cfg: &ClusterConfig,
+    key: Option<&crate::transport::udp::auth::AuthKey>,
+    kills: &[Kill],
+    child_args: &dyn Fn(u32) -> Vec<String>,
+    dir: &Path,
+) -> Result<ClusterResult, String> {
+    let n = cfg.nodes;
+    let addrs = free_ports(n)?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let hostfile: PathBuf = dir.join("hostfile");
+    let text: String = addrs.iter().enumerate().map(|(r, a)| format!("{r} {a}\n")).collect();
+    std::fs::write(&hostfile, text).map_err(|e| format!("cannot write {}: {e}", hostfile.display()))?;
+    let mut agent = ParentAgent::new(cfg.job, n).map_err(|e| format!("control socket: {e}"))?;
+    agent.set_key(key.cloned());
+    let control = agent.addr().map_err(|e| e.to_string())?;
+    let epoch_unix_ns = unix_ns();
+    let epoch = aligned_epoch(epoch_unix_ns);
+    let mut children = Children(Vec::new());
+    for r in 0..n {
+        let mut cmd = Command::new(exe);
+        cmd.arg("node")
+            .args(["--rank", &r.to_string(), "--nodes", &n.to_string()])
+            .arg("--hostfile")
+            .arg(&hostfile)
+            .args([
+                "--control",
+                &control.to_string(),
+                "--epoch-unix-ns",
+                &epoch_unix_ns.to_string(),
+            ])
+            .args([
+                "--job",
+                &cfg.job.to_string(),
+                "--seed",
+                &cfg.seed.to_string(),
+                "--o-ns",
+                &cfg.tick_ns.to_string(),
+            ])
+            .args(["--size", &cfg.payload_len.to_string()])
+            .args(child_args(r))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        children.0.push(Some(child));
+    }
+    let ctl = Control::new(n);
+    let now_ns = move || epoch.elapsed().as_nanos() as u64;
+    let mut check_children = || {
+        for (r, c) in children.0.iter_mut().enumerate() {
+            if let Some(ch) = c
+                && let Ok(Some(st)) = ch.try_wait()
+                && !kills.iter().any(|k| k.rank == r as u32 && k.point == KillPoint::Start)
+            {
+                return Err(format!("node {r} exited before joining ({st})"));
+            }
+        }
+        Ok(())
+    };
+    await_nodes(
+        &mut agent,
+        &ctl,
+        kills,
+        &now_ns,
+        Duration::from_secs(20),
+        &mut check_children,
+    )?;
+    let mut sigkilled = vec![false; n as usize];
+    let mut res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |ctl| {
+        let allowed = ctl.allowed.load(Ordering::Acquire);
+        for k in kills {
+            if let KillPoint::SigKill { iter } = k.point {
+                let r = k.rank as usize;
+                if !sigkilled[r] && allowed > iter {
+                    sigkilled[r] = true;
+                    if let Some(ch) = children.0[r].as_mut() {
+                        let _ = ch.kill(); // SIGKILL on Unix.
+                    }
+                    let b = &ctl.boards[r];
+                    b.died_in.store(iter, Ordering::Relaxed);
+                    b.dead.store(true, Ordering::Release);
+                }
+            }
+        }
+    });
+    // Stop everyone and collect their exit reports.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for c in children.0.iter_mut() {
+        let Some(ch) = c.as_mut() else { continue };
+        loop {
+            if matches!(ch.try_wait(), Ok(Some(_))) || Instant::now() > deadline {
+                break;
+            }
+            agent.stop();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    for (r, c) in children.0.iter_mut().enumerate() {
+        let Some(mut ch) = c.take() else { continue };
+        let _ = ch.kill();
+        let _ = ch.wait();
+        let exit: Option<NodeExit> = ch.stdout.take().and_then(|out| {
+            BufReader::new(out)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| serde_json::from_str(&l).ok())
+                .last()
+        });
+        match exit {
+            Some(e) => {
+                if !e.alive {
+                    res.dead_nodes.push(r as u32);
+                }
+                if let Some(t) = e.transport {
+                    res.transport.sent += t.sent;
+                    res.transport.received += t.received;
+                    res.transport.retransmits += t.retransmits;
+                    res.transport.suspected += t.suspected;
+                    res.transport.malformed += t.malformed;
+                    res.transport.foreign += t.foreign;
+                    res.transport.bad_mac += t.bad_mac;
+                    res.transport.foreign_job += t.foreign_job;
+                    res.transport.bad_rank += t.bad_rank;
+                }
+                res.stale += e.stale;
+                res.spoofed += e.spoofed;
+                res.wrong_kind += e.wrong_kind;
+                res.backpressure += e.backpressure;
+                res.deferred_overflow += e.deferred_overflow;
+                res.too_far += e.too_far;
+                res.drops.merge(&e.drops);
+            }
+            None => {
+                res.dead_nodes.push(r as u32);
+                res.counters_lost += 1;
+            }
+        }
+    }
+    res.dead_nodes.sort_unstable();
+    Ok(res)
+}

@@ -1,0 +1,25 @@
+//! Experiments: what a run is (typed specs, no flag parsing), how it is resolved and checked,
+//! and the runners that execute it on the simulator or the runtime.
+//!
+//! - [`algo`]: a broadcast algorithm as specified ([`algo::AlgoSpec`]) and its resolution.
+//! - [`sim`]: a `sim`/`model` run ([`sim::SimSpec`]) resolved into a [`sim::Setup`].
+//! - [`simulate`]: runs a [`sim::Setup`] on the LogP simulator (Monte Carlo or traced).
+//! - [`defaults`]: the parameters the papers' models choose when the user does not, and the
+//!   fault-free latency the model predicts.
+//! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
+
+pub mod agree;
+pub mod algo;
+pub mod bootstrap_kill;
+pub mod defaults;
+pub mod failure;
+pub mod launch;
+pub mod logp;
+pub mod overlay;
+pub mod predict;
+pub mod reproduce;
+pub mod sim;
+pub mod simulate;
+pub mod spec;
+pub mod stress;
+pub mod sweep;

@@ -1,0 +1,128 @@
+//! A `sim` / `model` run as the user specifies it ([`SimSpec`]) and its resolution into a
+//! checked [`Setup`]: every impossible combination is a one-line error here, before anything runs.
+
+use crate::experiment::algo::{Algo, AlgoSpec, LoggpSpec, loggp, resolve_algo};
+use crate::experiment::spec;
+use crate::model::LogP;
+use crate::sim::{DeadBefore, Experiment, Faults, Receives};
+
+/// A Monte Carlo simulation of one broadcast algorithm, unresolved (the flags of `sim`).
+#[derive(Clone, Debug)]
+pub struct SimSpec {
+    pub alg: AlgoSpec,
+    /// Number of processes P (N).
+    pub nodes: u32,
+    /// LogP latency L.
+    pub l: u64,
+    /// LogP overhead o (> 0).
+    pub o: u64,
+    pub loggp: LoggpSpec,
+    /// Processes dead before the operation: a count (5), a percentage (1%) or a fraction (0.01).
+    pub faults: String,
+    /// These ranks are dead before the operation (comma-separated; overrides `faults`).
+    pub dead: Option<String>,
+    /// Random processes that die during each run.
+    pub online_faults: u32,
+    /// Specific online failures: RANK@TIME,...
+    pub kill: Option<String>,
+    /// Modeled failure-detector delay (BFB).
+    pub detect_delay: u64,
+    /// `queued` or `parallel` [default: queued].
+    pub receives: Option<String>,
+    /// Monte Carlo runs.
+    pub runs: u64,
+    /// Base seed.
+    pub seed: u64,
+    /// Worker threads [default: all cores].
+    pub threads: Option<usize>,
+    /// Per-run event cap [default: 4000·P + 10^7].
+    pub max_events: Option<u64>,
+}
+
+/// A validated `sim` / `model` invocation.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub algo: Algo,
+    pub experiment: Experiment,
+    /// The fault flag as given, for the report header.
+    pub faults_text: String,
+}
+
+impl Setup {
+    /// Validates the spec; errors are one line (naming the flags of `sim`).
+    pub fn from_spec(a: &SimSpec) -> Result<Setup, String> {
+        if a.nodes < 2 {
+            return Err(format!("--nodes must be at least 2, got {}", a.nodes));
+        }
+        let logp = LogP::new(a.l, a.o)?;
+        if a.detect_delay > LogP::MAX {
+            return Err(format!(
+                "--detect-delay must be at most {} (got {})",
+                LogP::MAX,
+                a.detect_delay
+            ));
+        }
+        let gp = loggp(logp, &a.loggp)?;
+        // The closed forms behind the defaults (gossip T, the online-fault window) have a
+        // LogP form only: they get the LogP that counts the same hop and send slot.
+        let logp = gp.counting_logp();
+        if a.runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        let n = a.nodes;
+        let dead_guess = match spec::dead(&a.faults)? {
+            DeadBefore::Count(c) => c,
+            DeadBefore::Fraction(f) => Faults::fraction_count(f, n),
+            DeadBefore::List(l) => l.len() as u32,
+        };
+        let algo = resolve_algo(&a.alg, n, logp, dead_guess)?;
+        let before = match &a.dead {
+            Some(list) => DeadBefore::List(spec::ranks(list)?),
+            None => spec::dead(&a.faults)?,
+        };
+        let online_list = a.kill.as_deref().map(spec::kills).transpose()?.unwrap_or_default();
+        let horizon = crate::experiment::defaults::fault_free_latency(&algo, n, logp).max(1);
+        let faults = Faults {
+            before,
+            online: a.online_faults,
+            online_horizon: horizon,
+            online_list,
+            detect_delay: a.detect_delay,
+        };
+        faults.validate(n)?;
+        let threads = match a.threads {
+            Some(0) => return Err("--threads must be at least 1".into()),
+            Some(t) => t,
+            None => std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1),
+        };
+        let noise = a
+            .loggp
+            .noise
+            .as_deref()
+            .map(|p| crate::sim::Noise::load(p, gp).map(std::sync::Arc::new))
+            .transpose()?;
+        let experiment = Experiment {
+            n,
+            logp: gp,
+            noise,
+            faults,
+            runs: a.runs,
+            seed: a.seed,
+            threads,
+            max_events: a.max_events.unwrap_or_else(|| Experiment::default_max_events(n)),
+            receives: match a.receives.as_deref() {
+                Some("parallel") => Receives::Parallel,
+                _ => Receives::Queued,
+            },
+        };
+        let faults_text = match &a.dead {
+            Some(l) => format!("dead={l}"),
+            None => a.faults.clone(),
+        };
+        Ok(Setup {
+            algo,
+            experiment,
+            faults_text,
+        })
+    }
+}

@@ -1,0 +1,301 @@
+//! What `ftcoll agree` prints: in simulation (`--sim`: latency, messages and critical-path
+//! steps over the runs, the §2.1 properties checked) and on the network (threads, `--procs`,
+//! `--join`: the latencies of each class of agreement — failure-free, failure-detecting,
+//! stabilizing, post-failure), as a table or one JSON object.
+
+use hdrhistogram::Histogram;
+use serde_json::json;
+
+use crate::experiment::agree::Totals;
+use crate::runtime::agree::{AgreeBench, AgreeBenchReport};
+use crate::sim::agree::AgreeSim;
+use crate::sim::stats::Dist;
+
+fn us(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+/// Prints the report of `r` (a run of `b`): one JSON object with `json`, else the table.
+/// `procs`, `joined`: the flags as given; `coordinator_rss`: this process's peak memory when
+/// it only classed other processes' returns.
+pub fn print_bench(
+    b: &AgreeBench,
+    r: &AgreeBenchReport,
+    mode: AgreeMode,
+    procs: bool,
+    joined: bool,
+    coordinator_rss: Option<u64>,
+    json: bool,
+) {
+    if json {
+        let classes: Vec<_> = r
+            .classes
+            .iter()
+            .filter(|c| !c.node.is_empty())
+            .map(|c| {
+                let agreement = (!c.agreement.is_empty()).then(|| {
+                    json!({"min": us(&c.agreement, 0.0), "p50": us(&c.agreement, 0.5), "mean": c.agreement.mean() / 1000.0,
+                        "p99": us(&c.agreement, 0.99), "p99.9": us(&c.agreement, 0.999), "max": c.agreement.max() as f64 / 1000.0})
+                });
+                json!({
+                    "class": c.name, "count": c.agreement.len(), "node_count": c.node.len(),
+                    "agreement_us": agreement,
+                    "node_us": {"p50": us(&c.node, 0.5), "mean": c.node.mean() / 1000.0, "p99": us(&c.node, 0.99)},
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "nodes": b.n, "transport": format!("{:?}", b.transport), "tree": b.era.shape.to_string(),
+                "classes": classes, "disagreements": r.disagreements, "invalid": r.invalid, "unfinished": r.unfinished,
+                "suspicions": r.suspicions, "false_suspicions": r.false_suspicions,
+                "first_success_after_kill_us": r.first_success_after_kill.map(|x| x as f64 / 1000.0),
+                "messages_per_agreement": r.messages_per_agreement, "agreements": r.agreements, "seconds": r.seconds,
+                "procs": procs, "joined": joined, "peak_rss_kb": r.peak_rss_kb,
+                "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
+                "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
+            })
+        );
+    } else {
+        print!("{}", table(b, r, mode, coordinator_rss));
+    }
+}
+
+/// Where the nodes run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgreeMode {
+    Threads,
+    /// `--procs`: node processes started by this one.
+    Procs,
+    /// `--join`: one process per host, launched by someone else; rank 0 reports.
+    Joined,
+}
+
+fn table(b: &AgreeBench, r: &AgreeBenchReport, mode: AgreeMode, coordinator_rss: Option<u64>) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "ftcoll agree: ERA tree={} nodes={} transport={:?} {} warmup={} {} kill={}",
+        b.era.shape,
+        b.n,
+        b.transport,
+        match mode {
+            AgreeMode::Procs => "one process per node".to_string(),
+            AgreeMode::Joined => "one process per host, joined at rank 0".to_string(),
+            AgreeMode::Threads => format!("workers={}", b.workers.min(b.n as usize)),
+        },
+        b.warmup,
+        match b.duration {
+            Some(d) => format!("duration={} s", d.as_secs()),
+            None => format!("agreements={}", b.iterations),
+        },
+        if b.kills.is_empty() {
+            "none".to_string()
+        } else {
+            b.kills
+                .iter()
+                .map(|(r, i)| format!("{r}@{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    );
+    let _ = writeln!(
+        s,
+        "failure detector: heartbeat {} µs to tree neighbours, suspect after {} ms of silence or a transport suspicion",
+        b.heartbeat.as_micros(),
+        b.suspect_after.as_millis()
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<34}{:>7}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+        "latency (µs)", "count", "t_min", "p50", "avg", "p99", "p99.9", "max"
+    );
+    for c in &r.classes {
+        for (what, h) in [("agreement", &c.agreement), ("per node", &c.node)] {
+            if h.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "{:<34}{:>7}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}",
+                format!("{} {what}", c.name),
+                h.len(),
+                h.min() as f64 / 1000.0,
+                us(h, 0.5),
+                h.mean() / 1000.0,
+                us(h, 0.99),
+                us(h, 0.999),
+                h.max() as f64 / 1000.0
+            );
+        }
+    }
+    if let Some(t) = r.first_success_after_kill {
+        let _ = writeln!(
+            s,
+            "\nkill to the first successful agreement returned everywhere: {:.2} µs",
+            t as f64 / 1000.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nmessages per agreement: {:.2} (+ {} heartbeats)   agreements/s: {:.0}",
+        r.messages_per_agreement,
+        r.heartbeats,
+        r.agreements as f64 / r.seconds.max(1e-9)
+    );
+    let _ = writeln!(
+        s,
+        "disagreements: {}   invalid values: {}   unfinished nodes: {}   suspicions: {} (false: {})",
+        r.disagreements, r.invalid, r.unfinished, r.suspicions, r.false_suspicions
+    );
+    let _ = writeln!(
+        s,
+        "transport: sent {} received {} retransmits {} suspected {}; dropped {}",
+        r.transport.sent,
+        r.transport.received,
+        r.transport.retransmits,
+        r.transport.suspected,
+        r.drops.total()
+    );
+    if mode != AgreeMode::Threads && r.bad_lines > 0 {
+        let _ = writeln!(s, "malformed report lines from the nodes (dropped): {}", r.bad_lines);
+    }
+    if let Some(u) = r.clock_uncertainty_ns {
+        let _ = writeln!(
+            s,
+            "clocks: every node's offset to rank 0 by ping-pong; largest uncertainty {:.2} µs (per-agreement times carry it)",
+            u as f64 / 1000.0
+        );
+    }
+    let kb = |k: Option<u64>| k.map_or("?".to_string(), |k| k.to_string());
+    let _ = writeln!(
+        s,
+        "memory: peak RSS {} kB{}; most agreements one node's ERA kept at once: {} (GC §4); late returns: {}",
+        kb(r.peak_rss_kb),
+        match mode {
+            AgreeMode::Threads => String::new(),
+            _ => format!(" (largest node process; {} kB this process)", kb(coordinator_rss)),
+        },
+        r.era_stored_max,
+        r.late
+    );
+    s
+}
+
+/// The flags of an `agree --sim` run its report shows as given.
+pub struct SimShown<'a> {
+    pub runs: u64,
+    pub kill: Option<&'a str>,
+    /// The value type's name (`And32`, `And64`, `Union`).
+    pub value: String,
+    pub seed: u64,
+}
+
+/// Prints the report of `agree --sim`: one JSON object with `json`, else the table.
+pub fn print_sim(
+    sim: &AgreeSim,
+    a: &SimShown,
+    t: &Totals,
+    (height, fanout, bound): (u32, u32, u32),
+    secs: f64,
+    json: bool,
+) {
+    if json {
+        let p = |d: &Dist| serde_json::to_value(d.percentiles()).unwrap_or_default();
+        println!(
+            "{}",
+            json!({
+                "config": {
+                    "nodes": sim.n, "tree": sim.era.shape.to_string(), "L": sim.logp.l, "o": sim.logp.o,
+                    "agreements": sim.agreements, "runs": a.runs, "detect_delay": sim.detect_delay,
+                    "detect_jitter": sim.detect_jitter, "kill": a.kill, "random_kills": sim.random_kills,
+                    "value": a.value.to_lowercase(), "gc": sim.era.gc, "seed": a.seed,
+                },
+                "agreement_latency": p(&t.latency),
+                "process_latency": p(&t.process_latency),
+                "messages_per_agreement": p(&t.messages),
+                "critical_path_steps": p(&t.steps),
+                "max_messages_sent_by_one_process": p(&t.max_sent),
+                "tree_height": height, "tree_fanout": fanout, "theorem5_bound": bound,
+                "max_steps_failure_free": t.max_steps_failure_free,
+                "failure_free_agreements": t.failure_free_agreements,
+                "max_stored_agreements_per_process": t.max_stored,
+                "not_acknowledged_returns": t.not_acknowledged,
+                "rebalances": t.rebalances, "dead": t.dead, "aborted_runs": t.aborted,
+                "violations": t.violations, "events": t.events, "seconds": secs,
+            })
+        );
+    } else {
+        print!("{}", sim_table(sim, a, t, (height, fanout, bound), secs));
+    }
+}
+
+fn sim_table(sim: &AgreeSim, a: &SimShown, t: &Totals, (height, fanout, bound): (u32, u32, u32), secs: f64) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "ftcoll agree --sim: ERA tree={} (height {height}, fan-out {fanout}) nodes={} L={} o={} value={}",
+        sim.era.shape, sim.n, sim.logp.l, sim.logp.o, a.value
+    );
+    let _ = writeln!(
+        s,
+        "agreements={} per process x runs={}  detect-delay={} jitter={}  kills={}  random-kills={}  gc={} rebalance={:?}",
+        sim.agreements,
+        a.runs,
+        sim.detect_delay,
+        sim.detect_jitter,
+        a.kill.unwrap_or("none"),
+        sim.random_kills,
+        sim.era.gc,
+        sim.era.rebalance
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<36}{:>10}{:>10}{:>10}{:>10}{:>10}",
+        "", "mean", "p50", "p99", "p99.9", "max"
+    );
+    for (name, d) in [
+        ("agreement latency (entry→last ret.)", &t.latency),
+        ("per-process latency (entry→return)", &t.process_latency),
+        ("messages per agreement", &t.messages),
+        ("critical-path message steps", &t.steps),
+        ("most messages sent by one process", &t.max_sent),
+    ] {
+        let p = d.percentiles();
+        let _ = writeln!(
+            s,
+            "{name:<36}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}",
+            p.mean, p.p50, p.p99, p.p999, p.max
+        );
+    }
+    let _ = writeln!(s, "(latencies in LogP time units)");
+    if t.failure_free_agreements > 0 {
+        let _ = writeln!(
+            s,
+            "Theorem 5 (failure-free): max steps {} over {} agreements, bound 2·⌈log_δ n⌉ = {bound} (δ = {fanout}): {}",
+            t.max_steps_failure_free,
+            t.failure_free_agreements,
+            if t.max_steps_failure_free <= bound {
+                "holds"
+            } else {
+                "exceeded (the tree is deeper than log_δ n)"
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "stored agreements per process (max): {}   failures: {}   'failure not acknowledged' returns: {}   tree rebuilds: {}",
+        t.max_stored, t.dead, t.not_acknowledged, t.rebalances
+    );
+    let v = &t.violations;
+    let _ = writeln!(
+        s,
+        "violations: agreement {} participation {} validity {} irrevocability {} failed-set {} termination {}   aborted runs: {}",
+        v.agreement, v.participation, v.validity, v.irrevocability, v.failed_set, v.termination, t.aborted
+    );
+    let _ = writeln!(s, "simulated {} events in {secs:.2} s", t.events);
+    s
+}

@@ -1,0 +1,342 @@
+//! What `ftcoll bench` prints: the perftest-like table of measured latencies next to the LogP
+//! prediction, or one JSON object (`--json`), and the HdrHistogram interval log (`--hlog`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde_json::json;
+
+use crate::experiment::algo::Algo;
+use crate::experiment::predict::Prediction;
+use crate::runtime::TransportKind;
+use crate::runtime::cluster::{ClusterResult, PollMode};
+use crate::runtime::kill::Kill;
+use crate::runtime::logp::{Calibration, Estimate};
+
+/// The settings of a bench run that its report shows.
+pub struct BenchFacts {
+    pub nodes: u32,
+    pub transport: TransportKind,
+    pub size: usize,
+    pub iterations: u64,
+    pub warmup: u64,
+    pub window: u64,
+    pub shared_cores: Option<u32>,
+    /// One process per node, started here.
+    pub procs: bool,
+    /// Launched and bootstrapped by the overlay from parents' addresses.
+    pub boot: bool,
+    /// Launched, joined at rank 0.
+    pub join: bool,
+    pub json: bool,
+    /// The calibration file (`--params`).
+    pub params: Option<PathBuf>,
+    /// Whether o and L were given (not estimated or calibrated).
+    pub o_ns_given: bool,
+    pub l_ns_given: bool,
+}
+
+/// A finished bench run and everything its report shows.
+pub struct BenchReport<'a> {
+    pub a: BenchFacts,
+    pub algo: &'a Algo,
+    pub res: &'a ClusterResult,
+    pub est: Option<Estimate>,
+    pub cal: Option<&'a Calibration>,
+    pub pred: Option<Prediction>,
+    pub workers: usize,
+    pub poll: PollMode,
+    pub kills: &'a [Kill],
+    /// The crash specs as given (or defaulted).
+    pub kill_text: &'a str,
+    /// The model's o (shared cores counted) and L, ns.
+    pub o_ns: u64,
+    pub l_ns: u64,
+    /// This host's own o, ns.
+    pub own_o_ns: u64,
+    /// Cores of this host.
+    pub cores: usize,
+}
+
+/// Prints the report of `r`: one JSON object, or the table.
+pub fn print(r: &BenchReport) {
+    let BenchReport {
+        a,
+        algo,
+        res,
+        est,
+        cal,
+        pred,
+        workers,
+        poll,
+        kills,
+        kill_text,
+        o_ns,
+        l_ns,
+        own_o_ns,
+        cores,
+    } = r;
+    let (res, algo, kills, kill_text) = (*res, *algo, *kills, *kill_text);
+    let (workers, poll, o_ns, l_ns, own_o_ns, cores) = (*workers, *poll, *o_ns, *l_ns, *own_o_ns, *cores);
+    let (est, cal) = (*est, *cal);
+    if a.json {
+        let v = json!({
+            "config": {
+                "algo": algo, "description": algo.describe(), "nodes": a.nodes, "transport": a.transport,
+                "workers": workers, "poll": poll, "size": a.size, "iterations": a.iterations,
+                "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
+                "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
+            },
+            "logp_estimate": est,
+            "calibration": cal,
+            "coloring_latency_us": pcts(&res.coloring),
+            "quiescence_latency_us": pcts(&res.quiescence),
+            "delivery_latency_us": pcts(&res.delivery),
+            "messages_per_op": res.messages.mean(),
+            "violations": res.violations,
+            "timeouts": res.timeouts,
+            "dropped_ops": res.dropped_ops,
+            "measured_ops": res.measured,
+            "wall_seconds": res.wall.as_secs_f64(),
+            "ops_per_second": res.measured as f64 / res.wall.as_secs_f64().max(1e-9),
+            "prediction": pred.map(|p| json!({
+                "coloring": compare(&res.coloring, &p.coloring),
+                "quiescence": compare(&res.quiescence, &p.quiescence),
+                "messages_per_op": p.messages,
+            })),
+            "transport": res.transport,
+            "drops": res.drops,
+            "stale": res.stale, "spoofed": res.spoofed, "wrong_kind": res.wrong_kind, "backpressure": res.backpressure,
+            "deferred_overflow": res.deferred_overflow, "too_far": res.too_far,
+            "dead_nodes": res.dead_nodes,
+            "clock_uncertainty_ns": res.clock_uncertainty_ns,
+            "clocks_ns": res.clocks.iter().map(|c| c.map(|(o, u)| json!({"offset": o, "uncertainty": u}))).collect::<Vec<_>>(),
+        });
+        println!("{v}");
+        return;
+    }
+    let mut s = String::new();
+    s += &format!("ftcoll bench: {}\n", algo.describe());
+    s += &format!(
+        "nodes={} transport={:?}{} workers={} poll={:?} size={}B iterations={} warmup={} window={} kills={}\n",
+        a.nodes,
+        a.transport,
+        if a.procs {
+            " (one process per node)"
+        } else if a.boot {
+            " (launched, one process per node, bootstrapped by the BMG overlay from parents' addresses)"
+        } else if a.join {
+            " (launched, one process per node, joined at rank 0)"
+        } else {
+            ""
+        },
+        workers,
+        poll,
+        a.size,
+        a.iterations,
+        a.warmup,
+        a.window,
+        kill_text
+    );
+    match est {
+        Some(e) => {
+            s += &format!(
+                "LogP (estimated by ping-pong, median of {}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
+                e.samples, own_o_ns, e.o_send_ns, e.o_recv_ns, l_ns, e.rtt_ns
+            );
+            let ci =
+                |c: crate::runtime::logp::Ci| format!("[{:.0}, {:.0}] ns (±{:.0}%)", c.lo, c.hi, 50.0 * c.spread());
+            s += &format!(
+                "  spread of the estimate (95% interval of the median): send {}, recv {}; `ftcoll logp --save F` + `--params F` gives a stable calibration\n",
+                ci(e.o_send_ci_ns),
+                ci(e.o_recv_ci_ns)
+            );
+        }
+        None if cal.is_some() && !a.o_ns_given && !a.l_ns_given => {
+            s += &format!("LogP (from the calibration): o = {own_o_ns} ns (mean of o_s and o_r), L = {l_ns} ns\n")
+        }
+        None => s += &format!("LogP (given): o = {own_o_ns} ns, L = {l_ns} ns\n"),
+    }
+    if let (Some(c), Some(path)) = (cal, &a.params) {
+        s += &format!(
+            "calibration {} ({} samples, {}, {} B; median and 95% interval): {}\n",
+            path.display(),
+            c.samples,
+            c.transport,
+            c.size,
+            c.summary()
+        );
+    }
+    if o_ns != own_o_ns {
+        s += &format!(
+            "shared cores: {} nodes on {} cores, each runs {}/{} of the time: o taken as {o_ns} ns (protocols' time unit and model)\n",
+            a.nodes,
+            a.shared_cores.unwrap_or(0),
+            a.shared_cores.unwrap_or(0),
+            a.nodes
+        );
+    }
+    if a.join && est.is_some() {
+        s += "note: L and o were estimated on rank 0's loopback, not between hosts: give --L-ns/--o-ns from `ftcoll logp` between two hosts for a cluster model\n";
+    }
+    s += &format!(
+        "\n{:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+        "latency (µs)", "t_min", "p50", "avg", "p99", "p99.9", "max"
+    );
+    s += &row("coloring", &res.coloring);
+    s += &row("quiescence", &res.quiescence);
+    s += &row("per-node delivery", &res.delivery);
+    s += &format!(
+        "\nmessages per operation: {:.2}   consistency violations: {}   timeouts: {}   ops with unsent messages: {}   operations: {} ({:.0}/s)\n",
+        res.messages.mean(),
+        res.violations,
+        res.timeouts,
+        res.dropped_ops,
+        res.measured,
+        res.measured as f64 / res.wall.as_secs_f64().max(1e-9)
+    );
+    if let Some(p) = &pred {
+        s += &format!(
+            "\nLogP prediction (simulator, same algorithm and nodes; crashed nodes dead in the share of operations after their crash; {:.2} messages/op):\n",
+            p.messages
+        );
+        s += &format!(
+            "  {:<11}{:<7}{:>12}{:>12}{:>10}\n",
+            "latency", "", "measured µs", "model µs", "ratio"
+        );
+        s += &compare_rows("coloring", &res.coloring, &p.coloring);
+        s += &compare_rows("quiescence", &res.quiescence, &p.quiescence);
+    }
+    if a.procs && a.nodes as usize > cores {
+        let how = match poll {
+            PollMode::Blocking => "they block on their sockets and the OS wakes them",
+            PollMode::Yield | PollMode::Adaptive => "a message waits until its process next gets a core",
+            PollMode::Busy => "spinning processes hold the cores the others need",
+        };
+        s += &format!(
+            "note: {} node processes share {} cores (plus this coordinator): {how}; the model gives every node its own core, so expect latencies well above it.\n",
+            a.nodes, cores
+        );
+    } else if a.nodes as usize > workers {
+        s += &format!(
+            "note: {} nodes share {} workers, so a message may wait while its worker serves other nodes; the model gives every node its own core, so expect measured > predicted.\n",
+            a.nodes, workers
+        );
+    }
+    if let Some(u) = res.clock_uncertainty_ns {
+        s += &format!(
+            "clocks: each process's offset to this coordinator estimated by ping-pong; largest uncertainty {:.2} µs\n",
+            u as f64 / 1e3
+        );
+    }
+    let t = &res.transport;
+    if a.join {
+        s += "transport: counters stay with each node in a launched run (ftcoll node prints them)\n";
+        print!("{s}");
+        return;
+    }
+    s += &format!(
+        "transport: sent {} received {} retransmits {} suspected {}; dropped: malformed {} foreign {} bad-mac {} foreign-job {} bad-rank {} decode {} stale {} too-far {} deferred-overflow {}; dead nodes {:?}\n",
+        t.sent,
+        t.received,
+        t.retransmits,
+        t.suspected,
+        t.malformed,
+        t.foreign,
+        t.bad_mac,
+        t.foreign_job,
+        t.bad_rank,
+        res.drops.total(),
+        res.stale,
+        res.too_far,
+        res.deferred_overflow,
+        res.dead_nodes
+    );
+    if res.counters_lost > 0 {
+        s += &format!(
+            "transport: the counters of {} SIGKILLed process(es) died with them (their sends are missing from the totals, not what their peers received)\n",
+            res.counters_lost
+        );
+    }
+    print!("{s}");
+}
+
+/// Percentiles of a histogram in µs.
+fn pcts(h: &Histogram<u64>) -> serde_json::Value {
+    let us = |v: u64| v as f64 / 1000.0;
+    json!({
+        "t_min": us(h.min()), "p50": us(h.value_at_quantile(0.5)), "avg": h.mean() / 1000.0,
+        "p99": us(h.value_at_quantile(0.99)), "p99.9": us(h.value_at_quantile(0.999)), "max": us(h.max()),
+    })
+}
+
+fn row(name: &str, h: &Histogram<u64>) -> String {
+    let us = |v: u64| v as f64 / 1000.0;
+    format!(
+        "{name:<22}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}\n",
+        us(h.min()),
+        us(h.value_at_quantile(0.5)),
+        h.mean() / 1000.0,
+        us(h.value_at_quantile(0.99)),
+        us(h.value_at_quantile(0.999)),
+        us(h.max())
+    )
+}
+
+const QS: [f64; 3] = [0.5, 0.99, 0.999];
+
+fn compare(h: &Histogram<u64>, pred: &[f64; 3]) -> serde_json::Value {
+    let m: Vec<f64> = QS.iter().map(|&q| h.value_at_quantile(q) as f64).collect();
+    json!({
+        "measured_us": {"p50": m[0] / 1e3, "p99": m[1] / 1e3, "p99.9": m[2] / 1e3},
+        "predicted_us": {"p50": pred[0] / 1e3, "p99": pred[1] / 1e3, "p99.9": pred[2] / 1e3},
+        "ratio": {"p50": m[0] / pred[0].max(1.0), "p99": m[1] / pred[1].max(1.0), "p99.9": m[2] / pred[2].max(1.0)},
+    })
+}
+
+fn compare_rows(name: &str, h: &Histogram<u64>, pred: &[f64; 3]) -> String {
+    let mut s = String::new();
+    for (i, q) in ["p50", "p99", "p99.9"].iter().enumerate() {
+        let m = h.value_at_quantile(QS[i]) as f64;
+        s += &format!(
+            "  {name:<11}{q:<7}{:>12.2}{:>12.2}{:>10.2}\n",
+            m / 1e3,
+            pred[i] / 1e3,
+            m / pred[i].max(1.0)
+        );
+    }
+    s
+}
+
+/// A message a node could not send is a failed operation, never a silent loss.
+pub fn dropped_failure(res: &ClusterResult) -> Result<(), String> {
+    if res.dropped_ops > 0 {
+        return Err(format!(
+            "{} operation(s) lost messages a node could not send (deferred-queue overflow {}, bad destinations counted in decode drops)",
+            res.dropped_ops, res.deferred_overflow
+        ));
+    }
+    Ok(())
+}
+
+pub fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result<()> {
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+    let mut bytes = Vec::new();
+    let mut ser = V2DeflateSerializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment("ftcoll bench latency histograms, values in ns")
+        .with_max_value_divisor(1000.0)
+        .begin_log_with(&mut bytes, &mut ser)?;
+    let d = res.wall;
+    for (tag, h) in [
+        ("coloring", &res.coloring),
+        ("quiescence", &res.quiescence),
+        ("delivery", &res.delivery),
+    ] {
+        w.write_histogram(h, Duration::ZERO, d, Tag::new(tag))
+            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+    }
+    crate::report::output::replace_contents(f, &bytes)
+}
