@@ -10,6 +10,7 @@
 
 pub mod agree;
 pub mod algo;
+pub mod bench;
 pub mod bootstrap_kill;
 pub mod defaults;
 pub mod failure;
