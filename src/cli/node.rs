@@ -1,7 +1,6 @@
-//! `ftcoll node`: one node of a multi-process run. Rank and size come from the flags or the
-//! launcher's environment (Slurm `SLURM_PROCID`/`SLURM_NTASKS`, Open MPI
-//! `OMPI_COMM_WORLD_RANK`/`SIZE`, MPICH/PMI `PMI_RANK`/`PMI_SIZE`); peers from a hostfile; the
-//! run is coordinated over a control channel (`--control`, the `bench --procs` parent).
+//! `ftcoll node`: the flags of one node of a multi-process run (the `bench --procs` parent's
+//! children, or the ranks of a launched `--join` run). They build a [`NodeRunSpec`], which
+//! [`crate::experiment::bench::node`] checks and runs; this prints the node's counters.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,14 +9,7 @@ use clap::Args;
 
 use crate::cli::flags::AlgoArgs;
 use crate::cli::values::{PollArg, TransportArg};
-use crate::experiment::algo::resolve_algo;
-use crate::experiment::launch::joined::{JoinedNode, RunNode, run_joined_node};
-use crate::model::LogP;
-use crate::runtime::TransportKind;
-use crate::runtime::control::ChildAgent;
-use crate::runtime::kill::parse_kills;
-use crate::runtime::procs::{NodeSpec, parse_hostfile, rendezvous, unix_ns};
-use crate::wire::dispatch::Dispatch;
+use crate::experiment::bench::node::{NodeEnv, NodeRunSpec};
 
 #[derive(Args, Debug, Clone)]
 pub struct NodeArgs {
@@ -96,122 +88,43 @@ pub struct NodeArgs {
     pub verbs: crate::cli::verbs::VerbsArgs,
 }
 
+impl NodeArgs {
+    /// The node run these flags describe.
+    pub fn to_spec(&self) -> NodeRunSpec {
+        NodeRunSpec {
+            alg: self.alg.spec(),
+            rank: self.rank,
+            nodes: self.nodes,
+            hostfile: self.hostfile.clone(),
+            rendezvous: self.rendezvous.clone(),
+            bind: self.bind,
+            control: self.control,
+            join: self.join,
+            epoch_unix_ns: self.epoch_unix_ns,
+            job: self.job,
+            seed: self.seed,
+            o_ns: self.o_ns,
+            l_ns: self.l_ns,
+            size: self.size,
+            poll: self.poll.into(),
+            control_timeout_ms: self.control_timeout_ms,
+            emulate_delay_ns: self.emulate_delay_ns,
+            emulate_jitter_ns: self.emulate_jitter_ns,
+            kill: self.kill.clone(),
+            transport: self.transport.kind(),
+            verbs_dir: self.verbs_dir.clone(),
+        }
+    }
+}
+
 /// Runs `ftcoll node`; prints one JSON line with the node's counters when it exits.
 pub fn run(a: &NodeArgs) -> Result<(), String> {
-    let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "nodes")?;
-    if a.o_ns == 0 {
-        return Err("--o-ns must be at least 1".into());
-    }
-    if a.size > 1024 {
-        return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
-    }
-    if let Some(coordinator) = a.join {
-        if a.transport.kind() == TransportKind::Inproc {
-            return Err("--transport inproc does not apply to node processes".into());
-        }
-        if a.verbs_dir.is_some() {
-            return Err("--verbs-dir does not apply to --join (the coordinator relays the connection data)".into());
-        }
-        a.verbs.apply(a.transport.kind())?;
-        if a.transport.kind() == TransportKind::Verbs {
-            crate::transport::verbs::probe()?;
-        }
-        if rank == 0 {
-            return Err("rank 0 coordinates a joined run: start it as `ftcoll bench --join ADDR --rank 0`".into());
-        }
-        let kills = match a.kill.as_deref() {
-            None | Some("none") => Vec::new(),
-            Some(k) => parse_kills(k, n)?,
-        };
-        let exit = run_joined_node(&JoinedNode {
-            auth: crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), false)?,
-            alg: &a.alg.spec(),
-            coordinator,
-            bind: (!a.bind.is_loopback()).then_some(a.bind),
-            rank,
-            n,
-            job: a.job.unwrap_or(crate::experiment::launch::job::bench(a.seed)),
-            seed: a.seed,
-            size: a.size,
-            poll: a.poll.into(),
-            kills: &kills,
-            timeout: std::time::Duration::from_millis(a.control_timeout_ms),
-            link_delay: (
-                std::time::Duration::from_nanos(a.emulate_delay_ns),
-                std::time::Duration::from_nanos(a.emulate_jitter_ns),
-            ),
-            boot: None,
-            verbs: a.transport.kind() == TransportKind::Verbs,
-        })?;
-        println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
-        return Ok(());
-    }
-    a.verbs.apply(a.transport.kind())?;
-    let verbs_dir = match (a.transport.kind(), a.verbs_dir.as_ref().or(a.rendezvous.as_ref())) {
-        (TransportKind::Inproc, _) => return Err("--transport inproc does not apply to node processes".into()),
-        (TransportKind::Verbs, None) => {
-            return Err("--transport verbs needs --rendezvous DIR or --verbs-dir DIR (QP numbers, LIDs/GIDs and PSNs are exchanged through it)".into());
-        }
-        (TransportKind::Verbs, Some(d)) => Some(d.clone()),
-        (TransportKind::Udp, _) if a.verbs_dir.is_some() => {
-            return Err("--verbs-dir applies to --transport verbs only".into());
-        }
-        (TransportKind::Udp, _) => None,
-    };
-    let control = a.control.ok_or("give --control or --join")?;
-    let peers = match (&a.hostfile, &a.rendezvous) {
-        _ if verbs_dir.is_some() => Vec::new(),
-        (Some(h), _) => {
-            let text = std::fs::read_to_string(h).map_err(|e| format!("cannot read hostfile {}: {e}", h.display()))?;
-            parse_hostfile(&text, n)?
-        }
-        (None, Some(dir)) => rendezvous(dir, rank, n, a.bind, std::time::Duration::from_secs(60))?,
-        (None, None) => return Err("give --hostfile or --rendezvous".into()),
-    };
-    let kill = match a.kill.as_deref() {
-        None | Some("none") => None,
-        Some(k) => parse_kills(k, n)?.into_iter().find(|k| k.rank == rank),
-    };
-    let model = LogP {
-        l: (a.l_ns + a.o_ns / 2) / a.o_ns,
-        o: 1,
-    };
-    let algo = resolve_algo(&a.alg.spec(), n, model, 0)?;
-    let spec = NodeSpec {
-        rank,
-        n,
-        peers,
-        control,
-        epoch_unix_ns: a.epoch_unix_ns.unwrap_or_else(unix_ns),
-        job: a.job.unwrap_or(1),
-        seed: a.seed,
-        tick_ns: a.o_ns,
-        payload_len: a.size,
-        poll: a.poll.into(),
-        kill,
-        control_timeout: std::time::Duration::from_millis(a.control_timeout_ms),
-        sigkill_self: false,
-        auth: crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), false)?,
-        link_delay: (
-            std::time::Duration::from_nanos(a.emulate_delay_ns),
-            std::time::Duration::from_nanos(a.emulate_jitter_ns),
-        ),
-    };
-    let mut agent =
-        ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;
-    agent.set_key(spec.auth.clone());
-    let transport = match &verbs_dir {
-        Some(dir) => Some(crate::transport::verbs::node_endpoint(
-            rank,
-            n,
-            a.job.unwrap_or(1),
-            a.seed,
-            dir,
-            std::time::Duration::from_secs(60),
-        )?),
-        None => None,
-    };
-    let exit = algo.dispatch(n, model, RunNode(&spec, transport, agent))??;
+    let configure_verbs = |t| a.verbs.apply(t);
+    let job_key = || crate::cli::auth::job_key(a.auth, a.key_file.as_deref(), false);
+    let exit = a.to_spec().run(&NodeEnv {
+        configure_verbs: &configure_verbs,
+        job_key: &job_key,
+    })?;
     println!("{}", serde_json::to_string(&exit).map_err(|e| e.to_string())?);
     Ok(())
 }

@@ -2,6 +2,10 @@
 //! ([`BenchSpec::validate`]) and its runner: a local cluster (threads over UDP loopback or
 //! in-process queues), one process per node (`procs`), or a launched run joined at rank 0
 //! (`join`, `boot`), broadcasting back to back with crashes injected.
+//!
+//! - [`node`]: one node process of such a run ([`node::NodeRunSpec`], `ftcoll node`).
+
+pub mod node;
 
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,186 @@
+//! One node of a multi-process bench run ([`NodeRunSpec`]): rank and size from the spec or the
+//! launcher's environment (Slurm `SLURM_PROCID`/`SLURM_NTASKS`, Open MPI
+//! `OMPI_COMM_WORLD_RANK`/`SIZE`, MPICH/PMI `PMI_RANK`/`PMI_SIZE`); peers from a hostfile or a
+//! rendezvous directory, or the address table of rank 0's coordinator (`join`); the run is
+//! coordinated over a control channel.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::experiment::algo::{AlgoSpec, resolve_algo};
+use crate::experiment::launch::joined::{JoinedNode, RunNode, run_joined_node};
+use crate::model::LogP;
+use crate::runtime::TransportKind;
+use crate::runtime::cluster::PollMode;
+use crate::runtime::control::ChildAgent;
+use crate::runtime::kill::parse_kills;
+use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rendezvous, unix_ns};
+use crate::transport::udp::auth::AuthKey;
+use crate::wire::dispatch::Dispatch;
+
+/// A node process's run. `None` means the default described on each field.
+#[derive(Clone, Debug)]
+pub struct NodeRunSpec {
+    pub alg: AlgoSpec,
+    /// This node's rank and the run's size [default: from the launcher's environment].
+    pub rank: Option<u32>,
+    pub nodes: Option<u32>,
+    /// Peer addresses, one per rank.
+    pub hostfile: Option<PathBuf>,
+    /// A directory shared by all nodes of the job, to exchange addresses through.
+    pub rendezvous: Option<PathBuf>,
+    /// The IP to bind and publish (loopback: let a joined node pick its interface).
+    pub bind: IpAddr,
+    /// The coordinator's control address.
+    pub control: Option<SocketAddr>,
+    /// Rendezvous and control through rank 0's coordinator here.
+    pub join: Option<SocketAddr>,
+    /// The run's common clock epoch, ns since the Unix epoch [default: now].
+    pub epoch_unix_ns: Option<u64>,
+    /// Job id [default: 1; with `join`, the bench job derived from `seed`].
+    pub job: Option<u64>,
+    pub seed: u64,
+    /// LogP o (the protocols' time unit) and L, ns.
+    pub o_ns: u64,
+    pub l_ns: u64,
+    pub size: usize,
+    pub poll: PollMode,
+    pub control_timeout_ms: u64,
+    pub emulate_delay_ns: u64,
+    pub emulate_jitter_ns: u64,
+    /// Crash specs; only the one naming this rank applies.
+    pub kill: Option<String>,
+    pub transport: TransportKind,
+    /// With verbs: the directory for QP data [default: `rendezvous`].
+    pub verbs_dir: Option<PathBuf>,
+}
+
+/// What a node run needs from its caller.
+pub struct NodeEnv<'a> {
+    /// Refuses verbs settings with another transport; configures the verbs endpoints otherwise.
+    pub configure_verbs: &'a dyn Fn(TransportKind) -> Result<(), String>,
+    /// The job's key (never generated: the node must share its job's).
+    pub job_key: &'a dyn Fn() -> Result<Option<AuthKey>, String>,
+}
+
+impl NodeRunSpec {
+    /// Checks the spec, then runs the node until its coordinator ends the run; returns the
+    /// node's counters.
+    pub fn run(&self, env: &NodeEnv) -> Result<NodeExit, String> {
+        let a = self;
+        let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "nodes")?;
+        if a.o_ns == 0 {
+            return Err("--o-ns must be at least 1".into());
+        }
+        if a.size > 1024 {
+            return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
+        }
+        if let Some(coordinator) = a.join {
+            if a.transport == TransportKind::Inproc {
+                return Err("--transport inproc does not apply to node processes".into());
+            }
+            if a.verbs_dir.is_some() {
+                return Err("--verbs-dir does not apply to --join (the coordinator relays the connection data)".into());
+            }
+            (env.configure_verbs)(a.transport)?;
+            if a.transport == TransportKind::Verbs {
+                crate::transport::verbs::probe()?;
+            }
+            if rank == 0 {
+                return Err("rank 0 coordinates a joined run: start it as `ftcoll bench --join ADDR --rank 0`".into());
+            }
+            let kills = match a.kill.as_deref() {
+                None | Some("none") => Vec::new(),
+                Some(k) => parse_kills(k, n)?,
+            };
+            return run_joined_node(&JoinedNode {
+                auth: (env.job_key)()?,
+                alg: &a.alg,
+                coordinator,
+                bind: (!a.bind.is_loopback()).then_some(a.bind),
+                rank,
+                n,
+                job: a.job.unwrap_or(crate::experiment::launch::job::bench(a.seed)),
+                seed: a.seed,
+                size: a.size,
+                poll: a.poll,
+                kills: &kills,
+                timeout: Duration::from_millis(a.control_timeout_ms),
+                link_delay: (
+                    Duration::from_nanos(a.emulate_delay_ns),
+                    Duration::from_nanos(a.emulate_jitter_ns),
+                ),
+                boot: None,
+                verbs: a.transport == TransportKind::Verbs,
+            });
+        }
+        (env.configure_verbs)(a.transport)?;
+        let verbs_dir = match (a.transport, a.verbs_dir.as_ref().or(a.rendezvous.as_ref())) {
+            (TransportKind::Inproc, _) => return Err("--transport inproc does not apply to node processes".into()),
+            (TransportKind::Verbs, None) => {
+                return Err("--transport verbs needs --rendezvous DIR or --verbs-dir DIR (QP numbers, LIDs/GIDs and PSNs are exchanged through it)".into());
+            }
+            (TransportKind::Verbs, Some(d)) => Some(d.clone()),
+            (TransportKind::Udp, _) if a.verbs_dir.is_some() => {
+                return Err("--verbs-dir applies to --transport verbs only".into());
+            }
+            (TransportKind::Udp, _) => None,
+        };
+        let control = a.control.ok_or("give --control or --join")?;
+        let peers = match (&a.hostfile, &a.rendezvous) {
+            _ if verbs_dir.is_some() => Vec::new(),
+            (Some(h), _) => {
+                let text =
+                    std::fs::read_to_string(h).map_err(|e| format!("cannot read hostfile {}: {e}", h.display()))?;
+                parse_hostfile(&text, n)?
+            }
+            (None, Some(dir)) => rendezvous(dir, rank, n, a.bind, Duration::from_secs(60))?,
+            (None, None) => return Err("give --hostfile or --rendezvous".into()),
+        };
+        let kill = match a.kill.as_deref() {
+            None | Some("none") => None,
+            Some(k) => parse_kills(k, n)?.into_iter().find(|k| k.rank == rank),
+        };
+        let model = LogP {
+            l: (a.l_ns + a.o_ns / 2) / a.o_ns,
+            o: 1,
+        };
+        let algo = resolve_algo(&a.alg, n, model, 0)?;
+        let spec = NodeSpec {
+            rank,
+            n,
+            peers,
+            control,
+            epoch_unix_ns: a.epoch_unix_ns.unwrap_or_else(unix_ns),
+            job: a.job.unwrap_or(1),
+            seed: a.seed,
+            tick_ns: a.o_ns,
+            payload_len: a.size,
+            poll: a.poll,
+            kill,
+            control_timeout: Duration::from_millis(a.control_timeout_ms),
+            sigkill_self: false,
+            auth: (env.job_key)()?,
+            link_delay: (
+                Duration::from_nanos(a.emulate_delay_ns),
+                Duration::from_nanos(a.emulate_jitter_ns),
+            ),
+        };
+        let mut agent =
+            ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;
+        agent.set_key(spec.auth.clone());
+        let transport = match &verbs_dir {
+            Some(dir) => Some(crate::transport::verbs::node_endpoint(
+                rank,
+                n,
+                a.job.unwrap_or(1),
+                a.seed,
+                dir,
+                Duration::from_secs(60),
+            )?),
+            None => None,
+        };
+        algo.dispatch(n, model, RunNode(&spec, transport, agent))?
+    }
+}
