@@ -1,7 +1,7 @@
 //! The runtime bootstrap (`docs/overlay.md`): a node given only its rank, the job's size and
 //! its launch-tree parent's address runs the sans-IO [`BootMachine`] (the overlay built with
 //! the BMG paper's Algorithms 1 and 2, then Han–Finkel's all-gather of addresses) in the
-//! generic node loop ([`Driver`]) over its UDP socket ([`socket::Learning`], which learns the
+//! generic node loop ([`Driver`]) over its UDP socket ([`socket::Sealed`], which learns the
 //! address of a rank from the source of its datagrams), until every node has the whole
 //! address table, without a coordinator.
 //!
@@ -10,7 +10,7 @@
 //! [`BootConfig::drop_every`] injects losses with a transport wrapper ([`lossy::Lossy`]).
 
 mod lossy;
-mod socket;
+pub(crate) mod socket;
 
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::Ordering;
@@ -25,11 +25,10 @@ use crate::protocol::overlay::boot::{BootMachine, BootOutput, Learn};
 use crate::protocol::{DetectorConfig, Event, Machine, Rank, Time};
 use crate::runtime::driver::{Decoded, Driver, Framing};
 use crate::topology::{Order, Tree, TreeKind};
-use crate::transport::TransportStats;
 use crate::wire::bootstrap::BootMsg;
 use crate::wire::{DecodeError, HEADER_LEN, WireMessage, encode_datagram, kind};
 use lossy::Lossy;
-use socket::{AddrBook, Book, Learning, lock};
+use socket::{AddrBook, Book, Sealed, lock};
 
 /// One node's bootstrap parameters.
 #[derive(Clone, Debug)]
@@ -167,16 +166,14 @@ pub fn boot_keep(sock: UdpSocket, cfg: BootConfig) -> Result<Booted, String> {
         fresh: Vec::new(),
     }));
     let tp = Lossy::new(
-        Learning {
+        Sealed::learning(
             sock,
-            book: Arc::clone(&book),
-            key: cfg.key.clone(),
-            job: cfg.job,
-            rank: cfg.rank,
-            n: cfg.n,
-            rbuf: vec![0u8; BootFraming::MAX_DATAGRAM + 64],
-            stats: TransportStats::default(),
-        },
+            Arc::clone(&book),
+            cfg.key.clone(),
+            cfg.job,
+            cfg.rank,
+            BootFraming::MAX_DATAGRAM,
+        ),
         cfg.drop_every,
     );
     let losses = Arc::clone(&tp.losses);
