@@ -1,20 +1,28 @@
 //! One rank's verbs endpoint: per-peer RC QPs on shared send and receive CQs, one registered
 //! buffer (credit words, receive rings, send staging; see [`super::ring::Layout`]).
 
+mod qp;
+mod setup;
+
+pub use qp::KillSwitch;
+#[cfg(test)]
+pub(crate) use qp::{ibv_init, ibv_rtr, ibv_rts};
+pub use setup::local;
+#[cfg(test)]
+pub(crate) use setup::local_on;
+
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ibv::*;
+use qp::{QpSet, Region, qp_to_error};
 
 use super::VerbsConfig;
 use super::completion::{PeerHealth, WcClass, classify, status};
-use super::conn::ConnInfo;
 use super::credits::{RecvCredits, SendCredits};
 use super::device::Device;
-use super::qp_attr::{self, InitAttr, Remote, RtrAttr, RtsAttr};
-use super::ring::{Layout, Reposts, slot_len, wr_id};
-use super::select::HINT;
+use super::ring::{Layout, Reposts, wr_id};
 use super::send_queue::{Post, SendQueue};
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport, TransportStats};
 
@@ -62,32 +70,6 @@ struct Peer {
     last_post: Instant,
 }
 
-/// Page-aligned zeroed memory for registration.
-struct Region {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-impl Region {
-    fn new(len: usize) -> Result<Region, String> {
-        let layout = std::alloc::Layout::from_size_align(len.max(64), 4096).map_err(|e| e.to_string())?;
-        // SAFETY: layout has non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(format!("cannot allocate {len} bytes for the verbs buffers"));
-        }
-        Ok(Region { ptr, layout })
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: allocated in Region::new with this layout, freed once (after the MR that
-        // covers it was deregistered: the endpoint drops its MR first).
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
-    }
-}
-
 /// The endpoint.
 pub struct VerbsTransport {
     rank: u32,
@@ -123,278 +105,7 @@ pub struct VerbsTransport {
 // calls are thread-safe, and the endpoint is used by one thread at a time (`&mut self`).
 unsafe impl Send for VerbsTransport {}
 
-fn os_err(what: &str, dev: &str) -> String {
-    format!(
-        "{what} on RDMA device {dev} failed: {}; {HINT}",
-        io::Error::last_os_error()
-    )
-}
-
-/// splitmix64: the random initial PSNs (perftest: `lrand48() & 0xffffff`).
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// `ibv_qp_attr` for RESET→INIT.
-pub(crate) fn ibv_init(a: &InitAttr) -> (ibv_qp_attr, i32) {
-    // SAFETY: plain C struct; all-zero is valid.
-    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
-    x.qp_state = ibv_qp_state::IBV_QPS_INIT;
-    x.pkey_index = a.pkey_index;
-    x.port_num = a.port;
-    x.qp_access_flags = a.access;
-    (x, a.mask as i32)
-}
-
-/// `ibv_qp_attr` for INIT→RTR.
-pub(crate) fn ibv_rtr(a: &RtrAttr) -> (ibv_qp_attr, i32) {
-    // SAFETY: plain C struct; all-zero is valid.
-    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
-    x.qp_state = ibv_qp_state::IBV_QPS_RTR;
-    x.path_mtu = u32::from(a.path_mtu);
-    x.dest_qp_num = a.dest_qpn;
-    x.rq_psn = a.rq_psn;
-    x.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    x.min_rnr_timer = a.min_rnr_timer;
-    x.ah_attr.dlid = a.dlid;
-    x.ah_attr.sl = a.sl;
-    x.ah_attr.src_path_bits = 0;
-    x.ah_attr.port_num = a.port;
-    if let Some(g) = a.grh {
-        x.ah_attr.is_global = 1;
-        x.ah_attr.grh.dgid = ibv_gid { raw: g.dgid };
-        x.ah_attr.grh.sgid_index = g.sgid_index;
-        x.ah_attr.grh.hop_limit = g.hop_limit;
-        x.ah_attr.grh.traffic_class = g.traffic_class;
-    }
-    (x, a.mask as i32)
-}
-
-/// `ibv_qp_attr` for RTR→RTS.
-pub(crate) fn ibv_rts(a: &RtsAttr) -> (ibv_qp_attr, i32) {
-    // SAFETY: plain C struct; all-zero is valid.
-    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
-    x.qp_state = ibv_qp_state::IBV_QPS_RTS;
-    x.sq_psn = a.sq_psn;
-    x.timeout = a.timeout;
-    x.retry_cnt = a.retry_cnt;
-    x.rnr_retry = a.rnr_retry;
-    x.max_rd_atomic = a.max_rd_atomic;
-    (x, a.mask as i32)
-}
-
 impl VerbsTransport {
-    /// Creates the endpoint of `rank`: CQs, buffer, one QP per peer moved to INIT with its
-    /// receive ring pre-posted. Connect each peer with [`VerbsTransport::connect`].
-    pub fn create(dev: Arc<Device>, rank: u32, n: u32, job: u64, cfg: &VerbsConfig, seed: u64) -> Result<Self, String> {
-        cfg.validate()?;
-        if n < 2 || rank >= n {
-            return Err(format!("rank {rank} of {n} is invalid"));
-        }
-        let peers_n = n as usize;
-        let layout = Layout {
-            peers: peers_n,
-            rx_slots: cfg.rx_depth as usize,
-            tx_slots: cfg.tx_depth as usize,
-            slot: slot_len(MAX_PAYLOAD),
-        };
-        let region = Region::new(layout.len())?;
-        let name = dev.name.clone();
-        let cqe = |d: u32| (u64::from(d) * u64::from(n - 1)).min(i32::MAX as u64) as i32;
-        // SAFETY: dev.ctx is open.
-        let channel = unsafe { ibv_create_comp_channel(dev.ctx) };
-        if channel.is_null() {
-            return Err(os_err("ibv_create_comp_channel", &name));
-        }
-        // Non-blocking, so that `wait` takes every pending event and stops (rdma-core's
-        // documented use of the channel fd with poll).
-        // SAFETY: the channel's fd is open; F_GETFL/F_SETFL only change its status flags.
-        let nonblocking = unsafe {
-            let fd = (*channel).fd;
-            let fl = libc::fcntl(fd, libc::F_GETFL);
-            fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) == 0
-        };
-        if !nonblocking {
-            // SAFETY: created above, used by nothing.
-            unsafe { ibv_destroy_comp_channel(channel) };
-            return Err(os_err("making the completion channel non-blocking", &name));
-        }
-        // SAFETY: dev.ctx is open; the channel is valid and outlives the CQ (destroyed after
-        // it in Drop).
-        let send_cq = unsafe { ibv_create_cq(dev.ctx, cqe(cfg.tx_depth), std::ptr::null_mut(), channel, 0) };
-        if send_cq.is_null() {
-            // SAFETY: created above, used by nothing.
-            unsafe { ibv_destroy_comp_channel(channel) };
-            return Err(os_err("ibv_create_cq (send)", &name));
-        }
-        // SAFETY: as above.
-        let recv_cq = unsafe { ibv_create_cq(dev.ctx, cqe(cfg.rx_depth), std::ptr::null_mut(), channel, 0) };
-        let mut t = VerbsTransport {
-            rank,
-            n,
-            job,
-            dev,
-            cfg: cfg.clone(),
-            layout,
-            inline_max: 0,
-            region,
-            mr: std::ptr::null_mut(),
-            send_cq,
-            recv_cq,
-            channel,
-            unacked_events: (0, 0),
-            stashed: 0,
-            peers: Vec::with_capacity(peers_n),
-            qps: None,
-            unreported: 0,
-            reposts: Reposts::default(),
-            // SAFETY: plain C structs; all-zero is valid.
-            wc: unsafe { std::mem::zeroed() },
-            // SAFETY: as above.
-            send_wc: unsafe { std::mem::zeroed() },
-            stats: TransportStats::default(),
-            counters: VerbsCounters::default(),
-        };
-        if recv_cq.is_null() {
-            return Err(os_err("ibv_create_cq (receive)", &name));
-        }
-        let access = (ibv_access_flags::IBV_ACCESS_LOCAL_WRITE | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE).0 as i32;
-        // SAFETY: the region is valid for layout.len() bytes and outlives the MR (deregistered
-        // first in Drop).
-        t.mr = unsafe { ibv_reg_mr(t.dev.pd, t.region.ptr.cast(), t.layout.len(), access) };
-        if t.mr.is_null() {
-            return Err(os_err("ibv_reg_mr", &name));
-        }
-        let mut inline_max = cfg.max_inline;
-        for r in 0..n {
-            let mut p = Peer {
-                qp: std::ptr::null_mut(),
-                psn: (mix(seed ^ job ^ (u64::from(rank) << 32) ^ u64::from(r)) & 0xff_ffff) as u32,
-                connected: false,
-                sq: SendQueue::new(cfg.tx_depth, cfg.signal_every),
-                tx: SendCredits::new(0),
-                rx: RecvCredits::new(cfg.rx_depth),
-                health: PeerHealth::default(),
-                reported: true,
-                credit_addr: 0,
-                credit_rkey: 0,
-                last_post: Instant::now(),
-            };
-            if r != rank {
-                // SAFETY: plain C struct; all-zero is valid.
-                let mut ia: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-                ia.send_cq = t.send_cq;
-                ia.recv_cq = t.recv_cq;
-                ia.cap.max_send_wr = cfg.tx_depth;
-                ia.cap.max_recv_wr = cfg.rx_depth;
-                ia.cap.max_send_sge = 1;
-                ia.cap.max_recv_sge = 1;
-                ia.cap.max_inline_data = cfg.max_inline;
-                ia.qp_type = ibv_qp_type::IBV_QPT_RC;
-                ia.sq_sig_all = 0;
-                // SAFETY: pd and CQs are valid; ia is initialized.
-                p.qp = unsafe { ibv_create_qp(t.dev.pd, &mut ia) };
-                if p.qp.is_null() && ia.cap.max_inline_data > 0 {
-                    // Some providers refuse an inline size they cannot give instead of
-                    // lowering it: then every send is staged in registered memory.
-                    ia.cap.max_inline_data = 0;
-                    // SAFETY: as above.
-                    p.qp = unsafe { ibv_create_qp(t.dev.pd, &mut ia) };
-                }
-                if p.qp.is_null() {
-                    t.peers.push(p);
-                    return Err(os_err("ibv_create_qp (RC)", &name));
-                }
-                // The provider reports the inline limit it actually gives.
-                inline_max = inline_max.min(ia.cap.max_inline_data);
-                let (mut a, m) = ibv_init(&qp_attr::init(&cfg.rc, t.dev.port.num));
-                // SAFETY: qp is a valid QP in RESET; a is initialized for the mask.
-                if unsafe { ibv_modify_qp(p.qp, &mut a, m) } != 0 {
-                    t.peers.push(p);
-                    return Err(os_err("ibv_modify_qp RESET->INIT", &name));
-                }
-            }
-            t.peers.push(p);
-        }
-        t.inline_max = inline_max as usize;
-        for r in 0..n {
-            if r != rank {
-                let slots: Vec<u32> = (0..cfg.rx_depth).collect();
-                for chunk in slots.chunks(POLL_BATCH) {
-                    t.post_recvs(r, chunk)
-                        .map_err(|e| format!("ibv_post_recv on {name} failed: {e}; {HINT}"))?;
-                }
-            }
-        }
-        t.qps = Some(Arc::new(QpSet {
-            qps: t.peers.iter().map(|p| p.qp).collect(),
-            _dev: Arc::clone(&t.dev),
-        }));
-        Ok(t)
-    }
-
-    /// What peer `to` needs to connect its QP to ours.
-    pub fn conn_info(&self, to: u32) -> ConnInfo {
-        let p = &self.peers[to as usize];
-        // SAFETY: qp and mr are valid for the endpoint's life (to != rank has a QP).
-        let (qpn, rkey) = unsafe { ((*p.qp).qp_num, (*self.mr).rkey) };
-        ConnInfo {
-            job: self.job,
-            from: self.rank,
-            to,
-            qpn,
-            psn: p.psn,
-            lid: self.dev.port.lid,
-            gid: self.dev.gid.map(|g| g.1).unwrap_or([0; 16]),
-            mtu: self.dev.port.active_mtu,
-            credit_addr: self.region.ptr as u64 + self.layout.credit(to as usize) as u64,
-            credit_rkey: rkey,
-            ring_slots: self.cfg.rx_depth,
-            slot_len: self.layout.slot as u32,
-        }
-    }
-
-    /// Moves our QP for `c.from` to RTR and RTS against the peer's data (already validated by
-    /// [`ConnInfo::decode`] for this job and rank).
-    pub fn connect(&mut self, c: &ConnInfo) -> Result<(), String> {
-        let name = self.dev.name.clone();
-        if c.to != self.rank || c.from >= self.n || c.from == self.rank || c.job != self.job {
-            return Err("connection data not meant for this endpoint".into());
-        }
-        let port = self.dev.port.num;
-        let mtu = self.dev.port.active_mtu.min(c.mtu);
-        let gid_index = self.dev.gid.map(|g| g.0);
-        let rc = self.cfg.rc;
-        let p = &mut self.peers[c.from as usize];
-        if p.connected {
-            return Err(format!("rank {} connected twice", c.from));
-        }
-        let remote = Remote {
-            qpn: c.qpn,
-            psn: c.psn,
-            lid: c.lid,
-            gid: c.gid,
-        };
-        let (mut a, m) = ibv_rtr(&qp_attr::rtr(&rc, port, mtu, gid_index, &remote));
-        // SAFETY: p.qp is a valid QP in INIT; a is initialized for the mask.
-        if unsafe { ibv_modify_qp(p.qp, &mut a, m) } != 0 {
-            return Err(os_err(&format!("ibv_modify_qp INIT->RTR (to rank {})", c.from), &name));
-        }
-        let (mut a, m) = ibv_rts(&qp_attr::rts(&rc, p.psn));
-        // SAFETY: as above, QP in RTR.
-        if unsafe { ibv_modify_qp(p.qp, &mut a, m) } != 0 {
-            return Err(os_err(&format!("ibv_modify_qp RTR->RTS (to rank {})", c.from), &name));
-        }
-        p.tx = SendCredits::new(c.ring_slots);
-        p.credit_addr = c.credit_addr;
-        p.credit_rkey = c.credit_rkey;
-        p.connected = true;
-        Ok(())
-    }
-
     /// A handle that moves every QP of this endpoint to the error state, as the death of its
     /// process would: the peers' HCAs get no more acknowledgements and suspect this rank. The
     /// local cluster's crash injection fires it when a node dies.
@@ -849,137 +560,4 @@ impl Transport for VerbsTransport {
             .map(|p| p.sq.outstanding() as usize)
             .sum()
     }
-}
-
-/// The QPs of one endpoint; destroyed when the endpoint and every [`KillSwitch`] are gone.
-struct QpSet {
-    qps: Vec<*mut ibv_qp>,
-    _dev: Arc<Device>,
-}
-
-// SAFETY: QP handles may be used from any thread (verbs calls are thread-safe); the set only
-// changes QP state and destroys them once, in Drop.
-unsafe impl Send for QpSet {}
-// SAFETY: as above.
-unsafe impl Sync for QpSet {}
-
-fn qp_to_error(qp: *mut ibv_qp) {
-    if qp.is_null() {
-        return;
-    }
-    // SAFETY: plain C struct; all-zero is valid.
-    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
-    a.qp_state = ibv_qp_state::IBV_QPS_ERR;
-    // SAFETY: qp is a live QP (owned by a QpSet or an endpoint being built); any state may
-    // move to ERR.
-    unsafe { ibv_modify_qp(qp, &mut a, ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
-}
-
-impl Drop for QpSet {
-    fn drop(&mut self) {
-        for &qp in &self.qps {
-            if !qp.is_null() {
-                // SAFETY: created by the endpoint, destroyed once here.
-                unsafe { ibv_destroy_qp(qp) };
-            }
-        }
-    }
-}
-
-/// Moves an endpoint's QPs to the error state (see [`VerbsTransport::kill_switch`]).
-pub struct KillSwitch(Arc<QpSet>);
-
-impl KillSwitch {
-    pub fn fire(&self) {
-        for &qp in &self.0.qps {
-            qp_to_error(qp);
-        }
-    }
-}
-
-impl Drop for VerbsTransport {
-    fn drop(&mut self) {
-        // Every QP to ERR first: the HCA stops writing into the region (posted receives are
-        // flushed) even if a KillSwitch keeps a QP alive past this endpoint.
-        for p in &self.peers {
-            qp_to_error(p.qp);
-        }
-        match self.qps.take() {
-            Some(set) => drop(set),
-            None => {
-                for p in &self.peers {
-                    if !p.qp.is_null() {
-                        // SAFETY: construction failed before the QPs went into a set: they
-                        // are owned here alone and destroyed once.
-                        unsafe { ibv_destroy_qp(p.qp) };
-                    }
-                }
-            }
-        }
-        // ibv_destroy_cq waits for every event taken from it to be acknowledged.
-        self.ack_events(1);
-        // SAFETY: each object was created by this endpoint and is destroyed once, after its QPs
-        // (a CQ still used by a QP a KillSwitch holds is refused with EBUSY and leaked), the MR
-        // before its memory (the Region field drops after this), the channel after its CQs (a
-        // channel whose CQ leaked is refused with EBUSY and leaked too).
-        unsafe {
-            if !self.mr.is_null() {
-                ibv_dereg_mr(self.mr);
-            }
-            if !self.send_cq.is_null() {
-                ibv_destroy_cq(self.send_cq);
-            }
-            if !self.recv_cq.is_null() {
-                ibv_destroy_cq(self.recv_cq);
-            }
-            if !self.channel.is_null() {
-                ibv_destroy_comp_channel(self.channel);
-            }
-        }
-    }
-}
-
-/// `n` endpoints on this host's device, connected pairwise through it; their connection data
-/// goes through [`ConnInfo`]'s encoding exactly as over the bootstrap.
-pub fn local(n: u32, cfg: &VerbsConfig, job: u64, seed: u64) -> Result<Vec<VerbsTransport>, String> {
-    cfg.validate()?;
-    local_on(Device::open(cfg)?, n, cfg, job, seed)
-}
-
-/// [`local`] on an open device.
-pub(crate) fn local_on(
-    dev: Arc<Device>,
-    n: u32,
-    cfg: &VerbsConfig,
-    job: u64,
-    seed: u64,
-) -> Result<Vec<VerbsTransport>, String> {
-    let mut eps = (0..n)
-        .map(|r| VerbsTransport::create(Arc::clone(&dev), r, n, job, cfg, seed))
-        .collect::<Result<Vec<_>, _>>()?;
-    let wires: Vec<Vec<[u8; super::conn::LEN]>> = eps
-        .iter()
-        .map(|e| {
-            (0..n)
-                .map(|to| {
-                    if to == e.rank {
-                        [0; super::conn::LEN]
-                    } else {
-                        e.conn_info(to).encode()
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    for (from, w) in wires.iter().enumerate() {
-        for (to, bytes) in w.iter().enumerate() {
-            if from == to {
-                continue;
-            }
-            let c = ConnInfo::decode(bytes, job, to as u32, n, MAX_PAYLOAD as u32)
-                .map_err(|e| format!("connection data of rank {from}: {e}"))?;
-            eps[to].connect(&c)?;
-        }
-    }
-    Ok(eps)
 }

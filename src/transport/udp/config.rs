@@ -1,0 +1,125 @@
+//! The tuning of the reliable UDP transport and its defaults for loopback and data-centre
+//! networks.
+
+use std::io;
+use std::time::Duration;
+
+use super::{REORDER, auth};
+
+/// Tuning of the reliable UDP transport.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UdpConfig {
+    /// RTO before the first RTT sample.
+    pub rto_initial: Duration,
+    /// Lower bound of the RTO.
+    pub rto_min: Duration,
+    /// Upper bound of the RTO (caps the exponential backoff).
+    pub rto_max: Duration,
+    /// Retransmissions of one packet without any answer from the peer before it is suspected.
+    pub max_retries: u32,
+    /// Unacknowledged messages per peer, 1..=64 (the receiver buffers and selectively
+    /// acknowledges 64 packets beyond a gap); pre-allocated, `window * 1248` bytes per peer.
+    pub window: usize,
+    /// How long a standalone ACK may wait for DATA to ride on.
+    pub ack_delay: Duration,
+    /// Job id: datagrams of another job are dropped.
+    pub job: u64,
+    /// Probability that a received datagram is dropped (loss injection, tests).
+    pub loss: f64,
+    /// Probability that a received datagram is held back behind the next one (tests).
+    pub reorder: f64,
+    /// Seed of the injectors (mixed with the rank).
+    pub seed: u64,
+    /// Emulated one-way link delay: received datagrams are held this long before they are
+    /// processed (for kernels without `netem`; see `udp/delay.rs`). Zero: off.
+    pub delay: Duration,
+    /// Uniform extra delay in `[0, delay_jitter]` per datagram (FIFO kept).
+    pub delay_jitter: Duration,
+    /// The job's secret key: every datagram is sealed with it and checked against it. `None`:
+    /// unauthenticated (benchmarks, tests; whoever sets it should say so loudly).
+    pub auth: Option<auth::AuthKey>,
+}
+
+impl Default for UdpConfig {
+    /// Loopback and data-centre values: RTTs of 10–50 µs, busy-polling peers.
+    ///
+    /// - `rto_min` 200 µs: RFC 6298's 1 s floor exists for WAN paths and 200 ms delayed ACKs;
+    ///   here a floor of ~10 loopback RTTs plus `ack_delay` avoids spurious retransmissions
+    ///   while a lost packet is repaired in well under a millisecond.
+    /// - `rto_initial` 1 ms: before any sample, 20–50× a loopback RTT, so start-up (threads
+    ///   spawning, first page faults) does not trigger retransmissions.
+    /// - `rto_max` 100 ms and `max_retries` 8: a silent peer is suspected after
+    ///   [`UdpConfig::suspicion_time`] — 102 ms from `rto_min`, 327 ms from `rto_initial`,
+    ///   0.9 s at most — long enough for a peer thread descheduled on an oversubscribed host,
+    ///   short enough for a failure detector.
+    /// - `window` 64, the largest: every packet in flight then fits in the receiver's reorder
+    ///   buffer and SACK bitmap, so every loss is seen as a gap and repaired without waiting
+    ///   for the timer; 64 messages per ~30 µs RTT is 2 M messages/s per peer, more than one
+    ///   socket carries, for 80 KB of (lazily committed) buffers per peer.
+    /// - `ack_delay` 20 µs: lets a reply or a forwarded message go out first (and carry the
+    ///   ACK), coalesces ACKs of bursts, and stays far below `rto_min`.
+    fn default() -> Self {
+        UdpConfig {
+            rto_initial: Duration::from_millis(1),
+            rto_min: Duration::from_micros(200),
+            rto_max: Duration::from_millis(100),
+            max_retries: 8,
+            window: REORDER as usize,
+            ack_delay: Duration::from_micros(20),
+            job: 0,
+            loss: 0.0,
+            reorder: 0.0,
+            seed: 0x5EED,
+            delay: Duration::ZERO,
+            delay_jitter: Duration::ZERO,
+            auth: None,
+        }
+    }
+}
+
+impl UdpConfig {
+    /// Time from the first unanswered transmission to the suspicion of a silent peer when the
+    /// RTO was `rto` at that moment: `Σ_{i=0..=max_retries} min(rto·2^i, rto_max)` (plus at
+    /// most one timer-wheel tick, `rto_min / 8`, per expiry, and the polling delay).
+    pub fn suspicion_time(&self, rto: Duration) -> Duration {
+        let max = self.rto_max.max(self.rto_min);
+        let mut r = rto.max(self.rto_min).min(max);
+        let mut total = Duration::ZERO;
+        for _ in 0..=self.max_retries {
+            total = total.saturating_add(r);
+            r = r.saturating_mul(2).min(max);
+        }
+        total
+    }
+
+    pub(crate) fn validate(&self) -> io::Result<()> {
+        let bad = |what: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, what.to_string()));
+        if self.window == 0 || self.window > REORDER as usize {
+            return bad("udp window must be in 1..=64");
+        }
+        if !(0.0..=1.0).contains(&self.loss) || !(0.0..=1.0).contains(&self.reorder) {
+            return bad("udp loss and reorder must be probabilities");
+        }
+        if self.rto_min.is_zero() {
+            return bad("udp rto_min must be positive");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn suspicion_time_of_defaults_is_bounded() {
+        let cfg = UdpConfig::default();
+        // 0.2 ms · (2^9 - 1) = 102.2 ms from rto_min.
+        assert_eq!(cfg.suspicion_time(cfg.rto_min), Duration::from_micros(102_200));
+        // 1+2+…+64 ms, then twice 100 ms.
+        assert_eq!(cfg.suspicion_time(cfg.rto_initial), MS(327));
+        assert_eq!(cfg.suspicion_time(Duration::MAX), MS(900));
+    }
+}

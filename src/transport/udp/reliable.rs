@@ -1,0 +1,457 @@
+//! The reliability core, sans-IO: per peer sequence numbers, cumulative and selective
+//! acknowledgements, RFC 6298 retransmission ([`RtoEstimator`]) on a `TimerWheel`,
+//! duplicate suppression, in-order delivery through a reorder buffer, a bounded retransmit
+//! window, and suspicion of silent peers (see the [module](super) documentation for the
+//! protocol).
+//!
+//! It owns no socket and reads no clock: the driver hands it the time (`now`) with every
+//! call, the datagrams it received ([`Reliable::on_datagram`]) and ICMP refusals
+//! ([`Reliable::on_refused`]), calls [`Reliable::on_timers`] when [`Reliable::next_due`] is
+//! reached, and drains what to transmit with [`Reliable::poll_transmit`] after every call. The
+//! socket loop of [`super::UdpTransport`] drives it over UDP; the tests beside it drive two
+//! cores over an in-memory link with a virtual clock.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::header::{HEADER_LEN, Header, KIND_ACK, KIND_DATA, MAX_DATAGRAM, seal, write_ack_fields};
+use super::rto::RtoEstimator;
+use super::timer_wheel::TimerWheel;
+use super::{REORDER, UdpConfig, invalid};
+use crate::transport::{Delivery, MAX_PAYLOAD, SendError, TransportStats};
+
+/// A datagram to put on the wire: `bytes` to `to`.
+#[derive(Debug)]
+pub struct Transmit<'a> {
+    pub to: SocketAddr,
+    pub bytes: &'a [u8],
+}
+
+/// Where a queued datagram lies: a slot of the retransmit window or a peer's ACK buffer.
+#[derive(Clone, Copy, Debug)]
+enum Queued {
+    /// `len` bytes of the window slot `slot`, to `peer`.
+    Data { peer: u32, slot: u32, len: u16 },
+    /// The ACK buffer of `peer`.
+    Ack { peer: u32 },
+}
+
+/// One slot of a retransmit window.
+#[derive(Clone, Copy, Debug)]
+struct TxSlot {
+    len: u16,
+    retransmitted: bool,
+    sacked: bool,
+    sent_at: Instant,
+    last_tx: Instant,
+}
+
+/// Reliability state towards and from one peer.
+#[derive(Debug)]
+struct Peer {
+    addr: SocketAddr,
+    /// Next sequence number to send.
+    next_seq: u64,
+    /// Oldest unacknowledged sequence number.
+    snd_una: u64,
+    rto: RtoEstimator,
+    /// Retransmissions since the peer was last heard from.
+    retries: u32,
+    suspected: bool,
+    /// A valid datagram came from the peer once (its port was bound then).
+    heard: bool,
+    /// Next sequence number expected from the peer (the cumulative ACK we send).
+    rcv_next: u64,
+    /// Bit i: `rcv_next + 1 + i` is in the reorder buffer (the SACK bitmap we send).
+    held: u64,
+    /// Messages delivered since our last ACK to the peer.
+    unacked_rx: usize,
+    ack_pending: bool,
+    ack_listed: bool,
+    ack_due: Instant,
+}
+
+/// The reliability state of one endpoint towards all the peers of its job.
+pub struct Reliable {
+    rank: u32,
+    size: u32,
+    cfg: UdpConfig,
+    addr_rank: HashMap<SocketAddr, u32>,
+    peers: Vec<Peer>,
+    /// `size * window` slots.
+    tx_meta: Vec<TxSlot>,
+    /// `size * window * MAX_DATAGRAM` bytes: the datagrams as sent.
+    tx_buf: Vec<u8>,
+    /// `size * REORDER` payload lengths and `size * REORDER * MAX_PAYLOAD` bytes.
+    rx_len: Vec<u16>,
+    rx_buf: Vec<u8>,
+    wheel: TimerWheel,
+    expired: Vec<u32>,
+    ack_list: Vec<u32>,
+    to_report: Vec<u32>,
+    /// One ACK datagram per peer (several may be queued at once).
+    ack_buf: Vec<[u8; HEADER_LEN]>,
+    /// Datagrams to transmit, in order, and how many of them were handed out.
+    outbox: Vec<Queued>,
+    sent_out: usize,
+    stats: TransportStats,
+}
+
+impl Reliable {
+    /// The endpoint of `rank` in the job whose rank `r` is at `peers[r]`, built at `now`; every
+    /// buffer is allocated here. A bad rank, duplicate addresses or a bad `cfg` are errors.
+    pub fn new(rank: u32, peers: &[SocketAddr], cfg: UdpConfig, now: Instant) -> io::Result<Self> {
+        cfg.validate()?;
+        let size = u32::try_from(peers.len()).map_err(|_| invalid("too many peers"))?;
+        if rank >= size {
+            return Err(invalid("rank outside the peer list"));
+        }
+        let mut addr_rank = HashMap::with_capacity(peers.len());
+        for (r, a) in peers.iter().enumerate() {
+            if addr_rank.insert(*a, r as u32).is_some() {
+                return Err(invalid("duplicate peer address"));
+            }
+        }
+        let n = peers.len();
+        let rto = RtoEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
+        let peers_state = peers
+            .iter()
+            .map(|&addr| Peer {
+                addr,
+                next_seq: 0,
+                snd_una: 0,
+                rto,
+                retries: 0,
+                heard: false,
+                suspected: false,
+                rcv_next: 0,
+                held: 0,
+                unacked_rx: 0,
+                ack_pending: false,
+                ack_listed: false,
+                ack_due: now,
+            })
+            .collect();
+        let slot = TxSlot {
+            len: 0,
+            retransmitted: false,
+            sacked: false,
+            sent_at: now,
+            last_tx: now,
+        };
+        let tick = (cfg.rto_min / 8).clamp(Duration::from_micros(1), Duration::from_millis(1));
+        let window = cfg.window;
+        Ok(Reliable {
+            rank,
+            size,
+            addr_rank,
+            peers: peers_state,
+            tx_meta: vec![slot; n * window],
+            // Zeroed allocations: the kernel commits the pages of unused peers lazily.
+            tx_buf: vec![0; n * window * MAX_DATAGRAM],
+            rx_len: vec![0; n * REORDER as usize],
+            rx_buf: vec![0; n * REORDER as usize * MAX_PAYLOAD],
+            wheel: TimerWheel::new(n, now, tick, cfg.rto_max),
+            expired: Vec::with_capacity(n),
+            ack_list: Vec::with_capacity(n),
+            to_report: Vec::with_capacity(n),
+            ack_buf: vec![[0; HEADER_LEN]; n],
+            // The most one call queues: every window retransmitted on expiry, and an ACK each.
+            outbox: Vec::with_capacity(n * (window + 1)),
+            sent_out: 0,
+            stats: TransportStats::default(),
+            cfg,
+        })
+    }
+
+    /// This endpoint's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &UdpConfig {
+        &self.cfg
+    }
+
+    /// The counters (`injected_losses` is the impairment's, below this core: always 0 here).
+    pub fn stats(&self) -> TransportStats {
+        self.stats
+    }
+
+    /// The RTO estimator towards `peer`.
+    pub fn rto_estimator(&self, peer: u32) -> Option<RtoEstimator> {
+        self.peers.get(peer as usize).map(|p| p.rto)
+    }
+
+    /// Whether `peer` is suspected.
+    pub fn is_suspected(&self, peer: u32) -> bool {
+        self.peers.get(peer as usize).is_some_and(|p| p.suspected)
+    }
+
+    /// The next sequence number expected from `peer` (tests).
+    #[cfg(test)]
+    pub(crate) fn rcv_next(&self, peer: u32) -> u64 {
+        self.peers[peer as usize].rcv_next
+    }
+
+    /// Messages sent but not yet acknowledged.
+    pub fn unacked(&self) -> usize {
+        self.peers.iter().map(|p| (p.next_seq - p.snd_una) as usize).sum()
+    }
+
+    /// The next datagram to put on the wire, oldest first; `None` when all were handed out.
+    /// Drain after every call: the bytes live in the core's buffers, which a later call may
+    /// rewrite (a retransmission refreshes the acknowledgement it carries).
+    #[inline]
+    pub fn poll_transmit(&mut self) -> Option<Transmit<'_>> {
+        let Some(&q) = self.outbox.get(self.sent_out) else {
+            self.outbox.clear();
+            self.sent_out = 0;
+            return None;
+        };
+        self.sent_out += 1;
+        Some(match q {
+            Queued::Data { peer, slot, len } => {
+                let at = slot as usize * MAX_DATAGRAM;
+                Transmit {
+                    to: self.peers[peer as usize].addr,
+                    bytes: &self.tx_buf[at..at + usize::from(len)],
+                }
+            }
+            Queued::Ack { peer } => Transmit {
+                to: self.peers[peer as usize].addr,
+                bytes: &self.ack_buf[peer as usize],
+            },
+        })
+    }
+
+    /// Serves what is due at `now`: expired retransmission timers (retransmitting or
+    /// suspecting), the suspicions not yet reported (to `sink`), and delayed ACKs. Returns the
+    /// deliveries made.
+    #[inline]
+    pub fn on_timers(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> usize {
+        let mut expired = std::mem::take(&mut self.expired);
+        self.wheel.expire(now, &mut expired);
+        for &p in &expired {
+            self.on_timeout(p as usize, now);
+        }
+        expired.clear();
+        self.expired = expired;
+        let mut delivered = 0;
+        for peer in self.to_report.drain(..) {
+            sink(Delivery::Suspect { peer });
+            delivered += 1;
+        }
+        self.flush_acks(now);
+        delivered
+    }
+
+    #[inline]
+    fn tx_index(&self, peer: usize, seq: u64) -> usize {
+        peer * self.cfg.window + (seq % self.cfg.window as u64) as usize
+    }
+
+    fn rx_index(peer: usize, seq: u64) -> usize {
+        peer * REORDER as usize + (seq % REORDER) as usize
+    }
+
+    /// Seals the datagram in window slot `i` and queues it for `peer`.
+    #[inline]
+    fn send_datagram(&mut self, peer: usize, i: usize, len: usize) {
+        let at = i * MAX_DATAGRAM;
+        seal(self.cfg.auth.as_ref(), &mut self.tx_buf[at..at + len]);
+        self.outbox.push(Queued::Data {
+            peer: peer as u32,
+            slot: i as u32,
+            len: len as u16,
+        });
+    }
+
+    /// Queues `bytes` for reliable delivery to `to` (its first transmission goes to the outbox).
+    #[inline]
+    pub fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
+        if to >= self.size || to == self.rank {
+            return Err(SendError::BadPeer);
+        }
+        if bytes.len() > MAX_PAYLOAD {
+            return Err(SendError::TooLarge);
+        }
+        let p = to as usize;
+        let peer = &self.peers[p];
+        if peer.suspected {
+            return Err(SendError::Suspected);
+        }
+        if peer.next_seq - peer.snd_una >= self.cfg.window as u64 {
+            self.stats.window_full += 1;
+            return Err(SendError::WindowFull);
+        }
+        let seq = peer.next_seq;
+        let header = Header {
+            kind: KIND_DATA,
+            len: bytes.len() as u16,
+            job: self.cfg.job,
+            from: self.rank,
+            to,
+            seq,
+            ack: peer.rcv_next,
+            sack: peer.held,
+        };
+        let i = self.tx_index(p, seq);
+        let at = i * MAX_DATAGRAM;
+        let len = HEADER_LEN + bytes.len();
+        let buf = &mut self.tx_buf[at..at + len];
+        header.write(buf);
+        buf[HEADER_LEN..].copy_from_slice(bytes);
+        self.tx_meta[i] = TxSlot {
+            len: len as u16,
+            retransmitted: false,
+            sacked: false,
+            sent_at: now,
+            last_tx: now,
+        };
+        let peer = &mut self.peers[p];
+        peer.next_seq += 1;
+        peer.ack_pending = false;
+        peer.unacked_rx = 0;
+        let rto = peer.rto.rto();
+        self.send_datagram(p, i, len);
+        if !self.wheel.is_armed(to) {
+            self.wheel.schedule(to, now + rto);
+        }
+        self.stats.sent += 1;
+        Ok(())
+    }
+
+    fn retransmit(&mut self, p: usize, seq: u64, now: Instant) {
+        let i = self.tx_index(p, seq);
+        let at = i * MAX_DATAGRAM;
+        let len = usize::from(self.tx_meta[i].len);
+        let peer = &mut self.peers[p];
+        let (ack, sack) = (peer.rcv_next, peer.held);
+        peer.ack_pending = false;
+        peer.unacked_rx = 0;
+        write_ack_fields(&mut self.tx_buf[at..at + HEADER_LEN], ack, sack);
+        let slot = &mut self.tx_meta[i];
+        slot.retransmitted = true;
+        slot.last_tx = now;
+        self.send_datagram(p, i, len);
+        self.stats.retransmits += 1;
+    }
+
+    /// Stops all traffic to `p` and reports it to the driver as suspected.
+    fn suspect(&mut self, p: usize) {
+        let peer = &mut self.peers[p];
+        peer.suspected = true;
+        peer.snd_una = peer.next_seq;
+        peer.ack_pending = false;
+        self.to_report.push(p as u32);
+        self.stats.suspected += 1;
+    }
+
+    /// The kernel says a datagram to `addr` met a closed port: a peer heard from before has
+    /// died (see `udp/icmp.rs`).
+    pub fn on_refused(&mut self, addr: SocketAddr) {
+        if let Some(&r) = self.addr_rank.get(&addr) {
+            let p = r as usize;
+            if p != self.rank as usize && self.peers[p].heard && !self.peers[p].suspected {
+                self.stats.refused += 1;
+                self.suspect(p);
+            }
+        }
+    }
+
+    /// The retransmission timer of `p` expired (RFC 6298 5.4–5.6).
+    fn on_timeout(&mut self, p: usize, now: Instant) {
+        let peer = &mut self.peers[p];
+        if peer.suspected || peer.snd_una == peer.next_seq {
+            return;
+        }
+        peer.retries += 1;
+        if peer.retries > self.cfg.max_retries {
+            self.suspect(p);
+            return;
+        }
+        let (una, next, expired_rto) = (peer.snd_una, peer.next_seq, peer.rto.rto());
+        peer.rto.on_timeout();
+        let rto = peer.rto.rto();
+        self.retransmit(p, una, now);
+        // Go-back-N as TCP after a timeout: the rest of the flight that was neither
+        // selectively acknowledged nor sent within the expired RTO is presumed lost too.
+        for seq in una + 1..next {
+            let slot = self.tx_meta[self.tx_index(p, seq)];
+            if !slot.sacked && now.saturating_duration_since(slot.last_tx) >= expired_rto {
+                self.retransmit(p, seq, now);
+            }
+        }
+        self.wheel.schedule(p as u32, now + rto);
+    }
+
+    fn send_ack(&mut self, p: usize) {
+        let peer = &mut self.peers[p];
+        let header = Header {
+            kind: KIND_ACK,
+            len: 0,
+            job: self.cfg.job,
+            from: self.rank,
+            to: p as u32,
+            seq: 0,
+            ack: peer.rcv_next,
+            sack: peer.held,
+        };
+        peer.ack_pending = false;
+        peer.unacked_rx = 0;
+        let buf = &mut self.ack_buf[p];
+        header.write(buf);
+        seal(self.cfg.auth.as_ref(), buf);
+        self.outbox.push(Queued::Ack { peer: p as u32 });
+        self.stats.acks_sent += 1;
+    }
+
+    /// Sends the ACKs that are due (one per peer).
+    #[inline]
+    fn flush_acks(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.ack_list.len() {
+            let p = self.ack_list[i] as usize;
+            let peer = &self.peers[p];
+            if !peer.ack_pending || peer.suspected {
+                self.peers[p].ack_listed = false;
+                self.ack_list.swap_remove(i);
+            } else if peer.ack_due <= now {
+                self.send_ack(p);
+                self.peers[p].ack_listed = false;
+                self.ack_list.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// The earliest instant at which a timer or a delayed ACK is due.
+    #[inline]
+    pub fn next_due(&self) -> Option<Instant> {
+        let acks = self
+            .ack_list
+            .iter()
+            .map(|&p| &self.peers[p as usize])
+            .filter(|p| p.ack_pending)
+            .map(|p| p.ack_due)
+            .min();
+        match (acks, self.wheel.next_due()) {
+            (Some(a), Some(t)) => Some(a.min(t)),
+            (a, t) => a.or(t),
+        }
+    }
+}
+
+mod receive;
+#[cfg(test)]
+mod tests;

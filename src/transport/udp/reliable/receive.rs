@@ -1,0 +1,192 @@
+//! The receive side of the core: validation of every datagram, acknowledgements (cumulative
+//! and selective, with the NACK retransmission of holes), and in-order delivery through the
+//! reorder buffer.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::Reliable;
+use crate::transport::Delivery;
+use crate::transport::MAX_PAYLOAD;
+use crate::transport::udp::REORDER;
+use crate::transport::udp::header::{HEADER_LEN, Header, KIND_DATA, MAX_DATAGRAM, verify};
+
+impl Reliable {
+    /// Validates one datagram from `src` and acts on it; returns the deliveries made.
+    #[inline]
+    pub fn on_datagram(
+        &mut self,
+        d: &[u8],
+        src: SocketAddr,
+        now: Instant,
+        sink: &mut dyn FnMut(Delivery<'_>),
+    ) -> usize {
+        let Some(&from) = self.addr_rank.get(&src) else {
+            self.stats.foreign += 1;
+            return 0;
+        };
+        if d.len() < HEADER_LEN || d.len() > MAX_DATAGRAM {
+            self.stats.malformed += 1;
+            return 0;
+        }
+        if let Some(key) = &self.cfg.auth
+            && !verify(key, d)
+        {
+            self.stats.bad_mac += 1;
+            return 0;
+        }
+        let Some(h) = Header::read(d) else {
+            self.stats.malformed += 1;
+            return 0;
+        };
+        let p = from as usize;
+        if h.job != self.cfg.job {
+            self.stats.foreign_job += 1;
+            return 0;
+        }
+        // A datagram "from" this endpoint's own address is never a peer's (found by fuzzing:
+        // it was delivered as a message from ourselves).
+        if h.from != from || h.to != self.rank || from == self.rank {
+            self.stats.bad_rank += 1;
+            return 0;
+        }
+        if h.ack > self.peers[p].next_seq {
+            self.stats.malformed += 1;
+            return 0;
+        }
+        if self.peers[p].suspected {
+            self.stats.from_suspected += 1;
+            return 0;
+        }
+        // The peer is alive.
+        self.peers[p].retries = 0;
+        self.peers[p].heard = true;
+        self.on_ack(p, h.ack, h.sack, now);
+        if h.kind == KIND_DATA {
+            self.on_data(p, h.seq, &d[HEADER_LEN..], now, sink)
+        } else {
+            0
+        }
+    }
+
+    /// The peer acknowledged everything below `ack` and the packets flagged in `sack`.
+    pub(super) fn on_ack(&mut self, p: usize, ack: u64, sack: u64, now: Instant) {
+        let peer = &self.peers[p];
+        let (una, next) = (peer.snd_una, peer.next_seq);
+        if ack > una {
+            // Karn: the RTT of the newest packet acknowledged here, unless retransmitted.
+            let newest = self.tx_meta[self.tx_index(p, ack - 1)];
+            let peer = &mut self.peers[p];
+            if !newest.retransmitted {
+                peer.rto.on_sample(now.saturating_duration_since(newest.sent_at));
+            }
+            peer.snd_una = ack;
+            let rto = peer.rto.rto();
+            if ack == next {
+                self.wheel.cancel(p as u32);
+            } else {
+                self.wheel.schedule(p as u32, now + rto);
+            }
+        }
+        if sack == 0 {
+            return;
+        }
+        let una = self.peers[p].snd_una;
+        let mut bits = sack;
+        while bits != 0 {
+            let seq = ack + 1 + u64::from(bits.trailing_zeros());
+            bits &= bits - 1;
+            if seq >= una && seq < next {
+                let i = self.tx_index(p, seq);
+                self.tx_meta[i].sacked = true;
+            }
+        }
+        // The holes below the highest packet received were lost (or are late): resend each
+        // at most once per smoothed RTT.
+        let highest = (ack + 64 - u64::from(sack.leading_zeros())).min(next);
+        let gap = self.peers[p].rto.srtt().unwrap_or(self.cfg.rto_min);
+        for seq in ack.max(una)..highest {
+            let slot = self.tx_meta[self.tx_index(p, seq)];
+            if !slot.sacked && now.saturating_duration_since(slot.last_tx) >= gap {
+                self.retransmit(p, seq, now);
+            }
+        }
+    }
+
+    /// Asks for an ACK to `p` at `due` at the latest.
+    pub(super) fn want_ack(&mut self, p: usize, due: Instant) {
+        let peer = &mut self.peers[p];
+        if !peer.ack_pending || due < peer.ack_due {
+            peer.ack_due = due;
+        }
+        peer.ack_pending = true;
+        if !peer.ack_listed {
+            peer.ack_listed = true;
+            self.ack_list.push(p as u32);
+        }
+    }
+
+    pub(super) fn on_data(
+        &mut self,
+        p: usize,
+        seq: u64,
+        payload: &[u8],
+        now: Instant,
+        sink: &mut dyn FnMut(Delivery<'_>),
+    ) -> usize {
+        let from = p as u32;
+        let rcv_next = self.peers[p].rcv_next;
+        if seq < rcv_next {
+            // Our ACK was lost or is late: say again what we have.
+            self.stats.duplicates += 1;
+            self.want_ack(p, now);
+            return 0;
+        }
+        if seq > rcv_next {
+            let off = seq - rcv_next - 1;
+            if off >= REORDER {
+                // Beyond the reorder buffer: dropped, the sender will retransmit.
+                self.want_ack(p, now);
+                return 0;
+            }
+            if self.peers[p].held & (1 << off) != 0 {
+                self.stats.duplicates += 1;
+            } else {
+                let i = Self::rx_index(p, seq);
+                let at = i * MAX_PAYLOAD;
+                self.rx_buf[at..at + payload.len()].copy_from_slice(payload);
+                self.rx_len[i] = payload.len() as u16;
+                self.peers[p].held |= 1 << off;
+            }
+            // A gap: tell the sender now (the NACK).
+            self.want_ack(p, now);
+            return 0;
+        }
+        sink(Delivery::Message { from, bytes: payload });
+        let mut delivered = 1;
+        let peer = &mut self.peers[p];
+        peer.rcv_next += 1;
+        while peer.held & 1 != 0 {
+            peer.held >>= 1;
+            let i = Self::rx_index(p, peer.rcv_next);
+            let at = i * MAX_PAYLOAD;
+            let len = usize::from(self.rx_len[i]);
+            sink(Delivery::Message {
+                from,
+                bytes: &self.rx_buf[at..at + len],
+            });
+            peer.rcv_next += 1;
+            delivered += 1;
+        }
+        peer.held >>= 1;
+        peer.unacked_rx += delivered;
+        self.stats.received += delivered as u64;
+        let due = if peer.held != 0 || peer.unacked_rx >= (self.cfg.window / 4).max(1) {
+            now
+        } else {
+            now + self.cfg.ack_delay
+        };
+        self.want_ack(p, due);
+        delivered
+    }
+}

@@ -1,0 +1,332 @@
+//! The core without sockets: endpoints over an in-memory link with a one-way latency, the
+//! same fault injection as the UDP endpoint ([`Impaired`]) and the same receive loop
+//! ([`receive`]), on a virtual clock. Every run is deterministic, as a simulator needs.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use super::*;
+use crate::transport::udp::impair::Impaired;
+use crate::transport::udp::link::{Link, Recv};
+use crate::transport::udp::pump::{receive, transmit};
+
+const US: fn(u64) -> Duration = Duration::from_micros;
+
+/// Datagrams in flight: (due, from, to, bytes), in sending order.
+#[derive(Default)]
+struct Wire {
+    latency: Duration,
+    flying: VecDeque<(Instant, SocketAddr, SocketAddr, Vec<u8>)>,
+    /// DATA datagrams (the first `drop_data`) that the wire loses, before any impairment.
+    drop_data: usize,
+    dropped: usize,
+    /// The clock the senders see.
+    now: Option<Instant>,
+}
+
+/// One endpoint's end of the shared wire.
+struct MemLink {
+    me: SocketAddr,
+    wire: Rc<RefCell<Wire>>,
+}
+
+impl Link for MemLink {
+    fn recv(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Recv> {
+        let mut w = self.wire.borrow_mut();
+        let Some(i) = w.flying.iter().position(|f| f.2 == self.me && f.0 <= now) else {
+            return Ok(Recv::Empty);
+        };
+        let (_, src, _, d) = w.flying.remove(i).unwrap();
+        buf[..d.len()].copy_from_slice(&d);
+        Ok(Recv::Datagram {
+            len: d.len(),
+            src,
+            arrived: None,
+        })
+    }
+
+    fn send(&mut self, d: &[u8], to: SocketAddr) {
+        let mut w = self.wire.borrow_mut();
+        if d[5] == KIND_DATA && w.dropped < w.drop_data {
+            w.dropped += 1;
+            return;
+        }
+        let due = w.now.unwrap() + w.latency;
+        w.flying.push_back((due, self.me, to, d.to_vec()));
+    }
+}
+
+/// An endpoint: the core, its link, and what it delivered.
+struct Node {
+    core: Reliable,
+    link: Impaired<MemLink>,
+    rbuf: Vec<u8>,
+    got: Vec<(u32, Vec<u8>)>,
+    suspects: Vec<u32>,
+}
+
+impl Node {
+    /// One poll at `now`: receive, then timers; as `UdpTransport::poll` without the socket.
+    fn poll(&mut self, now: Instant) {
+        let (got, suspects) = (&mut self.got, &mut self.suspects);
+        let mut sink = |d: Delivery<'_>| match d {
+            Delivery::Message { from, bytes } => got.push((from, bytes.to_vec())),
+            Delivery::Suspect { peer } => suspects.push(peer),
+        };
+        receive(&mut self.core, &mut self.link, &mut self.rbuf, now, &mut sink).unwrap();
+        self.core.on_timers(now, &mut sink);
+        transmit(&mut self.core, &mut self.link);
+    }
+
+    fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
+        let sent = self.core.send(to, bytes, now);
+        transmit(&mut self.core, &mut self.link);
+        sent
+    }
+
+    fn stats(&self) -> TransportStats {
+        TransportStats {
+            injected_losses: self.link.injected_losses(),
+            ..self.core.stats()
+        }
+    }
+}
+
+/// `n` endpoints of one job on a wire with one-way `latency`, built at `t0`.
+fn nodes(n: u32, cfg: &UdpConfig, latency: Duration, t0: Instant) -> (Rc<RefCell<Wire>>, Vec<Node>) {
+    let wire = Rc::new(RefCell::new(Wire {
+        latency,
+        now: Some(t0),
+        ..Wire::default()
+    }));
+    let addrs: Vec<SocketAddr> = (0..n)
+        .map(|r| SocketAddr::from(([10, 0, 0, 1], 7000 + r as u16)))
+        .collect();
+    let nodes = (0..n)
+        .map(|r| {
+            let link = MemLink {
+                me: addrs[r as usize],
+                wire: wire.clone(),
+            };
+            Node {
+                core: Reliable::new(r, &addrs, cfg.clone(), t0).unwrap(),
+                link: Impaired::new(link, cfg, r),
+                rbuf: vec![0; MAX_DATAGRAM + 1],
+                got: Vec::new(),
+                suspects: Vec::new(),
+            }
+        })
+        .collect();
+    (wire, nodes)
+}
+
+fn payload(from: u32, i: u64) -> Vec<u8> {
+    let mut p = vec![from as u8; 1 + (i % 97) as usize];
+    p[..1].copy_from_slice(&[(i % 251) as u8]);
+    p.extend_from_slice(&i.to_le_bytes());
+    p
+}
+
+/// Impairments: loss and reordering probabilities, and an emulated delay with jitter.
+fn impaired(loss: f64, reorder: f64, delay: Duration, delay_jitter: Duration) -> UdpConfig {
+    UdpConfig {
+        loss,
+        reorder,
+        delay,
+        delay_jitter,
+        seed: 42,
+        ..UdpConfig::default()
+    }
+}
+
+/// Two endpoints send `count` messages each to the other through a link impaired as `cfg`
+/// says, polling every 2 µs; returns the nodes and the virtual time it took.
+fn exchange_lossy(count: u64, cfg: UdpConfig) -> (Vec<Node>, Duration) {
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    let step = US(2);
+    let mut now = t0;
+    let mut sent = [0u64; 2];
+    for _ in 0..2_000_000 {
+        now += step;
+        wire.borrow_mut().now = Some(now);
+        for r in 0..2 {
+            let node = &mut ns[r];
+            node.poll(now);
+            // Send as fast as the window allows.
+            while sent[r] < count && node.send(1 - r as u32, &payload(r as u32, sent[r]), now).is_ok() {
+                sent[r] += 1;
+            }
+        }
+        let done = |n: &Node| n.got.len() as u64 == count && n.core.unacked() == 0;
+        if sent == [count; 2] && ns.iter().all(done) {
+            return (ns, now - t0);
+        }
+    }
+    panic!(
+        "no completion: sent {sent:?}, got {} and {}, suspects {:?} {:?}, stats {:?} {:?}, unacked {} {}, flying {}",
+        ns[0].got.len(),
+        ns[1].got.len(),
+        ns[0].suspects,
+        ns[1].suspects,
+        ns[0].stats(),
+        ns[1].stats(),
+        ns[0].core.unacked(),
+        ns[1].core.unacked(),
+        wire.borrow().flying.len()
+    );
+}
+
+#[test]
+fn exactly_once_in_order_over_a_lossy_reordering_link() {
+    let count = 1_000;
+    let no_delay = impaired(0.05, 0.1, Duration::ZERO, Duration::ZERO);
+    let delayed = impaired(0.02, 0.05, US(30), US(20));
+    for cfg in [no_delay, delayed] {
+        let (ns, _) = exchange_lossy(count, cfg);
+        check_exactly_once_in_order(&ns, count);
+    }
+}
+
+fn check_exactly_once_in_order(ns: &[Node], count: u64) {
+    for (r, n) in ns.iter().enumerate() {
+        let from = 1 - r as u32;
+        let want: Vec<(u32, Vec<u8>)> = (0..count).map(|i| (from, payload(from, i))).collect();
+        assert!(n.got == want, "rank {r}: not exactly once in order");
+        assert!(n.suspects.is_empty());
+        let s = n.stats();
+        assert!(s.injected_losses > 10, "{s:?}");
+        assert!(s.retransmits > 0, "{s:?}");
+        assert_eq!(s.sent, count);
+        assert_eq!(s.received, count);
+    }
+}
+
+#[test]
+fn the_same_inputs_give_the_same_run() {
+    let cfg = impaired(0.2, 0.2, US(5), US(5));
+    let (a, ta) = exchange_lossy(500, cfg.clone());
+    let (b, tb) = exchange_lossy(500, cfg);
+    assert_eq!(ta, tb);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.stats(), y.stats());
+    }
+}
+
+#[test]
+fn the_retransmission_timer_repairs_a_lost_datagram() {
+    // One message, lost on the wire: no later packet reveals the gap, only the RTO repairs it.
+    let cfg = UdpConfig::default();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    wire.borrow_mut().drop_data = 1;
+    ns[0].send(1, b"once", t0).unwrap();
+    let step = US(5);
+    let mut now = t0;
+    let mut repaired_at = None;
+    while now < t0 + cfg.rto_initial * 3 {
+        now += step;
+        wire.borrow_mut().now = Some(now);
+        for n in ns.iter_mut() {
+            n.poll(now);
+        }
+        if repaired_at.is_none() && ns[0].stats().retransmits == 1 {
+            repaired_at = Some(now);
+        }
+    }
+    let at = repaired_at.expect("retransmitted") - t0;
+    // RFC 6298: not before the initial RTO, then within a timer-wheel tick and a poll step.
+    assert!(at >= cfg.rto_initial, "{at:?}");
+    assert!(at <= cfg.rto_initial + cfg.rto_min / 8 + step * 2, "{at:?}");
+    assert_eq!(ns[1].got, vec![(0, b"once".to_vec())]);
+    assert_eq!(ns[0].stats().retransmits, 1);
+    assert_eq!(ns[0].core.unacked(), 0);
+    // Karn: the retransmitted packet gave no sample, the backed-off RTO stays.
+    let rto = ns[0].core.rto_estimator(1).unwrap();
+    assert_eq!(rto.srtt(), None);
+    assert_eq!(rto.rto(), cfg.rto_initial * 2);
+}
+
+#[test]
+fn a_peer_that_never_answers_is_suspected_after_the_backoff() {
+    let cfg = UdpConfig::default();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(3, &cfg, US(10), t0);
+    ns[0].send(1, b"hello", t0).unwrap();
+    ns[0].send(2, b"hello", t0).unwrap();
+    let step = US(50);
+    let mut now = t0;
+    let mut suspected_at = None;
+    while now < t0 + Duration::from_secs(2) && suspected_at.is_none() {
+        now += step;
+        wire.borrow_mut().now = Some(now);
+        // Rank 1 is silent (never polls); rank 2 answers.
+        ns[0].poll(now);
+        ns[2].poll(now);
+        if !ns[0].suspects.is_empty() {
+            suspected_at = Some(now - t0);
+        }
+    }
+    let at = suspected_at.expect("suspected");
+    let bound = cfg.suspicion_time(cfg.rto_initial);
+    // Each of the max_retries + 1 expiries fires within a wheel tick and a poll step.
+    let slack = (cfg.rto_min / 8 + step) * (cfg.max_retries + 1);
+    assert!(at >= bound && at <= bound + slack, "{at:?} vs {bound:?}");
+    assert_eq!(ns[0].suspects, vec![1]);
+    assert!(ns[0].core.is_suspected(1) && !ns[0].core.is_suspected(2));
+    assert_eq!(ns[0].send(1, b"x", now), Err(SendError::Suspected));
+    assert_eq!(ns[2].got, vec![(0, b"hello".to_vec())]);
+    assert_eq!(ns[0].stats().retransmits, u64::from(cfg.max_retries));
+}
+
+#[test]
+fn queued_datagrams_are_the_wire_bytes_in_order() {
+    // An unauthenticated DATA to rank 1 and rank 1's ACK: the outbox hands out exactly the
+    // datagrams of the header format, to the peers' addresses.
+    let cfg = UdpConfig {
+        job: 9,
+        ..UdpConfig::default()
+    };
+    let t0 = Instant::now();
+    let addrs = [
+        SocketAddr::from(([10, 0, 0, 1], 1)),
+        SocketAddr::from(([10, 0, 0, 2], 2)),
+    ];
+    let mut a = Reliable::new(0, &addrs, cfg.clone(), t0).unwrap();
+    let mut b = Reliable::new(1, &addrs, cfg.clone(), t0).unwrap();
+    a.send(1, b"xyz", t0).unwrap();
+    let t = a.poll_transmit().unwrap();
+    assert_eq!(t.to, addrs[1]);
+    let d = t.bytes.to_vec();
+    assert!(a.poll_transmit().is_none());
+    let h = Header::read(&d).unwrap();
+    assert_eq!(
+        (h.kind, h.job, h.from, h.to, h.seq, h.ack, h.sack),
+        (KIND_DATA, 9, 0, 1, 0, 0, 0)
+    );
+    assert_eq!(&d[HEADER_LEN..], b"xyz");
+    assert_eq!(&d[TAG_AT_OFFSET..HEADER_LEN], &[0; 16]);
+    let mut got = Vec::new();
+    let n = b.on_datagram(&d, addrs[0], t0 + US(10), &mut |dl| {
+        if let Delivery::Message { bytes, .. } = dl {
+            got.push(bytes.to_vec())
+        }
+    });
+    assert_eq!((n, got), (1, vec![b"xyz".to_vec()]));
+    // The ACK waits for `ack_delay` (DATA to ride on), then goes alone.
+    b.on_timers(t0 + US(10), &mut |_| {});
+    assert!(b.poll_transmit().is_none());
+    assert_eq!(b.next_due(), Some(t0 + US(10) + cfg.ack_delay));
+    b.on_timers(t0 + US(10) + cfg.ack_delay, &mut |_| {});
+    let t = b.poll_transmit().unwrap();
+    assert_eq!(t.to, addrs[0]);
+    let h = Header::read(t.bytes).unwrap();
+    assert_eq!(
+        (h.kind, h.from, h.to, h.ack, t.bytes.len()),
+        (KIND_ACK, 1, 0, 1, HEADER_LEN)
+    );
+    assert!(b.poll_transmit().is_none());
+}
+
+const TAG_AT_OFFSET: usize = crate::transport::udp::TAG_AT;

@@ -1,0 +1,139 @@
+//! The RFC 6298 retransmission-timeout estimator: SRTT/RTTVAR with α = 1/8, β = 1/4, K = 4,
+//! a lower and an upper bound, and exponential backoff on expiry.
+
+use std::time::Duration;
+
+/// Clock granularity G of RFC 6298 (Instant is finer; 1 µs keeps RTTVAR = 0 harmless).
+const CLOCK_GRANULARITY: Duration = Duration::from_micros(1);
+
+/// The RFC 6298 retransmission-timeout estimator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RtoEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+impl RtoEstimator {
+    /// Before any sample the RTO is `initial` (2.1), always kept within `[min, max]`.
+    pub fn new(initial: Duration, min: Duration, max: Duration) -> Self {
+        let max = max.max(min);
+        RtoEstimator {
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rto: initial.max(min).min(max),
+            min,
+            max,
+        }
+    }
+
+    /// The current RTO.
+    #[inline]
+    pub fn rto(&self) -> Duration {
+        self.rto
+    }
+
+    /// The smoothed RTT, once a sample was taken.
+    #[inline]
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// The RTT variation.
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+
+    /// A new RTT measurement `r` (of a packet never retransmitted: Karn's rule).
+    #[inline]
+    pub fn on_sample(&mut self, r: Duration) {
+        match self.srtt {
+            // 2.2: SRTT = R, RTTVAR = R/2.
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            // 2.3: RTTVAR = (1-β)·RTTVAR + β·|SRTT-R|, then SRTT = (1-α)·SRTT + α·R.
+            Some(srtt) => {
+                let delta = srtt.abs_diff(r);
+                self.rttvar = (self.rttvar * 3 + delta) / 4;
+                self.srtt = Some((srtt * 7 + r) / 8);
+            }
+        }
+        // RTO = SRTT + max(G, K·RTTVAR), then 2.4/2.5 bounds.
+        let srtt = self.srtt.unwrap_or(r);
+        let rto = srtt.saturating_add(CLOCK_GRANULARITY.max(self.rttvar.saturating_mul(4)));
+        self.rto = rto.max(self.min).min(self.max);
+    }
+
+    /// The timer expired (5.5): back off, RTO = min(2·RTO, max).
+    pub fn on_timeout(&mut self) {
+        self.rto = self.rto.saturating_mul(2).min(self.max);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn rto_rfc6298_first_sample() {
+        // 2.1: RTO = 1 s before any sample; 2.2: SRTT = R, RTTVAR = R/2, RTO = SRTT + 4·RTTVAR.
+        let mut e = RtoEstimator::new(Duration::from_secs(1), MS(10), Duration::from_secs(60));
+        assert_eq!(e.rto(), Duration::from_secs(1));
+        assert_eq!(e.srtt(), None);
+        e.on_sample(MS(100));
+        assert_eq!(e.srtt(), Some(MS(100)));
+        assert_eq!(e.rttvar(), MS(50));
+        assert_eq!(e.rto(), MS(300));
+        // With RFC 6298's own 1 s lower bound (2.4) the same sample gives 1 s.
+        let mut e = RtoEstimator::new(Duration::from_secs(1), Duration::from_secs(1), Duration::MAX);
+        e.on_sample(MS(100));
+        assert_eq!(e.rto(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn rto_rfc6298_subsequent_samples() {
+        let mut e = RtoEstimator::new(Duration::from_secs(1), MS(10), Duration::from_secs(60));
+        e.on_sample(MS(100));
+        // 2.3: RTTVAR = 3/4·50 + 1/4·|100-200| = 62.5; SRTT = 7/8·100 + 1/8·200 = 112.5.
+        e.on_sample(MS(200));
+        assert_eq!(e.rttvar(), Duration::from_micros(62_500));
+        assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
+        assert_eq!(e.rto(), Duration::from_micros(362_500));
+        // A sample equal to SRTT: RTTVAR decays by 3/4 = 46.875, SRTT stays, RTO = 300.
+        e.on_sample(Duration::from_micros(112_500));
+        assert_eq!(e.rttvar(), Duration::from_micros(46_875));
+        assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
+        assert_eq!(e.rto(), MS(300));
+    }
+
+    #[test]
+    fn rto_lower_bound_backoff_and_upper_bound() {
+        let min = Duration::from_micros(200);
+        let mut e = RtoEstimator::new(MS(1), min, MS(100));
+        // A 10 µs loopback RTT: 10 + 4·5 = 30 µs, raised to the lower bound (2.4).
+        e.on_sample(Duration::from_micros(10));
+        assert_eq!(e.rto(), min);
+        // 5.5: doubling on every expiry, capped by the upper bound.
+        let mut seen = vec![e.rto()];
+        for _ in 0..12 {
+            e.on_timeout();
+            seen.push(e.rto());
+        }
+        assert_eq!(seen[1], Duration::from_micros(400));
+        assert_eq!(seen[8], Duration::from_micros(200 << 8));
+        assert_eq!(seen[9], MS(100));
+        assert_eq!(*seen.last().unwrap(), MS(100));
+        // A new sample (Karn: of a packet not retransmitted) ends the backoff.
+        e.on_sample(Duration::from_micros(10));
+        assert!(e.rto() < MS(1));
+        // Inverted bounds never panic.
+        let e = RtoEstimator::new(MS(5), MS(10), MS(1));
+        assert_eq!(e.rto(), MS(10));
+    }
+}
