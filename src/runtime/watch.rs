@@ -16,8 +16,6 @@
 //! Each time the set of deaths known or the verdict of that check changes, the node hands a
 //! [`WatchReport`] to its caller. It runs until `stop` is set.
 
-mod socket;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,16 +23,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::overlay::watch::WatchMachine;
 use crate::protocol::{DetectorConfig, Event, Machine, Rank, Time};
+use crate::runtime::bootstrap::socket::Sealed;
 use crate::runtime::bootstrap::{Booted, launch_tree, unix_us};
 use crate::runtime::driver::{Decoded, Driver, Framing, Verdict};
 use crate::topology::launch_tree::LaunchTree;
-use crate::transport::TransportStats;
 use crate::transport::udp::icmp;
 use crate::wire::bootstrap::BootMsg;
 use crate::wire::mac::AuthKey;
 use crate::wire::watch::WatchMsg;
 use crate::wire::{DecodeError, HEADER_LEN, WireMessage, encode_datagram, kind};
-use socket::Sealed;
 
 /// The watch's parameters.
 #[derive(Clone, Debug)]
@@ -210,15 +207,8 @@ pub fn watch(
     icmp::enable(&b.sock, false);
     let start = Instant::now();
     let ns = |d: Duration| d.as_nanos() as Time;
-    let sock = Sealed {
-        sock: b.sock,
-        addrs: b.addrs,
-        key: cfg.key.clone(),
-        job: cfg.job,
-        rank,
-        rbuf: vec![0u8; HEADER_LEN + WatchMsg::MAX_BODY.max(BootMsg::MAX_BODY) + 64],
-        stats: TransportStats::default(),
-    };
+    let max = HEADER_LEN + WatchMsg::MAX_BODY.max(BootMsg::MAX_BODY);
+    let sock = Sealed::fixed(b.sock, b.addrs, cfg.key.clone(), cfg.job, rank, max);
     let det = DetectorConfig {
         heartbeat: ns(cfg.heartbeat),
         suspect_after: ns(cfg.suspect_after),

@@ -1,4 +1,5 @@
-//! The runtime bootstrap's messages ([`crate::runtime::bootstrap`]): the overlay's messages
+//! The bootstrap's messages ([`crate::protocol::overlay::boot`], run by
+//! [`crate::runtime::bootstrap`]): the overlay's messages
 //! with the address of the process they name (the knowledge-based model of the BMG paper
 //! §3.1: a process can send only to a process whose connection information it has), a hello
 //! from a child to its launch-tree parent, and the all-gather's rounds (Han–Finkel over the
@@ -17,24 +18,11 @@ use super::codec::{Reader, Writer};
 use super::{DecodeError, WireMessage, kind};
 use crate::protocol::overlay::bmg_overlay::OverlayMsg;
 use crate::protocol::overlay::han_finkel::run_len;
-use crate::protocol::overlay::ring_to_bmg::BmgMsg;
 
 /// The most entries one all-gather message carries.
 pub const MAX_ENTRIES: usize = 4096;
 
-/// A bootstrap datagram's body.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BootMsg {
-    /// A child announces itself to its parent (its address is the datagram's source).
-    Hello,
-    /// An overlay message and the address of the process it names.
-    Overlay(OverlayMsg, SocketAddrV4),
-    /// Round `round` of the all-gather: every entry the sender knows.
-    Round {
-        round: u8,
-        entries: Vec<(u32, SocketAddrV4)>,
-    },
-}
+pub use crate::protocol::overlay::boot::BootMsg;
 
 fn put_addr(w: &mut Writer<'_>, a: &SocketAddrV4) {
     w.u32(u32::from(*a.ip()));
@@ -127,17 +115,11 @@ impl WireMessage for BootMsg {
     }
 }
 
-/// The address a bootstrap overlay message names (`ident`).
-pub fn named(m: &OverlayMsg) -> u32 {
-    match m {
-        OverlayMsg::Ring(r) => r.ident(),
-        OverlayMsg::Bmg(BmgMsg::Up { ident, .. } | BmgMsg::Dn { ident, .. }) => *ident,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::overlay::boot::named;
+    use crate::protocol::overlay::ring_to_bmg::BmgMsg;
     use crate::protocol::overlay::tree_to_ring::RingMsg;
 
     #[test]

@@ -11,6 +11,7 @@
 //! and when it consumes a message, and carries what the process sends.
 
 pub mod bmg_overlay;
+pub mod boot;
 pub mod failure_notice;
 pub mod han_finkel;
 pub mod repair;
