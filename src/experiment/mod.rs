@@ -2,7 +2,7 @@
 //! and the runners that execute it on the simulator or the runtime.
 //!
 //! - [`algo`]: a broadcast algorithm as specified ([`algo::AlgoSpec`]) and its resolution.
-//! - [`bench`]: a runtime benchmark ([`bench::BenchSpec`]) checked and run on a local cluster,
+//! - [`bench`](mod@bench): a runtime benchmark ([`bench::BenchSpec`]) checked and run on a local cluster,
 //!   one process per node, or a launched run; [`bench::node`] runs one node process.
 //! - [`sim`]: a `sim`/`model` run ([`sim::SimSpec`]) resolved into a [`sim::Setup`].
 //! - [`simulate`]: runs a [`sim::Setup`] on the LogP simulator (Monte Carlo or traced).
