@@ -384,8 +384,7 @@ impl Checked {
             return Err("--procs needs --transport udp or verbs (processes do not share memory)".into());
         }
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
-        let dir = std::env::temp_dir().join(format!("ftcoll-procs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let dir = crate::experiment::launch::private_dir("ftcoll-procs")?;
         let key_args = match &bench.auth {
             Some(k) => vec![
                 "--key-file".to_string(),
