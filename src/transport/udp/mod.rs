@@ -262,6 +262,11 @@ impl UdpTransport {
     pub fn is_suspected(&self, peer: u32) -> bool {
         self.core.is_suspected(peer)
     }
+
+    /// The peer whose FENCE stopped this endpoint, if one did.
+    pub fn fenced_by(&self) -> Option<u32> {
+        self.core.fenced_by()
+    }
 }
 
 impl Transport for UdpTransport {
@@ -287,7 +292,9 @@ impl Transport for UdpTransport {
         };
         self.backlog = backlog;
         let core = &mut self.core;
-        self.link.socket_mut().take_refused(&mut |addr| core.on_refused(addr));
+        self.link
+            .socket_mut()
+            .take_refused(&mut |addr| core.on_refused(addr, now));
         delivered += self.core.on_timers(now, sink);
         transmit(&mut self.core, &mut self.link);
         Ok(delivered)

@@ -1,7 +1,8 @@
 //! The reliability core, sans-IO: per peer sequence numbers, cumulative and selective
 //! acknowledgements, RFC 6298 retransmission ([`RtoEstimator`]) on a `TimerWheel`,
 //! duplicate suppression, in-order delivery through a reorder buffer, a bounded retransmit
-//! window, and suspicion of silent peers (see the [module](super) documentation for the
+//! window, adaptive suspicion of silent peers, fail-stop enforcement of a suspicion (FENCE),
+//! and ICMP errors taken as hints to probe (see the [module](super) documentation for the
 //! protocol).
 //!
 //! It owns no socket and reads no clock: the driver hands it the time (`now`) with every
@@ -16,7 +17,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::header::{HEADER_LEN, Header, KIND_ACK, KIND_DATA, MAX_DATAGRAM, seal, write_ack_fields};
+use super::header::{
+    HEADER_LEN, Header, KIND_ACK, KIND_DATA, KIND_FENCE, KIND_PROBE, MAX_DATAGRAM, seal, write_ack_fields,
+};
 use super::rto::RtoEstimator;
 use super::timer_wheel::TimerWheel;
 use super::{REORDER, UdpConfig, invalid};
@@ -36,6 +39,8 @@ enum Queued {
     Data { peer: u32, slot: u32, len: u16 },
     /// The ACK buffer of `peer`.
     Ack { peer: u32 },
+    /// The FENCE (or PROBE) buffer of `peer`.
+    Control { peer: u32 },
 }
 
 /// One slot of a retransmit window.
@@ -62,6 +67,17 @@ struct Peer {
     suspected: bool,
     /// A valid datagram came from the peer once (its port was bound then).
     heard: bool,
+    /// When the last valid datagram came from the peer.
+    last_heard: Instant,
+    /// The longest silence the peer ended by speaking again, and when it ended (the learned
+    /// stall, decaying with half-life `stall_memory`).
+    stall: Duration,
+    stall_at: Instant,
+    /// An ICMP hint is being checked: suspect the peer if it says nothing before this.
+    probe_due: Option<Instant>,
+    /// FENCEs still to repeat to the suspected peer, and when the last one left.
+    fences_left: u32,
+    fence_tx: Option<Instant>,
     /// Next sequence number expected from the peer (the cumulative ACK we send).
     rcv_next: u64,
     /// Bit i: `rcv_next + 1 + i` is in the reorder buffer (the SACK bitmap we send).
@@ -93,6 +109,12 @@ pub struct Reliable {
     to_report: Vec<u32>,
     /// One ACK datagram per peer (several may be queued at once).
     ack_buf: Vec<[u8; HEADER_LEN]>,
+    /// One FENCE or PROBE datagram per peer.
+    ctl_buf: Vec<[u8; HEADER_LEN]>,
+    /// Peers with an ICMP hint being probed.
+    probing: Vec<u32>,
+    /// The peer whose FENCE stopped this endpoint: it sends and delivers nothing more.
+    fenced_by: Option<u32>,
     /// Datagrams to transmit, in order, and how many of them were handed out.
     outbox: Vec<Queued>,
     sent_out: usize,
@@ -126,6 +148,12 @@ impl Reliable {
                 retries: 0,
                 heard: false,
                 suspected: false,
+                last_heard: now,
+                stall: Duration::ZERO,
+                stall_at: now,
+                probe_due: None,
+                fences_left: 0,
+                fence_tx: None,
                 rcv_next: 0,
                 held: 0,
                 unacked_rx: 0,
@@ -158,8 +186,12 @@ impl Reliable {
             ack_list: Vec::with_capacity(n),
             to_report: Vec::with_capacity(n),
             ack_buf: vec![[0; HEADER_LEN]; n],
-            // The most one call queues: every window retransmitted on expiry, and an ACK each.
-            outbox: Vec::with_capacity(n * (window + 1)),
+            ctl_buf: vec![[0; HEADER_LEN]; n],
+            probing: Vec::with_capacity(n),
+            fenced_by: None,
+            // The most one call queues: every window retransmitted on expiry, an ACK and a
+            // FENCE or PROBE each.
+            outbox: Vec::with_capacity(n * (window + 2)),
             sent_out: 0,
             stats: TransportStats::default(),
             cfg,
@@ -196,6 +228,31 @@ impl Reliable {
         self.peers.get(peer as usize).is_some_and(|p| p.suspected)
     }
 
+    /// The peer whose FENCE stopped this endpoint, if one did.
+    pub fn fenced_by(&self) -> Option<u32> {
+        self.fenced_by
+    }
+
+    /// How long `peer` may stay silent before it is suspected (besides the retransmission
+    /// floor): `stall_factor` × its learned stall at `now`, at most `silence_max`.
+    pub fn silence_bound(&self, peer: u32, now: Instant) -> Duration {
+        self.peers
+            .get(peer as usize)
+            .map_or(Duration::ZERO, |p| self.learned(p, now))
+            .saturating_mul(self.cfg.stall_factor)
+            .min(self.cfg.silence_max)
+    }
+
+    /// The stall `p` recovered from, decayed to `now` (half-life `stall_memory`).
+    fn learned(&self, p: &Peer, now: Instant) -> Duration {
+        if p.stall.is_zero() {
+            return Duration::ZERO;
+        }
+        let age = now.saturating_duration_since(p.stall_at).as_secs_f64();
+        let halvings = age / self.cfg.stall_memory.as_secs_f64();
+        p.stall.mul_f64(0.5f64.powf(halvings.min(64.0)))
+    }
+
     /// The next sequence number expected from `peer` (tests).
     #[cfg(test)]
     pub(crate) fn rcv_next(&self, peer: u32) -> u64 {
@@ -230,14 +287,24 @@ impl Reliable {
                 to: self.peers[peer as usize].addr,
                 bytes: &self.ack_buf[peer as usize],
             },
+            Queued::Control { peer } => Transmit {
+                to: self.peers[peer as usize].addr,
+                bytes: &self.ctl_buf[peer as usize],
+            },
         })
     }
 
-    /// Serves what is due at `now`: expired retransmission timers (retransmitting or
-    /// suspecting), the suspicions not yet reported (to `sink`), and delayed ACKs. Returns the
-    /// deliveries made.
+    /// Serves what is due at `now`: expired retransmission timers (retransmitting,
+    /// suspecting, repeating FENCEs), probes past their deadline, the suspicions not yet
+    /// reported (to `sink`), and delayed ACKs. Returns the deliveries made.
     #[inline]
     pub fn on_timers(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> usize {
+        if self.fenced_by.is_some() {
+            return 0;
+        }
+        if !self.probing.is_empty() {
+            self.check_probes(now);
+        }
         let mut expired = std::mem::take(&mut self.expired);
         self.wheel.expire(now, &mut expired);
         for &p in &expired {
@@ -280,6 +347,9 @@ impl Reliable {
     pub fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
         if to >= self.size || to == self.rank {
             return Err(SendError::BadPeer);
+        }
+        if self.fenced_by.is_some() {
+            return Err(SendError::Fenced);
         }
         if bytes.len() > MAX_PAYLOAD {
             return Err(SendError::TooLarge);
@@ -346,39 +416,139 @@ impl Reliable {
         self.stats.retransmits += 1;
     }
 
-    /// Stops all traffic to `p` and reports it to the driver as suspected.
-    fn suspect(&mut self, p: usize) {
+    /// Stops all traffic to `p`, reports it to the driver as suspected, and fences it: a
+    /// FENCE now, repeated `fence_repeats` times `rto_max` apart (fail-stop enforcement: the
+    /// suspect, if alive, learns it and stops, so no live node stays cut off one-sidedly).
+    fn suspect(&mut self, p: usize, now: Instant) {
         let peer = &mut self.peers[p];
         peer.suspected = true;
         peer.snd_una = peer.next_seq;
         peer.ack_pending = false;
+        peer.probe_due = None;
+        peer.fences_left = self.cfg.fence_repeats;
         self.to_report.push(p as u32);
         self.stats.suspected += 1;
+        self.send_fence(p, now);
+        self.wheel.schedule(p as u32, now + self.cfg.rto_max);
     }
 
-    /// The kernel says a datagram to `addr` met a closed port: a peer heard from before has
-    /// died (see `udp/icmp.rs`).
-    pub fn on_refused(&mut self, addr: SocketAddr) {
-        if let Some(&r) = self.addr_rank.get(&addr) {
-            let p = r as usize;
-            if p != self.rank as usize && self.peers[p].heard && !self.peers[p].suspected {
-                self.stats.refused += 1;
-                self.suspect(p);
+    /// Queues a FENCE to `p`.
+    fn send_fence(&mut self, p: usize, now: Instant) {
+        self.send_control(p, KIND_FENCE);
+        self.peers[p].fence_tx = Some(now);
+        self.stats.fences_sent += 1;
+    }
+
+    /// Answers a datagram from the suspected `p` with a FENCE, at most one per `rto_min`.
+    pub(super) fn refence(&mut self, p: usize, now: Instant) {
+        let last = self.peers[p].fence_tx;
+        if last.is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.rto_min) {
+            self.send_fence(p, now);
+        }
+    }
+
+    /// Queues a header-only datagram of `kind` (FENCE or PROBE) to `p` in its control buffer.
+    fn send_control(&mut self, p: usize, kind: u8) {
+        let peer = &self.peers[p];
+        let (ack, sack) = if kind == KIND_FENCE {
+            (0, 0)
+        } else {
+            (peer.rcv_next, peer.held)
+        };
+        let header = Header {
+            kind,
+            len: 0,
+            job: self.cfg.job,
+            from: self.rank,
+            to: p as u32,
+            seq: 0,
+            ack,
+            sack,
+        };
+        let buf = &mut self.ctl_buf[p];
+        header.write(buf);
+        seal(self.cfg.auth.as_ref(), buf);
+        self.outbox.push(Queued::Control { peer: p as u32 });
+    }
+
+    /// Stops this endpoint for good: a FENCE from `by` said it is suspected. Nothing queued
+    /// leaves, nothing more is sent or delivered.
+    pub(super) fn fence(&mut self, by: u32) {
+        self.fenced_by = Some(by);
+        self.stats.fenced += 1;
+        self.outbox.clear();
+        self.sent_out = 0;
+        self.ack_list.clear();
+        self.probing.clear();
+        self.to_report.clear();
+    }
+
+    /// The kernel says a datagram to `addr` met a closed port (see `udp/icmp.rs`). Forgeable,
+    /// so only a hint: a peer heard from before is probed at once (a PROBE asks for an ACK)
+    /// and suspected if nothing authentic comes from it within `probe_timeout`.
+    pub fn on_refused(&mut self, addr: SocketAddr, now: Instant) {
+        let Some(&r) = self.addr_rank.get(&addr) else {
+            return;
+        };
+        let p = r as usize;
+        let peer = &mut self.peers[p];
+        if p == self.rank as usize || !peer.heard || peer.suspected || peer.probe_due.is_some() {
+            return;
+        }
+        if self.fenced_by.is_some() {
+            return;
+        }
+        peer.probe_due = Some(now + self.cfg.probe_timeout);
+        self.probing.push(r);
+        self.stats.refused += 1;
+        self.send_control(p, KIND_PROBE);
+    }
+
+    /// Suspects the probed peers whose deadline passed in silence.
+    fn check_probes(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.probing.len() {
+            let p = self.probing[i] as usize;
+            match self.peers[p].probe_due {
+                Some(due) if due > now => i += 1,
+                due => {
+                    self.probing.swap_remove(i);
+                    if due.is_some() && !self.peers[p].suspected {
+                        self.suspect(p, now);
+                    }
+                }
             }
         }
     }
 
-    /// The retransmission timer of `p` expired (RFC 6298 5.4–5.6).
+    /// The retransmission timer of `p` expired (RFC 6298 5.4–5.6), or the FENCE of a
+    /// suspected `p` is due again.
     fn on_timeout(&mut self, p: usize, now: Instant) {
         let peer = &mut self.peers[p];
-        if peer.suspected || peer.snd_una == peer.next_seq {
+        if peer.suspected {
+            if peer.fences_left > 0 {
+                peer.fences_left -= 1;
+                self.send_fence(p, now);
+                self.wheel.schedule(p as u32, now + self.cfg.rto_max);
+            }
+            return;
+        }
+        if peer.snd_una == peer.next_seq {
             return;
         }
         peer.retries += 1;
         if peer.retries > self.cfg.max_retries {
-            self.suspect(p);
-            return;
+            // Adaptive: past the retransmission floor, the peer must also have been silent
+            // longer than the stalls it came back from (the RTO keeps backing off meanwhile).
+            let (una, last_heard) = (peer.snd_una, peer.last_heard);
+            let oldest = self.tx_meta[self.tx_index(p, una)].sent_at;
+            let silent = now.saturating_duration_since(last_heard.max(oldest));
+            if silent >= self.silence_bound(p as u32, now) {
+                self.suspect(p, now);
+                return;
+            }
         }
+        let peer = &mut self.peers[p];
         let (una, next, expired_rto) = (peer.snd_una, peer.next_seq, peer.rto.rto());
         peer.rto.on_timeout();
         let rto = peer.rto.rto();
@@ -445,10 +615,12 @@ impl Reliable {
             .filter(|p| p.ack_pending)
             .map(|p| p.ack_due)
             .min();
-        match (acks, self.wheel.next_due()) {
-            (Some(a), Some(t)) => Some(a.min(t)),
-            (a, t) => a.or(t),
-        }
+        let probes = self
+            .probing
+            .iter()
+            .filter_map(|&p| self.peers[p as usize].probe_due)
+            .min();
+        [acks, self.wheel.next_due(), probes].into_iter().flatten().min()
     }
 }
 
