@@ -112,7 +112,7 @@ pub struct Reliable {
     /// One FENCE or PROBE datagram per peer.
     ctl_buf: Vec<[u8; HEADER_LEN]>,
     /// Peers with an ICMP hint being probed.
-    probing: Vec<u32>,
+    pub(super) probing: Vec<u32>,
     /// The peer whose FENCE stopped this endpoint: it sends and delivers nothing more.
     fenced_by: Option<u32>,
     /// Datagrams to transmit, in order, and how many of them were handed out.
