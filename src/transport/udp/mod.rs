@@ -12,10 +12,16 @@
 //! peer per poll, `ack_delay` after the data they acknowledge (at once when there is a gap or a
 //! duplicate). Every buffer is allocated when the endpoint is built: nothing on the message path.
 //!
-//! A peer that answers nothing to `max_retries` retransmissions in a row is reported once as
-//! [`Delivery::Suspect`]; sends to it then fail with [`SendError::Suspected`] and what it
-//! sends is dropped. Each peer has its own window and timer, so a silent peer stalls no one
-//! else. Every datagram is validated (address, magic, version, kind, length, job, ranks,
+//! A peer that answers nothing to `max_retries` retransmissions in a row, and has been silent
+//! longer than its adaptive bound (`stall_factor` × the longest stall it recently recovered
+//! from, at most `silence_max`), is reported once as [`Delivery::Suspect`]; sends to it then
+//! fail with [`SendError::Suspected`] and what it sends is dropped. The suspicion is enforced
+//! (fail-stop, as ULFM's): the suspect is sent a FENCE (header kind 3), repeated
+//! `fence_repeats` times and in answer to what it still sends; an endpoint that receives a
+//! valid FENCE from a peer it does not suspect reports [`Delivery::Fenced`] and stops. An ICMP
+//! "port unreachable" is a hint: the peer is probed (kind 4, an ACK asking for an ACK) and
+//! suspected only if silent for `probe_timeout`. Each peer has its own window and timer, so a
+//! silent peer stalls no one else. Every datagram is validated (address, magic, version, kind, length, job, ranks,
 //! acknowledgement range) and dropped and counted when anything is wrong.
 //!
 //! Datagram = 64-byte header (little-endian) + payload:
