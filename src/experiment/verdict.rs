@@ -107,9 +107,8 @@ impl Verdict {
         let mut reasons: Vec<String> = [
             count(c.violations, "violation", "violations"),
             count(c.timeouts, "timeout", "timeouts"),
-            count(c.not_run, "operation not run", "operations not run").map(|s| {
-                format!("{s} (stopped after {GIVE_UP_AFTER} timeouts in a row)")
-            }),
+            count(c.not_run, "operation not run", "operations not run")
+                .map(|s| format!("{s} (stopped after {GIVE_UP_AFTER} timeouts in a row)")),
             count(
                 c.dropped_ops,
                 "operation with unsent messages",
@@ -273,7 +272,10 @@ mod tests {
             (|c| c.timeouts = 1, "1 timeout"),
             (|c| c.not_run = 5, "5 operations not run"),
             (|c| c.dropped_ops = 2, "2 operations with unsent messages"),
-            (|c| c.deferred_overflow = 4, "4 messages dropped at a full deferred queue"),
+            (
+                |c| c.deferred_overflow = 4,
+                "4 messages dropped at a full deferred queue",
+            ),
             (|c| c.too_far = 1, "1 message dropped too far ahead"),
             (|c| c.false_suspicions = 2, "2 false suspicions"),
         ];
