@@ -265,9 +265,12 @@ mod tests {
         assert!(v.into_result().is_ok());
     }
 
+    /// Sets one count of a clean run.
+    type Set = fn(&mut BenchCounts);
+
     #[test]
     fn every_bench_failure_fails_alone_and_is_named() {
-        let cases: [(fn(&mut BenchCounts), &str); 7] = [
+        let cases: [(Set, &str); 7] = [
             (|c| c.violations = 3, "3 violations"),
             (|c| c.timeouts = 1, "1 timeout"),
             (|c| c.not_run = 5, "5 operations not run"),
