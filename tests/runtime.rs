@@ -61,7 +61,7 @@ fn bench_with(
         cluster,
         transport,
         kills,
-        model,
+        model: model.into(),
         loss,
         auth: None,
     };

@@ -246,6 +246,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         o_ns: out.o_ns,
         l_ns: out.l_ns,
         own_o_ns: out.own_o_ns,
+        model: out.model,
         cores: out.cores,
     });
     dropped_failure(&out.res)

@@ -169,8 +169,6 @@ pub fn run_parent(
                 &cfg.job.to_string(),
                 "--seed",
                 &cfg.seed.to_string(),
-                "--o-ns",
-                &cfg.tick_ns.to_string(),
             ])
             .args(["--size", &cfg.payload_len.to_string()])
             .args(child_args(r))
