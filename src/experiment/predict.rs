@@ -131,7 +131,11 @@ mod tests {
             AlgoSpec::new(AlgoName::CorrectedGossip),
         ];
         for n in [2, 8, 33] {
-            let kills = if n > 2 { parse_kills("1@5", n).unwrap() } else { Vec::new() };
+            let kills = if n > 2 {
+                parse_kills("1@5", n).unwrap()
+            } else {
+                Vec::new()
+            };
             for spec in &specs {
                 let at = |m: &BenchModel| {
                     let algo = resolve_algo(spec, n, m.mean_logp(), 0).unwrap();

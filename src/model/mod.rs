@@ -21,8 +21,8 @@ pub mod logp;
 pub mod prediction;
 pub mod tree_latency;
 
-pub use bench_model::BenchModel;
 pub use baselines::{bfb_messages, big_messages, ceil_log2, t_bfb, t_big};
+pub use bench_model::BenchModel;
 pub use chains::{g_hat, k_hat, longest_gap_pmf, longest_gap_probability};
 pub use corrected_trees::{l_ff_scc, l_scc_bounds, m_scc, scc_loggp};
 pub use gossip::{GossipCurve, expected_gnodes, gos_colored_fraction, gos_expected_messages};

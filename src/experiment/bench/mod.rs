@@ -275,9 +275,7 @@ impl Checked {
             (Some(_), Some(_)) => None,
             _ => Some(estimate(a.transport, 2000, a.size)?),
         };
-        let (own_os, own_or) = given_o
-            .or(est.map(|e| (e.o_send_ns, e.o_recv_ns)))
-            .unwrap_or((1, 1));
+        let (own_os, own_or) = given_o.or(est.map(|e| (e.o_send_ns, e.o_recv_ns))).unwrap_or((1, 1));
         let own_o_ns = ((own_os + own_or) / 2).max(1);
         let l_ns = given_l.or(est.map(|e| e.l_ns)).unwrap_or(1);
         let model = BenchModel::new(
@@ -452,13 +450,6 @@ impl Checked {
         if a.no_model {
             return Ok(None);
         }
-        predict(
-            &out.algo,
-            a.nodes,
-            &out.model,
-            &self.kills,
-            (a.warmup, a.iterations),
-        )
-        .map(Some)
+        predict(&out.algo, a.nodes, &out.model, &self.kills, (a.warmup, a.iterations)).map(Some)
     }
 }
