@@ -46,7 +46,7 @@ fn main() {
         },
         transport: TransportKind::Udp,
         kills: parse_kills("7", n).expect("kills"),
-        model,
+        model: model.into(),
         loss: 0.0,
         auth: Some(AuthKey::generate().expect("key")),
     };

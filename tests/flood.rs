@@ -40,7 +40,7 @@ fn bench(n: u32, iters: u64, kills: &str, auth: Option<AuthKey>) -> Bench {
         },
         transport: TransportKind::Udp,
         kills: parse_kills(kills, n).expect("kills"),
-        model,
+        model: model.into(),
         loss: 0.0,
         auth,
     }

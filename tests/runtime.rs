@@ -62,7 +62,7 @@ fn bench_with(
         cluster,
         transport,
         kills,
-        model,
+        model: model.into(),
         loss,
         auth: None,
     };

@@ -254,6 +254,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         o_ns: out.o_ns,
         l_ns: out.l_ns,
         own_o_ns: out.own_o_ns,
+        model: out.model,
         cores: out.cores,
         verdict: &verdict,
     });

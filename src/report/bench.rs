@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::experiment::algo::Algo;
-use crate::experiment::predict::Prediction;
+use crate::experiment::predict::{BenchModel, Prediction};
 use crate::experiment::verdict::Verdict;
 use crate::runtime::TransportKind;
 use crate::runtime::cluster::{ClusterResult, PollMode};
@@ -56,6 +56,8 @@ pub struct BenchReport<'a> {
     pub l_ns: u64,
     /// This host's own o, ns.
     pub own_o_ns: u64,
+    /// The model the protocols counted in and the prediction used.
+    pub model: BenchModel,
     /// Cores of this host.
     pub cores: usize,
     /// Whether the run passed (the JSON lists its failures; the CLI prints the reason last).
@@ -78,6 +80,7 @@ pub fn print(r: &BenchReport) {
         o_ns,
         l_ns,
         own_o_ns,
+        model,
         cores,
         verdict,
     } = r;
@@ -91,6 +94,7 @@ pub fn print(r: &BenchReport) {
                 "workers": workers, "poll": poll, "size": a.size, "iterations": a.iterations,
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
+                "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
             },
             "logp_estimate": est,
             "calibration": cal,
@@ -174,6 +178,10 @@ pub fn print(r: &BenchReport) {
             c.summary()
         );
     }
+    s += &format!(
+        "model: LogGP o_s = {} ns, o_r = {} ns, L = {} ns; the protocols and the simulator count in units of {} ns\n",
+        model.os_ns, model.or_ns, model.l_ns, model.unit_ns
+    );
     if o_ns != own_o_ns {
         s += &format!(
             "shared cores: {} nodes on {} cores, each runs {}/{} of the time: o taken as {o_ns} ns (protocols' time unit and model)\n",
