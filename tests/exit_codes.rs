@@ -145,6 +145,11 @@ fn an_agreement_run_with_false_suspicions_exits_1_unless_allowed() {
         "{line}"
     );
     assert!(line.ends_with(&format!("in {} agreements", v["agreements"])), "{line}");
+    let failures = v["failures"].as_array().unwrap();
+    assert!(
+        failures.iter().any(|f| f.as_str().unwrap().contains("false suspicion")),
+        "{v}"
+    );
     // Allowed: said on stderr, not failed (unless something else went wrong).
     let (code, v, err, others) = run(true);
     assert_eq!(code, if others { 1 } else { 0 }, "{v}\n{err}");

@@ -120,8 +120,16 @@ pub fn run(a: &AgreeArgs) -> Result<(), Failure> {
     let coordinator_rss = (mode != AgreeMode::Threads)
         .then(crate::runtime::agree::peak_rss_kb)
         .flatten();
-    crate::report::agree::print_bench(&b, &r, mode, a.procs, a.join.is_some(), coordinator_rss, a.json);
     let verdict = Verdict::agree(&AgreeCounts::from(&r), a.allow_false_suspicions);
+    let shown = crate::report::agree::BenchShown {
+        mode,
+        procs: a.procs,
+        joined: a.join.is_some(),
+        coordinator_rss,
+        json: a.json,
+        failures: &verdict.reasons,
+    };
+    crate::report::agree::print_bench(&b, &r, &shown);
     if let Some(note) = verdict.accepted_note() {
         eprintln!("ftcoll: warning: {note}");
     }
