@@ -247,6 +247,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         l_ns: out.l_ns,
         own_o_ns: out.own_o_ns,
         model: out.model,
+        model_cores: out.model_cores,
         cores: out.cores,
     });
     dropped_failure(&out.res)

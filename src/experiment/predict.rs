@@ -9,6 +9,8 @@ pub use crate::model::BenchModel;
 use crate::runtime::kill::{Kill, KillPoint};
 use crate::sim::{DeadBefore, Experiment, Faults};
 
+/// `cores`: the nodes share that many cores (rank r on core r mod cores, as the runtime's
+/// workers serve their nodes; see [`crate::sim::Engine::set_cores`]); `None`: a core per node.
 /// The simulator's prediction for the measured operations `warmup..warmup + iterations`: nodes
 /// dead from the start are dead in every run, and a node crashed during iteration I is dead in
 /// the share of runs that stands for the measured operations from I on (the runs are split
@@ -27,6 +29,7 @@ pub fn predict(
     algo: &Algo,
     n: u32,
     model: &BenchModel,
+    cores: Option<u32>,
     kills: &[Kill],
     measured: (u64, u64),
 ) -> Result<Prediction, String> {
@@ -70,6 +73,7 @@ pub fn predict(
                 threads: 1,
                 max_events: Experiment::default_max_events(n),
                 receives: Default::default(),
+                cores,
             },
             faults_text: String::new(),
         };
@@ -139,7 +143,7 @@ mod tests {
             for spec in &specs {
                 let at = |m: &BenchModel| {
                     let algo = resolve_algo(spec, n, m.mean_logp(), 0).unwrap();
-                    predict(&algo, n, m, &kills, (0, 10)).unwrap()
+                    predict(&algo, n, m, None, &kills, (0, 10)).unwrap()
                 };
                 let (a, b) = (at(&coarse), at(&fine));
                 assert_eq!(a.coloring, b.coloring, "{spec:?} n={n}");
@@ -161,7 +165,7 @@ mod tests {
         };
         let at = |m: BenchModel| {
             let algo = resolve_algo(&spec, 21, m.mean_logp(), 0).unwrap();
-            predict(&algo, 21, &m, &[], (0, 10)).unwrap()
+            predict(&algo, 21, &m, None, &[], (0, 10)).unwrap()
         };
         let even = at(BenchModel::new(1600, 1600, 1000));
         let split = at(BenchModel::new(2400, 800, 1000));

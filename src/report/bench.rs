@@ -57,6 +57,8 @@ pub struct BenchReport<'a> {
     pub own_o_ns: u64,
     /// The model the protocols counted in and the prediction used.
     pub model: BenchModel,
+    /// The cores the model put the nodes on (`None`: a core per node).
+    pub model_cores: Option<u32>,
     /// Cores of this host.
     pub cores: usize,
 }
@@ -78,6 +80,7 @@ pub fn print(r: &BenchReport) {
         l_ns,
         own_o_ns,
         model,
+        model_cores,
         cores,
     } = r;
     let (res, algo, kills, kill_text) = (*res, *algo, *kills, *kill_text);
@@ -91,6 +94,7 @@ pub fn print(r: &BenchReport) {
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
                 "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
+                "model_cores": model_cores,
             },
             "logp_estimate": est,
             "calibration": cal,
@@ -173,8 +177,19 @@ pub fn print(r: &BenchReport) {
         );
     }
     s += &format!(
-        "model: LogGP o_s = {} ns, o_r = {} ns, L = {} ns; the protocols and the simulator count in units of {} ns\n",
-        model.os_ns, model.or_ns, model.l_ns, model.unit_ns
+        "model: LogGP o_s = {} ns, o_r = {} ns, L = {} ns; the protocols and the simulator count in units of {} ns; {}\n",
+        model.os_ns,
+        model.or_ns,
+        model.l_ns,
+        model.unit_ns,
+        match model_cores {
+            Some(c) => format!(
+                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time",
+                a.nodes
+            ),
+            None if o_ns != own_o_ns => "processor sharing (--shared-cores)".to_string(),
+            None => "a core per node".to_string(),
+        }
     );
     if o_ns != own_o_ns {
         s += &format!(
@@ -223,13 +238,8 @@ pub fn print(r: &BenchReport) {
             PollMode::Busy => "spinning processes hold the cores the others need",
         };
         s += &format!(
-            "note: {} node processes share {} cores (plus this coordinator): {how}; the model gives every node its own core, so expect latencies well above it.\n",
+            "note: {} node processes share {} cores (plus this coordinator): {how}; the model takes turns on the cores, the OS's scheduler does not always.\n",
             a.nodes, cores
-        );
-    } else if a.nodes as usize > workers {
-        s += &format!(
-            "note: {} nodes share {} workers, so a message may wait while its worker serves other nodes; the model gives every node its own core, so expect measured > predicted.\n",
-            a.nodes, workers
         );
     }
     if let Some(u) = res.clock_uncertainty_ns {

@@ -106,6 +106,9 @@ pub struct BenchOutcome {
     pub est: Option<Estimate>,
     pub cal: Option<Calibration>,
     pub model: BenchModel,
+    /// The cores the model puts the nodes on (`None`: a core per node): the workers' when
+    /// they serve several nodes each, the host's when node processes outnumber its cores.
+    pub model_cores: Option<u32>,
     pub workers: usize,
     pub poll: PollMode,
     pub o_ns: u64,
@@ -302,6 +305,15 @@ impl Checked {
         } else {
             a.workers.unwrap_or(cores).min(a.nodes as usize).max(1)
         };
+        // Nodes that share cores take turns on them: the model does too (a core does one send or
+        // receive at a time). Launched runs model their hosts with --shared-cores instead.
+        let model_cores = if a.join.is_some() {
+            None
+        } else if a.procs {
+            (a.nodes as usize > cores).then_some(cores as u32)
+        } else {
+            (workers < a.nodes as usize).then_some(workers as u32)
+        };
         let cluster = ClusterConfig {
             nodes: a.nodes,
             workers,
@@ -368,6 +380,7 @@ impl Checked {
             est,
             cal,
             model,
+            model_cores,
             workers,
             poll,
             o_ns,
@@ -450,6 +463,14 @@ impl Checked {
         if a.no_model {
             return Ok(None);
         }
-        predict(&out.algo, a.nodes, &out.model, &self.kills, (a.warmup, a.iterations)).map(Some)
+        predict(
+            &out.algo,
+            a.nodes,
+            &out.model,
+            out.model_cores,
+            &self.kills,
+            (a.warmup, a.iterations),
+        )
+        .map(Some)
     }
 }
