@@ -248,6 +248,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         own_o_ns: out.own_o_ns,
         model: out.model,
         model_cores: out.model_cores,
+        noisy: out.noise.is_some(),
         cores: out.cores,
     });
     dropped_failure(&out.res)

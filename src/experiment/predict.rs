@@ -7,8 +7,11 @@ use crate::experiment::simulate as runner;
 pub use crate::model::BenchModel;
 
 use crate::runtime::kill::{Kill, KillPoint};
-use crate::sim::{DeadBefore, Experiment, Faults};
+use crate::sim::{DeadBefore, Experiment, Faults, Noise};
+use std::sync::Arc;
 
+/// `noise`: each message's `o_s`, `o_r` and `L` drawn from these distributions (in the model's
+/// units), so that p99 and p99.9 mean something (noisy LogP); `None`: fixed.
 /// `cores`: the nodes share that many cores (rank r on core r mod cores, as the runtime's
 /// workers serve their nodes; see [`crate::sim::Engine::set_cores`]); `None`: a core per node.
 /// The simulator's prediction for the measured operations `warmup..warmup + iterations`: nodes
@@ -30,6 +33,7 @@ pub fn predict(
     n: u32,
     model: &BenchModel,
     cores: Option<u32>,
+    noise: Option<&Arc<Noise>>,
     kills: &[Kill],
     measured: (u64, u64),
 ) -> Result<Prediction, String> {
@@ -63,7 +67,7 @@ pub fn predict(
             experiment: Experiment {
                 n,
                 logp: model.loggp,
-                noise: None,
+                noise: noise.cloned(),
                 faults: Faults {
                     before: DeadBefore::List(dead),
                     ..Faults::default()
@@ -143,7 +147,7 @@ mod tests {
             for spec in &specs {
                 let at = |m: &BenchModel| {
                     let algo = resolve_algo(spec, n, m.mean_logp(), 0).unwrap();
-                    predict(&algo, n, m, None, &kills, (0, 10)).unwrap()
+                    predict(&algo, n, m, None, None, &kills, (0, 10)).unwrap()
                 };
                 let (a, b) = (at(&coarse), at(&fine));
                 assert_eq!(a.coloring, b.coloring, "{spec:?} n={n}");
@@ -165,7 +169,7 @@ mod tests {
         };
         let at = |m: BenchModel| {
             let algo = resolve_algo(&spec, 21, m.mean_logp(), 0).unwrap();
-            predict(&algo, 21, &m, None, &[], (0, 10)).unwrap()
+            predict(&algo, 21, &m, None, None, &[], (0, 10)).unwrap()
         };
         let even = at(BenchModel::new(1600, 1600, 1000));
         let split = at(BenchModel::new(2400, 800, 1000));

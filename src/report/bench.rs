@@ -59,6 +59,8 @@ pub struct BenchReport<'a> {
     pub model: BenchModel,
     /// The cores the model put the nodes on (`None`: a core per node).
     pub model_cores: Option<u32>,
+    /// The prediction drew o_s, o_r and L per message from the calibration (noisy LogP).
+    pub noisy: bool,
     /// Cores of this host.
     pub cores: usize,
 }
@@ -81,6 +83,7 @@ pub fn print(r: &BenchReport) {
         own_o_ns,
         model,
         model_cores,
+        noisy,
         cores,
     } = r;
     let (res, algo, kills, kill_text) = (*res, *algo, *kills, *kill_text);
@@ -94,7 +97,7 @@ pub fn print(r: &BenchReport) {
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
                 "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
-                "model_cores": model_cores,
+                "model_cores": model_cores, "noisy_model": noisy,
             },
             "logp_estimate": est,
             "calibration": cal,
@@ -191,6 +194,9 @@ pub fn print(r: &BenchReport) {
             None => "a core per node".to_string(),
         }
     );
+    if *noisy {
+        s += "model: noisy LogGP: each message's o_s, o_r and L drawn from the calibration's distributions\n";
+    }
     if o_ns != own_o_ns {
         s += &format!(
             "shared cores: {} nodes on {} cores, each runs {}/{} of the time: o taken as {o_ns} ns (protocols' time unit and model)\n",

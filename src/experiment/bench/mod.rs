@@ -109,6 +109,8 @@ pub struct BenchOutcome {
     /// The cores the model puts the nodes on (`None`: a core per node): the workers' when
     /// they serve several nodes each, the host's when node processes outnumber its cores.
     pub model_cores: Option<u32>,
+    /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
+    pub noise: Option<std::sync::Arc<crate::sim::Noise>>,
     pub workers: usize,
     pub poll: PollMode,
     pub o_ns: u64,
@@ -287,6 +289,21 @@ impl Checked {
             l_ns,
         );
         let o_ns = model.mean_o_ns();
+        // A calibration that gave every parameter also gives their distributions: the
+        // prediction then draws each message's o_s, o_r and L from them (noisy LogP).
+        let noise = match &cal {
+            Some(c) if a.o_ns.is_none() && a.l_ns.is_none() && !c.noise.is_null() => {
+                let fixed = crate::model::LogGP::new(model.l_ns, own_os.max(1), own_or.max(1), 0, 0)?;
+                let ns = crate::sim::Noise::from_json(&c.noise.to_string(), fixed)?;
+                let u = model.unit_ns as f64;
+                Some(std::sync::Arc::new(ns.scaled(
+                    model.os_ns as f64 / own_os.max(1) as f64 / u,
+                    model.or_ns as f64 / own_or.max(1) as f64 / u,
+                    1.0 / u,
+                )))
+            }
+            _ => None,
+        };
         let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
         let algo = resolve_algo(&a.alg, a.nodes, model.mean_logp(), dead)?;
         let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
@@ -381,6 +398,7 @@ impl Checked {
             cal,
             model,
             model_cores,
+            noise,
             workers,
             poll,
             o_ns,
@@ -468,6 +486,7 @@ impl Checked {
             a.nodes,
             &out.model,
             out.model_cores,
+            out.noise.as_ref(),
             &self.kills,
             (a.warmup, a.iterations),
         )
