@@ -24,6 +24,12 @@ use crate::runtime::procs::{rank_from_env, unix_ns};
 use crate::runtime::{Bench, TransportKind};
 use crate::transport::udp::auth::{AuthKey, warn_unauthenticated};
 
+/// Operations abandoned at the timeout in a row after which a bench run stops: the rest would
+/// most likely wait out theirs too (a node cut off, a dead subtree), and a run of N such
+/// operations would take N timeouts. The operations left are reported as not run, and the
+/// run fails.
+pub const GIVE_UP_AFTER: u32 = 3;
+
 /// A bench run: the cluster, the workload, the crashes, the LogP unit and how the nodes are
 /// started. `None` means the default described on each field.
 #[derive(Clone, Debug)]
@@ -345,6 +351,7 @@ impl Checked {
             op_timeout: Duration::from_millis(a.op_timeout_ms),
             idle: Duration::from_micros(500),
             pin: !a.no_pin,
+            give_up_after: Some(GIVE_UP_AFTER),
         };
         let bench = Bench {
             algo: algo.clone(),
