@@ -157,6 +157,31 @@ mod tests {
         }
     }
 
+    /// Noise that always draws the fixed values is the fixed model; a heavy tail of o_r (1% of
+    /// receives 1 to 40 times slower) moves p99 far more than p50.
+    #[test]
+    fn noise_moves_the_tail() {
+        use crate::sim::noise::Dist;
+        let m = BenchModel::new(800, 800, 1600);
+        let spec = AlgoSpec::new(AlgoName::CorrectedTree);
+        let algo = resolve_algo(&spec, 16, m.mean_logp(), 0).unwrap();
+        let at = |noise: Option<&Arc<Noise>>| predict(&algo, 16, &m, None, noise, &[], (0, 10)).unwrap();
+        let fixed = at(None);
+        let flat = Arc::new(Noise::constant(m.loggp));
+        assert_eq!(at(Some(&flat)).coloring, fixed.coloring);
+        let tail = Arc::new(Noise {
+            or: Dist::Quantiles(vec![(0.0, 50.0), (0.9, 50.0), (0.99, 60.0), (1.0, 2000.0)]),
+            ..Noise::constant(m.loggp)
+        });
+        let noisy = at(Some(&tail));
+        assert!(noisy.coloring[1] > 2.0 * fixed.coloring[1], "{noisy:?} vs {fixed:?}");
+        assert!(noisy.coloring[0] >= fixed.coloring[0], "{noisy:?} vs {fixed:?}");
+        assert!(
+            noisy.coloring[1] / fixed.coloring[1] > 2.0 * noisy.coloring[0] / fixed.coloring[0],
+            "{noisy:?} vs {fixed:?}"
+        );
+    }
+
     /// With o_s > o_r a sender with several children is slower than the mean o says. A
     /// 4-ary tree of 21: the last grandchild is reached after the root's 4th send and its
     /// parent's 4th, `2·(4·o_s + L + o_r)`; the split moves it from 18 µs to 22.8 µs.
