@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use super::*;
+use crate::transport::udp::header::KIND_FENCE;
 use crate::transport::udp::impair::Impaired;
 use crate::transport::udp::link::{Link, Recv};
 use crate::transport::udp::pump::{receive, transmit};
