@@ -292,7 +292,7 @@ impl Transport for UdpTransport {
 
     fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
         // One receive loop per kind of link, so that the socket's has no impairment in it.
-        let (mut delivered, backlog) = match &mut self.link {
+        let (mut delivered, backlog, _) = match &mut self.link {
             UdpLink::Direct(s) => receive(&mut self.core, s, &mut self.rbuf, now, sink)?,
             UdpLink::Impaired(l) => receive(&mut self.core, l, &mut self.rbuf, now, sink)?,
         };

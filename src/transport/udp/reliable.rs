@@ -113,6 +113,8 @@ pub struct Reliable {
     pub(super) probing: Vec<u32>,
     /// The peer whose FENCE stopped this endpoint: it sends and delivers nothing more.
     fenced_by: Option<u32>,
+    /// The last receive stopped before the link was empty (see [`Reliable::set_backlog`]).
+    rx_backlog: bool,
     /// Datagrams to transmit, in order, and how many of them were handed out.
     outbox: Vec<Queued>,
     sent_out: usize,
@@ -187,6 +189,7 @@ impl Reliable {
             ctl_buf: vec![[0; HEADER_LEN]; n],
             probing: Vec::with_capacity(n),
             fenced_by: None,
+            rx_backlog: false,
             // The most one call queues: every window retransmitted on expiry, an ACK and a
             // FENCE or PROBE each.
             outbox: Vec::with_capacity(n * (window + 2)),
@@ -229,6 +232,13 @@ impl Reliable {
     /// The peer whose FENCE stopped this endpoint, if one did.
     pub fn fenced_by(&self) -> Option<u32> {
         self.fenced_by
+    }
+
+    /// The driver's last receive stopped with datagrams possibly left on the link (its
+    /// budget ran out under a flood): until one drains it, a silent peer is suspected only at
+    /// `silence_max`, since its answers may be queued behind the garbage.
+    pub fn set_backlog(&mut self, backlog: bool) {
+        self.rx_backlog = backlog;
     }
 
     /// The next sequence number expected from `peer` (tests).
@@ -416,7 +426,14 @@ impl Reliable {
             let (una, last_heard) = (peer.snd_una, peer.last_heard);
             let oldest = self.tx_meta[self.tx_index(p, una)].sent_at;
             let silent = now.saturating_duration_since(last_heard.max(oldest));
-            if silent >= self.silence_bound(p as u32, now) {
+            // An endpoint that has not read all its socket (a flood, a burst) may have the
+            // peer's answers still queued: it suspects only at the ceiling then.
+            let bound = if self.rx_backlog {
+                self.cfg.silence_max
+            } else {
+                self.silence_bound(p as u32, now)
+            };
+            if silent >= bound {
                 self.suspect(p, now);
                 return;
             }

@@ -315,3 +315,51 @@ fn an_icmp_error_for_a_live_peer_is_a_probe_not_a_suspicion() {
         "{after:?}"
     );
 }
+
+#[test]
+fn an_endpoint_that_could_not_drain_its_link_suspects_only_at_the_ceiling() {
+    // Rank 1 is dead. Rank 0's link holds more garbage than one receive reads (a flood): a
+    // peer's answers could be queued behind it, so rank 0 waits for `silence_max` instead of
+    // suspecting at the floor (111 ms from `rto_initial`).
+    let cfg = UdpConfig {
+        silence_max: MS(200),
+        ..short_floor()
+    };
+    let suspected_at = |flood: bool| {
+        let t0 = Instant::now();
+        let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+        let me = ns[0].link.inner().me;
+        let stranger = SocketAddr::from(([10, 9, 9, 9], 9));
+        let step = MS(1);
+        let mut now = t0;
+        ns[0].send(1, b"to the dead", now).unwrap();
+        while now - t0 < MS(1_000) {
+            now += step;
+            {
+                let mut w = wire.borrow_mut();
+                w.now = Some(now);
+                if flood {
+                    for _ in 0..300 {
+                        w.flying.push_back((now, stranger, me, vec![0; 8]));
+                    }
+                }
+            }
+            ns[0].poll(now);
+            if !ns[0].suspects.is_empty() {
+                return Some((now - t0, ns[0].stats()));
+            }
+        }
+        None
+    };
+    let (calm, _) = suspected_at(false).expect("suspected");
+    assert!(
+        calm <= cfg.suspicion_time(cfg.rto_initial) + MS(2) && calm < cfg.silence_max,
+        "{calm:?}"
+    );
+    let (flooded, s) = suspected_at(true).expect("suspected at the ceiling");
+    assert!(
+        flooded >= cfg.silence_max && flooded <= cfg.silence_max + cfg.rto_max + MS(2),
+        "{flooded:?}"
+    );
+    assert!(s.foreign > 10_000, "{s:?}");
+}
