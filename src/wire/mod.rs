@@ -28,6 +28,7 @@ pub mod dispatch;
 pub mod header;
 pub mod hex;
 pub mod join;
+pub mod join_line;
 pub mod kind;
 pub mod mac;
 pub mod overlay;
