@@ -125,3 +125,39 @@ fn bad_peers_are_refused_and_counted_and_the_run_completes() {
     );
     until_closed(slow);
 }
+
+#[test]
+fn a_keyed_bench_join_run_seals_its_datagrams_with_the_session_from_rank_0s_table() {
+    let join = format!("127.0.0.1:{}", free_port());
+    let common = |rank: u32| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ftcoll"));
+        c.args(["bench", "--join", &join, "--rank", &rank.to_string(), "--nodes", "3"])
+            .args([
+                "--iterations",
+                "100",
+                "--warmup",
+                "10",
+                "--poll",
+                "blocking",
+                "--no-model",
+            ])
+            .args(["--o-ns", "1000", "--L-ns", "2000", "--join-timeout-ms", "20000"])
+            .env("FTCOLL_KEY", KEY);
+        c
+    };
+    let others: Vec<_> = (1..3)
+        .map(|r| common(r).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap())
+        .collect();
+    let out = common(0).arg("--json").output().unwrap();
+    for c in others {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("NOT authenticated"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["measured_ops"], 100, "{v}");
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["timeouts"], 0, "{v}");
+}

@@ -134,6 +134,7 @@ fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> 
         o_ns: 1,
         l_ns: 1,
         epoch_unix_ns,
+        run,
     });
     let listener = TcpListener::bind(j.coordinator).map_err(|e| format!("cannot listen at {}: {e}", j.coordinator))?;
     let epoch = aligned_epoch(epoch_unix_ns);
