@@ -50,6 +50,7 @@ fn bench_with(
         op_timeout,
         idle: Duration::from_micros(500),
         pin: false,
+        give_up_after: None,
     };
     let kills = if kills.is_empty() {
         Vec::new()
@@ -61,7 +62,7 @@ fn bench_with(
         cluster,
         transport,
         kills,
-        model,
+        model: model.into(),
         loss,
         auth: None,
     };

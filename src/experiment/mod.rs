@@ -8,6 +8,7 @@
 //! - [`simulate`]: runs a [`sim::Setup`] on the LogP simulator (Monte Carlo or traced).
 //! - [`defaults`]: the parameters the papers' models choose when the user does not, and the
 //!   fault-free latency the model predicts.
+//! - [`verdict`]: whether a finished bench or agreement run passed, and why not.
 //! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
 
 pub mod agree;
@@ -26,3 +27,4 @@ pub mod simulate;
 pub mod spec;
 pub mod stress;
 pub mod sweep;
+pub mod verdict;
