@@ -54,7 +54,13 @@ fn challenged(to: SocketAddr) -> (TcpStream, Nonces) {
         }
     };
     let mut l = String::new();
-    BufReader::new(s.try_clone().unwrap()).read_line(&mut l).unwrap();
+    if let Err(e) = BufReader::new(s.try_clone().unwrap()).read_line(&mut l) {
+        panic!(
+            "no challenge from {to} ({:?} -> {:?}): {e}",
+            s.local_addr(),
+            s.peer_addr()
+        );
+    }
     let n = join_line::parse_challenge(&l).unwrap_or_else(|| panic!("not a challenge: {l:?}"));
     (s, n)
 }
