@@ -120,6 +120,7 @@ fn bad_peers_are_refused_and_counted_and_the_run_completes() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["agreements"], 55, "{v}");
     assert_eq!(v["disagreements"], 0, "{v}");
+    assert_eq!(v["refused_streams"], 4, "{v}");
     let line = err
         .lines()
         .find(|l| l.contains("rank 0's streams"))

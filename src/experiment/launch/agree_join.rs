@@ -197,7 +197,9 @@ fn gather(
     let o = c.collect(started, idle_limit(b), window_of(b));
     // The end: every node stops when its stream closes.
     c.close_inputs();
-    Ok(merge(b, o))
+    let mut r = merge(b, o);
+    r.refused_streams = Some(refused.total());
+    Ok(r)
 }
 
 /// How long a connection to rank 0 has to answer its challenge.
