@@ -182,6 +182,11 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         cal["L_ns"]["median"].as_f64().unwrap().round().max(1.0)
     );
     assert!(b["logp_estimate"].is_null(), "no fresh estimate: {b}");
+    // The calibration's distributions make the prediction noisy.
+    assert_eq!(b["config"]["noisy_model"], true, "{b}");
+    let p99 = b["prediction"]["coloring"]["predicted_us"]["p99"].as_f64().unwrap();
+    let p50 = b["prediction"]["coloring"]["predicted_us"]["p50"].as_f64().unwrap();
+    assert!(p99 >= p50 && p50 > 0.0, "{b}");
     assert_eq!(b["calibration"]["samples"], 200);
     // The measured distributions drive sim's noisy mode (in ns).
     let v = json(&[

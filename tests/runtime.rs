@@ -206,6 +206,7 @@ fn message_counts_stay_near_the_simulators() {
         threads: 1,
         max_events: 1 << 20,
         receives: Default::default(),
+        cores: None,
     };
     let sim = run_many::<ftcoll::protocol::bcast::corrected_tree::CorrectedTree<0>>(&shared, &ex, &|_| {});
     assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");

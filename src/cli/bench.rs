@@ -255,6 +255,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         l_ns: out.l_ns,
         own_o_ns: out.own_o_ns,
         model: out.model,
+        model_cores: out.model_cores,
+        noisy: out.noise.is_some(),
         cores: out.cores,
         verdict: &verdict,
     });

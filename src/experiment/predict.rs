@@ -7,8 +7,13 @@ use crate::experiment::simulate as runner;
 pub use crate::model::BenchModel;
 
 use crate::runtime::kill::{Kill, KillPoint};
-use crate::sim::{DeadBefore, Experiment, Faults};
+use crate::sim::{DeadBefore, Experiment, Faults, Noise};
+use std::sync::Arc;
 
+/// `noise`: each message's `o_s`, `o_r` and `L` drawn from these distributions (in the model's
+/// units), so that p99 and p99.9 mean something (noisy LogP); `None`: fixed.
+/// `cores`: the nodes share that many cores (rank r on core r mod cores, as the runtime's
+/// workers serve their nodes; see [`crate::sim::Engine::set_cores`]); `None`: a core per node.
 /// The simulator's prediction for the measured operations `warmup..warmup + iterations`: nodes
 /// dead from the start are dead in every run, and a node crashed during iteration I is dead in
 /// the share of runs that stands for the measured operations from I on (the runs are split
@@ -27,6 +32,8 @@ pub fn predict(
     algo: &Algo,
     n: u32,
     model: &BenchModel,
+    cores: Option<u32>,
+    noise: Option<&Arc<Noise>>,
     kills: &[Kill],
     measured: (u64, u64),
 ) -> Result<Prediction, String> {
@@ -60,7 +67,7 @@ pub fn predict(
             experiment: Experiment {
                 n,
                 logp: model.loggp,
-                noise: None,
+                noise: noise.cloned(),
                 faults: Faults {
                     before: DeadBefore::List(dead),
                     ..Faults::default()
@@ -70,6 +77,7 @@ pub fn predict(
                 threads: 1,
                 max_events: Experiment::default_max_events(n),
                 receives: Default::default(),
+                cores,
             },
             faults_text: String::new(),
         };
@@ -139,7 +147,7 @@ mod tests {
             for spec in &specs {
                 let at = |m: &BenchModel| {
                     let algo = resolve_algo(spec, n, m.mean_logp(), 0).unwrap();
-                    predict(&algo, n, m, &kills, (0, 10)).unwrap()
+                    predict(&algo, n, m, None, None, &kills, (0, 10)).unwrap()
                 };
                 let (a, b) = (at(&coarse), at(&fine));
                 assert_eq!(a.coloring, b.coloring, "{spec:?} n={n}");
@@ -147,6 +155,31 @@ mod tests {
                 assert_eq!(a.messages, b.messages, "{spec:?} n={n}");
             }
         }
+    }
+
+    /// Noise that always draws the fixed values is the fixed model; a heavy tail of o_r (1% of
+    /// receives 1 to 40 times slower) moves p99 far more than p50.
+    #[test]
+    fn noise_moves_the_tail() {
+        use crate::sim::noise::Dist;
+        let m = BenchModel::new(800, 800, 1600);
+        let spec = AlgoSpec::new(AlgoName::CorrectedTree);
+        let algo = resolve_algo(&spec, 16, m.mean_logp(), 0).unwrap();
+        let at = |noise: Option<&Arc<Noise>>| predict(&algo, 16, &m, None, noise, &[], (0, 10)).unwrap();
+        let fixed = at(None);
+        let flat = Arc::new(Noise::constant(m.loggp));
+        assert_eq!(at(Some(&flat)).coloring, fixed.coloring);
+        let tail = Arc::new(Noise {
+            or: Dist::Quantiles(vec![(0.0, 50.0), (0.9, 50.0), (0.99, 60.0), (1.0, 2000.0)]),
+            ..Noise::constant(m.loggp)
+        });
+        let noisy = at(Some(&tail));
+        assert!(noisy.coloring[1] > 2.0 * fixed.coloring[1], "{noisy:?} vs {fixed:?}");
+        assert!(noisy.coloring[0] >= fixed.coloring[0], "{noisy:?} vs {fixed:?}");
+        assert!(
+            noisy.coloring[1] / fixed.coloring[1] > 2.0 * noisy.coloring[0] / fixed.coloring[0],
+            "{noisy:?} vs {fixed:?}"
+        );
     }
 
     /// With o_s > o_r a sender with several children is slower than the mean o says. A
@@ -161,7 +194,7 @@ mod tests {
         };
         let at = |m: BenchModel| {
             let algo = resolve_algo(&spec, 21, m.mean_logp(), 0).unwrap();
-            predict(&algo, 21, &m, &[], (0, 10)).unwrap()
+            predict(&algo, 21, &m, None, None, &[], (0, 10)).unwrap()
         };
         let even = at(BenchModel::new(1600, 1600, 1000));
         let split = at(BenchModel::new(2400, 800, 1000));

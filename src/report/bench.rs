@@ -58,6 +58,10 @@ pub struct BenchReport<'a> {
     pub own_o_ns: u64,
     /// The model the protocols counted in and the prediction used.
     pub model: BenchModel,
+    /// The cores the model put the nodes on (`None`: a core per node).
+    pub model_cores: Option<u32>,
+    /// The prediction drew o_s, o_r and L per message from the calibration (noisy LogP).
+    pub noisy: bool,
     /// Cores of this host.
     pub cores: usize,
     /// Whether the run passed (the JSON lists its failures; the CLI prints the reason last).
@@ -81,6 +85,8 @@ pub fn print(r: &BenchReport) {
         l_ns,
         own_o_ns,
         model,
+        model_cores,
+        noisy,
         cores,
         verdict,
     } = r;
@@ -95,6 +101,7 @@ pub fn print(r: &BenchReport) {
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
                 "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
+                "model_cores": model_cores, "noisy_model": noisy,
             },
             "logp_estimate": est,
             "calibration": cal,
@@ -179,9 +186,23 @@ pub fn print(r: &BenchReport) {
         );
     }
     s += &format!(
-        "model: LogGP o_s = {} ns, o_r = {} ns, L = {} ns; the protocols and the simulator count in units of {} ns\n",
-        model.os_ns, model.or_ns, model.l_ns, model.unit_ns
+        "model: LogGP o_s = {} ns, o_r = {} ns, L = {} ns; the protocols and the simulator count in units of {} ns; {}\n",
+        model.os_ns,
+        model.or_ns,
+        model.l_ns,
+        model.unit_ns,
+        match model_cores {
+            Some(c) => format!(
+                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time",
+                a.nodes
+            ),
+            None if o_ns != own_o_ns => "processor sharing (--shared-cores)".to_string(),
+            None => "a core per node".to_string(),
+        }
     );
+    if *noisy {
+        s += "model: noisy LogGP: each message's o_s, o_r and L drawn from the calibration's distributions\n";
+    }
     if o_ns != own_o_ns {
         s += &format!(
             "shared cores: {} nodes on {} cores, each runs {}/{} of the time: o taken as {o_ns} ns (protocols' time unit and model)\n",
@@ -236,13 +257,8 @@ pub fn print(r: &BenchReport) {
             PollMode::Busy => "spinning processes hold the cores the others need",
         };
         s += &format!(
-            "note: {} node processes share {} cores (plus this coordinator): {how}; the model gives every node its own core, so expect latencies well above it.\n",
+            "note: {} node processes share {} cores (plus this coordinator): {how}; the model takes turns on the cores, the OS's scheduler does not always.\n",
             a.nodes, cores
-        );
-    } else if a.nodes as usize > workers {
-        s += &format!(
-            "note: {} nodes share {} workers, so a message may wait while its worker serves other nodes; the model gives every node its own core, so expect measured > predicted.\n",
-            a.nodes, workers
         );
     }
     if let Some(u) = res.clock_uncertainty_ns {

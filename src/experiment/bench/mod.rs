@@ -112,6 +112,11 @@ pub struct BenchOutcome {
     pub est: Option<Estimate>,
     pub cal: Option<Calibration>,
     pub model: BenchModel,
+    /// The cores the model puts the nodes on (`None`: a core per node): the workers' when
+    /// they serve several nodes each, the host's when node processes outnumber its cores.
+    pub model_cores: Option<u32>,
+    /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
+    pub noise: Option<std::sync::Arc<crate::sim::Noise>>,
     pub workers: usize,
     pub poll: PollMode,
     pub o_ns: u64,
@@ -290,6 +295,21 @@ impl Checked {
             l_ns,
         );
         let o_ns = model.mean_o_ns();
+        // A calibration that gave every parameter also gives their distributions: the
+        // prediction then draws each message's o_s, o_r and L from them (noisy LogP).
+        let noise = match &cal {
+            Some(c) if a.o_ns.is_none() && a.l_ns.is_none() && !c.noise.is_null() => {
+                let fixed = crate::model::LogGP::new(model.l_ns, own_os.max(1), own_or.max(1), 0, 0)?;
+                let ns = crate::sim::Noise::from_json(&c.noise.to_string(), fixed)?;
+                let u = model.unit_ns as f64;
+                Some(std::sync::Arc::new(ns.scaled(
+                    model.os_ns as f64 / own_os.max(1) as f64 / u,
+                    model.or_ns as f64 / own_or.max(1) as f64 / u,
+                    1.0 / u,
+                )))
+            }
+            _ => None,
+        };
         let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
         let algo = resolve_algo(&a.alg, a.nodes, model.mean_logp(), dead)?;
         let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
@@ -307,6 +327,15 @@ impl Checked {
             a.nodes as usize
         } else {
             a.workers.unwrap_or(cores).min(a.nodes as usize).max(1)
+        };
+        // Nodes that share cores take turns on them: the model does too (a core does one send or
+        // receive at a time). Launched runs model their hosts with --shared-cores instead.
+        let model_cores = if a.join.is_some() {
+            None
+        } else if a.procs {
+            (a.nodes as usize > cores).then_some(cores as u32)
+        } else {
+            (workers < a.nodes as usize).then_some(workers as u32)
         };
         let cluster = ClusterConfig {
             nodes: a.nodes,
@@ -378,6 +407,8 @@ impl Checked {
             est,
             cal,
             model,
+            model_cores,
+            noise,
             workers,
             poll,
             o_ns,
@@ -460,6 +491,15 @@ impl Checked {
         if a.no_model {
             return Ok(None);
         }
-        predict(&out.algo, a.nodes, &out.model, &self.kills, (a.warmup, a.iterations)).map(Some)
+        predict(
+            &out.algo,
+            a.nodes,
+            &out.model,
+            out.model_cores,
+            out.noise.as_ref(),
+            &self.kills,
+            (a.warmup, a.iterations),
+        )
+        .map(Some)
     }
 }
