@@ -474,6 +474,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         late: w.late,
         bad_lines,
         clock_uncertainty_ns: None,
+        refused_streams: None,
     }
 }
 
