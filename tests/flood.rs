@@ -43,7 +43,9 @@ fn bench(n: u32, iters: u64, kills: &str, auth: Option<AuthKey>) -> Bench {
             op_timeout: Duration::from_secs(5),
             idle: Duration::from_micros(500),
             pin: false,
-            give_up_after: None,
+            // Bounded: a regression that times out every operation fails in seconds, not after
+            // 200 × the operation timeout.
+            give_up_after: Some(3),
         },
         transport: TransportKind::Udp,
         kills: parse_kills(kills, n).expect("kills"),
