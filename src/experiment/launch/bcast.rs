@@ -19,7 +19,9 @@ use crate::runtime::kill::{Kill, KillPoint};
 use crate::runtime::procs::{NodeExit, aligned_epoch, unix_ns};
 
 /// A node the coordinator has not heard from for this long has crashed (it reports every
-/// 2 ms while alive).
+/// 2 ms while alive). The suspicion is made true where the coordinator can: a node process it
+/// launched is SIGKILLed (fail-stop enforcement, as for the transport's suspicions), and one
+/// not planned to crash counts as a false suspicion.
 const SILENCE: Duration = Duration::from_millis(300);
 
 /// Waits until every node has made contact and measured its clock offset (nodes dead from the
@@ -62,23 +64,25 @@ fn await_nodes(
 const COORDINATOR_PERIOD: Duration = Duration::from_micros(200);
 
 /// Runs the coordinator over the control plane until every operation is over; `each` runs
-/// between its ticks (the parent's SIGKILLs). Fills in wall time and clock uncertainty.
+/// between its ticks with the nodes just declared crashed for their silence (the parent's
+/// SIGKILLs). Fills in wall time and clock uncertainty.
 fn drive(
     agent: &mut ParentAgent,
     ctl: &Control,
     cfg: &ClusterConfig,
     epoch: Instant,
     now_ns: &dyn Fn() -> u64,
-    each: &mut dyn FnMut(&Control),
+    each: &mut dyn FnMut(&Control, &[u32]),
 ) -> ClusterResult {
     let mut coord = Coordinator::new(cfg);
     let started = Instant::now();
     loop {
         agent.pump(ctl, now_ns);
-        for r in agent.mark_silent_dead(ctl, SILENCE) {
+        let silent = agent.mark_silent_dead(ctl, SILENCE);
+        for r in &silent {
             eprintln!("ftcoll: node {r} went silent for {SILENCE:?}: counted as crashed");
         }
-        each(ctl);
+        each(ctl, &silent);
         if !coord.tick(ctl, epoch) {
             break;
         }
@@ -121,7 +125,7 @@ pub fn coordinate_joined(
         agent.wait(Duration::from_millis(1));
     }
     await_nodes(&mut agent, &ctl, kills, &now_ns, join_timeout, &mut || Ok(()))?;
-    let res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |_| {});
+    let res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |_, _| {});
     // Stop is idempotent; repeat it so that a lost datagram does not leave a node running.
     for _ in 0..50 {
         agent.stop();
@@ -197,7 +201,20 @@ pub fn run_parent(
         &mut check_children,
     )?;
     let mut sigkilled = vec![false; n as usize];
-    let mut res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |ctl| {
+    // Falsely suspected nodes: fenced by a peer (their exit report says so) or declared
+    // crashed here for their silence without a planned crash; each counted once.
+    let mut falsely = vec![false; n as usize];
+    let mut res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |ctl, silent| {
+        for &r in silent {
+            // Declared crashed: make it so, and count it unless its crash was planned.
+            if let Some(ch) = children.0[r as usize].as_mut() {
+                let _ = ch.kill();
+            }
+            if !sigkilled[r as usize] && !kills.iter().any(|k| k.rank == r) {
+                falsely[r as usize] = true;
+            }
+            sigkilled[r as usize] = true;
+        }
         let allowed = ctl.allowed.load(Ordering::Acquire);
         for k in kills {
             if let KillPoint::SigKill { iter } = k.point {
@@ -242,7 +259,7 @@ pub fn run_parent(
                 if !e.alive {
                     res.dead_nodes.push(r as u32);
                 }
-                res.false_suspicions += u64::from(e.fenced_by.is_some());
+                falsely[r] |= e.fenced_by.is_some();
                 if let Some(t) = e.transport {
                     res.transport.sent += t.sent;
                     res.transport.received += t.received;
@@ -268,6 +285,7 @@ pub fn run_parent(
             }
         }
     }
+    res.false_suspicions += falsely.iter().filter(|&&f| f).count() as u64;
     res.dead_nodes.sort_unstable();
     Ok(res)
 }
