@@ -11,7 +11,7 @@ use super::BenchSpec;
 
 /// Peers an endpoint exchanges data with in a broadcast tree with its corrections, at most
 /// as counted here (parent, children, correction ring): the others' buffers stay uncommitted.
-pub const TALKING: u64 = 16;
+pub const TALKING: u64 = 8;
 /// Descriptors a run holds besides its endpoints (stdio, the control plane, the key file).
 pub const FD_RESERVE: u64 = 64;
 /// Descriptors one UDP endpoint holds: its socket and its poller.
