@@ -36,7 +36,11 @@ fn refused(args: &[&str], parts: &[&str]) {
 fn sim_nodes_past_memory_are_refused() {
     refused(
         &["sim", "--nodes", "4294967295", "--no-progress"],
-        &["--nodes 4294967295 needs about", "for the simulator", "this machine has"],
+        &[
+            "--nodes 4294967295 needs about",
+            "for the simulator",
+            "this machine has",
+        ],
     );
 }
 
@@ -51,7 +55,16 @@ fn agree_sim_nodes_past_memory_are_refused() {
 #[test]
 fn agree_sim_agreements_past_memory_are_refused() {
     refused(
-        &["agree", "--sim", "--nodes", "8", "--runs", "1", "--agreements", "18446744073709551615"],
+        &[
+            "agree",
+            "--sim",
+            "--nodes",
+            "8",
+            "--runs",
+            "1",
+            "--agreements",
+            "18446744073709551615",
+        ],
         &["--agreements 18446744073709551615 needs about", "per-agreement records"],
     );
 }
@@ -61,7 +74,11 @@ fn bench_nodes_past_file_descriptors_are_refused() {
     for nodes in ["100000", "4294967295"] {
         refused(
             &["bench", "--nodes", nodes],
-            &[&format!("--nodes {nodes} needs about"), "file descriptors", "the limit is 1024 (ulimit -n)"],
+            &[
+                &format!("--nodes {nodes} needs about"),
+                "file descriptors",
+                "the limit is 1024 (ulimit -n)",
+            ],
         );
     }
 }
@@ -70,7 +87,11 @@ fn bench_nodes_past_file_descriptors_are_refused() {
 fn bench_inproc_nodes_past_memory_are_refused() {
     refused(
         &["bench", "--transport", "inproc", "--nodes", "100000"],
-        &["--nodes 100000 needs about", "for the in-process endpoints", "this machine has"],
+        &[
+            "--nodes 100000 needs about",
+            "for the in-process endpoints",
+            "this machine has",
+        ],
     );
 }
 
@@ -81,7 +102,8 @@ fn stress_agree_with_two_nodes_names_the_kills_not_the_nodes() {
         &["stress", "agree", "--duration", "2", "--nodes", "2"],
         &["--max-kills 2 with --nodes 2", "--max-kills defaults to 2"],
     );
-    let err = String::from_utf8_lossy(&guarded(&["stress", "agree", "--duration", "2", "--nodes", "2"]).stderr).to_string();
+    let err =
+        String::from_utf8_lossy(&guarded(&["stress", "agree", "--duration", "2", "--nodes", "2"]).stderr).to_string();
     assert!(!err.contains("needs --nodes >= 2"), "{err}");
 }
 
@@ -95,4 +117,54 @@ fn a_zero_operation_timeout_is_refused_not_rounded() {
         assert!(!out.status.success(), "{args:?}: {err}");
         assert!(err.contains("--op-timeout-ms"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn launch_tree_nodes_past_memory_are_refused() {
+    refused(
+        &["launch-tree", "--nodes", "4294967295"],
+        &["--nodes 4294967295 needs about", "for the launch tree"],
+    );
+}
+
+#[test]
+fn logp_reps_past_memory_are_refused() {
+    refused(
+        &["logp", "--reps", "18446744073709551615"],
+        &["--reps 18446744073709551615 needs about", "round-trip samples"],
+    );
+}
+
+#[test]
+fn bench_operation_counts_that_overflow_are_refused() {
+    refused(
+        &[
+            "bench",
+            "--nodes",
+            "4",
+            "--kill",
+            "none",
+            "--warmup",
+            "100",
+            "--iterations",
+            "18446744073709551615",
+        ],
+        &["--warmup 100 plus --iterations 18446744073709551615 must be below 2^63"],
+    );
+}
+
+#[test]
+fn agree_operation_counts_that_overflow_are_refused() {
+    refused(
+        &[
+            "agree",
+            "--nodes",
+            "4",
+            "--warmup",
+            "100",
+            "--agreements",
+            "18446744073709551615",
+        ],
+        &["--warmup 100 plus --agreements 18446744073709551615 must be below 2^63"],
+    );
 }

@@ -249,6 +249,9 @@ pub fn print_launch_tree(n: u32) -> Result<(), String> {
     if n < 2 {
         return Err(format!("--nodes must be at least 2, got {n}"));
     }
+    // The tree (parent, child offset, child and depth per rank) and its text (22 bytes a line).
+    let need = u64::from(n).saturating_mul(4 * 4 + 22);
+    crate::experiment::limits::check_memory("--nodes", u64::from(n), need, "the launch tree and its text")?;
     let tree = crate::runtime::bootstrap::launch_tree(n)?;
     let mut out = String::new();
     for r in 0..n {

@@ -185,6 +185,12 @@ impl BenchSpec {
         if a.iterations == 0 {
             return Err("--iterations must be at least 1".into());
         }
+        if a.warmup.checked_add(a.iterations).is_none_or(|t| t >= u64::MAX / 2) {
+            return Err(format!(
+                "--warmup {} plus --iterations {} must be below 2^63 (operations are numbered in 64 bits)",
+                a.warmup, a.iterations
+            ));
+        }
         if a.window == 0 || a.window > 32 {
             return Err(format!("--window must be in 1..=32, got {}", a.window));
         }
