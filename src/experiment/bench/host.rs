@@ -3,6 +3,7 @@
 
 use crate::experiment::limits;
 use crate::runtime::TransportKind;
+use crate::runtime::node::NodeStats;
 use crate::transport::inproc::InprocNet;
 use crate::transport::udp::UdpConfig;
 use crate::transport::udp::reliable::Reliable;
@@ -19,10 +20,13 @@ pub const FDS_PER_UDP_ENDPOINT: u64 = 2;
 /// The in-process ring a pair gets on its first message (as the runtime asks for it).
 pub const INPROC_RING_SLOTS: usize = 256;
 
-/// Bytes one node's driver holds besides its endpoint: two counters per rank in its outbox.
+/// Bytes one node holds besides its endpoint: its delivery-latency histogram (built here to
+/// count its buckets), two counters per rank in its driver's outbox, and its payload buffers.
 fn driver_footprint(n: u64) -> u64 {
-    n.saturating_mul(2 * size_of::<u32>() as u64)
-        .saturating_add(crate::transport::MAX_PAYLOAD as u64)
+    let histogram = NodeStats::default().delivery_ns.distinct_values() as u64 * size_of::<u64>() as u64;
+    n.saturating_mul((size_of::<u32>() + size_of::<u64>()) as u64)
+        .saturating_add(histogram)
+        .saturating_add(2 * crate::transport::MAX_PAYLOAD as u64)
 }
 
 /// Bytes one UDP node of a run of `n` commits: its reliability core and its driver.
