@@ -168,3 +168,20 @@ fn agree_operation_counts_that_overflow_are_refused() {
         &["--warmup 100 plus --agreements 18446744073709551615 must be below 2^63"],
     );
 }
+
+#[test]
+fn sim_threads_past_the_cap_are_refused() {
+    refused(
+        &[
+            "sim",
+            "--nodes",
+            "2",
+            "--threads",
+            "100000",
+            "--runs",
+            "100000",
+            "--no-progress",
+        ],
+        &["--threads 100000 is more than 4096"],
+    );
+}

@@ -88,11 +88,15 @@ fn engine_footprint(algo: &Algo, n: u32, logp: LogGP) -> u64 {
     engine.saturating_add(u64::from(n).saturating_mul(heap_per_node(algo) + tree))
 }
 
-/// Bytes a Monte Carlo run of `setup` needs at least: one engine per thread that gets runs.
+/// A spawned thread's stack (Rust's default), reserved per simulation thread.
+const THREAD_STACK: u64 = 2 << 20;
+
+/// Bytes a Monte Carlo run of `setup` needs at least: one engine and stack per thread that
+/// gets runs.
 pub fn footprint(setup: &Setup) -> u64 {
     let ex = &setup.experiment;
     let threads = ex.threads.max(1).min(ex.runs.max(1) as usize) as u64;
-    engine_footprint(&setup.algo, ex.n, ex.logp).saturating_mul(threads)
+    (engine_footprint(&setup.algo, ex.n, ex.logp).saturating_add(THREAD_STACK)).saturating_mul(threads)
 }
 
 /// Refuses a setup this host's memory cannot hold, before anything is allocated.

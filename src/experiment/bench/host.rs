@@ -114,12 +114,21 @@ mod tests {
     #[test]
     fn each_layout_names_its_own_limit() {
         let udp = check_against(1000, Layout::Local(TransportKind::Udp), HOST, Some(1024)).unwrap_err();
-        assert!(udp.starts_with("--nodes 1000 needs about 2064 file descriptors"), "{udp}");
+        assert!(
+            udp.starts_with("--nodes 1000 needs about 2064 file descriptors"),
+            "{udp}"
+        );
         let procs = check_against(1000, Layout::Procs, HOST, Some(1024)).unwrap_err();
-        assert!(procs.contains("1064 file descriptors (a pipe per node process)"), "{procs}");
+        assert!(
+            procs.contains("1064 file descriptors (a pipe per node process)"),
+            "{procs}"
+        );
         // Enough descriptors: memory is what runs out (every endpoint knows every peer).
         let mem = check_against(5000, Layout::Local(TransportKind::Udp), HOST, Some(1 << 20)).unwrap_err();
-        assert!(mem.contains("for the UDP endpoints, this machine has 16.0 GiB (MemAvailable)"), "{mem}");
+        assert!(
+            mem.contains("for the UDP endpoints, this machine has 16.0 GiB (MemAvailable)"),
+            "{mem}"
+        );
         let inproc = check_against(100_000, Layout::Local(TransportKind::Inproc), HOST, None).unwrap_err();
         assert!(inproc.contains("for the in-process endpoints"), "{inproc}");
         let joined = check_against(u32::MAX, Layout::Joined, Some((GIB, "ulimit -v")), None).unwrap_err();
