@@ -42,10 +42,11 @@ fn main() {
             op_timeout: Duration::from_secs(5),
             idle: Duration::from_micros(500),
             pin: false,
+            give_up_after: None,
         },
         transport: TransportKind::Udp,
         kills: parse_kills("7", n).expect("kills"),
-        model,
+        model: model.into(),
         loss: 0.0,
         auth: Some(AuthKey::generate().expect("key")),
     };

@@ -36,10 +36,11 @@ fn bench(n: u32, iters: u64, kills: &str, auth: Option<AuthKey>) -> Bench {
             op_timeout: Duration::from_secs(5),
             idle: Duration::from_micros(500),
             pin: false,
+            give_up_after: None,
         },
         transport: TransportKind::Udp,
         kills: parse_kills(kills, n).expect("kills"),
-        model,
+        model: model.into(),
         loss: 0.0,
         auth,
     }

@@ -154,10 +154,8 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         assert!(lo <= med && med <= hi, "{k}: {c}");
     }
     assert_eq!(cal["samples"], 200);
-    // bench takes o (mean of o_s and o_r) and L from the file instead of measuring.
-    let o = ((cal["os_ns"]["median"].as_f64().unwrap() + cal["or_ns"]["median"].as_f64().unwrap()) / 2.0)
-        .round()
-        .max(1.0);
+    // bench takes o_s, o_r (its single o their mean) and L from the file instead of measuring.
+    let ns = |k: &str| cal[k]["median"].as_f64().unwrap().round().max(1.0) as u64;
     let b = json(&[
         "bench",
         "--nodes",
@@ -172,12 +170,23 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         p,
         "--json",
     ]);
-    assert_eq!(b["config"]["own_o_ns"].as_f64().unwrap(), o, "{b}");
+    assert_eq!(b["config"]["os_ns"].as_u64().unwrap(), ns("os_ns"), "{b}");
+    assert_eq!(b["config"]["or_ns"].as_u64().unwrap(), ns("or_ns"), "{b}");
+    assert_eq!(
+        b["config"]["own_o_ns"].as_u64().unwrap(),
+        ((ns("os_ns") + ns("or_ns")) / 2).max(1),
+        "{b}"
+    );
     assert_eq!(
         b["config"]["L_ns"].as_f64().unwrap(),
         cal["L_ns"]["median"].as_f64().unwrap().round().max(1.0)
     );
     assert!(b["logp_estimate"].is_null(), "no fresh estimate: {b}");
+    // The calibration's distributions make the prediction noisy.
+    assert_eq!(b["config"]["noisy_model"], true, "{b}");
+    let p99 = b["prediction"]["coloring"]["predicted_us"]["p99"].as_f64().unwrap();
+    let p50 = b["prediction"]["coloring"]["predicted_us"]["p50"].as_f64().unwrap();
+    assert!(p99 >= p50 && p50 > 0.0, "{b}");
     assert_eq!(b["calibration"]["samples"], 200);
     // The measured distributions drive sim's noisy mode (in ns).
     let v = json(&[

@@ -50,6 +50,7 @@ fn bench_with(
         op_timeout,
         idle: Duration::from_micros(500),
         pin: false,
+        give_up_after: None,
     };
     let kills = if kills.is_empty() {
         Vec::new()
@@ -61,7 +62,7 @@ fn bench_with(
         cluster,
         transport,
         kills,
-        model,
+        model: model.into(),
         loss,
         auth: None,
     };
@@ -205,6 +206,7 @@ fn message_counts_stay_near_the_simulators() {
         threads: 1,
         max_events: 1 << 20,
         receives: Default::default(),
+        cores: None,
     };
     let sim = run_many::<ftcoll::protocol::bcast::corrected_tree::CorrectedTree<0>>(&shared, &ex, &|_| {});
     assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");

@@ -143,4 +143,9 @@ pub struct AgreeArgs {
     /// --sim: exit 0 even when runs were aborted at --max-events (else exit code 3).
     #[arg(long = "allow-aborts")]
     pub allow_aborts: bool,
+    /// Network runs: exit 0 even when live nodes were suspected of having crashed (false
+    /// suspicions are then reported, not failed). Disagreements, invalid values and unfinished
+    /// nodes still fail the run.
+    #[arg(long = "allow-false-suspicions", conflicts_with = "sim")]
+    pub allow_false_suspicions: bool,
 }

@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use crate::cli::agree_args::{AgreeArgs, RebalanceName, TransportName};
+use crate::experiment::failure::Failure;
+use crate::experiment::verdict::{AgreeCounts, Verdict};
 use crate::protocol::agree::{EraConfig, Rebalance, Shape};
 use crate::report::agree::AgreeMode;
 use crate::runtime::agree::{AgreeBench, AgreeTransport};
@@ -85,8 +87,9 @@ fn join_spec(a: &AgreeArgs) -> Result<crate::experiment::launch::agree_join::Joi
     })
 }
 
-/// Runs the benchmark and prints its report.
-pub fn run(a: &AgreeArgs) -> Result<(), String> {
+/// Runs the benchmark and prints its report, then the verdict (a failed run exits non-zero
+/// with its reasons on the last line).
+pub fn run(a: &AgreeArgs) -> Result<(), Failure> {
     let mut a = a.clone();
     if a.join.is_some() {
         // Rank and size: the flags, else the launcher's environment.
@@ -117,9 +120,18 @@ pub fn run(a: &AgreeArgs) -> Result<(), String> {
     let coordinator_rss = (mode != AgreeMode::Threads)
         .then(crate::runtime::agree::peak_rss_kb)
         .flatten();
-    crate::report::agree::print_bench(&b, &r, mode, a.procs, a.join.is_some(), coordinator_rss, a.json);
-    if r.unfinished > 0 {
-        return Err(format!("{} live nodes did not finish (timed out)", r.unfinished));
+    let verdict = Verdict::agree(&AgreeCounts::from(&r), a.allow_false_suspicions);
+    let shown = crate::report::agree::BenchShown {
+        mode,
+        procs: a.procs,
+        joined: a.join.is_some(),
+        coordinator_rss,
+        json: a.json,
+        failures: &verdict.reasons,
+    };
+    crate::report::agree::print_bench(&b, &r, &shown);
+    if let Some(note) = verdict.accepted_note() {
+        eprintln!("ftcoll: warning: {note}");
     }
-    Ok(())
+    verdict.into_result()
 }

@@ -9,7 +9,9 @@ use clap::Args;
 use crate::cli::flags::AlgoArgs;
 use crate::cli::values::{PollArg, TransportArg};
 use crate::experiment::bench::{BenchEnv, BenchSpec};
-use crate::report::bench::{BenchFacts, BenchReport, dropped_failure, write_hlog};
+use crate::experiment::failure::Failure;
+use crate::experiment::verdict::{BenchCounts, Verdict};
+use crate::report::bench::{BenchFacts, BenchReport, write_hlog};
 use crate::runtime::cluster::PollMode;
 
 #[derive(Args, Debug, Clone)]
@@ -127,6 +129,10 @@ pub struct BenchArgs {
     /// The job's secret key: a file whose first line is 32 hex digits.
     #[arg(long = "key-file")]
     pub key_file: Option<std::path::PathBuf>,
+    /// Exit 0 even when live nodes were suspected of having crashed (false suspicions are
+    /// then reported, not failed). Violations, timeouts and lost messages still fail the run.
+    #[arg(long = "allow-false-suspicions")]
+    pub allow_false_suspicions: bool,
 }
 
 impl BenchArgs {
@@ -167,8 +173,9 @@ impl BenchArgs {
     }
 }
 
-/// Runs `ftcoll bench`.
-pub fn run(args: &BenchArgs) -> Result<(), String> {
+/// Runs `ftcoll bench`: the report, then the verdict (a failed run exits non-zero with its
+/// reasons on the last line).
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let configure_verbs = |t| args.verbs.apply(t);
     // A launched run's processes must share the key (FTCOLL_KEY or --key-file): none is
     // generated there. Local runs generate one for their nodes. Resolved when the run starts
@@ -183,7 +190,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let checked = args.to_spec().validate(&env)?;
     if checked.is_plain_node() {
         // Not the coordinator: this process is one node; rank 0 prints the results.
-        return checked.run_node(&env);
+        return Ok(checked.run_node(&env)?);
     }
     let a = &checked.spec;
     // Opened (created) before the run, so an unwritable path fails now, not after it.
@@ -217,6 +224,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     if let Some((f, path)) = &mut hlog {
         write_hlog(f, &out.res).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
+    let verdict = Verdict::bench(&BenchCounts::from(&out.res), args.allow_false_suspicions);
     crate::report::bench::print(&BenchReport {
         a: BenchFacts {
             nodes: a.nodes,
@@ -246,7 +254,14 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         o_ns: out.o_ns,
         l_ns: out.l_ns,
         own_o_ns: out.own_o_ns,
+        model: out.model,
+        model_cores: out.model_cores,
+        noisy: out.noise.is_some(),
         cores: out.cores,
+        verdict: &verdict,
     });
-    dropped_failure(&out.res)
+    if let Some(note) = verdict.accepted_note() {
+        eprintln!("ftcoll: warning: {note}");
+    }
+    verdict.into_result()
 }

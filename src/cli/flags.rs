@@ -185,6 +185,10 @@ pub struct SimArgs {
     /// [default: queued].
     #[arg(long, value_parser = ["queued", "parallel"])]
     pub receives: Option<String>,
+    /// The processes share C cores (rank r on core r mod C, as bench's workers serve their
+    /// nodes), each core doing one send or receive at a time [default: a core per process].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub cores: Option<u32>,
     /// Monte Carlo runs.
     #[arg(long, default_value_t = 1000)]
     pub runs: u64,
@@ -229,6 +233,7 @@ impl SimArgs {
             kill: self.kill.clone(),
             detect_delay: self.detect_delay,
             receives: self.receives.clone(),
+            cores: self.cores,
             runs: self.runs,
             seed: self.seed,
             threads: self.threads,

@@ -3,7 +3,10 @@
 //! Every misuse ends with a one-line `ftcoll: error: ...` on stderr and exit code 2, never a
 //! panic (`docs/architecture.md`, "Bad input never takes a node down"). A simulation in which some run hit its event cap ends with a
 //! one-line `ftcoll: error: ... aborted ...` on stderr and exit code 3 (`sim` and `agree --sim`
-//! print their table first; `--allow-aborts` accepts such runs).
+//! print their table first; `--allow-aborts` accepts such runs). A run that completed and failed
+//! its checks (`bench`, `agree`, `stress`: violations, timeouts, disagreements, false
+//! suspicions, lost messages) prints its report, then one line `ftcoll: bench failed: ...` on
+//! stderr, and exits with code 1.
 
 pub mod agree;
 pub mod agree_args;
@@ -30,7 +33,7 @@ use clap::error::ErrorKind;
 
 use args::{Cli, Command};
 
-pub use failure::{EXIT_ABORTED, EXIT_USAGE, Failure};
+pub use failure::{EXIT_ABORTED, EXIT_FAILED, EXIT_USAGE, Failure};
 
 /// Parses `argv` and runs the command; returns the process exit code.
 pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
@@ -69,6 +72,8 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     let result: Result<(), Failure> = match &cli.command {
         Command::Sim(a) => sim::run(a),
         Command::Agree(a) => agree::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Stress(a) => stress::run(a),
         other => run_other(other).map_err(Failure::Error),
     };
     match result {
@@ -81,20 +86,24 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
             eprintln!("ftcoll: error: {e}");
             EXIT_ABORTED
         }
+        Err(Failure::Failed(why)) => {
+            eprintln!("ftcoll: {why}");
+            EXIT_FAILED
+        }
     }
 }
 
 /// The commands that fail only with a one-line error.
 fn run_other(command: &Command) -> Result<(), String> {
     match command {
-        Command::Sim(_) | Command::Agree(_) => Err("internal: dispatched above".into()),
+        Command::Sim(_) | Command::Agree(_) | Command::Bench(_) | Command::Stress(_) => {
+            Err("internal: dispatched above".into())
+        }
         Command::Model(a) => model::run(a),
         Command::Reproduce(a) => reproduce::run(a),
-        Command::Bench(a) => bench::run(a),
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
         Command::AgreeNode { spec } => crate::runtime::agree_procs::child(spec),
-        Command::Stress(a) => stress::run(a),
         Command::Bootstrap(a) => bootstrap::run(a),
         Command::BootNode(a) => bootstrap::run_node(a),
         Command::LaunchTree { nodes } => bootstrap::print_launch_tree(*nodes),

@@ -52,6 +52,12 @@ pub struct NodeArgs {
     /// LogP L in ns.
     #[arg(long = "L-ns", default_value_t = 2000)]
     pub l_ns: u64,
+    /// LogGP send overhead o_s in ns [default: --o-ns].
+    #[arg(long = "os-ns")]
+    pub os_ns: Option<u64>,
+    /// LogGP receive overhead o_r in ns [default: --o-ns].
+    #[arg(long = "or-ns")]
+    pub or_ns: Option<u64>,
     /// Broadcast payload in bytes.
     #[arg(long, default_value_t = 8)]
     pub size: usize,
@@ -105,6 +111,8 @@ impl NodeArgs {
             seed: self.seed,
             o_ns: self.o_ns,
             l_ns: self.l_ns,
+            os_ns: self.os_ns,
+            or_ns: self.or_ns,
             size: self.size,
             poll: self.poll.into(),
             control_timeout_ms: self.control_timeout_ms,

@@ -45,6 +45,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         (a.trace.is_some(), "--trace"),
         (a.online_faults > 0, "--online-faults"),
         (a.receives.is_some(), "--receives"),
+        (a.cores.is_some(), "--cores"),
     ] {
         if given {
             return Err(format!("{flag} does not apply to the overlay algorithms").into());

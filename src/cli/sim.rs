@@ -78,6 +78,7 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
         "online_faults": ex.faults.online,
         "kills": ex.faults.online_list,
         "receives": ex.receives,
+        "cores": ex.cores,
         "runs": ex.runs,
         "seed": ex.seed,
         "threads": ex.threads,
@@ -100,6 +101,10 @@ pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
     let recv = match ex.receives {
         crate::sim::Receives::Queued => "",
         crate::sim::Receives::Parallel => " receives=parallel",
+    };
+    let recv = match ex.cores {
+        Some(c) if c < ex.n => format!("{recv} cores={c}"),
+        _ => recv.to_string(),
     };
     s += &format!("ftcoll sim: {}{recv}\n", setup.algo.describe());
     s += &format!(

@@ -57,7 +57,7 @@ pub struct StressAgreeArgs {
 }
 
 /// Runs `ftcoll stress ...`.
-pub fn run(a: &StressArgs) -> Result<(), String> {
+pub fn run(a: &StressArgs) -> Result<(), crate::experiment::failure::Failure> {
     let StressWhat::Agree(a) = &a.what;
     let t = stress::run(&StressSpec {
         duration: a.duration,
@@ -75,6 +75,7 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
         seed: a.seed,
         procs: a.procs,
     })?;
+    let verdict = crate::experiment::verdict::Verdict::stress(&t);
     let stress::Totals {
         agreements,
         failures,
@@ -104,8 +105,5 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
         per_min(agreements),
         per_min(failures)
     );
-    if bad > 0 {
-        return Err(format!("{bad} disagreements, invalid values or unfinished nodes"));
-    }
-    Ok(())
+    verdict.into_result()
 }

@@ -1,5 +1,5 @@
-//! How an experiment fails: a one-line error, or simulated runs aborted at their event cap
-//! (the CLI exits with 2 and 3 for them).
+//! How an experiment fails: a one-line error, simulated runs aborted at their event cap, or a
+//! run that completed but failed its checks (the CLI exits with 2, 3 and 1 for them).
 
 /// Why a command failed: bad input (or an environment error), or aborted simulation runs.
 #[derive(Debug)]
@@ -8,6 +8,9 @@ pub enum Failure {
     Error(String),
     /// Some simulated runs hit the event cap.
     Aborted(String),
+    /// The run completed, and failed ([`crate::experiment::verdict::Verdict`]): the line says
+    /// why (`bench failed: 3 violations in 300 operations`).
+    Failed(String),
 }
 
 impl From<String> for Failure {

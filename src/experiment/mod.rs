@@ -9,6 +9,7 @@
 //! - [`defaults`]: the parameters the papers' models choose when the user does not, and the
 //!   fault-free latency the model predicts.
 //! - [`limits`]: the host's memory and file-descriptor limits, checked before a run allocates.
+//! - [`verdict`]: whether a finished bench or agreement run passed, and why not.
 //! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
 
 pub mod agree;
@@ -28,3 +29,4 @@ pub mod simulate;
 pub mod spec;
 pub mod stress;
 pub mod sweep;
+pub mod verdict;

@@ -4,12 +4,16 @@
 use crate::experiment::algo::Algo;
 use crate::experiment::sim::Setup;
 use crate::experiment::simulate as runner;
-use crate::model::LogP;
-use crate::runtime::kill::{Kill, KillPoint};
-use crate::sim::{DeadBefore, Experiment, Faults};
+pub use crate::model::BenchModel;
 
-/// The simulator's prediction of the median coloring latency (ns) for the same algorithm,
-/// nodes and nodes dead from the start, with the measured L and o.
+use crate::runtime::kill::{Kill, KillPoint};
+use crate::sim::{DeadBefore, Experiment, Faults, Noise};
+use std::sync::Arc;
+
+/// `noise`: each message's `o_s`, `o_r` and `L` drawn from these distributions (in the model's
+/// units), so that p99 and p99.9 mean something (noisy LogP); `None`: fixed.
+/// `cores`: the nodes share that many cores (rank r on core r mod cores, as the runtime's
+/// workers serve their nodes; see [`crate::sim::Engine::set_cores`]); `None`: a core per node.
 /// The simulator's prediction for the measured operations `warmup..warmup + iterations`: nodes
 /// dead from the start are dead in every run, and a node crashed during iteration I is dead in
 /// the share of runs that stands for the measured operations from I on (the runs are split
@@ -27,8 +31,9 @@ pub fn shared_o_ns(o_ns: u64, nodes: u32, cores: Option<u32>) -> u64 {
 pub fn predict(
     algo: &Algo,
     n: u32,
-    model: LogP,
-    o_ns: u64,
+    model: &BenchModel,
+    cores: Option<u32>,
+    noise: Option<&Arc<Noise>>,
     kills: &[Kill],
     measured: (u64, u64),
 ) -> Result<Prediction, String> {
@@ -61,8 +66,8 @@ pub fn predict(
             algo: algo.clone(),
             experiment: Experiment {
                 n,
-                logp: model.into(),
-                noise: None,
+                logp: model.loggp,
+                noise: noise.cloned(),
                 faults: Faults {
                     before: DeadBefore::List(dead),
                     ..Faults::default()
@@ -72,6 +77,7 @@ pub fn predict(
                 threads: 1,
                 max_events: Experiment::default_max_events(n),
                 receives: Default::default(),
+                cores,
             },
             faults_text: String::new(),
         };
@@ -82,7 +88,8 @@ pub fn predict(
         }
     }
     let s = summary.ok_or("no measured operations to predict")?;
-    let ns = |p: crate::sim::stats::Percentiles| [p.p50 * o_ns as f64, p.p99 * o_ns as f64, p.p999 * o_ns as f64];
+    let u = model.unit_ns as f64;
+    let ns = |p: crate::sim::stats::Percentiles| [p.p50 * u, p.p99 * u, p.p999 * u];
     let r = s.report();
     Ok(Prediction {
         coloring: ns(r.coloring_latency),
@@ -101,7 +108,99 @@ pub struct Prediction {
 
 #[cfg(test)]
 mod tests {
-    use super::shared_o_ns;
+    use super::*;
+    use crate::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
+    use crate::model::LogP;
+    use crate::runtime::kill::parse_kills;
+
+    /// The prediction in a unit of 1/16 o equals the one in a unit of o (the simulator and
+    /// every protocol's counted time scale with the unit) when o_s = o_r and L is a whole
+    /// number of o: the fine unit changes nothing but rounding.
+    #[test]
+    fn the_fine_unit_predicts_what_the_unit_of_o_did() {
+        let (o, l) = (640, 1920);
+        let fine = BenchModel::new(o, o, l);
+        assert_eq!(fine.unit_ns, o / 16);
+        let coarse = BenchModel {
+            unit_ns: o,
+            loggp: LogP { l: l / o, o: 1 }.into(),
+            ..fine
+        };
+        let specs = [
+            AlgoSpec::new(AlgoName::CorrectedTree),
+            AlgoSpec {
+                correction: Some("opportunistic:2".into()),
+                ..AlgoSpec::new(AlgoName::CorrectedTree)
+            },
+            AlgoSpec {
+                correction: Some("none".into()),
+                ..AlgoSpec::new(AlgoName::CorrectedTree)
+            },
+            AlgoSpec::new(AlgoName::CorrectedGossip),
+        ];
+        for n in [2, 8, 33] {
+            let kills = if n > 2 {
+                parse_kills("1@5", n).unwrap()
+            } else {
+                Vec::new()
+            };
+            for spec in &specs {
+                let at = |m: &BenchModel| {
+                    let algo = resolve_algo(spec, n, m.mean_logp(), 0).unwrap();
+                    predict(&algo, n, m, None, None, &kills, (0, 10)).unwrap()
+                };
+                let (a, b) = (at(&coarse), at(&fine));
+                assert_eq!(a.coloring, b.coloring, "{spec:?} n={n}");
+                assert_eq!(a.quiescence, b.quiescence, "{spec:?} n={n}");
+                assert_eq!(a.messages, b.messages, "{spec:?} n={n}");
+            }
+        }
+    }
+
+    /// Noise that always draws the fixed values is the fixed model; a heavy tail of o_r (1% of
+    /// receives 1 to 40 times slower) moves p99 far more than p50.
+    #[test]
+    fn noise_moves_the_tail() {
+        use crate::sim::noise::Dist;
+        let m = BenchModel::new(800, 800, 1600);
+        let spec = AlgoSpec::new(AlgoName::CorrectedTree);
+        let algo = resolve_algo(&spec, 16, m.mean_logp(), 0).unwrap();
+        let at = |noise: Option<&Arc<Noise>>| predict(&algo, 16, &m, None, noise, &[], (0, 10)).unwrap();
+        let fixed = at(None);
+        let flat = Arc::new(Noise::constant(m.loggp));
+        assert_eq!(at(Some(&flat)).coloring, fixed.coloring);
+        let tail = Arc::new(Noise {
+            or: Dist::Quantiles(vec![(0.0, 50.0), (0.9, 50.0), (0.99, 60.0), (1.0, 2000.0)]),
+            ..Noise::constant(m.loggp)
+        });
+        let noisy = at(Some(&tail));
+        assert!(noisy.coloring[1] > 2.0 * fixed.coloring[1], "{noisy:?} vs {fixed:?}");
+        assert!(noisy.coloring[0] >= fixed.coloring[0], "{noisy:?} vs {fixed:?}");
+        assert!(
+            noisy.coloring[1] / fixed.coloring[1] > 2.0 * noisy.coloring[0] / fixed.coloring[0],
+            "{noisy:?} vs {fixed:?}"
+        );
+    }
+
+    /// With o_s > o_r a sender with several children is slower than the mean o says. A
+    /// 4-ary tree of 21: the last grandchild is reached after the root's 4th send and its
+    /// parent's 4th, `2·(4·o_s + L + o_r)`; the split moves it from 18 µs to 22.8 µs.
+    #[test]
+    fn the_split_of_o_moves_the_prediction() {
+        let spec = AlgoSpec {
+            tree: Some("kary:4".into()),
+            correction: Some("none".into()),
+            ..AlgoSpec::new(AlgoName::CorrectedTree)
+        };
+        let at = |m: BenchModel| {
+            let algo = resolve_algo(&spec, 21, m.mean_logp(), 0).unwrap();
+            predict(&algo, 21, &m, None, None, &[], (0, 10)).unwrap()
+        };
+        let even = at(BenchModel::new(1600, 1600, 1000));
+        let split = at(BenchModel::new(2400, 800, 1000));
+        assert_eq!(even.coloring[0], 2.0 * (4.0 * 1600.0 + 1000.0 + 1600.0));
+        assert_eq!(split.coloring[0], 2.0 * (4.0 * 2400.0 + 1000.0 + 800.0));
+    }
 
     #[test]
     fn o_stretches_only_when_nodes_outnumber_the_shared_cores() {

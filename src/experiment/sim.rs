@@ -29,6 +29,8 @@ pub struct SimSpec {
     pub detect_delay: u64,
     /// `queued` or `parallel` [default: queued].
     pub receives: Option<String>,
+    /// The processes share this many cores (`None`: a core per process).
+    pub cores: Option<u32>,
     /// Monte Carlo runs.
     pub runs: u64,
     /// Base seed.
@@ -122,6 +124,7 @@ impl Setup {
                 Some("parallel") => Receives::Parallel,
                 _ => Receives::Queued,
             },
+            cores: a.cores,
         };
         let faults_text = match &a.dead {
             Some(l) => format!("dead={l}"),

@@ -43,6 +43,7 @@ impl Point {
             online_faults: 0,
             kill: None,
             detect_delay: 10,
+            cores: None,
             receives: None,
             runs,
             seed,

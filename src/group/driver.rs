@@ -103,6 +103,7 @@ pub(super) fn start(b: GroupBuilder) -> Result<Group, GroupError> {
         op_timeout: b.op_timeout,
         idle: Duration::from_micros(500),
         pin: false,
+        give_up_after: None,
     };
     let model = LogP {
         l: (b.l_ns + b.o_ns / 2) / b.o_ns,

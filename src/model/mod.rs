@@ -12,6 +12,7 @@
 //! Time arithmetic saturates at `Time::MAX` rather than overflowing.
 
 pub mod baselines;
+pub mod bench_model;
 pub mod chains;
 pub mod corrected_trees;
 pub mod gossip;
@@ -21,6 +22,7 @@ pub mod prediction;
 pub mod tree_latency;
 
 pub use baselines::{bfb_messages, big_messages, ceil_log2, t_bfb, t_big};
+pub use bench_model::BenchModel;
 pub use chains::{g_hat, k_hat, longest_gap_pmf, longest_gap_probability};
 pub use corrected_trees::{l_ff_scc, l_scc_bounds, m_scc, scc_loggp};
 pub use gossip::{GossipCurve, expected_gnodes, gos_colored_fraction, gos_expected_messages};

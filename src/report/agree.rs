@@ -15,18 +15,29 @@ fn us(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
+/// How a network agreement run is shown, beside its results.
+pub struct BenchShown<'a> {
+    pub mode: AgreeMode,
+    /// The flags as given.
+    pub procs: bool,
+    pub joined: bool,
+    /// This process's peak memory when it only classed other processes' returns.
+    pub coordinator_rss: Option<u64>,
+    pub json: bool,
+    /// Why the run failed ([`crate::experiment::verdict::Verdict`]'s reasons; empty: passed).
+    pub failures: &'a [String],
+}
+
 /// Prints the report of `r` (a run of `b`): one JSON object with `json`, else the table.
-/// `procs`, `joined`: the flags as given; `coordinator_rss`: this process's peak memory when
-/// it only classed other processes' returns.
-pub fn print_bench(
-    b: &AgreeBench,
-    r: &AgreeBenchReport,
-    mode: AgreeMode,
-    procs: bool,
-    joined: bool,
-    coordinator_rss: Option<u64>,
-    json: bool,
-) {
+pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
+    let BenchShown {
+        mode,
+        procs,
+        joined,
+        coordinator_rss,
+        json,
+        failures,
+    } = *shown;
     if json {
         let classes: Vec<_> = r
             .classes
@@ -55,6 +66,7 @@ pub fn print_bench(
                 "procs": procs, "joined": joined, "peak_rss_kb": r.peak_rss_kb,
                 "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
                 "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
+                "failures": failures,
             })
         );
     } else {

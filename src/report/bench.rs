@@ -8,7 +8,8 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::experiment::algo::Algo;
-use crate::experiment::predict::Prediction;
+use crate::experiment::predict::{BenchModel, Prediction};
+use crate::experiment::verdict::Verdict;
 use crate::runtime::TransportKind;
 use crate::runtime::cluster::{ClusterResult, PollMode};
 use crate::runtime::kill::Kill;
@@ -55,8 +56,16 @@ pub struct BenchReport<'a> {
     pub l_ns: u64,
     /// This host's own o, ns.
     pub own_o_ns: u64,
+    /// The model the protocols counted in and the prediction used.
+    pub model: BenchModel,
+    /// The cores the model put the nodes on (`None`: a core per node).
+    pub model_cores: Option<u32>,
+    /// The prediction drew o_s, o_r and L per message from the calibration (noisy LogP).
+    pub noisy: bool,
     /// Cores of this host.
     pub cores: usize,
+    /// Whether the run passed (the JSON lists its failures; the CLI prints the reason last).
+    pub verdict: &'a Verdict,
 }
 
 /// Prints the report of `r`: one JSON object, or the table.
@@ -75,7 +84,11 @@ pub fn print(r: &BenchReport) {
         o_ns,
         l_ns,
         own_o_ns,
+        model,
+        model_cores,
+        noisy,
         cores,
+        verdict,
     } = r;
     let (res, algo, kills, kill_text) = (*res, *algo, *kills, *kill_text);
     let (workers, poll, o_ns, l_ns, own_o_ns, cores) = (*workers, *poll, *o_ns, *l_ns, *own_o_ns, *cores);
@@ -87,6 +100,8 @@ pub fn print(r: &BenchReport) {
                 "workers": workers, "poll": poll, "size": a.size, "iterations": a.iterations,
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
+                "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
+                "model_cores": model_cores, "noisy_model": noisy,
             },
             "logp_estimate": est,
             "calibration": cal,
@@ -97,6 +112,8 @@ pub fn print(r: &BenchReport) {
             "violations": res.violations,
             "timeouts": res.timeouts,
             "dropped_ops": res.dropped_ops,
+            "not_run": res.not_run,
+            "failures": verdict.reasons,
             "measured_ops": res.measured,
             "wall_seconds": res.wall.as_secs_f64(),
             "ops_per_second": res.measured as f64 / res.wall.as_secs_f64().max(1e-9),
@@ -168,6 +185,24 @@ pub fn print(r: &BenchReport) {
             c.summary()
         );
     }
+    s += &format!(
+        "model: LogGP o_s = {} ns, o_r = {} ns, L = {} ns; the protocols and the simulator count in units of {} ns; {}\n",
+        model.os_ns,
+        model.or_ns,
+        model.l_ns,
+        model.unit_ns,
+        match model_cores {
+            Some(c) => format!(
+                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time",
+                a.nodes
+            ),
+            None if o_ns != own_o_ns => "processor sharing (--shared-cores)".to_string(),
+            None => "a core per node".to_string(),
+        }
+    );
+    if *noisy {
+        s += "model: noisy LogGP: each message's o_s, o_r and L drawn from the calibration's distributions\n";
+    }
     if o_ns != own_o_ns {
         s += &format!(
             "shared cores: {} nodes on {} cores, each runs {}/{} of the time: o taken as {o_ns} ns (protocols' time unit and model)\n",
@@ -196,6 +231,13 @@ pub fn print(r: &BenchReport) {
         res.measured,
         res.measured as f64 / res.wall.as_secs_f64().max(1e-9)
     );
+    if res.not_run > 0 {
+        s += &format!(
+            "stopped early: {} measured operations not run after {} timeouts in a row\n",
+            res.not_run,
+            crate::experiment::bench::GIVE_UP_AFTER
+        );
+    }
     if let Some(p) = &pred {
         s += &format!(
             "\nLogP prediction (simulator, same algorithm and nodes; crashed nodes dead in the share of operations after their crash; {:.2} messages/op):\n",
@@ -215,13 +257,8 @@ pub fn print(r: &BenchReport) {
             PollMode::Busy => "spinning processes hold the cores the others need",
         };
         s += &format!(
-            "note: {} node processes share {} cores (plus this coordinator): {how}; the model gives every node its own core, so expect latencies well above it.\n",
+            "note: {} node processes share {} cores (plus this coordinator): {how}; the model takes turns on the cores, the OS's scheduler does not always.\n",
             a.nodes, cores
-        );
-    } else if a.nodes as usize > workers {
-        s += &format!(
-            "note: {} nodes share {} workers, so a message may wait while its worker serves other nodes; the model gives every node its own core, so expect measured > predicted.\n",
-            a.nodes, workers
         );
     }
     if let Some(u) = res.clock_uncertainty_ns {
@@ -307,17 +344,6 @@ fn compare_rows(name: &str, h: &Histogram<u64>, pred: &[f64; 3]) -> String {
         );
     }
     s
-}
-
-/// A message a node could not send is a failed operation, never a silent loss.
-pub fn dropped_failure(res: &ClusterResult) -> Result<(), String> {
-    if res.dropped_ops > 0 {
-        return Err(format!(
-            "{} operation(s) lost messages a node could not send (deferred-queue overflow {}, bad destinations counted in decode drops)",
-            res.dropped_ops, res.deferred_overflow
-        ));
-    }
-    Ok(())
 }
 
 pub fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result<()> {

@@ -82,6 +82,10 @@ pub struct ClusterConfig {
     /// long even if some protocol never reports itself finished (BFB's inner nodes).
     pub idle: Duration,
     pub pin: bool,
+    /// Stop the run once this many operations in a row were abandoned at `op_timeout`: the
+    /// operations left are counted in [`ClusterResult::not_run`] instead of each waiting out
+    /// its timeout (`None`: never stop early, as a library group that runs what it is asked).
+    pub give_up_after: Option<u32>,
 }
 
 /// What a run measured.
@@ -103,6 +107,9 @@ pub struct ClusterResult {
     /// Operations in which some node could not send a message (its deferred queue was full,
     /// or the protocol named no valid destination): failed operations, never silent.
     pub dropped_ops: u64,
+    /// Measured operations never run (or not waited for) because the run stopped early
+    /// after `give_up_after` timeouts in a row: failed operations, not in `measured`.
+    pub not_run: u64,
     pub measured: u64,
     pub wall: Duration,
     pub transport: TransportStats,
@@ -127,7 +134,7 @@ pub struct ClusterResult {
 }
 
 impl ClusterResult {
-    fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         ClusterResult {
             coloring: hist(),
             quiescence: hist(),
@@ -136,6 +143,7 @@ impl ClusterResult {
             violations: 0,
             timeouts: 0,
             dropped_ops: 0,
+            not_run: 0,
             measured: 0,
             wall: Duration::ZERO,
             transport: TransportStats::default(),
@@ -186,6 +194,9 @@ pub(crate) struct Coordinator {
     cur: u64,
     op_timeout_ns: u64,
     idle_ns: u64,
+    give_up_after: Option<u32>,
+    /// Operations abandoned at the timeout since the last one that completed.
+    timeouts_in_a_row: u32,
     res: ClusterResult,
 }
 
@@ -199,6 +210,8 @@ impl Coordinator {
             cur: 0,
             op_timeout_ns: cfg.op_timeout.as_nanos() as u64,
             idle_ns: cfg.idle.as_nanos() as u64,
+            give_up_after: cfg.give_up_after,
+            timeouts_in_a_row: 0,
             res: ClusterResult::empty(),
         }
     }
@@ -287,10 +300,12 @@ impl Coordinator {
             return true;
         }
         // The operation is over: account for it.
+        let abandoned = timed_out && !all_delivered;
+        self.timeouts_in_a_row = if abandoned { self.timeouts_in_a_row + 1 } else { 0 };
         if seq >= self.warmup {
             let r = &mut self.res;
             r.measured += 1;
-            if timed_out && !all_delivered {
+            if abandoned {
                 r.timeouts += 1;
             }
             let mut msgs = 0u64;
@@ -324,6 +339,14 @@ impl Coordinator {
         }
         self.cur += 1;
         ctl.retired.store(self.cur, Ordering::Release);
+        if self.give_up_after.is_some_and(|k| self.timeouts_in_a_row >= k.max(1)) && self.cur < self.total {
+            // Back-to-back timeouts: the rest would most likely wait out theirs too (a cut-off
+            // node, a dead root's subtree). Stop, and count every measured operation left
+            // (those in flight included) as not run.
+            self.res.not_run = self.total - self.cur.max(self.warmup);
+            self.cur = self.total;
+            return false;
+        }
         self.cur < self.total
     }
 }

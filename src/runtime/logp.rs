@@ -224,6 +224,12 @@ impl Calibration {
         (o, (self.l_ns.median.round() as u64).max(1))
     }
 
+    /// `o_s`, `o_r` and `L` (medians), ns; each overhead at least 1.
+    pub fn os_or_l_ns(&self) -> (u64, u64, u64) {
+        let ns = |x: f64| (x.round() as u64).max(1);
+        (ns(self.os_ns.median), ns(self.or_ns.median), ns(self.l_ns.median))
+    }
+
     /// One line: every parameter with its interval and relative spread.
     pub fn summary(&self) -> String {
         let one = |name: &str, c: &Ci| {

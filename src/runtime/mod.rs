@@ -29,7 +29,7 @@ pub mod watch;
 
 use serde::Serialize;
 
-use crate::model::LogP;
+use crate::model::LogGP;
 use crate::protocol::bcast::algo::Algo;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::transport::Transport;
@@ -61,8 +61,9 @@ pub struct Bench {
     pub cluster: ClusterConfig,
     pub transport: TransportKind,
     pub kills: Vec<Kill>,
-    /// The protocols' LogP, in units of `o` (so `o = 1`); `cluster.tick_ns` is `o` in ns.
-    pub model: LogP,
+    /// The protocols' LogGP, in the model's time unit (`cluster.tick_ns` ns; see
+    /// [`crate::model::BenchModel`]).
+    pub model: LogGP,
     /// UDP only: fraction of datagrams the transport drops on purpose (tests of the
     /// reliability layer); also reorders the same fraction.
     pub loss: f64,

@@ -8,6 +8,11 @@
 //! message to one costs the sender its send and vanishes. Memory is O(P) and nothing is
 //! allocated per event once the buffers have grown (they are reused across runs).
 //!
+//! Shared cores ([`Engine::set_cores`]): the processes run on `C` cores, rank `r` on core
+//! `r mod C` (the runtime's workers, each serving its nodes in turn), and a core does one send
+//! or receive at a time: a process whose core is busy waits for it before it sends, and a
+//! message that arrived waits for its receiver's core. With a core per process this is LogP.
+//!
 //! Noisy mode ([`Engine::set_noise`]) draws each message's `o_s`, `L` and
 //! `o_r` from [`Noise`]'s distributions with a generator of its own; a message then reaches
 //! its receiver as an event of its own, and the receive port is taken in arrival order.
@@ -144,6 +149,9 @@ pub struct Engine<P: Protocol> {
     t_rslot: Time,
     /// Noisy mode's distributions and generator.
     noise: Option<Arc<Noise>>,
+    /// Shared cores: how many, and when each is free again (empty: a core per process).
+    cores: u32,
+    core_free: Vec<Time>,
     nrng: ProtoRng,
     /// Per-process protocol and driver state side by side: an event touches one record.
     procs: Vec<Proc<P>>,
@@ -176,6 +184,8 @@ where
             t_or: logp.or,
             t_rslot: logp.recv_slot(),
             noise: None,
+            cores: 0,
+            core_free: Vec::new(),
             nrng: ProtoRng::new(0),
             procs: Vec::with_capacity(len),
             death: vec![Time::MAX; len],
@@ -204,6 +214,23 @@ where
     /// parameters). `g` and `G·(k−1)` stay fixed.
     pub fn set_noise(&mut self, noise: Option<Arc<Noise>>) {
         self.noise = noise;
+    }
+
+    /// Shared cores: the processes run on `cores` cores (rank `r` on core `r mod cores`), each
+    /// doing one send or receive at a time; `None` (or as many cores as processes): a core per
+    /// process. Applies to [`Receives::Queued`].
+    pub fn set_cores(&mut self, cores: Option<u32>) {
+        self.cores = match cores {
+            Some(c) if c > 0 && c < self.n => c,
+            _ => 0,
+        };
+        self.core_free = vec![0; self.cores as usize];
+    }
+
+    /// The core of process `r` in shared-cores mode.
+    #[inline]
+    fn core(&self, r: Rank) -> Option<usize> {
+        (self.cores > 0 && self.receives == Receives::Queued).then(|| (r % self.cores) as usize)
     }
 
     /// The parameters this engine was built with.
@@ -287,6 +314,15 @@ where
         if self.procs[i].slot.death <= t {
             return;
         }
+        let core = self.core(r);
+        if let Some(c) = core
+            && self.core_free[c] > t
+        {
+            // The core is doing another process's send or receive: ask again when it is free.
+            self.procs[i].slot.poll_pending = true;
+            self.cal.push_late(self.core_free[c], r);
+            return;
+        }
         let cx = self.cx(shared, r, t);
         match self.procs[i].node.poll_send(&cx, rng) {
             Action::Send { to, msg } => {
@@ -301,7 +337,16 @@ where
                     let flight = send.saturating_add(nz.l.draw(&mut self.nrng));
                     st.quiescence = st.quiescence.max(t + send);
                     self.cal.push(t + flight, Ev::Arrive { to, from: r, msg });
+                    if let Some(c) = core {
+                        self.core_free[c] = t + send;
+                    }
                     send.max(self.logp.g).max(1)
+                } else if let Some(c) = core {
+                    // The receive takes the receiver's core when the message arrives.
+                    st.quiescence = st.quiescence.max(t + self.t_send);
+                    self.core_free[c] = t + self.t_send;
+                    self.cal.push(t + self.t_flight, Ev::Arrive { to, from: r, msg });
+                    self.t_slot
                 } else {
                     st.quiescence = st.quiescence.max(t + self.t_send);
                     let ti = to as usize;
@@ -342,6 +387,7 @@ where
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.sends_log.clear();
+        self.core_free.fill(0);
         self.cal.reset();
         self.procs.clear();
         for r in 0..n {
@@ -385,16 +431,21 @@ where
             };
             match ev {
                 Ev::Arrive { to, from, msg } => {
-                    // Noisy mode: the receive port is taken in arrival order.
+                    // Noisy or shared-cores mode: the receive port is taken in arrival order.
                     let i = to as usize;
                     let or = match self.noise.as_deref() {
                         Some(nz) => nz.or.draw(&mut self.nrng),
                         None => self.t_or,
                     };
-                    let start = match self.receives {
+                    let mut start = match self.receives {
                         Receives::Queued => t.max(self.procs[i].slot.recv_free),
                         Receives::Parallel => t,
                     };
+                    let core = self.core(to).filter(|_| self.procs[i].slot.death > t);
+                    if let Some(c) = core {
+                        start = start.max(self.core_free[c]);
+                        self.core_free[c] = start + or;
+                    }
                     if self.receives == Receives::Queued && self.procs[i].slot.death > t {
                         self.procs[i].slot.recv_free = start + or.max(self.logp.g);
                     }

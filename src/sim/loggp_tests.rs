@@ -298,6 +298,7 @@ fn one_hop_percentiles_follow_the_input_distribution() {
         logp: gp,
         noise: Some(Arc::new(noise)),
         receives: crate::sim::Receives::Queued,
+        cores: None,
         faults: Faults::default(),
         runs: 40_000,
         seed: 3,

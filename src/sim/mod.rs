@@ -18,4 +18,6 @@ pub use montecarlo::{Experiment, run_many, trace_one, write_trace};
 pub use noise::Noise;
 pub use stats::{Report, Summary};
 #[cfg(test)]
+mod cores_tests;
+#[cfg(test)]
 mod loggp_tests;

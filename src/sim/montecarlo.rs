@@ -29,6 +29,9 @@ pub struct Experiment {
     pub max_events: u64,
     /// How receives occupy a process (LogP's queue by default).
     pub receives: Receives,
+    /// The processes share this many cores (`None`: a core per process; see
+    /// [`Engine::set_cores`]).
+    pub cores: Option<u32>,
 }
 
 impl Experiment {
@@ -57,6 +60,7 @@ where
                 s.spawn(|| {
                     let mut eng = Engine::<P>::new(ex.n, ex.logp);
                     eng.receives = ex.receives;
+                    eng.set_cores(ex.cores);
                     eng.set_noise(ex.noise.clone());
                     let mut sum = Summary::new(ex.n);
                     loop {
@@ -94,6 +98,7 @@ where
 {
     let mut eng = Engine::<P>::new(ex.n, ex.logp);
     eng.receives = ex.receives;
+    eng.set_cores(ex.cores);
     eng.set_noise(ex.noise.clone());
     eng.trace = Some(Vec::new());
     eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, index), ex.max_events);

@@ -54,6 +54,16 @@ impl Dist {
         }
     }
 
+    /// Every value multiplied by `f` (a change of time unit), rounded; at least `min`.
+    pub fn scaled(&self, f: f64, min: Time) -> Dist {
+        let t = |v: Time| ((v as f64 * f).round() as Time).max(min);
+        match self {
+            Dist::Const(v) => Dist::Const(t(*v)),
+            Dist::Samples(s) => Dist::Samples(s.iter().map(|&v| t(v)).collect()),
+            Dist::Quantiles(q) => Dist::Quantiles(q.iter().map(|&(p, v)| (p, (v * f).max(min as f64))).collect()),
+        }
+    }
+
     /// Does every draw give the same value?
     pub fn constant(&self) -> Option<Time> {
         match self {
@@ -154,6 +164,16 @@ impl Noise {
             or: convert("or", raw.or, fixed.or)?,
             l: convert("L", raw.l, fixed.l)?,
         })
+    }
+
+    /// The distributions in another time unit: `o_s` times `fs`, `o_r` times `fr`, `L` times
+    /// `fl` (overheads stay at least 1).
+    pub fn scaled(&self, fs: f64, fr: f64, fl: f64) -> Noise {
+        Noise {
+            os: self.os.scaled(fs, 1),
+            or: self.or.scaled(fr, 1),
+            l: self.l.scaled(fl, 0),
+        }
     }
 
     /// Reads and parses a noise file.

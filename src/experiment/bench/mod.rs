@@ -16,8 +16,7 @@ use std::time::Duration;
 use crate::experiment::algo::{Algo, AlgoSpec, resolve_algo};
 use crate::experiment::launch::bcast::coordinate_joined;
 use crate::experiment::launch::joined::{BootSpec, JoinedNode, run_joined_node};
-use crate::experiment::predict::{Prediction, predict, shared_o_ns};
-use crate::model::LogP;
+use crate::experiment::predict::{BenchModel, Prediction, predict, shared_o_ns};
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
 use crate::runtime::control::ParentAgent;
 use crate::runtime::join::JobParams;
@@ -26,6 +25,12 @@ use crate::runtime::logp::{Calibration, Estimate, estimate};
 use crate::runtime::procs::{rank_from_env, unix_ns};
 use crate::runtime::{Bench, TransportKind};
 use crate::transport::udp::auth::{AuthKey, warn_unauthenticated};
+
+/// Operations abandoned at the timeout in a row after which a bench run stops: the rest would
+/// most likely wait out theirs too (a node cut off, a dead subtree), and a run of N such
+/// operations would take N timeouts. The operations left are reported as not run, and the
+/// run fails.
+pub const GIVE_UP_AFTER: u32 = 3;
 
 /// A bench run: the cluster, the workload, the crashes, the LogP unit and how the nodes are
 /// started. `None` means the default described on each field.
@@ -108,7 +113,12 @@ pub struct BenchOutcome {
     pub res: ClusterResult,
     pub est: Option<Estimate>,
     pub cal: Option<Calibration>,
-    pub model: LogP,
+    pub model: BenchModel,
+    /// The cores the model puts the nodes on (`None`: a core per node): the workers' when
+    /// they serve several nodes each, the host's when node processes outnumber its cores.
+    pub model_cores: Option<u32>,
+    /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
+    pub noise: Option<std::sync::Arc<crate::sim::Noise>>,
     pub workers: usize,
     pub poll: PollMode,
     pub o_ns: u64,
@@ -277,23 +287,40 @@ impl Checked {
         let a = &self.spec;
         let kills = &self.kills;
         let cal = a.params.as_deref().map(Calibration::load).transpose()?;
-        let (given_o, given_l) = match cal.as_ref().map(|c| c.o_and_l_ns()) {
-            Some((o, l)) => (a.o_ns.or(Some(o)), a.l_ns.or(Some(l))),
-            None => (a.o_ns, a.l_ns),
-        };
+        // --o-ns gives one o (o_s = o_r); a calibration and the estimate give both.
+        let cal_ns = cal.as_ref().map(|c| c.os_or_l_ns());
+        let given_o = a.o_ns.map(|o| (o, o)).or(cal_ns.map(|(os, or, _)| (os, or)));
+        let given_l = a.l_ns.or(cal_ns.map(|(_, _, l)| l));
         let est: Option<Estimate> = match (given_o, given_l) {
             (Some(_), Some(_)) => None,
             _ => Some(estimate(a.transport, 2000, a.size)?),
         };
-        let own_o_ns = given_o.or(est.map(|e| e.o_ns)).unwrap_or(1).max(1);
-        let o_ns = shared_o_ns(own_o_ns, a.nodes, a.shared_cores);
+        let (own_os, own_or) = given_o.or(est.map(|e| (e.o_send_ns, e.o_recv_ns))).unwrap_or((1, 1));
+        let own_o_ns = ((own_os + own_or) / 2).max(1);
         let l_ns = given_l.or(est.map(|e| e.l_ns)).unwrap_or(1);
-        let model = LogP {
-            l: (l_ns + o_ns / 2) / o_ns,
-            o: 1,
+        let model = BenchModel::new(
+            shared_o_ns(own_os, a.nodes, a.shared_cores),
+            shared_o_ns(own_or, a.nodes, a.shared_cores),
+            l_ns,
+        );
+        let o_ns = model.mean_o_ns();
+        // A calibration that gave every parameter also gives their distributions: the
+        // prediction then draws each message's o_s, o_r and L from them (noisy LogP).
+        let noise = match &cal {
+            Some(c) if a.o_ns.is_none() && a.l_ns.is_none() && !c.noise.is_null() => {
+                let fixed = crate::model::LogGP::new(model.l_ns, own_os.max(1), own_or.max(1), 0, 0)?;
+                let ns = crate::sim::Noise::from_json(&c.noise.to_string(), fixed)?;
+                let u = model.unit_ns as f64;
+                Some(std::sync::Arc::new(ns.scaled(
+                    model.os_ns as f64 / own_os.max(1) as f64 / u,
+                    model.or_ns as f64 / own_or.max(1) as f64 / u,
+                    1.0 / u,
+                )))
+            }
+            _ => None,
         };
         let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
-        let algo = resolve_algo(&a.alg, a.nodes, model, dead)?;
+        let algo = resolve_algo(&a.alg, a.nodes, model.mean_logp(), dead)?;
         let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
         if (a.procs || a.join.is_some()) && a.workers.is_some() {
             return Err("--workers does not apply to --procs (each node process has one worker)".into());
@@ -310,6 +337,15 @@ impl Checked {
         } else {
             a.workers.unwrap_or(cores).min(a.nodes as usize).max(1)
         };
+        // Nodes that share cores take turns on them: the model does too (a core does one send or
+        // receive at a time). Launched runs model their hosts with --shared-cores instead.
+        let model_cores = if a.join.is_some() {
+            None
+        } else if a.procs {
+            (a.nodes as usize > cores).then_some(cores as u32)
+        } else {
+            (workers < a.nodes as usize).then_some(workers as u32)
+        };
         let cluster = ClusterConfig {
             nodes: a.nodes,
             workers,
@@ -318,19 +354,20 @@ impl Checked {
             iterations: a.iterations,
             window: a.window,
             payload_len: a.size,
-            tick_ns: o_ns,
+            tick_ns: model.unit_ns,
             job: crate::experiment::launch::job::bench(a.seed),
             seed: a.seed,
             op_timeout: Duration::from_millis(a.op_timeout_ms),
             idle: Duration::from_micros(500),
             pin: !a.no_pin,
+            give_up_after: Some(GIVE_UP_AFTER),
         };
         let bench = Bench {
             algo: algo.clone(),
             cluster,
             transport: a.transport,
             kills: kills.clone(),
-            model,
+            model: model.loggp,
             loss: 0.0,
             auth: if a.join.is_none() && a.transport == TransportKind::Udp {
                 self.key(env)?
@@ -363,7 +400,7 @@ impl Checked {
             node?;
             res
         } else if a.procs {
-            self.run_procs(env, &bench, l_ns, poll)?
+            self.run_procs(env, &bench, &model, poll)?
         } else {
             if kills.iter().any(|k| matches!(k.point, KillPoint::SigKill { .. })) {
                 return Err("--kill R@I:sigkill needs --procs (a thread cannot be SIGKILLed)".into());
@@ -376,6 +413,8 @@ impl Checked {
             est,
             cal,
             model,
+            model_cores,
+            noise,
             workers,
             poll,
             o_ns,
@@ -386,7 +425,13 @@ impl Checked {
     }
 
     /// One `ftcoll node` process per node, coordinated by this one.
-    fn run_procs(&self, env: &BenchEnv, bench: &Bench, l_ns: u64, poll: PollMode) -> Result<ClusterResult, String> {
+    fn run_procs(
+        &self,
+        env: &BenchEnv,
+        bench: &Bench,
+        model: &BenchModel,
+        poll: PollMode,
+    ) -> Result<ClusterResult, String> {
         let a = &self.spec;
         let kills = &self.kills;
         if a.transport == TransportKind::Inproc {
@@ -401,7 +446,13 @@ impl Checked {
             ],
             None => vec!["--auth".to_string(), "off".to_string()],
         };
-        let l_ns_s = l_ns.to_string();
+        // The children build the same model from the same three numbers.
+        let model_args = [
+            ("--o-ns", model.mean_o_ns()),
+            ("--os-ns", model.os_ns),
+            ("--or-ns", model.or_ns),
+            ("--L-ns", model.l_ns),
+        ];
         let child_poll = (env.poll_name)(poll).to_string();
         let child_args = |r: u32| {
             let mine: Vec<Kill> = kills
@@ -410,12 +461,10 @@ impl Checked {
                 .filter(|k| k.rank == r && !matches!(k.point, KillPoint::SigKill { .. }))
                 .collect();
             let mut v = a.child_alg_args.clone();
-            v.extend([
-                "--L-ns".to_string(),
-                l_ns_s.clone(),
-                "--kill".to_string(),
-                format_kills(&mine),
-            ]);
+            for (flag, ns) in model_args {
+                v.extend([flag.to_string(), ns.to_string()]);
+            }
+            v.extend(["--kill".to_string(), format_kills(&mine)]);
             v.extend(["--poll".to_string(), child_poll.clone()]);
             if a.transport == TransportKind::Verbs {
                 // QP data goes through a directory beside the hostfile.
@@ -451,8 +500,9 @@ impl Checked {
         predict(
             &out.algo,
             a.nodes,
-            out.model,
-            out.o_ns,
+            &out.model,
+            out.model_cores,
+            out.noise.as_ref(),
             &self.kills,
             (a.warmup, a.iterations),
         )

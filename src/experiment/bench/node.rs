@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::experiment::algo::{AlgoSpec, resolve_algo};
 use crate::experiment::launch::joined::{JoinedNode, RunNode, run_joined_node};
-use crate::model::LogP;
+use crate::model::BenchModel;
 use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::control::ChildAgent;
@@ -41,9 +41,12 @@ pub struct NodeRunSpec {
     /// Job id [default: 1; with `join`, the bench job derived from `seed`].
     pub job: Option<u64>,
     pub seed: u64,
-    /// LogP o (the protocols' time unit) and L, ns.
+    /// LogP o and L, ns (the model: [`BenchModel`]).
     pub o_ns: u64,
     pub l_ns: u64,
+    /// LogGP o_s and o_r, ns [default: `o_ns`].
+    pub os_ns: Option<u64>,
+    pub or_ns: Option<u64>,
     pub size: usize,
     pub poll: PollMode,
     pub control_timeout_ms: u64,
@@ -142,11 +145,8 @@ impl NodeRunSpec {
             None | Some("none") => None,
             Some(k) => parse_kills(k, n)?.into_iter().find(|k| k.rank == rank),
         };
-        let model = LogP {
-            l: (a.l_ns + a.o_ns / 2) / a.o_ns,
-            o: 1,
-        };
-        let algo = resolve_algo(&a.alg, n, model, 0)?;
+        let model = BenchModel::new(a.os_ns.unwrap_or(a.o_ns), a.or_ns.unwrap_or(a.o_ns), a.l_ns);
+        let algo = resolve_algo(&a.alg, n, model.mean_logp(), 0)?;
         let spec = NodeSpec {
             rank,
             n,
@@ -155,7 +155,7 @@ impl NodeRunSpec {
             epoch_unix_ns: a.epoch_unix_ns.unwrap_or_else(unix_ns),
             job: a.job.unwrap_or(1),
             seed: a.seed,
-            tick_ns: a.o_ns,
+            tick_ns: model.unit_ns,
             payload_len: a.size,
             poll: a.poll,
             kill,
@@ -181,6 +181,6 @@ impl NodeRunSpec {
             )?),
             None => None,
         };
-        algo.dispatch(n, model, RunNode(&spec, transport, agent))?
+        algo.dispatch(n, model.loggp, RunNode(&spec, transport, agent))?
     }
 }

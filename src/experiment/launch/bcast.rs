@@ -164,14 +164,7 @@ pub fn run_parent(
                 "--epoch-unix-ns",
                 &epoch_unix_ns.to_string(),
             ])
-            .args([
-                "--job",
-                &cfg.job.to_string(),
-                "--seed",
-                &cfg.seed.to_string(),
-                "--o-ns",
-                &cfg.tick_ns.to_string(),
-            ])
+            .args(["--job", &cfg.job.to_string(), "--seed", &cfg.seed.to_string()])
             .args(["--size", &cfg.payload_len.to_string()])
             .args(child_args(r))
             .stdin(Stdio::null())

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use crate::experiment::algo::{AlgoSpec, resolve_algo};
-use crate::model::LogP;
+use crate::model::BenchModel;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::cluster::PollMode;
 use crate::runtime::control::ChildAgent;
@@ -179,10 +179,8 @@ fn run_launched(
     } else {
         None
     };
-    let model = LogP {
-        l: (p.l_ns + p.o_ns / 2) / p.o_ns,
-        o: 1,
-    };
+    // The job parameters carry one o: o_s = o_r here.
+    let model = BenchModel::new(p.o_ns, p.o_ns, p.l_ns);
     let (kill, sigkill_self) = match j.kills.iter().copied().find(|k| k.rank == j.rank) {
         Some(Kill {
             rank,
@@ -197,7 +195,7 @@ fn run_launched(
         k => (k, false),
     };
     let dead = j.kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
-    let algo = resolve_algo(j.alg, j.n, model, dead)?;
+    let algo = resolve_algo(j.alg, j.n, model.mean_logp(), dead)?;
     let spec = NodeSpec {
         rank: j.rank,
         n: j.n,
@@ -206,7 +204,7 @@ fn run_launched(
         epoch_unix_ns: p.epoch_unix_ns,
         job: j.job,
         seed: j.seed,
-        tick_ns: p.o_ns,
+        tick_ns: model.unit_ns,
         payload_len: j.size,
         poll: j.poll,
         kill,
@@ -215,5 +213,5 @@ fn run_launched(
         link_delay: j.link_delay,
         auth: j.auth.clone(),
     };
-    algo.dispatch(j.n, model, RunNode(&spec, transport, agent))?
+    algo.dispatch(j.n, model.loggp, RunNode(&spec, transport, agent))?
 }

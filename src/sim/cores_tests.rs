@@ -1,0 +1,143 @@
+//! Shared cores in the engine ([`Engine::set_cores`]): with a core per process it is the LogGP
+//! engine, bit for bit; on one core every send and receive of the run is serialized; a small
+//! tree on fewer cores gives the hand-computed times.
+
+use crate::model::{LogGP, Time};
+use crate::protocol::bcast::Start;
+use crate::protocol::bcast::algo::Algo;
+use crate::protocol::bcast::corrected_gossip::Variant;
+use crate::protocol::bcast::correction::Correction;
+use crate::protocol::{Protocol, SharedInfo};
+use crate::sim::{DeadBefore, Engine, Faults, RunStats};
+use crate::topology::{Order, TreeKind};
+use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
+
+struct Runs {
+    n: u32,
+    logp: LogGP,
+    cores: Option<u32>,
+    faults: Faults,
+    seeds: u64,
+}
+
+impl Visit for Runs {
+    type Out = Vec<RunStats>;
+    fn visit<P>(self, shared: &P::Shared) -> Vec<RunStats>
+    where
+        P: Protocol,
+        P::Shared: SharedInfo,
+        P::Msg: WireMessage,
+    {
+        let mut e = Engine::<P>::new(self.n, self.logp);
+        e.set_cores(self.cores);
+        (0..self.seeds)
+            .map(|s| e.run(shared, &self.faults, s, 10_000_000))
+            .collect()
+    }
+}
+
+fn algos() -> Vec<Algo> {
+    let mut v = Vec::new();
+    for correction in [
+        Correction::Checked,
+        Correction::Opportunistic { d: 2 },
+        Correction::None,
+    ] {
+        for start in [Start::Synchronized, Start::Overlapped] {
+            v.push(Algo::CorrectedTree {
+                tree: TreeKind::Binomial,
+                order: Order::Interleaved,
+                correction,
+                start,
+            });
+        }
+    }
+    v.push(Algo::CorrectedGossip {
+        variant: Variant::Ccg,
+        t: 20,
+    });
+    v.push(Algo::Bfb);
+    v
+}
+
+fn runs(algo: &Algo, n: u32, logp: LogGP, cores: Option<u32>, faults: Faults) -> Vec<RunStats> {
+    let r = algo
+        .dispatch(
+            n,
+            logp,
+            Runs {
+                n,
+                logp,
+                cores,
+                faults,
+                seeds: 4,
+            },
+        )
+        .unwrap();
+    for s in &r {
+        assert!(!s.aborted, "{algo:?} n={n} cores={cores:?}");
+    }
+    r
+}
+
+fn gp(l: Time, os: Time, or: Time) -> LogGP {
+    LogGP::new(l, os, or, 0, 0).unwrap()
+}
+
+#[test]
+fn a_core_per_process_is_the_engine_without_cores() {
+    let faults = Faults {
+        before: DeadBefore::Fraction(0.05),
+        online: 1,
+        online_horizon: 100,
+        ..Faults::default()
+    };
+    for algo in algos() {
+        let plain = runs(&algo, 64, gp(5, 3, 2), None, faults.clone());
+        for cores in [Some(64), Some(1000)] {
+            assert_eq!(runs(&algo, 64, gp(5, 3, 2), cores, faults.clone()), plain, "{algo:?}");
+        }
+        // Fewer cores than processes changes the run (the engine is not ignoring them).
+        if matches!(algo, Algo::CorrectedTree { .. }) {
+            assert_ne!(runs(&algo, 64, gp(5, 3, 2), Some(4), faults.clone()), plain, "{algo:?}");
+        }
+    }
+}
+
+#[test]
+fn one_core_serializes_every_send_and_receive() {
+    let (os, or) = (3, 2);
+    for algo in algos() {
+        for n in [2, 9, 40] {
+            for s in runs(&algo, n, gp(4, os, or), Some(1), Faults::default()) {
+                assert_eq!(s.uncolored_live, 0, "{algo:?} n={n}");
+                // No process is dead: every message is received, one core does it all.
+                assert!(
+                    s.quiescence >= s.messages * (os + or),
+                    "{algo:?} n={n}: quiescence {} < {} messages · (o_s + o_r)",
+                    s.quiescence,
+                    s.messages
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_star_of_three_takes_turns_on_its_cores() {
+    // Root 0 sends to 1 (0..3) and to 2 (3..6); each message lands L = 1 after its send.
+    let star = Algo::CorrectedTree {
+        tree: TreeKind::Kary(2),
+        order: Order::Interleaved,
+        correction: Correction::None,
+        start: Start::Synchronized,
+    };
+    let coloring = |cores| runs(&star, 3, gp(1, 3, 2), cores, Faults::default())[0].coloring;
+    // A core each: 1 receives 4..6, 2 receives 7..9.
+    assert_eq!(coloring(None), 9);
+    // One core: the second send holds it until 6, so 1 receives 6..8 and 2 receives 8..10.
+    assert_eq!(coloring(Some(1)), 10);
+    // Cores {0, 2} and {1}: 1 receives 4..6 on its own core, 2 receives 7..9 once 0 is done.
+    assert_eq!(coloring(Some(2)), 9);
+}
