@@ -185,3 +185,11 @@ fn sim_threads_past_the_cap_are_refused() {
         &["--threads 100000 is more than 4096"],
     );
 }
+
+#[test]
+fn boot_node_nodes_past_memory_are_refused() {
+    refused(
+        &["boot-node", "--rank", "0", "--nodes", "4294967295", "--timeout-s", "1"],
+        &["--nodes 4294967295 needs about", "this node's address table"],
+    );
+}
