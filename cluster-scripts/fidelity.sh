@@ -47,7 +47,7 @@ D_NS="$(awk -v t="$DELAY" 'BEGIN { n = t + 0; u = t; sub(/^[0-9.]+/, "", u);
   m = (u == "us") ? 1e3 : (u == "ms") ? 1e6 : 1e9; printf "%d", n * m }')"
 
 echo "fidelity: measuring L and o between two hosts (delay $DELAY, poll $POLL)" >&2
-LOGP="$("$NETNS" -n 2 -d "$DELAY" --run "{bin} logp --between {hosts} --rank {rank} --reps 2000 --json --poll $LOGP_POLL --expected-L-ns $D_NS {delay}" 2>/dev/null | grep '^{')"
+LOGP="$("$NETNS" -n 2 -d "$DELAY" --run "{bin} logp --between {hosts} --rank {rank} --auth off --reps 2000 --json --poll $LOGP_POLL --expected-L-ns $D_NS {delay}" 2>/dev/null | grep '^{')"
 read -r L_NS O_NS RATIO < <(python3 -c '
 import json, sys
 v = json.loads(sys.argv[1]); d = v["direct"]

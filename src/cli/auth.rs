@@ -40,6 +40,27 @@ pub fn job_key(mode: AuthMode, key_file: Option<&Path>, generate: bool) -> Resul
     Ok(None)
 }
 
+/// Whether a process whose datagrams carry no MAC may use the addresses `ips`: on loopback
+/// always (only this host reaches them); on any other address, the wildcard included, only
+/// when `--auth off` was said explicitly, and then with one warning line on stderr. `what`
+/// names the command in the messages.
+pub fn unauthenticated_on(what: &str, ips: &[std::net::IpAddr], mode: AuthMode) -> Result<(), String> {
+    let Some(open) = ips.iter().find(|ip| !ip.is_loopback()) else {
+        return Ok(());
+    };
+    match mode {
+        AuthMode::Off => {
+            eprintln!(
+                "ftcoll: WARNING: {what}: datagrams on {open} are NOT authenticated (--auth off): any host that reaches it can inject messages"
+            );
+            Ok(())
+        }
+        AuthMode::On => Err(format!(
+            "{what} would send unauthenticated datagrams on the non-loopback address {open}: give --auth off to run so anyway"
+        )),
+    }
+}
+
 /// Writes `key` to `dir/job.key`, readable by this user only, for child processes'
 /// `--key-file` (never on a command line, where `ps` shows it).
 pub fn write_key_file(dir: &Path, key: &AuthKey) -> Result<PathBuf, String> {
@@ -60,6 +81,23 @@ pub fn write_key_file(dir: &Path, key: &AuthKey) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unauthenticated_datagrams_stay_on_loopback_unless_auth_is_off() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        for lo in [vec![], vec![ip("127.0.0.1")], vec![ip("127.0.0.2"), ip("::1")]] {
+            assert_eq!(unauthenticated_on("logp", &lo, AuthMode::On), Ok(()), "{lo:?}");
+        }
+        for open in [
+            vec![ip("10.0.0.1")],
+            vec![ip("127.0.0.1"), ip("0.0.0.0")],
+            vec![ip("fe80::1")],
+        ] {
+            let e = unauthenticated_on("logp", &open, AuthMode::On).unwrap_err();
+            assert!(e.starts_with("logp ") && e.contains("--auth off"), "{e}");
+            assert_eq!(unauthenticated_on("logp", &open, AuthMode::Off), Ok(()), "{open:?}");
+        }
+    }
 
     #[test]
     fn key_file_round_trip_is_private_and_off_refuses_a_key() {

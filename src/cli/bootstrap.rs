@@ -47,6 +47,11 @@ pub struct BootNodeArgs {
     pub watch: bool,
     #[command(flatten)]
     pub detector: DetectorArgs,
+    /// `on`: the datagrams carry the MAC of the job key in FTCOLL_KEY; without a key the
+    /// node keeps to loopback (a non-loopback --bind is refused). `off`: no MAC, anywhere,
+    /// with a warning.
+    #[arg(long, value_enum, default_value = "on")]
+    pub auth: crate::cli::auth::AuthMode,
 }
 
 /// The failure detector of a watching node.
@@ -98,7 +103,10 @@ fn config(a: &BootNodeArgs, rank: u32, n: u32, parent: Option<SocketAddrV4>) -> 
         timeout: Duration::from_secs(a.timeout_s),
         drop_every: 0,
         // The job key from the environment (`bootstrap` hands its children one).
-        key: crate::transport::udp::auth::AuthKey::from_env()?,
+        key: match a.auth {
+            crate::cli::auth::AuthMode::On => crate::transport::udp::auth::AuthKey::from_env()?,
+            crate::cli::auth::AuthMode::Off => None,
+        },
     })
 }
 
@@ -139,6 +147,13 @@ pub fn run_node(a: &BootNodeArgs) -> Result<(), String> {
         .parse()
         .map_err(|_| format!("invalid --bind '{}': expected IPv4:PORT", a.bind))?;
     let cfg = config(a, rank, n, parent)?;
+    if cfg.key.is_none() {
+        let parent_ip = parent.map(|p| std::net::IpAddr::V4(*p.ip()));
+        let ips: Vec<std::net::IpAddr> = std::iter::once(std::net::IpAddr::V4(*bind.ip()))
+            .chain(parent_ip)
+            .collect();
+        crate::cli::auth::unauthenticated_on("boot-node without FTCOLL_KEY", &ips, a.auth)?;
+    }
     let sock = UdpSocket::bind(bind).map_err(|e| format!("cannot bind {bind}: {e}"))?;
     let me = sock.local_addr().map_err(|e| e.to_string())?;
     println!("listening {me}");

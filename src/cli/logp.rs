@@ -69,10 +69,33 @@ pub struct LogpArgs {
     pub rendezvous_timeout: u64,
     #[command(flatten)]
     pub verbs: crate::cli::verbs::VerbsArgs,
+    /// `logp`'s datagrams carry no MAC: `on` keeps them on loopback (a non-loopback address
+    /// given to --between or --bind is refused); `off` allows them anywhere, with a warning.
+    #[arg(long, value_enum, default_value = "on")]
+    pub auth: crate::cli::auth::AuthMode,
+}
+
+/// The addresses a UDP `logp` of `a` sends and listens on beyond this process's own
+/// loopback endpoints (unparsable ones are left to the measurement's own error).
+fn udp_ips(a: &LogpArgs) -> Vec<std::net::IpAddr> {
+    if a.transport.kind() != crate::runtime::TransportKind::Udp {
+        return Vec::new();
+    }
+    let mut ips: Vec<std::net::IpAddr> = a
+        .between
+        .iter()
+        .flat_map(|b| b.split(','))
+        .filter_map(|h| h.trim().parse().ok())
+        .collect();
+    if a.rendezvous.is_some() {
+        ips.push(a.bind);
+    }
+    ips
 }
 
 /// Runs `ftcoll logp`.
 pub fn run(a: &LogpArgs) -> Result<(), String> {
+    crate::cli::auth::unauthenticated_on("logp", &udp_ips(a), a.auth)?;
     a.verbs.apply(a.transport.kind())?;
     logp::run(&LogpSpec {
         transport: a.transport.kind(),

@@ -265,6 +265,7 @@ pub fn join() -> Vec<Vec<u8>> {
         o_ns: 1000,
         l_ns: 2500,
         epoch_unix_ns: 42,
+        run: [7; 16],
     };
     vec![with_n(4, &join::encode(JOB, 4, 1, &addrs, &p))]
 }

@@ -66,6 +66,7 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                 "procs": procs, "joined": joined, "peak_rss_kb": r.peak_rss_kb,
                 "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
                 "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
+                "refused_streams": r.refused_streams,
                 "failures": failures,
             })
         );

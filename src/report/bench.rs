@@ -68,6 +68,16 @@ pub struct BenchReport<'a> {
     pub verdict: &'a Verdict,
 }
 
+/// Standalone ACKs per data datagram that a fault-free run should stay under: ACKs ride on
+/// data or wait until the node is idle, so they do not sit on the forwarding path.
+pub const ACK_BUDGET: f64 = 0.25;
+
+/// Standalone ACK datagrams per data datagram sent over UDP (`None` for the other transports,
+/// which send no ACK datagrams, and when nothing was sent).
+pub fn acks_per_data(kind: TransportKind, t: &crate::transport::TransportStats) -> Option<f64> {
+    (kind == TransportKind::Udp && t.sent > 0).then(|| t.acks_sent as f64 / t.sent as f64)
+}
+
 /// Prints the report of `r`: one JSON object, or the table.
 pub fn print(r: &BenchReport) {
     let BenchReport {
@@ -123,6 +133,7 @@ pub fn print(r: &BenchReport) {
                 "messages_per_op": p.messages,
             })),
             "transport": res.transport,
+            "acks_per_data": acks_per_data(a.transport, &res.transport),
             "drops": res.drops,
             "stale": res.stale, "spoofed": res.spoofed, "wrong_kind": res.wrong_kind, "backpressure": res.backpressure,
             "deferred_overflow": res.deferred_overflow, "too_far": res.too_far,
@@ -290,6 +301,17 @@ pub fn print(r: &BenchReport) {
         res.deferred_overflow,
         res.dead_nodes
     );
+    if let Some(r) = acks_per_data(a.transport, t) {
+        s += &format!(
+            "transport: {r:.3} standalone ACK datagrams per data datagram ({} ACKs){}\n",
+            t.acks_sent,
+            if r > ACK_BUDGET {
+                format!("; above the {ACK_BUDGET} a quiet critical path allows")
+            } else {
+                String::new()
+            }
+        );
+    }
     if res.counters_lost > 0 {
         s += &format!(
             "transport: the counters of {} SIGKILLed process(es) died with them (their sends are missing from the totals, not what their peers received)\n",
@@ -365,4 +387,27 @@ pub fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result
             .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
     }
     crate::report::output::replace_contents(f, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::TransportStats;
+
+    #[test]
+    fn acks_per_data_is_a_udp_ratio() {
+        let t = TransportStats {
+            sent: 400,
+            acks_sent: 100,
+            ..TransportStats::default()
+        };
+        assert_eq!(acks_per_data(TransportKind::Udp, &t), Some(0.25));
+        assert_eq!(acks_per_data(TransportKind::Inproc, &t), None);
+        assert_eq!(acks_per_data(TransportKind::Udp, &TransportStats::default()), None);
+        let quiet = TransportStats {
+            sent: 400,
+            ..TransportStats::default()
+        };
+        assert_eq!(acks_per_data(TransportKind::Udp, &quiet), Some(0.0));
+    }
 }

@@ -105,6 +105,9 @@ pub struct AgreeBenchReport {
     pub bad_lines: u64,
     /// Across hosts (`--join`): the largest uncertainty of a node's clock offset to rank 0.
     pub clock_uncertainty_ns: Option<u64>,
+    /// Across hosts (`--join`): connections rank 0 refused (no valid hello in time, too long,
+    /// a rank taken, over the cap).
+    pub refused_streams: Option<u64>,
 }
 
 /// Bit 63 of every contribution says "continue": an agreement whose value has it clear is
@@ -435,6 +438,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         late: w.late,
         bad_lines: 0,
         clock_uncertainty_ns: None,
+        refused_streams: None,
     }
 }
 

@@ -4,7 +4,8 @@
 //!
 //! Layout (little-endian): magic `FTCT`, version, 3 reserved zero bytes, job (8), `n` (4),
 //! first rank (4), count (4), 4 reserved zero bytes, `o` ns (8), `L` ns (8), epoch ns (8),
-//! then `count` addresses of [`super::addr::LEN`] bytes. Every field is checked on decode.
+//! the run's nonce (16), then `count` addresses of [`super::addr::LEN`] bytes. Every field is
+//! checked on decode.
 
 use std::net::SocketAddr;
 
@@ -12,8 +13,8 @@ use super::addr;
 use super::codec::{Reader, Writer};
 
 const MAGIC: [u8; 4] = *b"FTCT";
-const VERSION: u8 = 1;
-const HEADER: usize = 56;
+const VERSION: u8 = 2;
+const HEADER: usize = 72;
 /// Table entries per datagram (keeps datagrams under 1200 bytes).
 pub const PER_DATAGRAM: usize = 56;
 
@@ -26,6 +27,9 @@ pub struct JobParams {
     pub l_ns: u64,
     /// The common clock epoch, ns since the Unix epoch (refined per node by ping-pong).
     pub epoch_unix_ns: u64,
+    /// The run's nonce, fresh per run: every node keys the run's datagrams with the session
+    /// key it derives from the job key ([`AuthKey::session`](super::mac::AuthKey)).
+    pub run: [u8; 16],
 }
 
 /// Is this datagram a table chunk (so a node that has its table can ignore late copies)?
@@ -48,6 +52,7 @@ pub fn encode(job: u64, n: u32, first: u32, addrs: &[SocketAddr], p: &JobParams)
     w.u64(p.o_ns);
     w.u64(p.l_ns);
     w.u64(p.epoch_unix_ns);
+    w.bytes(&p.run);
     for a in addrs {
         addr::write(&mut w, a);
     }
@@ -83,6 +88,7 @@ pub fn decode(buf: &[u8], job: u64, n: u32) -> Option<Chunk> {
         o_ns: r.u64().ok()?,
         l_ns: r.u64().ok()?,
         epoch_unix_ns: r.u64().ok()?,
+        run: r.array().ok()?,
     };
     if p.o_ns == 0 {
         return None;
@@ -103,6 +109,7 @@ mod tests {
             o_ns: 1000,
             l_ns: 2500,
             epoch_unix_ns: 42,
+            run: [7; 16],
         };
         let b = encode(9, 5, 3, &addrs, &p);
         assert_eq!(decode(&b, 9, 5), Some((3, addrs.clone(), p)));

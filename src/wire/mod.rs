@@ -12,7 +12,8 @@
 //!   codec.
 //! - The control plane of multi-process runs: [`control`] datagrams, the [`join`] address
 //!   table (with [`addr`]esses), verbs connection records ([`conn`]) and their relay chunks
-//!   ([`conn_relay`]), the agreement return stream ([`stream`]), LogP probes ([`probe`]).
+//!   ([`conn_relay`]), the agreement return stream ([`stream`]), LogP probes ([`probe`]), and
+//!   the sealed lines of `agree --join`'s TCP streams ([`join_line`]).
 //! - [`mac`]: the job key, the keyed MAC and the one sealing of datagrams (a tag slot that
 //!   covers every other byte); [`hex`]: the one hex codec (keys, rendezvous files).
 
@@ -28,6 +29,7 @@ pub mod dispatch;
 pub mod header;
 pub mod hex;
 pub mod join;
+pub mod join_line;
 pub mod kind;
 pub mod mac;
 pub mod overlay;

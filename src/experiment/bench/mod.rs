@@ -370,7 +370,7 @@ impl Checked {
             model: model.loggp,
             loss: 0.0,
             auth: if a.join.is_none() && a.transport == TransportKind::Udp {
-                self.key(env)?
+                crate::experiment::launch::run_key(self.key(env)?)?
             } else {
                 None
             },
@@ -387,6 +387,9 @@ impl Checked {
                 o_ns,
                 l_ns,
                 epoch_unix_ns: unix_ns(),
+                // The run's nonce: the nodes seal the run's datagrams with its session key.
+                run: crate::transport::udp::auth::fresh_nonce()
+                    .map_err(|e| format!("cannot draw the run's nonce: {e}"))?,
             };
             let timeout = Duration::from_millis(a.join_timeout_ms.max(1));
             let (res, node) = std::thread::scope(|sc| {

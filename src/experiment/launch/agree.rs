@@ -457,5 +457,6 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         late: w.late,
         bad_lines,
         clock_uncertainty_ns: None,
+        refused_streams: None,
     }
 }

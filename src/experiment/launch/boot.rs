@@ -69,8 +69,10 @@ pub(crate) fn launch(a: &BootLaunch, n: u32, watch: bool) -> Result<Launched, St
     let mut procs = Children(Vec::new());
     let mut readers = Vec::new();
     let launched_us = unix_us();
-    // One job key for the children's datagrams, through their environment (never printed).
-    let key = match crate::transport::udp::auth::AuthKey::from_env()? {
+    // One key for the children's datagrams, through their environment (never printed): this
+    // run's session key under `FTCOLL_KEY` (a datagram of an earlier bootstrap with the same
+    // key does not verify), else a fresh one.
+    let key = match super::run_key(crate::transport::udp::auth::AuthKey::from_env()?)? {
         Some(k) => k,
         None => {
             crate::transport::udp::auth::AuthKey::generate().map_err(|e| format!("cannot generate a job key: {e}"))?

@@ -121,9 +121,12 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
             o_ns: b.o_ns,
             l_ns: b.l_ns,
             epoch_unix_ns: unix_ns(),
+            run: [0; 16],
         };
+        // No coordinator hands out a run nonce here: the datagrams keep the job key.
         // Over UDP the socket is let go: the transport binds the same address next.
-        return run_launched(j, peers, p, control, agent, j.verbs.then_some(sock));
+        let key = j.auth.clone();
+        return run_launched(j, peers, p, control, agent, j.verbs.then_some(sock), key);
     }
     let ip = match j.bind {
         Some(ip) => ip,
@@ -136,11 +139,14 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
     let mut agent = ChildAgent::new(j.coordinator, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
     agent.set_key(j.auth.clone());
     let (peers, p): (Vec<SocketAddr>, JobParams) = agent.join(me, j.timeout)?;
-    run_launched(j, peers, p, j.coordinator, agent, None)
+    // The run's datagrams are sealed with its session key, from the nonce in rank 0's table.
+    let key = j.auth.as_ref().map(|k| k.session(&p.run));
+    run_launched(j, peers, p, j.coordinator, agent, None, key)
 }
 
 /// A launched node once it has the address table and the run's parameters; `boot_sock`:
-/// the bootstrap's socket, kept for the verbs records of a booted run.
+/// the bootstrap's socket, kept for the verbs records of a booted run; `key`: what the run's
+/// datagrams are sealed with.
 fn run_launched(
     j: &JoinedNode<'_>,
     peers: Vec<SocketAddr>,
@@ -148,6 +154,7 @@ fn run_launched(
     control: SocketAddr,
     mut agent: ChildAgent,
     boot_sock: Option<std::net::UdpSocket>,
+    key: Option<crate::transport::udp::auth::AuthKey>,
 ) -> Result<NodeExit, String> {
     // Verbs: the QPs are connected here; the coordinator's go-ahead (it waits for every node's
     // clock report, sent after this) is the barrier that has every QP in RTR before a SEND.
@@ -211,7 +218,7 @@ fn run_launched(
         control_timeout: j.timeout,
         sigkill_self,
         link_delay: j.link_delay,
-        auth: j.auth.clone(),
+        auth: key,
     };
     algo.dispatch(j.n, model.loggp, RunNode(&spec, transport, agent))?
 }

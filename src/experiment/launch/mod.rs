@@ -13,6 +13,8 @@ pub mod joined;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::Child;
 
+use crate::transport::udp::auth::AuthKey;
+
 /// Kills every child still running when dropped (also on errors and panics).
 pub(crate) struct Children(pub(crate) Vec<Option<Child>>);
 
@@ -51,6 +53,21 @@ pub(crate) fn private_dir(name: &str) -> Result<std::path::PathBuf, String> {
     Err(last)
 }
 
+/// The key a run seals with: the session key of a fresh per-run nonce under the job's
+/// long-term key ([`AuthKey::session`]), so that nothing recorded in one run (job ids are
+/// derived from seeds, sequence numbers restart at 0) verifies in the next with the same
+/// `FTCOLL_KEY` or `--key-file`. Drawn where the run is set up; the processes it starts get
+/// this key (their key file), launched ones the nonce (rank 0's table or challenge).
+pub fn run_key(long_term: Option<AuthKey>) -> Result<Option<AuthKey>, String> {
+    long_term
+        .map(|k| {
+            crate::transport::udp::auth::fresh_nonce()
+                .map(|n| k.session(&n))
+                .map_err(|e| format!("cannot draw the run's nonce: {e}"))
+        })
+        .transpose()
+}
+
 /// `n` free ports on 127.0.0.1 (bound, read, released: a short race with other programs).
 pub(crate) fn free_ports(n: u32) -> Result<Vec<SocketAddr>, String> {
     let socks: Vec<UdpSocket> = (0..n)
@@ -66,6 +83,45 @@ pub(crate) fn free_ports(n: u32) -> Result<Vec<SocketAddr>, String> {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
+    use std::time::{Duration, Instant};
+
+    use crate::transport::Transport;
+    use crate::transport::udp::auth::AuthKey;
+    use crate::transport::udp::{UdpConfig, UdpTransport};
+
+    #[test]
+    fn a_datagram_of_one_run_is_a_bad_mac_in_the_next_with_the_same_key() {
+        let long_term = AuthKey::from_bytes([7; 16]);
+        let (a, b) = (
+            super::run_key(Some(long_term.clone())).unwrap(),
+            super::run_key(Some(long_term)).unwrap(),
+        );
+        assert_eq!(super::run_key(None), Ok(None));
+        let peers = super::free_ports(2).unwrap();
+        let cfg = |auth| UdpConfig {
+            job: 5,
+            auth,
+            ..UdpConfig::default()
+        };
+        // Run A's rank 0 talks to the address where run B's rank 1 now listens, with the
+        // same job id and sequence numbers from 0, as a replay of run A would.
+        let mut sender = UdpTransport::bind(0, &peers, cfg(a)).unwrap();
+        let mut receiver = UdpTransport::bind(1, &peers, cfg(b)).unwrap();
+        sender.send(1, b"from run A", Instant::now()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut delivered = 0;
+        while receiver.stats().bad_mac == 0 && Instant::now() < deadline {
+            let _ = sender.poll(Instant::now(), &mut |_| {});
+            let _ = receiver.poll(Instant::now(), &mut |d| {
+                if matches!(d, crate::transport::Delivery::Message { .. }) {
+                    delivered += 1;
+                }
+            });
+            let _ = receiver.wait(Duration::from_millis(5));
+        }
+        assert!(receiver.stats().bad_mac > 0, "{:?}", receiver.stats());
+        assert_eq!(delivered, 0);
+    }
 
     #[test]
     fn a_run_directory_is_fresh_and_private() {

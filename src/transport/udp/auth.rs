@@ -16,12 +16,26 @@ pub fn warn_unauthenticated() {
     );
 }
 
+/// A fresh 128-bit nonce from the kernel (`/dev/urandom`).
+pub fn fresh_nonce() -> std::io::Result<[u8; 16]> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b)
+}
+
 impl AuthKey {
     /// A fresh random key from the kernel (`/dev/urandom`).
     pub fn generate() -> std::io::Result<Self> {
         let mut b = [0u8; KEY_LEN];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
         Ok(AuthKey::from_bytes(b))
+    }
+
+    /// The session key of one run: `MAC(self, "ftcoll run" ‖ nonce)` under this long-term key,
+    /// the nonce fresh per run ([`fresh_nonce`]). Everything the run seals is sealed with it,
+    /// so a datagram recorded in one run does not verify in another with the same key.
+    pub fn session(&self, nonce: &[u8; 16]) -> AuthKey {
+        AuthKey::from_bytes(self.tag(&[b"ftcoll run", nonce]))
     }
 
     /// Reads the key from the first line of `path`.
@@ -50,5 +64,16 @@ mod tests {
         let k = AuthKey::generate().unwrap();
         assert_ne!(k, AuthKey::generate().unwrap());
         assert_eq!(AuthKey::from_hex(&format!(" {}\n", k.to_hex())), Ok(k.clone()));
+    }
+
+    #[test]
+    fn session_keys_differ_per_run_and_from_the_long_term_key() {
+        let k = AuthKey::from_bytes([1; 16]);
+        let (a, b) = (fresh_nonce().unwrap(), fresh_nonce().unwrap());
+        assert_ne!(a, b);
+        assert_eq!(k.session(&a), k.session(&a), "the same run: the same key at every node");
+        assert_ne!(k.session(&a), k.session(&b));
+        assert_ne!(k.session(&a), k);
+        assert_ne!(k.session(&a), AuthKey::from_bytes([2; 16]).session(&a));
     }
 }
