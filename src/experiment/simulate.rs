@@ -102,9 +102,10 @@ pub fn footprint(setup: &Setup) -> u64 {
 /// Refuses a setup this host's memory cannot hold, before anything is allocated.
 pub fn check_fits(setup: &Setup) -> Result<(), String> {
     let ex = &setup.experiment;
+    let threads = ex.threads.max(1).min(ex.runs.max(1) as usize);
     let what = format!(
-        "the simulator ({} threads)",
-        ex.threads.max(1).min(ex.runs.max(1) as usize)
+        "the simulator ({threads} thread{})",
+        if threads == 1 { "" } else { "s" }
     );
     limits::check_memory("--nodes", u64::from(ex.n), footprint(setup), &what)
 }
