@@ -229,6 +229,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn footprint_is_what_new_allocates() {
+        for (window, ranks) in [(0, 1), (10, 100), (5000, 65_536), (1 << 20, 1_000_000)] {
+            let c = Calendar::<u64>::new(window, ranks);
+            let held = c.early.capacity() * size_of::<Vec<u64>>()
+                + c.late.capacity() * size_of::<u64>()
+                + c.late_count.capacity() * size_of::<u32>();
+            assert_eq!(
+                Calendar::<u64>::footprint(window, ranks),
+                held as u64,
+                "{window} {ranks}"
+            );
+        }
+    }
+
+    #[test]
     fn pops_in_time_then_class_then_insertion_order() {
         let mut c: Calendar<char> = Calendar::new(4, 200);
         c.push_late(3, 7);
