@@ -28,8 +28,7 @@
 //! (like a socket whose peer is gone), after which sends to it return
 //! [`SendError::Suspected`].
 
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -37,6 +36,9 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::SegQueue;
 
 use super::{Delivery, MAX_PAYLOAD, SendError, Transport, TransportStats};
+use peer_index::{NONE, PeerIndex};
+
+mod peer_index;
 
 /// Payload bytes in a message's first slot (word 0: position + 1, word 1: length).
 const FIRST: usize = 48;
@@ -60,77 +62,6 @@ pub const DENSE_MAX: u32 = 1024;
 /// Doorbell words of a receiver are padded to a multiple of this many (one 128-byte pair of
 /// cache lines), so that two receivers never share a line.
 const BELL_STRIDE: usize = 16;
-
-/// Hashes a rank (Fibonacci hashing: one multiplication).
-#[derive(Default)]
-struct RankHasher(u64);
-
-impl Hasher for RankHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, x: u32) {
-        self.0 = u64::from(x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-/// Per peer rank: the index of something this endpoint holds for it, or nothing.
-enum PeerIndex {
-    /// `n <= DENSE_MAX`: one entry per rank, [`NONE`] when absent.
-    Dense(Vec<u32>),
-    /// Larger jobs: only the peers that have an entry.
-    Sparse(HashMap<u32, u32, BuildHasherDefault<RankHasher>>),
-}
-
-impl PeerIndex {
-    fn new(n: u32) -> Self {
-        if n <= DENSE_MAX {
-            PeerIndex::Dense(vec![NONE; n as usize])
-        } else {
-            PeerIndex::Sparse(HashMap::default())
-        }
-    }
-
-    #[inline]
-    fn get(&self, rank: u32) -> u32 {
-        match self {
-            PeerIndex::Dense(v) => v[rank as usize],
-            PeerIndex::Sparse(m) => m.get(&rank).copied().unwrap_or(NONE),
-        }
-    }
-
-    fn set(&mut self, rank: u32, index: u32) {
-        match self {
-            PeerIndex::Dense(v) => v[rank as usize] = index,
-            PeerIndex::Sparse(m) => {
-                m.insert(rank, index);
-            }
-        }
-    }
-
-    /// Heap bytes held.
-    fn bytes(&self) -> usize {
-        match self {
-            PeerIndex::Dense(v) => v.capacity() * size_of::<u32>(),
-            PeerIndex::Sparse(m) => m.capacity() * (size_of::<(u32, u32)>() + 1),
-        }
-    }
-
-    /// Heap bytes [`PeerIndex::new`] and `entries` insertions take, about.
-    fn footprint(n: u32, entries: u64) -> u64 {
-        if n <= DENSE_MAX {
-            u64::from(n) * size_of::<u32>() as u64
-        } else {
-            // hashbrown keeps its load at 7/8 and doubles: at most 16/7 slots per entry.
-            entries.saturating_mul(16 * (size_of::<(u32, u32)>() as u64 + 1)) / 7
-        }
-    }
-}
 
 /// Slots a message of `len` bytes takes.
 const fn slots_for(len: usize) -> usize {
@@ -181,9 +112,6 @@ struct Tx {
     /// The receiver's position when last read: refreshed only when the ring looks full.
     tail: u64,
 }
-
-/// No ring (in a [`PeerIndex`]).
-const NONE: u32 = u32::MAX;
 
 /// The receiver's side of one ring.
 struct Rx {
