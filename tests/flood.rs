@@ -3,16 +3,23 @@
 //! from the address of a rank that died at the start (random bytes, truncated, oversized,
 //! wrong lengths, forged MACs). Every operation must still complete, consistently, and the
 //! drop counters must show the garbage by reason.
+//!
+//! Under load a live node may be suspected (its worker descheduled, its socket flooded):
+//! fail-stop enforcement makes the suspicion true (the suspect is fenced and stops, counted in
+//! `false_suspicions`), and every later operation still completes. The second test forces
+//! such a false suspicion by stalling a node's thread.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ftcoll::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
 use ftcoll::model::LogP;
 use ftcoll::runtime::cluster::{ClusterConfig, PollMode};
 use ftcoll::runtime::flood::run_flooded;
 use ftcoll::runtime::kill::parse_kills;
-use ftcoll::runtime::{Bench, TransportKind};
+use ftcoll::runtime::{Bench, TransportKind, run_on};
 use ftcoll::transport::udp::auth::AuthKey;
+use ftcoll::transport::udp::{UdpConfig, UdpTransport};
+use ftcoll::transport::{Delivery, SendError, Transport, TransportStats};
 
 fn bench(n: u32, iters: u64, kills: &str, auth: Option<AuthKey>) -> Bench {
     let model = LogP { l: 2, o: 1 };
@@ -36,7 +43,9 @@ fn bench(n: u32, iters: u64, kills: &str, auth: Option<AuthKey>) -> Bench {
             op_timeout: Duration::from_secs(5),
             idle: Duration::from_micros(500),
             pin: false,
-            give_up_after: None,
+            // Bounded: a regression that times out every operation fails in seconds, not after
+            // 200 × the operation timeout.
+            give_up_after: Some(3),
         },
         transport: TransportKind::Udp,
         kills: parse_kills(kills, n).expect("kills"),
@@ -54,13 +63,17 @@ fn a_flooded_authenticated_cluster_completes_every_operation_and_counts_the_garb
     let res = &r.result;
     let t = &res.transport;
     eprintln!(
-        "flooded: {} + {} datagrams in {:.2} s; {t:?}",
-        r.sent_foreign, r.sent_impostor, r.seconds
+        "flooded: {} + {} datagrams in {:.2} s; dead {:?}, {} false suspicions; {t:?}",
+        r.sent_foreign, r.sent_impostor, r.seconds, res.dead_nodes, res.false_suspicions
     );
     assert_eq!(res.measured, 200);
     assert_eq!(res.violations, 0, "{res:?}");
     assert_eq!(res.timeouts, 0);
-    assert_eq!(res.dead_nodes, vec![7]);
+    // Rank 7 was killed; any other dead node was a live one suspected under the load,
+    // fenced, and counted.
+    assert!(res.dead_nodes.contains(&7), "{:?}", res.dead_nodes);
+    assert_eq!(res.false_suspicions, res.dead_nodes.len() as u64 - 1, "{res:?}");
+    assert_eq!(t.fenced, res.false_suspicions, "{t:?}");
     assert!(r.sent_foreign > 1000, "the foreign flood ran: {}", r.sent_foreign);
     assert!(t.foreign > 100, "foreign datagrams counted: {t:?}");
     assert!(
@@ -78,4 +91,104 @@ fn a_flooded_authenticated_cluster_completes_every_operation_and_counts_the_garb
         "no garbage reached the wire decoder: {:?}",
         res.drops
     );
+}
+
+/// A UDP endpoint whose thread stalls once: after it has delivered `after` messages, the
+/// delivery of the next one blocks for `pause` (a descheduled process, a stopped VM), with that
+/// message unacknowledged.
+struct Stalling {
+    inner: UdpTransport,
+    after: u64,
+    delivered: u64,
+    pause: Duration,
+    stalled_at: Option<Instant>,
+}
+
+impl Transport for Stalling {
+    fn rank(&self) -> u32 {
+        self.inner.rank()
+    }
+    fn size(&self) -> u32 {
+        self.inner.size()
+    }
+    fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
+        self.inner.send(to, bytes, now)
+    }
+    fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize> {
+        let (delivered, after, pause, stalled_at) = (&mut self.delivered, self.after, self.pause, &mut self.stalled_at);
+        self.inner.poll(now, &mut |d| {
+            let msg = matches!(d, Delivery::Message { .. });
+            sink(d);
+            if msg {
+                *delivered += 1;
+                if *delivered == after {
+                    *stalled_at = Some(Instant::now());
+                    std::thread::sleep(pause);
+                }
+            }
+        })
+    }
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()> {
+        self.inner.wait(timeout)
+    }
+    fn stats(&self) -> TransportStats {
+        self.inner.stats()
+    }
+    fn unacked(&self) -> usize {
+        self.inner.unacked()
+    }
+}
+
+#[test]
+fn a_stalled_live_node_is_fenced_and_every_later_operation_completes() {
+    // Rank 5's thread stalls 1 s in the middle of the run with a message unacknowledged: its
+    // sender suspects it (the silence bound is capped at 300 ms here), fences it, and when
+    // rank 5 wakes up it reads the FENCE and stops. The coordinator counts it dead from
+    // there, so no operation waits for it: no timeout, no violation, one false suspicion.
+    let n = 8;
+    let mut b = bench(n, 200, "", None);
+    b.cluster.workers = n as usize;
+    b.cluster.poll = PollMode::Blocking;
+    b.kills.clear();
+    let cfg = UdpConfig {
+        job: b.cluster.job,
+        seed: b.cluster.seed,
+        silence_max: Duration::from_millis(300),
+        ..UdpConfig::default()
+    };
+    let (_, ts) = UdpTransport::bind_ephemeral_local(n, cfg).expect("sockets");
+    let eps = ts
+        .into_iter()
+        .map(|t| {
+            let t: Box<dyn Transport> = if t.rank() == 5 {
+                Box::new(Stalling {
+                    inner: t,
+                    after: 50,
+                    delivered: 0,
+                    pause: Duration::from_secs(1),
+                    stalled_at: None,
+                })
+            } else {
+                Box::new(t)
+            };
+            (t, None)
+        })
+        .collect();
+    let res = run_on(&b, eps, None).expect("runs");
+    eprintln!(
+        "stalled: {} ops, {} timeouts, {} violations, dead {:?}, {} false suspicions, wall {:?}; {:?}",
+        res.measured, res.timeouts, res.violations, res.dead_nodes, res.false_suspicions, res.wall, res.transport
+    );
+    assert_eq!(res.measured, 200);
+    assert_eq!(res.timeouts, 0, "{res:?}");
+    assert_eq!(res.violations, 0, "{res:?}");
+    assert!(
+        res.dead_nodes.contains(&5),
+        "the stalled node was fenced: {:?}",
+        res.dead_nodes
+    );
+    // Every dead node is a fenced live one (no kill was asked for).
+    assert_eq!(res.false_suspicions, res.dead_nodes.len() as u64, "{res:?}");
+    assert_eq!(res.transport.fenced, res.false_suspicions);
+    assert!(res.transport.fences_sent >= 1 && res.transport.suspected >= 1);
 }

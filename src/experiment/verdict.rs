@@ -46,13 +46,10 @@ impl From<&ClusterResult> for BenchCounts {
     }
 }
 
-/// The bench's false suspicions: live nodes another one suspected (and fenced).
-///
-/// PLUG: the cluster result does not count them yet; once it does
-/// (`ClusterResult::false_suspicions`), return that count here. Everything else (the reason,
-/// `--allow-false-suspicions`, the exit code) already follows from this one value.
-fn bench_false_suspicions(_r: &ClusterResult) -> u64 {
-    0
+/// The bench's false suspicions: live nodes another one suspected (and fenced). Everything
+/// else (the reason, `--allow-false-suspicions`, the exit code) follows from this one value.
+fn bench_false_suspicions(r: &ClusterResult) -> u64 {
+    r.false_suspicions
 }
 
 /// What a finished network agreement run counted that can fail it.
@@ -378,6 +375,7 @@ mod tests {
         let mut r = ClusterResult::empty();
         (r.measured, r.violations, r.timeouts, r.not_run) = (10, 1, 2, 3);
         (r.dropped_ops, r.deferred_overflow, r.too_far) = (4, 5, 6);
+        r.false_suspicions = 7;
         let c = BenchCounts::from(&r);
         assert_eq!(
             c,
@@ -389,7 +387,7 @@ mod tests {
                 dropped_ops: 4,
                 deferred_overflow: 5,
                 too_far: 6,
-                false_suspicions: 0,
+                false_suspicions: 7,
             }
         );
     }

@@ -381,6 +381,7 @@ pub fn udp_datagram(data: &[u8]) -> u64 {
                 assert!(bytes.len() <= crate::transport::MAX_PAYLOAD);
             }
             Delivery::Suspect { peer } => assert!(peer == 1 || peer == 2),
+            Delivery::Fenced { by } => assert!(by == 1 || by == 2),
         });
         let after = t.stats();
         assert!(delivered <= 65, "one datagram delivered {delivered} messages");

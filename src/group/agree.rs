@@ -80,6 +80,7 @@ impl Agreements {
     pub(super) fn step(&mut self, now: Instant, events: &mpsc::Sender<Event>) -> bool {
         let mut progress = false;
         let (job, n) = (self.job, self.n);
+        let mut fenced = Vec::new();
         for (r, slot) in self.members.iter_mut().enumerate() {
             let Some(m) = slot.as_mut() else { continue };
             while let Some(&v) = m.queued.front() {
@@ -100,7 +101,12 @@ impl Agreements {
                     }
                 }
                 Delivery::Suspect { peer } => era.on_dead(peer),
+                // A peer's transport suspected this member and fenced it: it crashes.
+                Delivery::Fenced { .. } => fenced.push(r as u32),
             });
+            if fenced.last() == Some(&(r as u32)) {
+                continue;
+            }
             progress |= matches!(got, Ok(k) if k > 0);
             progress |= flush(m, now);
             while let Some((to, msg)) = m.era.poll_send() {
@@ -119,6 +125,10 @@ impl Agreements {
                     failed: o.failed.as_slice().to_vec(),
                 });
             }
+        }
+        for r in fenced {
+            self.kill(r);
+            progress = true;
         }
         progress
     }

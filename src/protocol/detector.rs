@@ -8,12 +8,20 @@
 //! sent ([`Detector::sent`]: any message doubles as a heartbeat), and calls
 //! [`Detector::check`] with the peers the protocol wants watched (its neighbours) every so
 //! often, at least every `heartbeat / 4` or so. The check queues, in this order per peer:
-//! - a suspicion ([`Detector::poll_suspect`]) for a watched peer silent for `suspect_after`
-//!   (a peer newly watched is timed from the check that first watches it, not from whenever it
-//!   last happened to send something);
+//! - a suspicion ([`Detector::poll_suspect`]) for a watched peer silent for its bound (a peer
+//!   newly watched is timed from the check that first watches it, not from whenever it last
+//!   happened to send something);
 //! - otherwise a heartbeat ([`Detector::poll_beat`]) to a watched peer, or to a peer that
 //!   pinged this one within `suspect_after` (those who watch this process hear from it too,
 //!   their views may differ from this one's), when nothing was sent to it for `heartbeat`.
+//!
+//! The bound adapts per peer, as phi-accrual detectors do with the inter-arrival times they
+//! observe: it is [`GAP_FACTOR`] × the longest gap between two datagrams of that watched peer
+//! seen recently (a decaying maximum, halved every [`GAP_HALF_LIFE`] × `suspect_after`), never
+//! below `suspect_after` (a peer never seen slow is suspected exactly as before) nor above
+//! [`GAP_CEILING`] × `suspect_after` (a dead peer is still suspected in bounded time). A peer
+//! that stalled close to `suspect_after` once and came back (a descheduled process on a loaded
+//! machine) is given room at its next stall instead of being suspected falsely.
 //!
 //! Times are the driver's, in any unit (nanoseconds since its start in the runtime); the
 //! detector reads no clock.
@@ -22,12 +30,22 @@ use std::collections::VecDeque;
 
 use crate::protocol::{Rank, Time};
 
+/// A watched peer is suspected once silent `GAP_FACTOR` × its longest recent gap (at least
+/// `suspect_after`): twice the worst silence it recovered from.
+pub const GAP_FACTOR: u64 = 2;
+/// The learned gap halves every `GAP_HALF_LIFE` × `suspect_after` (a stall is remembered for
+/// a few hundred suspicion periods: seconds to minutes at the runtime's periods).
+pub const GAP_HALF_LIFE: u64 = 256;
+/// However slow a peer was, it is suspected after `GAP_CEILING` × `suspect_after` of silence.
+pub const GAP_CEILING: u64 = 8;
+
 /// The detector's periods, in the driver's time unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DetectorConfig {
     /// A peer owed a heartbeat gets one when nothing was sent to it for this long.
     pub heartbeat: Time,
-    /// A watched peer silent this long is suspected.
+    /// A watched peer silent this long is suspected: the floor of the adaptive bound
+    /// ([`Detector::bound`]).
     pub suspect_after: Time,
 }
 
@@ -36,6 +54,9 @@ pub struct DetectorConfig {
 pub struct Detector {
     cfg: DetectorConfig,
     last_heard: Vec<Time>,
+    /// Per peer, the longest gap between two of its datagrams while watched, and when it
+    /// ended (the learned gap, decaying).
+    gap: Vec<(Time, Time)>,
     last_sent: Vec<Time>,
     /// When each peer last sent this process a heartbeat (it watches this process).
     pinged: Vec<Option<Time>>,
@@ -51,6 +72,7 @@ impl Detector {
         Self {
             cfg,
             last_heard: vec![now; n as usize],
+            gap: vec![(0, now); n as usize],
             last_sent: vec![now; n as usize],
             pinged: vec![None; n as usize],
             watching: Vec::new(),
@@ -64,11 +86,42 @@ impl Detector {
         self.cfg
     }
 
-    /// A valid datagram came from `peer`.
+    /// A valid datagram came from `peer`: if it is watched, the silence it ends is a gap
+    /// its bound learns from.
     pub fn heard(&mut self, peer: Rank, now: Time) {
-        if let Some(t) = self.last_heard.get_mut(peer as usize) {
-            *t = now;
+        let p = peer as usize;
+        let Some(&last) = self.last_heard.get(p) else {
+            return;
+        };
+        if self.watching.contains(&peer) {
+            let gap = now.saturating_sub(last);
+            if gap > self.learned(p, now) {
+                self.gap[p] = (gap, now);
+            }
         }
+        self.last_heard[p] = now;
+    }
+
+    /// The gap learned for peer `p`, decayed to `now`.
+    fn learned(&self, p: usize, now: Time) -> Time {
+        let (gap, at) = self.gap[p];
+        let half = self.cfg.suspect_after.saturating_mul(GAP_HALF_LIFE).max(1);
+        let halvings = now.saturating_sub(at) / half;
+        if halvings >= 64 { 0 } else { gap >> halvings }
+    }
+
+    /// How long `peer` may be silent at `now` before it is suspected: [`GAP_FACTOR`] × its
+    /// learned gap, within `[suspect_after, GAP_CEILING × suspect_after]`.
+    pub fn bound(&self, peer: Rank, now: Time) -> Time {
+        let floor = self.cfg.suspect_after;
+        let learned = if (peer as usize) < self.gap.len() {
+            self.learned(peer as usize, now)
+        } else {
+            0
+        };
+        learned
+            .saturating_mul(GAP_FACTOR)
+            .clamp(floor, floor.saturating_mul(GAP_CEILING).max(floor))
     }
 
     /// A heartbeat came from `peer`: it watches this process.
@@ -104,7 +157,7 @@ impl Detector {
         self.watching.extend_from_slice(watched);
         let after = self.cfg.suspect_after;
         for &p in watched {
-            if now.saturating_sub(self.last_heard[p as usize]) >= after {
+            if now.saturating_sub(self.last_heard[p as usize]) >= self.bound(p, now) {
                 self.suspects.push_back(p);
             } else {
                 self.beat_if_due(p, now, &skip);
@@ -186,6 +239,42 @@ mod tests {
         d.rest(600);
         d.check(650, &[3], |_| false);
         assert!(drain(&mut d).0.is_empty());
+    }
+
+    #[test]
+    fn a_peer_that_came_back_from_a_long_gap_gets_room_at_its_next() {
+        let mut d = Detector::new(4, CFG, 0);
+        d.check(0, &[1, 2], |_| false);
+        // Peer 1 is silent 90 (under suspect_after), then speaks: learned, its bound is 180.
+        // Peer 2 speaks every 45: its bound stays suspect_after.
+        d.heard(1, 90);
+        d.heard(2, 45);
+        d.heard(2, 90);
+        assert_eq!((d.bound(1, 90), d.bound(2, 90)), (180, 100));
+        // Both are silent 150 next: only 2, never seen slow, is suspected.
+        d.check(240, &[1, 2], |_| false);
+        assert_eq!(drain(&mut d).0, [2]);
+        // 1 is dead from 90 on: suspected at 90 + 180.
+        d.check(269, &[1], |_| false);
+        assert!(drain(&mut d).0.is_empty());
+        d.check(270, &[1], |_| false);
+        assert_eq!(drain(&mut d).0, [1]);
+        // The learned gap fades (halved every GAP_HALF_LIFE × suspect_after) back to the floor.
+        assert_eq!(d.bound(1, 90 + GAP_HALF_LIFE * 100), 100);
+    }
+
+    #[test]
+    fn the_bound_has_a_ceiling_and_only_watched_peers_teach_it() {
+        let mut d = Detector::new(4, CFG, 0);
+        // Peer 3 not watched: its silence (it had no reason to speak) teaches nothing.
+        d.heard(3, 5_000);
+        assert_eq!(d.bound(3, 5_000), 100);
+        d.check(5_000, &[1], |_| false);
+        // A huge gap of a watched peer (the detector's own process stalled, say): capped.
+        d.heard(1, 50_000);
+        assert_eq!(d.bound(1, 50_000), GAP_CEILING * 100);
+        d.check(50_000 + GAP_CEILING * 100, &[1], |_| false);
+        assert_eq!(drain(&mut d).0, [1], "a dead peer is suspected within the ceiling");
     }
 
     #[test]

@@ -138,6 +138,7 @@ pub fn print(r: &BenchReport) {
             "stale": res.stale, "spoofed": res.spoofed, "wrong_kind": res.wrong_kind, "backpressure": res.backpressure,
             "deferred_overflow": res.deferred_overflow, "too_far": res.too_far,
             "dead_nodes": res.dead_nodes,
+            "false_suspicions": res.false_suspicions,
             "clock_uncertainty_ns": res.clock_uncertainty_ns,
             "clocks_ns": res.clocks.iter().map(|c| c.map(|(o, u)| json!({"offset": o, "uncertainty": u}))).collect::<Vec<_>>(),
         });
@@ -300,6 +301,10 @@ pub fn print(r: &BenchReport) {
         res.too_far,
         res.deferred_overflow,
         res.dead_nodes
+    );
+    s += &format!(
+        "fail-stop: {} false suspicion(s) (live nodes suspected, fenced and stopped), {} FENCEs sent\n",
+        res.false_suspicions, t.fences_sent
     );
     if let Some(r) = acks_per_data(a.transport, t) {
         s += &format!(

@@ -72,6 +72,10 @@ pub struct ChildResult {
     pub peak_rss_kb: Option<u64>,
     /// The agreed failed set of the last agreement returned (the shrink's input).
     pub failed: Vec<u32>,
+    /// The peer whose FENCE stopped this node (it was suspected while alive), if one did:
+    /// the node reports at once and counts as dead, a false suspicion.
+    #[serde(default)]
+    pub fenced_by: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -241,7 +245,8 @@ pub(crate) fn run_node(
             last_progress = now;
         }
         let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
-        let done = !reported && (node.finished || timed_out);
+        let fenced = node.drv.fenced_by().is_some();
+        let done = !reported && (node.finished || timed_out || fenced);
         if done {
             // (Returns the node still batches go out with the last stream line.)
             node.record_returns(&sh, true);
@@ -289,6 +294,7 @@ fn result(node: &Node) -> ChildResult {
         digests: node.digests.clone(),
         peak_rss_kb: peak_rss_kb(),
         failed: node.last_failed.clone(),
+        fenced_by: node.drv.fenced_by(),
     }
 }
 

@@ -122,6 +122,9 @@ pub struct ClusterResult {
     /// Datagrams dropped because their operation was too far ahead of the node's window.
     pub too_far: u64,
     pub dead_nodes: Vec<u32>,
+    /// Nodes that died because a peer suspected them while they were alive (fenced:
+    /// fail-stop enforcement made the suspicion true), not planned kills. Among `dead_nodes`.
+    pub false_suspicions: u64,
     /// Multi-process runs: nodes whose counters died with their process (SIGKILLed), so the
     /// totals miss their sends while their peers counted what they received from them.
     pub counters_lost: u32,
@@ -155,6 +158,7 @@ impl ClusterResult {
             deferred_overflow: 0,
             too_far: 0,
             dead_nodes: Vec::new(),
+            false_suspicions: 0,
             counters_lost: 0,
             clock_uncertainty_ns: None,
             clocks: Vec::new(),
@@ -178,6 +182,9 @@ impl ClusterResult {
         s.bad_mac += t.bad_mac;
         s.foreign_job += t.foreign_job;
         s.bad_rank += t.bad_rank;
+        s.refused += t.refused;
+        s.fences_sent += t.fences_sent;
+        s.fenced += t.fenced;
     }
 }
 
@@ -470,6 +477,7 @@ where
         if !node.alive() {
             res.dead_nodes.push(node.rank);
         }
+        res.false_suspicions += u64::from(node.fenced_by().is_some());
         res.drops.merge(&node.stats.drops);
         res.stale += node.stats.stale;
         res.spoofed += node.stats.spoofed;

@@ -13,7 +13,9 @@
 //!    wants watched, and heartbeats go to those owed one;
 //! 3. the caller takes [`Driver::poll_suspect`] (transport and detector verdicts, with how
 //!    each was reached), does its own bookkeeping and hands each to the machine
-//!    ([`Event::Suspect`]);
+//!    ([`Event::Suspect`]); and checks [`Driver::fenced_by`]: a peer that suspected this
+//!    node fenced it (fail-stop enforcement), the transport has stopped, and the caller
+//!    must stop the node as a crash;
 //! 4. [`Driver::transmit`]: what the machine queued is encoded and sent. A peer whose
 //!    window is full ([`SendError::WindowFull`]) gets its messages queued, in order, and
 //!    only it waits (a slow peer must not hold up heartbeats to the others, who would then
@@ -93,6 +95,8 @@ pub struct Driver<F: Framing> {
     buf: Vec<u8>,
     /// Suspicions not yet taken.
     suspects: VecDeque<(Rank, Verdict)>,
+    /// The peer whose FENCE stopped this node's transport, if one did.
+    fenced_by: Option<Rank>,
     /// Datagrams dropped as invalid, by reason.
     pub drops: DropCounters,
     /// Valid datagrams received.
@@ -124,6 +128,7 @@ impl<F: Framing> Driver<F> {
             outbox: Outbox::new(n, usize::MAX),
             buf: Vec::new(),
             suspects: VecDeque::new(),
+            fenced_by: None,
             drops: DropCounters::default(),
             received: 0,
             messages: 0,
@@ -180,6 +185,7 @@ impl<F: Framing> Driver<F> {
             drops: &mut self.drops,
             received: &mut self.received,
             suspects: &mut self.suspects,
+            fenced_by: &mut self.fenced_by,
             job: self.job,
             n: self.n,
             clock: (now, self.base, None),
@@ -227,6 +233,12 @@ impl<F: Framing> Driver<F> {
     /// The next suspicion (the transport's first, then the detector's).
     pub fn poll_suspect(&mut self) -> Option<(Rank, Verdict)> {
         self.suspects.pop_front()
+    }
+
+    /// The peer that fenced this node (it suspected this node while it was alive), if one
+    /// did: the transport sends and delivers nothing more, the node must stop as crashed.
+    pub fn fenced_by(&self) -> Option<Rank> {
+        self.fenced_by
     }
 
     /// Sends what `m` queued (after the backlog of blocked peers) while `go()` holds; whether
@@ -319,6 +331,7 @@ struct Receiver<'a, F: Framing, M> {
     drops: &'a mut DropCounters,
     received: &'a mut u64,
     suspects: &'a mut VecDeque<(Rank, Verdict)>,
+    fenced_by: &'a mut Option<Rank>,
     job: u64,
     n: u32,
     /// The pass's instant, the time base, and the instant in the detector's time once a
@@ -340,6 +353,10 @@ impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
         let (from, bytes) = match d {
             Delivery::Message { from, bytes } => (from, bytes),
             Delivery::Suspect { peer } => return self.suspects.push_back((peer, Verdict::Transport)),
+            Delivery::Fenced { by } => {
+                *self.fenced_by = Some(by);
+                return;
+            }
         };
         let now = self.now();
         self.det.heard(from, now);

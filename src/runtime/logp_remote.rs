@@ -82,6 +82,8 @@ fn await_reply(t: &mut dyn Transport, from: u32, limit: Duration, blocking: bool
         t.poll(t0, &mut |d| match d {
             Delivery::Message { from: f, .. } if f == from => got = true,
             Delivery::Suspect { peer } if peer == from => lost = true,
+            // This endpoint was fenced: nothing more will come.
+            Delivery::Fenced { .. } => lost = true,
             _ => {}
         })
         .map_err(|e| format!("poll failed: {e}"))?;
@@ -240,7 +242,7 @@ pub fn serve_with(t: &mut dyn Transport, idle_limit: Duration, blocking: bool) -
                     }
                 }
             }
-            Delivery::Suspect { peer: 0 } => lost = true,
+            Delivery::Suspect { peer: 0 } | Delivery::Fenced { .. } => lost = true,
             _ => {}
         })
         .map_err(|e| format!("poll failed: {e}"))?;

@@ -200,6 +200,9 @@ pub struct NodeExit {
     #[serde(default)]
     pub too_far: u64,
     pub control_invalid: u64,
+    /// The peer whose FENCE stopped this node (a false suspicion made true), if one did.
+    #[serde(default)]
+    pub fenced_by: Option<u32>,
 }
 
 /// Transport counters as carried in [`NodeExit`].
@@ -368,6 +371,7 @@ where
     Ok(NodeExit {
         rank: s.rank,
         alive: node.alive(),
+        fenced_by: node.fenced_by(),
         transport: Some(node.transport_stats().into()),
         drops: node.stats.drops,
         stale: node.stats.stale,

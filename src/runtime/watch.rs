@@ -122,6 +122,11 @@ impl Watch {
     fn step(&mut self, now: Instant) {
         let t = self.drv.ns(now);
         self.drv.receive(&mut self.m, now);
+        if self.drv.fenced_by().is_some() {
+            // A peer suspected this node and fenced it: its transport stopped, it is crashed
+            // (fail-stop enforcement); the others' notices carry its death.
+            return;
+        }
         if self.m.poll_timeout().is_some_and(|at| t >= at) {
             let Ok(()) = self.m.handle(t, Event::Timer);
         }

@@ -21,6 +21,10 @@ pub enum Delivery<'a> {
     /// `peer` stopped answering (retries exhausted, endpoint gone): the runtime's failure
     /// detector consumes this.
     Suspect { peer: u32 },
+    /// Peer `by` suspected this endpoint and told it so (a FENCE, authenticated like any
+    /// datagram): fail-stop enforcement, the endpoint has stopped and the runtime must stop
+    /// this process's node as a crash. Reported once; nothing is delivered after it.
+    Fenced { by: u32 },
 }
 
 /// Why a send was refused.
@@ -34,6 +38,8 @@ pub enum SendError {
     Suspected,
     /// The bounded retransmit window to this peer is full: try again after polling.
     WindowFull,
+    /// This endpoint was fenced (suspected by a peer): it sends nothing more.
+    Fenced,
 }
 
 impl std::fmt::Display for SendError {
@@ -43,6 +49,7 @@ impl std::fmt::Display for SendError {
             SendError::BadPeer => "no such peer",
             SendError::Suspected => "peer suspected",
             SendError::WindowFull => "retransmit window full",
+            SendError::Fenced => "this endpoint was fenced",
         })
     }
 }
@@ -66,8 +73,8 @@ pub struct TransportStats {
     pub window_full: u64,
     /// Valid datagrams dropped because their sender is suspected.
     pub from_suspected: u64,
-    /// Peers suspected at once because the kernel reported their port closed (ICMP port
-    /// unreachable after they had answered before).
+    /// ICMP port-unreachable hints for a peer that had answered before: each starts a probe;
+    /// the peer is suspected only if it stays silent for the probe timeout.
     pub refused: u64,
     /// Datagrams whose MAC did not verify (wrong key, forged, corrupted).
     pub bad_mac: u64,
@@ -76,6 +83,10 @@ pub struct TransportStats {
     /// Datagrams whose sender or destination rank is not the one of the address they came
     /// from or went to (outside the membership).
     pub bad_rank: u64,
+    /// FENCE datagrams sent to suspected peers (fail-stop enforcement).
+    pub fences_sent: u64,
+    /// Authentic FENCEs that stopped this endpoint (0 or 1 per endpoint).
+    pub fenced: u64,
 }
 
 /// One endpoint of one rank.

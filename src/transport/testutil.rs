@@ -18,6 +18,8 @@ pub struct Outcome {
     pub suspects: Vec<u32>,
     /// A live peer refused as suspected.
     pub refused_live: u32,
+    /// The peer that fenced this rank (it suspected this rank), if one did.
+    pub fenced_by: Option<u32>,
     pub stats: TransportStats,
     /// When this rank had everything (received all, all acknowledged).
     pub finished_after: Option<Duration>,
@@ -53,6 +55,7 @@ pub fn exchange<T: Transport + 'static>(
                     order_errors: 0,
                     suspects: Vec::new(),
                     refused_live: 0,
+                    fenced_by: None,
                     stats: TransportStats::default(),
                     finished_after: None,
                 };
@@ -99,6 +102,7 @@ pub fn exchange<T: Transport + 'static>(
                                 }
                             }
                             Delivery::Suspect { peer } => out.suspects.push(peer),
+                            Delivery::Fenced { by } => out.fenced_by = Some(by),
                         })
                         .unwrap_or(0);
                     progress |= k > 0;
@@ -135,6 +139,7 @@ pub fn assert_complete(outcomes: &[Outcome], m: u32) {
     for o in outcomes {
         assert_eq!(o.order_errors, 0, "rank {}: {o:?}", o.rank);
         assert_eq!(o.refused_live, 0, "rank {}: {o:?}", o.rank);
+        assert_eq!(o.fenced_by, None, "rank {} was fenced: {o:?}", o.rank);
         assert!(o.finished_after.is_some(), "rank {} unfinished: {o:?}", o.rank);
         for &r in &live {
             if r != o.rank {

@@ -400,15 +400,25 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         bad_lines,
         ..
     } = o;
+    // A fenced node (suspected while alive, stopped by the suspecter's FENCE) is dead like a
+    // killed one, but not by the user's request: a false suspicion.
+    let fenced: Vec<bool> = results
+        .iter()
+        .map(|r| r.as_ref().is_some_and(|r| r.fenced_by.is_some()))
+        .collect();
     let live: Vec<&ChildResult> = results
         .iter()
         .zip(&killed)
-        .filter_map(|(r, k)| r.as_ref().filter(|_| k.is_none()))
+        .zip(&fenced)
+        .filter_map(|((r, k), &f)| r.as_ref().filter(|_| k.is_none() && !f))
         .collect();
-    let expected_live = b.n as usize - killed.iter().filter(|k| k.is_some()).count();
+    let expected_live = b.n as usize - killed.iter().zip(&fenced).filter(|&(k, &f)| k.is_some() || f).count();
     let unfinished = (expected_live - live.iter().filter(|r| r.finished).count().min(expected_live)) as u64;
     let mut transport = TransportStats::default();
-    let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0, 0);
+    let (mut suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0);
+    // Processes suspected while alive: those fenced, and those a live node suspected that
+    // were not killed (each counted once, as a threads run counts them).
+    let mut falsely: Vec<bool> = fenced.clone();
     let mut drops = DropCounters::default();
     for r in &live {
         transport.sent += r.transport[0];
@@ -416,12 +426,19 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         transport.retransmits += r.transport[2];
         transport.suspected += r.transport[3];
         suspicions += r.suspected.len() as u64;
-        false_suspicions += r.suspected.iter().filter(|&&p| killed[p as usize].is_none()).count() as u64;
+        for &p in &r.suspected {
+            if let Some(f) = falsely.get_mut(p as usize)
+                && killed[p as usize].is_none()
+            {
+                *f = true;
+            }
+        }
         messages += r.messages;
         heartbeats += r.heartbeats;
         invalid += r.invalid;
         drops.merge(&r.drops);
     }
+    let false_suspicions = falsely.iter().filter(|&&f| f).count() as u64;
     let w = &mut merge.window;
     // Disagreements: per agreement, live returns with different outcomes (the window); as a
     // cross-check, outcome digests of a block that differ between live nodes; plus live nodes
@@ -458,5 +475,54 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         bad_lines,
         clock_uncertainty_ns: None,
         refused_streams: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fenced_process_is_dead_and_counted_once_as_a_false_suspicion() {
+        let b = AgreeBench {
+            n: 4,
+            era: crate::protocol::agree::EraConfig::default(),
+            transport: AgreeTransport::Udp,
+            workers: 1,
+            pin: false,
+            warmup: 0,
+            iterations: 10,
+            duration: None,
+            kills: vec![(3, 5)],
+            heartbeat: Duration::from_millis(10),
+            suspect_after: Duration::from_millis(100),
+            op_timeout: Duration::from_secs(5),
+            seed: 1,
+        };
+        let done = |rank, suspected: Vec<u32>| ChildResult {
+            rank,
+            finished: true,
+            suspected,
+            ..ChildResult::default()
+        };
+        // Rank 2 was suspected by ranks 0 and 1 while alive and fenced (it did not finish);
+        // rank 3 was killed as asked, and suspected too.
+        let fenced = ChildResult {
+            rank: 2,
+            fenced_by: Some(0),
+            ..ChildResult::default()
+        };
+        let o = Outcomes {
+            results: vec![Some(done(0, vec![2, 3])), Some(done(1, vec![2])), Some(fenced), None],
+            killed: vec![None, None, None, Some(1)],
+            gone: vec![false; 4],
+            seconds: 1.0,
+            merge: Merge::new(4, window_of(&b)),
+            bad_lines: 0,
+        };
+        let r = merge(&b, o);
+        assert_eq!(r.false_suspicions, 1, "rank 2 once, the killed rank 3 not");
+        assert_eq!(r.unfinished, 0, "the fenced node is dead, not unfinished");
+        assert_eq!(r.suspicions, 3);
     }
 }

@@ -242,6 +242,7 @@ pub fn run_parent(
                 if !e.alive {
                     res.dead_nodes.push(r as u32);
                 }
+                res.false_suspicions += u64::from(e.fenced_by.is_some());
                 if let Some(t) = e.transport {
                     res.transport.sent += t.sent;
                     res.transport.received += t.received;

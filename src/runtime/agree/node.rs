@@ -300,6 +300,15 @@ impl Node {
         }
         let now = Instant::now();
         let mut progress = self.drv.receive(&mut self.era, now);
+        if self.drv.fenced_by().is_some() {
+            // A peer's transport suspected this node and fenced it (fail-stop enforcement):
+            // it is dead, as if that peer's suspicion had reached it through `Shared`.
+            sh.mark_dead(self.rank, self.era.next_id().saturating_sub(1));
+            sh.dead[self.rank as usize].store(true, Ordering::Release);
+            self.check_alive(sh);
+            self.record_returns(sh, true);
+            return true;
+        }
         while let Some((peer, _)) = self.drv.poll_suspect() {
             let t = self.drv.ns(now);
             self.suspect(peer, sh, t);

@@ -81,6 +81,8 @@ pub struct Node<P: Protocol> {
     sends_per_step: u32,
     /// The transport's counters when the node died (its sends count in the run's totals).
     last_stats: crate::transport::TransportStats,
+    /// The peer whose FENCE killed this node (a false suspicion made true), if one did.
+    fenced_by: Option<u32>,
     pub stats: NodeStats,
 }
 
@@ -125,6 +127,7 @@ where
             faults: kill.map(|k| Box::new(k) as Box<dyn Faults>),
             sends_per_step: 16,
             last_stats: crate::transport::TransportStats::default(),
+            fenced_by: None,
             stats: NodeStats::default(),
         }
     }
@@ -137,6 +140,12 @@ where
     /// Is this node alive?
     pub fn alive(&self) -> bool {
         self.transport.is_some()
+    }
+
+    /// The peer whose FENCE made this node crash (it had suspected this live node), if one
+    /// did: a dead node that was not a planned kill.
+    pub fn fenced_by(&self) -> Option<u32> {
+        self.fenced_by
     }
 
     /// Blocks until the transport may have data or `timeout` passed (blocking poll mode).
@@ -286,6 +295,7 @@ where
             let now = if round == 0 { now } else { Instant::now() };
             let mut t = self.transport.take().expect("alive");
             let mut deaths = None;
+            let mut fenced = None;
             let r = t.poll(now, &mut |d| match d {
                 Delivery::Message { from, bytes } => {
                     if let Some(iter) = self.on_datagram(p, ctl, board, from, bytes, now) {
@@ -293,10 +303,18 @@ where
                     }
                 }
                 Delivery::Suspect { peer } => self.on_suspect(p, board, peer, now),
+                Delivery::Fenced { by } => fenced = Some(by),
             });
             self.transport = Some(t);
             let delivered = matches!(r, Ok(k) if k > 0);
             progress |= delivered;
+            if let Some(by) = fenced {
+                // Fail-stop enforcement: a peer suspected this node; it crashes now, and the
+                // coordinator counts it dead from the first operation it has not retired.
+                self.fenced_by = Some(by);
+                self.die(board, self.retired);
+                return true;
+            }
             if let Some(iter) = deaths {
                 self.die(board, iter);
                 return true;

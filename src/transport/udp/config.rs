@@ -15,8 +15,25 @@ pub struct UdpConfig {
     pub rto_min: Duration,
     /// Upper bound of the RTO (caps the exponential backoff).
     pub rto_max: Duration,
-    /// Retransmissions of one packet without any answer from the peer before it is suspected.
+    /// Retransmissions of one packet without any answer from the peer before it may be
+    /// suspected (the floor of the suspicion time, [`UdpConfig::suspicion_time`]).
     pub max_retries: u32,
+    /// Adaptive suspicion: besides `max_retries`, a peer is suspected only once it has been
+    /// silent (no valid datagram while something was unacknowledged) longer than
+    /// `stall_factor` × the longest silence it recently ended by speaking again.
+    pub stall_factor: u32,
+    /// Half-life of the learned stall: a stall observed this long ago counts half.
+    pub stall_memory: Duration,
+    /// Ceiling of the adaptive silence bound: however long the stalls learned, a peer silent
+    /// this long (and past `max_retries`) is suspected.
+    pub silence_max: Duration,
+    /// An ICMP "port unreachable" for a peer is a hint, not a proof: the peer is probed and
+    /// suspected only if no authenticated datagram comes from it within this time.
+    pub probe_timeout: Duration,
+    /// FENCE datagrams sent to a suspected peer after the first, one per `rto_max`, so that a
+    /// lost FENCE does not leave it alive and cut off (every datagram it still sends is
+    /// answered with a FENCE too, at most one per `rto_min`).
+    pub fence_repeats: u32,
     /// Unacknowledged messages per peer, 1..=64 (the receiver buffers and selectively
     /// acknowledges 64 packets beyond a gap); pre-allocated, `window * 1248` bytes per peer.
     pub window: usize,
@@ -52,6 +69,17 @@ impl Default for UdpConfig {
     ///   [`UdpConfig::suspicion_time`] — 102 ms from `rto_min`, 327 ms from `rto_initial`,
     ///   0.9 s at most — long enough for a peer thread descheduled on an oversubscribed host,
     ///   short enough for a failure detector.
+    /// - `stall_factor` 2, `stall_memory` 60 s, `silence_max` 2 s: a peer that came back
+    ///   after a stall of `s` (a descheduled thread, a flooded socket) gets `2·s` of silence
+    ///   before the next suspicion, and the lesson fades over minutes; a peer never seen
+    ///   stalling is suspected at the retransmission floor as before; a dead one at most
+    ///   `silence_max` + `rto_max` after its last word, well inside the runtime's 5 s
+    ///   operation timeout.
+    /// - `probe_timeout` 50 ms: hundreds of loopback RTTs for a live peer to answer a probe
+    ///   (a forged ICMP error must not kill it), still 2–18× faster than the timeouts for a
+    ///   process whose port is really closed.
+    /// - `fence_repeats` 20: the FENCE is repeated for 2 s (20 × `rto_max`); a fenced peer
+    ///   that keeps sending is answered anyway.
     /// - `window` 64, the largest: every packet in flight then fits in the receiver's reorder
     ///   buffer and SACK bitmap, so every loss is seen as a gap and repaired without waiting
     ///   for the timer; 64 messages per ~30 µs RTT is 2 M messages/s per peer, more than one
@@ -64,6 +92,11 @@ impl Default for UdpConfig {
             rto_min: Duration::from_micros(200),
             rto_max: Duration::from_millis(100),
             max_retries: 8,
+            stall_factor: 2,
+            stall_memory: Duration::from_secs(60),
+            silence_max: Duration::from_secs(2),
+            probe_timeout: Duration::from_millis(50),
+            fence_repeats: 20,
             window: REORDER as usize,
             ack_delay: Duration::from_micros(20),
             job: 0,
@@ -78,9 +111,12 @@ impl Default for UdpConfig {
 }
 
 impl UdpConfig {
-    /// Time from the first unanswered transmission to the suspicion of a silent peer when the
-    /// RTO was `rto` at that moment: `Σ_{i=0..=max_retries} min(rto·2^i, rto_max)` (plus at
-    /// most one timer-wheel tick, `rto_min / 8`, per expiry, and the polling delay).
+    /// The floor of the time from the first unanswered transmission to the suspicion of a
+    /// silent peer when the RTO was `rto` at that moment: `Σ_{i=0..=max_retries} min(rto·2^i,
+    /// rto_max)` (plus at most one timer-wheel tick, `rto_min / 8`, per expiry, and the
+    /// polling delay). It is the suspicion time of a peer never seen stalling; one that
+    /// recovered from stalls is given up to `stall_factor` × its longest recent stall, at most
+    /// `silence_max` (then suspected at the next expiry, within `rto_max`).
     pub fn suspicion_time(&self, rto: Duration) -> Duration {
         let max = self.rto_max.max(self.rto_min);
         let mut r = rto.max(self.rto_min).min(max);
@@ -102,6 +138,9 @@ impl UdpConfig {
         }
         if self.rto_min.is_zero() {
             return bad("udp rto_min must be positive");
+        }
+        if self.stall_memory.is_zero() {
+            return bad("udp stall_memory must be positive");
         }
         Ok(())
     }

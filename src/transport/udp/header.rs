@@ -23,6 +23,11 @@ pub const MAX_DATAGRAM: usize = HEADER_LEN + MAX_PAYLOAD;
 pub(crate) const KIND_DATA: u8 = 1;
 /// A datagram carrying only an acknowledgement.
 pub(crate) const KIND_ACK: u8 = 2;
+/// "You are suspected": the sender has cut the destination off; a destination that has not
+/// suspected the sender stops (fail-stop enforcement). No payload; `seq`, `ack`, `sack` 0.
+pub(crate) const KIND_FENCE: u8 = 3;
+/// An acknowledgement that asks for one back at once (the probe an ICMP hint triggers).
+pub(crate) const KIND_PROBE: u8 = 4;
 
 /// A decoded header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +93,8 @@ impl Header {
         };
         let ok = match h.kind {
             KIND_DATA => usize::from(h.len) == d.len() - HEADER_LEN,
-            KIND_ACK => h.len == 0 && h.seq == 0 && d.len() == HEADER_LEN,
+            KIND_ACK | KIND_PROBE => h.len == 0 && h.seq == 0 && d.len() == HEADER_LEN,
+            KIND_FENCE => h.len == 0 && h.seq == 0 && h.ack == 0 && h.sack == 0 && d.len() == HEADER_LEN,
             _ => false,
         };
         ok.then_some(h)
@@ -171,5 +177,73 @@ pub(crate) mod tests {
         assert_eq!(Header::read(&datagram(ack, &[])), Some(ack));
         assert_eq!(Header::read(&datagram(ack, b"x")), None, "ack with payload");
         assert_eq!(Header::read(&vec![0u8; MAX_DATAGRAM + 1]), None);
+        let probe = Header {
+            kind: KIND_PROBE,
+            ..ack
+        };
+        assert_eq!(Header::read(&datagram(probe, &[])), Some(probe));
+        let fence = Header {
+            kind: KIND_FENCE,
+            ack: 0,
+            sack: 0,
+            ..ack
+        };
+        assert_eq!(Header::read(&datagram(fence, &[])), Some(fence));
+        assert_eq!(Header::read(&datagram(fence, b"x")), None, "fence with payload");
+        assert_eq!(
+            Header::read(&datagram(Header { ack: 1, ..fence }, &[])),
+            None,
+            "fence with ack"
+        );
+        assert_eq!(
+            Header::read(&datagram(Header { sack: 1, ..fence }, &[])),
+            None,
+            "fence with sack"
+        );
+        assert_eq!(
+            Header::read(&datagram(Header { kind: 5, ..fence }, &[])),
+            None,
+            "kind 5"
+        );
+    }
+
+    /// The wire bytes of each kind, field by field (DATA and ACK are those of every earlier
+    /// version 2 endpoint: adding FENCE and PROBE changed nothing of them).
+    #[test]
+    fn golden_bytes_of_every_kind() {
+        let h = |kind, len, seq, ack, sack| Header {
+            kind,
+            len,
+            job: 0x0102_0304_0506_0708,
+            from: 3,
+            to: 5,
+            seq,
+            ack,
+            sack,
+        };
+        let mut want = vec![0x46, 0x54, 0x43, 0x55, 2];
+        let tail = |kind: u8, len: [u8; 2], seq: u64, ack: u64, sack: u64| {
+            let mut v = vec![kind];
+            v.extend_from_slice(&len);
+            v.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1, 3, 0, 0, 0, 5, 0, 0, 0]);
+            v.extend_from_slice(&seq.to_le_bytes());
+            v.extend_from_slice(&ack.to_le_bytes());
+            v.extend_from_slice(&sack.to_le_bytes());
+            v.extend_from_slice(&[0; 16]);
+            v
+        };
+        for (kind, len, seq, ack, sack, payload) in [
+            (KIND_DATA, 2u16, 9u64, 4u64, 0b101u64, &b"hi"[..]),
+            (KIND_ACK, 0, 0, 4, 0b101, &[][..]),
+            (KIND_FENCE, 0, 0, 0, 0, &[][..]),
+            (KIND_PROBE, 0, 0, 4, 0b101, &[][..]),
+        ] {
+            let d = datagram(h(kind, len, seq, ack, sack), payload);
+            want.truncate(5);
+            want.extend(tail(kind, len.to_le_bytes(), seq, ack, sack));
+            want.extend_from_slice(payload);
+            assert_eq!(d, want, "kind {kind}");
+            assert_eq!((KIND_DATA, KIND_ACK, KIND_FENCE, KIND_PROBE), (1, 2, 3, 4));
+        }
     }
 }

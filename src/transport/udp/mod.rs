@@ -12,10 +12,16 @@
 //! peer per poll, `ack_delay` after the data they acknowledge (at once when there is a gap or a
 //! duplicate). Every buffer is allocated when the endpoint is built: nothing on the message path.
 //!
-//! A peer that answers nothing to `max_retries` retransmissions in a row is reported once as
-//! [`Delivery::Suspect`]; sends to it then fail with [`SendError::Suspected`] and what it
-//! sends is dropped. Each peer has its own window and timer, so a silent peer stalls no one
-//! else. Every datagram is validated (address, magic, version, kind, length, job, ranks,
+//! A peer that answers nothing to `max_retries` retransmissions in a row, and has been silent
+//! longer than its adaptive bound (`stall_factor` × the longest stall it recently recovered
+//! from, at most `silence_max`), is reported once as [`Delivery::Suspect`]; sends to it then
+//! fail with [`SendError::Suspected`] and what it sends is dropped. The suspicion is enforced
+//! (fail-stop, as ULFM's): the suspect is sent a FENCE (header kind 3), repeated
+//! `fence_repeats` times and in answer to what it still sends; an endpoint that receives a
+//! valid FENCE from a peer it does not suspect reports [`Delivery::Fenced`] and stops. An ICMP
+//! "port unreachable" is a hint: the peer is probed (kind 4, an ACK asking for an ACK) and
+//! suspected only if silent for `probe_timeout`. Each peer has its own window and timer, so a
+//! silent peer stalls no one else. Every datagram is validated (address, magic, version, kind, length, job, ranks,
 //! acknowledgement range) and dropped and counted when anything is wrong.
 //!
 //! Datagram = 64-byte header (little-endian) + payload:
@@ -262,6 +268,11 @@ impl UdpTransport {
     pub fn is_suspected(&self, peer: u32) -> bool {
         self.core.is_suspected(peer)
     }
+
+    /// The peer whose FENCE stopped this endpoint, if one did.
+    pub fn fenced_by(&self) -> Option<u32> {
+        self.core.fenced_by()
+    }
 }
 
 impl Transport for UdpTransport {
@@ -281,13 +292,15 @@ impl Transport for UdpTransport {
 
     fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
         // One receive loop per kind of link, so that the socket's has no impairment in it.
-        let (mut delivered, backlog) = match &mut self.link {
+        let (mut delivered, backlog, _) = match &mut self.link {
             UdpLink::Direct(s) => receive(&mut self.core, s, &mut self.rbuf, now, sink)?,
             UdpLink::Impaired(l) => receive(&mut self.core, l, &mut self.rbuf, now, sink)?,
         };
         self.backlog = backlog;
         let core = &mut self.core;
-        self.link.socket_mut().take_refused(&mut |addr| core.on_refused(addr));
+        self.link
+            .socket_mut()
+            .take_refused(&mut |addr| core.on_refused(addr, now));
         delivered += self.core.on_timers(now, sink);
         transmit(&mut self.core, &mut self.link);
         Ok(delivered)

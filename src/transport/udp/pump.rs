@@ -39,7 +39,9 @@ fn process(
 
 /// The receive half of a poll: reads `link` into `rbuf` and feeds `core` until the link is
 /// empty, [`RECV_BUDGET`] reads were made, or a datagram delivered something; then what the
-/// link held back and is due. Returns the deliveries and whether the link may hold more.
+/// link held back and is due. Returns the deliveries, whether the link may hold more, and
+/// whether the budget ran out (a flood or a long burst: the core is told, see
+/// [`Reliable::set_backlog`]).
 #[inline]
 pub(crate) fn receive(
     core: &mut Reliable,
@@ -47,13 +49,15 @@ pub(crate) fn receive(
     rbuf: &mut [u8],
     now: Instant,
     sink: &mut dyn FnMut(Delivery<'_>),
-) -> io::Result<(usize, bool)> {
+) -> io::Result<(usize, bool, bool)> {
     let mut delivered = 0;
     let mut backlog = false;
+    let mut exhausted = false;
     let mut reads = 0;
     loop {
         if reads == RECV_BUDGET {
             backlog = true;
+            exhausted = true;
             break;
         }
         reads += 1;
@@ -80,5 +84,6 @@ pub(crate) fn receive(
     while let Some(due) = link.take_due(rbuf, now) {
         delivered += process(core, link, rbuf, due, now, sink);
     }
-    Ok((delivered, backlog))
+    core.set_backlog(exhausted);
+    Ok((delivered, backlog, exhausted))
 }

@@ -1,7 +1,8 @@
 //! The reliability core, sans-IO: per peer sequence numbers, cumulative and selective
 //! acknowledgements, RFC 6298 retransmission ([`RtoEstimator`]) on a `TimerWheel`,
 //! duplicate suppression, in-order delivery through a reorder buffer, a bounded retransmit
-//! window, and suspicion of silent peers (see the [module](super) documentation for the
+//! window, adaptive suspicion of silent peers, fail-stop enforcement of a suspicion (FENCE),
+//! and ICMP errors taken as hints to probe (see the [module](super) documentation for the
 //! protocol).
 //!
 //! It owns no socket and reads no clock: the driver hands it the time (`now`) with every
@@ -36,6 +37,8 @@ enum Queued {
     Data { peer: u32, slot: u32, len: u16 },
     /// The ACK buffer of `peer`.
     Ack { peer: u32 },
+    /// The FENCE (or PROBE) buffer of `peer`.
+    Control { peer: u32 },
 }
 
 /// One slot of a retransmit window.
@@ -62,6 +65,17 @@ struct Peer {
     suspected: bool,
     /// A valid datagram came from the peer once (its port was bound then).
     heard: bool,
+    /// When the last valid datagram came from the peer.
+    last_heard: Instant,
+    /// The longest silence the peer ended by speaking again, and when it ended (the learned
+    /// stall, decaying with half-life `stall_memory`).
+    stall: Duration,
+    stall_at: Instant,
+    /// An ICMP hint is being checked: suspect the peer if it says nothing before this.
+    probe_due: Option<Instant>,
+    /// FENCEs still to repeat to the suspected peer, and when the last one left.
+    fences_left: u32,
+    fence_tx: Option<Instant>,
     /// Next sequence number expected from the peer (the cumulative ACK we send).
     rcv_next: u64,
     /// Bit i: `rcv_next + 1 + i` is in the reorder buffer (the SACK bitmap we send).
@@ -93,6 +107,14 @@ pub struct Reliable {
     to_report: Vec<u32>,
     /// One ACK datagram per peer (several may be queued at once).
     ack_buf: Vec<[u8; HEADER_LEN]>,
+    /// One FENCE or PROBE datagram per peer.
+    ctl_buf: Vec<[u8; HEADER_LEN]>,
+    /// Peers with an ICMP hint being probed.
+    pub(super) probing: Vec<u32>,
+    /// The peer whose FENCE stopped this endpoint: it sends and delivers nothing more.
+    fenced_by: Option<u32>,
+    /// The last receive stopped before the link was empty (see [`Reliable::set_backlog`]).
+    rx_backlog: bool,
     /// Datagrams to transmit, in order, and how many of them were handed out.
     outbox: Vec<Queued>,
     sent_out: usize,
@@ -148,6 +170,12 @@ impl Reliable {
                 retries: 0,
                 heard: false,
                 suspected: false,
+                last_heard: now,
+                stall: Duration::ZERO,
+                stall_at: now,
+                probe_due: None,
+                fences_left: 0,
+                fence_tx: None,
                 rcv_next: 0,
                 held: 0,
                 unacked_rx: 0,
@@ -180,8 +208,13 @@ impl Reliable {
             ack_list: Vec::with_capacity(n),
             to_report: Vec::with_capacity(n),
             ack_buf: vec![[0; HEADER_LEN]; n],
-            // The most one call queues: every window retransmitted on expiry, and an ACK each.
-            outbox: Vec::with_capacity(n * (window + 1)),
+            ctl_buf: vec![[0; HEADER_LEN]; n],
+            probing: Vec::with_capacity(n),
+            fenced_by: None,
+            rx_backlog: false,
+            // The most one call queues: every window retransmitted on expiry, an ACK and a
+            // FENCE or PROBE each.
+            outbox: Vec::with_capacity(n * (window + 2)),
             sent_out: 0,
             stats: TransportStats::default(),
             cfg,
@@ -218,6 +251,18 @@ impl Reliable {
         self.peers.get(peer as usize).is_some_and(|p| p.suspected)
     }
 
+    /// The peer whose FENCE stopped this endpoint, if one did.
+    pub fn fenced_by(&self) -> Option<u32> {
+        self.fenced_by
+    }
+
+    /// The driver's last receive stopped with datagrams possibly left on the link (its
+    /// budget ran out under a flood): until one drains it, a silent peer is suspected only at
+    /// `silence_max`, since its answers may be queued behind the garbage.
+    pub fn set_backlog(&mut self, backlog: bool) {
+        self.rx_backlog = backlog;
+    }
+
     /// The next sequence number expected from `peer` (tests).
     #[cfg(test)]
     pub(crate) fn rcv_next(&self, peer: u32) -> u64 {
@@ -252,14 +297,24 @@ impl Reliable {
                 to: self.peers[peer as usize].addr,
                 bytes: &self.ack_buf[peer as usize],
             },
+            Queued::Control { peer } => Transmit {
+                to: self.peers[peer as usize].addr,
+                bytes: &self.ctl_buf[peer as usize],
+            },
         })
     }
 
-    /// Serves what is due at `now`: expired retransmission timers (retransmitting or
-    /// suspecting), the suspicions not yet reported (to `sink`), and delayed ACKs. Returns the
-    /// deliveries made.
+    /// Serves what is due at `now`: expired retransmission timers (retransmitting,
+    /// suspecting, repeating FENCEs), probes past their deadline, the suspicions not yet
+    /// reported (to `sink`), and delayed ACKs. Returns the deliveries made.
     #[inline]
     pub fn on_timers(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> usize {
+        if self.fenced_by.is_some() {
+            return 0;
+        }
+        if !self.probing.is_empty() {
+            self.check_probes(now);
+        }
         let mut expired = std::mem::take(&mut self.expired);
         self.wheel.expire(now, &mut expired);
         for &p in &expired {
@@ -302,6 +357,9 @@ impl Reliable {
     pub fn send(&mut self, to: u32, bytes: &[u8], now: Instant) -> Result<(), SendError> {
         if to >= self.size || to == self.rank {
             return Err(SendError::BadPeer);
+        }
+        if self.fenced_by.is_some() {
+            return Err(SendError::Fenced);
         }
         if bytes.len() > MAX_PAYLOAD {
             return Err(SendError::TooLarge);
@@ -368,39 +426,41 @@ impl Reliable {
         self.stats.retransmits += 1;
     }
 
-    /// Stops all traffic to `p` and reports it to the driver as suspected.
-    fn suspect(&mut self, p: usize) {
-        let peer = &mut self.peers[p];
-        peer.suspected = true;
-        peer.snd_una = peer.next_seq;
-        peer.ack_pending = false;
-        self.to_report.push(p as u32);
-        self.stats.suspected += 1;
-    }
-
-    /// The kernel says a datagram to `addr` met a closed port: a peer heard from before has
-    /// died (see `udp/icmp.rs`).
-    pub fn on_refused(&mut self, addr: SocketAddr) {
-        if let Some(&r) = self.addr_rank.get(&addr) {
-            let p = r as usize;
-            if p != self.rank as usize && self.peers[p].heard && !self.peers[p].suspected {
-                self.stats.refused += 1;
-                self.suspect(p);
-            }
-        }
-    }
-
-    /// The retransmission timer of `p` expired (RFC 6298 5.4–5.6).
+    /// The retransmission timer of `p` expired (RFC 6298 5.4–5.6), or the FENCE of a
+    /// suspected `p` is due again.
     fn on_timeout(&mut self, p: usize, now: Instant) {
         let peer = &mut self.peers[p];
-        if peer.suspected || peer.snd_una == peer.next_seq {
+        if peer.suspected {
+            if peer.fences_left > 0 {
+                peer.fences_left -= 1;
+                self.send_fence(p, now);
+                self.wheel.schedule(p as u32, now + self.cfg.rto_max);
+            }
+            return;
+        }
+        if peer.snd_una == peer.next_seq {
             return;
         }
         peer.retries += 1;
         if peer.retries > self.cfg.max_retries {
-            self.suspect(p);
-            return;
+            // Adaptive: past the retransmission floor, the peer must also have been silent
+            // longer than the stalls it came back from (the RTO keeps backing off meanwhile).
+            let (una, last_heard) = (peer.snd_una, peer.last_heard);
+            let oldest = self.tx_meta[self.tx_index(p, una)].sent_at;
+            let silent = now.saturating_duration_since(last_heard.max(oldest));
+            // An endpoint that has not read all its socket (a flood, a burst) may have the
+            // peer's answers still queued: it suspects only at the ceiling then.
+            let bound = if self.rx_backlog {
+                self.cfg.silence_max
+            } else {
+                self.silence_bound(p as u32, now)
+            };
+            if silent >= bound {
+                self.suspect(p, now);
+                return;
+            }
         }
+        let peer = &mut self.peers[p];
         let (una, next, expired_rto) = (peer.snd_una, peer.next_seq, peer.rto.rto());
         peer.rto.on_timeout();
         let rto = peer.rto.rto();
@@ -467,13 +527,16 @@ impl Reliable {
             .filter(|p| p.ack_pending)
             .map(|p| p.ack_due)
             .min();
-        match (acks, self.wheel.next_due()) {
-            (Some(a), Some(t)) => Some(a.min(t)),
-            (a, t) => a.or(t),
-        }
+        let probes = self
+            .probing
+            .iter()
+            .filter_map(|&p| self.peers[p as usize].probe_due)
+            .min();
+        [acks, self.wheel.next_due(), probes].into_iter().flatten().min()
     }
 }
 
 mod receive;
+mod suspect;
 #[cfg(test)]
 mod tests;

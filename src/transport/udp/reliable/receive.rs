@@ -1,6 +1,7 @@
 //! The receive side of the core: validation of every datagram, acknowledgements (cumulative
-//! and selective, with the NACK retransmission of holes), and in-order delivery through the
-//! reorder buffer.
+//! and selective, with the NACK retransmission of holes), in-order delivery through the
+//! reorder buffer, the learning of stalls (adaptive suspicion), and FENCEs (fail-stop
+//! enforcement).
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -9,10 +10,11 @@ use super::Reliable;
 use crate::transport::Delivery;
 use crate::transport::MAX_PAYLOAD;
 use crate::transport::udp::REORDER;
-use crate::transport::udp::header::{HEADER_LEN, Header, KIND_DATA, MAX_DATAGRAM, verify};
+use crate::transport::udp::header::{HEADER_LEN, Header, KIND_DATA, KIND_FENCE, KIND_PROBE, MAX_DATAGRAM, verify};
 
 impl Reliable {
-    /// Validates one datagram from `src` and acts on it; returns the deliveries made.
+    /// Validates one datagram from `src` and acts on it; returns the deliveries made. A
+    /// fenced endpoint reads nothing more.
     #[inline]
     pub fn on_datagram(
         &mut self,
@@ -21,6 +23,9 @@ impl Reliable {
         now: Instant,
         sink: &mut dyn FnMut(Delivery<'_>),
     ) -> usize {
+        if self.fenced_by.is_some() {
+            return 0;
+        }
         let Some(&from) = self.addr_rank.get(&src) else {
             self.stats.foreign += 1;
             return 0;
@@ -55,17 +60,53 @@ impl Reliable {
             return 0;
         }
         if self.peers[p].suspected {
+            // A dead process sends nothing: what comes from a suspect is dropped, and answered
+            // with a FENCE (a FENCE is not, so two endpoints that suspect each other do not
+            // keep fencing each other).
             self.stats.from_suspected += 1;
+            if h.kind != KIND_FENCE {
+                self.refence(p, now);
+            }
             return 0;
         }
-        // The peer is alive.
-        self.peers[p].retries = 0;
-        self.peers[p].heard = true;
+        if h.kind == KIND_FENCE {
+            // Fail-stop enforcement: a live peer suspected this endpoint; it stops.
+            self.fence(from);
+            sink(Delivery::Fenced { by: from });
+            return 1;
+        }
+        // The peer is alive; a silence that ends here is a stall it recovered from.
+        self.learn_stall(p, now);
+        let peer = &mut self.peers[p];
+        peer.retries = 0;
+        peer.heard = true;
+        peer.last_heard = now;
+        peer.probe_due = None;
         self.on_ack(p, h.ack, h.sack, now);
-        if h.kind == KIND_DATA {
-            self.on_data(p, h.seq, &d[HEADER_LEN..], now, sink)
-        } else {
-            0
+        match h.kind {
+            KIND_DATA => self.on_data(p, h.seq, &d[HEADER_LEN..], now, sink),
+            KIND_PROBE => {
+                self.want_ack(p, now);
+                0
+            }
+            _ => 0,
+        }
+    }
+
+    /// `p` spoke at `now`: if something to it was unacknowledged, it had been silent since
+    /// its last word or that send, whichever is later; the longest such silence, decayed, is
+    /// what its suspicion bound learns from.
+    fn learn_stall(&mut self, p: usize, now: Instant) {
+        let peer = &self.peers[p];
+        if peer.snd_una == peer.next_seq {
+            return;
+        }
+        let oldest = self.tx_meta[self.tx_index(p, peer.snd_una)].sent_at;
+        let silence = now.saturating_duration_since(peer.last_heard.max(oldest));
+        if silence > self.learned(peer, now) {
+            let peer = &mut self.peers[p];
+            peer.stall = silence;
+            peer.stall_at = now;
         }
     }
 

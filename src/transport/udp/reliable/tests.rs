@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use super::*;
+use crate::transport::udp::header::KIND_FENCE;
 use crate::transport::udp::impair::Impaired;
 use crate::transport::udp::link::{Link, Recv};
 use crate::transport::udp::pump::{receive, transmit};
@@ -21,6 +22,10 @@ struct Wire {
     /// DATA datagrams (the first `drop_data`) that the wire loses, before any impairment.
     drop_data: usize,
     dropped: usize,
+    /// FENCE datagrams (the first `drop_fences`) that the wire loses.
+    drop_fences: usize,
+    /// Everything sent is lost (a partition).
+    cut: bool,
     /// The clock the senders see.
     now: Option<Instant>,
 }
@@ -52,6 +57,13 @@ impl Link for MemLink {
             w.dropped += 1;
             return;
         }
+        if d[5] == KIND_FENCE && w.drop_fences > 0 {
+            w.drop_fences -= 1;
+            return;
+        }
+        if w.cut {
+            return;
+        }
         let due = w.now.unwrap() + w.latency;
         w.flying.push_back((due, self.me, to, d.to_vec()));
     }
@@ -64,15 +76,17 @@ struct Node {
     rbuf: Vec<u8>,
     got: Vec<(u32, Vec<u8>)>,
     suspects: Vec<u32>,
+    fenced: Vec<u32>,
 }
 
 impl Node {
     /// One poll at `now`: receive, then timers; as `UdpTransport::poll` without the socket.
     fn poll(&mut self, now: Instant) {
-        let (got, suspects) = (&mut self.got, &mut self.suspects);
+        let (got, suspects, fenced) = (&mut self.got, &mut self.suspects, &mut self.fenced);
         let mut sink = |d: Delivery<'_>| match d {
             Delivery::Message { from, bytes } => got.push((from, bytes.to_vec())),
             Delivery::Suspect { peer } => suspects.push(peer),
+            Delivery::Fenced { by } => fenced.push(by),
         };
         receive(&mut self.core, &mut self.link, &mut self.rbuf, now, &mut sink).unwrap();
         self.core.on_timers(now, &mut sink);
@@ -115,6 +129,7 @@ fn nodes(n: u32, cfg: &UdpConfig, latency: Duration, t0: Instant) -> (Rc<RefCell
                 rbuf: vec![0; MAX_DATAGRAM + 1],
                 got: Vec::new(),
                 suspects: Vec::new(),
+                fenced: Vec::new(),
             }
         })
         .collect();
@@ -330,3 +345,5 @@ fn queued_datagrams_are_the_wire_bytes_in_order() {
 }
 
 const TAG_AT_OFFSET: usize = crate::transport::udp::TAG_AT;
+
+mod fence;

@@ -239,7 +239,7 @@ impl PingPongSide {
                 }
                 *received += 1;
             }
-            Delivery::Suspect { .. } => *suspects += 1,
+            Delivery::Suspect { .. } | Delivery::Fenced { .. } => *suspects += 1,
         })
         .unwrap();
         // Rank 0 may send when all its messages were answered, rank 1 when it owes an answer.

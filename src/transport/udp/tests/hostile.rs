@@ -239,11 +239,12 @@ fn authenticated_endpoint_checks_the_mac_first_and_counts_each_reason() {
 }
 
 #[test]
-fn a_closed_peer_port_is_suspected_at_once_but_only_after_it_answered() {
-    // Rank 2 never answers (bound, then closed before anything is sent): no instant suspicion
+fn a_closed_peer_port_is_suspected_quickly_but_only_after_it_answered() {
+    // Rank 2 never answers (bound, then closed before anything is sent): no quick suspicion
     // for a port never heard from. Rank 1 answers once, then its socket closes: the next
-    // datagram to it draws an ICMP port unreachable, and rank 1 is suspected long before the
-    // retransmission timeouts would (rto_initial is set far away to tell the two apart).
+    // datagram to it draws an ICMP port unreachable, a hint: rank 1 is probed, stays silent,
+    // and is suspected at the probe's deadline, long before the retransmission timeouts would
+    // (rto_initial is set far away to tell the two apart).
     let cfg = UdpConfig {
         rto_initial: Duration::from_secs(5),
         rto_min: Duration::from_secs(5),
@@ -277,5 +278,43 @@ fn a_closed_peer_port_is_suspected_at_once_but_only_after_it_answered() {
     }
     assert_eq!(suspects, vec![1], "after {:?}", start.elapsed());
     assert!(start.elapsed() < MS(500), "{:?}", start.elapsed());
+    assert!(start.elapsed() >= a.config().probe_timeout, "{:?}", start.elapsed());
     assert_eq!(a.stats().refused, 1);
+}
+
+#[test]
+fn an_icmp_error_for_a_live_peer_that_keeps_answering_suspects_no_one() {
+    // Forged "port unreachable" errors naming rank 1 (as an attacker off the path could send
+    // them) while it is alive: each is a hint that probes it, it answers, it stays a peer.
+    let cfg = UdpConfig {
+        probe_timeout: MS(200),
+        ..UdpConfig::default()
+    };
+    let mut eps = local(2, cfg);
+    let addr1 = eps[1].local_addr().unwrap();
+    let (a, b) = eps.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    a.send(1, b"hello", Instant::now()).unwrap();
+    let mut got = vec![Vec::new(), Vec::new()];
+    assert!(pump(&mut [&mut *a, &mut *b], &mut got, MS(2_000), |e, g| g[1].len()
+        == 1
+        && e[0].unacked() == 0));
+    let start = Instant::now();
+    let mut hints = 0;
+    while start.elapsed() < MS(1_000) {
+        if hints < 20 && a.core.probing.is_empty() {
+            a.core.on_refused(addr1, Instant::now());
+            hints += 1;
+        }
+        for (t, g) in [&mut *a, &mut *b].into_iter().zip(got.iter_mut()) {
+            collect(t, g);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(hints, 20, "each probe was answered");
+    assert!(!a.is_suspected(1));
+    assert!(!got[0].iter().any(|(_, m)| m == b"SUSPECT"), "{got:?}");
+    assert!(!got[1].iter().any(|(_, m)| m == b"FENCED"), "{got:?}");
+    assert_eq!(a.stats().refused, 20);
+    assert_eq!(a.stats().suspected + b.stats().fenced, 0);
 }

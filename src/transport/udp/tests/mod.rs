@@ -15,6 +15,7 @@ pub(super) fn collect(t: &mut UdpTransport, out: &mut Vec<(u32, Vec<u8>)>) -> us
     t.poll(Instant::now(), &mut |d| match d {
         Delivery::Message { from, bytes } => out.push((from, bytes.to_vec())),
         Delivery::Suspect { peer } => out.push((peer, b"SUSPECT".to_vec())),
+        Delivery::Fenced { by } => out.push((by, b"FENCED".to_vec())),
     })
     .unwrap()
 }

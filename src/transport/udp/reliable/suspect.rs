@@ -1,0 +1,136 @@
+//! Suspicion and its enforcement: the adaptive silence bound learned from the stalls a peer
+//! recovered from, the FENCE a suspect is sent (and repeated, and answered with), the stop of
+//! an endpoint that is fenced, and ICMP errors taken as hints that trigger a probe.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::{Peer, Queued, Reliable};
+use crate::transport::udp::header::{Header, KIND_FENCE, KIND_PROBE, seal};
+
+impl Reliable {
+    /// How long `peer` may stay silent before it is suspected (besides the retransmission
+    /// floor): `stall_factor` × its learned stall at `now`, at most `silence_max`.
+    pub fn silence_bound(&self, peer: u32, now: Instant) -> Duration {
+        self.peers
+            .get(peer as usize)
+            .map_or(Duration::ZERO, |p| self.learned(p, now))
+            .saturating_mul(self.cfg.stall_factor)
+            .min(self.cfg.silence_max)
+    }
+
+    /// The stall `p` recovered from, decayed to `now` (half-life `stall_memory`).
+    pub(super) fn learned(&self, p: &Peer, now: Instant) -> Duration {
+        if p.stall.is_zero() {
+            return Duration::ZERO;
+        }
+        let age = now.saturating_duration_since(p.stall_at).as_secs_f64();
+        let halvings = age / self.cfg.stall_memory.as_secs_f64();
+        p.stall.mul_f64(0.5f64.powf(halvings.min(64.0)))
+    }
+
+    /// Stops all traffic to `p`, reports it to the driver as suspected, and fences it: a
+    /// FENCE now, repeated `fence_repeats` times `rto_max` apart (fail-stop enforcement: the
+    /// suspect, if alive, learns it and stops, so no live node stays cut off one-sidedly).
+    pub(super) fn suspect(&mut self, p: usize, now: Instant) {
+        let peer = &mut self.peers[p];
+        peer.suspected = true;
+        peer.snd_una = peer.next_seq;
+        peer.ack_pending = false;
+        peer.probe_due = None;
+        peer.fences_left = self.cfg.fence_repeats;
+        self.to_report.push(p as u32);
+        self.stats.suspected += 1;
+        self.send_fence(p, now);
+        self.wheel.schedule(p as u32, now + self.cfg.rto_max);
+    }
+
+    /// Queues a FENCE to `p`.
+    pub(super) fn send_fence(&mut self, p: usize, now: Instant) {
+        self.send_control(p, KIND_FENCE);
+        self.peers[p].fence_tx = Some(now);
+        self.stats.fences_sent += 1;
+    }
+
+    /// Answers a datagram from the suspected `p` with a FENCE, at most one per `rto_min`.
+    pub(super) fn refence(&mut self, p: usize, now: Instant) {
+        let last = self.peers[p].fence_tx;
+        if last.is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.rto_min) {
+            self.send_fence(p, now);
+        }
+    }
+
+    /// Queues a header-only datagram of `kind` (FENCE or PROBE) to `p` in its control buffer.
+    fn send_control(&mut self, p: usize, kind: u8) {
+        let peer = &self.peers[p];
+        let (ack, sack) = if kind == KIND_FENCE {
+            (0, 0)
+        } else {
+            (peer.rcv_next, peer.held)
+        };
+        let header = Header {
+            kind,
+            len: 0,
+            job: self.cfg.job,
+            from: self.rank,
+            to: p as u32,
+            seq: 0,
+            ack,
+            sack,
+        };
+        let buf = &mut self.ctl_buf[p];
+        header.write(buf);
+        seal(self.cfg.auth.as_ref(), buf);
+        self.outbox.push(Queued::Control { peer: p as u32 });
+    }
+
+    /// Stops this endpoint for good: a FENCE from `by` said it is suspected. Nothing queued
+    /// leaves, nothing more is sent or delivered.
+    pub(super) fn fence(&mut self, by: u32) {
+        self.fenced_by = Some(by);
+        self.stats.fenced += 1;
+        self.outbox.clear();
+        self.sent_out = 0;
+        self.ack_list.clear();
+        self.probing.clear();
+        self.to_report.clear();
+    }
+
+    /// The kernel says a datagram to `addr` met a closed port (see `udp/icmp.rs`). Forgeable,
+    /// so only a hint: a peer heard from before is probed at once (a PROBE asks for an ACK)
+    /// and suspected if nothing authentic comes from it within `probe_timeout`.
+    pub fn on_refused(&mut self, addr: SocketAddr, now: Instant) {
+        let Some(&r) = self.addr_rank.get(&addr) else {
+            return;
+        };
+        let p = r as usize;
+        let peer = &mut self.peers[p];
+        if p == self.rank as usize || !peer.heard || peer.suspected || peer.probe_due.is_some() {
+            return;
+        }
+        if self.fenced_by.is_some() {
+            return;
+        }
+        peer.probe_due = Some(now + self.cfg.probe_timeout);
+        self.probing.push(r);
+        self.stats.refused += 1;
+        self.send_control(p, KIND_PROBE);
+    }
+
+    /// Suspects the probed peers whose deadline passed in silence.
+    pub(super) fn check_probes(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.probing.len() {
+            let p = self.probing[i] as usize;
+            match self.peers[p].probe_due {
+                Some(due) if due > now => i += 1,
+                due => {
+                    self.probing.swap_remove(i);
+                    if due.is_some() && !self.peers[p].suspected {
+                        self.suspect(p, now);
+                    }
+                }
+            }
+        }
+    }
+}
