@@ -46,6 +46,7 @@ pub fn experiment(a: &AgreeArgs) -> Result<AgreeSim, String> {
     }
     let shape: Shape = a.tree.parse()?;
     let logp = LogP::new(a.l, a.o)?;
+    crate::experiment::agree::check_nodes(a.nodes)?;
     let (height, _) = EraTree::full(shape, a.nodes).shape_stats();
     let sim = AgreeSim {
         n: a.nodes,

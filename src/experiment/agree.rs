@@ -1,5 +1,7 @@
 //! `agree --sim`: ERA agreements in the LogP simulator, run after run, and their totals.
 
+use crate::experiment::limits;
+use crate::protocol::agree::{And64, Era};
 use crate::sim::agree::{AgreeRun, AgreeSim, SimValue, Violations, run_once};
 use crate::sim::stats::Dist;
 
@@ -61,8 +63,44 @@ impl Totals {
     }
 }
 
+/// Refuses `--nodes` when the processes' trees alone (n², see [`Era::footprint`]) would not
+/// fit in this host's memory: before anything over `n` is built.
+pub fn check_nodes(n: u32) -> Result<(), String> {
+    let need = u64::from(n).saturating_mul(Era::<And64>::footprint(n));
+    limits::check_memory(
+        "--nodes",
+        u64::from(n),
+        need,
+        "the simulator (each process holds a tree over all n)",
+    )
+}
+
+/// Refuses `--nodes` or `--agreements` when one run would not fit in this host's memory.
+pub fn check_fits<V: SimValue>(sim: &AgreeSim) -> Result<(), String> {
+    let need = sim.footprint::<V>();
+    // Name the flag that drives the need: the processes' trees (n²) or the agreements.
+    let per_agreement = sim.footprint::<V>().saturating_sub(
+        AgreeSim {
+            agreements: 0,
+            ..sim.clone()
+        }
+        .footprint::<V>(),
+    );
+    let (flag, value, what) = if per_agreement > need / 2 {
+        ("--agreements", sim.agreements, "the simulator's per-agreement records")
+    } else {
+        (
+            "--nodes",
+            u64::from(sim.n),
+            "the simulator (each process holds a tree over all n)",
+        )
+    };
+    limits::check_memory(flag, value, need, what)
+}
+
 /// `runs` simulated runs of `sim` (run `i` seeded from `(seed, i)`), with values of type `V`.
 pub fn simulate<V: SimValue>(sim: &AgreeSim, runs: u64, seed: u64) -> Result<Totals, String> {
+    check_fits::<V>(sim)?;
     let mut t = Totals::new();
     for i in 0..runs {
         let r = run_once::<V>(sim, crate::protocol::ProtoRng::run_seed(seed, i))?;

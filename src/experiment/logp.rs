@@ -80,6 +80,10 @@ pub fn run(a: &LogpSpec) -> Result<(), String> {
     if a.reps < 10 {
         return Err(format!("--reps must be at least 10, got {}", a.reps));
     }
+    // Three samples per round trip (RTT, send, poll) and 10 % warm-up, kept for the medians.
+    let samples = (a.reps as u64).saturating_add(a.reps as u64 / 10);
+    let need = samples.saturating_mul(3 * size_of::<u64>() as u64);
+    crate::experiment::limits::check_memory("--reps", a.reps as u64, need, "the round-trip samples")?;
     if a.save.is_some() && (a.rendezvous.is_some() || a.between.is_some()) {
         return Err("--save applies to the measurement between this process's endpoints".into());
     }

@@ -8,6 +8,7 @@
 //! - [`simulate`]: runs a [`sim::Setup`] on the LogP simulator (Monte Carlo or traced).
 //! - [`defaults`]: the parameters the papers' models choose when the user does not, and the
 //!   fault-free latency the model predicts.
+//! - [`limits`]: the host's memory and file-descriptor limits, checked before a run allocates.
 //! - [`verdict`]: whether a finished bench or agreement run passed, and why not.
 //! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
 
@@ -18,6 +19,7 @@ pub mod bootstrap_kill;
 pub mod defaults;
 pub mod failure;
 pub mod launch;
+pub mod limits;
 pub mod logp;
 pub mod overlay;
 pub mod predict;

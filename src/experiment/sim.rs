@@ -41,6 +41,9 @@ pub struct SimSpec {
     pub max_events: Option<u64>,
 }
 
+/// The most simulation threads (`--threads`).
+pub const MAX_THREADS: usize = 4096;
+
 /// A validated `sim` / `model` invocation.
 #[derive(Clone, Debug)]
 pub struct Setup {
@@ -94,6 +97,11 @@ impl Setup {
         faults.validate(n)?;
         let threads = match a.threads {
             Some(0) => return Err("--threads must be at least 1".into()),
+            Some(t) if t > MAX_THREADS => {
+                return Err(format!(
+                    "--threads {t} is more than {MAX_THREADS} (each holds a simulator and a stack; one per core is what helps)"
+                ));
+            }
             Some(t) => t,
             None => std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1),
         };

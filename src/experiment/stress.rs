@@ -53,7 +53,7 @@ pub fn run(a: &StressSpec) -> Result<Totals, String> {
     }
     if a.max_kills == 0 || a.max_kills >= a.nodes {
         return Err(format!(
-            "stress agree needs 1 <= --max-kills < --nodes (one node survives every generation), got --max-kills {} with --nodes {}",
+            "stress agree needs 1 <= --max-kills < --nodes (one node survives every generation), got --max-kills {} with --nodes {} (--max-kills defaults to 2: give a smaller one or more nodes)",
             a.max_kills, a.nodes
         ));
     }

@@ -235,6 +235,12 @@ pub(crate) fn validate(b: &AgreeBench) -> Result<(), String> {
     if b.n < 2 || b.n > MAX_NODES {
         return Err(format!("--nodes must be in 2..={MAX_NODES} for the network benchmark"));
     }
+    if b.warmup.checked_add(b.iterations).is_none_or(|t| t >= u64::MAX / 2) {
+        return Err(format!(
+            "--warmup {} plus --agreements {} must be below 2^63 (agreements are numbered in 64 bits)",
+            b.warmup, b.iterations
+        ));
+    }
     for &(r, i) in &b.kills {
         if r >= b.n || (b.duration.is_none() && i >= b.iterations) {
             return Err(format!(

@@ -385,6 +385,22 @@ fn includes<V: Value>(big: &V, small: &V) -> bool {
     &x == big
 }
 
+impl AgreeSim {
+    /// Bytes [`run_once`] allocates up front: one [`Era`] per process (each holds a tree over
+    /// all `n`, so this grows as n²), the per-process vectors (liveness, death, send and
+    /// receive slots, counters, entries, returns), the per-agreement ones (first entry, last
+    /// return, messages, steps, fingerprint, most sent) and the calendar.
+    pub fn footprint<V: SimValue>(&self) -> u64 {
+        let n = u64::from(self.n);
+        let per_process = (size_of::<bool>() + 4 * size_of::<Time>() + 3 * size_of::<u64>()) as u64;
+        let per_agreement = (3 * size_of::<Time>() + 2 * size_of::<u64>() + 2 * size_of::<u32>()) as u64;
+        let window = 4 * (self.logp.l + 2 * self.logp.o) + self.detect_delay + self.detect_jitter;
+        n.saturating_mul(Era::<V>::footprint(self.n).saturating_add(per_process))
+            .saturating_add(self.agreements.saturating_mul(per_agreement))
+            .saturating_add(Calendar::<Ev>::footprint(window, self.n))
+    }
+}
+
 /// Runs one experiment with seed `seed`.
 pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, String> {
     sim.validate()?;

@@ -92,6 +92,15 @@ impl<E: Copy> Calendar<E> {
         }
     }
 
+    /// Bytes [`Calendar::new`] allocates for `window` and `ranks`: the ring's buckets, its
+    /// late-event bitmaps (one bit per rank and bucket) and their counts.
+    pub fn footprint(window: Time, ranks: u32) -> u64 {
+        let size = window.saturating_add(1).min(Self::MAX_RING).next_power_of_two().max(16);
+        let words = u64::from(ranks).div_ceil(64).max(1);
+        let per_bucket = (size_of::<Vec<E>>() + size_of::<u32>()) as u64 + 8 * words;
+        size.saturating_mul(per_bucket)
+    }
+
     /// Empties the queue and rewinds time to 0, keeping the buckets' capacity.
     pub fn reset(&mut self) {
         self.early.iter_mut().for_each(Vec::clear);
@@ -218,6 +227,21 @@ impl<E: Copy> Calendar<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footprint_is_what_new_allocates() {
+        for (window, ranks) in [(0, 1), (10, 100), (5000, 65_536), (1 << 20, 1_000_000)] {
+            let c = Calendar::<u64>::new(window, ranks);
+            let held = c.early.capacity() * size_of::<Vec<u64>>()
+                + c.late.capacity() * size_of::<u64>()
+                + c.late_count.capacity() * size_of::<u32>();
+            assert_eq!(
+                Calendar::<u64>::footprint(window, ranks),
+                held as u64,
+                "{window} {ranks}"
+            );
+        }
+    }
 
     #[test]
     fn pops_in_time_then_class_then_insertion_order() {

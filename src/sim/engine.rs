@@ -198,6 +198,18 @@ where
         }
     }
 
+    /// Bytes an engine for `n` processes holds: each process's record (protocol and driver
+    /// state), its death time, room for two events per process in the calendar's buckets (a
+    /// broadcast has about one in flight per process, and a bucket's vector doubles as it
+    /// grows), and the calendar's ring. A protocol's own heap comes on top.
+    pub fn footprint(n: u32, logp: impl Into<LogGP>) -> u64 {
+        let logp: LogGP = logp.into();
+        let per = (size_of::<Proc<P>>() + size_of::<Time>() + 2 * size_of::<Ev<P::Msg>>()) as u64;
+        u64::from(n)
+            .saturating_mul(per)
+            .saturating_add(Calendar::<Ev<P::Msg>>::footprint(4 * logp.hop() + 4, n))
+    }
+
     /// Noisy mode: draws every message's `o_s`, `L` and `o_r` from `noise` (`None`: the fixed
     /// parameters). `g` and `G·(k−1)` stay fixed.
     pub fn set_noise(&mut self, noise: Option<Arc<Noise>>) {

@@ -16,18 +16,29 @@
 //! the receiver visits its senders' rings round-robin. Nothing is allocated on the message
 //! path after a pair's first message.
 //!
+//! Memory grows with the pairs that talk: a receiver learns of a new ring through an
+//! unbounded queue that allocates only when a sender announces one, and an endpoint finds its
+//! rings by rank through a direct table up to [`DENSE_MAX`] ranks (4 bytes per rank) and a
+//! hash map above. The one per-pair cost is a doorbell bit (above [`DIRECT_MAX`] ranks): a
+//! bitmap word per 64 senders for each receiver, and as many carry words (n²/4 bytes in all,
+//! 6 MB at 5 000 ranks). [`InprocNet::footprint`] adds it up.
+//!
 //! [`InprocNet::kill`] makes an endpoint dead: it delivers nothing more, what is sent to it
 //! vanishes, and an endpoint that sends to it is told [`Delivery::Suspect`] on its next poll
 //! (like a socket whose peer is gone), after which sends to it return
 //! [`SendError::Suspected`].
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
+use crossbeam_queue::SegQueue;
 
 use super::{Delivery, MAX_PAYLOAD, SendError, Transport, TransportStats};
+use peer_index::{NONE, PeerIndex};
+
+mod peer_index;
 
 /// Payload bytes in a message's first slot (word 0: position + 1, word 1: length).
 const FIRST: usize = 48;
@@ -45,6 +56,12 @@ pub const DIRECT_MAX: u32 = 32;
 /// Slots of all the rings one sender may have, at most (beyond [`MIN_SLOTS`] per ring): a
 /// ring is shortened in large jobs so that memory grows as the pairs that talk, not faster.
 const SLOTS_PER_SENDER: usize = 8192;
+/// Up to this many ranks an endpoint indexes its rings by rank in a table (4 bytes a rank);
+/// above, in a hash map (memory as the rings, a hash per lookup).
+pub const DENSE_MAX: u32 = 1024;
+/// Doorbell words of a receiver are padded to a multiple of this many (one 128-byte pair of
+/// cache lines), so that two receivers never share a line.
+const BELL_STRIDE: usize = 16;
 
 /// Slots a message of `len` bytes takes.
 const fn slots_for(len: usize) -> usize {
@@ -96,9 +113,6 @@ struct Tx {
     tail: u64,
 }
 
-/// No ring (in `by_sender`).
-const NONE: u32 = u32::MAX;
-
 /// The receiver's side of one ring.
 struct Rx {
     from: u32,
@@ -110,8 +124,9 @@ struct Rx {
 
 /// The announcements, doorbells and liveness flags all endpoints share.
 struct Shared {
-    /// Per receiver: rings its senders created since it last looked (each sender once).
-    announce: Vec<ArrayQueue<(u32, Ring)>>,
+    /// Per receiver: rings its senders created since it last looked (each sender once); a
+    /// queue allocates only while it holds announcements.
+    announce: Vec<SegQueue<(u32, Ring)>>,
     /// Per receiver: rings announced so far (a poll reads this line, rarely written, rather
     /// than the queue, whose empty check costs a full fence).
     announced: Vec<Padded>,
@@ -119,9 +134,14 @@ struct Shared {
     direct: bool,
     /// Doorbell words per receiver (one bit per sender).
     words: usize,
-    /// `bells[to * words + from / 64]` bit `from % 64`: `from` published since `to` looked.
-    bells: Vec<Padded>,
+    /// Distance between two receivers' first doorbell words (`words` padded to [`BELL_STRIDE`]).
+    stride: usize,
+    /// `bells[to * stride + from / 64]` bit `from % 64`: `from` published since `to` looked
+    /// (empty with `direct`). A receiver's words share lines: only its senders write them.
+    bells: Box<[AtomicU64]>,
     dead: Vec<AtomicBool>,
+    /// Rings created so far.
+    rings: AtomicU64,
 }
 
 /// The handle on an in-process network: kills endpoints. Cheap to clone, `Send + Sync`.
@@ -142,18 +162,18 @@ impl InprocNet {
     /// (rounded up to a power of two, at least [`MIN_SLOTS`]; fewer in large jobs, see
     /// `SLOTS_PER_SENDER`).
     pub fn new(n: u32, ring_slots: usize) -> (InprocNet, Vec<InprocTransport>) {
-        let slots = ring_slots
-            .min(SLOTS_PER_SENDER / n.max(1) as usize)
-            .max(MIN_SLOTS)
-            .next_power_of_two();
-        let words = (n as usize).div_ceil(64);
+        let slots = ring_slots_for(n, ring_slots);
+        let direct = n <= DIRECT_MAX;
+        let (words, stride) = bell_words(n);
         let shared = Arc::new(Shared {
-            announce: (0..n).map(|_| ArrayQueue::new(n.max(1) as usize)).collect(),
+            announce: (0..n).map(|_| SegQueue::new()).collect(),
             announced: (0..n).map(|_| Padded(AtomicU64::new(0))).collect(),
-            direct: n <= DIRECT_MAX,
+            direct,
             words,
-            bells: (0..n as usize * words).map(|_| Padded(AtomicU64::new(0))).collect(),
+            stride,
+            bells: (0..n as usize * stride).map(|_| AtomicU64::new(0)).collect(),
             dead: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            rings: AtomicU64::new(0),
         });
         let endpoints = (0..n)
             .map(|rank| InprocTransport {
@@ -161,19 +181,48 @@ impl InprocNet {
                 size: n,
                 slots,
                 shared: Arc::clone(&shared),
-                tx: (0..n).map(|_| None).collect(),
+                tx: Vec::new(),
+                tx_index: PeerIndex::new(n),
                 rx: Vec::new(),
-                by_sender: vec![NONE; n as usize],
-                carry: vec![0; words],
+                by_sender: PeerIndex::new(if direct { 0 } else { n }),
+                carry: vec![0; if direct { 0 } else { words }],
                 next_rx: 0,
                 scratch: vec![0; MAX_PAYLOAD],
-                to_report: Vec::with_capacity(n as usize),
-                reported: vec![false; n as usize],
-                suspected: vec![false; n as usize],
+                to_report: Vec::new(),
+                reported: HashSet::new(),
+                suspected: HashSet::new(),
                 stats: TransportStats::default(),
             })
             .collect();
         (InprocNet { shared }, endpoints)
+    }
+
+    /// Bytes a network of `n` ranks built with `ring_slots` holds once `talking` pairs per
+    /// rank have exchanged messages: per rank its endpoint (record, scratch buffer, ring
+    /// indexes, announcement line, liveness) and its doorbell and carry words, per ring its
+    /// slots, read position and both ends' records.
+    pub fn footprint(n: u32, ring_slots: usize, talking: u64) -> u64 {
+        let slots = ring_slots_for(n, ring_slots) as u64;
+        let (words, stride) = bell_words(n);
+        let ranks = u64::from(n);
+        let pairs = ranks.saturating_mul(talking.min(ranks.saturating_sub(1)));
+        let direct = n <= DIRECT_MAX;
+        let bells = if direct { 0 } else { (stride + words) as u64 * 8 };
+        let per_rank =
+            (size_of::<InprocTransport>() + MAX_PAYLOAD + size_of::<Padded>() + size_of::<SegQueue<(u32, Ring)>>() + 1)
+                as u64
+                + bells
+                + 2 * PeerIndex::footprint(n, talking);
+        let per_ring = slots * size_of::<Slot>() as u64
+            + (size_of::<Padded>() + size_of::<Tx>() + size_of::<Rx>() + 2 * size_of::<usize>()) as u64;
+        ranks
+            .saturating_mul(per_rank)
+            .saturating_add(pairs.saturating_mul(per_ring))
+    }
+
+    /// Rings created so far (one per pair that talked, each direction its own).
+    pub fn rings(&self) -> u64 {
+        self.shared.rings.load(Ordering::Relaxed)
     }
 
     /// Ranks in the network.
@@ -197,6 +246,23 @@ impl InprocNet {
     }
 }
 
+/// Slots of each ring in a network of `n` ranks asked for `ring_slots`.
+fn ring_slots_for(n: u32, ring_slots: usize) -> usize {
+    ring_slots
+        .min(SLOTS_PER_SENDER / n.max(1) as usize)
+        .max(MIN_SLOTS)
+        .next_power_of_two()
+}
+
+/// Doorbell words per receiver in a network of `n` ranks, and the stride between receivers.
+fn bell_words(n: u32) -> (usize, usize) {
+    if n <= DIRECT_MAX {
+        return (0, 0);
+    }
+    let words = (n as usize).div_ceil(64);
+    (words, words.next_multiple_of(BELL_STRIDE))
+}
+
 /// The endpoint of one rank of an [`InprocNet`]. Aligned so that two endpoints never share
 /// a cache line (each is written by its own thread on every message).
 #[repr(align(128))]
@@ -205,12 +271,14 @@ pub struct InprocTransport {
     size: u32,
     slots: usize,
     shared: Arc<Shared>,
-    /// Per destination: the ring this endpoint writes, once it has sent there.
-    tx: Vec<Option<Tx>>,
+    /// The rings this endpoint writes, in the order it first sent to their receivers.
+    tx: Vec<Tx>,
+    /// Per destination: its ring's index in `tx`.
+    tx_index: PeerIndex,
     /// The rings written to this endpoint, in the order their senders first sent.
     rx: Vec<Rx>,
-    /// Per sender: its ring's index in `rx`, or [`NONE`].
-    by_sender: Vec<u32>,
+    /// Per sender: its ring's index in `rx` (doorbell mode only).
+    by_sender: PeerIndex,
     /// Doorbell bits of rings left with messages by the last poll's budget.
     carry: Vec<u64>,
     /// The ring the next poll starts with (round-robin between senders).
@@ -219,8 +287,8 @@ pub struct InprocTransport {
     scratch: Vec<u8>,
     /// Dead peers this endpoint sent to, to report on the next poll.
     to_report: Vec<u32>,
-    reported: Vec<bool>,
-    suspected: Vec<bool>,
+    reported: HashSet<u32>,
+    suspected: HashSet<u32>,
     stats: TransportStats,
 }
 
@@ -234,6 +302,19 @@ impl std::fmt::Debug for InprocTransport {
 }
 
 impl InprocTransport {
+    /// Heap bytes this endpoint holds itself (its rings' slots not counted): what grows
+    /// with the job's size rather than with the peers it talks to.
+    pub fn own_heap_bytes(&self) -> usize {
+        self.tx.capacity() * size_of::<Tx>()
+            + self.rx.capacity() * size_of::<Rx>()
+            + self.tx_index.bytes()
+            + self.by_sender.bytes()
+            + self.carry.capacity() * 8
+            + self.scratch.capacity()
+            + self.to_report.capacity() * 4
+            + (self.reported.capacity() + self.suspected.capacity()) * 5
+    }
+
     fn is_dead(&self, rank: u32) -> bool {
         self.shared.dead[rank as usize].load(Ordering::Acquire)
     }
@@ -245,7 +326,9 @@ impl InprocTransport {
             return;
         }
         while let Some((from, ring)) = self.shared.announce[me].pop() {
-            self.by_sender[from as usize] = self.rx.len() as u32;
+            if !self.shared.direct {
+                self.by_sender.set(from, self.rx.len() as u32);
+            }
             self.rx.push(Rx {
                 from,
                 ring,
@@ -267,9 +350,9 @@ impl InprocTransport {
                     .any(|r| r.ring.slot(r.pos).0[0].load(Ordering::Acquire) == r.pos + 1)
             } else {
                 self.carry.iter().any(|&c| c != 0)
-                    || sh.bells[me * sh.words..(me + 1) * sh.words]
+                    || sh.bells[me * sh.stride..me * sh.stride + sh.words]
                         .iter()
-                        .any(|b| b.0.load(Ordering::Acquire) != 0)
+                        .any(|b| b.load(Ordering::Acquire) != 0)
             }
     }
 
@@ -378,7 +461,7 @@ impl Transport for InprocTransport {
         if bytes.len() > MAX_PAYLOAD {
             return Err(SendError::TooLarge);
         }
-        if self.suspected[to as usize] {
+        if !self.suspected.is_empty() && self.suspected.contains(&to) {
             return Err(SendError::Suspected);
         }
         if self.is_dead(self.rank) {
@@ -386,23 +469,23 @@ impl Transport for InprocTransport {
             return Ok(());
         }
         if self.is_dead(to) {
-            if !self.reported[to as usize] {
-                self.reported[to as usize] = true;
+            if self.reported.insert(to) {
                 self.to_report.push(to);
             }
             self.stats.sent += 1;
             return Ok(());
         }
-        let tx = match &mut self.tx[to as usize] {
-            Some(tx) => tx,
-            slot => {
-                let ring = Ring::new(self.slots);
-                // Cannot fail: each sender announces once and the queue holds one per rank.
-                let _ = self.shared.announce[to as usize].push((self.rank, ring.clone()));
-                self.shared.announced[to as usize].0.fetch_add(1, Ordering::Release);
-                slot.insert(Tx { ring, head: 0, tail: 0 })
-            }
-        };
+        let mut i = self.tx_index.get(to);
+        if i == NONE {
+            let ring = Ring::new(self.slots);
+            self.shared.rings.fetch_add(1, Ordering::Relaxed);
+            self.shared.announce[to as usize].push((self.rank, ring.clone()));
+            self.shared.announced[to as usize].0.fetch_add(1, Ordering::Release);
+            i = self.tx.len() as u32;
+            self.tx.push(Tx { ring, head: 0, tail: 0 });
+            self.tx_index.set(to, i);
+        }
+        let tx = &mut self.tx[i as usize];
         let size = tx.ring.slots.len() as u64;
         let need = slots_for(bytes.len()) as u64;
         let to_end = size - (tx.head & (size - 1));
@@ -427,9 +510,7 @@ impl Transport for InprocTransport {
         if !self.shared.direct {
             let sh = &self.shared;
             let r = self.rank as usize;
-            sh.bells[to as usize * sh.words + r / 64]
-                .0
-                .fetch_or(1 << (r % 64), Ordering::AcqRel);
+            sh.bells[to as usize * sh.stride + r / 64].fetch_or(1 << (r % 64), Ordering::AcqRel);
         }
         self.stats.sent += 1;
         Ok(())
@@ -441,7 +522,7 @@ impl Transport for InprocTransport {
         }
         let mut delivered = 0;
         for peer in self.to_report.drain(..) {
-            self.suspected[peer as usize] = true;
+            self.suspected.insert(peer);
             self.stats.suspected += 1;
             sink(Delivery::Suspect { peer });
             delivered += 1;
@@ -459,9 +540,9 @@ impl Transport for InprocTransport {
                 self.next_rx = (self.next_rx + 1) % rings;
             }
         } else {
-            let (me, words) = (self.rank as usize, self.shared.words);
+            let (me, words, stride) = (self.rank as usize, self.shared.words, self.shared.stride);
             for w in 0..words {
-                let bell = &self.shared.bells[me * words + w].0;
+                let bell = &self.shared.bells[me * stride + w];
                 let mut bits = std::mem::take(&mut self.carry[w]);
                 if bell.load(Ordering::Relaxed) != 0 {
                     bits |= bell.swap(0, Ordering::Acquire);
@@ -470,11 +551,11 @@ impl Transport for InprocTransport {
                     let b = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
                     let from = w * 64 + b;
-                    if self.by_sender[from] == NONE {
+                    if self.by_sender.get(from as u32) == NONE {
                         // Announced before its first bell: visible now.
                         self.adopt_rings();
                     }
-                    let i = self.by_sender[from];
+                    let i = self.by_sender.get(from as u32);
                     if i != NONE && self.drain(i as usize, budget, sink) {
                         self.carry[w] |= 1 << b;
                     }

@@ -3,8 +3,10 @@
 //! in-process queues), one process per node (`procs`), or a launched run joined at rank 0
 //! (`join`, `boot`), broadcasting back to back with crashes injected.
 //!
+//! - [`host`]: whether this host's memory and file descriptors can hold the run.
 //! - [`node`]: one node process of such a run ([`node::NodeRunSpec`], `ftcoll node`).
 
+pub mod host;
 pub mod node;
 
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
@@ -193,6 +195,12 @@ impl BenchSpec {
         if a.iterations == 0 {
             return Err("--iterations must be at least 1".into());
         }
+        if a.warmup.checked_add(a.iterations).is_none_or(|t| t >= u64::MAX / 2) {
+            return Err(format!(
+                "--warmup {} plus --iterations {} must be below 2^63 (operations are numbered in 64 bits)",
+                a.warmup, a.iterations
+            ));
+        }
         if a.window == 0 || a.window > 32 {
             return Err(format!("--window must be in 1..=32, got {}", a.window));
         }
@@ -211,6 +219,7 @@ impl BenchSpec {
         if a.shared_cores.is_some() && a.join.is_none() && a.boot.is_none() {
             return Err("--shared-cores applies to launched runs (--join or --boot), e.g. on the netns cluster".into());
         }
+        host::check(&a)?;
         let kill_text = a.kill.clone().unwrap_or_else(|| default_kills(&a));
         let kills = if kill_text == "none" {
             Vec::new()

@@ -208,6 +208,13 @@ pub struct Era<V> {
 }
 
 impl<V: Value> Era<V> {
+    /// Bytes [`Era::new`] allocates for a group of `n`: the record, the failure flags and the
+    /// first epoch's tree (members, positions, parents, child offsets and children per rank).
+    pub fn footprint(n: Rank) -> u64 {
+        let per_rank = (size_of::<bool>() + 5 * size_of::<u32>()) as u64;
+        (size_of::<Self>() as u64).saturating_add(u64::from(n).saturating_mul(per_rank))
+    }
+
     /// Process `me` of a group of ranks `0..n`, every rank a member.
     pub fn new(me: Rank, n: Rank, cfg: EraConfig) -> Result<Self, String> {
         Self::with_members(me, n, (0..n).collect(), cfg)

@@ -249,3 +249,72 @@ fn inproc_latency_and_rate() {
         half.as_nanos()
     );
 }
+
+/// Resident memory of this process, bytes (Linux).
+fn rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    kb.trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|k| k * 1024)
+}
+
+#[test]
+fn inproc_memory_grows_with_the_pairs_that_talk() {
+    // 5 000 ranks, each sending to the next: 5 000 rings, and no endpoint holds anything
+    // per rank of the job beyond its doorbell words (n / 64) when above DENSE_MAX.
+    let n = 5000u32;
+    let before = rss();
+    let (net, mut ep) = InprocNet::new(n, 256);
+    let now = Instant::now();
+    for r in 0..n {
+        ep[r as usize].send((r + 1) % n, b"ring", now).unwrap();
+    }
+    assert_eq!(net.rings(), u64::from(n));
+    for r in 0..n {
+        let got = collect(&mut ep[((r + 1) % n) as usize]);
+        assert_eq!(got, vec![(r, b"ring".to_vec())]);
+    }
+    // Nothing more is created by the second lap.
+    for r in 0..n {
+        ep[r as usize].send((r + 1) % n, b"again", now).unwrap();
+    }
+    assert_eq!(net.rings(), u64::from(n));
+    let words = (n as usize).div_ceil(64) * 8;
+    for e in &ep {
+        let own = e.own_heap_bytes();
+        assert!(
+            own < MAX_PAYLOAD + words + 1024,
+            "endpoint {} holds {own} bytes",
+            e.rank
+        );
+    }
+    // The whole network within the estimate, and far below one ring per pair of ranks.
+    let estimate = InprocNet::footprint(n, 256, 1);
+    let ring = (MIN_SLOTS.next_power_of_two() * 64) as u64;
+    assert!(estimate < u64::from(n) * 16 * 1024, "{estimate}");
+    assert!(estimate < u64::from(n) * u64::from(n) * ring / 100);
+    if let (Some(a), Some(b)) = (before, rss()) {
+        // Other tests run beside this one: a generous bound, still 10x below one queue slot
+        // per pair (the old layout took over 2 GB here).
+        assert!(b.saturating_sub(a) < 256 << 20, "grew by {} bytes", b.saturating_sub(a));
+    }
+}
+
+#[test]
+fn inproc_small_jobs_index_by_rank_and_large_ones_by_hash() {
+    let (_net, mut small) = InprocNet::new(DENSE_MAX, 64);
+    let (_net2, mut large) = InprocNet::new(DENSE_MAX + 1, 64);
+    let now = Instant::now();
+    small[0].send(DENSE_MAX - 1, b"x", now).unwrap();
+    large[0].send(DENSE_MAX, b"y", now).unwrap();
+    large[DENSE_MAX as usize].send(0, b"z", now).unwrap();
+    assert_eq!(collect(&mut small[(DENSE_MAX - 1) as usize]), vec![(0, b"x".to_vec())]);
+    assert_eq!(collect(&mut large[DENSE_MAX as usize]), vec![(0, b"y".to_vec())]);
+    assert_eq!(collect(&mut large[0]), vec![(DENSE_MAX, b"z".to_vec())]);
+    assert!(matches!(small[0].tx_index, PeerIndex::Dense(_)));
+    assert!(matches!(large[0].tx_index, PeerIndex::Sparse(_)));
+}

@@ -122,6 +122,28 @@ pub struct Reliable {
 }
 
 impl Reliable {
+    /// Bytes the endpoint of a job of `n` ranks with `window` slots per peer commits when
+    /// `talking` of its peers exchange data: the per-peer records, transmit-slot metadata,
+    /// reorder lengths, address map, timer wheel (64 Ki slots at most), ACK headers and
+    /// lists, and the transmit and reorder buffers of the peers that talk (the other peers'
+    /// buffers are zeroed pages the kernel never commits).
+    pub fn footprint(n: u64, window: u64, talking: u64) -> u64 {
+        let sz = |b: usize| b as u64;
+        let per_peer = sz(size_of::<Peer>())
+            + window * sz(size_of::<TxSlot>())
+            + REORDER * sz(size_of::<u16>())
+            + 2 * sz(size_of::<(SocketAddr, u32)>())
+            + 3 * sz(size_of::<u32>())
+            + sz(size_of::<Instant>())
+            + 3 * sz(size_of::<u32>())
+            + sz(HEADER_LEN);
+        let buffers = window * sz(MAX_DATAGRAM) + REORDER * sz(MAX_PAYLOAD);
+        let wheel = (1u64 << 16) * sz(size_of::<u32>());
+        n.saturating_mul(per_peer)
+            .saturating_add(talking.min(n).saturating_mul(buffers))
+            .saturating_add(wheel)
+    }
+
     /// The endpoint of `rank` in the job whose rank `r` is at `peers[r]`, built at `now`; every
     /// buffer is allocated here. A bad rank, duplicate addresses or a bad `cfg` are errors.
     pub fn new(rank: u32, peers: &[SocketAddr], cfg: UdpConfig, now: Instant) -> io::Result<Self> {
