@@ -56,6 +56,7 @@ fn every_wire_seed_decodes_and_every_message_family_has_a_target() {
         "wire_overlay",
         "wire_watch",
         "wire_bootstrap",
+        "join_line",
     ] {
         let t = ftcoll::fuzz::find(name).unwrap_or_else(|| panic!("no fuzz target {name}"));
         for (i, seed) in (t.seeds)().iter().enumerate() {

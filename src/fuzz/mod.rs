@@ -101,6 +101,11 @@ pub const TARGETS: &[Target] = &[
         seeds: seeds::agree_stream,
     },
     Target {
+        name: "join_line",
+        run: targets::join_line,
+        seeds: seeds::join_line,
+    },
+    Target {
         name: "hostfile",
         run: targets::hostfile,
         seeds: seeds::hostfile,

@@ -347,3 +347,27 @@ pub fn key_file() -> Vec<Vec<u8>> {
         b"  00112233445566778899AABBCCDDEEFF  ".to_vec(),
     ]
 }
+
+pub fn join_line() -> Vec<Vec<u8>> {
+    use crate::fuzz::targets::JOIN_NONCES as N;
+    use crate::wire::join_line::{Direction, LineSeal, challenge, hello};
+    use crate::wire::mac::AuthKey;
+    let key = AuthKey::from_bytes(*b"fuzz join key 16");
+    let with = |which: u8, keyed: u8, line: String| {
+        let mut v = vec![which, keyed];
+        v.extend_from_slice(line.as_bytes());
+        v.push(b'\n');
+        v
+    };
+    vec![
+        with(0, 1, challenge(&N)),
+        with(1, 1, hello(Some(&key), super::targets::JOB, 5, &N)),
+        with(1, 0, hello(None, super::targets::JOB, 63, &N)),
+        with(
+            2,
+            1,
+            LineSeal::new(Some(key.clone()), N, Direction::ToRoot).seal("result 12 34 ok"),
+        ),
+        with(2, 0, LineSeal::new(None, N, Direction::ToRoot).seal("entered 3")),
+    ]
+}

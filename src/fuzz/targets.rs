@@ -426,3 +426,72 @@ pub fn key_file(data: &[u8]) -> u64 {
         }
     }
 }
+
+/// `join_line`: byte 0 picks the parser of an `agree --join` stream line (0: a challenge, 1: a
+/// hello, 2: a sealed line), byte 1 whether the run is keyed, the rest is the line (lossy
+/// UTF-8, up to its first newline as the reader cuts it). Whatever verifies is canonical (up
+/// to the case of hex digits): a challenge re-encodes to the same nonces, a hello that checks
+/// is the one its rank would send, a sealed line that opens is the line its body seals to; and
+/// nothing verifies under the wrong nonces or direction.
+pub fn join_line(data: &[u8]) -> u64 {
+    use crate::wire::join_line::{Direction, LineSeal, Nonces, challenge, check_hello, hello, parse_challenge};
+    use crate::wire::mac::AuthKey;
+    let (Some(&which), Some(&keyed)) = (data.first(), data.get(1)) else {
+        return 0;
+    };
+    let text = String::from_utf8_lossy(&data[2..]);
+    // The reader hands out one line at a time: up to and including its first newline.
+    let line = text.split_inclusive('\n').next().unwrap_or_default();
+    let key = (keyed & 1 == 1).then(|| AuthKey::from_bytes(*b"fuzz join key 16"));
+    let n = JOIN_NONCES;
+    let other = Nonces { conn: [7; 16], ..n };
+    match which % 3 {
+        0 => match parse_challenge(line) {
+            Some(c) => {
+                assert_eq!(parse_challenge(&challenge(&c)), Some(c));
+                100
+            }
+            None => 1,
+        },
+        1 => match check_hello(line, key.as_ref(), JOB, 64, &n) {
+            Some(rank) => {
+                assert!(rank < 64);
+                // (Hex digits of either case are the same tag.)
+                let canonical = hello(key.as_ref(), JOB, rank, &n);
+                assert!(
+                    line.trim_end_matches(['\r', '\n']).eq_ignore_ascii_case(&canonical),
+                    "{line:?}"
+                );
+                if key.is_some() {
+                    assert_eq!(check_hello(line, key.as_ref(), JOB, 64, &other), None);
+                }
+                101
+            }
+            None => 2,
+        },
+        _ => {
+            let mut open = LineSeal::new(key.clone(), n, Direction::ToRoot);
+            match open.open(line) {
+                Some(body) => {
+                    let mut seal = LineSeal::new(key.clone(), n, Direction::ToRoot);
+                    let sealed = seal.seal(body);
+                    let (tag, rest) = sealed.split_once(' ').unwrap_or_default();
+                    let (got_tag, got_rest) = line.trim_end_matches(['\r', '\n']).split_once(' ').unwrap_or_default();
+                    assert!(tag.eq_ignore_ascii_case(got_tag) && rest == got_rest, "{line:?}");
+                    if key.is_some() {
+                        let mut back = LineSeal::new(key, n, Direction::FromRoot);
+                        assert_eq!(back.open(line), None, "reflected");
+                    }
+                    102 + body.len().min(50) as u64
+                }
+                None => 3,
+            }
+        }
+    }
+}
+
+/// The nonces of the `join_line` target's stream.
+pub const JOIN_NONCES: crate::wire::join_line::Nonces = crate::wire::join_line::Nonces {
+    conn: [0x11; 16],
+    run: [0x22; 16],
+};
