@@ -36,7 +36,7 @@ fn signal(sig: &str, pid: u32) {
 fn a_stopped_node_process_is_killed_counted_and_the_run_fails_for_it() {
     let bench = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
         .args(["bench", "--procs", "--nodes", "4", "--kill", "none"])
-        .args(["--iterations", "6000", "--warmup", "50", "--json"])
+        .args(["--iterations", "9000", "--warmup", "50", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -49,15 +49,16 @@ fn a_stopped_node_process_is_killed_counted_and_the_run_fails_for_it() {
         assert!(Instant::now() < deadline, "rank 2 never started");
         std::thread::sleep(Duration::from_millis(20));
     };
-    // Let the run start, then stop rank 2 for well over the coordinator's 300 ms of silence.
-    std::thread::sleep(Duration::from_millis(800));
+    // Let the run start (the nodes join and measure their clocks first), then stop rank 2 for
+    // well over the coordinator's 300 ms of silence.
+    std::thread::sleep(Duration::from_millis(1500));
     signal("-STOP", pid);
     std::thread::sleep(Duration::from_millis(900));
     let _ = Command::new("kill").args(["-CONT", &pid.to_string()]).status();
     let out = bench.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
-    assert_eq!(v["measured_ops"], 6000, "{v}");
+    assert_eq!(v["measured_ops"], 9000, "{v}");
     assert_eq!(v["dead_nodes"], serde_json::json!([2]), "{v}\n{err}");
     assert_eq!(v["false_suspicions"], 1, "{v}\n{err}");
     assert_eq!(v["violations"], 0, "{v}\n{err}");
