@@ -464,4 +464,34 @@ mod tests {
         assert_ne!(extra, 0);
         assert!(!valid(7, 4, 11, all | (extra & extra.wrapping_neg()), &|_| false));
     }
+
+    /// A `--duration` run whose last survivor decides alone (every agreement returns as soon as
+    /// it is entered) still stops at its deadline. It ran forever: the step that looped over
+    /// those instant returns compared the deadline with the clock read when the step began.
+    #[test]
+    fn a_lone_survivor_stops_at_the_deadline() {
+        let b = AgreeBench {
+            n: 2,
+            era: EraConfig::default(),
+            transport: AgreeTransport::Inproc,
+            workers: 1,
+            pin: false,
+            warmup: 0,
+            iterations: 0,
+            duration: Some(Duration::from_millis(300)),
+            kills: vec![(1, 5)],
+            heartbeat: Duration::from_micros(200),
+            suspect_after: Duration::from_millis(5),
+            op_timeout: Duration::from_secs(5),
+            seed: 3,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(run(&b)).ok());
+        let r = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the run stops after its 300 ms (it never did)")
+            .expect("runs");
+        assert_eq!((r.unfinished, r.disagreements), (0, 0));
+        assert!(r.agreements > 5, "the survivor went on alone: {}", r.agreements);
+    }
 }

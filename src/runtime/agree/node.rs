@@ -247,7 +247,10 @@ impl Node {
             sh.live.fetch_sub(1, Ordering::AcqRel);
             return;
         }
-        let cont = id + 1 < self.total && self.deadline.is_none_or(|d| now < d);
+        // A fresh clock for the deadline: a node that decides alone (every peer dead) returns at
+        // once on each entry, so one step can run any number of agreements and its `now` is
+        // stale; compared with that, the deadline never came and the run never stopped.
+        let cont = id + 1 < self.total && self.deadline.is_none_or(|d| Instant::now() < d);
         let value = contribution(self.seed, self.rank, id, cont);
         if self.era.handle(self.drv.ns(now), Event::Input(value)).is_ok() {
             self.entry = Some(sh.ns(now));
@@ -412,10 +415,13 @@ fn alive(dead: &mut bool, enforced: &mut bool, finished: bool, rank: Rank, sh: &
     if !*dead && sh.dead[rank as usize].load(Ordering::Acquire) {
         *dead = true;
         *enforced = true;
-        sh.live.fetch_sub(1, Ordering::AcqRel);
+        // Finished first: the workers stop once `finished >= live`, and a live count taken
+        // down before the finished one would let them see that for an instant while live
+        // nodes still work (a worker that stopped then never steps its nodes again).
         if finished {
             sh.finished.fetch_sub(1, Ordering::AcqRel);
         }
+        sh.live.fetch_sub(1, Ordering::AcqRel);
     }
     !*dead
 }
