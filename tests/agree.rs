@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{ftcoll, json};
+use common::{free_port, ftcoll, json};
 
 #[test]
 fn failure_free_json_meets_theorem_5() {
@@ -244,17 +244,6 @@ fn per_agreement_rows(v: &serde_json::Value, measured: u64) {
     assert_eq!(v["late_returns"], 0, "{v}");
     assert_eq!(v["bad_report_lines"], 0, "{v}");
     assert!(v["coordinator_peak_rss_kb"].as_u64().unwrap() > 0, "{v}");
-}
-
-/// A free port on 127.0.0.1 for both UDP and TCP (released: a short race with others).
-fn free_port() -> u16 {
-    loop {
-        let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = t.local_addr().unwrap().port();
-        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
 }
 
 #[test]

@@ -8,20 +8,13 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::free_port;
 use ftcoll::transport::udp::auth::AuthKey;
 use ftcoll::wire::join_line::{self, Nonces};
 
 const KEY: &str = "000102030405060708090a0b0c0d0e0f";
-
-fn free_port() -> u16 {
-    loop {
-        let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = t.local_addr().unwrap().port();
-        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
-}
 
 fn node(join: &str, rank: u32) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ftcoll"));

@@ -125,14 +125,7 @@ impl Verdict {
         .into_iter()
         .flatten()
         .collect();
-        let mut accepted = Vec::new();
-        if let Some(s) = count(c.false_suspicions, "false suspicion", "false suspicions") {
-            if allow_false_suspicions {
-                accepted.push(s);
-            } else {
-                reasons.push(s);
-            }
-        }
+        let accepted = false_suspicions(c.false_suspicions, allow_false_suspicions, &mut reasons);
         Verdict {
             what: "bench",
             reasons,
@@ -156,14 +149,7 @@ impl Verdict {
         .into_iter()
         .flatten()
         .collect();
-        let mut accepted = Vec::new();
-        if let Some(s) = count(c.false_suspicions, "false suspicion", "false suspicions") {
-            if allow_false_suspicions {
-                accepted.push(s);
-            } else {
-                reasons.push(s);
-            }
-        }
+        let accepted = false_suspicions(c.false_suspicions, allow_false_suspicions, &mut reasons);
         Verdict {
             what: "agree",
             reasons,
@@ -239,6 +225,19 @@ impl Verdict {
             Some(l) => Err(Failure::Failed(l)),
             None => Ok(()),
         }
+    }
+}
+
+/// False suspicions are a reason the run failed, or, when the caller allowed them, accepted
+/// (returned, to be warned about).
+fn false_suspicions(n: u64, allowed: bool, reasons: &mut Vec<String>) -> Vec<String> {
+    match count(n, "false suspicion", "false suspicions") {
+        Some(s) if allowed => vec![s],
+        Some(s) => {
+            reasons.push(s);
+            Vec::new()
+        }
+        None => Vec::new(),
     }
 }
 
