@@ -80,6 +80,10 @@ pub struct AgreeArgs {
     /// Network benchmark: give up when no agreement returns for this long, ms.
     #[arg(long = "op-timeout-ms", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     pub op_timeout_ms: u64,
+    /// Network benchmark: skip the model (ERA in the LogGP simulator with this machine's o_s,
+    /// o_r and L, measured by a ping-pong on the run's transport before it).
+    #[arg(long = "no-model", conflicts_with = "sim")]
+    pub no_model: bool,
     /// Number of processes.
     #[arg(long, default_value_t = 64)]
     pub nodes: u32,

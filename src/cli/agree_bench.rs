@@ -121,6 +121,12 @@ pub fn run(a: &AgreeArgs) -> Result<(), Failure> {
         .then(crate::runtime::agree::peak_rss_kb)
         .flatten();
     let verdict = Verdict::agree(&AgreeCounts::from(&r), a.allow_false_suspicions);
+    // Launched runs span hosts: one ping-pong here does not model them.
+    let prediction = if a.no_model || mode == AgreeMode::Joined {
+        None
+    } else {
+        crate::experiment::agree_predict::predict(&b, &r, a.procs)?
+    };
     let shown = crate::report::agree::BenchShown {
         mode,
         procs: a.procs,
@@ -128,6 +134,7 @@ pub fn run(a: &AgreeArgs) -> Result<(), Failure> {
         coordinator_rss,
         json: a.json,
         failures: &verdict.reasons,
+        prediction: prediction.as_ref(),
     };
     crate::report::agree::print_bench(&b, &r, &shown);
     if let Some(note) = verdict.accepted_note() {

@@ -13,6 +13,7 @@
 //! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
 
 pub mod agree;
+pub mod agree_predict;
 pub mod algo;
 pub mod bench;
 pub mod bootstrap_kill;

@@ -7,6 +7,7 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::experiment::agree::Totals;
+use crate::experiment::agree_predict::AgreePrediction;
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport};
 use crate::sim::agree::AgreeSim;
 use crate::sim::stats::Dist;
@@ -26,6 +27,8 @@ pub struct BenchShown<'a> {
     pub json: bool,
     /// Why the run failed ([`crate::experiment::verdict::Verdict`]'s reasons; empty: passed).
     pub failures: &'a [String],
+    /// The run against ERA in the LogGP simulator with this machine's parameters.
+    pub prediction: Option<&'a AgreePrediction>,
 }
 
 /// Prints the report of `r` (a run of `b`): one JSON object with `json`, else the table.
@@ -37,6 +40,7 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
         coordinator_rss,
         json,
         failures,
+        prediction,
     } = *shown;
     if json {
         let classes: Vec<_> = r
@@ -67,12 +71,44 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                 "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
                 "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
                 "refused_streams": r.refused_streams,
+                "prediction": prediction,
                 "failures": failures,
             })
         );
     } else {
         print!("{}", table(b, r, mode, coordinator_rss));
+        if let Some(p) = prediction {
+            print!("{}", model_lines(p));
+        }
     }
+}
+
+/// The measured/modeled lines of the table.
+fn model_lines(p: &AgreePrediction) -> String {
+    use std::fmt::Write;
+    let m = &p.model;
+    let mut s = format!(
+        "\nmodel: ERA in the LogGP simulator, o_s={} ns o_r={} ns L={} ns (ping-pong of {}-byte messages), {} ({} failure-free agreements; heartbeats not modeled)\n",
+        m.os_ns,
+        m.or_ns,
+        m.l_ns,
+        crate::experiment::agree_predict::ERA_MESSAGE_BYTES,
+        match p.model_cores {
+            Some(c) => format!("the nodes sharing {c} cores"),
+            None => "a core per node".to_string(),
+        },
+        p.agreements
+    );
+    let _ = writeln!(s, "{:<34}{:>12}{:>12}{:>10}", "failure-free (µs)", "measured", "modeled", "ratio");
+    for (what, c) in [("agreement", &p.agreement), ("per node", &p.node)] {
+        for (q, me, pr, ra) in [
+            ("p50", c.measured_p50_us, c.predicted_p50_us, c.ratio_p50),
+            ("p99", c.measured_p99_us, c.predicted_p99_us, c.ratio_p99),
+        ] {
+            let _ = writeln!(s, "{:<34}{:>12.2}{:>12.2}{:>10.2}", format!("{what} {q}"), me, pr, ra);
+        }
+    }
+    s
 }
 
 /// Where the nodes run.

@@ -1,0 +1,149 @@
+//! The model of a network `agree` run, as `bench` has one for broadcasts: ERA in the LogGP
+//! simulator ([`crate::sim::agree`], the same `Era` code the nodes ran) with this machine's own
+//! `o_s`, `o_r` and `L` ([`BenchModel`], from a ping-pong of ERA-sized messages on the run's
+//! transport), on as many cores as the nodes had ([`crate::sim::timing`]'s shared cores), for
+//! as many back-to-back agreements as the run measured failure-free. Compared per agreement
+//! (first entry to the last return, both sides) and per node (entry to return), at p50 and
+//! p99.
+//!
+//! What the model leaves out, explicitly: the runtime's heartbeats (one per `--heartbeat-us`
+//! per tree neighbour, sharing the nodes' cores and sockets), the coordinator's bookkeeping of
+//! returns, and the wake-up of a node that polls its ring while idle. Failure classes are
+//! not predicted (the simulator's failure detector is modeled by a fixed delay, the runtime's
+//! by heartbeats).
+
+use crate::model::BenchModel;
+use crate::protocol::agree::And64;
+use crate::runtime::TransportKind;
+use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport};
+use crate::sim::agree::{AgreeSim, run_once};
+
+/// Bytes of the messages the ping-pong measures: about an ERA message of a 64-bit value.
+pub const ERA_MESSAGE_BYTES: usize = 48;
+
+/// The most agreements one prediction simulates (percentiles settle long before).
+pub const MAX_AGREEMENTS: u64 = 500;
+
+/// Measured and modeled p50 and p99 of one latency, in µs.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Compared {
+    pub measured_p50_us: f64,
+    pub predicted_p50_us: f64,
+    pub ratio_p50: f64,
+    pub measured_p99_us: f64,
+    pub predicted_p99_us: f64,
+    pub ratio_p99: f64,
+}
+
+impl Compared {
+    fn new(measured: (f64, f64), predicted: (f64, f64)) -> Self {
+        let ratio = |m: f64, p: f64| if p > 0.0 { m / p } else { f64::NAN };
+        Compared {
+            measured_p50_us: measured.0,
+            predicted_p50_us: predicted.0,
+            ratio_p50: ratio(measured.0, predicted.0),
+            measured_p99_us: measured.1,
+            predicted_p99_us: predicted.1,
+            ratio_p99: ratio(measured.1, predicted.1),
+        }
+    }
+}
+
+/// The model of one run and how the failure-free agreements compare with it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AgreePrediction {
+    pub model: BenchModel,
+    /// The cores the simulated processes shared (`None`: one each).
+    pub model_cores: Option<u32>,
+    /// Failure-free agreements simulated.
+    pub agreements: u64,
+    /// Per agreement: first entry to the last return.
+    pub agreement: Compared,
+    /// Per node: entry to return.
+    pub node: Compared,
+}
+
+/// The cores the nodes of a run shared: a thread run's workers when fewer than the nodes; a
+/// `--procs` run's host cores when fewer than the processes.
+pub fn model_cores(b: &AgreeBench, procs: bool, host_cores: usize) -> Option<u32> {
+    let n = b.n as usize;
+    let c = if procs { host_cores } else { b.workers.min(host_cores) };
+    (c.max(1) < n).then_some(c.max(1) as u32)
+}
+
+/// The simulated counterpart of `b` under `model`: `agreements` failure-free agreements.
+pub fn simulated(b: &AgreeBench, model: &BenchModel, cores: Option<u32>, agreements: u64) -> AgreeSim {
+    AgreeSim {
+        n: b.n,
+        era: b.era.clone(),
+        logp: model.mean_logp(),
+        loggp: Some(model.loggp),
+        noise: None,
+        cores,
+        agreements: agreements.clamp(1, MAX_AGREEMENTS),
+        detect_delay: 0,
+        detect_jitter: 0,
+        kills: Vec::new(),
+        random_kills: 0,
+        kill_horizon: 1,
+        ack_on_error: true,
+        max_events: 100_000_000,
+    }
+}
+
+/// The prediction for a finished run under `model` (`None` when it measured no failure-free
+/// agreement).
+pub fn compare(
+    b: &AgreeBench,
+    r: &AgreeBenchReport,
+    model: BenchModel,
+    model_cores: Option<u32>,
+) -> Result<Option<AgreePrediction>, String> {
+    let Some(ff) = r.classes.first().filter(|c| !c.agreement.is_empty() && !c.node.is_empty()) else {
+        return Ok(None);
+    };
+    let sim = simulated(b, &model, model_cores, ff.agreement.len());
+    sim.validate()?;
+    let run = run_once::<And64>(&sim, b.seed)?;
+    if run.aborted || run.violations.total() != 0 {
+        return Err(format!(
+            "the model of this run did not complete ({} violations, aborted: {})",
+            run.violations.total(),
+            run.aborted
+        ));
+    }
+    let unit_us = model.unit_ns as f64 / 1000.0;
+    let (a, n) = (run.latency.percentiles(), run.process_latency.percentiles());
+    let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    Ok(Some(AgreePrediction {
+        model,
+        model_cores,
+        agreements: sim.agreements,
+        agreement: Compared::new(
+            (us(&ff.agreement, 0.5), us(&ff.agreement, 0.99)),
+            (a.p50 * unit_us, a.p99 * unit_us),
+        ),
+        node: Compared::new(
+            (us(&ff.node, 0.5), us(&ff.node, 0.99)),
+            (n.p50 * unit_us, n.p99 * unit_us),
+        ),
+    }))
+}
+
+/// Measures this machine's `o_s`, `o_r` and `L` on the run's transport and compares the run
+/// with the model (`None` for verbs, whose ping-pong needs the device, and for a run with no
+/// failure-free agreement).
+pub fn predict(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> Result<Option<AgreePrediction>, String> {
+    let kind = match b.transport {
+        AgreeTransport::Inproc => TransportKind::Inproc,
+        AgreeTransport::Udp => TransportKind::Udp,
+        AgreeTransport::Verbs => return Ok(None),
+    };
+    let e = crate::runtime::logp::estimate(kind, 2000, ERA_MESSAGE_BYTES)?;
+    let model = BenchModel::new(e.o_send_ns, e.o_recv_ns, e.l_ns);
+    let host = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
+    compare(b, r, model, model_cores(b, procs, host))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,75 @@
+use std::time::Duration;
+
+use super::*;
+use crate::protocol::agree::{EraConfig, EraTree};
+
+fn bench(n: u32, workers: usize) -> AgreeBench {
+    AgreeBench {
+        n,
+        era: EraConfig::default(),
+        transport: AgreeTransport::Inproc,
+        workers,
+        pin: false,
+        warmup: 5,
+        iterations: 60,
+        duration: None,
+        kills: Vec::new(),
+        heartbeat: Duration::from_micros(500),
+        suspect_after: Duration::from_millis(200),
+        op_timeout: Duration::from_secs(5),
+        seed: 9,
+    }
+}
+
+#[test]
+fn the_prediction_is_the_simulator_run_of_the_same_model_in_microseconds() {
+    // A real run (inproc threads), then the model compared by hand: the simulator run on the
+    // same model, scaled by the unit, and the run's own histograms.
+    let b = bench(4, 2);
+    let r = crate::runtime::agree::run(&b).expect("runs");
+    assert_eq!((r.disagreements, r.unfinished), (0, 0));
+    let model = BenchModel::new(900, 400, 300);
+    let p = compare(&b, &r, model, Some(2)).unwrap().expect("failure-free agreements");
+    let ff = &r.classes[0];
+    assert_eq!(p.agreements, ff.agreement.len());
+    let sim = simulated(&b, &model, Some(2), ff.agreement.len());
+    let run = run_once::<And64>(&sim, b.seed).unwrap();
+    let unit_us = model.unit_ns as f64 / 1000.0;
+    assert_eq!(p.agreement.predicted_p50_us, run.latency.percentiles().p50 * unit_us);
+    assert_eq!(p.node.predicted_p99_us, run.process_latency.percentiles().p99 * unit_us);
+    assert_eq!(
+        p.agreement.measured_p50_us,
+        ff.agreement.value_at_quantile(0.5) as f64 / 1000.0
+    );
+    assert_eq!(p.agreement.ratio_p50, p.agreement.measured_p50_us / p.agreement.predicted_p50_us);
+}
+
+#[test]
+fn the_modeled_agreement_is_no_faster_than_its_critical_path() {
+    // Closed form: up the tree and down again, one LogGP hop per level each way.
+    for n in [2u32, 5, 16] {
+        let b = bench(n, n as usize);
+        let model = BenchModel::new(700, 300, 250);
+        let sim = simulated(&b, &model, None, 20);
+        let run = run_once::<And64>(&sim, 1).unwrap();
+        assert!(!run.aborted && run.violations.total() == 0);
+        let (height, _) = EraTree::full(b.era.shape, n).shape_stats();
+        let hop = model.loggp.hop();
+        assert!(run.latency.percentiles().p50 >= (2 * u64::from(height) * hop) as f64, "n={n}");
+        if n == 2 {
+            // Back to back: the root enters the next agreement as it decides (1 hop in), the
+            // leaf one hop later, whose contribution then takes a hop up and the decision one
+            // down: 3 hops from the first entry to the last return.
+            assert_eq!(run.latency.percentiles().p50, (3 * hop) as f64);
+        }
+    }
+}
+
+#[test]
+fn shared_cores_are_the_workers_or_the_host_cores_when_fewer_than_the_nodes() {
+    assert_eq!(model_cores(&bench(8, 2), false, 16), Some(2));
+    assert_eq!(model_cores(&bench(8, 8), false, 16), None);
+    assert_eq!(model_cores(&bench(8, 8), false, 2), Some(2));
+    assert_eq!(model_cores(&bench(8, 1), true, 4), Some(4));
+    assert_eq!(model_cores(&bench(4, 1), true, 4), None);
+}
