@@ -5,7 +5,8 @@
 //! termination), or when something was lost on the way: a consistency violation, an operation
 //! abandoned at its timeout or never run, a message a node could not send or had to drop
 //! (deferred-queue overflow, an operation too far ahead), a disagreement, an invalid or missing
-//! return, or a live node suspected of having crashed (a false suspicion) that the caller did
+//! return, a node's report line that failed its MAC or format (an attack or a bug: the
+//! report is missing what it carried), or a live node suspected of having crashed (a false suspicion) that the caller did
 //! not accept. The [`Verdict`] lists every reason with its count; the CLI prints the report
 //! first and then [`Verdict::line`] as its last line, and exits non-zero.
 
@@ -61,6 +62,9 @@ pub struct AgreeCounts {
     pub invalid: u64,
     pub unfinished: u64,
     pub false_suspicions: u64,
+    /// Report lines from the nodes dropped because they failed their MAC or did not parse
+    /// (`bad_report_lines` in the JSON).
+    pub bad_report_lines: u64,
 }
 
 impl From<&AgreeBenchReport> for AgreeCounts {
@@ -71,6 +75,7 @@ impl From<&AgreeBenchReport> for AgreeCounts {
             invalid: r.invalid,
             unfinished: r.unfinished,
             false_suspicions: r.false_suspicions,
+            bad_report_lines: r.bad_lines,
         }
     }
 }
@@ -135,7 +140,8 @@ impl Verdict {
     }
 
     /// A network agreement run: fails on disagreements, invalid values, live nodes that did not
-    /// return every agreement, and false suspicions unless `allow_false_suspicions`.
+    /// return every agreement, report lines dropped as forged or malformed, and false
+    /// suspicions unless `allow_false_suspicions`.
     pub fn agree(c: &AgreeCounts, allow_false_suspicions: bool) -> Verdict {
         let mut reasons: Vec<String> = [
             count(c.disagreements, "disagreement", "disagreements"),
@@ -144,6 +150,11 @@ impl Verdict {
                 c.unfinished,
                 "live node unfinished (timed out)",
                 "live nodes unfinished (timed out)",
+            ),
+            count(
+                c.bad_report_lines,
+                "report line dropped (bad MAC or malformed)",
+                "report lines dropped (bad MAC or malformed)",
             ),
         ]
         .into_iter()
@@ -353,6 +364,30 @@ mod tests {
             false,
         );
         assert_eq!(v.line().unwrap(), "agree failed: 1 false suspicion in 120 agreements");
+    }
+
+    #[test]
+    fn a_report_line_that_failed_its_mac_fails_the_agreement_run() {
+        let c = AgreeCounts {
+            agreements: 50,
+            bad_report_lines: 1,
+            ..AgreeCounts::default()
+        };
+        let v = Verdict::agree(&c, true);
+        assert_eq!(
+            v.line().unwrap(),
+            "agree failed: 1 report line dropped (bad MAC or malformed) in 50 agreements"
+        );
+        // Allowing false suspicions forgives nothing of this.
+        assert!(v.accepted.is_empty());
+        let v = Verdict::agree(
+            &AgreeCounts {
+                bad_report_lines: 3,
+                ..c
+            },
+            false,
+        );
+        assert!(v.line().unwrap().contains("3 report lines dropped"), "{v:?}");
     }
 
     #[test]
