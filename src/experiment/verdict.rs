@@ -21,8 +21,11 @@ use crate::sim::agree::Violations;
 pub struct BenchCounts {
     /// Measured operations run.
     pub measured: u64,
-    /// Measured operations not run (the run stopped after repeated timeouts).
+    /// Measured operations not run (the run stopped after repeated timeouts, or because its
+    /// root died).
     pub not_run: u64,
+    /// The root whose death stopped the run, and who fenced it if it was falsely suspected.
+    pub root_lost: Option<(u32, Option<u32>)>,
     pub violations: u64,
     pub timeouts: u64,
     pub dropped_ops: u64,
@@ -37,6 +40,7 @@ impl From<&ClusterResult> for BenchCounts {
         BenchCounts {
             measured: r.measured,
             not_run: r.not_run,
+            root_lost: r.root_lost,
             violations: r.violations,
             timeouts: r.timeouts,
             dropped_ops: r.dropped_ops,
@@ -110,7 +114,7 @@ impl Verdict {
             count(c.violations, "violation", "violations"),
             count(c.timeouts, "timeout", "timeouts"),
             count(c.not_run, "operation not run", "operations not run")
-                .map(|s| format!("{s} (stopped after {GIVE_UP_AFTER} timeouts in a row)")),
+                .map(|s| format!("{s} ({})", stop_reason(c.root_lost))),
             count(
                 c.dropped_ops,
                 "operation with unsent messages",
@@ -239,6 +243,18 @@ impl Verdict {
     }
 }
 
+/// Why a bench stopped before its last operation: its root died (fenced after a false
+/// suspicion, or killed), or operations kept timing out.
+pub fn stop_reason(root_lost: Option<(u32, Option<u32>)>) -> String {
+    match root_lost {
+        Some((r, Some(by))) => {
+            format!("stopped at once: the root, rank {r}, was fenced by rank {by} after a false suspicion")
+        }
+        Some((r, None)) => format!("stopped at once: the root, rank {r}, died"),
+        None => format!("stopped after {GIVE_UP_AFTER} timeouts in a row"),
+    }
+}
+
 /// False suspicions are a reason the run failed, or, when the caller allowed them, accepted
 /// (returned, to be warned about).
 fn false_suspicions(n: u64, allowed: bool, reasons: &mut Vec<String>) -> Vec<String> {
@@ -317,6 +333,36 @@ mod tests {
             format!(
                 "bench failed: 3 violations, 2 timeouts, 5 operations not run (stopped after {GIVE_UP_AFTER} timeouts in a row) in 300 operations"
             )
+        );
+    }
+
+    #[test]
+    fn a_fenced_root_is_named_as_the_reason_the_run_stopped() {
+        let c = BenchCounts {
+            measured: 40,
+            not_run: 260,
+            root_lost: Some((0, Some(3))),
+            false_suspicions: 1,
+            ..BenchCounts::default()
+        };
+        let v = Verdict::bench(&c, false);
+        assert_eq!(
+            v.line().unwrap(),
+            "bench failed: 260 operations not run (stopped at once: the root, rank 0, was fenced by rank 3 after a false suspicion), 1 false suspicion in 300 operations"
+        );
+        // Allowing false suspicions does not forgive the operations it cost.
+        let v = Verdict::bench(&c, true);
+        assert!(!v.passed() && v.reasons.len() == 1, "{v:?}");
+        let killed = BenchCounts {
+            root_lost: Some((0, None)),
+            false_suspicions: 0,
+            ..c
+        };
+        assert!(
+            Verdict::bench(&killed, false)
+                .line()
+                .unwrap()
+                .contains("(stopped at once: the root, rank 0, died)")
         );
     }
 
@@ -410,12 +456,14 @@ mod tests {
         (r.measured, r.violations, r.timeouts, r.not_run) = (10, 1, 2, 3);
         (r.dropped_ops, r.deferred_overflow, r.too_far) = (4, 5, 6);
         r.false_suspicions = 7;
+        r.root_lost = Some((0, Some(2)));
         let c = BenchCounts::from(&r);
         assert_eq!(
             c,
             BenchCounts {
                 measured: 10,
                 not_run: 3,
+                root_lost: Some((0, Some(2))),
                 violations: 1,
                 timeouts: 2,
                 dropped_ops: 4,
