@@ -216,18 +216,37 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
         // parameters (measured by a ping-pong on the same transport).
         let p = &v["prediction"];
         for k in ["os_ns", "or_ns", "l_ns", "unit_ns"] {
-            assert!(p["model"][k].as_u64().is_some_and(|x| x > 0 || k == "l_ns"), "{transport}: {p}");
+            assert!(
+                p["model"][k].as_u64().is_some_and(|x| x > 0 || k == "l_ns"),
+                "{transport}: {p}"
+            );
         }
         for what in ["agreement", "node"] {
             let c = &p[what];
-            let (m, pr) = (c["measured_p50_us"].as_f64().unwrap(), c["predicted_p50_us"].as_f64().unwrap());
+            let (m, pr) = (
+                c["measured_p50_us"].as_f64().unwrap(),
+                c["predicted_p50_us"].as_f64().unwrap(),
+            );
             assert!(m > 0.0 && pr > 0.0, "{transport}: {p}");
-            assert!((c["ratio_p50"].as_f64().unwrap() - m / pr).abs() < 1e-9, "{transport}: {p}");
+            assert!(
+                (c["ratio_p50"].as_f64().unwrap() - m / pr).abs() < 1e-9,
+                "{transport}: {p}"
+            );
         }
         // The failure-free class: the 20 warm-up ones are not measured, the rest before the kill are.
         assert!(p["agreements"].as_u64().unwrap() >= 90, "{transport}: {p}");
     }
-    let v = json(&["agree", "--transport", "inproc", "--nodes", "4", "--agreements", "20", "--no-model", "--json"]);
+    let v = json(&[
+        "agree",
+        "--transport",
+        "inproc",
+        "--nodes",
+        "4",
+        "--agreements",
+        "20",
+        "--no-model",
+        "--json",
+    ]);
     assert!(v["prediction"].is_null(), "{v}");
 }
 

@@ -75,7 +75,7 @@ pub fn model_cores(b: &AgreeBench, procs: bool, host_cores: usize) -> Option<u32
 pub fn simulated(b: &AgreeBench, model: &BenchModel, cores: Option<u32>, agreements: u64) -> AgreeSim {
     AgreeSim {
         n: b.n,
-        era: b.era.clone(),
+        era: b.era,
         logp: model.mean_logp(),
         loggp: Some(model.loggp),
         noise: None,
@@ -99,7 +99,11 @@ pub fn compare(
     model: BenchModel,
     model_cores: Option<u32>,
 ) -> Result<Option<AgreePrediction>, String> {
-    let Some(ff) = r.classes.first().filter(|c| !c.agreement.is_empty() && !c.node.is_empty()) else {
+    let Some(ff) = r
+        .classes
+        .first()
+        .filter(|c| !c.agreement.is_empty() && !c.node.is_empty())
+    else {
         return Ok(None);
     };
     let sim = simulated(b, &model, model_cores, ff.agreement.len());

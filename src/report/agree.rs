@@ -99,7 +99,11 @@ fn model_lines(p: &AgreePrediction) -> String {
         },
         p.agreements
     );
-    let _ = writeln!(s, "{:<34}{:>12}{:>12}{:>10}", "failure-free (µs)", "measured", "modeled", "ratio");
+    let _ = writeln!(
+        s,
+        "{:<34}{:>12}{:>12}{:>10}",
+        "failure-free (µs)", "measured", "modeled", "ratio"
+    );
     for (what, c) in [("agreement", &p.agreement), ("per node", &p.node)] {
         for (q, me, pr, ra) in [
             ("p50", c.measured_p50_us, c.predicted_p50_us, c.ratio_p50),

@@ -29,7 +29,9 @@ fn the_prediction_is_the_simulator_run_of_the_same_model_in_microseconds() {
     let r = crate::runtime::agree::run(&b).expect("runs");
     assert_eq!((r.disagreements, r.unfinished), (0, 0));
     let model = BenchModel::new(900, 400, 300);
-    let p = compare(&b, &r, model, Some(2)).unwrap().expect("failure-free agreements");
+    let p = compare(&b, &r, model, Some(2))
+        .unwrap()
+        .expect("failure-free agreements");
     let ff = &r.classes[0];
     assert_eq!(p.agreements, ff.agreement.len());
     let sim = simulated(&b, &model, Some(2), ff.agreement.len());
@@ -41,7 +43,10 @@ fn the_prediction_is_the_simulator_run_of_the_same_model_in_microseconds() {
         p.agreement.measured_p50_us,
         ff.agreement.value_at_quantile(0.5) as f64 / 1000.0
     );
-    assert_eq!(p.agreement.ratio_p50, p.agreement.measured_p50_us / p.agreement.predicted_p50_us);
+    assert_eq!(
+        p.agreement.ratio_p50,
+        p.agreement.measured_p50_us / p.agreement.predicted_p50_us
+    );
 }
 
 #[test]
@@ -55,7 +60,10 @@ fn the_modeled_agreement_is_no_faster_than_its_critical_path() {
         assert!(!run.aborted && run.violations.total() == 0);
         let (height, _) = EraTree::full(b.era.shape, n).shape_stats();
         let hop = model.loggp.hop();
-        assert!(run.latency.percentiles().p50 >= (2 * u64::from(height) * hop) as f64, "n={n}");
+        assert!(
+            run.latency.percentiles().p50 >= (2 * u64::from(height) * hop) as f64,
+            "n={n}"
+        );
         if n == 2 {
             // Back to back: the root enters the next agreement as it decides (1 hop in), the
             // leaf one hop later, whose contribution then takes a hop up and the decision one
