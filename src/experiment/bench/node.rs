@@ -139,6 +139,10 @@ impl NodeRunSpec {
             (TransportKind::Udp, _) => None,
         };
         let control = a.control.ok_or("give --control or --join")?;
+        if verbs_dir.is_some() {
+            // The device first: nothing is published by a node that cannot take part.
+            crate::transport::verbs::probe()?;
+        }
         // Files exchanged through a directory: versioned by the run, sealed with its session key.
         let long_term = (env.job_key)()?;
         let files = verbs_dir
