@@ -12,13 +12,15 @@ const LAUNCHER_VARS: &[&str] = &[
     "OMPI_MCA_ess_base_jobid",
 ];
 
-/// Runs `ftcoll args…` with a job key in the environment and no launcher's run id.
-fn keyed(args: &[&str]) -> (i32, String) {
+/// Runs `ftcoll args…` with a job key in the environment and, of the launcher's variables,
+/// only `vars`: (exit code, stderr).
+fn keyed_with(vars: &[(&str, &str)], args: &[&str]) -> (i32, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ftcoll"));
     for v in LAUNCHER_VARS {
         cmd.env_remove(v);
     }
     let out = cmd
+        .envs(vars.iter().copied())
         .env("FTCOLL_KEY", "000102030405060708090a0b0c0d0e0f")
         .args(args)
         .output()
@@ -27,6 +29,11 @@ fn keyed(args: &[&str]) -> (i32, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `ftcoll args…` with a job key in the environment and no launcher's run id.
+fn keyed(args: &[&str]) -> (i32, String) {
+    keyed_with(&[], args)
 }
 
 fn assert_needs_run_id(args: &[&str], what: &str) {
@@ -116,4 +123,26 @@ fn run_id_is_checked_and_applies_where_no_rank_0_hands_out_a_nonce() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--run-id does not apply to --join"), "{err}");
+}
+
+/// Under Slurm (job and step id) or Open MPI (PMIx namespace) the launcher's id serves: a keyed
+/// `boot-node` gets past the check and fails only at its bootstrap (no parent answers).
+#[test]
+fn the_launchers_id_serves_as_the_run_id() {
+    let boot_node = ["boot-node", "--rank", "1", "--nodes", "2", "--parent", "127.0.0.1:9"];
+    for vars in [
+        &[("SLURM_JOB_ID", "4242"), ("SLURM_STEP_ID", "0")][..],
+        &[("PMIX_NAMESPACE", "prterun-host-1234@1")][..],
+    ] {
+        let (code, err) = keyed_with(vars, &[&boot_node[..], &["--timeout-s", "1"]].concat());
+        assert_ne!(code, 0, "{vars:?}: {err}");
+        assert!(
+            !err.contains("--run-id") && err.contains("timed out"),
+            "{vars:?}: {err}"
+        );
+    }
+    // A job id without a step (a batch script's own shell) is not one launch: refused.
+    let (code, err) = keyed_with(&[("SLURM_JOB_ID", "4242")], &boot_node);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--run-id"), "{err}");
 }
