@@ -492,6 +492,9 @@ impl Checked {
                     "--verbs-dir".to_string(),
                 ]);
                 v.push(dir.join("verbs").display().to_string());
+                // The run's id: the name of its private directory, new per run.
+                let id = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                v.extend(["--run-id".to_string(), id.unwrap_or_else(|| "procs".into())]);
                 v.extend(a.child_verbs_args.iter().cloned());
             }
             v.extend(key_args.iter().cloned());
