@@ -22,6 +22,7 @@
 #                        {nodes}, {ip}, {root}, {hosts} (all IPs, comma-separated) and
 #                        {bin} substituted, e.g. '{bin} logp --between {hosts} --rank {rank}',
 #                        and {delay} (the emulation flags when --delay is emulated, else empty)
+#                        and {run_id} (this launch's id, new per invocation: --run-id)
 #   --boot               bootstrap by the BMG overlay (bench --boot): each node is given
 #                        only its launch-tree parent's address, not rank 0's
 #   --agree              run ERA agreements (ftcoll agree --join) instead of bench; its
@@ -151,6 +152,9 @@ if [[ -z "${FTCOLL_KEY:-}" ]]; then
   FTCOLL_KEY="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 fi
 export FTCOLL_KEY
+# This launch's id, shared by every host's process and new per invocation: runs without a
+# rank 0 to hand out a nonce (--boot) derive their session key from it.
+RUN_ID="netns-$$-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 
 ROOT="$(ip_of 0):47000"
 TREE=""
@@ -168,13 +172,13 @@ for ((i = HOSTS - 1; i >= 0; i--)); do
   h="$(ns "$i")"
   if [[ -n "$RUN" ]]; then
     cmd="${RUN//\{rank\}/$i}"; cmd="${cmd//\{nodes\}/$HOSTS}"; cmd="${cmd//\{ip\}/$(ip_of "$i")}"
-    cmd="${cmd//\{root\}/$(ip_of 0)}"; cmd="${cmd//\{hosts\}/$ALL}"; cmd="${cmd//\{bin\}/$BIN}"; cmd="${cmd//\{delay\}/${DELAY_FLAGS[*]}}"
+    cmd="${cmd//\{root\}/$(ip_of 0)}"; cmd="${cmd//\{hosts\}/$ALL}"; cmd="${cmd//\{bin\}/$BIN}"; cmd="${cmd//\{delay\}/${DELAY_FLAGS[*]}}"; cmd="${cmd//\{run_id\}/$RUN_ID}"
     read -r -a argv <<< "$cmd"
   elif (( AGREE )); then
     argv=("$BIN" agree --join "$ROOT" --rank "$i" --nodes "$HOSTS" --bind "$(ip_of "$i")" "${EXTRA[@]}")
   elif (( BOOT )); then
     parent="$(awk -v r="$i" '$1 == r { print $2 }' <<< "$TREE")"
-    argv=("$BIN" bench --boot "$(ip_of "$i"):47001" --rank "$i" --nodes "$HOSTS" "${DELAY_FLAGS[@]}" "${EXTRA[@]}")
+    argv=("$BIN" bench --boot "$(ip_of "$i"):47001" --rank "$i" --nodes "$HOSTS" --run-id "$RUN_ID" "${DELAY_FLAGS[@]}" "${EXTRA[@]}")
     [[ "$parent" == - ]] || argv+=(--boot-parent "$(ip_of "$parent"):47001")
   else
     argv=("$BIN" bench --join "$ROOT" --rank "$i" --nodes "$HOSTS" --bind "$(ip_of "$i")" "${DELAY_FLAGS[@]}" "${EXTRA[@]}")

@@ -118,6 +118,7 @@ fn bench_spec(nodes: u32, transport: TransportKind, kill: Option<&str>, seed: u6
         boot_parent: None,
         control_port: 0,
         join_timeout_ms: 60_000,
+        run_id: None,
         child_alg_args: Vec::new(),
         child_verbs_args: Vec::new(),
     }

@@ -96,8 +96,9 @@ fn boot_node_without_a_key_is_refused_off_loopback() {
         err.contains("boot-node without FTCOLL_KEY") && err.contains("--auth off"),
         "{err}"
     );
-    // With the job key it is authenticated: past the check (it fails to bind here).
-    let (code, err) = run(&[], Some("000102030405060708090a0b0c0d0e0f"));
+    // With the job key (and the run's id) it is authenticated: past the check (it fails to
+    // bind here).
+    let (code, err) = run(&["--run-id", "t"], Some("000102030405060708090a0b0c0d0e0f"));
     assert_ne!(code, 0);
     assert!(!err.contains("--auth off") && err.contains("cannot bind"), "{err}");
     let (code, err) = run(&["--auth", "off"], None);

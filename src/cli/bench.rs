@@ -116,6 +116,12 @@ pub struct BenchArgs {
     /// With --boot: the coordinator's port on rank 0's IP.
     #[arg(long = "control-port", default_value_t = 47000)]
     pub control_port: u16,
+    /// With --boot: this launch's id, the same on every process of it and new for each
+    /// launch; the run's datagrams are sealed with a key derived from it [default: the
+    /// launcher's, Slurm SLURM_JOB_ID.SLURM_STEP_ID or Open MPI PMIX_NAMESPACE; a keyed run
+    /// needs one].
+    #[arg(long = "run-id", value_name = "STR", requires = "boot")]
+    pub run_id: Option<String>,
     /// With --join: how long to wait for every rank to join (and the longest silence of the
     /// coordinator a node accepts), ms.
     #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
@@ -168,6 +174,7 @@ impl BenchArgs {
             boot_parent: self.boot_parent,
             control_port: self.control_port,
             join_timeout_ms: self.join_timeout_ms,
+            run_id: self.run_id.clone(),
             child_alg_args: self.alg.to_args(),
             child_verbs_args: self.verbs.to_args(),
         }

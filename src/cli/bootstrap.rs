@@ -52,6 +52,11 @@ pub struct BootNodeArgs {
     /// with a warning.
     #[arg(long, value_enum, default_value = "on")]
     pub auth: crate::cli::auth::AuthMode,
+    /// This launch's id, the same on every node of it and new for each launch: with a key,
+    /// the datagrams are sealed with a key derived from it [default: the launcher's, Slurm
+    /// SLURM_JOB_ID.SLURM_STEP_ID or Open MPI PMIX_NAMESPACE; a keyed node needs one].
+    #[arg(long = "run-id", value_name = "STR")]
+    pub run_id: Option<String>,
 }
 
 /// The failure detector of a watching node.
@@ -103,8 +108,15 @@ fn config(a: &BootNodeArgs, rank: u32, n: u32, parent: Option<SocketAddrV4>) -> 
         timeout: Duration::from_secs(a.timeout_s),
         drop_every: 0,
         // The job key from the environment (`bootstrap` hands its children one).
+        // The run's session key under it, from the launch's id (no rank 0 hands out a nonce).
         key: match a.auth {
-            crate::cli::auth::AuthMode::On => crate::transport::udp::auth::AuthKey::from_env()?,
+            crate::cli::auth::AuthMode::On => match crate::transport::udp::auth::AuthKey::from_env()? {
+                Some(k) => {
+                    let run = crate::transport::run_dir::RunId::resolve(a.run_id.as_deref(), true, "boot-node")?;
+                    Some(run.session_key(&k))
+                }
+                None => None,
+            },
             crate::cli::auth::AuthMode::Off => None,
         },
     })

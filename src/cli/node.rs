@@ -90,6 +90,12 @@ pub struct NodeArgs {
     /// --rendezvous].
     #[arg(long = "verbs-dir")]
     pub verbs_dir: Option<PathBuf>,
+    /// This launch's id, the same on every process of it and new for each launch: the files
+    /// of --rendezvous / --verbs-dir go under DIR/run-ID/ and, with a key, are sealed and the
+    /// datagrams signed with a key derived from it [default: the launcher's, Slurm
+    /// SLURM_JOB_ID.SLURM_STEP_ID or Open MPI PMIX_NAMESPACE; a keyed run needs one].
+    #[arg(long = "run-id", value_name = "STR")]
+    pub run_id: Option<String>,
     #[command(flatten)]
     pub verbs: crate::cli::verbs::VerbsArgs,
 }
@@ -121,6 +127,7 @@ impl NodeArgs {
             kill: self.kill.clone(),
             transport: self.transport.kind(),
             verbs_dir: self.verbs_dir.clone(),
+            run_id: self.run_id.clone(),
         }
     }
 }

@@ -209,19 +209,22 @@ fn remote(a: &LogpSpec, dir: &std::path::Path) -> Result<(), String> {
     let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "processes")?;
     let timeout = Duration::from_secs(a.rendezvous_timeout);
     let job = crate::experiment::launch::job::LOGP_RENDEZVOUS;
+    // Unauthenticated: the launcher's run id versions the files, else a warned default.
+    let run = crate::transport::run_dir::RunId::resolve(None, false, "logp --rendezvous")?;
+    let run_dir = &crate::transport::run_dir::RunDir::open(dir, &run, None)?;
     let mut t: Box<dyn Transport> = match a.transport {
         TransportKind::Inproc => return Err("--transport inproc cannot cross processes: use udp or verbs".into()),
-        TransportKind::Verbs => crate::transport::verbs::node_endpoint(rank, n, job, 1, dir, timeout)?,
+        TransportKind::Verbs => crate::transport::verbs::node_endpoint(rank, n, job, 1, run_dir, timeout)?,
         TransportKind::Udp => {
-            let peers = rendezvous(dir, rank, n, a.bind, timeout)?;
+            let (sock, peers) = rendezvous(run_dir, rank, n, a.bind, timeout)?;
             let cfg = UdpConfig {
                 job,
                 ..UdpConfig::default()
             };
-            let t = UdpTransport::bind(rank, &peers, cfg)
-                .map_err(|e| format!("cannot bind {}: {e}", peers[rank as usize]))?;
+            let t = UdpTransport::from_bound(rank, &peers, cfg, sock)
+                .map_err(|e| format!("cannot use {}: {e}", peers[rank as usize]))?;
             // Every socket must be bound before rank 0's first datagram.
-            crate::transport::verbs::bootstrap::barrier(dir, "udp-bound", rank, n, timeout)?;
+            crate::transport::verbs::bootstrap::barrier(run_dir, "udp-bound", rank, n, timeout)?;
             Box::new(t)
         }
     };

@@ -10,7 +10,6 @@
 //! timestamps are moved to the coordinator's clock and the worst uncertainty is reported.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,6 +22,7 @@ use crate::runtime::cluster::PollMode;
 use crate::runtime::control::ChildAgent;
 use crate::runtime::kill::Kill;
 use crate::runtime::node::{Generated, Node, NodeParams};
+use crate::transport::run_dir::{Found, RunDir};
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::transport::{Transport, TransportStats};
 use crate::wire::{DropCounters, WireMessage};
@@ -109,47 +109,63 @@ pub fn parse_hostfile(text: &str, n: u32) -> Result<Vec<SocketAddr>, String> {
     Ok((0..n as usize).filter_map(|r| out.get(&r).copied()).collect())
 }
 
-/// Exchanges addresses through a directory all nodes can see (a job's shared directory):
-/// each node picks a free UDP port on `ip`, publishes `node-RANK.addr` atomically (write then
-/// rename), and waits up to `timeout` for all `n` nodes. Returns every rank's address.
+/// Exchanges addresses through a directory all nodes can see (a job's shared directory),
+/// inside the run's own subdirectory ([`RunDir`]: files of other runs are never read): each
+/// node binds a free UDP port on `ip`, publishes `node-RANK.addr` (sealed with the run's key
+/// when it has one), and waits up to `timeout` for all `n` nodes. A file that does not parse
+/// or whose tag does not verify is waited on (it may be being replaced) and named if the wait
+/// times out. Returns the bound socket, kept so that no other program can take the published
+/// port before the transport uses it ([`UdpTransport::from_bound`]), and every rank's address.
 pub fn rendezvous(
-    dir: &Path,
+    dir: &RunDir,
     rank: u32,
     n: u32,
     ip: std::net::IpAddr,
     timeout: Duration,
-) -> Result<Vec<SocketAddr>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("rendezvous directory {}: {e}", dir.display()))?;
-    let me = UdpSocket::bind((ip, 0))
-        .and_then(|s| s.local_addr())
+) -> Result<(UdpSocket, Vec<SocketAddr>), String> {
+    if rank >= n {
+        return Err(format!("rank {rank} is not below the {n} nodes"));
+    }
+    let sock = UdpSocket::bind((ip, 0)).map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
+    let me = sock
+        .local_addr()
         .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
-    let tmp = dir.join(format!(".node-{rank}.addr.{}", std::process::id()));
-    std::fs::write(&tmp, me.to_string()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, dir.join(format!("node-{rank}.addr")))
-        .map_err(|e| format!("cannot publish in {}: {e}", dir.display()))?;
+    let name = |r: u32| format!("node-{r}.addr");
+    dir.publish(&name(rank), rank, &format!("{me}\n"))?;
     let deadline = Instant::now() + timeout;
     let mut peers: Vec<Option<SocketAddr>> = vec![None; n as usize];
+    peers[rank as usize] = Some(me);
+    let mut last_bad: Option<String> = None;
     loop {
         for (r, slot) in peers.iter_mut().enumerate() {
-            if slot.is_none()
-                && let Ok(text) = std::fs::read_to_string(dir.join(format!("node-{r}.addr")))
-            {
-                let a = text
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("rendezvous: node-{r}.addr holds '{}', not IP:port", text.trim()))?;
-                *slot = Some(a);
+            if slot.is_some() {
+                continue;
+            }
+            match dir.read(&name(r as u32), r as u32) {
+                Found::Missing => {}
+                Found::Bad(e) => last_bad = Some(e),
+                Found::Body(text) => match text.trim().parse() {
+                    Ok(a) => *slot = Some(a),
+                    Err(_) => {
+                        last_bad = Some(format!(
+                            "{}: holds '{}', not IP:port",
+                            name(r as u32),
+                            text.trim().escape_debug()
+                        ))
+                    }
+                },
             }
         }
         let missing = peers.iter().filter(|p| p.is_none()).count();
         if missing == 0 {
-            return Ok(peers.into_iter().flatten().collect());
+            return Ok((sock, peers.into_iter().flatten().collect()));
         }
         if Instant::now() > deadline {
             return Err(format!(
-                "rendezvous: {missing} of {n} nodes did not publish in {} within {:?}",
-                dir.display(),
-                timeout
+                "rendezvous: {missing} of {n} nodes did not publish in {} within {:?}{}",
+                dir.path().display(),
+                timeout,
+                last_bad.map(|e| format!(" (last problem: {e})")).unwrap_or_default()
             ));
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -271,17 +287,21 @@ where
     P::Shared: SharedInfo,
     P::Msg: WireMessage,
 {
-    let cfg = UdpConfig {
+    let t = UdpTransport::bind(s.rank, &s.peers, udp_config(s))
+        .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
+    run_node_with::<P>(shared, s, Box::new(t), agent)
+}
+
+/// The UDP transport's configuration for node `s`.
+pub fn udp_config(s: &NodeSpec) -> UdpConfig {
+    UdpConfig {
         job: s.job,
         seed: s.seed,
         delay: s.link_delay.0,
         delay_jitter: s.link_delay.1,
         auth: s.auth.clone(),
         ..UdpConfig::default()
-    };
-    let t = UdpTransport::bind(s.rank, &s.peers, cfg)
-        .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
-    run_node_with::<P>(shared, s, Box::new(t), agent)
+    }
 }
 
 /// [`run_node`] over a transport already connected to the job's peers (the verbs transport
@@ -395,6 +415,9 @@ pub(crate) fn sigkill_self() -> ! {
 }
 
 #[cfg(test)]
+mod rendezvous_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -420,22 +443,26 @@ mod tests {
 
     #[test]
     fn rendezvous_gives_every_node_the_same_table() {
-        let dir = std::env::temp_dir().join(format!("ftcoll-rdv-{}", std::process::id()));
+        let base = std::env::temp_dir().join(format!("ftcoll-rdv-{}", std::process::id()));
+        let run = crate::transport::run_dir::RunId::new("table").unwrap();
+        let dir = RunDir::open(&base, &run, None).unwrap();
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
         let tables: Vec<_> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..3)
                 .map(|r| {
                     let dir = &dir;
-                    s.spawn(move || rendezvous(dir, r, 3, ip, Duration::from_secs(5)).unwrap())
+                    s.spawn(move || rendezvous(dir, r, 3, ip, Duration::from_secs(5)).unwrap().1)
                 })
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert_eq!(tables[0].len(), 3);
         assert!(tables.iter().all(|t| t == &tables[0]));
-        let lonely = rendezvous(&dir.join("x"), 0, 2, ip, Duration::from_millis(50)).unwrap_err();
+        let other = crate::transport::run_dir::RunId::new("x").unwrap();
+        let lonely = RunDir::open(&base, &other, None).unwrap();
+        let lonely = rendezvous(&lonely, 0, 2, ip, Duration::from_millis(50)).unwrap_err();
         assert!(lonely.contains("1 of 2 nodes did not publish"), "{lonely}");
-        std::fs::remove_dir_all(&dir).ok();
+        std::fs::remove_dir_all(&base).ok();
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod inproc;
 pub mod local_ip;
 pub mod ppoll;
+pub mod run_dir;
 pub mod udp;
 pub mod verbs;
 

@@ -228,7 +228,7 @@ pub fn node_endpoint(
     n: u32,
     job: u64,
     seed: u64,
-    dir: &std::path::Path,
+    dir: &crate::transport::run_dir::RunDir,
     timeout: std::time::Duration,
 ) -> Result<Box<dyn Transport>, String> {
     let t = connected_endpoint(rank, n, job, seed, &mut |mine| {
@@ -292,7 +292,12 @@ mod config_tests {
                 2,
                 1,
                 1,
-                std::path::Path::new("/nonexistent"),
+                &crate::transport::run_dir::RunDir::open(
+                    &std::env::temp_dir().join(format!("ftcoll-verbs-nofeature-{}", std::process::id())),
+                    &crate::transport::run_dir::RunId::new("t").unwrap(),
+                    None,
+                )
+                .unwrap(),
                 std::time::Duration::ZERO,
             )
             .map(|_| ()),

@@ -79,6 +79,9 @@ pub struct BenchSpec {
     /// With `boot`: the coordinator's port on rank 0's IP.
     pub control_port: u16,
     pub join_timeout_ms: u64,
+    /// With `boot`: this launch's id, from which the run's session key is derived [default:
+    /// the launcher's; required with a key].
+    pub run_id: Option<String>,
     /// The algorithm's and the verbs transport's flags, as handed to `procs` children.
     pub child_alg_args: Vec<String>,
     pub child_verbs_args: Vec<String>,
@@ -144,6 +147,9 @@ fn joined(a: &BenchSpec) -> Result<(BenchSpec, Option<u32>), String> {
         }
         // Launched like --join; the coordinator sits at rank 0's IP (only rank 0 binds it).
         adj.join = Some(SocketAddr::new((*me.ip()).into(), a.control_port));
+    }
+    if a.run_id.is_some() && a.boot.is_none() {
+        return Err("--run-id applies to --boot (a --join run gets its nonce from rank 0)".into());
     }
     if adj.join.is_none() {
         if a.rank.is_some() {
@@ -242,7 +248,16 @@ impl Checked {
     }
 
     fn key(&self, env: &BenchEnv) -> Result<Option<AuthKey>, String> {
-        (env.job_key)(self.spec.join.is_none())
+        let key = (env.job_key)(self.spec.join.is_none())?;
+        match (self.spec.boot, key) {
+            // No rank 0 hands out a nonce before the overlay exists: the run's session key
+            // comes from the launch's id (boot datagrams, control plane and data alike).
+            (Some(_), Some(k)) => {
+                let run = crate::transport::run_dir::RunId::resolve(self.spec.run_id.as_deref(), true, "bench --boot")?;
+                Ok(Some(run.session_key(&k)))
+            }
+            (_, key) => Ok(key),
+        }
     }
 
     fn joined_node(&self, rank: u32, auth: Option<AuthKey>) -> JoinedNode<'_> {
@@ -477,6 +492,9 @@ impl Checked {
                     "--verbs-dir".to_string(),
                 ]);
                 v.push(dir.join("verbs").display().to_string());
+                // The run's id: the name of its private directory, new per run.
+                let id = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                v.extend(["--run-id".to_string(), id.unwrap_or_else(|| "procs".into())]);
                 v.extend(a.child_verbs_args.iter().cloned());
             }
             v.extend(key_args.iter().cloned());

@@ -15,7 +15,9 @@ use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::control::ChildAgent;
 use crate::runtime::kill::parse_kills;
-use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rendezvous, unix_ns};
+use crate::runtime::procs::{NodeExit, NodeSpec, parse_hostfile, rendezvous, udp_config, unix_ns};
+use crate::transport::run_dir::{RunDir, RunId};
+use crate::transport::udp::UdpTransport;
 use crate::transport::udp::auth::AuthKey;
 use crate::wire::dispatch::Dispatch;
 
@@ -57,6 +59,9 @@ pub struct NodeRunSpec {
     pub transport: TransportKind,
     /// With verbs: the directory for QP data [default: `rendezvous`].
     pub verbs_dir: Option<PathBuf>,
+    /// This launch's id, for the files of `rendezvous` / `verbs_dir` and the run's session key
+    /// [default: the launcher's; required with a key].
+    pub run_id: Option<String>,
 }
 
 /// What a node run needs from its caller.
@@ -85,6 +90,9 @@ impl NodeRunSpec {
             }
             if a.verbs_dir.is_some() {
                 return Err("--verbs-dir does not apply to --join (the coordinator relays the connection data)".into());
+            }
+            if a.run_id.is_some() {
+                return Err("--run-id does not apply to --join (rank 0 hands out the run's nonce)".into());
             }
             (env.configure_verbs)(a.transport)?;
             if a.transport == TransportKind::Verbs {
@@ -131,14 +139,43 @@ impl NodeRunSpec {
             (TransportKind::Udp, _) => None,
         };
         let control = a.control.ok_or("give --control or --join")?;
-        let peers = match (&a.hostfile, &a.rendezvous) {
-            _ if verbs_dir.is_some() => Vec::new(),
+        if verbs_dir.is_some() {
+            // The device first: nothing is published by a node that cannot take part.
+            crate::transport::verbs::probe()?;
+        }
+        // Files exchanged through a directory: versioned by the run, sealed with its session key.
+        let long_term = (env.job_key)()?;
+        let files = verbs_dir
+            .as_ref()
+            .or(a.rendezvous.as_ref().filter(|_| a.hostfile.is_none()));
+        let (auth, run_dir) = match files {
+            Some(base) => {
+                let what = if verbs_dir.is_some() {
+                    "verbs node"
+                } else {
+                    "node --rendezvous"
+                };
+                let run = RunId::resolve(a.run_id.as_deref(), long_term.is_some(), what)?;
+                let key = long_term.as_ref().map(|k| run.session_key(k));
+                let dir = RunDir::open(base, &run, key.clone())?;
+                (key, Some(dir))
+            }
+            None if a.run_id.is_some() => {
+                return Err("--run-id applies to --rendezvous and --verbs-dir".into());
+            }
+            None => (long_term.clone(), None),
+        };
+        let (sock, peers) = match (&a.hostfile, &run_dir) {
+            _ if verbs_dir.is_some() => (None, Vec::new()),
             (Some(h), _) => {
                 let text =
                     std::fs::read_to_string(h).map_err(|e| format!("cannot read hostfile {}: {e}", h.display()))?;
-                parse_hostfile(&text, n)?
+                (None, parse_hostfile(&text, n)?)
             }
-            (None, Some(dir)) => rendezvous(dir, rank, n, a.bind, Duration::from_secs(60))?,
+            (None, Some(dir)) => {
+                let (sock, peers) = rendezvous(dir, rank, n, a.bind, Duration::from_secs(60))?;
+                (Some(sock), peers)
+            }
             (None, None) => return Err("give --hostfile or --rendezvous".into()),
         };
         let kill = match a.kill.as_deref() {
@@ -161,7 +198,7 @@ impl NodeRunSpec {
             kill,
             control_timeout: Duration::from_millis(a.control_timeout_ms),
             sigkill_self: false,
-            auth: (env.job_key)()?,
+            auth,
             link_delay: (
                 Duration::from_nanos(a.emulate_delay_ns),
                 Duration::from_nanos(a.emulate_jitter_ns),
@@ -169,9 +206,10 @@ impl NodeRunSpec {
         };
         let mut agent =
             ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;
-        agent.set_key(spec.auth.clone());
-        let transport = match &verbs_dir {
-            Some(dir) => Some(crate::transport::verbs::node_endpoint(
+        // The coordinator (`--control`) holds the job's key, not this run's id.
+        agent.set_key(long_term);
+        let transport: Option<Box<dyn crate::transport::Transport>> = match (&verbs_dir, &run_dir, sock) {
+            (Some(_), Some(dir), _) => Some(crate::transport::verbs::node_endpoint(
                 rank,
                 n,
                 a.job.unwrap_or(1),
@@ -179,7 +217,12 @@ impl NodeRunSpec {
                 dir,
                 Duration::from_secs(60),
             )?),
-            None => None,
+            // The socket the rendezvous published, kept: no other program took its port.
+            (None, _, Some(sock)) => Some(Box::new(
+                UdpTransport::from_bound(rank, &spec.peers, udp_config(&spec), sock)
+                    .map_err(|e| format!("cannot use the rendezvous socket {}: {e}", spec.peers[rank as usize]))?,
+            )),
+            _ => None,
         };
         algo.dispatch(n, model.loggp, RunNode(&spec, transport, agent))?
     }

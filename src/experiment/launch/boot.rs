@@ -78,13 +78,22 @@ pub(crate) fn launch(a: &BootLaunch, n: u32, watch: bool) -> Result<Launched, St
             crate::transport::udp::auth::AuthKey::generate().map_err(|e| format!("cannot generate a job key: {e}"))?
         }
     };
+    // This launch's id, new per run: each node seals with the session key derived from it.
+    let run_id = format!(
+        "bootstrap-{}-{}",
+        std::process::id(),
+        crate::wire::hex::encode(
+            &crate::transport::udp::auth::fresh_nonce().map_err(|e| format!("cannot draw the run's id: {e}"))?
+        )
+    );
     // Parents first: every child outranks its parent in the launch tree.
     for r in 0..n {
         let mut cmd = Command::new(&exe);
         cmd.env(crate::transport::udp::auth::KEY_ENV, key.to_hex());
         cmd.args(["boot-node", "--rank", &r.to_string(), "--nodes", &n.to_string()])
             .args(["--job", &job.to_string(), "--tick-us", &a.tick_us.to_string()])
-            .args(["--timeout-s", &a.timeout_s.to_string()]);
+            .args(["--timeout-s", &a.timeout_s.to_string()])
+            .args(["--run-id", &run_id]);
         if let Some(p) = tree.parent(r) {
             cmd.args(["--parent", &addrs[p as usize].to_string()]);
         }

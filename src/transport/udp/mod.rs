@@ -193,6 +193,29 @@ impl UdpTransport {
         Self::from_socket(rank, peers, cfg, socket)
     }
 
+    /// Builds the endpoint of `rank` on `socket`, already bound to `peers[rank]` (a rendezvous
+    /// keeps the socket whose address it published: no other program can take the port
+    /// between publishing and binding). A socket bound elsewhere is an error.
+    pub fn from_bound(
+        rank: u32,
+        peers: &[SocketAddr],
+        cfg: UdpConfig,
+        socket: std::net::UdpSocket,
+    ) -> io::Result<Self> {
+        let addr = peers
+            .get(rank as usize)
+            .ok_or_else(|| invalid("rank outside the peer list"))?;
+        cfg.validate()?;
+        if socket.local_addr()? != *addr {
+            return Err(invalid("the socket is not bound to this rank's address"));
+        }
+        let socket = Socket::from(socket);
+        socket.set_nonblocking(true)?;
+        let _ = socket.set_recv_buffer_size(socket::SOCKET_BUFFER);
+        let _ = socket.set_send_buffer_size(socket::SOCKET_BUFFER);
+        Self::from_socket(rank, peers, cfg, socket)
+    }
+
     /// `n` endpoints on 127.0.0.1 with ports chosen by the kernel (tests, local clusters):
     /// every socket is bound first, then each endpoint is built knowing all the addresses.
     pub fn bind_ephemeral_local(n: u32, cfg: UdpConfig) -> io::Result<(Vec<SocketAddr>, Vec<UdpTransport>)> {

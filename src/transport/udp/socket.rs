@@ -14,7 +14,7 @@ use super::link::{Link, Recv};
 use super::{icmp, rx_stamp};
 
 /// Requested SO_RCVBUF / SO_SNDBUF (the kernel caps it at its maximum, e.g. `rmem_max`).
-const SOCKET_BUFFER: usize = 4 << 20;
+pub(crate) const SOCKET_BUFFER: usize = 4 << 20;
 
 /// A non-blocking UDP socket with large buffers, not yet bound.
 pub(crate) fn new_socket(addr: &SocketAddr) -> io::Result<Socket> {
