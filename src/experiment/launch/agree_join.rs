@@ -130,12 +130,14 @@ fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> 
         .map_err(|e| format!("cannot bind the coordinator at {}: {e}", j.coordinator))?;
     agent.set_key(j.key.clone());
     let epoch_unix_ns = unix_ns();
-    agent.set_params(JobParams {
-        o_ns: 1,
-        l_ns: 1,
-        epoch_unix_ns,
-        run,
-    });
+    agent
+        .launch(JobParams {
+            o_ns: 1,
+            l_ns: 1,
+            epoch_unix_ns,
+            run,
+        })
+        .map_err(|e| format!("cannot draw the coordinator's nonce: {e}"))?;
     let listener = TcpListener::bind(j.coordinator).map_err(|e| format!("cannot listen at {}: {e}", j.coordinator))?;
     let epoch = aligned_epoch(epoch_unix_ns);
     let stop = AtomicBool::new(false);

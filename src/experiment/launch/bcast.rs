@@ -108,7 +108,10 @@ pub fn coordinate_joined(
 ) -> Result<ClusterResult, String> {
     let n = cfg.nodes as usize;
     let addr = agent.addr().map_err(|e| e.to_string())?;
-    agent.set_params(params);
+    // The nodes join by challenge–response; everything after is sealed with the run's key.
+    agent
+        .launch(params)
+        .map_err(|e| format!("cannot draw the coordinator's nonce: {e}"))?;
     let epoch = aligned_epoch(params.epoch_unix_ns);
     let now_ns = move || epoch.elapsed().as_nanos() as u64;
     let ctl = Control::new(cfg.nodes);
@@ -126,6 +129,12 @@ pub fn coordinate_joined(
     }
     await_nodes(&mut agent, &ctl, kills, &now_ns, join_timeout, &mut || Ok(()))?;
     let res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |_, _| {});
+    if agent.refused_hellos > 0 {
+        eprintln!(
+            "ftcoll: the coordinator at {addr} refused {} hello(s) not sealed for this run (replayed or forged)",
+            agent.refused_hellos
+        );
+    }
     // Stop is idempotent; repeat it so that a lost datagram does not leave a node running.
     for _ in 0..50 {
         agent.stop();

@@ -117,13 +117,17 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         let control = SocketAddr::new(peers[0].ip(), j.coordinator.port());
         let mut agent = ChildAgent::new(control, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
         agent.set_key(j.auth.clone());
+        // The control plane joins by challenge–response like `--join` (the coordinator's
+        // table, already known from the overlay, is not used): its datagrams are then sealed
+        // with the run's session key.
+        agent.join(SocketAddr::V4(b.me), j.timeout)?;
         let p = JobParams {
             o_ns: b.o_ns,
             l_ns: b.l_ns,
             epoch_unix_ns: unix_ns(),
             run: [0; 16],
         };
-        // No coordinator hands out a run nonce here: the datagrams keep the job key.
+        // The bootstrap ran before any run nonce was known: the datagrams keep the job key.
         // Over UDP the socket is let go: the transport binds the same address next.
         let key = j.auth.clone();
         return run_launched(j, peers, p, control, agent, j.verbs.then_some(sock), key);
