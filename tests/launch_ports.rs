@@ -53,3 +53,27 @@ fn stress_agree_procs_newcomers_keep_the_ports_they_bind() {
     let (code, out, err) = under_grabber(&["stress", "agree", "--procs", "--nodes", "6", "--duration", "2"]);
     assert_eq!(code, 0, "{out}\n{err}");
 }
+
+#[test]
+fn bench_procs_nodes_keep_the_ports_they_bind() {
+    for _ in 0..2 {
+        let (code, out, err) = under_grabber(&[
+            "bench",
+            "--procs",
+            "--nodes",
+            "8",
+            "--iterations",
+            "40",
+            "--warmup",
+            "5",
+            "--kill",
+            "none",
+            "--no-model",
+            "--o-ns",
+            "1000",
+            "--L-ns",
+            "2000",
+        ]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    }
+}

@@ -139,7 +139,8 @@ impl NodeRunSpec {
                 parse_hostfile(&text, n)?
             }
             (None, Some(dir)) => rendezvous(dir, rank, n, a.bind, Duration::from_secs(60))?,
-            (None, None) => return Err("give --hostfile or --rendezvous".into()),
+            // The coordinator's table (`bench --procs`: the node binds its own port).
+            (None, None) => Vec::new(),
         };
         let kill = match a.kill.as_deref() {
             None | Some("none") => None,
@@ -147,7 +148,7 @@ impl NodeRunSpec {
         };
         let model = BenchModel::new(a.os_ns.unwrap_or(a.o_ns), a.or_ns.unwrap_or(a.o_ns), a.l_ns);
         let algo = resolve_algo(&a.alg, n, model.mean_logp(), 0)?;
-        let spec = NodeSpec {
+        let mut spec = NodeSpec {
             rank,
             n,
             peers,
@@ -179,6 +180,9 @@ impl NodeRunSpec {
                 dir,
                 Duration::from_secs(60),
             )?),
+            None if spec.peers.is_empty() => {
+                Some(crate::experiment::launch::bcast::node_endpoint(&mut spec, &mut agent)?)
+            }
             None => None,
         };
         algo.dispatch(n, model.loggp, RunNode(&spec, transport, agent))?

@@ -77,6 +77,24 @@ impl ChildAgent {
     /// key, or `timeout` passes. From then on this agent seals and opens everything with the
     /// session key.
     pub fn join(&mut self, me: SocketAddr, timeout: Duration) -> Result<(Vec<SocketAddr>, JobParams), String> {
+        self.table(me, timeout, true)
+    }
+
+    /// Rendezvous through the coordinator of a `--procs` run, whose key (given to
+    /// [`ChildAgent::set_key`]) is already the run's session key: sends its data address `me`
+    /// until the whole address table has arrived, or `timeout` passes.
+    pub fn rendezvous(&mut self, me: SocketAddr, timeout: Duration) -> Result<(Vec<SocketAddr>, JobParams), String> {
+        self.table(me, timeout, false)
+    }
+
+    /// [`ChildAgent::join`] (`challenge`: by the challenge–response) or
+    /// [`ChildAgent::rendezvous`].
+    fn table(
+        &mut self,
+        me: SocketAddr,
+        timeout: Duration,
+        challenge: bool,
+    ) -> Result<(Vec<SocketAddr>, JobParams), String> {
         let n = self.n as usize;
         let mut table: Vec<Option<SocketAddr>> = vec![None; n];
         let mut params = None;
@@ -87,8 +105,9 @@ impl ChildAgent {
         let long_term = self.key.clone();
         let knock = crate::transport::udp::auth::fresh_nonce().map_err(|e| format!("cannot draw a nonce: {e}"))?;
         let answer = challenge_key(long_term.as_ref(), &knock);
-        // Once challenged: the hello's key and the run's nonce.
-        let mut hello: Option<(Option<AuthKey>, [u8; 16])> = None;
+        // Once challenged: the hello's key and the run's nonce (without a challenge: the
+        // run's key, and any nonce).
+        let mut hello: Option<(Option<AuthKey>, Option<[u8; 16]>)> = (!challenge).then(|| (long_term.clone(), None));
         while missing > 0 {
             let now = Instant::now();
             if now > deadline {
@@ -128,7 +147,7 @@ impl ChildAgent {
             let Some((_, run)) = hello else {
                 match challenge {
                     Some((nonce, run)) => {
-                        hello = Some((hello_key(long_term.as_ref(), &nonce, &run), run));
+                        hello = Some((hello_key(long_term.as_ref(), &nonce, &run), Some(run)));
                         self.key = long_term.as_ref().map(|k| k.session(&run));
                         last_sent = None;
                     }
@@ -140,7 +159,7 @@ impl ChildAgent {
                 continue; // A repeated challenge.
             }
             let chunk = opened(self.key.as_ref(), d).and_then(|body| join::decode(body, self.job, self.n));
-            let Some((first, addrs, p)) = chunk.filter(|c| c.2.run == run) else {
+            let Some((first, addrs, p)) = chunk.filter(|c| run.is_none_or(|r| c.2.run == r)) else {
                 self.invalid += 1;
                 continue;
             };
