@@ -157,6 +157,12 @@ fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> 
                 agent.pump(&ctl, &now_ns);
                 agent.wait(Duration::from_millis(1));
             }
+            if agent.refused_hellos > 0 {
+                eprintln!(
+                    "ftcoll: the coordinator at {} refused {} hello(s) not sealed for this run (replayed or forged)",
+                    j.coordinator, agent.refused_hellos
+                );
+            }
             agent.clocks.iter().flatten().map(|&(_, u)| u).max()
         });
         let own = sc.spawn(|| node(b, j));
