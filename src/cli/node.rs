@@ -21,8 +21,10 @@ pub struct NodeArgs {
     /// Nodes in the run [default: from the launcher's environment].
     #[arg(long)]
     pub nodes: Option<u32>,
-    /// Peer addresses: one `IP:port` per line in rank order, or `RANK IP:port` lines.
-    #[arg(long, required_unless_present_any = ["rendezvous", "join"], conflicts_with_all = ["rendezvous", "join"])]
+    /// Peer addresses: one `IP:port` per line in rank order, or `RANK IP:port` lines [default
+    /// with --control alone: the node binds a port on 127.0.0.1 and gets the table from the
+    /// coordinator, as `bench --procs` starts its nodes].
+    #[arg(long, conflicts_with_all = ["rendezvous", "join"])]
     pub hostfile: Option<PathBuf>,
     /// Exchange addresses through this directory instead (shared by all nodes of the job).
     #[arg(long)]

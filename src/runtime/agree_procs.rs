@@ -4,8 +4,11 @@
 //! `transport/udp/icmp.rs`) or the heartbeats. The parent's side is
 //! `experiment::launch::agree`.
 //!
-//! Control goes through the children's pipes only: each child binds its port and prints
-//! `ready`; the parent writes `go` to every stdin; a child streams its returns in batches
+//! Control goes through the children's pipes only: each child binds a port of the kernel's
+//! choice and keeps that socket for its life (no port is chosen in one process and bound in
+//! another, which some other program could take in between), prints `bound ADDR`, gets the
+//! group's address table with its spec (`next SPEC`), then prints `ready`; the parent writes
+//! `go` to every stdin; a child streams its returns in batches
 //! ([`agree_stream`]), which the parent merges into one online window (per-agreement rows in
 //! constant memory), prints one JSON result line when it returns the run's last agreement (or,
 //! at its injected crash, a `killed_ns` line on which the parent SIGKILLs it and notes the
@@ -166,6 +169,24 @@ pub fn child(spec_json: &str) -> Result<(), String> {
     // One reader of stdin for the process's life; its end (EOF) ends the process.
     let rx = lines_of(std::io::stdin());
     let out: Out = Arc::new(Mutex::new(Box::new(std::io::stdout())));
+    // The socket of every generation: a spec without peers has this process choose its port
+    // and say it (`bound ADDR`); its first `next SPEC` then brings the address table.
+    let at = match s.peers.get(s.rank as usize) {
+        Some(&a) => a,
+        None if s.peers.is_empty() => SocketAddr::from(([127, 0, 0, 1], 0)),
+        None => return Err(format!("--spec: rank {} of {} nodes", s.rank, s.peers.len())),
+    };
+    let sock = UdpTransport::bind_socket(at).map_err(|e| format!("cannot bind {at}: {e}"))?;
+    if s.peers.is_empty() {
+        let me = sock
+            .local_addr()
+            .map_err(|e| format!("cannot read the bound address: {e}"))?;
+        say(&out, &format!("bound {me}"))?;
+        match first_spec(&rx)? {
+            Some(next) => s = next,
+            None => return Ok(()),
+        }
+    }
     loop {
         if s.rank as usize >= s.peers.len() {
             return Err(format!("--spec: rank {} of {} nodes", s.rank, s.peers.len()));
@@ -175,14 +196,29 @@ pub fn child(spec_json: &str) -> Result<(), String> {
             job: s.generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA6EE,
             ..UdpConfig::default()
         };
-        let tp = UdpTransport::bind(s.rank, &s.peers, cfg)
-            .map_err(|e| format!("cannot bind {}: {e}", s.peers[s.rank as usize]))?;
+        let own = sock
+            .try_clone()
+            .map_err(|e| format!("cannot reuse the node's socket: {e}"))?;
+        let tp = UdpTransport::from_socket(s.rank, own, &s.peers, cfg)
+            .map_err(|e| format!("cannot open the endpoint at {}: {e}", s.peers[s.rank as usize]))?;
         let base = aligned_epoch(s.epoch_unix_ns);
         match run_node(&s, &rx, &out, base, Box::new(tp), true)? {
             Some(next) => s = next,
             None => return Ok(()),
         }
     }
+}
+
+/// The first `next SPEC` line on the input (`None` at its end).
+fn first_spec(rx: &mpsc::Receiver<String>) -> Result<Option<ChildSpec>, String> {
+    for l in rx.iter() {
+        if let Some(next) = l.strip_prefix("next ") {
+            return serde_json::from_str(next)
+                .map(Some)
+                .map_err(|e| format!("bad next spec: {e}"));
+        }
+    }
+    Ok(None)
 }
 
 /// One generation of one node process over `tp`, on the common clock `base`: say `ready`,
@@ -300,6 +336,8 @@ fn result(node: &Node) -> ChildResult {
 
 /// One line a node process says to its parent (or over its stream to rank 0).
 pub(crate) enum Line {
+    /// The node's socket is bound here (it keeps it for its life).
+    Bound(SocketAddr),
     Ready,
     /// The node's own time of its crash, on the common clock.
     Killed(u64),
@@ -315,7 +353,9 @@ pub(crate) fn parse(l: &str) -> Line {
     if let Some(body) = l.strip_prefix(agree_stream::PREFIX) {
         return agree_stream::decode(body).map_or(Line::Bad, Line::Recs);
     }
-    if l.trim() == "ready" {
+    if let Some(a) = l.strip_prefix("bound ") {
+        a.trim().parse().map_or(Line::Bad, Line::Bound)
+    } else if l.trim() == "ready" {
         Line::Ready
     } else if let Ok(k) = serde_json::from_str::<Killed>(l) {
         Line::Killed(k.killed_ns)
@@ -334,6 +374,8 @@ mod tests {
     #[test]
     fn node_lines_parse_and_anything_else_is_bad() {
         assert!(matches!(parse("ready"), Line::Ready));
+        assert!(matches!(parse("bound 127.0.0.1:4000"), Line::Bound(a) if a.port() == 4000));
+        assert!(matches!(parse("bound 127.0.0.1"), Line::Bad));
         assert!(matches!(parse(r#"{"rank":2,"killed_ns":77}"#), Line::Killed(77)));
         let recs = vec![(5, rec(1, 2, 3, true))];
         assert!(matches!(parse(&agree_stream::encode(&recs)), Line::Recs(v) if v == recs));

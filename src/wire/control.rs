@@ -49,8 +49,33 @@ pub enum Msg {
     /// Child → parent: parent clock − child clock, and its uncertainty (half the best probe's
     /// round trip), both ns.
     Clock { offset: i64, uncertainty: u64 },
-    /// Child → parent: my data (transport) address; asks for the address table.
+    /// Child → parent: my data (transport) address; asks for the address table. In a
+    /// launched run this is the node's hello, sealed with the key of the coordinator's
+    /// challenge (`runtime::control`).
     Join { addr: SocketAddr },
+    /// Child → parent (launched run): asks for the coordinator's challenge; `nonce` is the
+    /// node's fresh nonce, which keys the answer.
+    Knock { nonce: [u8; 16] },
+    /// Parent → child (launched run): the coordinator's fresh challenge nonce and the run's
+    /// nonce, sealed with a key over the node's knock nonce.
+    Challenge { nonce: [u8; 16], run: [u8; 16] },
+}
+
+/// A 16-byte nonce as two little-endian slots.
+fn halves(n: &[u8; 16]) -> (u64, u64) {
+    let (lo, hi) = n.split_at(8);
+    (
+        u64::from_le_bytes(lo.try_into().expect("8 bytes")),
+        u64::from_le_bytes(hi.try_into().expect("8 bytes")),
+    )
+}
+
+/// The nonce of two slots written by [`halves`].
+fn whole(a: u64, b: u64) -> [u8; 16] {
+    let mut n = [0u8; 16];
+    n[..8].copy_from_slice(&a.to_le_bytes());
+    n[8..].copy_from_slice(&b.to_le_bytes());
+    n
 }
 
 /// Encodes `m` from `rank` of `job`.
@@ -86,6 +111,14 @@ pub fn encode(job: u64, rank: u32, m: &Msg) -> [u8; LEN] {
         Msg::Join { addr } => {
             let (hi, lo, fam) = addr::split(&addr);
             (10, u64::from(addr.port()), hi, lo, 0, 0, fam)
+        }
+        Msg::Knock { nonce } => {
+            let (x, y) = halves(&nonce);
+            (11, x, y, 0, 0, 0, 0)
+        }
+        Msg::Challenge { nonce, run } => {
+            let ((x, y), (z, w)) = (halves(&nonce), halves(&run));
+            (12, x, y, z, w, 0, 0)
         }
     };
     let mut o = [0u8; LEN];
@@ -150,6 +183,11 @@ pub fn decode(buf: &[u8], job: u64, n: u32) -> Option<(u32, Msg)> {
         10 if c == 0 && d == 0 => Msg::Join {
             addr: addr::join(a, bb, flags, seq)?,
         },
+        11 if bb == 0 && c == 0 && d == 0 && flags == 0 => Msg::Knock { nonce: whole(seq, a) },
+        12 if d == 0 && flags == 0 => Msg::Challenge {
+            nonce: whole(seq, a),
+            run: whole(bb, c),
+        },
         _ => return None,
     };
     Some((rank, m))
@@ -189,6 +227,11 @@ mod tests {
             },
             Msg::Join {
                 addr: "[2001:db8::7]:9".parse().unwrap(),
+            },
+            Msg::Knock { nonce: [0xA5; 16] },
+            Msg::Challenge {
+                nonce: *b"0123456789abcdef",
+                run: *b"fedcba9876543210",
             },
         ];
         for m in msgs {

@@ -24,14 +24,38 @@ pub fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
 }
 
-/// A loopback port free for both TCP and UDP just now (another process may still take it
-/// before the caller binds it).
+/// A loopback port free for both TCP and UDP, for a child process to bind. It is drawn below
+/// the kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`), which `bind` to
+/// port 0 and outgoing connections never take, so no other test's kernel-chosen port can land
+/// on it between this check and the child's bind; distinct calls in one process get distinct
+/// ports, and processes start at different places (by pid), each port checked free.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    // Ports [base, low) outside the ephemeral range, above the well-known and common ones.
+    let base = 20000u32.min(low.saturating_sub(2000));
+    let span = low.saturating_sub(base).max(1);
+    let start = std::process::id().wrapping_mul(7919);
     loop {
-        let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = t.local_addr().unwrap().port();
-        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+        let i = NEXT.fetch_add(1, Ordering::Relaxed);
+        let p = (base + start.wrapping_add(i.wrapping_mul(13)) % span) as u16;
+        if p > 1024
+            && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+            && std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok()
+        {
             return p;
+        }
+        if i > 100_000 {
+            // No room below the ephemeral range: a kernel-chosen port (racy, as it was).
+            let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let p = t.local_addr().unwrap().port();
+            if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+                return p;
+            }
         }
     }
 }

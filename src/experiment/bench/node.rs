@@ -176,7 +176,8 @@ impl NodeRunSpec {
                 let (sock, peers) = rendezvous(dir, rank, n, a.bind, Duration::from_secs(60))?;
                 (Some(sock), peers)
             }
-            (None, None) => return Err("give --hostfile or --rendezvous".into()),
+            // The coordinator's table (`bench --procs`: the node binds its own port).
+            (None, None) => (None, Vec::new()),
         };
         let kill = match a.kill.as_deref() {
             None | Some("none") => None,
@@ -184,7 +185,7 @@ impl NodeRunSpec {
         };
         let model = BenchModel::new(a.os_ns.unwrap_or(a.o_ns), a.or_ns.unwrap_or(a.o_ns), a.l_ns);
         let algo = resolve_algo(&a.alg, n, model.mean_logp(), 0)?;
-        let spec = NodeSpec {
+        let mut spec = NodeSpec {
             rank,
             n,
             peers,
@@ -222,6 +223,10 @@ impl NodeRunSpec {
                 UdpTransport::from_bound(rank, &spec.peers, udp_config(&spec), sock)
                     .map_err(|e| format!("cannot use the rendezvous socket {}: {e}", spec.peers[rank as usize]))?,
             )),
+            // `bench --procs`: bind a port, report it over the control plane, get the table.
+            (None, _, None) if spec.peers.is_empty() => {
+                Some(crate::experiment::launch::bcast::node_endpoint(&mut spec, &mut agent)?)
+            }
             _ => None,
         };
         algo.dispatch(n, model.loggp, RunNode(&spec, transport, agent))?

@@ -11,7 +11,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::experiment::launch::free_ports;
 use crate::protocol::agree::Rebalance;
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport, validate};
 use crate::runtime::agree_procs::{ChildResult, ChildSpec, Line, parse};
@@ -132,6 +131,41 @@ impl Cluster {
         }
     }
 
+    /// The addresses the new processes in `slots` bound (each says `bound ADDR` once its
+    /// socket, which it keeps, is bound), in the order of `slots`.
+    fn bound(&mut self, slots: &[u32], within: Duration) -> Result<Vec<SocketAddr>, String> {
+        let mut at: Vec<Option<SocketAddr>> = vec![None; slots.len()];
+        let deadline = Instant::now() + within;
+        while at.iter().any(Option::is_none) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (tag, line) = self.rx.recv_timeout(left).map_err(|_| {
+                let k = at.iter().flatten().count();
+                format!(
+                    "only {k} of {} node processes bound a port within {within:?}",
+                    slots.len()
+                )
+            })?;
+            let Some(slot) = self.slot_of(tag) else { continue };
+            let Some(i) = slots.iter().position(|&s| s as usize == slot) else {
+                continue;
+            };
+            match line {
+                Line::Bound(a) => at[i] = Some(a),
+                Line::Eof => return Err(format!("node process {slot} exited before it bound its port")),
+                _ => {}
+            }
+        }
+        Ok(at.into_iter().flatten().collect())
+    }
+
+    /// Hands the process of `slot` its spec for the next generation (the first one, for a
+    /// process just bound).
+    fn send_spec(&mut self, slot: u32, spec: &ChildSpec) -> Result<(), String> {
+        let line = format!("next {}", serde_json::to_string(spec).map_err(|e| e.to_string())?);
+        self.send(slot as usize, &line);
+        Ok(())
+    }
+
     /// SIGKILLs the process of `slot` now; returns the time on the common clock.
     fn kill(&mut self, slot: usize) -> u64 {
         if let Some(c) = self.procs[slot].as_mut().and_then(|p| p.child.as_mut()) {
@@ -204,7 +238,7 @@ impl Cluster {
                     o.merge.close(slot as u32, &dead);
                 }
                 Line::Bad => o.bad_lines += 1,
-                Line::Ready => {}
+                Line::Ready | Line::Bound(_) => {}
             }
         }
         o.merge.finish(&ALIVE);
@@ -282,11 +316,15 @@ pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
     if b.transport != AgreeTransport::Udp {
         return Err("--procs runs over UDP: use --transport udp".into());
     }
-    let peers = free_ports(b.n)?;
     let mut c = Cluster::new(exe, b.n, unix_ns());
+    // Every process binds a port of its own choice and keeps it; the table then goes to all.
     for r in 0..b.n {
-        let spec = spec_of(b, r, &peers, c.epoch_unix_ns, 0);
-        c.spawn(r, &spec)?;
+        c.spawn(r, &spec_of(b, r, &[], c.epoch_unix_ns, 0))?;
+    }
+    let all: Vec<u32> = (0..b.n).collect();
+    let peers = c.bound(&all, Duration::from_secs(20))?;
+    for r in 0..b.n {
+        c.send_spec(r, &spec_of(b, r, &peers, c.epoch_unix_ns, 0))?;
     }
     let started = c.start(Duration::from_secs(20))?;
     let o = c.collect(started, idle_limit(b), window_of(b));
@@ -329,7 +367,7 @@ pub fn stress(
 ) -> Result<(), String> {
     validate(b)?;
     let n = b.n;
-    let mut peers = free_ports(n)?;
+    let mut peers: Vec<SocketAddr> = vec![SocketAddr::from(([127, 0, 0, 1], 0)); n as usize];
     let mut c = Cluster::new(exe, n, unix_ns());
     let mut fresh: Vec<u32> = (0..n).collect();
     let mut g = 0u64;
@@ -337,14 +375,15 @@ pub fn stress(
         let mut gb = b.clone();
         gb.kills = kills_of(g);
         validate(&gb)?;
+        // Newcomers bind ports of their own choice (and keep them); survivors keep theirs.
+        for &r in &fresh {
+            c.spawn(r, &spec_of(&gb, r, &[], c.epoch_unix_ns, g))?;
+        }
+        for (&r, a) in fresh.iter().zip(c.bound(&fresh, Duration::from_secs(20))?) {
+            peers[r as usize] = a;
+        }
         for r in 0..n {
-            let spec = spec_of(&gb, r, &peers, c.epoch_unix_ns, g);
-            if fresh.contains(&r) {
-                c.spawn(r, &spec)?;
-            } else {
-                let line = format!("next {}", serde_json::to_string(&spec).map_err(|e| e.to_string())?);
-                c.send(r as usize, &line);
-            }
+            c.send_spec(r, &spec_of(&gb, r, &peers, c.epoch_unix_ns, g))?;
         }
         let newcomers = fresh.len() as u32;
         let started = c.start(Duration::from_secs(20))?;
@@ -378,12 +417,6 @@ pub fn stress(
         });
         if !go_on || no_survivor {
             break;
-        }
-        if !fresh.is_empty() {
-            let new_ports = free_ports(fresh.len() as u32)?;
-            for (&r, a) in fresh.iter().zip(new_ports) {
-                peers[r as usize] = a;
-            }
         }
         g += 1;
     }

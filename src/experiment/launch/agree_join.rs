@@ -16,7 +16,7 @@
 //! agreement in constant memory, exactly as `--procs` does. A node's injected crash is a
 //! SIGKILL of its own process, announced on the stream with its time.
 
-use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -82,9 +82,12 @@ fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
         None => crate::transport::local_ip::local_ip_toward(j.coordinator)
             .map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?,
     };
-    let me = UdpSocket::bind((ip, 0))
-        .and_then(|s| s.local_addr())
+    // The data socket is bound here and kept: the address published is the one it has.
+    let sock = UdpTransport::bind_socket(SocketAddr::new(ip, 0))
         .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
+    let me = sock
+        .local_addr()
+        .map_err(|e| format!("cannot read the address bound on {ip}: {e}"))?;
     let mut agent = ChildAgent::new(j.coordinator, job, j.rank, n).map_err(|e| format!("control socket: {e}"))?;
     agent.set_key(j.key.clone());
     let (peers, p) = agent.join(me, j.timeout)?;
@@ -105,7 +108,10 @@ fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
             auth: session,
             ..UdpConfig::default()
         };
-        Box::new(UdpTransport::bind(j.rank, &peers, cfg).map_err(|e| format!("cannot bind {me}: {e}"))?)
+        Box::new(
+            UdpTransport::from_socket(j.rank, sock, &peers, cfg)
+                .map_err(|e| format!("cannot open the endpoint at {me}: {e}"))?,
+        )
     };
     // The common epoch aligns the processes of one host; the ping-pong offset moves this
     // node's clock onto rank 0's (hosts' wall clocks differ).
@@ -130,12 +136,14 @@ fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> 
         .map_err(|e| format!("cannot bind the coordinator at {}: {e}", j.coordinator))?;
     agent.set_key(j.key.clone());
     let epoch_unix_ns = unix_ns();
-    agent.set_params(JobParams {
-        o_ns: 1,
-        l_ns: 1,
-        epoch_unix_ns,
-        run,
-    });
+    agent
+        .launch(JobParams {
+            o_ns: 1,
+            l_ns: 1,
+            epoch_unix_ns,
+            run,
+        })
+        .map_err(|e| format!("cannot draw the coordinator's nonce: {e}"))?;
     let listener = TcpListener::bind(j.coordinator).map_err(|e| format!("cannot listen at {}: {e}", j.coordinator))?;
     let epoch = aligned_epoch(epoch_unix_ns);
     let stop = AtomicBool::new(false);
@@ -148,6 +156,12 @@ fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> 
             while !stop.load(Ordering::Acquire) && agent.clocks.iter().any(Option::is_none) {
                 agent.pump(&ctl, &now_ns);
                 agent.wait(Duration::from_millis(1));
+            }
+            if agent.refused_hellos > 0 {
+                eprintln!(
+                    "ftcoll: the coordinator at {} refused {} hello(s) not sealed for this run (replayed or forged)",
+                    j.coordinator, agent.refused_hellos
+                );
             }
             agent.clocks.iter().flatten().map(|&(_, u)| u).max()
         });

@@ -3,14 +3,19 @@
 //! is what makes a real `SIGKILL` of a node possible. `bench --join` (a launcher such as
 //! Slurm, mpirun or the netns script starts the processes) coordinates the same way from
 //! rank 0 ([`coordinate_joined`]). The node side is [`crate::runtime::procs`].
+//!
+//! Ports: a `--procs` node binds a port of the kernel's choice itself, keeps the socket, and
+//! sends the address over the control plane (sealed with the run's session key); the parent
+//! answers with the address table once every node's is in ([`node_endpoint`]). No port is
+//! chosen here and bound in a child, where another program could take it in between.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::experiment::launch::{Children, free_ports};
+use crate::experiment::launch::Children;
 use crate::runtime::board::Control;
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator};
 use crate::runtime::control::ParentAgent;
@@ -108,7 +113,10 @@ pub fn coordinate_joined(
 ) -> Result<ClusterResult, String> {
     let n = cfg.nodes as usize;
     let addr = agent.addr().map_err(|e| e.to_string())?;
-    agent.set_params(params);
+    // The nodes join by challenge–response; everything after is sealed with the run's key.
+    agent
+        .launch(params)
+        .map_err(|e| format!("cannot draw the coordinator's nonce: {e}"))?;
     let epoch = aligned_epoch(params.epoch_unix_ns);
     let now_ns = move || epoch.elapsed().as_nanos() as u64;
     let ctl = Control::new(cfg.nodes);
@@ -126,12 +134,52 @@ pub fn coordinate_joined(
     }
     await_nodes(&mut agent, &ctl, kills, &now_ns, join_timeout, &mut || Ok(()))?;
     let res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |_, _| {});
+    if agent.refused_hellos > 0 {
+        eprintln!(
+            "ftcoll: the coordinator at {addr} refused {} hello(s) not sealed for this run (replayed or forged)",
+            agent.refused_hellos
+        );
+    }
     // Stop is idempotent; repeat it so that a lost datagram does not leave a node running.
     for _ in 0..50 {
         agent.stop();
         std::thread::sleep(Duration::from_millis(2));
     }
     Ok(res)
+}
+
+/// A `--procs` node's UDP endpoint (the node's side of the rendezvous above): binds a port on
+/// 127.0.0.1 and keeps it, sends its address to the parent through `agent` until the address
+/// table comes back, which fills `spec.peers`, and builds the endpoint on that socket as
+/// [`crate::runtime::procs::run_node`] builds its own.
+pub fn node_endpoint(
+    spec: &mut crate::runtime::procs::NodeSpec,
+    agent: &mut crate::runtime::control::ChildAgent,
+) -> Result<Box<dyn crate::transport::Transport>, String> {
+    use crate::transport::udp::{UdpConfig, UdpTransport};
+    let sock = UdpTransport::bind_socket(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .map_err(|e| format!("cannot bind a UDP port on 127.0.0.1: {e}"))?;
+    let me = sock
+        .local_addr()
+        .map_err(|e| format!("cannot read the address bound: {e}"))?;
+    let (peers, _) = agent.rendezvous(me, spec.control_timeout)?;
+    if peers.get(spec.rank as usize) != Some(&me) {
+        return Err(format!(
+            "the coordinator's table does not name this node's address {me}"
+        ));
+    }
+    spec.peers = peers;
+    let cfg = UdpConfig {
+        job: spec.job,
+        seed: spec.seed,
+        delay: spec.link_delay.0,
+        delay_jitter: spec.link_delay.1,
+        auth: spec.auth.clone(),
+        ..UdpConfig::default()
+    };
+    let t = UdpTransport::from_socket(spec.rank, sock, &spec.peers, cfg)
+        .map_err(|e| format!("cannot open the endpoint at {me}: {e}"))?;
+    Ok(Box::new(t))
 }
 
 /// Launches one `ftcoll node` process per rank (`exe node <args>`) and coordinates the run.
@@ -145,23 +193,25 @@ pub fn run_parent(
     dir: &Path,
 ) -> Result<ClusterResult, String> {
     let n = cfg.nodes;
-    let addrs = free_ports(n)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let hostfile: PathBuf = dir.join("hostfile");
-    let text: String = addrs.iter().enumerate().map(|(r, a)| format!("{r} {a}\n")).collect();
-    std::fs::write(&hostfile, text).map_err(|e| format!("cannot write {}: {e}", hostfile.display()))?;
     let mut agent = ParentAgent::new(cfg.job, n).map_err(|e| format!("control socket: {e}"))?;
     agent.set_key(key.cloned());
     let control = agent.addr().map_err(|e| e.to_string())?;
     let epoch_unix_ns = unix_ns();
+    // The nodes bind their own ports and send them here: the table goes out once all are in
+    // (the parameters are the children's own flags; these only complete the table).
+    agent.set_params(JobParams {
+        o_ns: 1,
+        l_ns: 1,
+        epoch_unix_ns,
+        run: [0; 16],
+    });
     let epoch = aligned_epoch(epoch_unix_ns);
     let mut children = Children(Vec::new());
     for r in 0..n {
         let mut cmd = Command::new(exe);
         cmd.arg("node")
             .args(["--rank", &r.to_string(), "--nodes", &n.to_string()])
-            .arg("--hostfile")
-            .arg(&hostfile)
             .args([
                 "--control",
                 &control.to_string(),

@@ -90,7 +90,9 @@ fn boot_table(
     timeout: std::time::Duration,
     key: Option<crate::transport::udp::auth::AuthKey>,
 ) -> Result<(Vec<SocketAddr>, std::net::UdpSocket), String> {
-    let sock = std::net::UdpSocket::bind(b.me).map_err(|e| format!("cannot bind {}: {e}", b.me))?;
+    // Set up as a data endpoint's own: it becomes this node's endpoint afterwards.
+    let sock = crate::transport::udp::UdpTransport::bind_socket(SocketAddr::V4(b.me))
+        .map_err(|e| format!("cannot bind {}: {e}", b.me))?;
     let cfg = crate::runtime::bootstrap::BootConfig {
         rank,
         n,
@@ -117,51 +119,61 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         let control = SocketAddr::new(peers[0].ip(), j.coordinator.port());
         let mut agent = ChildAgent::new(control, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
         agent.set_key(j.auth.clone());
+        // The control plane joins by challenge–response like `--join` (the coordinator's
+        // table, already known from the overlay, is not used): its datagrams are then sealed
+        // with the run's session key.
+        agent.join(SocketAddr::V4(b.me), j.timeout)?;
         let p = JobParams {
             o_ns: b.o_ns,
             l_ns: b.l_ns,
             epoch_unix_ns: unix_ns(),
             run: [0; 16],
         };
-        // No coordinator hands out a run nonce here: the datagrams keep the job key.
-        // Over UDP the socket is let go: the transport binds the same address next.
+        // The bootstrap ran before any run nonce was known: the datagrams keep the job key.
+        // Its socket stays the node's (the data endpoint over UDP, the verbs records' channel).
         let key = j.auth.clone();
-        return run_launched(j, peers, p, control, agent, j.verbs.then_some(sock), key);
+        return run_launched(j, peers, p, control, agent, sock, true, key);
     }
     let ip = match j.bind {
         Some(ip) => ip,
         None => crate::transport::local_ip::local_ip_toward(j.coordinator)
             .map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?,
     };
-    let me = std::net::UdpSocket::bind((ip, 0))
-        .and_then(|s| s.local_addr())
+    // The data socket is bound here and kept: the address published is the one it has.
+    let sock = crate::transport::udp::UdpTransport::bind_socket(SocketAddr::new(ip, 0))
         .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
+    let me = sock
+        .local_addr()
+        .map_err(|e| format!("cannot read the address bound on {ip}: {e}"))?;
     let mut agent = ChildAgent::new(j.coordinator, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
     agent.set_key(j.auth.clone());
     let (peers, p): (Vec<SocketAddr>, JobParams) = agent.join(me, j.timeout)?;
     // The run's datagrams are sealed with its session key, from the nonce in rank 0's table.
     let key = j.auth.as_ref().map(|k| k.session(&p.run));
-    run_launched(j, peers, p, j.coordinator, agent, None, key)
+    run_launched(j, peers, p, j.coordinator, agent, sock, false, key)
 }
 
-/// A launched node once it has the address table and the run's parameters; `boot_sock`:
-/// the bootstrap's socket, kept for the verbs records of a booted run; `key`: what the run's
-/// datagrams are sealed with.
+/// A launched node once it has the address table and the run's parameters; `sock`: the
+/// node's socket, bound at its address in the table (the UDP endpoint is built on it; a
+/// booted run's verbs records go over it, `booted`); `key`: what the run's datagrams are
+/// sealed with.
+#[allow(clippy::too_many_arguments)]
 fn run_launched(
     j: &JoinedNode<'_>,
     peers: Vec<SocketAddr>,
     p: JobParams,
     control: SocketAddr,
     mut agent: ChildAgent,
-    boot_sock: Option<std::net::UdpSocket>,
+    sock: std::net::UdpSocket,
+    booted: bool,
     key: Option<crate::transport::udp::auth::AuthKey>,
 ) -> Result<NodeExit, String> {
     // Verbs: the QPs are connected here; the coordinator's go-ahead (it waits for every node's
     // clock report, sent after this) is the barrier that has every QP in RTR before a SEND.
     let transport = if j.verbs {
         let max = crate::transport::MAX_PAYLOAD as u32;
-        let mut exchange = |mine: &[crate::transport::verbs::conn::ConnInfo]| match &boot_sock {
-            Some(sock) => {
+        let mut exchange = |mine: &[crate::transport::verbs::conn::ConnInfo]| match booted {
+            true => {
                 let cfg = crate::runtime::conn_peers::PeerConfig {
                     rank: j.rank,
                     n: j.n,
@@ -172,9 +184,9 @@ fn run_launched(
                     drop_every: 0,
                     key: j.auth.clone(),
                 };
-                crate::runtime::conn_peers::exchange(sock, &peers, mine, &cfg).map(|r| r.theirs)
+                crate::runtime::conn_peers::exchange(&sock, &peers, mine, &cfg).map(|r| r.theirs)
             }
-            None => agent.exchange_conns(mine, max, j.timeout),
+            false => agent.exchange_conns(mine, max, j.timeout),
         };
         Some(crate::transport::verbs::connected_endpoint(
             j.rank,
@@ -184,7 +196,18 @@ fn run_launched(
             &mut exchange,
         )?)
     } else {
-        None
+        // As `run_node` configures its own endpoint, on the socket kept since the table.
+        let cfg = crate::transport::udp::UdpConfig {
+            job: j.job,
+            seed: j.seed,
+            delay: j.link_delay.0,
+            delay_jitter: j.link_delay.1,
+            auth: key.clone(),
+            ..crate::transport::udp::UdpConfig::default()
+        };
+        let t = crate::transport::udp::UdpTransport::from_socket(j.rank, sock, &peers, cfg)
+            .map_err(|e| format!("cannot open the endpoint at {}: {e}", peers[j.rank as usize]))?;
+        Some(Box::new(t) as Box<dyn Transport>)
     };
     // The job parameters carry one o: o_s = o_r here.
     let model = BenchModel::new(p.o_ns, p.o_ns, p.l_ns);

@@ -10,7 +10,6 @@ pub mod boot;
 pub mod job;
 pub mod joined;
 
-use std::net::{SocketAddr, UdpSocket};
 use std::process::Child;
 
 use crate::transport::udp::auth::AuthKey;
@@ -68,18 +67,6 @@ pub fn run_key(long_term: Option<AuthKey>) -> Result<Option<AuthKey>, String> {
         .transpose()
 }
 
-/// `n` free ports on 127.0.0.1 (bound, read, released: a short race with other programs).
-pub(crate) fn free_ports(n: u32) -> Result<Vec<SocketAddr>, String> {
-    let socks: Vec<UdpSocket> = (0..n)
-        .map(|_| UdpSocket::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("cannot open UDP sockets on 127.0.0.1: {e}"))?;
-    socks
-        .iter()
-        .map(|s| s.local_addr().map_err(|e| e.to_string()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
@@ -97,7 +84,10 @@ mod tests {
             super::run_key(Some(long_term)).unwrap(),
         );
         assert_eq!(super::run_key(None), Ok(None));
-        let peers = super::free_ports(2).unwrap();
+        let socks: Vec<_> = (0..2)
+            .map(|_| UdpTransport::bind_socket("127.0.0.1:0".parse().unwrap()).unwrap())
+            .collect();
+        let peers: Vec<_> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
         let cfg = |auth| UdpConfig {
             job: 5,
             auth,
@@ -105,8 +95,9 @@ mod tests {
         };
         // Run A's rank 0 talks to the address where run B's rank 1 now listens, with the
         // same job id and sequence numbers from 0, as a replay of run A would.
-        let mut sender = UdpTransport::bind(0, &peers, cfg(a)).unwrap();
-        let mut receiver = UdpTransport::bind(1, &peers, cfg(b)).unwrap();
+        let mut socks = socks.into_iter();
+        let mut sender = UdpTransport::from_socket(0, socks.next().unwrap(), &peers, cfg(a)).unwrap();
+        let mut receiver = UdpTransport::from_socket(1, socks.next().unwrap(), &peers, cfg(b)).unwrap();
         sender.send(1, b"from run A", Instant::now()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut delivered = 0;

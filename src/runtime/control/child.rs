@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::recv_within;
+use super::{challenge_key, hello_key, recv_within};
 use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::conn_relay::Gather;
 use crate::wire::conn::ConnInfo;
@@ -68,9 +68,33 @@ impl ChildAgent {
             .send_to(&sealed(self.key.as_ref(), &encode(self.job, self.rank, m)), self.parent);
     }
 
-    /// Rendezvous through the coordinator: announces this node's data address `me` until the
-    /// whole address table (and the run's parameters) has arrived, or `timeout` passes.
+    /// Rendezvous through the coordinator of a launched run, by its challenge–response
+    /// ([`super`]): knocks with a fresh nonce under the key given to
+    /// [`ChildAgent::set_key`] (the job's long-term key) until the coordinator's challenge
+    /// comes back sealed over it, then sends its hello (its data address `me`, sealed with the
+    /// hello key over the challenge's nonces) until the whole address table (and the run's
+    /// parameters, whose nonce must be the challenge's) has arrived under the run's session
+    /// key, or `timeout` passes. From then on this agent seals and opens everything with the
+    /// session key.
     pub fn join(&mut self, me: SocketAddr, timeout: Duration) -> Result<(Vec<SocketAddr>, JobParams), String> {
+        self.table(me, timeout, true)
+    }
+
+    /// Rendezvous through the coordinator of a `--procs` run, whose key (given to
+    /// [`ChildAgent::set_key`]) is already the run's session key: sends its data address `me`
+    /// until the whole address table has arrived, or `timeout` passes.
+    pub fn rendezvous(&mut self, me: SocketAddr, timeout: Duration) -> Result<(Vec<SocketAddr>, JobParams), String> {
+        self.table(me, timeout, false)
+    }
+
+    /// [`ChildAgent::join`] (`challenge`: by the challenge–response) or
+    /// [`ChildAgent::rendezvous`].
+    fn table(
+        &mut self,
+        me: SocketAddr,
+        timeout: Duration,
+        challenge: bool,
+    ) -> Result<(Vec<SocketAddr>, JobParams), String> {
         let n = self.n as usize;
         let mut table: Vec<Option<SocketAddr>> = vec![None; n];
         let mut params = None;
@@ -78,26 +102,64 @@ impl ChildAgent {
         let mut buf = vec![0u8; 2048];
         let deadline = Instant::now() + timeout;
         let mut last_sent: Option<Instant> = None;
+        let long_term = self.key.clone();
+        let knock = crate::transport::udp::auth::fresh_nonce().map_err(|e| format!("cannot draw a nonce: {e}"))?;
+        let answer = challenge_key(long_term.as_ref(), &knock);
+        // Once challenged: the hello's key and the run's nonce (without a challenge: the
+        // run's key, and any nonce).
+        let mut hello: Option<(Option<AuthKey>, Option<[u8; 16]>)> = (!challenge).then(|| (long_term.clone(), None));
         while missing > 0 {
             let now = Instant::now();
             if now > deadline {
-                return Err(format!(
-                    "rendezvous with the coordinator at {}: {missing} of {n} addresses missing after {timeout:?}",
-                    self.parent
-                ));
+                return Err(match hello {
+                    None => format!(
+                        "rendezvous with the coordinator at {}: no challenge came back after {timeout:?} (is it up, with the same key and job?)",
+                        self.parent
+                    ),
+                    Some(_) => format!(
+                        "rendezvous with the coordinator at {}: {missing} of {n} addresses missing after {timeout:?}",
+                        self.parent
+                    ),
+                });
             }
             if last_sent.is_none_or(|t| now.duration_since(t) > Duration::from_millis(5)) {
-                self.send(&Msg::Join { addr: me });
+                let (key, m) = match &hello {
+                    None => (long_term.as_ref(), Msg::Knock { nonce: knock }),
+                    Some((k, _)) => (k.as_ref(), Msg::Join { addr: me }),
+                };
+                let _ = self
+                    .sock
+                    .send_to(&sealed(key, &encode(self.job, self.rank, &m)), self.parent);
                 last_sent = Some(now);
             }
             let Ok((len, from)) = recv_within(&self.sock, &mut buf, now + Duration::from_millis(5)) else {
                 continue;
             };
-            let chunk = (from == self.parent)
-                .then(|| opened(self.key.as_ref(), &buf[..len]))
-                .flatten()
-                .and_then(|body| join::decode(body, self.job, self.n));
-            let Some((first, addrs, p)) = chunk else {
+            if from != self.parent {
+                self.invalid += 1;
+                continue;
+            }
+            let d = &buf[..len];
+            let challenge = match opened(answer.as_ref(), d).and_then(|b| decode(b, self.job, self.n)) {
+                Some((_, Msg::Challenge { nonce, run })) => Some((nonce, run)),
+                _ => None,
+            };
+            let Some((_, run)) = hello else {
+                match challenge {
+                    Some((nonce, run)) => {
+                        hello = Some((hello_key(long_term.as_ref(), &nonce, &run), Some(run)));
+                        self.key = long_term.as_ref().map(|k| k.session(&run));
+                        last_sent = None;
+                    }
+                    None => self.invalid += 1,
+                }
+                continue;
+            };
+            if challenge.is_some() {
+                continue; // A repeated challenge.
+            }
+            let chunk = opened(self.key.as_ref(), d).and_then(|body| join::decode(body, self.job, self.n));
+            let Some((first, addrs, p)) = chunk.filter(|c| run.is_none_or(|r| c.2.run == r)) else {
                 self.invalid += 1;
                 continue;
             };

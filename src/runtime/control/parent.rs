@@ -4,7 +4,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::wait_readable;
+use super::{challenge_key, hello_key, wait_readable};
 use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::conn_relay::Gather;
 use crate::wire::conn::ConnInfo;
@@ -38,7 +38,37 @@ pub struct ParentAgent {
     conns: Vec<Option<Gather>>,
     /// Ranks whose connection data is complete.
     conns_done: usize,
+    /// A launched run's handshake ([`ParentAgent::launch`]); `None`: every datagram is sealed
+    /// with `key` alone (a `--procs` run, whose key is already the run's session key).
+    launch: Option<Launch>,
+    /// Datagrams dropped as invalid (a bad tag, a bad field, a message out of place).
     pub invalid: u64,
+    /// Hellos ([`Msg::Join`]) refused: not sealed with this run's hello key (recorded in
+    /// another run, or forged); counted apart from [`ParentAgent::invalid`].
+    pub refused_hellos: u64,
+}
+
+/// What a launched run's coordinator challenges its nodes with.
+struct Launch {
+    /// The job's long-term key: knocks are sealed with it.
+    long_term: Option<AuthKey>,
+    /// This coordinator's fresh challenge nonce.
+    nonce: [u8; 16],
+    /// The run's nonce.
+    run: [u8; 16],
+    /// The key hellos are sealed with ([`hello_key`]).
+    hello: Option<AuthKey>,
+}
+
+/// Which key opened a datagram.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Under {
+    /// The run's key (`key`).
+    Session,
+    /// The hello key of a launched run.
+    Hello,
+    /// The job's long-term key (a launched run's knocks).
+    LongTerm,
 }
 
 impl ParentAgent {
@@ -65,7 +95,9 @@ impl ParentAgent {
             key: None,
             conns: vec![None; n as usize],
             conns_done: 0,
+            launch: None,
             invalid: 0,
+            refused_hellos: 0,
         })
     }
 
@@ -120,6 +152,67 @@ impl ParentAgent {
     /// From now on, answers every join with the address table and `p`.
     pub fn set_params(&mut self, p: JobParams) {
         self.params = Some(p);
+    }
+
+    /// A launched run: the key given to [`ParentAgent::set_key`] is the job's long-term key,
+    /// nodes join by the challenge–response of [`super`] (a fresh challenge nonce drawn here,
+    /// and the run's nonce `p.run`), and every later datagram, both ways, is sealed with the
+    /// run's session key `long_term.session(p.run)`. Every hello is answered with the
+    /// address table and `p`.
+    pub fn launch(&mut self, p: JobParams) -> std::io::Result<()> {
+        let long_term = match self.launch.take() {
+            Some(l) => l.long_term,
+            None => self.key.take(),
+        };
+        let nonce = crate::transport::udp::auth::fresh_nonce()?;
+        self.key = long_term.as_ref().map(|k| k.session(&p.run));
+        self.launch = Some(Launch {
+            hello: hello_key(long_term.as_ref(), &nonce, &p.run),
+            long_term,
+            nonce,
+            run: p.run,
+        });
+        self.params = Some(p);
+        Ok(())
+    }
+
+    /// The body of datagram `d` and the key that opened it.
+    fn open<'a>(&self, d: &'a [u8]) -> Option<(&'a [u8], Under)> {
+        if let Some(b) = opened(self.key.as_ref(), d) {
+            return Some((b, Under::Session));
+        }
+        let l = self.launch.as_ref()?;
+        if let Some(b) = opened(l.hello.as_ref(), d) {
+            return Some((b, Under::Hello));
+        }
+        opened(l.long_term.as_ref(), d).map(|b| (b, Under::LongTerm))
+    }
+
+    /// Whether message `m`, opened `under` a key, is in its place: in a launched run with a
+    /// key, a knock under the long-term key, a hello under the hello key, anything else
+    /// under the session key; without a launch, no knock.
+    fn in_place(&self, under: Under, m: &Msg) -> bool {
+        let want = match (self.launch.as_ref(), m) {
+            (None, Msg::Knock { .. }) => return false,
+            (None, _) => Under::Session,
+            (Some(l), _) if l.long_term.is_none() => return true,
+            (Some(_), Msg::Knock { .. }) => Under::LongTerm,
+            (Some(_), Msg::Join { .. }) => Under::Hello,
+            _ => Under::Session,
+        };
+        under == want
+    }
+
+    /// Counts a datagram refused: a hello (a control `Join` of this job, as far as its
+    /// unverified body says) apart from the rest.
+    fn refuse(&mut self, d: &[u8]) {
+        let n = self.children.len() as u32;
+        let body = &d[..d.len().saturating_sub(crate::wire::mac::TAG_LEN)];
+        if matches!(decode(body, self.job, n), Some((_, Msg::Join { .. }))) {
+            self.refused_hellos += 1;
+        } else {
+            self.invalid += 1;
+        }
     }
 
     /// Sends the whole address table to `to` (nothing while an address or the parameters are
@@ -195,11 +288,15 @@ impl ParentAgent {
         let n = self.children.len() as u32;
         let mut buf = [0u8; 2048];
         while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
-            let Some(body) = opened(self.key.as_ref(), &buf[..len]) else {
-                self.invalid += 1;
+            let Some((body, under)) = self.open(&buf[..len]) else {
+                self.refuse(&buf[..len]);
                 continue;
             };
             if conn_relay::is_chunk(body) {
+                if !self.in_place(under, &Msg::Hello) {
+                    self.invalid += 1;
+                    continue;
+                }
                 // The sender's rank is in the chunk; it must come from that rank's address.
                 match conn_relay::decode(body, self.job, n, crate::transport::MAX_PAYLOAD as u32) {
                     Ok(c) if self.children[c.rank as usize].is_none_or(|a| a == from) => {
@@ -216,6 +313,30 @@ impl ParentAgent {
                 self.invalid += 1;
                 continue;
             };
+            if !self.in_place(under, &m) {
+                if matches!(m, Msg::Join { .. }) {
+                    self.refused_hellos += 1;
+                } else {
+                    self.invalid += 1;
+                }
+                continue;
+            }
+            if let Msg::Knock { nonce } = m {
+                // Changes nothing here: draws the challenge, sealed over the knock's nonce.
+                if let Some(l) = &self.launch {
+                    let c = encode(
+                        self.job,
+                        0,
+                        &Msg::Challenge {
+                            nonce: l.nonce,
+                            run: l.run,
+                        },
+                    );
+                    let k = challenge_key(l.long_term.as_ref(), &nonce);
+                    let _ = self.sock.send_to(&sealed(k.as_ref(), &c), from);
+                }
+                continue;
+            }
             let r = rank as usize;
             match self.children[r] {
                 None => self.children[r] = Some(from),

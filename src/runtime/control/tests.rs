@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use super::child::{REPORT_EVERY, report_due};
 use super::{ChildAgent, ParentAgent};
 use crate::runtime::board::Control;
+use crate::runtime::join::JobParams;
 use crate::wire::conn::{ConnInfo, sample as conn};
-use crate::wire::control::Msg;
+use crate::wire::control::{Msg, encode};
 use crate::wire::mac::AuthKey;
 
 /// n ranks (more than one datagram's worth of peers) exchange connection data through a
@@ -106,4 +107,169 @@ fn changed_reports_go_out_at_most_every_report_every() {
         "changed, too soon"
     );
     assert!(report_due(last, seen, &report(6), t0 + REPORT_EVERY), "changed, due");
+}
+
+/// A coordinator of a launched run on loopback, pumped in a thread until `stop`; returns the
+/// agent and its board when stopped.
+fn launched_coordinator(
+    job: u64,
+    n: u32,
+    key: &AuthKey,
+    run: [u8; 16],
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<(ParentAgent, Control)>,
+) {
+    let mut parent = ParentAgent::bind("127.0.0.1:0".parse().unwrap(), job, n).unwrap();
+    parent.set_key(Some(key.clone()));
+    parent
+        .launch(JobParams {
+            o_ns: 1000,
+            l_ns: 2000,
+            epoch_unix_ns: 1,
+            run,
+        })
+        .unwrap();
+    let addr = parent.addr().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = stop.clone();
+    let h = std::thread::spawn(move || {
+        let ctl = Control::new(n);
+        while !s.load(Ordering::Acquire) {
+            parent.pump(&ctl, &|| 0);
+            parent.wait(Duration::from_millis(1));
+        }
+        (parent, ctl)
+    });
+    (addr, stop, h)
+}
+
+/// Forwards between a node and its coordinator, keeping a copy of every datagram the node
+/// sends (what an eavesdropper on the path records), until `stop`. Returns its address (the
+/// node's coordinator) and a handle on its node-side socket, to send to the node from there.
+fn recording_relay(
+    to: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (
+    std::net::SocketAddr,
+    std::net::UdpSocket,
+    std::thread::JoinHandle<Vec<Vec<u8>>>,
+) {
+    let near = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let far = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    near.set_nonblocking(true).unwrap();
+    far.set_nonblocking(true).unwrap();
+    let addr = near.local_addr().unwrap();
+    let inject = near.try_clone().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut node, mut seen) = (None, Vec::new());
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::Acquire) {
+            while let Ok((len, from)) = near.recv_from(&mut buf) {
+                node = Some(from);
+                seen.push(buf[..len].to_vec());
+                let _ = far.send_to(&buf[..len], to);
+            }
+            while let Ok((len, _)) = far.recv_from(&mut buf) {
+                if let Some(a) = node {
+                    let _ = near.send_to(&buf[..len], a);
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        seen
+    });
+    (addr, inject, h)
+}
+
+/// Everything a node of run A sent its coordinator (knocks, hellos), recorded on the path and
+/// replayed into run B's coordinator (same job key, job id and size), registers nothing: the
+/// hellos are refused and counted, the knocks only draw challenges.
+#[test]
+fn a_hello_recorded_in_one_run_is_refused_by_the_next() {
+    let (job, n) = (0xF7C0_0000_0000_0077u64, 2u32);
+    let key = AuthKey::from_bytes([5; 16]);
+    // Run A: rank 1 joins through the recording relay (rank 0 never does: the table stays
+    // incomplete and rank 1 keeps sending its hello until the timeout).
+    let (coord_a, stop_a, a) = launched_coordinator(job, n, &key, [0xA; 16]);
+    let (relay, _, recorded) = recording_relay(coord_a, stop_a.clone());
+    let mut node = ChildAgent::new(relay, job, 1, n).unwrap();
+    node.set_key(Some(key.clone()));
+    let e = node
+        .join("10.9.9.9:4000".parse().unwrap(), Duration::from_millis(300))
+        .unwrap_err();
+    assert!(e.contains("addresses missing"), "the challenge was answered: {e}");
+    stop_a.store(true, Ordering::Release);
+    let (a, _) = a.join().unwrap();
+    let recorded = recorded.join().unwrap();
+    assert_eq!(a.addresses_known(), 1, "run A took the hello");
+    assert!(recorded.len() > 2, "knocks and hellos recorded");
+    // Run B: a new run nonce; the recording is replayed from another socket.
+    let (coord_b, stop_b, b) = launched_coordinator(job, n, &key, [0xB; 16]);
+    let replayer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in &recorded {
+        replayer.send_to(d, coord_b).unwrap();
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    stop_b.store(true, Ordering::Release);
+    let (b, _) = b.join().unwrap();
+    assert_eq!(b.addresses_known(), 0, "a replayed hello registered an address");
+    assert_eq!(b.joined(), 0, "a replayed datagram pinned a rank's control address");
+    assert!(b.refused_hellos > 0, "refused hellos are counted: {}", b.refused_hellos);
+}
+
+/// Once joined, a node and its coordinator seal with the run's session key: a control datagram
+/// sealed with another run's session key, or with the bare job key (as every control
+/// datagram of a launched run was), is dropped and counted on either side and changes
+/// nothing; the same datagram under this run's key is taken.
+#[test]
+fn a_control_message_sealed_with_another_runs_session_key_is_dropped() {
+    let (job, n) = (0xF7C0_0000_0000_0078u64, 1u32);
+    let key = AuthKey::from_bytes([6; 16]);
+    let run = [0xC; 16];
+    let (coord, stop, h) = launched_coordinator(job, n, &key, run);
+    let (relay, inject, relayed) = recording_relay(coord, stop.clone());
+    let mut node = ChildAgent::new(relay, job, 0, n).unwrap();
+    node.set_key(Some(key.clone()));
+    let me: std::net::SocketAddr = "10.1.1.1:5000".parse().unwrap();
+    let (table, p) = node.join(me, Duration::from_secs(10)).unwrap();
+    assert_eq!((table, p.run), (vec![me], run));
+    let (this, other) = (key.session(&run), key.session(&[0xD; 16]));
+    let seal = |k: &AuthKey, m: &Msg| crate::wire::mac::sealed(Some(k), &encode(job, 0, m));
+    // To the node, from its coordinator's address: a Stop of another run, then under the job
+    // key, then this run's.
+    let ctl = Control::new(n);
+    let to_node = node.sock.local_addr().unwrap();
+    let before = node.invalid;
+    for k in [&other, &key] {
+        inject.send_to(&seal(k, &Msg::Stop), to_node).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!node.pump(&ctl, false), "a Stop of another run stopped the node");
+    assert_eq!(node.invalid, before + 2, "dropped and counted at the node");
+    inject.send_to(&seal(&this, &Msg::Stop), to_node).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(node.pump(&ctl, false), "this run's Stop is taken");
+    // To the coordinator, through the relay (the control address it pinned): a death report
+    // of another run and one under the job key; then this run's clock report.
+    for k in [&other, &key] {
+        node.sock.send_to(&seal(k, &Msg::Dead { iter: 3 }), relay).unwrap();
+    }
+    let clock = Msg::Clock {
+        offset: 7,
+        uncertainty: 1,
+    };
+    node.sock.send_to(&seal(&this, &clock), relay).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Release);
+    let (parent, pctl) = h.join().unwrap();
+    let _ = relayed.join();
+    assert_eq!(parent.clocks[0], Some((7, 1)), "this run's report is taken");
+    assert!(
+        !pctl.boards[0].dead.load(Ordering::Acquire),
+        "a foreign death report was taken"
+    );
+    assert_eq!(parent.invalid, 2, "both foreign reports counted");
 }

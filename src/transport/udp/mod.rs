@@ -190,7 +190,28 @@ impl UdpTransport {
         cfg.validate()?;
         let socket = new_socket(addr)?;
         socket.bind(&(*addr).into())?;
-        Self::from_socket(rank, peers, cfg, socket)
+        Self::on_socket(rank, peers, cfg, socket)
+    }
+
+    /// A socket for an endpoint, bound at `addr` (port 0: the kernel's choice) and set up as
+    /// [`UdpTransport::bind`] sets its own: kept by whoever chose the port until
+    /// [`UdpTransport::from_socket`] builds the endpoint on it, so that nothing else can take
+    /// the port in between.
+    pub fn bind_socket(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+        let socket = new_socket(&addr)?;
+        socket.bind(&addr.into())?;
+        Ok(socket.into())
+    }
+
+    /// Builds the endpoint of `rank` on `sock`, already bound at `peers[rank]` (best from
+    /// [`UdpTransport::bind_socket`]).
+    pub fn from_socket(rank: u32, sock: std::net::UdpSocket, peers: &[SocketAddr], cfg: UdpConfig) -> io::Result<Self> {
+        peers
+            .get(rank as usize)
+            .ok_or_else(|| invalid("rank outside the peer list"))?;
+        cfg.validate()?;
+        sock.set_nonblocking(true)?;
+        Self::on_socket(rank, peers, cfg, Socket::from(sock))
     }
 
     /// Builds the endpoint of `rank` on `socket`, already bound to `peers[rank]` (a rendezvous
@@ -213,7 +234,7 @@ impl UdpTransport {
         socket.set_nonblocking(true)?;
         let _ = socket.set_recv_buffer_size(socket::SOCKET_BUFFER);
         let _ = socket.set_send_buffer_size(socket::SOCKET_BUFFER);
-        Self::from_socket(rank, peers, cfg, socket)
+        Self::on_socket(rank, peers, cfg, socket)
     }
 
     /// `n` endpoints on 127.0.0.1 with ports chosen by the kernel (tests, local clusters):
@@ -236,12 +257,12 @@ impl UdpTransport {
         let transports = sockets
             .into_iter()
             .enumerate()
-            .map(|(rank, s)| Self::from_socket(rank as u32, &addrs, cfg.clone(), s))
+            .map(|(rank, s)| Self::on_socket(rank as u32, &addrs, cfg.clone(), s))
             .collect::<io::Result<Vec<_>>>()?;
         Ok((addrs, transports))
     }
 
-    fn from_socket(rank: u32, peers: &[SocketAddr], cfg: UdpConfig, socket: Socket) -> io::Result<Self> {
+    fn on_socket(rank: u32, peers: &[SocketAddr], cfg: UdpConfig, socket: Socket) -> io::Result<Self> {
         let core = Reliable::new(rank, peers, cfg, Instant::now())?;
         let cfg = core.config();
         let socket = SocketLink::new(socket, peers[rank as usize].is_ipv6(), impair::delayed(cfg))?;

@@ -27,7 +27,7 @@ fn udp_garbage_is_counted_and_ignored() {
     let mut eps: Vec<UdpTransport> = socks
         .into_iter()
         .enumerate()
-        .map(|(r, s)| UdpTransport::from_socket(r as u32, &addrs, cfg.clone(), s).unwrap())
+        .map(|(r, s)| UdpTransport::on_socket(r as u32, &addrs, cfg.clone(), s).unwrap())
         .collect();
     let to0 = addrs[0];
     let good = data_header(77, 2, 0, 0, 0, 2);
