@@ -19,7 +19,7 @@ mod stats;
 
 pub use crash::Faults;
 pub use payload::{Generated, Payloads, payload_byte};
-pub use stats::NodeStats;
+pub use stats::{NodeStats, OsuBcast, RankTimes};
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
