@@ -15,6 +15,7 @@
 
 mod crash;
 mod payload;
+pub mod stages;
 mod stats;
 
 pub use crash::Faults;
@@ -31,6 +32,7 @@ use crate::runtime::driver::{Outbox, Reject, Sent, open_datagram};
 use crate::runtime::kill::Kill;
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport};
 use crate::wire::{DecodeError, WireMessage, encode_datagram};
+use stages::Stage;
 
 /// Parameters every node of a run shares.
 pub struct NodeParams<'a, S> {
@@ -84,6 +86,8 @@ pub struct Node<P: Protocol> {
     /// The peer whose FENCE killed this node (a false suspicion made true), if one did.
     fenced_by: Option<u32>,
     pub stats: NodeStats,
+    /// Stage stamps of the forwarding path (cargo feature `stages`; empty otherwise).
+    stages: stages::Recorder,
 }
 
 impl<P: Protocol> Node<P>
@@ -129,6 +133,7 @@ where
             last_stats: crate::transport::TransportStats::default(),
             fenced_by: None,
             stats: NodeStats::default(),
+            stages: stages::Recorder::default(),
         }
     }
 
@@ -277,9 +282,13 @@ where
                 if p.root.is_none() && ctl.root_of(seq) != self.rank {
                     continue;
                 }
+                self.stages.mark_at(self.rank, seq, Stage::RootStep, Self::ns(p, now));
                 ctl.started_ns[Self::slot_index(seq)].store(Self::ns(p, now), Ordering::Release);
+                self.stages.mark(self.rank, seq, Stage::Started, p.epoch);
                 let i = self.open(p, (self.rank, seq), None, now, board);
+                self.stages.mark(self.rank, seq, Stage::RootOpened, p.epoch);
                 self.after_event(p, i, now, board);
+                self.stages.mark(self.rank, seq, Stage::RootDelivered, p.epoch);
                 progress = true;
             }
             // The root's first sends leave before it reads its socket (LogP: they follow the
@@ -362,6 +371,7 @@ where
         bytes: &[u8],
         now: Instant,
     ) -> Option<u64> {
+        let polled = self.stages.now(p.epoch);
         let (h, body, payload) = match open_datagram(bytes, p.job, p.n, from, Some(P::Msg::KIND)) {
             Ok(x) => x,
             Err(r) => {
@@ -406,12 +416,15 @@ where
             self.stats.drops.count(DecodeError::BadField("payload"));
             return None;
         }
+        self.stages.mark_at(self.rank, h.seq, Stage::Polled, polled);
+        self.stages.mark(self.rank, h.seq, Stage::Decoded, p.epoch);
         if let Some(f) = self.faults.as_mut()
             && f.crash_on_receive(h.seq)
         {
             return Some(h.seq);
         }
         let i = self.open(p, (h.root, h.seq), Some(payload), now, board);
+        self.stages.mark(self.rank, h.seq, Stage::Opened, p.epoch);
         let cx = Ctx {
             rank: Self::vrank(p, h.root, self.rank),
             n: p.n,
@@ -421,8 +434,10 @@ where
         if let Some(proto) = self.slots[i].proto.as_mut() {
             proto.on_message(&cx, Self::vrank(p, h.root, from), &msg);
         }
+        self.stages.mark(self.rank, h.seq, Stage::Stepped, p.epoch);
         board.claim(h.seq).touch(Self::ns(p, Instant::now().max(now)));
         self.after_event(p, i, now, board);
+        self.stages.mark(self.rank, h.seq, Stage::Delivered, p.epoch);
         None
     }
 
@@ -509,6 +524,7 @@ where
                                 continue;
                             }
                         };
+                        self.stages.mark(self.rank, seq, Stage::Encoded, p.epoch);
                         let s = &mut self.slots[i];
                         s.sent += 1;
                         let b = board.claim(seq);
@@ -517,6 +533,7 @@ where
                         if !self.send_or_defer(dest, len, now) {
                             b.send_drops.fetch_add(1, Ordering::Relaxed);
                         }
+                        self.stages.mark(self.rank, seq, Stage::Sent, p.epoch);
                         if let Some(f) = self.faults.as_mut()
                             && f.crash_after_send(seq, self.slots[i].sent)
                         {
