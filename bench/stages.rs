@@ -113,8 +113,9 @@ fn main() {
     let (iterations, warmup) = if quick { (2000, 200) } else { (20_000, 1000) };
     let clock = clock_read_ns();
     println!(
-        "stage stamps: {clock:.1} ns per clock read, 10 stamps on the path from the root's start (≈ {:.2} µs of the coloring below)",
-        9.0 * clock / 1e3
+        "stage stamps: {clock:.1} ns per clock read, {} stamps on the path from the root's start (≈ {:.2} µs of the coloring below)",
+        stages::STAGES - 1,
+        (stages::STAGES - 1) as f64 * clock / 1e3
     );
     for kind in [TransportKind::Inproc, TransportKind::Udp] {
         if let Err(e) = run(kind, iterations, warmup) {

@@ -246,7 +246,11 @@ where
             s.delivered = false;
             s.finished = false;
             s.sent = 0;
-            board.claim(seq);
+            if payload.is_none() {
+                // The root's entry exists from the start (the coordinator waits for it); a
+                // receiver's is claimed at its delivery, after the user has the payload.
+                board.claim(seq);
+            }
         }
         i
     }
@@ -276,6 +280,7 @@ where
             _ => ctl.allowed.load(Ordering::Acquire),
         };
         if self.next_start < allowed {
+            let first = self.next_start;
             while self.next_start < allowed {
                 let seq = self.next_start;
                 self.next_start += 1;
@@ -285,16 +290,21 @@ where
                 self.stages.mark_at(self.rank, seq, Stage::RootStep, Self::ns(p, now));
                 ctl.started_ns[Self::slot_index(seq)].store(Self::ns(p, now), Ordering::Release);
                 self.stages.mark(self.rank, seq, Stage::Started, p.epoch);
-                let i = self.open(p, (self.rank, seq), None, now, board);
+                self.open(p, (self.rank, seq), None, now, board);
                 self.stages.mark(self.rank, seq, Stage::RootOpened, p.epoch);
-                self.after_event(p, i, now, board);
-                self.stages.mark(self.rank, seq, Stage::RootDelivered, p.epoch);
                 progress = true;
             }
             // The root's first sends leave before it reads its socket (LogP: they follow the
-            // start, `o` apart).
+            // start, `o` apart), and before its own delivery's bookkeeping (the board's
+            // stamps, the user's hand-over), which no peer waits for.
             if progress {
                 self.send_phase(p, board, now);
+                for seq in first..allowed {
+                    let i = Self::slot_index(seq);
+                    if self.alive() && self.slots[i].seq == seq && self.slots[i].root == self.rank {
+                        self.after_event(p, i, now, board);
+                    }
+                }
             }
         }
         // Receive, act, send; again while datagrams keep arriving (the transport hands out
@@ -435,8 +445,10 @@ where
             proto.on_message(&cx, Self::vrank(p, h.root, from), &msg);
         }
         self.stages.mark(self.rank, h.seq, Stage::Stepped, p.epoch);
-        board.claim(h.seq).touch(Self::ns(p, Instant::now().max(now)));
-        self.after_event(p, i, now, board);
+        // A delivery stamps the operation's activity itself; any other message does here.
+        if !self.after_event(p, i, now, board) {
+            board.claim(h.seq).touch(Self::ns(p, Instant::now().max(now)));
+        }
         self.stages.mark(self.rank, h.seq, Stage::Delivered, p.epoch);
         None
     }
@@ -458,23 +470,34 @@ where
         }
     }
 
-    /// Publishes delivery and completion of slot `i`.
-    fn after_event(&mut self, p: &NodeParams<'_, P::Shared>, i: usize, now: Instant, board: &NodeBoard) {
+    /// Publishes delivery and completion of slot `i`; true if the slot delivered now.
+    fn after_event(&mut self, p: &NodeParams<'_, P::Shared>, i: usize, now: Instant, board: &NodeBoard) -> bool {
         let s = &mut self.slots[i];
-        let Some(proto) = s.proto.as_ref() else { return };
-        let b = board.claim(s.seq);
-        if !s.delivered && proto.delivered() {
+        let Some(proto) = s.proto.as_ref() else { return false };
+        let delivers = !s.delivered && proto.delivered();
+        if delivers {
             s.delivered = true;
-            // A fresh clock: `now` was read at the start of the step, possibly before another
-            // thread's root started the operation.
-            let ns = Self::ns(p, Instant::now().max(now));
-            b.delivered_ns.store(ns.max(1), Ordering::Relaxed);
-            b.deliveries.fetch_add(1, Ordering::Relaxed);
+            // The root has its payload at the start (`now`, the step's clock, is the start's
+            // stamp: its own delivery is published after its first sends, in the same step).
+            // Elsewhere a fresh clock: `now` was read at the start of the step, possibly
+            // before another thread's root started the operation. The user has the payload
+            // before the board's bookkeeping (its lines are read by the coordinator's core:
+            // each write may miss).
+            let at = if s.root == self.rank {
+                now
+            } else {
+                Instant::now().max(now)
+            };
+            let ns = Self::ns(p, at).max(1);
             self.payloads.deliver(s.root, s.seq, &s.payload);
+            let b = board.claim(s.seq);
+            b.delivered_ns.store(ns, Ordering::Relaxed);
+            b.deliveries.fetch_add(1, Ordering::Relaxed);
             // The delivery is the operation's latest activity here: quiescence is never
             // reported before coloring.
-            b.touch(ns.max(1));
+            b.touch(ns);
         }
+        let b = board.claim(s.seq);
         let cx = Ctx {
             rank: Self::vrank(p, s.root, self.rank),
             n: p.n,
@@ -486,6 +509,7 @@ where
             s.finished = fin;
             b.finished.store(fin, Ordering::Release);
         }
+        delivers
     }
 
     fn send_phase(&mut self, p: &NodeParams<'_, P::Shared>, board: &NodeBoard, now: Instant) -> bool {
@@ -597,3 +621,6 @@ where
 
 /// The most datagrams a node defers (then it drops, counted).
 const MAX_DEFERRED: usize = 4096;
+
+#[cfg(test)]
+mod tests;

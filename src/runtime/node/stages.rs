@@ -17,8 +17,6 @@ pub enum Stage {
     Started,
     /// The root's protocol instance is built and started, its payload sourced.
     RootOpened,
-    /// The root delivered to itself (board stamps, the user's `deliver`).
-    RootDelivered,
     /// The root's protocol chose its first message and the datagram is encoded.
     Encoded,
     /// The transport took the first datagram (board counters, outbox, transport send).
@@ -36,11 +34,10 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 11] = [
+    pub const ALL: [Stage; STAGES] = [
         Stage::RootStep,
         Stage::Started,
         Stage::RootOpened,
-        Stage::RootDelivered,
         Stage::Encoded,
         Stage::Sent,
         Stage::Polled,
@@ -61,8 +58,7 @@ impl Stage {
             Stage::RootStep => "root: step begins",
             Stage::Started => "root: retire, read the start signal, stamp the start",
             Stage::RootOpened => "root: protocol instance (new + start), payload source, board claim",
-            Stage::RootDelivered => "root: own delivery (clock, board stamps, deliver)",
-            Stage::Encoded => "root: poll_send + encode",
+            Stage::Encoded => "root: poll_send + encode (its own delivery follows its sends)",
             Stage::Sent => "root: board counters + outbox + transport send",
             Stage::Polled => "wire + receiver's poll (to the callback)",
             Stage::Decoded => "recv: open_datagram, admit, decode, payload check",
@@ -72,6 +68,9 @@ impl Stage {
         }
     }
 }
+
+/// Stages on the path.
+pub const STAGES: usize = 10;
 
 /// One stamp: which node, which operation, which stage, when (ns since the epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,15 +146,15 @@ pub fn take() -> Vec<Stamp> {
 /// next (ns), in [`Stage::ALL`] order (the first interval, ending at `Started`, is index 0).
 /// The root's stages come from `root`, a receiver's from `receiver`; each stage's first
 /// stamp counts (a node stamps `Encoded` at every send, the first is the forwarding path).
-pub fn intervals(stamps: &[Stamp], root: u32, receiver: u32, from: u64) -> Vec<[u64; 10]> {
+pub fn intervals(stamps: &[Stamp], root: u32, receiver: u32, from: u64) -> Vec<[u64; STAGES - 1]> {
     use std::collections::BTreeMap;
-    let mut first: BTreeMap<u64, [u64; 11]> = BTreeMap::new();
+    let mut first: BTreeMap<u64, [u64; STAGES]> = BTreeMap::new();
     for s in stamps {
         let who = if s.stage.at_root() { root } else { receiver };
         if s.rank != who || s.seq < from {
             continue;
         }
-        let row = first.entry(s.seq).or_insert([u64::MAX; 11]);
+        let row = first.entry(s.seq).or_insert([u64::MAX; STAGES]);
         let i = s.stage as usize;
         row[i] = row[i].min(s.ns);
     }
@@ -210,7 +209,19 @@ mod tests {
         });
         let iv = intervals(&v, 0, 1, 5);
         assert_eq!(iv.len(), 1);
-        let want: [u64; 10] = std::array::from_fn(|i| 10 * ((i as u64 + 1).pow(2) - (i as u64).pow(2)));
+        let want: [u64; STAGES - 1] = std::array::from_fn(|i| 10 * ((i as u64 + 1).pow(2) - (i as u64).pow(2)));
         assert_eq!(iv[0], want);
+    }
+
+    /// Without the feature a node carries no recorder and a stamp reads no clock.
+    #[cfg(not(feature = "stages"))]
+    #[test]
+    fn without_the_feature_nothing_is_kept() {
+        assert_eq!(size_of::<Recorder>(), 0);
+        let mut r = Recorder::default();
+        let epoch = std::time::Instant::now();
+        r.mark(0, 1, Stage::Sent, epoch);
+        assert_eq!(r.now(epoch), 0);
+        assert!(take().is_empty());
     }
 }

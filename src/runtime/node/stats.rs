@@ -46,8 +46,8 @@ impl Default for NodeStats {
 /// micro-benchmarks' `osu_bcast` reports. There every rank times its own `MPI_Bcast` call,
 /// averages it over the iterations, and the reported latency is the mean of those per-rank
 /// averages over the ranks, with their minimum and maximum. Here a rank's time in one
-/// operation is the root's start to the rank's delivery (the root's own is the time it took
-/// to open the operation, before its first send).
+/// operation is the root's start to the rank's delivery; the root has its payload at the
+/// start (its time is 0, as in the model), where MPI's root returns after posting its sends.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RankTimes {
     /// Per rank: summed times (ns) and the operations they cover.
