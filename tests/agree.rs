@@ -71,6 +71,42 @@ fn failures_keep_every_property() {
 }
 
 #[test]
+fn loggp_noise_and_shared_cores_reach_the_simulator() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "agree",
+            "--sim",
+            "--nodes",
+            "16",
+            "--runs",
+            "2",
+            "--agreements",
+            "5",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)
+    };
+    let logp = run(&["--L", "2", "--o", "2"]);
+    let same = run(&["--L", "2", "--o", "2", "--os", "2", "--or", "2"]);
+    assert_eq!(logp["agreement_latency"], same["agreement_latency"]);
+    // A dearer receive makes every hop dearer; one core for all makes it dearer still.
+    let asym = run(&["--L", "2", "--o", "2", "--os", "2", "--or", "5"]);
+    let shared = run(&["--L", "2", "--o", "2", "--os", "2", "--or", "5", "--cores", "1"]);
+    let p50 = |v: &serde_json::Value| v["agreement_latency"]["p50"].as_f64().unwrap();
+    assert!(p50(&asym) > p50(&logp), "{asym}");
+    assert!(p50(&shared) > p50(&asym), "{shared}");
+    assert_eq!(
+        (asym["config"]["or"].as_u64(), shared["config"]["cores"].as_u64()),
+        (Some(5), Some(1))
+    );
+    for v in [&logp, &asym, &shared] {
+        assert_eq!(v["violations"]["agreement"], 0);
+        assert_eq!(v["aborted_runs"], 0);
+    }
+}
+
+#[test]
 fn table_output_names_the_checks() {
     let (code, out, err) = ftcoll(&["agree", "--sim", "--nodes", "16", "--runs", "3", "--agreements", "10"]);
     assert_eq!(code, 0, "{err}");
@@ -103,6 +139,12 @@ fn misuse_is_a_one_line_error_with_code_2() {
         &["agree", "--nodes", "4", "--agreements", "10", "--kill", "1@10"],
         &["agree", "--nodes", "4", "--window", "2"],
         &["agree", "--nodes", "4", "--heartbeat-us", "0"],
+        &["agree", "--nodes", "4", "--os", "3"],
+        &["agree", "--nodes", "4", "--cores", "1"],
+        &["agree", "--sim", "--os", "0"],
+        &["agree", "--sim", "--G", "0.5"],
+        &["agree", "--sim", "--cores", "0"],
+        &["agree", "--sim", "--noise", "/nonexistent/noise.json"],
         &[
             "agree",
             "--join",

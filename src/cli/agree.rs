@@ -46,6 +46,13 @@ pub fn experiment(a: &AgreeArgs) -> Result<AgreeSim, String> {
     }
     let shape: Shape = a.tree.parse()?;
     let logp = LogP::new(a.l, a.o)?;
+    let spec = a.loggp.spec();
+    let gp = crate::experiment::algo::loggp(logp, &spec)?;
+    let noise = spec
+        .noise
+        .as_deref()
+        .map(|p| crate::sim::Noise::load(p, gp).map(std::sync::Arc::new))
+        .transpose()?;
     crate::experiment::agree::check_nodes(a.nodes)?;
     let (height, _) = EraTree::full(shape, a.nodes).shape_stats();
     let sim = AgreeSim {
@@ -61,6 +68,9 @@ pub fn experiment(a: &AgreeArgs) -> Result<AgreeSim, String> {
             },
         },
         logp,
+        loggp: (gp != logp.into()).then_some(gp),
+        noise,
+        cores: a.cores,
         agreements: a.agreements,
         detect_delay: a.detect_delay,
         detect_jitter: a.detect_jitter,
@@ -71,10 +81,7 @@ pub fn experiment(a: &AgreeArgs) -> Result<AgreeSim, String> {
             .transpose()?
             .unwrap_or_default(),
         random_kills: a.random_kills,
-        kill_horizon: a
-            .kill_horizon
-            .unwrap_or(2 * u64::from(height.max(1)) * (a.l + 2 * a.o))
-            .max(1),
+        kill_horizon: a.kill_horizon.unwrap_or(2 * u64::from(height.max(1)) * gp.hop()).max(1),
         ack_on_error: !a.no_ack,
         max_events: a.max_events,
     };
@@ -87,6 +94,19 @@ pub fn run(a: &AgreeArgs) -> Result<(), crate::cli::failure::Failure> {
     if !a.sim {
         if a.allow_aborts {
             return Err("--allow-aborts applies to --sim only".to_string().into());
+        }
+        let l = &a.loggp;
+        let sim_only = [
+            (l.os.is_some(), "--os"),
+            (l.or.is_some(), "--or"),
+            (l.g.is_some(), "--g"),
+            (l.big_g.is_some(), "--G"),
+            (l.bytes.is_some(), "--bytes"),
+            (l.noise.is_some(), "--noise"),
+            (a.cores.is_some(), "--cores"),
+        ];
+        if let Some((_, flag)) = sim_only.iter().find(|(given, _)| *given) {
+            return Err(format!("{flag} applies to --sim only").into());
         }
         return crate::cli::agree_bench::run(a);
     }

@@ -116,6 +116,13 @@ pub struct AgreeArgs {
     /// Extra uniform random detection delay in [0, J].
     #[arg(long = "detect-jitter", default_value_t = 0)]
     pub detect_jitter: u64,
+    /// --sim: LogGP refinements of --L/--o and noisy LogP (the broadcast simulator's flags).
+    #[command(flatten)]
+    pub loggp: crate::cli::flags::LoggpArgs,
+    /// --sim: the processes share C cores (rank r on core r mod C), each core doing one send
+    /// or receive at a time [default: a core per process].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub cores: Option<u32>,
     /// Value type and operation F.
     #[arg(long, value_enum, default_value = "and64")]
     pub value: ValueName,

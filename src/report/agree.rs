@@ -225,6 +225,8 @@ pub fn print_sim(
                     "agreements": sim.agreements, "runs": a.runs, "detect_delay": sim.detect_delay,
                     "detect_jitter": sim.detect_jitter, "kill": a.kill, "random_kills": sim.random_kills,
                     "value": a.value.to_lowercase(), "gc": sim.era.gc, "seed": a.seed,
+                    "os": sim.params().os, "or": sim.params().or, "g": sim.params().g,
+                    "G_k": sim.params().gk, "noise": sim.noise.is_some(), "cores": sim.cores,
                 },
                 "agreement_latency": p(&t.latency),
                 "process_latency": p(&t.process_latency),
@@ -250,8 +252,17 @@ fn sim_table(sim: &AgreeSim, a: &SimShown, t: &Totals, (height, fanout, bound): 
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "ftcoll agree --sim: ERA tree={} (height {height}, fan-out {fanout}) nodes={} L={} o={} value={}",
-        sim.era.shape, sim.n, sim.logp.l, sim.logp.o, a.value
+        "ftcoll agree --sim: ERA tree={} (height {height}, fan-out {fanout}) nodes={} L={} o={} value={}{}{}{}",
+        sim.era.shape,
+        sim.n,
+        sim.logp.l,
+        sim.logp.o,
+        a.value,
+        sim.loggp
+            .map(|g| format!(" os={} or={} g={} G_k={}", g.os, g.or, g.g, g.gk))
+            .unwrap_or_default(),
+        if sim.noise.is_some() { " noise=on" } else { "" },
+        sim.cores.map(|c| format!(" cores={c}")).unwrap_or_default(),
     );
     let _ = writeln!(
         s,

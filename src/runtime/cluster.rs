@@ -188,6 +188,7 @@ impl ClusterResult {
         s.refused += t.refused;
         s.fences_sent += t.fences_sent;
         s.fenced += t.fenced;
+        s.spurious_retransmits += t.spurious_retransmits;
     }
 }
 

@@ -3,9 +3,11 @@
 //! back-to-back agreements (ULFM's `benchagree`), failures are injected before or during
 //! them, and a modeled failure detector reports each death to the processes that watch the
 //! dead one (its tree neighbours, [`Era::neighbours`]) after a configurable delay (§2's
-//! eventually perfect detector). Same LogP semantics as [`crate::sim::engine`]: a send
-//! occupies the sender for `o`, the message travels `L`, its receive occupies the receiver
-//! for `o`, in arrival order; a message to a dead process vanishes.
+//! eventually perfect detector). A message costs what it costs in the broadcast engine, by the
+//! same code ([`crate::sim::timing`]): LogGP (a send occupies the sender for `o_s + G·(k−1)`,
+//! the message travels `L`, its receive occupies the receiver for `o_r`, in arrival order,
+//! sends and receives `g` apart), with noisy per-message overheads and latencies and shared
+//! cores as options; a message to a dead process vanishes.
 //!
 //! Every return is checked on the spot against §2.1: agreement (one outcome per agreement
 //! among the processes alive at the end; footnote 1 allows others only at dead ones),
@@ -16,13 +18,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
-use crate::model::{LogP, Time};
+use crate::model::{LogGP, LogP, Time};
 pub use crate::protocol::agree::SimValue;
 use crate::protocol::agree::{AgreeId, Era, EraConfig, EraMsg, Outcome, Value};
 use crate::protocol::{Event, Machine, ProtoRng, Rank};
 use crate::sim::calendar::{Calendar, Item};
+use crate::sim::noise::Noise;
 use crate::sim::stats::Dist;
+use crate::sim::timing::Timing;
 
 /// When a process dies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +53,13 @@ pub struct AgreeSim {
     pub n: Rank,
     pub era: EraConfig,
     pub logp: LogP,
+    /// LogGP parameters refining `logp` (asymmetric overheads, a gap, a per-byte cost);
+    /// `None`: exactly `logp`.
+    pub loggp: Option<LogGP>,
+    /// Noisy mode: each message's `o_s`, `L` and `o_r` drawn from these distributions.
+    pub noise: Option<Arc<Noise>>,
+    /// The processes share this many cores (rank `r` on core `r mod C`); `None`: a core each.
+    pub cores: Option<u32>,
     /// Agreements per process, entered back to back.
     pub agreements: u64,
     /// Failure detection delay after a death (per watcher), plus uniform `[0, jitter]`.
@@ -65,6 +77,11 @@ pub struct AgreeSim {
 }
 
 impl AgreeSim {
+    /// The message costs this experiment simulates.
+    pub fn params(&self) -> LogGP {
+        self.loggp.unwrap_or_else(|| self.logp.into())
+    }
+
     /// Checks the configuration: one-line errors.
     pub fn validate(&self) -> Result<(), String> {
         if self.n == 0 {
@@ -188,6 +205,8 @@ struct Run<'a, V: SimValue> {
     cal: Calendar<Ev>,
     slab: Vec<Option<Flight<V>>>,
     free: Vec<u32>,
+    /// What a message costs (shared with the broadcast engine).
+    timing: Timing,
     send_free: Vec<Time>,
     recv_free: Vec<Time>,
     received: Vec<u64>,
@@ -240,26 +259,32 @@ impl<'a, V: SimValue> Run<'a, V> {
         if !self.alive[r as usize] || self.send_free[r as usize] > now {
             return;
         }
+        let core = self.timing.core(r);
+        if core.is_some() && self.timing.core_free(core) > now {
+            // The core is doing another process's send or receive: try again when it is free.
+            self.cal.push_late(self.timing.core_free(core), r);
+            return;
+        }
         let Some((to, msg)) = self.eras[r as usize].poll_transmit(now) else {
             return;
         };
-        let o = self.sim.logp.o;
         let id = msg.id();
         let steps = self.depth.get(&(r, id)).copied().unwrap_or(0) + 1;
         *self.sent.entry((r, id)).or_insert(0) += 1;
         if let Some(c) = self.msgs.get_mut(id as usize) {
             *c += 1;
         }
-        self.send_free[r as usize] = now + o;
-        // The sender is free again at now + o: whatever is queued by then goes out.
-        self.cal.push_late(now + o, r);
+        let sent = self.timing.send(core, now);
+        self.send_free[r as usize] = sent.next;
+        // The sender may send again then: whatever is queued by then goes out.
+        self.cal.push_late(sent.next, r);
         let i = self.alloc(Flight {
             from: r,
             to,
             steps,
             msg,
         });
-        self.cal.push(now + o + self.sim.logp.l, Ev::Arrive(i));
+        self.cal.push(sent.arrive, Ev::Arrive(i));
     }
 
     /// Collects `r`'s returns, enters its next agreement, watches its neighbours.
@@ -394,7 +419,7 @@ impl AgreeSim {
         let n = u64::from(self.n);
         let per_process = (size_of::<bool>() + 4 * size_of::<Time>() + 3 * size_of::<u64>()) as u64;
         let per_agreement = (3 * size_of::<Time>() + 2 * size_of::<u64>() + 2 * size_of::<u32>()) as u64;
-        let window = 4 * (self.logp.l + 2 * self.logp.o) + self.detect_delay + self.detect_jitter;
+        let window = 4 * self.params().hop() + self.detect_delay + self.detect_jitter;
         n.saturating_mul(Era::<V>::footprint(self.n).saturating_add(per_process))
             .saturating_add(self.agreements.saturating_mul(per_agreement))
             .saturating_add(Calendar::<Ev>::footprint(window, self.n))
@@ -417,10 +442,14 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
         eras,
         alive: vec![true; n as usize],
         death: vec![Time::MAX; n as usize],
-        cal: Calendar::new(
-            4 * (sim.logp.l + 2 * sim.logp.o) + sim.detect_delay + sim.detect_jitter,
-            n,
-        ),
+        cal: Calendar::new(4 * sim.params().hop() + sim.detect_delay + sim.detect_jitter, n),
+        timing: {
+            let mut t = Timing::new(sim.params());
+            t.set_noise(sim.noise.clone());
+            t.set_cores(n, sim.cores);
+            t.reset(seed);
+            t
+        },
         slab: Vec::new(),
         free: Vec::new(),
         send_free: vec![0; n as usize],
@@ -500,9 +529,10 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
                     run.free.push(i);
                     continue;
                 }
-                let t = now.max(run.recv_free[to as usize]) + sim.logp.o;
-                run.recv_free[to as usize] = t;
-                run.cal.push(t, Ev::Handle(i));
+                let core = run.timing.core(to);
+                let (end, free) = run.timing.receive(core, now, run.recv_free[to as usize]);
+                run.recv_free[to as usize] = free;
+                run.cal.push(end, Ev::Handle(i));
             }
             Item::Early(Ev::Handle(i)) => {
                 let Some(f) = run.slab[i as usize].take() else { continue };

@@ -24,6 +24,7 @@ use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, Sha
 use crate::sim::calendar::{Calendar, Item};
 use crate::sim::faults::Faults;
 use crate::sim::noise::Noise;
+use crate::sim::timing::Timing;
 use crate::topology::ring;
 
 /// How a process's receives share its time (the one assumption on which the two papers'
@@ -140,19 +141,8 @@ pub struct TraceRow {
 /// A reusable simulator for protocol `P` over `n` processes.
 pub struct Engine<P: Protocol> {
     n: u32,
-    logp: LogGP,
-    /// `logp`'s send occupancy, send slot, send-to-arrival time, `o_r` and receive slot.
-    t_send: Time,
-    t_slot: Time,
-    t_flight: Time,
-    t_or: Time,
-    t_rslot: Time,
-    /// Noisy mode's distributions and generator.
-    noise: Option<Arc<Noise>>,
-    /// Shared cores: how many, and when each is free again (empty: a core per process).
-    cores: u32,
-    core_free: Vec<Time>,
-    nrng: ProtoRng,
+    /// What a message costs: LogGP parameters, noise and shared cores.
+    timing: Timing,
     /// Per-process protocol and driver state side by side: an event touches one record.
     procs: Vec<Proc<P>>,
     /// Death times as drawn by the fault plan (copied into the slots).
@@ -177,16 +167,7 @@ where
         let len = n as usize;
         Self {
             n,
-            logp,
-            t_send: logp.send(),
-            t_slot: logp.slot().max(1),
-            t_flight: logp.send().saturating_add(logp.l),
-            t_or: logp.or,
-            t_rslot: logp.recv_slot(),
-            noise: None,
-            cores: 0,
-            core_free: Vec::new(),
-            nrng: ProtoRng::new(0),
+            timing: Timing::new(logp),
             procs: Vec::with_capacity(len),
             death: vec![Time::MAX; len],
             cal: Calendar::new(4 * logp.hop() + 4, n),
@@ -213,29 +194,29 @@ where
     /// Noisy mode: draws every message's `o_s`, `L` and `o_r` from `noise` (`None`: the fixed
     /// parameters). `g` and `G·(k−1)` stay fixed.
     pub fn set_noise(&mut self, noise: Option<Arc<Noise>>) {
-        self.noise = noise;
+        self.timing.set_noise(noise);
     }
 
     /// Shared cores: the processes run on `cores` cores (rank `r` on core `r mod cores`), each
     /// doing one send or receive at a time; `None` (or as many cores as processes): a core per
     /// process. Applies to [`Receives::Queued`].
     pub fn set_cores(&mut self, cores: Option<u32>) {
-        self.cores = match cores {
-            Some(c) if c > 0 && c < self.n => c,
-            _ => 0,
-        };
-        self.core_free = vec![0; self.cores as usize];
+        self.timing.set_cores(self.n, cores);
     }
 
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {
-        (self.cores > 0 && self.receives == Receives::Queued).then(|| (r % self.cores) as usize)
+        if self.receives == Receives::Queued {
+            self.timing.core(r)
+        } else {
+            None
+        }
     }
 
     /// The parameters this engine was built with.
     pub fn params(&self) -> LogGP {
-        self.logp
+        self.timing.params()
     }
 
     /// The protocol state of process `r` after the last run (for tests and diagnostics).
@@ -315,12 +296,10 @@ where
             return;
         }
         let core = self.core(r);
-        if let Some(c) = core
-            && self.core_free[c] > t
-        {
+        if core.is_some() && self.timing.core_free(core) > t {
             // The core is doing another process's send or receive: ask again when it is free.
             self.procs[i].slot.poll_pending = true;
-            self.cal.push_late(self.core_free[c], r);
+            self.cal.push_late(self.timing.core_free(core), r);
             return;
         }
         let cx = self.cx(shared, r, t);
@@ -332,42 +311,31 @@ where
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
-                let next = if let Some(nz) = self.noise.as_deref() {
-                    let send = nz.os.draw(&mut self.nrng).saturating_add(self.logp.gk);
-                    let flight = send.saturating_add(nz.l.draw(&mut self.nrng));
-                    st.quiescence = st.quiescence.max(t + send);
-                    self.cal.push(t + flight, Ev::Arrive { to, from: r, msg });
-                    if let Some(c) = core {
-                        self.core_free[c] = t + send;
-                    }
-                    send.max(self.logp.g).max(1)
-                } else if let Some(c) = core {
-                    // The receive takes the receiver's core when the message arrives.
-                    st.quiescence = st.quiescence.max(t + self.t_send);
-                    self.core_free[c] = t + self.t_send;
-                    self.cal.push(t + self.t_flight, Ev::Arrive { to, from: r, msg });
-                    self.t_slot
+                let sent = self.timing.send(core, t);
+                st.quiescence = st.quiescence.max(sent.end);
+                if self.timing.noisy() || core.is_some() {
+                    // The receive takes the receiver's port (and core) when the message arrives.
+                    self.cal.push(sent.arrive, Ev::Arrive { to, from: r, msg });
                 } else {
-                    st.quiescence = st.quiescence.max(t + self.t_send);
                     let ti = to as usize;
-                    let arrive = t + self.t_flight;
                     match self.receives {
                         Receives::Queued => {
-                            let start = arrive.max(self.procs[ti].slot.recv_free);
-                            if self.procs[ti].slot.death > arrive {
-                                self.procs[ti].slot.recv_free = start + self.t_rslot;
+                            let (end, free) = self.timing.receive_fixed(sent.arrive, self.procs[ti].slot.recv_free);
+                            if self.procs[ti].slot.death > sent.arrive {
+                                self.procs[ti].slot.recv_free = free;
                             }
-                            self.cal.push(start + self.t_or, Ev::Recv { to, from: r, msg });
+                            self.cal.push(end, Ev::Recv { to, from: r, msg });
                         }
-                        Receives::Parallel => self.cal.push(arrive + self.t_or, Ev::Recv { to, from: r, msg }),
+                        Receives::Parallel => self
+                            .cal
+                            .push(sent.arrive + self.timing.or(), Ev::Recv { to, from: r, msg }),
                     }
-                    self.t_slot
-                };
+                }
                 if self.fd {
                     self.sends_log.push((r, to));
                 }
                 self.procs[i].slot.poll_pending = true;
-                self.cal.push_late(t + next, r);
+                self.cal.push_late(sent.next, r);
             }
             Action::Sleep(s) => {
                 self.procs[i].slot.poll_pending = true;
@@ -383,11 +351,10 @@ where
         let n = self.n;
         let mut rng = ProtoRng::new(seed);
         // Noisy mode's own stream: the protocols draw the same numbers with or without noise.
-        self.nrng = ProtoRng::new(seed ^ 0x6E6F_6973_794C_6F67);
+        self.timing.reset(seed);
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.sends_log.clear();
-        self.core_free.fill(0);
         self.cal.reset();
         self.procs.clear();
         for r in 0..n {
@@ -433,23 +400,15 @@ where
                 Ev::Arrive { to, from, msg } => {
                     // Noisy or shared-cores mode: the receive port is taken in arrival order.
                     let i = to as usize;
-                    let or = match self.noise.as_deref() {
-                        Some(nz) => nz.or.draw(&mut self.nrng),
-                        None => self.t_or,
-                    };
-                    let mut start = match self.receives {
-                        Receives::Queued => t.max(self.procs[i].slot.recv_free),
-                        Receives::Parallel => t,
-                    };
-                    let core = self.core(to).filter(|_| self.procs[i].slot.death > t);
-                    if let Some(c) = core {
-                        start = start.max(self.core_free[c]);
-                        self.core_free[c] = start + or;
+                    let queued = self.receives == Receives::Queued;
+                    let alive = self.procs[i].slot.death > t;
+                    let port = if queued { self.procs[i].slot.recv_free } else { 0 };
+                    let core = self.core(to).filter(|_| alive);
+                    let (end, free) = self.timing.receive(core, t, port);
+                    if queued && alive {
+                        self.procs[i].slot.recv_free = free;
                     }
-                    if self.receives == Receives::Queued && self.procs[i].slot.death > t {
-                        self.procs[i].slot.recv_free = start + or.max(self.logp.g);
-                    }
-                    self.cal.push(start + or, Ev::Recv { to, from, msg });
+                    self.cal.push(end, Ev::Recv { to, from, msg });
                 }
                 Ev::Recv { to, from, msg } => {
                     let i = to as usize;

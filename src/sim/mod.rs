@@ -11,6 +11,7 @@ pub mod noise;
 pub mod notices;
 pub mod phased;
 pub mod stats;
+pub mod timing;
 
 pub use engine::{Engine, Receives, RunStats, TraceRow};
 pub use faults::{DeadBefore, Faults};

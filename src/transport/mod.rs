@@ -87,6 +87,9 @@ pub struct TransportStats {
     pub fences_sent: u64,
     /// Authentic FENCEs that stopped this endpoint (0 or 1 per endpoint).
     pub fenced: u64,
+    /// Retransmissions the peer reported receiving twice (the original was late, not lost:
+    /// the RTO adapted to the delay, see `udp/reliable/receive.rs`).
+    pub spurious_retransmits: u64,
 }
 
 /// One endpoint of one rank.

@@ -12,6 +12,9 @@ fn sim(n: Rank, shape: &str, agreements: u64) -> AgreeSim {
             ..EraConfig::default()
         },
         logp: LogP::new(2, 1).unwrap(),
+        loggp: None,
+        noise: None,
+        cores: None,
         agreements,
         detect_delay: 20,
         detect_jitter: 0,
@@ -189,4 +192,86 @@ fn bad_configurations_are_errors() {
     let s = sim(4, "bin", 0);
     assert!(run_once::<And64>(&s, 1).is_err());
     assert!("bin/bin:0".parse::<Shape>().is_err());
+}
+
+/// Everything one run reports, for comparing runs.
+fn fingerprint_of(r: &AgreeRun) -> String {
+    format!("{r:?}")
+}
+
+#[test]
+fn loggp_as_logp_constant_noise_and_a_core_each_give_the_logp_run_exactly() {
+    // The message costs come from the broadcast engine's `Timing`: with LogP parameters,
+    // constant distributions or a core per process, nothing may change.
+    for (shape, n, kills) in [("bin", 31u32, 0u32), ("star", 9, 2), ("bin/bin:4", 40, 5)] {
+        let mut base = sim(n, shape, 6);
+        base.random_kills = kills;
+        base.kill_horizon = 60;
+        base.detect_jitter = 7;
+        let want = run_once::<And64>(&base, 11).unwrap();
+        assert!(!want.aborted && want.violations.total() == 0);
+        let gp: LogGP = base.logp.into();
+        let variants = [
+            AgreeSim {
+                loggp: Some(gp),
+                ..base.clone()
+            },
+            AgreeSim {
+                noise: Some(Arc::new(Noise::constant(gp))),
+                ..base.clone()
+            },
+            AgreeSim {
+                cores: Some(n),
+                ..base.clone()
+            },
+        ];
+        for v in &variants {
+            let got = run_once::<And64>(v, 11).unwrap();
+            assert_eq!(fingerprint_of(&got), fingerprint_of(&want), "{shape} n={n}");
+        }
+    }
+}
+
+#[test]
+fn an_agreement_of_two_costs_two_loggp_hops() {
+    // Rank 1's contribution goes up (o_s + L + o_r), the decision comes down (the same):
+    // the closed form of the critical path, for asymmetric overheads and a gap.
+    for (l, os, or, g) in [(2, 1, 1, 0), (5, 3, 1, 0), (2, 4, 1, 6), (9, 1, 7, 2)] {
+        let gp = LogGP::new(l, os, or, g, 0).unwrap();
+        let s = AgreeSim {
+            loggp: Some(gp),
+            ..sim(2, "star", 1)
+        };
+        let r = run_once::<And64>(&s, 3).unwrap();
+        assert!(!r.aborted && r.violations.total() == 0);
+        assert_eq!(r.latency.percentiles().p50, (2 * gp.hop()) as f64, "{gp:?}");
+    }
+}
+
+#[test]
+fn one_shared_core_does_every_send_and_receive_in_turn() {
+    // All processes on one core: the core does each of the 2(n-1) messages' send and receive
+    // one after the other, so the agreement takes at least their sum.
+    let n = 8;
+    let gp = LogGP::new(2, 3, 2, 0, 0).unwrap();
+    let own = AgreeSim {
+        loggp: Some(gp),
+        ..sim(n, "bin", 1)
+    };
+    let shared = AgreeSim {
+        cores: Some(1),
+        ..own.clone()
+    };
+    let a = run_once::<And64>(&own, 5).unwrap();
+    let b = run_once::<And64>(&shared, 5).unwrap();
+    for r in [&a, &b] {
+        assert!(!r.aborted && r.violations.total() == 0);
+    }
+    let work = (2 * u64::from(n - 1) * (gp.os + gp.or)) as f64;
+    assert!(
+        b.latency.percentiles().p50 >= work,
+        "{} < {work}",
+        b.latency.percentiles().p50
+    );
+    assert!(a.latency.percentiles().p50 < work);
 }

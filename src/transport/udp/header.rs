@@ -21,7 +21,9 @@ pub const MAX_DATAGRAM: usize = HEADER_LEN + MAX_PAYLOAD;
 
 /// A datagram carrying a payload (and an acknowledgement).
 pub(crate) const KIND_DATA: u8 = 1;
-/// A datagram carrying only an acknowledgement.
+/// A datagram carrying only an acknowledgement. Its `seq` is 0, or `s + 1` when the sender
+/// received DATA `s` twice (a duplicate-SACK, RFC 2883's report: the peer's retransmission of
+/// `s` was spurious, see `reliable/receive.rs`).
 pub(crate) const KIND_ACK: u8 = 2;
 /// "You are suspected": the sender has cut the destination off; a destination that has not
 /// suspected the sender stops (fail-stop enforcement). No payload; `seq`, `ack`, `sack` 0.
@@ -93,7 +95,8 @@ impl Header {
         };
         let ok = match h.kind {
             KIND_DATA => usize::from(h.len) == d.len() - HEADER_LEN,
-            KIND_ACK | KIND_PROBE => h.len == 0 && h.seq == 0 && d.len() == HEADER_LEN,
+            KIND_ACK => h.len == 0 && d.len() == HEADER_LEN,
+            KIND_PROBE => h.len == 0 && h.seq == 0 && d.len() == HEADER_LEN,
             KIND_FENCE => h.len == 0 && h.seq == 0 && h.ack == 0 && h.sack == 0 && d.len() == HEADER_LEN,
             _ => false,
         };

@@ -47,6 +47,8 @@ struct TxSlot {
     len: u16,
     retransmitted: bool,
     sacked: bool,
+    /// The peer reported receiving it twice (its retransmission was spurious; counted once).
+    dsacked: bool,
     sent_at: Instant,
     last_tx: Instant,
 }
@@ -85,6 +87,20 @@ struct Peer {
     ack_pending: bool,
     ack_listed: bool,
     ack_due: Instant,
+    /// `s + 1` when DATA `s` from the peer came twice and our next ACK must say so (0: none).
+    dsack: u64,
+}
+
+impl Peer {
+    /// A DATA datagram to the peer carried our cumulative and selective ACK: no ACK datagram
+    /// is owed any more, unless a duplicate must be reported (only an ACK datagram says so).
+    #[inline]
+    fn rode_ack(&mut self) {
+        if self.dsack == 0 {
+            self.ack_pending = false;
+        }
+        self.unacked_rx = 0;
+    }
 }
 
 /// The reliability state of one endpoint towards all the peers of its job.
@@ -182,12 +198,14 @@ impl Reliable {
                 ack_pending: false,
                 ack_listed: false,
                 ack_due: now,
+                dsack: 0,
             })
             .collect();
         let slot = TxSlot {
             len: 0,
             retransmitted: false,
             sacked: false,
+            dsacked: false,
             sent_at: now,
             last_tx: now,
         };
@@ -394,13 +412,13 @@ impl Reliable {
             len: len as u16,
             retransmitted: false,
             sacked: false,
+            dsacked: false,
             sent_at: now,
             last_tx: now,
         };
         let peer = &mut self.peers[p];
         peer.next_seq += 1;
-        peer.ack_pending = false;
-        peer.unacked_rx = 0;
+        peer.rode_ack();
         let rto = peer.rto.rto();
         self.send_datagram(p, i, len);
         if !self.wheel.is_armed(to) {
@@ -416,8 +434,7 @@ impl Reliable {
         let len = usize::from(self.tx_meta[i].len);
         let peer = &mut self.peers[p];
         let (ack, sack) = (peer.rcv_next, peer.held);
-        peer.ack_pending = false;
-        peer.unacked_rx = 0;
+        peer.rode_ack();
         write_ack_fields(&mut self.tx_buf[at..at + HEADER_LEN], ack, sack);
         let slot = &mut self.tx_meta[i];
         slot.retransmitted = true;
@@ -484,12 +501,13 @@ impl Reliable {
             job: self.cfg.job,
             from: self.rank,
             to: p as u32,
-            seq: 0,
+            seq: peer.dsack,
             ack: peer.rcv_next,
             sack: peer.held,
         };
         peer.ack_pending = false;
         peer.unacked_rx = 0;
+        peer.dsack = 0;
         let buf = &mut self.ack_buf[p];
         header.write(buf);
         seal(self.cfg.auth.as_ref(), buf);

@@ -69,6 +69,19 @@ impl RtoEstimator {
     }
 
     /// The timer expired (5.5): back off, RTO = min(2·RTO, max).
+    /// A retransmission turned out spurious: the original was acknowledged late, `delay`
+    /// after it was sent (a sample Karn's rule had to discard). As the Eifel response
+    /// (RFC 4015) does, the estimator takes it as it would a first measurement when it
+    /// exceeds what it believes (`srtt ≥ delay`, `rttvar ≥ delay / 2`, so the RTO becomes at
+    /// least 3·delay); later samples bring the RTO back down as they come (RFC 6298 §2.3).
+    pub fn on_spurious(&mut self, delay: Duration) {
+        let srtt = self.srtt.map_or(delay, |s| s.max(delay));
+        self.srtt = Some(srtt);
+        self.rttvar = self.rttvar.max(delay / 2);
+        let rto = srtt.saturating_add(CLOCK_GRANULARITY.max(self.rttvar.saturating_mul(4)));
+        self.rto = rto.max(self.min).min(self.max);
+    }
+
     pub fn on_timeout(&mut self) {
         self.rto = self.rto.saturating_mul(2).min(self.max);
     }

@@ -10,7 +10,9 @@ use super::Reliable;
 use crate::transport::Delivery;
 use crate::transport::MAX_PAYLOAD;
 use crate::transport::udp::REORDER;
-use crate::transport::udp::header::{HEADER_LEN, Header, KIND_DATA, KIND_FENCE, KIND_PROBE, MAX_DATAGRAM, verify};
+use crate::transport::udp::header::{
+    HEADER_LEN, Header, KIND_ACK, KIND_DATA, KIND_FENCE, KIND_PROBE, MAX_DATAGRAM, verify,
+};
 
 impl Reliable {
     /// Validates one datagram from `src` and acts on it; returns the deliveries made. A
@@ -55,7 +57,8 @@ impl Reliable {
             self.stats.bad_rank += 1;
             return 0;
         }
-        if h.ack > self.peers[p].next_seq {
+        // An ACK's duplicate report names a packet this endpoint sent (`seq - 1 < next_seq`).
+        if h.ack > self.peers[p].next_seq || (h.kind == KIND_ACK && h.seq > self.peers[p].next_seq) {
             self.stats.malformed += 1;
             return 0;
         }
@@ -82,6 +85,9 @@ impl Reliable {
         peer.heard = true;
         peer.last_heard = now;
         peer.probe_due = None;
+        if h.kind == KIND_ACK && h.seq != 0 {
+            self.on_duplicate_report(p, h.seq - 1, now);
+        }
         self.on_ack(p, h.ack, h.sack, now);
         match h.kind {
             KIND_DATA => self.on_data(p, h.seq, &d[HEADER_LEN..], now, sink),
@@ -108,6 +114,30 @@ impl Reliable {
             peer.stall = silence;
             peer.stall_at = now;
         }
+    }
+
+    /// The peer received our DATA `seq` twice (RFC 2883's duplicate-SACK). When we had
+    /// retransmitted it, the retransmission was spurious: the original was not lost but late
+    /// (typically the peer's thread was descheduled past our RTO, which Karn's rule then kept
+    /// out of the estimator). The time from the original send to this report is a true upper
+    /// sample of that delay, and the RTO adapts to it as the Eifel response does (RFC 4015):
+    /// the next stall of that length then costs no retransmission, no duplicate and no extra
+    /// ACK. A duplicate we never retransmitted (the network's) teaches nothing.
+    fn on_duplicate_report(&mut self, p: usize, seq: u64, now: Instant) {
+        let next = self.peers[p].next_seq;
+        if next - seq > self.cfg.window as u64 {
+            // Its window slot holds a later packet now: too old to learn from.
+            return;
+        }
+        let i = self.tx_index(p, seq);
+        let slot = &mut self.tx_meta[i];
+        if !slot.retransmitted || slot.dsacked {
+            return;
+        }
+        slot.dsacked = true;
+        let delay = now.saturating_duration_since(slot.sent_at);
+        self.peers[p].rto.on_spurious(delay);
+        self.stats.spurious_retransmits += 1;
     }
 
     /// The peer acknowledged everything below `ack` and the packets flagged in `sack`.
@@ -178,8 +208,10 @@ impl Reliable {
         let from = p as u32;
         let rcv_next = self.peers[p].rcv_next;
         if seq < rcv_next {
-            // Our ACK was lost or is late: say again what we have.
+            // Our ACK was lost or is late, or the peer's timer fired early: say again what we
+            // have, and that this one came twice.
             self.stats.duplicates += 1;
+            self.peers[p].dsack = seq + 1;
             self.want_ack(p, now);
             return 0;
         }
@@ -192,6 +224,7 @@ impl Reliable {
             }
             if self.peers[p].held & (1 << off) != 0 {
                 self.stats.duplicates += 1;
+                self.peers[p].dsack = seq + 1;
             } else {
                 let i = Self::rx_index(p, seq);
                 let at = i * MAX_PAYLOAD;

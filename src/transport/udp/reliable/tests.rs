@@ -99,6 +99,10 @@ impl Node {
         sent
     }
 
+    fn link_addr(&self) -> SocketAddr {
+        self.link.inner().me
+    }
+
     fn stats(&self) -> TransportStats {
         TransportStats {
             injected_losses: self.link.injected_losses(),
@@ -347,3 +351,4 @@ fn queued_datagrams_are_the_wire_bytes_in_order() {
 const TAG_AT_OFFSET: usize = crate::transport::udp::TAG_AT;
 
 mod fence;
+mod spurious;
