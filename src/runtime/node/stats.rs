@@ -103,6 +103,11 @@ impl RankTimes {
         }
     }
 
+    /// Per rank, the operations recorded.
+    pub fn ops(&self) -> &[u64] {
+        &self.ops
+    }
+
     /// Each rank's mean time (ns), for the ranks that completed an operation.
     pub fn means(&self) -> Vec<f64> {
         self.sum_ns

@@ -125,3 +125,50 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
     assert!(d >= start, "{d} {start}");
     assert_eq!(ctl.boards[1].get(0).unwrap().deliveries.load(Relaxed), 1);
 }
+
+/// A real run's `osu_bcast` figures: every live rank counts every measured operation, a rank
+/// killed mid-run only those before its crash, the root's time is 0 (1 ns: its delivery is
+/// its start), and no rank's mean exceeds the slowest operation's coloring.
+#[test]
+fn a_run_records_each_ranks_broadcast_times() {
+    use crate::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
+    use crate::runtime::cluster::{ClusterConfig, PollMode};
+    use crate::runtime::{Bench, TransportKind};
+    let (n, iters) = (4, 40);
+    let model = LogP { l: 2, o: 1 };
+    let bench = Bench {
+        algo: resolve_algo(&AlgoSpec::new(AlgoName::CorrectedTree), n, model, 0).unwrap(),
+        cluster: ClusterConfig {
+            nodes: n,
+            workers: 2,
+            poll: PollMode::Adaptive,
+            warmup: 5,
+            iterations: iters,
+            window: 1,
+            payload_len: 8,
+            tick_ns: 1000,
+            job: 9,
+            seed: 3,
+            op_timeout: Duration::from_secs(2),
+            idle: Duration::from_micros(500),
+            pin: false,
+            give_up_after: None,
+        },
+        transport: TransportKind::Inproc,
+        kills: crate::runtime::kill::parse_kills("2@25", n).unwrap(),
+        model: model.into(),
+        loss: 0.0,
+        auth: None,
+    };
+    let r = crate::runtime::run(&bench, None).unwrap();
+    assert_eq!((r.measured, r.violations, r.timeouts), (iters, 0, 0), "{r:?}");
+    let ops = r.per_rank.ops();
+    assert_eq!((ops[0], ops[1], ops[3]), (iters, iters, iters), "{ops:?}");
+    assert!(ops[2] < iters && ops[2] >= 19, "rank 2 died in operation 25: {ops:?}");
+    let means = r.per_rank.means();
+    assert_eq!(means[0], 1.0, "the root delivers at its start");
+    let o = r.per_rank.osu().unwrap();
+    assert_eq!(o.min, 1.0);
+    assert!(o.max <= r.coloring.max() as f64, "{o:?}");
+    assert_eq!(o.avg, means.iter().sum::<f64>() / 4.0);
+}
