@@ -130,7 +130,8 @@ pub struct BenchArgs {
     #[arg(long = "key-file")]
     pub key_file: Option<std::path::PathBuf>,
     /// Exit 0 even when live nodes were suspected of having crashed (false suspicions are
-    /// then reported, not failed). Violations, timeouts and lost messages still fail the run.
+    /// then reported, not failed; so is the end of the run when the fenced node was the
+    /// root). Violations, timeouts and lost messages still fail the run.
     #[arg(long = "allow-false-suspicions")]
     pub allow_false_suspicions: bool,
 }

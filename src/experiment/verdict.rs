@@ -5,7 +5,8 @@
 //! termination), or when something was lost on the way: a consistency violation, an operation
 //! abandoned at its timeout or never run, a message a node could not send or had to drop
 //! (deferred-queue overflow, an operation too far ahead), a disagreement, an invalid or missing
-//! return, or a live node suspected of having crashed (a false suspicion) that the caller did
+//! return, a node's report line that failed its MAC or format (an attack or a bug: the
+//! report is missing what it carried), or a live node suspected of having crashed (a false suspicion) that the caller did
 //! not accept. The [`Verdict`] lists every reason with its count; the CLI prints the report
 //! first and then [`Verdict::line`] as its last line, and exits non-zero.
 
@@ -20,8 +21,11 @@ use crate::sim::agree::Violations;
 pub struct BenchCounts {
     /// Measured operations run.
     pub measured: u64,
-    /// Measured operations not run (the run stopped after repeated timeouts).
+    /// Measured operations not run (the run stopped after repeated timeouts, or because its
+    /// root died).
     pub not_run: u64,
+    /// The root whose death stopped the run, and who fenced it if it was falsely suspected.
+    pub root_lost: Option<(u32, Option<u32>)>,
     pub violations: u64,
     pub timeouts: u64,
     pub dropped_ops: u64,
@@ -36,6 +40,7 @@ impl From<&ClusterResult> for BenchCounts {
         BenchCounts {
             measured: r.measured,
             not_run: r.not_run,
+            root_lost: r.root_lost,
             violations: r.violations,
             timeouts: r.timeouts,
             dropped_ops: r.dropped_ops,
@@ -61,6 +66,9 @@ pub struct AgreeCounts {
     pub invalid: u64,
     pub unfinished: u64,
     pub false_suspicions: u64,
+    /// Report lines from the nodes dropped because they failed their MAC or did not parse
+    /// (`bad_report_lines` in the JSON).
+    pub bad_report_lines: u64,
 }
 
 impl From<&AgreeBenchReport> for AgreeCounts {
@@ -71,6 +79,7 @@ impl From<&AgreeBenchReport> for AgreeCounts {
             invalid: r.invalid,
             unfinished: r.unfinished,
             false_suspicions: r.false_suspicions,
+            bad_report_lines: r.bad_lines,
         }
     }
 }
@@ -101,11 +110,20 @@ impl Verdict {
     /// A bench run: fails on violations, timeouts, operations not run, unsent or dropped
     /// messages, and false suspicions unless `allow_false_suspicions`.
     pub fn bench(c: &BenchCounts, allow_false_suspicions: bool) -> Verdict {
+        // A root fenced after a false suspicion ends the run (the operations left have no
+        // root): when the caller allowed false suspicions, that end is theirs too.
+        let not_run = count(c.not_run, "operation not run", "operations not run")
+            .map(|s| format!("{s} ({})", stop_reason(c.root_lost)));
+        let fenced_root = matches!(c.root_lost, Some((_, Some(_))));
+        let (not_run, not_run_accepted) = if allow_false_suspicions && fenced_root {
+            (None, not_run)
+        } else {
+            (not_run, None)
+        };
         let mut reasons: Vec<String> = [
             count(c.violations, "violation", "violations"),
             count(c.timeouts, "timeout", "timeouts"),
-            count(c.not_run, "operation not run", "operations not run")
-                .map(|s| format!("{s} (stopped after {GIVE_UP_AFTER} timeouts in a row)")),
+            not_run,
             count(
                 c.dropped_ops,
                 "operation with unsent messages",
@@ -125,7 +143,8 @@ impl Verdict {
         .into_iter()
         .flatten()
         .collect();
-        let accepted = false_suspicions(c.false_suspicions, allow_false_suspicions, &mut reasons);
+        let mut accepted = false_suspicions(c.false_suspicions, allow_false_suspicions, &mut reasons);
+        accepted.extend(not_run_accepted);
         Verdict {
             what: "bench",
             reasons,
@@ -135,7 +154,8 @@ impl Verdict {
     }
 
     /// A network agreement run: fails on disagreements, invalid values, live nodes that did not
-    /// return every agreement, and false suspicions unless `allow_false_suspicions`.
+    /// return every agreement, report lines dropped as forged or malformed, and false
+    /// suspicions unless `allow_false_suspicions`.
     pub fn agree(c: &AgreeCounts, allow_false_suspicions: bool) -> Verdict {
         let mut reasons: Vec<String> = [
             count(c.disagreements, "disagreement", "disagreements"),
@@ -144,6 +164,11 @@ impl Verdict {
                 c.unfinished,
                 "live node unfinished (timed out)",
                 "live nodes unfinished (timed out)",
+            ),
+            count(
+                c.bad_report_lines,
+                "report line dropped (bad MAC or malformed)",
+                "report lines dropped (bad MAC or malformed)",
             ),
         ]
         .into_iter()
@@ -225,6 +250,18 @@ impl Verdict {
             Some(l) => Err(Failure::Failed(l)),
             None => Ok(()),
         }
+    }
+}
+
+/// Why a bench stopped before its last operation: its root died (fenced after a false
+/// suspicion, or killed), or operations kept timing out.
+pub fn stop_reason(root_lost: Option<(u32, Option<u32>)>) -> String {
+    match root_lost {
+        Some((r, Some(by))) => {
+            format!("stopped at once: the root, rank {r}, was fenced by rank {by} after a false suspicion")
+        }
+        Some((r, None)) => format!("stopped at once: the root, rank {r}, died"),
+        None => format!("stopped after {GIVE_UP_AFTER} timeouts in a row"),
     }
 }
 
@@ -310,6 +347,45 @@ mod tests {
     }
 
     #[test]
+    fn a_fenced_root_is_named_as_the_reason_the_run_stopped() {
+        let c = BenchCounts {
+            measured: 40,
+            not_run: 260,
+            root_lost: Some((0, Some(3))),
+            false_suspicions: 1,
+            ..BenchCounts::default()
+        };
+        let v = Verdict::bench(&c, false);
+        assert_eq!(
+            v.line().unwrap(),
+            "bench failed: 260 operations not run (stopped at once: the root, rank 0, was fenced by rank 3 after a false suspicion), 1 false suspicion in 300 operations"
+        );
+        // Allowed false suspicions: the fenced root's end of the run is said, not failed
+        // (the load test's "handled by the semantics and counted"); a timeout still fails.
+        let v = Verdict::bench(&c, true);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(
+            v.accepted,
+            vec![
+                "1 false suspicion".to_string(),
+                "260 operations not run (stopped at once: the root, rank 0, was fenced by rank 3 after a false suspicion)".to_string()
+            ]
+        );
+        assert!(!Verdict::bench(&BenchCounts { timeouts: 1, ..c }, true).passed());
+        let killed = BenchCounts {
+            root_lost: Some((0, None)),
+            false_suspicions: 0,
+            ..c
+        };
+        assert!(
+            Verdict::bench(&killed, false)
+                .line()
+                .unwrap()
+                .contains("(stopped at once: the root, rank 0, died)")
+        );
+    }
+
+    #[test]
     fn allowed_false_suspicions_are_said_not_failed() {
         let c = BenchCounts {
             false_suspicions: 4,
@@ -356,6 +432,30 @@ mod tests {
     }
 
     #[test]
+    fn a_report_line_that_failed_its_mac_fails_the_agreement_run() {
+        let c = AgreeCounts {
+            agreements: 50,
+            bad_report_lines: 1,
+            ..AgreeCounts::default()
+        };
+        let v = Verdict::agree(&c, true);
+        assert_eq!(
+            v.line().unwrap(),
+            "agree failed: 1 report line dropped (bad MAC or malformed) in 50 agreements"
+        );
+        // Allowing false suspicions forgives nothing of this.
+        assert!(v.accepted.is_empty());
+        let v = Verdict::agree(
+            &AgreeCounts {
+                bad_report_lines: 3,
+                ..c
+            },
+            false,
+        );
+        assert!(v.line().unwrap().contains("3 report lines dropped"), "{v:?}");
+    }
+
+    #[test]
     fn simulated_property_violations_fail() {
         assert!(Verdict::agree_sim(&Violations::default(), 10).passed());
         let v = Violations {
@@ -375,12 +475,14 @@ mod tests {
         (r.measured, r.violations, r.timeouts, r.not_run) = (10, 1, 2, 3);
         (r.dropped_ops, r.deferred_overflow, r.too_far) = (4, 5, 6);
         r.false_suspicions = 7;
+        r.root_lost = Some((0, Some(2)));
         let c = BenchCounts::from(&r);
         assert_eq!(
             c,
             BenchCounts {
                 measured: 10,
                 not_run: 3,
+                root_lost: Some((0, Some(2))),
                 violations: 1,
                 timeouts: 2,
                 dropped_ops: 4,

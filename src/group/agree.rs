@@ -76,11 +76,18 @@ impl Agreements {
         }
     }
 
-    /// Receives, sends and reports what returned; true if anything happened.
-    pub(super) fn step(&mut self, now: Instant, events: &mpsc::Sender<Event>) -> bool {
+    /// Receives, sends and reports what returned; true if anything happened. A member whose
+    /// endpoint was fenced is added to `fenced` with the member that fenced it (the caller
+    /// stops it).
+    pub(super) fn step(
+        &mut self,
+        now: Instant,
+        events: &mpsc::Sender<Event>,
+        fenced: &mut Vec<(u32, Option<u32>)>,
+    ) -> bool {
         let mut progress = false;
         let (job, n) = (self.job, self.n);
-        let mut fenced = Vec::new();
+        let mut stopped = None;
         for (r, slot) in self.members.iter_mut().enumerate() {
             let Some(m) = slot.as_mut() else { continue };
             while let Some(&v) = m.queued.front() {
@@ -102,9 +109,10 @@ impl Agreements {
                 }
                 Delivery::Suspect { peer } => era.on_dead(peer),
                 // A peer's transport suspected this member and fenced it: it crashes.
-                Delivery::Fenced { .. } => fenced.push(r as u32),
+                Delivery::Fenced { by } => stopped = Some(by),
             });
-            if fenced.last() == Some(&(r as u32)) {
+            if let Some(by) = stopped.take() {
+                fenced.push((r as u32, Some(by)));
                 continue;
             }
             progress |= matches!(got, Ok(k) if k > 0);
@@ -125,10 +133,6 @@ impl Agreements {
                     failed: o.failed.as_slice().to_vec(),
                 });
             }
-        }
-        for r in fenced {
-            self.kill(r);
-            progress = true;
         }
         progress
     }

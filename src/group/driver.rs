@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::agree::Agreements;
-use super::{Event, Group, GroupBuilder, GroupError};
+use super::{Event, FencedBy, Group, GroupBuilder, GroupError};
 use crate::model::LogP;
 use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::board::{Control, WINDOW};
@@ -67,19 +67,29 @@ struct Setup {
     eps: Endpoints,
     agreements: Option<Agreements>,
     ctl: Arc<Control>,
+    fenced: Arc<FencedBy>,
     requests: mpsc::Receiver<Request>,
     events: mpsc::Sender<Event>,
     ready: mpsc::Sender<Result<usize, String>>,
 }
 
 /// Builds the endpoints, starts the thread, and waits until its members are up.
-pub(super) fn start(b: GroupBuilder) -> Result<Group, GroupError> {
+pub(super) fn start(#[allow(unused_mut)] mut b: GroupBuilder) -> Result<Group, GroupError> {
     let n = b.n;
     if n < 2 {
         return Err(GroupError::Setup(format!("a group needs at least 2 members, not {n}")));
     }
     let job = 0x6770_0000_0000_0000 ^ b.seed;
-    let eps = endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?;
+    #[allow(unused_mut)]
+    let mut eps = endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?;
+    #[cfg(test)]
+    if let Some(wrap) = b.wrap.as_mut() {
+        eps = eps
+            .into_iter()
+            .enumerate()
+            .map(|(r, (t, d))| (wrap(r as u32, t), d))
+            .collect();
+    }
     // Agreements run over endpoints of their own (another job id), for groups whose ERA
     // messages fit a datagram.
     let agreements = if n <= MAX_AGREE_MEMBERS {
@@ -110,6 +120,7 @@ pub(super) fn start(b: GroupBuilder) -> Result<Group, GroupError> {
         o: 1,
     };
     let ctl = Arc::new(Control::new(n));
+    let fenced = Arc::new(FencedBy::new(n));
     let (req_tx, req_rx) = mpsc::channel();
     let (ev_tx, ev_rx) = mpsc::channel();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -118,6 +129,7 @@ pub(super) fn start(b: GroupBuilder) -> Result<Group, GroupError> {
         eps,
         agreements,
         ctl: ctl.clone(),
+        fenced: fenced.clone(),
         requests: req_rx,
         events: ev_tx,
         ready: ready_tx.clone(),
@@ -148,6 +160,7 @@ pub(super) fn start(b: GroupBuilder) -> Result<Group, GroupError> {
         agreements: vec![0; n as usize],
         max_payload,
         ctl,
+        fenced,
         requests: Some(req_tx),
         events: ev_rx,
         thread: Some(thread),
@@ -181,6 +194,7 @@ where
         eps,
         mut agreements,
         ctl,
+        fenced,
         requests,
         events,
         ready,
@@ -217,6 +231,8 @@ where
     let _ = ready.send(Ok(max));
     drop(ready);
     let mut idle = 0u32;
+    // Members reported failed (once each, however they stopped).
+    let mut failed = vec![false; n as usize];
     loop {
         loop {
             match requests.try_recv() {
@@ -230,13 +246,16 @@ where
                     }
                 }
                 Ok(Request::Kill(r)) => {
-                    let node = &mut nodes[r as usize];
-                    if node.alive() {
-                        node.crash(&ctl.boards[r as usize]);
-                        if let Some(a) = agreements.as_mut() {
-                            a.kill(r);
-                        }
-                        let _ = events.send(Event::Failed { rank: r });
+                    if nodes[r as usize].alive() {
+                        fail(
+                            r,
+                            None,
+                            &mut nodes,
+                            &mut agreements,
+                            &mut failed,
+                            (&ctl, &fenced),
+                            &events,
+                        );
                     }
                 }
                 Err(TryRecvError::Empty) => break,
@@ -253,11 +272,29 @@ where
             in_flight.push_back(queued.pop_front().expect("front"));
         }
         let mut progress = false;
+        let mut fenced_now = Vec::new();
         if let Some(a) = agreements.as_mut() {
-            progress |= a.step(Instant::now(), &events);
+            progress |= a.step(Instant::now(), &events, &mut fenced_now);
         }
-        for node in nodes.iter_mut() {
+        for (r, node) in nodes.iter_mut().enumerate() {
             progress |= node.step(&params, &ctl, Instant::now());
+            // A member that stopped on its own was fenced: its transport got a FENCE from a
+            // peer that suspected it.
+            if !node.alive() && !failed[r] {
+                fenced_now.push((r as u32, node.fenced_by()));
+            }
+        }
+        for (r, by) in fenced_now {
+            fail(
+                r,
+                by,
+                &mut nodes,
+                &mut agreements,
+                &mut failed,
+                (&ctl, &fenced),
+                &events,
+            );
+            progress = true;
         }
         let (before, timeouts) = (coord.retired(), coord.result().timeouts);
         coord.tick(&ctl, params.epoch);
@@ -283,4 +320,33 @@ where
             std::thread::sleep(Duration::from_micros(20));
         }
     }
+}
+
+/// Member `r` stopped (`by`: the member that fenced it; `None`: killed): it stops in both
+/// layers, the other members' agreements learn it, and the caller hears it once.
+fn fail<P>(
+    r: u32,
+    by: Option<u32>,
+    nodes: &mut [Node<P>],
+    agreements: &mut Option<Agreements>,
+    failed: &mut [bool],
+    (ctl, fenced): (&Control, &FencedBy),
+    events: &mpsc::Sender<Event>,
+) where
+    P: Protocol,
+    P::Shared: SharedInfo,
+    P::Msg: WireMessage,
+{
+    if failed[r as usize] {
+        return;
+    }
+    failed[r as usize] = true;
+    if let Some(by) = by {
+        fenced.set(r, by);
+    }
+    nodes[r as usize].crash(&ctl.boards[r as usize]);
+    if let Some(a) = agreements.as_mut() {
+        a.kill(r);
+    }
+    let _ = events.send(Event::Failed { rank: r });
 }

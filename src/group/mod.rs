@@ -40,7 +40,7 @@ mod driver;
 mod tests;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -66,7 +66,9 @@ pub enum Event {
     /// Broadcast `seq` of `root` is over: every live member delivered it, or it timed out
     /// (`timed_out`) before some did.
     Completed { root: u32, seq: u64, timed_out: bool },
-    /// Member `rank` crashed (crash-stop: it sends and delivers nothing more).
+    /// Member `rank` crashed (crash-stop: it sends and delivers nothing more): killed by
+    /// [`Group::kill`], or fenced because a peer's transport suspected it (fail-stop
+    /// enforcement: see [`Group::fenced_by`]). Reported once per member.
     Failed { rank: u32 },
     /// `member` returned from agreement `id` (its `id`-th [`Group::agree`], from 0): the AND
     /// of the live members' values, and the failed members agreed on (the same at every
@@ -88,6 +90,9 @@ pub enum GroupError {
     NoSuchMember(u32),
     /// The member has crashed.
     Dead(u32),
+    /// The member was fenced: member `by`'s transport suspected it (it had been silent too
+    /// long), so it stopped, as fail-stop enforcement requires; the others go on without it.
+    Fenced { rank: u32, by: u32 },
     /// The payload is longer than one datagram of the chosen algorithm carries.
     TooLarge { len: usize, max: usize },
     /// Agreements need at most `max` members (an ERA message must fit one datagram).
@@ -102,6 +107,10 @@ impl std::fmt::Display for GroupError {
             GroupError::Setup(e) => write!(f, "cannot set the group up: {e}"),
             GroupError::NoSuchMember(r) => write!(f, "no member {r}"),
             GroupError::Dead(r) => write!(f, "member {r} has crashed"),
+            GroupError::Fenced { rank, by } => write!(
+                f,
+                "member {rank} was fenced: member {by} suspected it, so it stopped (fail-stop)"
+            ),
             GroupError::TooLarge { len, max } => write!(f, "payload of {len} bytes, at most {max} fit"),
             GroupError::TooManyToAgree { max } => write!(f, "agreements need at most {max} members"),
             GroupError::Closed => f.write_str("the group's thread is gone"),
@@ -121,6 +130,34 @@ pub struct GroupBuilder {
     window: u64,
     op_timeout: Duration,
     seed: u64,
+    /// Tests: wraps each member's broadcast endpoint (to stall one, say).
+    #[cfg(test)]
+    wrap: Option<Wrap>,
+}
+
+/// A test's wrapper of member `rank`'s broadcast endpoint.
+#[cfg(test)]
+type Wrap = Box<dyn FnMut(u32, Box<dyn crate::transport::Transport>) -> Box<dyn crate::transport::Transport>>;
+
+/// Who fenced each member (`NOT_FENCED`: no one), written by the group's thread before it
+/// reports the member failed.
+pub(crate) struct FencedBy(Vec<AtomicU32>);
+
+const NOT_FENCED: u32 = u32::MAX;
+
+impl FencedBy {
+    fn new(n: u32) -> Self {
+        FencedBy((0..n).map(|_| AtomicU32::new(NOT_FENCED)).collect())
+    }
+
+    fn set(&self, rank: u32, by: u32) {
+        self.0[rank as usize].store(by, Ordering::Release);
+    }
+
+    fn get(&self, rank: u32) -> Option<u32> {
+        let by = self.0.get(rank as usize)?.load(Ordering::Acquire);
+        (by != NOT_FENCED).then_some(by)
+    }
 }
 
 impl GroupBuilder {
@@ -163,6 +200,13 @@ impl GroupBuilder {
         self
     }
 
+    /// Tests: `f` wraps each member's broadcast endpoint.
+    #[cfg(test)]
+    pub(crate) fn wrap(mut self, f: Wrap) -> Self {
+        self.wrap = Some(f);
+        self
+    }
+
     /// Starts the group's thread and its members.
     pub fn build(self) -> Result<Group, GroupError> {
         driver::start(self)
@@ -177,6 +221,7 @@ pub struct Group {
     agreements: Vec<u64>,
     max_payload: usize,
     ctl: Arc<Control>,
+    fenced: Arc<FencedBy>,
     requests: Option<mpsc::Sender<driver::Request>>,
     events: mpsc::Receiver<Event>,
     thread: Option<JoinHandle<()>>,
@@ -199,6 +244,8 @@ impl Group {
             window: 8,
             op_timeout: Duration::from_secs(10),
             seed: 1,
+            #[cfg(test)]
+            wrap: None,
         }
     }
 
@@ -226,9 +273,18 @@ impl Group {
             .is_some_and(|b| b.dead.load(Ordering::Acquire))
     }
 
+    /// The member whose transport suspected member `rank` and fenced it, once the group's
+    /// thread has seen `rank` stop for that reason (it then reports [`Event::Failed`]).
+    pub fn fenced_by(&self, rank: u32) -> Option<u32> {
+        self.fenced.get(rank)
+    }
+
     fn member(&self, rank: u32) -> Result<(), GroupError> {
         if rank >= self.n {
             return Err(GroupError::NoSuchMember(rank));
+        }
+        if let Some(by) = self.fenced_by(rank) {
+            return Err(GroupError::Fenced { rank, by });
         }
         if self.is_dead(rank) {
             return Err(GroupError::Dead(rank));

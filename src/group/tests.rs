@@ -42,3 +42,107 @@ fn a_root_killed_before_it_starts_is_reported_and_nothing_hangs() {
     let (seen, done) = until_completed(&mut g, seq);
     assert_eq!(done, Some(false), "{seen:?}");
 }
+
+/// A member's endpoint that reads nothing while `deaf` is set: a stalled process (its peers
+/// get no acknowledgements, suspect it, and fence it; it reads the FENCE when it wakes).
+struct Stalled {
+    inner: Box<dyn crate::transport::Transport>,
+    deaf: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl crate::transport::Transport for Stalled {
+    fn rank(&self) -> u32 {
+        self.inner.rank()
+    }
+    fn size(&self) -> u32 {
+        self.inner.size()
+    }
+    fn send(&mut self, to: u32, bytes: &[u8], now: std::time::Instant) -> Result<(), crate::transport::SendError> {
+        self.inner.send(to, bytes, now)
+    }
+    fn poll(
+        &mut self,
+        now: std::time::Instant,
+        sink: &mut dyn FnMut(crate::transport::Delivery<'_>),
+    ) -> std::io::Result<usize> {
+        if self.deaf.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(0);
+        }
+        self.inner.poll(now, sink)
+    }
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()> {
+        self.inner.wait(timeout)
+    }
+    fn stats(&self) -> crate::transport::TransportStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn a_fenced_member_is_reported_failed_and_its_own_calls_say_it_was_fenced() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let deaf = std::sync::Arc::new(AtomicBool::new(true));
+    let d = deaf.clone();
+    let mut g = Group::builder(4)
+        .transport(crate::runtime::TransportKind::Udp)
+        .op_timeout(Duration::from_secs(2))
+        .wrap(Box::new(move |r, t| {
+            if r == 3 {
+                Box::new(Stalled {
+                    inner: t,
+                    deaf: d.clone(),
+                })
+            } else {
+                t
+            }
+        }))
+        .build()
+        .unwrap();
+    // Member 3 stalls while a broadcast needs it: whoever sends to it gets no acknowledgement,
+    // suspects it (within a second, `UdpConfig::suspicion_time`) and fences it.
+    let seq = g.broadcast(0, b"while 3 stalls").unwrap();
+    let (seen, done) = until_completed(&mut g, seq);
+    assert!(done.is_some(), "{seen:?}");
+    // It wakes up, reads the FENCE and stops: the others hear it failed.
+    deaf.store(false, Ordering::Release);
+    let mut events = Vec::new();
+    let failed = loop {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Failed { rank }) => break rank,
+            Some(ev) => events.push(ev),
+            None => panic!("member 3 never reported failed: {events:?}"),
+        }
+    };
+    assert_eq!(failed, 3);
+    let by = g.fenced_by(3).expect("fenced, not killed");
+    assert!(by < 3, "{by}");
+    // Its own calls fail at once, saying why.
+    let e = g.broadcast(3, b"x").unwrap_err();
+    assert_eq!(e, GroupError::Fenced { rank: 3, by });
+    assert!(e.to_string().contains("fenced"), "{e}");
+    assert_eq!(g.agree(3, 1), Err(GroupError::Fenced { rank: 3, by }));
+    assert_eq!(g.kill(3), Err(GroupError::Fenced { rank: 3, by }));
+    // The survivors go on: a broadcast completes without it, an agreement excludes it.
+    let seq = g.broadcast(1, b"after").unwrap();
+    let (seen, done) = until_completed(&mut g, seq);
+    assert_eq!(done, Some(false), "{seen:?}");
+    assert!(
+        !seen.iter().any(|e| matches!(e, Event::Failed { .. })),
+        "reported once: {seen:?}"
+    );
+    for m in 0..3 {
+        g.agree(m, 0b11).unwrap();
+    }
+    let mut agreed = 0;
+    while agreed < 3 {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Agreed { value, failed, .. }) => {
+                assert_eq!((value, failed), (0b11, vec![3]));
+                agreed += 1;
+            }
+            Some(Event::Failed { rank }) => panic!("member {rank} reported failed again"),
+            Some(_) => {}
+            None => panic!("the survivors' agreement never returned"),
+        }
+    }
+}

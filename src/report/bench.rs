@@ -256,9 +256,9 @@ pub fn print(r: &BenchReport) {
     );
     if res.not_run > 0 {
         s += &format!(
-            "stopped early: {} measured operations not run after {} timeouts in a row\n",
+            "stopped early: {} measured operations not run ({})\n",
             res.not_run,
-            crate::experiment::bench::GIVE_UP_AFTER
+            crate::experiment::verdict::stop_reason(res.root_lost)
         );
     }
     if let Some(p) = &pred {

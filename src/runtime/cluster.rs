@@ -82,9 +82,11 @@ pub struct ClusterConfig {
     /// long even if some protocol never reports itself finished (BFB's inner nodes).
     pub idle: Duration,
     pub pin: bool,
-    /// Stop the run once this many operations in a row were abandoned at `op_timeout`: the
-    /// operations left are counted in [`ClusterResult::not_run`] instead of each waiting out
-    /// its timeout (`None`: never stop early, as a library group that runs what it is asked).
+    /// Stop the run once this many operations in a row were abandoned at `op_timeout`, or at
+    /// once when the root of the next operation is dead (killed, or fenced after a false
+    /// suspicion: nothing more can start): the operations left are counted in
+    /// [`ClusterResult::not_run`] instead of each waiting out its timeout (`None`: never stop
+    /// early, as a library group that runs what it is asked).
     pub give_up_after: Option<u32>,
 }
 
@@ -110,8 +112,12 @@ pub struct ClusterResult {
     /// or the protocol named no valid destination): failed operations, never silent.
     pub dropped_ops: u64,
     /// Measured operations never run (or not waited for) because the run stopped early
-    /// after `give_up_after` timeouts in a row: failed operations, not in `measured`.
+    /// after `give_up_after` timeouts in a row or its root's death: failed operations, not in
+    /// `measured`.
     pub not_run: u64,
+    /// The run stopped early because its root died: that rank, and who fenced it if a false
+    /// suspicion did (`None`: a planned kill, or a multi-process run that does not say).
+    pub root_lost: Option<(u32, Option<u32>)>,
     pub measured: u64,
     pub wall: Duration,
     pub transport: TransportStats,
@@ -150,6 +156,7 @@ impl ClusterResult {
             timeouts: 0,
             dropped_ops: 0,
             not_run: 0,
+            root_lost: None,
             measured: 0,
             wall: Duration::ZERO,
             transport: TransportStats::default(),
@@ -268,8 +275,21 @@ impl Coordinator {
             ctl.allowed.store(self.next_allow, Ordering::Release);
         }
         let seq = self.cur;
+        let root_rank = ctl.root_of(seq);
+        let root = &ctl.boards[root_rank as usize];
+        if self.give_up_after.is_some() && root.dead.load(Ordering::Acquire) {
+            let died = root.died_in.load(Ordering::Relaxed);
+            if died == u64::MAX || died <= seq {
+                // The root died before this operation was over at it (killed, or fenced when a
+                // peer suspected it): no later operation can start, and this one would only
+                // wait out its timeout if the root's messages did not all leave. Stop now.
+                self.res.not_run = self.total - self.cur.max(self.warmup);
+                self.res.root_lost = Some((root_rank, None));
+                self.cur = self.total;
+                return false;
+            }
+        }
         let start = ctl.started_ns[(seq % WINDOW as u64) as usize].load(Ordering::Acquire);
-        let root = &ctl.boards[ctl.root_of(seq) as usize];
         if start == 0 || root.get(seq).is_none() {
             if root.get(seq).is_none() && root.dead.load(Ordering::Acquire) {
                 // The root crashed before starting the operation: it never happens.
@@ -485,6 +505,11 @@ where
             res.dead_nodes.push(node.rank);
         }
         res.false_suspicions += u64::from(node.fenced_by().is_some());
+        if let Some((r, by)) = res.root_lost.as_mut()
+            && *r == node.rank
+        {
+            *by = node.fenced_by();
+        }
         res.drops.merge(&node.stats.drops);
         res.stale += node.stats.stale;
         res.spoofed += node.stats.spoofed;
@@ -498,14 +523,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::PollMode;
-
-    #[test]
-    fn only_yield_sends_one_message_per_pass() {
-        assert_eq!(PollMode::Yield.sends_per_pass(), 1);
-        for p in [PollMode::Busy, PollMode::Adaptive, PollMode::Blocking] {
-            assert!(p.sends_per_pass() > 1, "{p:?}");
-        }
-    }
-}
+mod tests;

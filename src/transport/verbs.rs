@@ -5,7 +5,8 @@
 //! a round trip inside a measured operation). Connection data goes through the rendezvous
 //! directory ([`bootstrap`]), or in a launched run through rank 0's coordinator
 //! ([`crate::runtime::conn_relay`]). Data path after perftest's low-latency pattern:
-//! one pre-registered buffer, pre-posted per-peer receive rings recycled as soon as a message
+//! one pre-registered buffer (two MRs: the credit words, the only memory peers may RDMA
+//! WRITE, and the rings and staging, local write only), pre-posted per-peer receive rings recycled as soon as a message
 //! is handed over (re-posted in one `ibv_post_recv` per peer per poll), SEND with inline data
 //! up to the QP's inline limit (staged in registered memory above it), unsignaled sends with a
 //! signaled one every `signal_every`, CQs busy-polled by the owning worker, no allocation and

@@ -268,6 +268,31 @@ mod tests {
         }
     }
 
+    /// Every byte is exactly two hex digits: a sign, a prefix or a space where a digit pair
+    /// belongs (which `u8::from_str_radix` would take for "+f") is refused, wherever it is.
+    #[test]
+    fn signs_prefixes_and_spaces_in_the_hex_are_refused() {
+        let c = sample();
+        let h = c.to_hex();
+        for bad in ["+f", "-0", "+0", " f", "f ", "0x", "0X", "\tf"] {
+            for at in [0, 2, LEN, 2 * LEN - 2] {
+                let mut m = h.clone();
+                m.replace_range(at..at + 2, bad);
+                assert_eq!(
+                    ConnInfo::from_hex(&m, c.job, 1, 4, 1200),
+                    Err(ConnError::Length),
+                    "{bad:?} at {at}"
+                );
+            }
+        }
+        // "+5" for the MTU's "05" (the same value to a radix parser) is still refused.
+        assert_eq!(&h[10..12], "05");
+        let m = format!("{}+5{}", &h[..10], &h[12..]);
+        assert_eq!(ConnInfo::from_hex(&m, c.job, 1, 4, 1200), Err(ConnError::Length));
+        // Surrounding whitespace is trimmed (a file's newline), inner whitespace is not.
+        assert_eq!(ConnInfo::from_hex(&format!(" {h}\n"), c.job, 1, 4, 1200), Ok(c));
+    }
+
     /// The bytes as this layout has always put them.
     #[test]
     fn golden_bytes() {

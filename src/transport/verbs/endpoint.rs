@@ -1,8 +1,11 @@
-//! One rank's verbs endpoint: per-peer RC QPs on shared send and receive CQs, one registered
-//! buffer (credit words, receive rings, send staging; see [`super::ring::Layout`]).
+//! One rank's verbs endpoint: per-peer RC QPs on shared send and receive CQs, one buffer in
+//! two registrations (see [`super::ring::Layout`]): the credit words, the only memory a peer
+//! may RDMA WRITE, and the receive rings and send staging, local access only.
 
 mod qp;
 mod setup;
+#[cfg(test)]
+mod test_hooks;
 
 pub use qp::KillSwitch;
 #[cfg(test)]
@@ -80,7 +83,11 @@ pub struct VerbsTransport {
     layout: Layout,
     inline_max: usize,
     region: Region,
+    /// The receive rings and send staging: local write only (a peer's RDMA WRITE there fails
+    /// with a remote access error and breaks its QP).
     mr: *mut ibv_mr,
+    /// The credit words: local and remote write; its rkey is the one peers are given.
+    credit_mr: *mut ibv_mr,
     send_cq: *mut ibv_cq,
     recv_cq: *mut ibv_cq,
     /// The completion channel both CQs report to, for [`Transport::wait`].

@@ -5,7 +5,10 @@
 //! The model follows the RC rules the endpoint relies on: the QP state machine with the
 //! attribute masks the IB spec requires per transition, PSNs that must match, a SEND consumes
 //! the head receive of the peer QP (none posted: RNR, reported at once, as an exhausted RNR
-//! retry), an RDMA WRITE needs the peer MR's rkey and range, a peer QP gone or not ready fails
+//! retry), an RDMA WRITE needs a peer MR with its rkey, covering the whole target range and
+//! registered with remote write (else a remote access error: the writer's QP and, as an HCA's
+//! responder does, the target's QP go to ERR and nothing is written), a SEND lands only in a
+//! receive buffer covered by the lkey's MR with local write, a peer QP gone or not ready fails
 //! the sender with RETRY_EXC_ERR, an error moves the QP to ERR and flushes what is posted, the
 //! send queue holds `max_send_wr` WRs until a signaled completion covering them is polled, and
 //! inline data is limited to [`MAX_INLINE`].
@@ -53,7 +56,8 @@ struct Qp {
     dest: u32,
     sq_psn: u32,
     rq_psn: u32,
-    recvs: VecDeque<(u64, u64, u32)>,
+    /// Posted receives: (wr_id, addr, length, lkey).
+    recvs: VecDeque<(u64, u64, u32, u32)>,
     /// Posted send WRs not yet freed: (wr_id, signaled).
     sq: VecDeque<(u64, bool)>,
 }
@@ -61,7 +65,10 @@ struct Qp {
 struct Mr {
     addr: u64,
     len: u64,
+    lkey: u32,
     rkey: u32,
+    /// `ibv_access_flags` bits it was registered with.
+    access: u32,
 }
 
 /// A CQ's completion-event state: the channel it reports to, armed by `ibv_req_notify_cq`
@@ -310,20 +317,34 @@ pub unsafe fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, acce
     if !is_fake(pd as usize) {
         return unsafe { rdma_sys::ibv_reg_mr(pd, addr, length, access) };
     }
+    let access = access as u32;
+    let (local_write, remote_write) = (
+        ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0,
+        ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
+    );
+    // As libibverbs: remote write without local write is invalid.
+    if addr.is_null() || access & remote_write != 0 && access & local_write == 0 {
+        return std::ptr::null_mut();
+    }
     with(|h| {
         h.next += 1;
+        // Distinct lkey and rkey, as an HCA gives: one is never valid where the other is asked.
         let key = 0x1000 + h.next;
         // SAFETY: plain C struct; all-zero is valid.
         let mut mr: ibv_mr = unsafe { std::mem::zeroed() };
         mr.lkey = key;
-        mr.rkey = key;
+        mr.rkey = key | 0x8000_0000;
+        mr.addr = addr;
+        mr.length = length;
         let p = leak(mr);
         h.mrs.insert(
             p,
             Mr {
                 addr: addr as u64,
                 len: length as u64,
-                rkey: key,
+                lkey: key,
+                rkey: key | 0x8000_0000,
+                access,
             },
         );
         p as *mut ibv_mr

@@ -1,5 +1,6 @@
-//! Layout of an endpoint's one registered buffer (credit words, per-peer receive rings,
-//! per-peer send staging), the 64-bit work-request ids that name a peer and a slot, and the
+//! Layout of an endpoint's one buffer (credit words, per-peer receive rings, per-peer send
+//! staging) and of its two registrations: the credit words' page(s), which peers may RDMA
+//! WRITE, and the rings and staging, which only the local HCA writes, the 64-bit work-request ids that name a peer and a slot, and the
 //! per-poll batch of receives to re-post (one `ibv_post_recv` per peer per poll).
 
 /// Cache-line-aligned slot size for messages of up to `max_msg` bytes.
@@ -21,12 +22,28 @@ impl Layout {
     /// the HCA's writes for different peers).
     pub const CREDIT_STRIDE: usize = 64;
 
+    /// Registrations start and end on page boundaries, so the remote-writable one shares no
+    /// page with the rings.
+    pub const PAGE: usize = 4096;
+
     pub fn credit(&self, peer: usize) -> usize {
         peer * Self::CREDIT_STRIDE
     }
 
+    /// Bytes of the credit area at offset 0: the credit words, padded to whole pages. The
+    /// only range registered with remote write.
+    pub fn credits_len(&self) -> usize {
+        (self.peers * Self::CREDIT_STRIDE).div_ceil(Self::PAGE) * Self::PAGE
+    }
+
+    /// Offset of the data area (receive rings, then send staging), registered for local
+    /// access only; it runs to [`Layout::len`].
+    pub fn data_start(&self) -> usize {
+        self.credits_len()
+    }
+
     fn rx_base(&self) -> usize {
-        self.peers * Self::CREDIT_STRIDE
+        self.data_start()
     }
 
     pub fn rx(&self, peer: usize, slot: usize) -> usize {
@@ -158,6 +175,27 @@ mod tests {
         let last = spans.last().unwrap();
         assert_eq!(last.0 + last.1, l.len());
         assert!(l.rx(0, 0).is_multiple_of(64) && l.tx(0, 0).is_multiple_of(64));
+    }
+
+    #[test]
+    fn credit_words_and_rings_lie_in_separate_pages() {
+        for peers in [1, 2, 64, 65, 1000] {
+            let l = Layout {
+                peers,
+                rx_slots: 4,
+                tx_slots: 2,
+                slot: slot_len(1200),
+            };
+            let last_credit = l.credit(peers - 1) + 8;
+            assert!(last_credit <= l.credits_len(), "{peers}");
+            assert!(l.credits_len().is_multiple_of(Layout::PAGE));
+            assert_eq!(l.data_start(), l.credits_len());
+            assert!(l.rx(0, 0) >= l.data_start() && l.tx(0, 0) > l.rx(peers - 1, 3));
+            assert!(
+                l.credits_len() - last_credit < Layout::PAGE,
+                "no more than a page of padding"
+            );
+        }
     }
 
     #[test]

@@ -12,6 +12,8 @@ use crate::transport::Transport;
 use crate::transport::testutil::{assert_complete, exchange};
 use rdma_sys::*;
 
+mod memory_access;
+
 fn with_device() -> bool {
     std::env::var("FTCOLL_TEST_RDMA").is_ok_and(|v| v == "1")
 }

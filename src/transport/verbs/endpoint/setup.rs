@@ -91,6 +91,7 @@ impl VerbsTransport {
             inline_max: 0,
             region,
             mr: std::ptr::null_mut(),
+            credit_mr: std::ptr::null_mut(),
             send_cq,
             recv_cq,
             channel,
@@ -110,12 +111,30 @@ impl VerbsTransport {
         if recv_cq.is_null() {
             return Err(os_err("ibv_create_cq (receive)", &name));
         }
-        let access = (ibv_access_flags::IBV_ACCESS_LOCAL_WRITE | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE).0 as i32;
-        // SAFETY: the region is valid for layout.len() bytes and outlives the MR (deregistered
-        // first in Drop).
-        t.mr = unsafe { ibv_reg_mr(t.dev.pd, t.region.ptr.cast(), t.layout.len(), access) };
+        // Two registrations of the one region: peers get the rkey of the credit words' pages
+        // only (remote write); the rings and staging take local writes alone, so an RDMA
+        // WRITE aimed at them is refused by the HCA (remote access error) instead of
+        // overwriting a message under the runtime.
+        let local_only = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 as i32;
+        let remote = (ibv_access_flags::IBV_ACCESS_LOCAL_WRITE | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE).0 as i32;
+        let data = t.layout.data_start();
+        // SAFETY: data..len() and 0..credits_len() are inside the region (page-aligned, valid
+        // for layout.len() bytes), which outlives both MRs (deregistered first in Drop).
+        t.mr = unsafe {
+            ibv_reg_mr(
+                t.dev.pd,
+                t.region.ptr.add(data).cast(),
+                t.layout.len() - data,
+                local_only,
+            )
+        };
         if t.mr.is_null() {
-            return Err(os_err("ibv_reg_mr", &name));
+            return Err(os_err("ibv_reg_mr (rings)", &name));
+        }
+        // SAFETY: as above.
+        t.credit_mr = unsafe { ibv_reg_mr(t.dev.pd, t.region.ptr.cast(), t.layout.credits_len(), remote) };
+        if t.credit_mr.is_null() {
+            return Err(os_err("ibv_reg_mr (credit words)", &name));
         }
         let mut inline_max = cfg.max_inline;
         for r in 0..n {
@@ -189,7 +208,7 @@ impl VerbsTransport {
     pub fn conn_info(&self, to: u32) -> ConnInfo {
         let p = &self.peers[to as usize];
         // SAFETY: qp and mr are valid for the endpoint's life (to != rank has a QP).
-        let (qpn, rkey) = unsafe { ((*p.qp).qp_num, (*self.mr).rkey) };
+        let (qpn, rkey) = unsafe { ((*p.qp).qp_num, (*self.credit_mr).rkey) };
         ConnInfo {
             job: self.job,
             from: self.rank,
@@ -273,6 +292,9 @@ impl Drop for VerbsTransport {
         unsafe {
             if !self.mr.is_null() {
                 ibv_dereg_mr(self.mr);
+            }
+            if !self.credit_mr.is_null() {
+                ibv_dereg_mr(self.credit_mr);
             }
             if !self.send_cq.is_null() {
                 ibv_destroy_cq(self.send_cq);

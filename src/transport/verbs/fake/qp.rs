@@ -62,7 +62,7 @@ fn fail(h: &mut Hca, q: usize) {
     qp.state = ibv_qp_state::IBV_QPS_ERR;
     let recvs: Vec<_> = qp.recvs.drain(..).collect();
     let rcq = qp.recv_cq;
-    for (wr_id, _, _) in recvs {
+    for (wr_id, ..) in recvs {
         push(h, rcq, wr_id, status::WR_FLUSH_ERR, 0, q, false);
     }
 }
@@ -164,17 +164,29 @@ pub unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mu
             }
             // SAFETY: num_sge is 1: one valid SGE.
             let s = unsafe { *sge };
-            x.recvs.push_back((id, s.addr, s.length));
+            x.recvs.push_back((id, s.addr, s.length, s.lkey));
             w = next;
         }
         0
     })
 }
 
-fn mr_covers(h: &Hca, key: u32, addr: u64, len: u64) -> bool {
+/// Whether an MR with local key `key` covers `addr..addr + len` (and, with `write`, allows
+/// local writes: what a receive buffer needs).
+fn local_covers(h: &Hca, key: u32, addr: u64, len: u64, write: bool) -> bool {
+    let w = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
+    h.mrs.values().any(|m| {
+        m.lkey == key && addr >= m.addr && addr.saturating_add(len) <= m.addr + m.len && (!write || m.access & w != 0)
+    })
+}
+
+/// Whether an MR with remote key `key` covers `addr..addr + len` for RDMA WRITE: the whole
+/// range inside it, registered with remote write.
+fn remote_writable(h: &Hca, key: u32, addr: u64, len: u64) -> bool {
+    let w = ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
     h.mrs
         .values()
-        .any(|m| m.rkey == key && addr >= m.addr && addr + len <= m.addr + m.len)
+        .any(|m| m.rkey == key && addr >= m.addr && addr.saturating_add(len) <= m.addr + m.len && m.access & w != 0)
 }
 
 pub unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
@@ -212,7 +224,7 @@ pub unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mu
             if inline && len > max_inline {
                 return EINVAL;
             }
-            if !inline && len > 0 && !mr_covers(h, lkey, addr, u64::from(len)) {
+            if !inline && len > 0 && !local_covers(h, lkey, addr, u64::from(len), false) {
                 push(h, scq, r.wr_id, status::LOC_PROT_ERR, 0, q, true);
                 fail(h, q);
                 continue;
@@ -226,39 +238,53 @@ pub unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mu
                 fail(h, q);
                 continue;
             };
+            // Err((requester's status, the responder's QP fails too)).
             let outcome = if r.opcode == ibv_wr_opcode::IBV_WR_SEND {
-                let tq = h.qps.get_mut(&t).expect("ready");
-                match tq.recvs.pop_front() {
-                    None => Err(status::RNR_RETRY_EXC_ERR),
-                    Some((rid, raddr, rlen)) if rlen >= len => {
-                        // SAFETY: both ranges are inside registered memory of live endpoints
-                        // (checked for the source; the receive buffer was posted by its owner).
-                        unsafe { std::ptr::copy(addr as *const u8, raddr as *mut u8, len as usize) };
-                        let rcq = tq.recv_cq;
-                        push(h, rcq, rid, status::SUCCESS, len, t, false);
-                        Ok(())
+                let head = h.qps.get_mut(&t).expect("ready").recvs.pop_front();
+                match head {
+                    None => Err((status::RNR_RETRY_EXC_ERR, false)),
+                    Some((rid, raddr, rlen, rkey)) if rlen >= len => {
+                        let rcq = h.qps[&t].recv_cq;
+                        if local_covers(h, rkey, raddr, u64::from(len), true) {
+                            // SAFETY: both ranges are inside registered memory of live
+                            // endpoints (checked for the source; the receive buffer is
+                            // covered by its owner's MR with local write).
+                            unsafe { std::ptr::copy(addr as *const u8, raddr as *mut u8, len as usize) };
+                            push(h, rcq, rid, status::SUCCESS, len, t, false);
+                            Ok(())
+                        } else {
+                            // The responder's local protection error; the requester sees a
+                            // remote operational error.
+                            push(h, rcq, rid, status::LOC_PROT_ERR, 0, t, false);
+                            Err((status::REM_OP_ERR, true))
+                        }
                     }
-                    Some(_) => Err(status::REM_INV_REQ_ERR),
+                    Some(_) => Err((status::REM_INV_REQ_ERR, true)),
                 }
             } else if r.opcode == ibv_wr_opcode::IBV_WR_RDMA_WRITE {
                 // SAFETY: the opcode says the rdma member is the one written.
                 let (raddr, rkey) = unsafe { (r.wr.rdma.remote_addr, r.wr.rdma.rkey) };
-                if mr_covers(h, rkey, raddr, u64::from(len)) {
-                    // SAFETY: the target range is inside the peer's registered region.
+                if remote_writable(h, rkey, raddr, u64::from(len)) {
+                    // SAFETY: the target range is inside the peer's remote-writable region.
                     unsafe { std::ptr::copy(addr as *const u8, raddr as *mut u8, len as usize) };
                     Ok(())
                 } else {
-                    Err(status::REM_ACCESS_ERR)
+                    // A bad rkey, a range outside the MR, or an MR without remote write: the
+                    // responder NAKs (remote access error) and its QP goes to ERR as well.
+                    Err((status::REM_ACCESS_ERR, true))
                 }
             } else {
-                Err(status::REM_INV_REQ_ERR)
+                Err((status::REM_INV_REQ_ERR, true))
             };
             match outcome {
                 Ok(()) if signaled => push(h, scq, r.wr_id, status::SUCCESS, 0, q, true),
                 Ok(()) => {}
-                Err(st) => {
+                Err((st, responder)) => {
                     push(h, scq, r.wr_id, st, 0, q, true);
                     fail(h, q);
+                    if responder {
+                        fail(h, t);
+                    }
                 }
             }
         }
