@@ -6,9 +6,60 @@ use crate::experiment::sim::Setup;
 use crate::experiment::simulate as runner;
 pub use crate::model::BenchModel;
 
+use crate::protocol::{ProtoRng, Protocol, SharedInfo};
 use crate::runtime::kill::{Kill, KillPoint};
-use crate::sim::{DeadBefore, Experiment, Faults, Noise};
+use crate::runtime::node::{OsuBcast, RankTimes};
+use crate::sim::{DeadBefore, Engine, Experiment, Faults, Noise, Summary};
+use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
 use std::sync::Arc;
+
+/// The Monte Carlo runs of a prediction, with each live rank's delivery time per run (in the
+/// model's units): the runs of [`crate::sim::run_many`] on one thread, same seeds.
+struct PerRank<'a>(&'a Experiment);
+
+impl Visit for PerRank<'_> {
+    type Out = (Summary, RankTimes);
+    fn visit<P>(self, shared: &P::Shared) -> Self::Out
+    where
+        P: Protocol,
+        P::Shared: SharedInfo,
+        P::Msg: WireMessage,
+    {
+        let ex = self.0;
+        let mut eng = Engine::<P>::new(ex.n, ex.logp);
+        eng.receives = ex.receives;
+        eng.set_cores(ex.cores);
+        eng.set_noise(ex.noise.clone());
+        let (mut sum, mut ranks) = (Summary::new(ex.n), RankTimes::default());
+        for i in 0..ex.runs {
+            let st = eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, i), ex.max_events);
+            sum.record(&st);
+            for r in 0..ex.n {
+                let at = eng.delivered_at(r);
+                if eng.death_time(r) == crate::model::Time::MAX && at != crate::model::Time::MAX {
+                    ranks.record(r as usize, at);
+                }
+            }
+        }
+        (sum, ranks)
+    }
+}
+
+/// The simulator's runs of `setup` with per-rank delivery times; an error if any run was
+/// aborted at the event cap.
+fn simulate_per_rank(setup: &Setup) -> Result<(Summary, RankTimes), String> {
+    runner::check_fits(setup)?;
+    let ex = &setup.experiment;
+    let (s, ranks) = setup.algo.dispatch(ex.n, ex.logp, PerRank(ex))?;
+    if s.aborted_runs > 0 {
+        return Err(format!(
+            "the LogP prediction: {} of {} runs aborted at the event cap (--max-events {}); no figure is printed from them",
+            s.aborted_runs, s.runs, ex.max_events
+        ));
+    }
+    Ok((s, ranks))
+}
 
 /// `noise`: each message's `o_s`, `o_r` and `L` drawn from these distributions (in the model's
 /// units), so that p99 and p99.9 mean something (noisy LogP); `None`: fixed.
@@ -59,7 +110,9 @@ pub fn predict(
         segments.push((dead.clone(), end - at));
     }
     let total: u64 = segments.iter().map(|s| s.1).sum::<u64>().max(1);
-    let mut summary: Option<crate::sim::stats::Summary> = None;
+    let mut summary: Option<Summary> = None;
+    // Per rank, pooled over the segments' runs (each stands for its share of the operations).
+    let mut ranks = RankTimes::default();
     for (dead, len) in segments {
         let runs = (RUNS * len).div_ceil(total).max(1);
         let setup = Setup {
@@ -81,7 +134,8 @@ pub fn predict(
             },
             faults_text: String::new(),
         };
-        let s = runner::simulate_complete(&setup, "the LogP prediction")?;
+        let (s, r) = simulate_per_rank(&setup)?;
+        ranks.merge(&r);
         match summary.as_mut() {
             Some(all) => all.merge(&s),
             None => summary = Some(s),
@@ -95,6 +149,11 @@ pub fn predict(
         coloring: ns(r.coloring_latency),
         quiescence: ns(r.quiescence_latency),
         messages: r.messages_per_process.mean * f64::from(n),
+        osu_bcast: ranks.osu().map(|o| OsuBcast {
+            avg: o.avg * u,
+            min: o.min * u,
+            max: o.max * u,
+        }),
     })
 }
 
@@ -104,6 +163,9 @@ pub struct Prediction {
     pub coloring: [f64; 3],
     pub quiescence: [f64; 3],
     pub messages: f64,
+    /// `osu_bcast`'s metric (ns): the mean over ranks of each live rank's mean delivery time
+    /// (the root's is 0), with the smallest and largest per-rank mean.
+    pub osu_bcast: Option<OsuBcast>,
 }
 
 #[cfg(test)]
@@ -214,5 +276,90 @@ mod tests {
         );
         assert_eq!(shared_o_ns(1000, 5, Some(2)), 2500);
         assert_eq!(shared_o_ns(1001, 3, Some(2)), 1502, "rounded up");
+    }
+
+    /// `osu_bcast`'s prediction in a tree with known times: a 4-ary tree of 5, no correction,
+    /// o_s = 2400, o_r = 800, L = 1000 ns. Child j is reached at `j·o_s + L + o_r`, the root at
+    /// 0: the mean over ranks is (0 + Σ_j (j·2400 + 1800)) / 5 = 6240 ns, the max 11 400.
+    #[test]
+    fn the_osu_prediction_is_the_mean_of_known_delivery_times() {
+        let spec = AlgoSpec {
+            tree: Some("kary:4".into()),
+            correction: Some("none".into()),
+            ..AlgoSpec::new(AlgoName::CorrectedTree)
+        };
+        let m = BenchModel::new(2400, 800, 1000);
+        let algo = resolve_algo(&spec, 5, m.mean_logp(), 0).unwrap();
+        let p = predict(&algo, 5, &m, None, None, &[], (0, 10)).unwrap();
+        let o = p.osu_bcast.unwrap();
+        assert_eq!((o.avg, o.min, o.max), (6240.0, 0.0, 11_400.0));
+        assert_eq!(p.coloring[0], o.max, "the last delivery is the coloring");
+    }
+
+    /// Differential: the prediction's `osu_bcast` avg equals the mean over ranks of each rank's
+    /// mean delivery time taken from the simulator's event traces of the same runs (a rank
+    /// delivers at its first receive, the root at 0), for randomized algorithms.
+    #[test]
+    fn the_osu_prediction_matches_the_traces() {
+        use crate::sim::trace_one;
+        struct Traces<'a>(&'a Experiment);
+        impl Visit for Traces<'_> {
+            type Out = Vec<Vec<crate::sim::TraceRow>>;
+            fn visit<P>(self, shared: &P::Shared) -> Self::Out
+            where
+                P: Protocol,
+                P::Shared: SharedInfo,
+                P::Msg: WireMessage,
+            {
+                (0..self.0.runs).map(|i| trace_one::<P>(shared, self.0, i)).collect()
+            }
+        }
+        let m = BenchModel::new(900, 500, 700);
+        for (spec, n) in [
+            (AlgoSpec::new(AlgoName::CorrectedGossip), 8),
+            (
+                AlgoSpec {
+                    correction: Some("opportunistic:2".into()),
+                    ..AlgoSpec::new(AlgoName::CorrectedTree)
+                },
+                13,
+            ),
+        ] {
+            let algo = resolve_algo(&spec, n, m.mean_logp(), 0).unwrap();
+            let p = predict(&algo, n, &m, None, None, &[], (0, 10)).unwrap();
+            let ex = Experiment {
+                n,
+                logp: m.loggp,
+                noise: None,
+                faults: Faults::default(),
+                runs: 200,
+                seed: 1,
+                threads: 1,
+                max_events: Experiment::default_max_events(n),
+                receives: Default::default(),
+                cores: None,
+            };
+            let traces = algo.dispatch(n, m.loggp, Traces(&ex)).unwrap();
+            let mut per_rank = vec![0u64; n as usize];
+            for rows in &traces {
+                for r in 1..n {
+                    let first = rows
+                        .iter()
+                        .filter(|row| row.node == r && row.event == "recv")
+                        .map(|row| row.time)
+                        .min()
+                        .expect("every rank receives");
+                    per_rank[r as usize] += first;
+                }
+            }
+            let runs = traces.len() as f64;
+            let means: Vec<f64> = per_rank.iter().map(|&s| s as f64 / runs * m.unit_ns as f64).collect();
+            let avg = means.iter().sum::<f64>() / f64::from(n);
+            let max = means.iter().copied().fold(0.0, f64::max);
+            let o = p.osu_bcast.unwrap();
+            assert!((o.avg - avg).abs() < 1e-6 * avg, "{spec:?}: {} vs {avg}", o.avg);
+            assert!((o.max - max).abs() < 1e-6 * max, "{spec:?}: {} vs {max}", o.max);
+            assert_eq!(o.min, 0.0, "the root");
+        }
     }
 }

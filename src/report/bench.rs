@@ -14,6 +14,7 @@ use crate::runtime::TransportKind;
 use crate::runtime::cluster::{ClusterResult, PollMode};
 use crate::runtime::kill::Kill;
 use crate::runtime::logp::{Calibration, Estimate};
+use crate::runtime::node::OsuBcast;
 
 /// The settings of a bench run that its report shows.
 pub struct BenchFacts {
@@ -118,6 +119,7 @@ pub fn print(r: &BenchReport) {
             "coloring_latency_us": pcts(&res.coloring),
             "quiescence_latency_us": pcts(&res.quiescence),
             "delivery_latency_us": pcts(&res.delivery),
+            "osu_bcast_us": res.per_rank.osu().map(osu_us),
             "messages_per_op": res.messages.mean(),
             "violations": res.violations,
             "timeouts": res.timeouts,
@@ -131,6 +133,7 @@ pub fn print(r: &BenchReport) {
                 "coloring": compare(&res.coloring, &p.coloring),
                 "quiescence": compare(&res.quiescence, &p.quiescence),
                 "messages_per_op": p.messages,
+                "osu_bcast": compare_osu(res.per_rank.osu(), p.osu_bcast),
             })),
             "transport": res.transport,
             "acks_per_data": acks_per_data(a.transport, &res.transport),
@@ -234,6 +237,14 @@ pub fn print(r: &BenchReport) {
     s += &row("coloring", &res.coloring);
     s += &row("quiescence", &res.quiescence);
     s += &row("per-node delivery", &res.delivery);
+    if let Some(o) = res.per_rank.osu() {
+        s += &format!(
+            "osu_bcast (per rank: mean of its broadcast times; over ranks): avg {:.2} µs  min {:.2}  max {:.2}\n",
+            o.avg / 1e3,
+            o.min / 1e3,
+            o.max / 1e3
+        );
+    }
     s += &format!(
         "\nmessages per operation: {:.2}   consistency violations: {}   timeouts: {}   ops with unsent messages: {}   operations: {} ({:.0}/s)\n",
         res.messages.mean(),
@@ -261,6 +272,17 @@ pub fn print(r: &BenchReport) {
         );
         s += &compare_rows("coloring", &res.coloring, &p.coloring);
         s += &compare_rows("quiescence", &res.quiescence, &p.quiescence);
+        if let (Some(m), Some(o)) = (res.per_rank.osu(), p.osu_bcast) {
+            for (q, mv, pv) in [("avg", m.avg, o.avg), ("max", m.max, o.max)] {
+                s += &format!(
+                    "  {:<11}{q:<7}{:>12.2}{:>12.2}{:>10.2}\n",
+                    "osu_bcast",
+                    mv / 1e3,
+                    pv / 1e3,
+                    mv / pv.max(1.0)
+                );
+            }
+        }
     }
     if a.procs && a.nodes as usize > cores {
         let how = match poll {
@@ -332,6 +354,23 @@ fn pcts(h: &Histogram<u64>) -> serde_json::Value {
     json!({
         "t_min": us(h.min()), "p50": us(h.value_at_quantile(0.5)), "avg": h.mean() / 1000.0,
         "p99": us(h.value_at_quantile(0.99)), "p99.9": us(h.value_at_quantile(0.999)), "max": us(h.max()),
+    })
+}
+
+/// `osu_bcast`'s figures in µs.
+fn osu_us(o: OsuBcast) -> serde_json::Value {
+    json!({"avg": o.avg / 1e3, "min": o.min / 1e3, "max": o.max / 1e3})
+}
+
+/// Measured and modeled `osu_bcast` figures and their ratios (`null` without either).
+fn compare_osu(m: Option<OsuBcast>, p: Option<OsuBcast>) -> serde_json::Value {
+    let (Some(m), Some(p)) = (m, p) else {
+        return serde_json::Value::Null;
+    };
+    json!({
+        "measured_us": osu_us(m),
+        "predicted_us": osu_us(p),
+        "ratio": {"avg": m.avg / p.avg.max(1.0), "max": m.max / p.max.max(1.0)},
     })
 }
 

@@ -101,6 +101,8 @@ pub struct ClusterResult {
     pub messages: Histogram<u64>,
     /// Per-node delivery latency, ns (merged over nodes).
     pub delivery: Histogram<u64>,
+    /// Each rank's delivery latency summed over the measured operations (`osu_bcast`'s metric).
+    pub per_rank: crate::runtime::node::RankTimes,
     /// Live nodes that did not deliver exactly once with an intact payload, summed over
     /// measured operations.
     pub violations: u64,
@@ -149,6 +151,7 @@ impl ClusterResult {
             quiescence: hist(),
             messages: hist(),
             delivery: hist(),
+            per_rank: Default::default(),
             violations: 0,
             timeouts: 0,
             dropped_ops: 0,
@@ -353,8 +356,11 @@ impl Coordinator {
                 let d = b.delivered_ns.load(Ordering::Relaxed);
                 if b.deliveries.load(Ordering::Relaxed) != 1 || b.bad_payload.load(Ordering::Relaxed) > 0 || d == 0 {
                     r.violations += 1;
-                } else if i != 0 {
-                    r.delivery.saturating_record(d.saturating_sub(start).max(1));
+                } else {
+                    r.per_rank.record(i, d.saturating_sub(start).max(1));
+                    if i != 0 {
+                        r.delivery.saturating_record(d.saturating_sub(start).max(1));
+                    }
                 }
             }
             r.dropped_ops += u64::from(dropped);

@@ -15,11 +15,12 @@
 
 mod crash;
 mod payload;
+pub mod stages;
 mod stats;
 
 pub use crash::Faults;
 pub use payload::{Generated, Payloads, payload_byte};
-pub use stats::NodeStats;
+pub use stats::{NodeStats, OsuBcast, RankTimes};
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -31,6 +32,7 @@ use crate::runtime::driver::{Outbox, Reject, Sent, open_datagram};
 use crate::runtime::kill::Kill;
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, Transport};
 use crate::wire::{DecodeError, WireMessage, encode_datagram};
+use stages::Stage;
 
 /// Parameters every node of a run shares.
 pub struct NodeParams<'a, S> {
@@ -84,6 +86,8 @@ pub struct Node<P: Protocol> {
     /// The peer whose FENCE killed this node (a false suspicion made true), if one did.
     fenced_by: Option<u32>,
     pub stats: NodeStats,
+    /// Stage stamps of the forwarding path (cargo feature `stages`; empty otherwise).
+    stages: stages::Recorder,
 }
 
 impl<P: Protocol> Node<P>
@@ -129,6 +133,7 @@ where
             last_stats: crate::transport::TransportStats::default(),
             fenced_by: None,
             stats: NodeStats::default(),
+            stages: stages::Recorder::default(),
         }
     }
 
@@ -241,7 +246,11 @@ where
             s.delivered = false;
             s.finished = false;
             s.sent = 0;
-            board.claim(seq);
+            if payload.is_none() {
+                // The root's entry exists from the start (the coordinator waits for it); a
+                // receiver's is claimed at its delivery, after the user has the payload.
+                board.claim(seq);
+            }
         }
         i
     }
@@ -271,21 +280,31 @@ where
             _ => ctl.allowed.load(Ordering::Acquire),
         };
         if self.next_start < allowed {
+            let first = self.next_start;
             while self.next_start < allowed {
                 let seq = self.next_start;
                 self.next_start += 1;
                 if p.root.is_none() && ctl.root_of(seq) != self.rank {
                     continue;
                 }
+                self.stages.mark_at(self.rank, seq, Stage::RootStep, Self::ns(p, now));
                 ctl.started_ns[Self::slot_index(seq)].store(Self::ns(p, now), Ordering::Release);
-                let i = self.open(p, (self.rank, seq), None, now, board);
-                self.after_event(p, i, now, board);
+                self.stages.mark(self.rank, seq, Stage::Started, p.epoch);
+                self.open(p, (self.rank, seq), None, now, board);
+                self.stages.mark(self.rank, seq, Stage::RootOpened, p.epoch);
                 progress = true;
             }
             // The root's first sends leave before it reads its socket (LogP: they follow the
-            // start, `o` apart).
+            // start, `o` apart), and before its own delivery's bookkeeping (the board's
+            // stamps, the user's hand-over), which no peer waits for.
             if progress {
                 self.send_phase(p, board, now);
+                for seq in first..allowed {
+                    let i = Self::slot_index(seq);
+                    if self.alive() && self.slots[i].seq == seq && self.slots[i].root == self.rank {
+                        self.after_event(p, i, now, board);
+                    }
+                }
             }
         }
         // Receive, act, send; again while datagrams keep arriving (the transport hands out
@@ -362,6 +381,7 @@ where
         bytes: &[u8],
         now: Instant,
     ) -> Option<u64> {
+        let polled = self.stages.now(p.epoch);
         let (h, body, payload) = match open_datagram(bytes, p.job, p.n, from, Some(P::Msg::KIND)) {
             Ok(x) => x,
             Err(r) => {
@@ -406,12 +426,15 @@ where
             self.stats.drops.count(DecodeError::BadField("payload"));
             return None;
         }
+        self.stages.mark_at(self.rank, h.seq, Stage::Polled, polled);
+        self.stages.mark(self.rank, h.seq, Stage::Decoded, p.epoch);
         if let Some(f) = self.faults.as_mut()
             && f.crash_on_receive(h.seq)
         {
             return Some(h.seq);
         }
         let i = self.open(p, (h.root, h.seq), Some(payload), now, board);
+        self.stages.mark(self.rank, h.seq, Stage::Opened, p.epoch);
         let cx = Ctx {
             rank: Self::vrank(p, h.root, self.rank),
             n: p.n,
@@ -421,8 +444,12 @@ where
         if let Some(proto) = self.slots[i].proto.as_mut() {
             proto.on_message(&cx, Self::vrank(p, h.root, from), &msg);
         }
-        board.claim(h.seq).touch(Self::ns(p, Instant::now().max(now)));
-        self.after_event(p, i, now, board);
+        self.stages.mark(self.rank, h.seq, Stage::Stepped, p.epoch);
+        // A delivery stamps the operation's activity itself; any other message does here.
+        if !self.after_event(p, i, now, board) {
+            board.claim(h.seq).touch(Self::ns(p, Instant::now().max(now)));
+        }
+        self.stages.mark(self.rank, h.seq, Stage::Delivered, p.epoch);
         None
     }
 
@@ -443,23 +470,34 @@ where
         }
     }
 
-    /// Publishes delivery and completion of slot `i`.
-    fn after_event(&mut self, p: &NodeParams<'_, P::Shared>, i: usize, now: Instant, board: &NodeBoard) {
+    /// Publishes delivery and completion of slot `i`; true if the slot delivered now.
+    fn after_event(&mut self, p: &NodeParams<'_, P::Shared>, i: usize, now: Instant, board: &NodeBoard) -> bool {
         let s = &mut self.slots[i];
-        let Some(proto) = s.proto.as_ref() else { return };
-        let b = board.claim(s.seq);
-        if !s.delivered && proto.delivered() {
+        let Some(proto) = s.proto.as_ref() else { return false };
+        let delivers = !s.delivered && proto.delivered();
+        if delivers {
             s.delivered = true;
-            // A fresh clock: `now` was read at the start of the step, possibly before another
-            // thread's root started the operation.
-            let ns = Self::ns(p, Instant::now().max(now));
-            b.delivered_ns.store(ns.max(1), Ordering::Relaxed);
-            b.deliveries.fetch_add(1, Ordering::Relaxed);
+            // The root has its payload at the start (`now`, the step's clock, is the start's
+            // stamp: its own delivery is published after its first sends, in the same step).
+            // Elsewhere a fresh clock: `now` was read at the start of the step, possibly
+            // before another thread's root started the operation. The user has the payload
+            // before the board's bookkeeping (its lines are read by the coordinator's core:
+            // each write may miss).
+            let at = if s.root == self.rank {
+                now
+            } else {
+                Instant::now().max(now)
+            };
+            let ns = Self::ns(p, at).max(1);
             self.payloads.deliver(s.root, s.seq, &s.payload);
+            let b = board.claim(s.seq);
+            b.delivered_ns.store(ns, Ordering::Relaxed);
+            b.deliveries.fetch_add(1, Ordering::Relaxed);
             // The delivery is the operation's latest activity here: quiescence is never
             // reported before coloring.
-            b.touch(ns.max(1));
+            b.touch(ns);
         }
+        let b = board.claim(s.seq);
         let cx = Ctx {
             rank: Self::vrank(p, s.root, self.rank),
             n: p.n,
@@ -471,6 +509,7 @@ where
             s.finished = fin;
             b.finished.store(fin, Ordering::Release);
         }
+        delivers
     }
 
     fn send_phase(&mut self, p: &NodeParams<'_, P::Shared>, board: &NodeBoard, now: Instant) -> bool {
@@ -509,6 +548,7 @@ where
                                 continue;
                             }
                         };
+                        self.stages.mark(self.rank, seq, Stage::Encoded, p.epoch);
                         let s = &mut self.slots[i];
                         s.sent += 1;
                         let b = board.claim(seq);
@@ -517,6 +557,7 @@ where
                         if !self.send_or_defer(dest, len, now) {
                             b.send_drops.fetch_add(1, Ordering::Relaxed);
                         }
+                        self.stages.mark(self.rank, seq, Stage::Sent, p.epoch);
                         if let Some(f) = self.faults.as_mut()
                             && f.crash_after_send(seq, self.slots[i].sent)
                         {
@@ -580,3 +621,6 @@ where
 
 /// The most datagrams a node defers (then it drops, counted).
 const MAX_DEFERRED: usize = 4096;
+
+#[cfg(test)]
+mod tests;

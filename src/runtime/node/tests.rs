@@ -1,0 +1,174 @@
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::model::LogP;
+use crate::protocol::bcast::Start;
+use crate::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
+use crate::protocol::bcast::correction::Correction;
+use crate::topology::{Order, Tree, TreeKind};
+use crate::transport::TransportStats;
+
+/// What a spy saw of node `rank`'s board entry for operation 0 at some moment:
+/// `None`: no entry yet; `Some(ns)`: the entry's delivery stamp (0: not delivered).
+type Seen = Arc<Mutex<Vec<Option<u64>>>>;
+
+fn look(ctl: &Control, rank: usize) -> Option<u64> {
+    ctl.boards[rank].get(0).map(|b| b.delivered_ns.load(Relaxed))
+}
+
+/// A transport that records the sender's board at each send and the datagrams sent, and
+/// hands out the datagrams it is given.
+struct Spy {
+    rank: u32,
+    ctl: Arc<Control>,
+    at_send: Seen,
+    sent: Arc<Mutex<Vec<Vec<u8>>>>,
+    inbox: Vec<Vec<u8>>,
+}
+
+impl Transport for Spy {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        2
+    }
+    fn send(&mut self, _: u32, bytes: &[u8], _: Instant) -> Result<(), SendError> {
+        self.at_send.lock().unwrap().push(look(&self.ctl, self.rank as usize));
+        self.sent.lock().unwrap().push(bytes.to_vec());
+        Ok(())
+    }
+    fn poll(&mut self, _: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize> {
+        let Some(b) = self.inbox.pop() else { return Ok(0) };
+        sink(Delivery::Message { from: 0, bytes: &b });
+        Ok(1)
+    }
+    fn wait(&mut self, _: Duration) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn stats(&self) -> TransportStats {
+        TransportStats::default()
+    }
+}
+
+/// Payloads that record the node's board at the user's hand-over.
+struct Hand(Generated, Arc<Control>, u32, Seen);
+
+impl Payloads for Hand {
+    fn source(&mut self, seq: u64, out: &mut Vec<u8>) {
+        self.0.source(seq, out)
+    }
+    fn admit(&mut self, seq: u64, bytes: &[u8]) -> bool {
+        self.0.admit(seq, bytes)
+    }
+    fn deliver(&mut self, _: u32, _: u64, _: &[u8]) {
+        self.3.lock().unwrap().push(look(&self.1, self.2 as usize));
+    }
+}
+
+/// The forwarding path carries no bookkeeping that no peer waits for: the root's first
+/// datagram leaves before its own delivery is published, and the root's delivery is its
+/// start; a receiver hands the payload to its user before it writes its board entry (whose
+/// lines the coordinator's core reads), and its delivery stamp is published after.
+#[test]
+fn bookkeeping_follows_the_send_and_the_hand_over() {
+    let n = 2;
+    let logp = LogP { l: 2, o: 1 };
+    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap();
+    let shared = TreeShared::new(tree, logp, Correction::None, Start::Synchronized);
+    let ctl = Arc::new(Control::new(n));
+    let epoch = Instant::now();
+    let p = NodeParams {
+        shared: &shared,
+        n,
+        root: Some(0),
+        job: 7,
+        tick_ns: 1,
+        epoch,
+    };
+    let (at_send, sent, handed) = (Seen::default(), Arc::new(Mutex::new(Vec::new())), Seen::default());
+    let spy = |rank, inbox| Spy {
+        rank,
+        ctl: ctl.clone(),
+        at_send: at_send.clone(),
+        sent: sent.clone(),
+        inbox,
+    };
+    let hand = |rank| Box::new(Hand(Generated::new(8), ctl.clone(), rank, handed.clone()));
+    let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(spy(0, Vec::new())), hand(0), None, 1, None);
+    ctl.allowed.store(1, Relaxed);
+    std::thread::sleep(Duration::from_millis(1));
+    root.step(&p, &ctl, Instant::now());
+    assert_eq!(
+        *at_send.lock().unwrap(),
+        vec![Some(0)],
+        "the root sent before its delivery was published"
+    );
+    let start = ctl.started_ns[0].load(Relaxed);
+    assert!(start > 0);
+    assert_eq!(look(&ctl, 0), Some(start), "the root delivers at its start");
+    assert_eq!(
+        *handed.lock().unwrap(),
+        vec![Some(0)],
+        "the root's user had it before the stamp"
+    );
+    let datagram = sent.lock().unwrap().pop().expect("the root sent to rank 1");
+    let mut leaf = Node::<CorrectedTree<0>>::new(1, n, Box::new(spy(1, vec![datagram])), hand(1), None, 1, None);
+    leaf.step(&p, &ctl, Instant::now());
+    assert_eq!(
+        handed.lock().unwrap()[1],
+        None,
+        "the receiver's user had the payload before its board entry existed"
+    );
+    let d = look(&ctl, 1).expect("then the entry is written");
+    assert!(d >= start, "{d} {start}");
+    assert_eq!(ctl.boards[1].get(0).unwrap().deliveries.load(Relaxed), 1);
+}
+
+/// A real run's `osu_bcast` figures: every live rank counts every measured operation, a rank
+/// killed mid-run only those before its crash, the root's time is 0 (1 ns: its delivery is
+/// its start), and no rank's mean exceeds the slowest operation's coloring.
+#[test]
+fn a_run_records_each_ranks_broadcast_times() {
+    use crate::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
+    use crate::runtime::cluster::{ClusterConfig, PollMode};
+    use crate::runtime::{Bench, TransportKind};
+    let (n, iters) = (4, 40);
+    let model = LogP { l: 2, o: 1 };
+    let bench = Bench {
+        algo: resolve_algo(&AlgoSpec::new(AlgoName::CorrectedTree), n, model, 0).unwrap(),
+        cluster: ClusterConfig {
+            nodes: n,
+            workers: 2,
+            poll: PollMode::Adaptive,
+            warmup: 5,
+            iterations: iters,
+            window: 1,
+            payload_len: 8,
+            tick_ns: 1000,
+            job: 9,
+            seed: 3,
+            op_timeout: Duration::from_secs(2),
+            idle: Duration::from_micros(500),
+            pin: false,
+            give_up_after: None,
+        },
+        transport: TransportKind::Inproc,
+        kills: crate::runtime::kill::parse_kills("2@25", n).unwrap(),
+        model: model.into(),
+        loss: 0.0,
+        auth: None,
+    };
+    let r = crate::runtime::run(&bench, None).unwrap();
+    assert_eq!((r.measured, r.violations, r.timeouts), (iters, 0, 0), "{r:?}");
+    let ops = r.per_rank.ops();
+    assert_eq!((ops[0], ops[1], ops[3]), (iters, iters, iters), "{ops:?}");
+    assert!(ops[2] < iters && ops[2] >= 19, "rank 2 died in operation 25: {ops:?}");
+    let means = r.per_rank.means();
+    assert_eq!(means[0], 1.0, "the root delivers at its start");
+    let o = r.per_rank.osu().unwrap();
+    assert_eq!(o.min, 1.0);
+    assert!(o.max <= r.coloring.max() as f64, "{o:?}");
+    assert_eq!(o.avg, means.iter().sum::<f64>() / 4.0);
+}
