@@ -8,6 +8,10 @@
  * with MPI_MAX once at the end (one MPI_Reduce per size, not one per iteration, so the
  * reduction does not perturb the loop).
  *
+ * OSU's reported figure itself ("Avg Latency", and its min and max): each rank's own mean
+ * MPI_Bcast time over the iterations, then the mean (min, max) of those over the ranks; it is
+ * printed as "osu_us", beside ftcoll's `osu_bcast_us` of the same definition.
+ *
  * It also records a second, ftcoll-like measure that is valid on one host only: "coloring",
  * the time from the root's entry into MPI_Bcast to the last rank's return from it, on the
  * shared CLOCK_MONOTONIC (all ranks of a single-host run read the same clock).
@@ -180,6 +184,13 @@ int main(int argc, char **argv)
         }
         free(buf);
         MPI_Reduce(mine, lat, (int)iterations, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        double own = 0, osu_sum = 0, osu_min = 0, osu_max = 0;
+        for (long i = 0; i < iterations; i++)
+            own += mine[i];
+        own /= (double)iterations;
+        MPI_Reduce(&own, &osu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&own, &osu_min, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&own, &osu_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         MPI_Reduce(done, last, (int)iterations, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) {
             for (long i = 0; i < iterations; i++)
@@ -190,6 +201,8 @@ int main(int argc, char **argv)
             summary(stdout, "latency_us", lat, iterations);
             printf(",");
             summary(stdout, "coloring_us", last, iterations);
+            printf(",\"osu_us\":{\"avg\":%.3f,\"min\":%.3f,\"max\":%.3f}", osu_sum / nprocs, osu_min,
+                   osu_max);
             printf("}\n");
             fflush(stdout);
         }

@@ -360,7 +360,7 @@ ratio() { # A B -> A/B with 2 decimals, or n/a
     fi
 }
 
-fmt='%3s %5s  %-15s %9s %9s %9s  %9s %9s %6s  %7s %7s\n'
+fmt='%3s %5s  %-15s %9s %9s %9s %9s  %9s %9s %9s %6s  %7s %7s %7s\n'
 echo
 echo "ftcoll bench vs Open MPI MPI_Bcast, latency in µs (iterations $ITERATIONS after $WARMUP warm-up)"
 first_s=${SIZES%% *}
@@ -371,12 +371,14 @@ for n in $NODES; do
 done
 echo "machine: $CORES cores, $(uname -sr); Open MPI ${OMPI_VERSION:-?} (pml ob1); ftcoll $FTCOLL_REV (${algo:-?})"
 echo "load average before the runs: $LOAD_AT_START, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?") (anything else running shares the $CORES cores)"
-echo "Open MPI: osu_bcast method, per iteration max over ranks of each rank's MPI_Bcast time;"
+echo "Open MPI: osu_bcast's loop; 'MPI p50/avg' = per iteration, max over ranks of each rank's MPI_Bcast time;"
 echo "          'col p50' = root's entry to last rank's return (shared clock), ftcoll's definition."
-echo "ftcoll:   coloring latency (root's start to last live node's delivery); ratio = ftcoll / Open MPI (osu)."
+echo "ftcoll:   coloring latency (root's start to last live node's delivery); ratio = ftcoll / Open MPI."
+echo "'osu': OSU's reported Avg Latency on both sides (each rank's mean broadcast time, averaged over"
+echo "       the ranks: osu_us in bcast_loop, osu_bcast_us in ftcoll); r(osu) = ftcoll / Open MPI."
 echo
 # shellcheck disable=SC2059 # the format is a constant defined above
-printf "$fmt" N size "MPI vs ftcoll" "MPI p50" "MPI avg" "col p50" "ftc p50" "ftc avg" "viol" "r(p50)" "r(avg)"
+printf "$fmt" N size "MPI vs ftcoll" "MPI p50" "MPI avg" "col p50" "MPI osu" "ftc p50" "ftc avg" "ftc osu" "viol" "r(p50)" "r(avg)" "r(osu)"
 for n in $NODES; do
     for s in $SIZES; do
         for pair in "tcp udp none" "tcp udp default" "sm inproc none"; do
@@ -389,12 +391,14 @@ for n in $NODES; do
             mc=$(get "$of" .coloring_us.p50 "$s")
             fp=$(get "$ff" .coloring_latency_us.p50)
             fa=$(get "$ff" .coloring_latency_us.avg)
+            mo=$(get "$of" .osu_us.avg "$s")
+            fo=$(get "$ff" .osu_bcast_us.avg)
             fv=n/a
             [[ -s $ff ]] && fv=$(jq -r '"\(.violations)/\(.timeouts)"' "$ff" 2>/dev/null || echo n/a)
             label="$([[ $btl == sm ]] && echo "$SM_BTL" || echo "$btl") vs $tr"
             [[ $kill == default ]] && label+="+kill"
             # shellcheck disable=SC2059
-            printf "$fmt" "$n" "$s" "$label" "$mp" "$ma" "$mc" "$fp" "$fa" "$fv" "$(ratio "$fp" "$mp")" "$(ratio "$fa" "$ma")"
+            printf "$fmt" "$n" "$s" "$label" "$mp" "$ma" "$mc" "$mo" "$fp" "$fa" "$fo" "$fv" "$(ratio "$fp" "$mp")" "$(ratio "$fa" "$ma")" "$(ratio "$fo" "$mo")"
         done
     done
 done
