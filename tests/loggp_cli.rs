@@ -197,7 +197,8 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
     std::fs::remove_file(&path).ok();
     for args in [
         &["bench", "--params", "/nonexistent/cal.json"][..],
-        &["logp", "--save", p, "--between", "127.0.0.1,127.0.0.2", "--rank", "0"],
+        &["logp", "--save", p, "--between", "127.0.0.1,127.0.0.2", "--rank", "1"],
+        &["logp", "--save", "/nonexistent/dir/cal.json", "--transport", "inproc"],
     ] {
         let (code, _, err) = ftcoll(args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::runtime::TransportKind;
-use crate::runtime::logp::{Calibration, Estimate, Prtt, estimate_samples, netgauge};
-use crate::runtime::logp_remote::{client_with, serve_with};
+use crate::runtime::logp::{Calibration, Estimate, Prtt, RoundTrips, estimate_samples, netgauge};
+use crate::runtime::logp_remote::{PeerLogp, client_samples, serve_with};
 use crate::runtime::procs::rendezvous;
 use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
@@ -84,8 +84,18 @@ pub fn run(a: &LogpSpec) -> Result<(), String> {
     let samples = (a.reps as u64).saturating_add(a.reps as u64 / 10);
     let need = samples.saturating_mul(3 * size_of::<u64>() as u64);
     crate::experiment::limits::check_memory("--reps", a.reps as u64, need, "the round-trip samples")?;
-    if a.save.is_some() && (a.rendezvous.is_some() || a.between.is_some()) {
-        return Err("--save applies to the measurement between this process's endpoints".into());
+    if a.save.is_some() && a.rank.is_some_and(|r| r != 0) {
+        return Err("--save applies to rank 0 (the measuring side)".into());
+    }
+    if let Some(path) = &a.save {
+        // An unwritable path fails now, not after the measurement (the content is written
+        // once it exists).
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if let Some(dir) = &a.rendezvous {
         return remote(a, dir);
@@ -113,7 +123,10 @@ pub fn run(a: &LogpSpec) -> Result<(), String> {
                 serve_with(&mut t, Duration::from_secs(60), blocking)?;
                 return Ok(());
             }
-            let r = client_with(&mut t, a.n, a.size, a.reps, blocking)?;
+            let (r, raw) = client_samples(&mut t, a.n, a.size, a.reps, blocking)?;
+            if a.save.is_some() {
+                calibration = Some(remote_calibration(a, &r, &raw)?);
+            }
             (r[0].prtt, r[0].direct)
         }
         _ if a.emulate_delay_ns > 0 || a.emulate_jitter_ns > 0 => {
@@ -141,8 +154,7 @@ pub fn run(a: &LogpSpec) -> Result<(), String> {
         }
     };
     if let (Some(c), Some(path)) = (&calibration, &a.save) {
-        let text = serde_json::to_string_pretty(c).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        save(c, path)?;
     }
     let ratio = |l: f64| a.expected_l_ns.map(|e| l / e.max(1) as f64);
     if a.json {
@@ -240,11 +252,19 @@ fn remote(a: &LogpSpec, dir: &std::path::Path) -> Result<(), String> {
         }
         return Ok(());
     }
-    let res = client_with(t.as_mut(), a.n, a.size, a.reps, false)?;
+    let (res, raw) = client_samples(t.as_mut(), a.n, a.size, a.reps, false)?;
+    let calibration = a
+        .save
+        .as_ref()
+        .map(|path| {
+            let c = remote_calibration(a, &res, &raw)?;
+            save(&c, path).map(|()| c)
+        })
+        .transpose()?;
     if a.json {
         println!(
             "{}",
-            json!({ "transport": a.transport, "rank": 0, "nodes": n, "peers": res })
+            json!({ "transport": a.transport, "rank": 0, "nodes": n, "peers": res, "calibration": calibration })
         );
         return Ok(());
     }
@@ -261,5 +281,36 @@ fn remote(a: &LogpSpec, dir: &std::path::Path) -> Result<(), String> {
         println!("rank 0 <-> rank {}:", r.peer);
         print!("{}", report(&r.prtt, &r.direct));
     }
+    if let Some(c) = &calibration {
+        println!(
+            "calibration of all {} peers' round trips (median, 95% interval): {}",
+            res.len(),
+            c.summary()
+        );
+    }
     Ok(())
+}
+
+/// A calibration from rank 0's round trips with every peer (pooled: the machine's typical
+/// message, as `bench --params` wants it) and the peers' mean Netgauge `g`. `G` needs a second
+/// message size, which the remote measurement does not take: left out.
+fn remote_calibration(a: &LogpSpec, peers: &[PeerLogp], raw: &[RoundTrips]) -> Result<Calibration, String> {
+    let (mut rtt, mut os, mut or) = (Vec::new(), Vec::new(), Vec::new());
+    for (r, s, o) in raw {
+        rtt.extend_from_slice(r);
+        os.extend_from_slice(s);
+        or.extend_from_slice(o);
+    }
+    let g_ns = peers.iter().map(|p| p.prtt.g_ns).sum::<f64>() / peers.len().max(1) as f64;
+    let name = serde_json::to_value(a.transport)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    Calibration::from_samples(name, a.size, &rtt, &os, &or, g_ns, None)
+}
+
+/// Writes a calibration for `bench --params` and `sim --noise`.
+fn save(c: &Calibration, path: &std::path::Path) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(c).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

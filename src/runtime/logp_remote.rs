@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::logp::{Estimate, Prtt};
+use super::logp::{Estimate, Prtt, RoundTrips};
 use crate::transport::{Delivery, SendError, Transport};
 use crate::wire::probe::{HDR, KEEPALIVE, burst, message};
 
@@ -104,7 +104,9 @@ fn await_reply(t: &mut dyn Transport, from: u32, limit: Duration, blocking: bool
     }
 }
 
-fn direct(t: &mut dyn Transport, peer: u32, run: &mut Run) -> Result<Estimate, String> {
+/// The direct method against `peer`: the estimate and its raw round trips (for a saved
+/// calibration).
+fn direct(t: &mut dyn Transport, peer: u32, run: &mut Run) -> Result<(Estimate, RoundTrips), String> {
     let (reps, size, limit) = (run.reps, run.size, run.limit);
     let msg = message(size, 1);
     let (mut rtt, mut os, mut or) = (
@@ -124,7 +126,8 @@ fn direct(t: &mut dyn Transport, peer: u32, run: &mut Run) -> Result<Estimate, S
             or.push(r);
         }
     }
-    Ok(Estimate::from_samples(&mut rtt, &mut os, &mut or))
+    let raw = (rtt.clone(), os.clone(), or.clone());
+    Ok((Estimate::from_samples(&mut rtt, &mut os, &mut or), raw))
 }
 
 /// PRTT(n, d, s) against `peer`: median over `reps` of n sends `d` ns apart, then the reply.
@@ -169,11 +172,24 @@ pub fn client_with(
     reps: usize,
     blocking: bool,
 ) -> Result<Vec<PeerLogp>, String> {
+    client_samples(t, n, size, reps, blocking).map(|(peers, _)| peers)
+}
+
+/// [`client_with`], also returning each peer's raw round trips of the direct method (RTT,
+/// send, delivering poll; ns), in peer order.
+pub fn client_samples(
+    t: &mut dyn Transport,
+    n: usize,
+    size: usize,
+    reps: usize,
+    blocking: bool,
+) -> Result<(Vec<PeerLogp>, Vec<RoundTrips>), String> {
     if n >= usize::from(KEEPALIVE) || n < 2 {
         return Err(format!("burst n must be in 2..=65534, got {n}"));
     }
     let limit = Duration::from_secs(10);
     let mut out = Vec::new();
+    let mut raw = Vec::new();
     let mut run = Run {
         size,
         reps,
@@ -182,7 +198,8 @@ pub fn client_with(
         blocking,
     };
     for peer in 1..t.size() {
-        let d = direct(t, peer, &mut run)?;
+        let (d, samples) = direct(t, peer, &mut run)?;
+        raw.push(samples);
         let p1 = prtt(t, peer, 1, 0, &mut run)?;
         let pn = prtt(t, peer, n, 0, &mut run)?;
         let delay = 2 * p1;
@@ -198,7 +215,7 @@ pub fn client_with(
         send_retrying(t, peer, &end, limit)?;
     }
     drain(t, Duration::from_secs(2));
-    Ok(out)
+    Ok((out, raw))
 }
 
 /// Polls until everything sent is acknowledged (or `limit`).
