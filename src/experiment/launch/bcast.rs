@@ -156,7 +156,7 @@ pub fn node_endpoint(
     spec: &mut crate::runtime::procs::NodeSpec,
     agent: &mut crate::runtime::control::ChildAgent,
 ) -> Result<Box<dyn crate::transport::Transport>, String> {
-    use crate::transport::udp::{UdpConfig, UdpTransport};
+    use crate::transport::udp::UdpTransport;
     let sock = UdpTransport::bind_socket(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
         .map_err(|e| format!("cannot bind a UDP port on 127.0.0.1: {e}"))?;
     let me = sock
@@ -169,14 +169,7 @@ pub fn node_endpoint(
         ));
     }
     spec.peers = peers;
-    let cfg = UdpConfig {
-        job: spec.job,
-        seed: spec.seed,
-        delay: spec.link_delay.0,
-        delay_jitter: spec.link_delay.1,
-        auth: spec.auth.clone(),
-        ..UdpConfig::default()
-    };
+    let cfg = crate::runtime::procs::udp_config(spec);
     let t = UdpTransport::from_socket(spec.rank, sock, &spec.peers, cfg)
         .map_err(|e| format!("cannot open the endpoint at {me}: {e}"))?;
     Ok(Box::new(t))
