@@ -67,6 +67,49 @@ fn a_keyed_rendezvous_without_a_run_id_is_refused() {
 }
 
 #[test]
+fn a_keyed_hand_started_node_without_a_run_id_is_refused() {
+    // A hostfile gives addresses, not a nonce: the launch's id must.
+    let dir = std::env::temp_dir().join(format!("ftcoll-runid-hf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, "127.0.0.1:5000\n127.0.0.1:5001\n").unwrap();
+    let hf = hf.to_str().unwrap();
+    assert_needs_run_id(
+        &[
+            "node",
+            "--hostfile",
+            hf,
+            "--rank",
+            "0",
+            "--nodes",
+            "2",
+            "--control",
+            "127.0.0.1:9",
+        ],
+        "keyed node --hostfile",
+    );
+    // With one, it gets past the check and fails only at its silent coordinator.
+    let (code, err) = keyed(&[
+        "node",
+        "--hostfile",
+        hf,
+        "--rank",
+        "0",
+        "--nodes",
+        "2",
+        "--control",
+        "127.0.0.1:9",
+        "--run-id",
+        "job-7",
+        "--control-timeout-ms",
+        "300",
+    ]);
+    assert_ne!(code, 0, "{err}");
+    assert!(!err.contains("--run-id"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_keyed_boot_without_a_run_id_is_refused() {
     assert_needs_run_id(
         &[

@@ -94,7 +94,7 @@ pub struct NodeArgs {
     pub verbs_dir: Option<PathBuf>,
     /// This launch's id, the same on every process of it and new for each launch: the files
     /// of --rendezvous / --verbs-dir go under DIR/run-ID/ and, with a key, are sealed and the
-    /// datagrams signed with a key derived from it [default: the launcher's, Slurm
+    /// datagrams signed with a key derived from it (with --hostfile too) [default: the launcher's, Slurm
     /// SLURM_JOB_ID.SLURM_STEP_ID or Open MPI PMIX_NAMESPACE; a keyed run needs one].
     #[arg(long = "run-id", value_name = "STR")]
     pub run_id: Option<String>,

@@ -160,8 +160,21 @@ impl NodeRunSpec {
                 let dir = RunDir::open(base, &run, key.clone())?;
                 (key, Some(dir))
             }
+            // A node started by hand from a hostfile: no rank 0 hands out a nonce either, so its
+            // datagrams are sealed with the session key of its launch's id (one recorded in an
+            // earlier launch with the same key and job fails its MAC).
+            None if a.hostfile.is_some() => match &long_term {
+                Some(k) => {
+                    let run = RunId::resolve(a.run_id.as_deref(), true, "node --hostfile")?;
+                    (Some(run.session_key(k)), None)
+                }
+                None if a.run_id.is_some() => {
+                    return Err("--run-id applies to keyed runs (give FTCOLL_KEY or --key-file)".into());
+                }
+                None => (None, None),
+            },
             None if a.run_id.is_some() => {
-                return Err("--run-id applies to --rendezvous and --verbs-dir".into());
+                return Err("--run-id applies to --hostfile, --rendezvous and --verbs-dir".into());
             }
             None => (long_term.clone(), None),
         };
