@@ -221,6 +221,10 @@ fn remote(a: &LogpSpec, dir: &std::path::Path) -> Result<(), String> {
     let (rank, n) = crate::runtime::procs::rank_and_size(a.rank, a.nodes, "processes")?;
     let timeout = Duration::from_secs(a.rendezvous_timeout);
     let job = crate::experiment::launch::job::LOGP_RENDEZVOUS;
+    if a.transport == TransportKind::Verbs {
+        // The device first: no warning and no directory for a node that cannot take part.
+        crate::transport::verbs::probe()?;
+    }
     // Unauthenticated: the launcher's run id versions the files, else a warned default.
     let run = crate::transport::run_dir::RunId::resolve(None, false, "logp --rendezvous")?;
     let run_dir = &crate::transport::run_dir::RunDir::open(dir, &run, None)?;
