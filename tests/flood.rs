@@ -139,6 +139,35 @@ impl Transport for Stalling {
     }
 }
 
+/// The endpoints of `b` over UDP loopback, rank `stalled`'s thread stalling 1 s once it has
+/// delivered `after` messages; the silence bound is capped at 300 ms, so its peers suspect
+/// and fence it while it sleeps.
+fn stalled_endpoints(b: &Bench, stalled: u32, after: u64) -> ftcoll::runtime::Endpoints {
+    let cfg = UdpConfig {
+        job: b.cluster.job,
+        seed: b.cluster.seed,
+        silence_max: Duration::from_millis(300),
+        ..UdpConfig::default()
+    };
+    let (_, ts) = UdpTransport::bind_ephemeral_local(b.cluster.nodes, cfg).expect("sockets");
+    ts.into_iter()
+        .map(|t| {
+            let t: Box<dyn Transport> = if t.rank() == stalled {
+                Box::new(Stalling {
+                    inner: t,
+                    after,
+                    delivered: 0,
+                    pause: Duration::from_secs(1),
+                    stalled_at: None,
+                })
+            } else {
+                Box::new(t)
+            };
+            (t, None)
+        })
+        .collect()
+}
+
 #[test]
 fn a_stalled_live_node_is_fenced_and_every_later_operation_completes() {
     // Rank 5's thread stalls 1 s in the middle of the run with a message unacknowledged: its
@@ -150,30 +179,7 @@ fn a_stalled_live_node_is_fenced_and_every_later_operation_completes() {
     b.cluster.workers = n as usize;
     b.cluster.poll = PollMode::Blocking;
     b.kills.clear();
-    let cfg = UdpConfig {
-        job: b.cluster.job,
-        seed: b.cluster.seed,
-        silence_max: Duration::from_millis(300),
-        ..UdpConfig::default()
-    };
-    let (_, ts) = UdpTransport::bind_ephemeral_local(n, cfg).expect("sockets");
-    let eps = ts
-        .into_iter()
-        .map(|t| {
-            let t: Box<dyn Transport> = if t.rank() == 5 {
-                Box::new(Stalling {
-                    inner: t,
-                    after: 50,
-                    delivered: 0,
-                    pause: Duration::from_secs(1),
-                    stalled_at: None,
-                })
-            } else {
-                Box::new(t)
-            };
-            (t, None)
-        })
-        .collect();
+    let eps = stalled_endpoints(&b, 5, 50);
     let res = run_on(&b, eps, None).expect("runs");
     eprintln!(
         "stalled: {} ops, {} timeouts, {} violations, dead {:?}, {} false suspicions, wall {:?}; {:?}",
@@ -191,4 +197,34 @@ fn a_stalled_live_node_is_fenced_and_every_later_operation_completes() {
     assert_eq!(res.false_suspicions, res.dead_nodes.len() as u64, "{res:?}");
     assert_eq!(res.transport.fenced, res.false_suspicions);
     assert!(res.transport.fences_sent >= 1 && res.transport.suspected >= 1);
+}
+
+#[test]
+fn a_fenced_root_stops_the_run_at_once_and_is_named() {
+    // Rank 0, the root, stalls 1 s mid-run with correction messages to it unacknowledged:
+    // a peer suspects it (silence capped at 300 ms), fences it, and rank 0 stops when it
+    // wakes. Nothing can start after that: the run stops at once, without waiting out any
+    // operation's timeout, and says the root was fenced.
+    let n = 6;
+    let iterations = 200;
+    let mut b = bench(n, iterations, "", None);
+    b.cluster.workers = n as usize;
+    b.cluster.poll = PollMode::Blocking;
+    b.cluster.seed = 5;
+    let eps = stalled_endpoints(&b, 0, 40);
+    let res = run_on(&b, eps, None).expect("runs");
+    let summary = format!(
+        "{} ops, {} not run, {} timeouts, dead {:?}, {} false suspicions, root lost {:?}, wall {:?}",
+        res.measured, res.not_run, res.timeouts, res.dead_nodes, res.false_suspicions, res.root_lost, res.wall
+    );
+    let Some((0, Some(by))) = res.root_lost else {
+        panic!("the run did not stop on the fenced root: {summary}");
+    };
+    assert!(by != 0 && by < n, "{summary}");
+    assert!(res.dead_nodes.contains(&0) && res.false_suspicions >= 1, "{summary}");
+    assert!(res.not_run > 0, "{summary}");
+    assert_eq!(res.measured + res.not_run, iterations, "{summary}");
+    // Stopped at once: no operation waited out its timeout (the old rule waited for the one
+    // in flight and then counted 3 timeouts in a row).
+    assert_eq!(res.timeouts, 0, "{summary}");
 }
