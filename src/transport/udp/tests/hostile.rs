@@ -282,9 +282,12 @@ fn a_closed_peer_port_is_suspected_quickly_but_only_after_it_answered() {
     assert_eq!((a.stats().refused, a.stats().refused_probes), (1, 1), "{:?}", a.stats());
 }
 
+/// What each endpoint of a test received: (sender, bytes) per rank.
+type Received = Vec<Vec<(u32, Vec<u8>)>>;
+
 /// Two endpoints with `probe_timeout`, rank 1 heard from once by rank 0 (its "hello" delivered
 /// and acknowledged): rank 1's address and what each received.
-fn heard_pair(probe_timeout: Duration) -> (Vec<UdpTransport>, SocketAddr, Vec<Vec<(u32, Vec<u8>)>>) {
+fn heard_pair(probe_timeout: Duration) -> (Vec<UdpTransport>, SocketAddr, Received) {
     let cfg = UdpConfig {
         probe_timeout,
         ..UdpConfig::default()
