@@ -154,14 +154,10 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         assert!(lo <= med && med <= hi, "{k}: {c}");
     }
     assert_eq!(cal["samples"], 200);
-    // bench takes o_s, o_r (its single o their mean) and L from the file instead of measuring,
-    // and the node's hop saved with them: what it takes beyond the transport's o_s + L + o_r is
-    // added to o_s and o_r (`experiment::node_hop`).
+    // bench takes o_s, o_r (its single o their mean) and L from the file instead of measuring;
+    // the hop through a node it measures itself: what that takes beyond the transport's
+    // o_s + L + o_r is added to o_s and o_r (`experiment::node_hop`).
     let ns = |k: &str| cal[k]["median"].as_f64().unwrap().round().max(1.0) as u64;
-    assert!(
-        cal["hop_ns"]["median"].as_f64().unwrap() > 0.0,
-        "logp --save measures the hop: {cal}"
-    );
     let b = json(&[
         "bench",
         "--nodes",
@@ -177,8 +173,7 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         "--json",
     ]);
     let hop = &b["node_hop"];
-    assert_eq!(hop["source"], "calibration", "{b}");
-    assert_eq!(hop["hop_ns"], cal["hop_ns"], "{b}");
+    assert!(hop["hop_ns"]["median"].as_f64().unwrap() > 0.0, "{b}");
     let share = |k: &str| hop[k].as_u64().unwrap();
     assert_eq!(
         share("transport_hop_ns"),

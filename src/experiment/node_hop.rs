@@ -38,10 +38,8 @@ pub const OPERATIONS: u64 = 2000;
 /// A node's hop and what the model makes of it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct NodeHop {
-    /// The 2-node coloring latency (median, 95 % interval), ns.
+    /// The 2-node coloring latency (median, 95 % interval), ns, measured before the run.
     pub hop_ns: Ci,
-    /// Where it came from: `measured` before this run, or `calibration` (`--params`).
-    pub source: &'static str,
     /// The transport's `o_s + L + o_r`, ns.
     pub transport_hop_ns: u64,
     /// `hop − (o_s + L + o_r)`, at least 0: the node's overhead per hop, ns.
@@ -54,14 +52,13 @@ pub struct NodeHop {
 impl NodeHop {
     /// The overhead of a node's hop `hop_ns` beyond the transport's `os_ns + l_ns + or_ns`,
     /// split between send and receive in proportion to `os_ns : or_ns`.
-    pub fn fold(hop_ns: Ci, source: &'static str, os_ns: u64, or_ns: u64, l_ns: u64) -> NodeHop {
+    pub fn fold(hop_ns: Ci, os_ns: u64, or_ns: u64, l_ns: u64) -> NodeHop {
         let transport_hop_ns = os_ns + l_ns + or_ns;
         let overhead_ns = (hop_ns.median.round().max(0.0) as u64).saturating_sub(transport_hop_ns);
         let o = (os_ns + or_ns).max(1);
         let os_share_ns = (overhead_ns * os_ns + o / 2) / o;
         NodeHop {
             hop_ns,
-            source,
             transport_hop_ns,
             overhead_ns,
             os_share_ns,
@@ -157,7 +154,7 @@ mod tests {
     #[test]
     fn the_overhead_is_split_in_proportion_to_the_transports_overheads() {
         // Transport hop 1478 + 410 + 569 = 2457 ns; a node's hop of 3449 ns leaves 992 ns.
-        let h = NodeHop::fold(ci(3449.0), "measured", 1478, 569, 410);
+        let h = NodeHop::fold(ci(3449.0), 1478, 569, 410);
         assert_eq!((h.transport_hop_ns, h.overhead_ns), (2457, 992));
         assert_eq!(h.os_share_ns + h.or_share_ns, 992);
         assert_eq!(h.os_share_ns, 716, "992 · 1478 / 2047, rounded");
@@ -168,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_hop_faster_than_the_transports_adds_nothing() {
-        let h = NodeHop::fold(ci(100.0), "measured", 55, 68, 197);
+        let h = NodeHop::fold(ci(100.0), 55, 68, 197);
         assert_eq!((h.overhead_ns, h.os_share_ns, h.or_share_ns), (0, 0, 0));
         assert_eq!(h.node_o_ns(55, 68), (55, 68));
     }

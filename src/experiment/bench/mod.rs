@@ -328,13 +328,12 @@ impl Checked {
         } else {
             PollMode::Busy
         });
-        // What a node pays per hop beyond the transport (`node_hop`): from the calibration, or
-        // measured now on this host; not when o or L were given, nor for a launched run (its
-        // hosts are not this one).
+        // What a node pays per hop beyond the transport (`node_hop`), measured now by this
+        // process on the cores its workers use: on a virtual machine the same 2-node hop moved
+        // by 1.5x between processes (docs/measurements.md), so a saved figure would not be this
+        // run's. Not when o or L were given, nor for a launched run (its hosts are not this one).
         let node_hop = if a.o_ns.is_some() || a.l_ns.is_some() || a.join.is_some() {
             None
-        } else if let Some(h) = cal.as_ref().and_then(|c| c.hop_ns) {
-            Some(NodeHop::fold(h, "calibration", tr_os, tr_or, l_ns))
         } else {
             let setup = HopSetup {
                 transport: a.transport,
@@ -350,7 +349,7 @@ impl Checked {
                 or_ns: tr_or,
                 l_ns,
             };
-            Some(NodeHop::fold(measure_hop(&setup)?, "measured", tr_os, tr_or, l_ns))
+            Some(NodeHop::fold(measure_hop(&setup)?, tr_os, tr_or, l_ns))
         };
         // The node's overheads: the transport's and the node's own share of each hop.
         let (own_os, own_or) = node_hop.map_or((tr_os, tr_or), |h| h.node_o_ns(tr_os, tr_or));
