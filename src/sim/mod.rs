@@ -3,9 +3,11 @@
 pub mod agree;
 pub mod bmg_build;
 pub mod calendar;
+pub mod core;
 pub mod dissemination;
 pub mod engine;
 pub mod faults;
+pub mod machine_engine;
 pub mod montecarlo;
 pub mod noise;
 pub mod notices;
