@@ -1,13 +1,15 @@
-//! The LogP driver of ERA ([`crate::protocol::agree::Era`], through the sans-IO contract of
-//! [`crate::protocol::machine`]): every process runs a loop of
-//! back-to-back agreements (ULFM's `benchagree`), failures are injected before or during
-//! them, and a modeled failure detector reports each death to the processes that watch the
-//! dead one (its tree neighbours, [`Era::neighbours`]) after a configurable delay (§2's
-//! eventually perfect detector). A message costs what it costs in the broadcast engine, by the
-//! same code ([`crate::sim::timing`]): LogGP (a send occupies the sender for `o_s + G·(k−1)`,
-//! the message travels `L`, its receive occupies the receiver for `o_r`, in arrival order,
-//! sends and receives `g` apart), with noisy per-message overheads and latencies and shared
-//! cores as options; a message to a dead process vanishes.
+//! ERA's experiment in the LogP simulator ([`crate::protocol::agree::Era`], through the
+//! sans-IO contract of [`crate::protocol::machine`], run by the shared LogP engine
+//! [`MachineEngine`]; this module is the [`Harness`] around it and has no event loop): every
+//! process runs a loop of back-to-back agreements (ULFM's `benchagree`), failures are injected
+//! before or during them (at a time, or on a process's k-th received message), and a modeled
+//! failure detector reports each death to the processes that watch the dead one (its tree
+//! neighbours, [`Era::neighbours`]) after a configurable delay (§2's eventually perfect
+//! detector). A message costs what it costs in the broadcast engine, by the same code
+//! ([`crate::sim::core`], [`crate::sim::timing`]): LogGP (a send occupies the sender for
+//! `o_s + G·(k−1)`, the message travels `L`, its receive occupies the receiver for `o_r`, in
+//! arrival order, sends and receives `g` apart), with noisy per-message overheads and
+//! latencies and shared cores as options; a message to a dead process vanishes.
 //!
 //! Every return is checked on the spot against §2.1: agreement (one outcome per agreement
 //! among the processes alive at the end; footnote 1 allows others only at dead ones),
