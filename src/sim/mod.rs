@@ -24,3 +24,5 @@ pub use stats::{Report, Summary};
 mod cores_tests;
 #[cfg(test)]
 mod loggp_tests;
+#[cfg(test)]
+mod machine_engine_tests;
