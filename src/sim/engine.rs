@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::model::{LogGP, Time};
 use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo};
 use crate::sim::calendar::{Calendar, Item};
-use crate::sim::core::Core;
+use crate::sim::core::{Core, EventCap};
 use crate::sim::faults::Faults;
 use crate::sim::noise::Noise;
 use crate::topology::ring;
@@ -353,7 +353,7 @@ where
         let n = self.n;
         let mut rng = ProtoRng::new(seed);
         // Noisy mode's own stream: the protocols draw the same numbers with or without noise.
-        self.core.reset(seed, max_events);
+        self.core.reset(seed);
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.sends_log.clear();
@@ -383,7 +383,8 @@ where
         }
 
         let mut diss_end: Time = 0;
-        while let Some((t, item)) = self.core.pop() {
+        let mut cap = EventCap::new(max_events);
+        while let Some((t, item)) = cap.pop(&mut self.core) {
             let ev = match item {
                 Item::Late(r) => {
                     self.procs[r as usize].slot.poll_pending = false;
@@ -464,8 +465,8 @@ where
         }
 
         // Per-run statistics.
-        st.events = self.core.events;
-        st.aborted = self.core.aborted;
+        st.events = cap.events;
+        st.aborted = cap.aborted;
         let mut coloring = 0;
         for r in 0..n as usize {
             if self.procs[r].slot.death != Time::MAX {

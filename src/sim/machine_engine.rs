@@ -21,7 +21,7 @@
 use crate::model::{LogGP, Time};
 use crate::protocol::{Event, Machine, Rank};
 use crate::sim::calendar::{Calendar, Item};
-use crate::sim::core::Core;
+use crate::sim::core::{Core, EventCap};
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
@@ -86,6 +86,7 @@ pub trait Harness<M: Machine> {
 /// One run of `n` machines over the LogP event core (see the module doc).
 pub struct MachineEngine<M: Machine, T> {
     core: Core<Ev>,
+    cap: EventCap,
     nodes: Vec<M>,
     ports: Vec<Port>,
     slab: Vec<Option<Flight<M::Msg, T>>>,
@@ -101,7 +102,7 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
     pub fn new(nodes: Vec<M>, logp: LogGP, window: Time, seed: u64, max_events: u64) -> Self {
         let n = nodes.len() as u32;
         let mut core = Core::new(window, n, logp);
-        core.reset(seed, max_events);
+        core.reset(seed);
         let port = Port {
             send_free: 0,
             recv_free: 0,
@@ -110,6 +111,7 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
         };
         Self {
             core,
+            cap: EventCap::new(max_events),
             ports: vec![port; nodes.len()],
             nodes,
             slab: Vec::new(),
@@ -185,12 +187,12 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
 
     /// Events handled.
     pub fn events(&self) -> u64 {
-        self.core.events
+        self.cap.events
     }
 
     /// The run stopped at the event cap.
     pub fn aborted(&self) -> bool {
-        self.core.aborted
+        self.cap.aborted
     }
 
     /// The time of the last event that did more than drop a message at a dead process.
@@ -254,7 +256,8 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
                 self.settle(h, r, 0);
             }
         }
-        while let Some((now, item)) = self.core.pop() {
+        let mut cap = self.cap;
+        while let Some((now, item)) = cap.pop(&mut self.core) {
             match item {
                 Item::Late(r) => self.pump(h, r, now),
                 Item::Early(Ev::Die(r)) => h.on_die(self, r, now),
@@ -305,5 +308,6 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
             }
             self.last = now;
         }
+        self.cap = cap;
     }
 }
