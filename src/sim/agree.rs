@@ -1,13 +1,15 @@
-//! The LogP driver of ERA ([`crate::protocol::agree::Era`], through the sans-IO contract of
-//! [`crate::protocol::machine`]): every process runs a loop of
-//! back-to-back agreements (ULFM's `benchagree`), failures are injected before or during
-//! them, and a modeled failure detector reports each death to the processes that watch the
-//! dead one (its tree neighbours, [`Era::neighbours`]) after a configurable delay (§2's
-//! eventually perfect detector). A message costs what it costs in the broadcast engine, by the
-//! same code ([`crate::sim::timing`]): LogGP (a send occupies the sender for `o_s + G·(k−1)`,
-//! the message travels `L`, its receive occupies the receiver for `o_r`, in arrival order,
-//! sends and receives `g` apart), with noisy per-message overheads and latencies and shared
-//! cores as options; a message to a dead process vanishes.
+//! ERA's experiment in the LogP simulator ([`crate::protocol::agree::Era`], through the
+//! sans-IO contract of [`crate::protocol::machine`], run by the shared LogP engine
+//! [`MachineEngine`]; this module is the [`Harness`] around it and has no event loop): every
+//! process runs a loop of back-to-back agreements (ULFM's `benchagree`), failures are injected
+//! before or during them (at a time, or on a process's k-th received message), and a modeled
+//! failure detector reports each death to the processes that watch the dead one (its tree
+//! neighbours, [`Era::neighbours`]) after a configurable delay (§2's eventually perfect
+//! detector). A message costs what it costs in the broadcast engine, by the same code
+//! ([`crate::sim::core`], [`crate::sim::timing`]): LogGP (a send occupies the sender for
+//! `o_s + G·(k−1)`, the message travels `L`, its receive occupies the receiver for `o_r`, in
+//! arrival order, sends and receives `g` apart), with noisy per-message overheads and
+//! latencies and shared cores as options; a message to a dead process vanishes.
 //!
 //! Every return is checked on the spot against §2.1: agreement (one outcome per agreement
 //! among the processes alive at the end; footnote 1 allows others only at dead ones),
@@ -24,10 +26,9 @@ use crate::model::{LogGP, LogP, Time};
 pub use crate::protocol::agree::SimValue;
 use crate::protocol::agree::{AgreeId, Era, EraConfig, EraMsg, Outcome, Value};
 use crate::protocol::{Event, Machine, ProtoRng, Rank};
-use crate::sim::calendar::{Calendar, Item};
+use crate::sim::machine_engine::{Harness, MachineEngine};
 use crate::sim::noise::Noise;
 use crate::sim::stats::Dist;
-use crate::sim::timing::Timing;
 
 /// When a process dies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,39 +177,12 @@ impl Violations {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Ev {
-    /// A message arrives at `to` (its receive then occupies `to` for `o`).
-    Arrive(u32),
-    /// The receive of a message ends: the protocol handles it.
-    Handle(u32),
-    Detect {
-        node: Rank,
-        dead: Rank,
-    },
-    Die(Rank),
-}
-
-struct Flight<V> {
-    from: Rank,
-    to: Rank,
-    steps: u32,
-    msg: EraMsg<V>,
-}
-
-struct Run<'a, V: SimValue> {
+/// The experiment around the engine: what each process is asked to do (enter agreements back
+/// to back, die at a point of the protocol), the modeled failure detector, and every check
+/// and measurement of [`AgreeRun`].
+struct Agreements<'a, V: SimValue> {
     sim: &'a AgreeSim,
     seed: u64,
-    eras: Vec<Era<V>>,
-    alive: Vec<bool>,
-    death: Vec<Time>,
-    cal: Calendar<Ev>,
-    slab: Vec<Option<Flight<V>>>,
-    free: Vec<u32>,
-    /// What a message costs (shared with the broadcast engine).
-    timing: Timing,
-    send_free: Vec<Time>,
-    recv_free: Vec<Time>,
     received: Vec<u64>,
     kill_on_msg: Vec<u64>,
     watched: HashSet<(Rank, Rank)>,
@@ -230,7 +204,11 @@ struct Run<'a, V: SimValue> {
     out: AgreeRun,
     nb: Vec<Rank>,
     rng: ProtoRng,
+    _v: std::marker::PhantomData<V>,
 }
+
+/// The engine ERA runs on; a message's tag is its causal depth (Theorem 5's steps).
+type Net<V> = MachineEngine<Era<V>, u32>;
 
 fn fingerprint<V: Hash>(o: &Outcome<V>) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -240,63 +218,39 @@ fn fingerprint<V: Hash>(o: &Outcome<V>) -> u64 {
     h.finish()
 }
 
-impl<'a, V: SimValue> Run<'a, V> {
-    fn alloc(&mut self, f: Flight<V>) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.slab[i as usize] = Some(f);
-                i
-            }
-            None => {
-                self.slab.push(Some(f));
-                self.slab.len() as u32 - 1
-            }
-        }
-    }
+impl<V: SimValue> Harness<Era<V>> for Agreements<'_, V> {
+    type Tag = u32;
 
-    /// Starts the next send of `r` if its sender is free.
-    fn pump(&mut self, r: Rank, now: Time) {
-        if !self.alive[r as usize] || self.send_free[r as usize] > now {
-            return;
-        }
-        let core = self.timing.core(r);
-        if core.is_some() && self.timing.core_free(core) > now {
-            // The core is doing another process's send or receive: try again when it is free.
-            self.cal.push_late(self.timing.core_free(core), r);
-            return;
-        }
-        let Some((to, msg)) = self.eras[r as usize].poll_transmit(now) else {
-            return;
-        };
+    fn on_send(&mut self, r: Rank, _to: Rank, msg: &EraMsg<V>, _now: Time) -> u32 {
         let id = msg.id();
-        let steps = self.depth.get(&(r, id)).copied().unwrap_or(0) + 1;
         *self.sent.entry((r, id)).or_insert(0) += 1;
         if let Some(c) = self.msgs.get_mut(id as usize) {
             *c += 1;
         }
-        let sent = self.timing.send(core, now);
-        self.send_free[r as usize] = sent.next;
-        // The sender may send again then: whatever is queued by then goes out.
-        self.cal.push_late(sent.next, r);
-        let i = self.alloc(Flight {
-            from: r,
-            to,
-            steps,
-            msg,
-        });
-        self.cal.push(sent.arrive, Ev::Arrive(i));
+        self.depth.get(&(r, id)).copied().unwrap_or(0) + 1
+    }
+
+    fn on_receive(&mut self, eng: &mut Net<V>, to: Rank, _from: Rank, msg: &EraMsg<V>, steps: u32, now: Time) -> bool {
+        self.received[to as usize] += 1;
+        if self.kill_on_msg[to as usize] == self.received[to as usize] {
+            self.kill(eng, to, now);
+            return false;
+        }
+        let d = self.depth.entry((to, msg.id())).or_insert(0);
+        *d = (*d).max(steps);
+        true
     }
 
     /// Collects `r`'s returns, enters its next agreement, watches its neighbours.
-    fn settle(&mut self, r: Rank, now: Time) {
+    fn settle(&mut self, eng: &mut Net<V>, r: Rank, now: Time) {
         loop {
-            while let Some(o) = self.eras[r as usize].poll_output() {
-                self.on_return(r, &o, now);
+            while let Some(o) = eng.node_mut(r).poll_output() {
+                self.on_return(eng, r, &o, now);
                 if !o.ok() && self.sim.ack_on_error {
-                    self.eras[r as usize].acknowledge_failures();
+                    eng.node_mut(r).acknowledge_failures();
                 }
             }
-            let e = &mut self.eras[r as usize];
+            let e = eng.node_mut(r);
             let id = e.next_id();
             if id >= self.sim.agreements || id != self.returned[r as usize] {
                 break;
@@ -308,22 +262,27 @@ impl<'a, V: SimValue> Run<'a, V> {
             let f = &mut self.first_entry[id as usize];
             *f = (*f).min(now);
         }
-        self.out.max_stored = self.out.max_stored.max(self.eras[r as usize].stored());
-        if self.alive.iter().any(|a| !a) {
+        self.out.max_stored = self.out.max_stored.max(eng.node(r).stored());
+        if self.out.dead > 0 {
             let mut nb = std::mem::take(&mut self.nb);
-            self.eras[r as usize].neighbours(&mut nb);
+            eng.node_mut(r).neighbours(&mut nb);
             for &x in &nb {
-                if !self.alive[x as usize] && self.watched.insert((r, x)) {
-                    let t = self.detect_time(x).max(now);
-                    self.cal.push(t, Ev::Detect { node: r, dead: x });
+                if !eng.alive(x) && self.watched.insert((r, x)) {
+                    let t = self.detect_time(eng, x).max(now);
+                    eng.suspect_at(t, r, x);
                 }
             }
             self.nb = nb;
         }
-        self.pump(r, now);
     }
 
-    fn detect_time(&mut self, x: Rank) -> Time {
+    fn on_die(&mut self, eng: &mut Net<V>, r: Rank, now: Time) {
+        self.kill(eng, r, now);
+    }
+}
+
+impl<V: SimValue> Agreements<'_, V> {
+    fn detect_time(&mut self, eng: &Net<V>, x: Rank) -> Time {
         let j = if self.sim.detect_jitter > 0 {
             u64::from(
                 self.rng
@@ -332,10 +291,10 @@ impl<'a, V: SimValue> Run<'a, V> {
         } else {
             0
         };
-        self.death[x as usize] + self.sim.detect_delay + j
+        eng.death(x) + self.sim.detect_delay + j
     }
 
-    fn on_return(&mut self, r: Rank, o: &Outcome<V>, now: Time) {
+    fn on_return(&mut self, eng: &Net<V>, r: Rank, o: &Outcome<V>, now: Time) {
         let v = &mut self.out.violations;
         if o.id != self.returned[r as usize] {
             v.irrevocability += 1;
@@ -346,7 +305,7 @@ impl<'a, V: SimValue> Run<'a, V> {
         if !o.ok() {
             self.out.not_acknowledged += 1;
         }
-        if o.failed.as_slice().iter().any(|&f| self.alive[f as usize]) {
+        if o.failed.as_slice().iter().any(|&f| eng.alive(f)) {
             v.failed_set += 1;
         }
         let id = o.id as usize;
@@ -364,11 +323,10 @@ impl<'a, V: SimValue> Run<'a, V> {
         let fp = fingerprint(o);
         if self.fingerprint[id] == 0 {
             self.fingerprint[id] = fp | 1;
-            let n = self.eras.len() as Rank;
             let mut all = V::bottom();
-            for p in 0..n {
+            for p in 0..eng.n() {
                 let c = V::contribution(self.seed, p, o.id);
-                if self.alive[p as usize] && !includes(&o.value, &c) {
+                if eng.alive(p) && !includes(&o.value, &c) {
                     v.participation += 1;
                 }
                 all.fold(&c);
@@ -381,25 +339,24 @@ impl<'a, V: SimValue> Run<'a, V> {
         }
     }
 
-    fn kill(&mut self, r: Rank, now: Time) {
-        if !self.alive[r as usize] {
+    /// `r` dies at `now`; the live processes that watch it will suspect it.
+    fn kill(&mut self, eng: &mut Net<V>, r: Rank, now: Time) {
+        if !eng.kill(r, now) {
             return;
         }
-        self.alive[r as usize] = false;
-        self.death[r as usize] = now;
         self.out.dead += 1;
-        for y in 0..self.eras.len() as Rank {
-            if !self.alive[y as usize] {
+        let mut nb = std::mem::take(&mut self.nb);
+        for y in 0..eng.n() {
+            if !eng.alive(y) {
                 continue;
             }
-            let mut nb = std::mem::take(&mut self.nb);
-            self.eras[y as usize].neighbours(&mut nb);
+            eng.node_mut(y).neighbours(&mut nb);
             if nb.contains(&r) && self.watched.insert((y, r)) {
-                let t = self.detect_time(r);
-                self.cal.push(t, Ev::Detect { node: y, dead: r });
+                let t = self.detect_time(eng, r);
+                eng.suspect_at(t, y, r);
             }
-            self.nb = nb;
         }
+        self.nb = nb;
     }
 }
 
@@ -412,17 +369,21 @@ fn includes<V: Value>(big: &V, small: &V) -> bool {
 
 impl AgreeSim {
     /// Bytes [`run_once`] allocates up front: one [`Era`] per process (each holds a tree over
-    /// all `n`, so this grows as n²), the per-process vectors (liveness, death, send and
-    /// receive slots, counters, entries, returns), the per-agreement ones (first entry, last
-    /// return, messages, steps, fingerprint, most sent) and the calendar.
+    /// all `n`, so this grows as n²), the experiment's per-process vectors (counters, entries,
+    /// returns), the per-agreement ones (first entry, last return, messages, steps,
+    /// fingerprint, most sent) and the engine's (ports and calendar).
     pub fn footprint<V: SimValue>(&self) -> u64 {
         let n = u64::from(self.n);
-        let per_process = (size_of::<bool>() + 4 * size_of::<Time>() + 3 * size_of::<u64>()) as u64;
+        let per_process = (size_of::<Time>() + 3 * size_of::<u64>()) as u64;
         let per_agreement = (3 * size_of::<Time>() + 2 * size_of::<u64>() + 2 * size_of::<u32>()) as u64;
-        let window = 4 * self.params().hop() + self.detect_delay + self.detect_jitter;
         n.saturating_mul(Era::<V>::footprint(self.n).saturating_add(per_process))
             .saturating_add(self.agreements.saturating_mul(per_agreement))
-            .saturating_add(Calendar::<Ev>::footprint(window, self.n))
+            .saturating_add(Net::<V>::footprint(self.n, self.window()))
+    }
+
+    /// How far ahead the engine's calendar looks: a few hops and a detection.
+    fn window(&self) -> Time {
+        4 * self.params().hop() + self.detect_delay + self.detect_jitter
     }
 }
 
@@ -436,24 +397,12 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
         eras.push(Era::new(r, n, sim.era)?);
     }
     let mut rng = ProtoRng::new(seed);
-    let mut run = Run {
+    let mut eng: Net<V> = MachineEngine::new(eras, sim.params(), sim.window(), seed, sim.max_events);
+    eng.timing().set_noise(sim.noise.clone());
+    eng.timing().set_cores(n, sim.cores);
+    let mut h = Agreements {
         sim,
         seed,
-        eras,
-        alive: vec![true; n as usize],
-        death: vec![Time::MAX; n as usize],
-        cal: Calendar::new(4 * sim.params().hop() + sim.detect_delay + sim.detect_jitter, n),
-        timing: {
-            let mut t = Timing::new(sim.params());
-            t.set_noise(sim.noise.clone());
-            t.set_cores(n, sim.cores);
-            t.reset(seed);
-            t
-        },
-        slab: Vec::new(),
-        free: Vec::new(),
-        send_free: vec![0; n as usize],
-        recv_free: vec![0; n as usize],
         received: vec![0; n as usize],
         kill_on_msg: vec![0; n as usize],
         watched: HashSet::new(),
@@ -487,6 +436,7 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
         },
         nb: Vec::new(),
         rng: ProtoRng::new(seed ^ 0x5EED),
+        _v: std::marker::PhantomData,
     };
     // The fault plan: listed kills, then random ones on distinct other processes.
     let mut plan: Vec<Kill> = sim.kills.clone();
@@ -503,101 +453,40 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
     }
     for kl in &plan {
         match kl.at {
-            KillAt::Before => run.kill(kl.rank, 0),
-            KillAt::Time(t) => run.cal.push(t, Ev::Die(kl.rank)),
-            KillAt::Message(m) => run.kill_on_msg[kl.rank as usize] = m,
+            KillAt::Before => h.kill(&mut eng, kl.rank, 0),
+            KillAt::Time(t) => eng.die_at(t, kl.rank),
+            KillAt::Message(m) => h.kill_on_msg[kl.rank as usize] = m,
         }
     }
-    for r in 0..n {
-        if run.alive[r as usize] {
-            run.settle(r, 0);
-        }
-    }
-    while let Some((now, item)) = run.cal.pop() {
-        run.out.events += 1;
-        if run.out.events > sim.max_events {
-            run.out.aborted = true;
-            break;
-        }
-        match item {
-            Item::Late(r) => run.pump(r, now),
-            Item::Early(Ev::Die(r)) => run.kill(r, now),
-            Item::Early(Ev::Arrive(i)) => {
-                let to = run.slab[i as usize].as_ref().map(|f| f.to).unwrap_or(0);
-                if !run.alive[to as usize] {
-                    run.slab[i as usize] = None;
-                    run.free.push(i);
-                    continue;
-                }
-                let core = run.timing.core(to);
-                let (end, free) = run.timing.receive(core, now, run.recv_free[to as usize]);
-                run.recv_free[to as usize] = free;
-                run.cal.push(end, Ev::Handle(i));
-            }
-            Item::Early(Ev::Handle(i)) => {
-                let Some(f) = run.slab[i as usize].take() else { continue };
-                run.free.push(i);
-                let to = f.to;
-                if !run.alive[to as usize] {
-                    continue;
-                }
-                run.received[to as usize] += 1;
-                if run.kill_on_msg[to as usize] == run.received[to as usize] {
-                    run.kill(to, now);
-                    continue;
-                }
-                let id = f.msg.id();
-                let d = run.depth.entry((to, id)).or_insert(0);
-                *d = (*d).max(f.steps);
-                _ = run.eras[to as usize].handle(
-                    now,
-                    Event::Message {
-                        from: f.from,
-                        msg: f.msg,
-                    },
-                );
-                run.settle(to, now);
-            }
-            Item::Early(Ev::Detect { node, dead }) => {
-                if run.alive[node as usize] {
-                    _ = run.eras[node as usize].handle(now, Event::Suspect(dead));
-                    run.settle(node, now);
-                }
-            }
-        }
-        run.out.end_time = now;
-    }
-    finish(run)
+    eng.run(&mut h);
+    h.out.events = eng.events();
+    h.out.aborted = eng.aborted();
+    h.out.end_time = eng.end_time();
+    Ok(finish(h, &eng))
 }
 
-fn finish<V: SimValue>(mut run: Run<'_, V>) -> Result<AgreeRun, String> {
+fn finish<V: SimValue>(mut run: Agreements<'_, V>, eng: &Net<V>) -> AgreeRun {
     let k = run.sim.agreements;
     for (&(_, id), &c) in &run.sent {
         if let Some(m) = run.sent_max.get_mut(id as usize) {
             *m = (*m).max(c);
         }
     }
-    for r in 0..run.eras.len() {
-        if run.alive[r] && run.returned[r] < k {
+    for r in 0..eng.n() {
+        if eng.alive(r) && run.returned[r as usize] < k {
             run.out.violations.termination += 1;
         }
-        run.out.rebalances += run.eras[r].rebalances() as u64;
+        run.out.rebalances += eng.node(r).rebalances() as u64;
     }
-    // A conflicting return counts if its process is alive, or if a live process holds the
-    // first outcome... any two live processes with different outcomes is a violation.
+    // Any two live processes with different outcomes for one agreement is a violation.
     let mut by_id: HashMap<AgreeId, Vec<(Rank, u64)>> = HashMap::new();
     for &(id, r, fp) in &run.conflicts {
         by_id.entry(id).or_default().push((r, fp));
     }
     for (id, list) in by_id {
         let odd: HashSet<Rank> = list.iter().map(|x| x.0).collect();
-        let mut live_fps: HashSet<u64> = list
-            .iter()
-            .filter(|(r, _)| run.alive[*r as usize])
-            .map(|x| x.1)
-            .collect();
-        let first_live = (0..run.eras.len() as Rank)
-            .any(|r| run.alive[r as usize] && !odd.contains(&r) && run.returned[r as usize] > id);
+        let mut live_fps: HashSet<u64> = list.iter().filter(|(r, _)| eng.alive(*r)).map(|x| x.1).collect();
+        let first_live = (0..eng.n()).any(|r| eng.alive(r) && !odd.contains(&r) && run.returned[r as usize] > id);
         if first_live {
             live_fps.insert(run.fingerprint[id as usize]);
         }
@@ -620,7 +509,7 @@ fn finish<V: SimValue>(mut run: Run<'_, V>) -> Result<AgreeRun, String> {
             run.out.max_steps_failure_free = run.out.max_steps_failure_free.max(run.steps[id]);
         }
     }
-    Ok(run.out)
+    run.out
 }
 
 /// Theorem 5's failure-free bound on parallel steps: `2·⌈log_δ n⌉` for a tree of largest
@@ -638,5 +527,9 @@ pub fn theorem5_bound(n: Rank, fanout: u32, height: u32) -> u32 {
     2 * levels
 }
 
+#[cfg(test)]
+mod differential;
+#[cfg(test)]
+mod oracle;
 #[cfg(test)]
 mod tests;

@@ -22,9 +22,9 @@ use std::sync::Arc;
 use crate::model::{LogGP, Time};
 use crate::protocol::{Action, Ctx, Message, Phase, ProtoRng, Protocol, Rank, SharedInfo};
 use crate::sim::calendar::{Calendar, Item};
+use crate::sim::core::{Core, EventCap};
 use crate::sim::faults::Faults;
 use crate::sim::noise::Noise;
-use crate::sim::timing::Timing;
 use crate::topology::ring;
 
 /// How a process's receives share its time (the one assumption on which the two papers'
@@ -141,13 +141,13 @@ pub struct TraceRow {
 /// A reusable simulator for protocol `P` over `n` processes.
 pub struct Engine<P: Protocol> {
     n: u32,
-    /// What a message costs: LogGP parameters, noise and shared cores.
-    timing: Timing,
+    /// The event core shared with the machine engine: calendar, message costs (LogGP
+    /// parameters, noise, shared cores) and the event cap.
+    core: Core<Ev<P::Msg>>,
     /// Per-process protocol and driver state side by side: an event touches one record.
     procs: Vec<Proc<P>>,
     /// Death times as drawn by the fault plan (copied into the slots).
     death: Vec<Time>,
-    cal: Calendar<Ev<P::Msg>>,
     scratch: Vec<Rank>,
     sends_log: Vec<(Rank, Rank)>,
     fd: bool,
@@ -167,10 +167,9 @@ where
         let len = n as usize;
         Self {
             n,
-            timing: Timing::new(logp),
+            core: Core::new(4 * logp.hop() + 4, n, logp),
             procs: Vec::with_capacity(len),
             death: vec![Time::MAX; len],
-            cal: Calendar::new(4 * logp.hop() + 4, n),
             scratch: Vec::new(),
             sends_log: Vec::new(),
             fd: false,
@@ -194,21 +193,21 @@ where
     /// Noisy mode: draws every message's `o_s`, `L` and `o_r` from `noise` (`None`: the fixed
     /// parameters). `g` and `G·(k−1)` stay fixed.
     pub fn set_noise(&mut self, noise: Option<Arc<Noise>>) {
-        self.timing.set_noise(noise);
+        self.core.timing.set_noise(noise);
     }
 
     /// Shared cores: the processes run on `cores` cores (rank `r` on core `r mod cores`), each
     /// doing one send or receive at a time; `None` (or as many cores as processes): a core per
     /// process. Applies to [`Receives::Queued`].
     pub fn set_cores(&mut self, cores: Option<u32>) {
-        self.timing.set_cores(self.n, cores);
+        self.core.timing.set_cores(self.n, cores);
     }
 
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {
         if self.receives == Receives::Queued {
-            self.timing.core(r)
+            self.core.timing.core(r)
         } else {
             None
         }
@@ -216,7 +215,7 @@ where
 
     /// The parameters this engine was built with.
     pub fn params(&self) -> LogGP {
-        self.timing.params()
+        self.core.timing.params()
     }
 
     /// The protocol state of process `r` after the last run (for tests and diagnostics).
@@ -265,7 +264,7 @@ where
         if t != self.procs[i].slot.timer_at {
             self.procs[i].slot.timer_at = t;
             if t != Time::MAX {
-                self.cal.push(t.max(now), Ev::Timer(r));
+                self.core.cal.push(t.max(now), Ev::Timer(r));
             }
         }
     }
@@ -282,7 +281,7 @@ where
         if !self.procs[i].slot.poll_pending {
             if self.procs[i].slot.timer_at == now || self.fd || self.receives == Receives::Parallel {
                 self.procs[i].slot.poll_pending = true;
-                self.cal.push_late(now, r);
+                self.core.cal.push_late(now, r);
             } else {
                 self.poll(shared, r, now, rng, st);
             }
@@ -296,10 +295,9 @@ where
             return;
         }
         let core = self.core(r);
-        if core.is_some() && self.timing.core_free(core) > t {
-            // The core is doing another process's send or receive: ask again when it is free.
+        if self.core.core_busy(r, core, t) {
+            // Asked again when the core is free.
             self.procs[i].slot.poll_pending = true;
-            self.cal.push_late(self.timing.core_free(core), r);
             return;
         }
         let cx = self.cx(shared, r, t);
@@ -311,35 +309,39 @@ where
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
-                let sent = self.timing.send(core, t);
+                let sent = self.core.timing.send(core, t);
                 st.quiescence = st.quiescence.max(sent.end);
-                if self.timing.noisy() || core.is_some() {
+                if self.core.timing.noisy() || core.is_some() {
                     // The receive takes the receiver's port (and core) when the message arrives.
-                    self.cal.push(sent.arrive, Ev::Arrive { to, from: r, msg });
+                    self.core.cal.push(sent.arrive, Ev::Arrive { to, from: r, msg });
                 } else {
                     let ti = to as usize;
                     match self.receives {
                         Receives::Queued => {
-                            let (end, free) = self.timing.receive_fixed(sent.arrive, self.procs[ti].slot.recv_free);
+                            let (end, free) = self
+                                .core
+                                .timing
+                                .receive_fixed(sent.arrive, self.procs[ti].slot.recv_free);
                             if self.procs[ti].slot.death > sent.arrive {
                                 self.procs[ti].slot.recv_free = free;
                             }
-                            self.cal.push(end, Ev::Recv { to, from: r, msg });
+                            self.core.cal.push(end, Ev::Recv { to, from: r, msg });
                         }
                         Receives::Parallel => self
+                            .core
                             .cal
-                            .push(sent.arrive + self.timing.or(), Ev::Recv { to, from: r, msg }),
+                            .push(sent.arrive + self.core.timing.or(), Ev::Recv { to, from: r, msg }),
                     }
                 }
                 if self.fd {
                     self.sends_log.push((r, to));
                 }
                 self.procs[i].slot.poll_pending = true;
-                self.cal.push_late(sent.next, r);
+                self.core.cal.push_late(sent.next, r);
             }
             Action::Sleep(s) => {
                 self.procs[i].slot.poll_pending = true;
-                self.cal.push_late(t + s.max(1), r);
+                self.core.cal.push_late(t + s.max(1), r);
             }
             Action::Wait => {}
         }
@@ -351,11 +353,10 @@ where
         let n = self.n;
         let mut rng = ProtoRng::new(seed);
         // Noisy mode's own stream: the protocols draw the same numbers with or without noise.
-        self.timing.reset(seed);
+        self.core.reset(seed);
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.sends_log.clear();
-        self.cal.reset();
         self.procs.clear();
         for r in 0..n {
             let node = P::new(&self.cx(shared, r, 0));
@@ -374,7 +375,7 @@ where
                 continue;
             }
             if d != Time::MAX && fd {
-                self.cal.push(d, Ev::Die(r));
+                self.core.cal.push(d, Ev::Die(r));
             }
             let cx = self.cx(shared, r, 0);
             self.procs[r as usize].node.start(&cx);
@@ -382,12 +383,8 @@ where
         }
 
         let mut diss_end: Time = 0;
-        while let Some((t, item)) = self.cal.pop() {
-            st.events += 1;
-            if st.events > max_events {
-                st.aborted = true;
-                break;
-            }
+        let mut cap = EventCap::new(max_events);
+        while let Some((t, item)) = cap.pop(&mut self.core) {
             let ev = match item {
                 Item::Late(r) => {
                     self.procs[r as usize].slot.poll_pending = false;
@@ -404,18 +401,19 @@ where
                     let alive = self.procs[i].slot.death > t;
                     let port = if queued { self.procs[i].slot.recv_free } else { 0 };
                     let core = self.core(to).filter(|_| alive);
-                    let (end, free) = self.timing.receive(core, t, port);
+                    let (end, free) = self.core.timing.receive(core, t, port);
                     if queued && alive {
                         self.procs[i].slot.recv_free = free;
                     }
-                    self.cal.push(end, Ev::Recv { to, from, msg });
+                    self.core.cal.push(end, Ev::Recv { to, from, msg });
                 }
                 Ev::Recv { to, from, msg } => {
                     let i = to as usize;
                     if self.procs[i].slot.death <= t {
                         self.log(t, to, "lost", from, msg.label());
                         if fd {
-                            self.cal
+                            self.core
+                                .cal
                                 .push(t + faults.detect_delay, Ev::Suspect { node: from, peer: to });
                         }
                         continue;
@@ -457,7 +455,9 @@ where
                     for k in 0..self.sends_log.len() {
                         let (a, b) = self.sends_log[k];
                         if b == r {
-                            self.cal.push(t + faults.detect_delay, Ev::Suspect { node: a, peer: r });
+                            self.core
+                                .cal
+                                .push(t + faults.detect_delay, Ev::Suspect { node: a, peer: r });
                         }
                     }
                 }
@@ -465,6 +465,8 @@ where
         }
 
         // Per-run statistics.
+        st.events = cap.events;
+        st.aborted = cap.aborted;
         let mut coloring = 0;
         for r in 0..n as usize {
             if self.procs[r].slot.death != Time::MAX {

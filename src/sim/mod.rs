@@ -3,9 +3,11 @@
 pub mod agree;
 pub mod bmg_build;
 pub mod calendar;
+pub mod core;
 pub mod dissemination;
 pub mod engine;
 pub mod faults;
+pub mod machine_engine;
 pub mod montecarlo;
 pub mod noise;
 pub mod notices;
@@ -22,3 +24,5 @@ pub use stats::{Report, Summary};
 mod cores_tests;
 #[cfg(test)]
 mod loggp_tests;
+#[cfg(test)]
+mod machine_engine_tests;

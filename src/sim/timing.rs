@@ -1,5 +1,6 @@
-//! The LogGP cost of one message, shared by the simulator's engines (the broadcast
-//! [`Engine`](crate::sim::Engine) and ERA's [`agree`](crate::sim::agree) driver), so that
+//! The LogGP cost of one message, part of the simulator's event core
+//! ([`Core`](crate::sim::core::Core)) that the broadcast [`Engine`](crate::sim::Engine) and
+//! the [`MachineEngine`](crate::sim::machine_engine::MachineEngine) (ERA) run on, so that
 //! every simulated protocol family pays for a message the same way (Corrected Trees §2.2's
 //! LogP, in its LogGP form):
 //!

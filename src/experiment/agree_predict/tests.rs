@@ -36,6 +36,7 @@ fn the_prediction_is_the_simulator_run_of_the_same_model_in_microseconds() {
     assert_eq!(p.agreements, ff.agreement.len());
     let sim = simulated(&b, &model, Some(2), ff.agreement.len());
     let run = run_once::<And64>(&sim, b.seed).unwrap();
+    assert!(!run.aborted, "aborted at the event cap");
     let unit_us = model.unit_ns as f64 / 1000.0;
     assert_eq!(p.agreement.predicted_p50_us, run.latency.percentiles().p50 * unit_us);
     assert_eq!(p.node.predicted_p99_us, run.process_latency.percentiles().p99 * unit_us);

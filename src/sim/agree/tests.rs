@@ -195,7 +195,7 @@ fn bad_configurations_are_errors() {
 }
 
 /// Everything one run reports, for comparing runs.
-fn fingerprint_of(r: &AgreeRun) -> String {
+pub(super) fn fingerprint_of(r: &AgreeRun) -> String {
     format!("{r:?}")
 }
 
