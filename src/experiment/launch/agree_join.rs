@@ -205,7 +205,7 @@ fn gather(
     }
     let mut c = Cluster::new(std::path::Path::new(""), n, epoch_unix_ns);
     for st in streams {
-        c.attach(st.rank, st.lines, Box::new(st.send), None);
+        c.attach(st.rank, st.lines, Box::new(st.send));
     }
     let started = c.start(j.timeout)?;
     let o = c.collect(started, idle_limit(b), window_of(b));

@@ -25,3 +25,14 @@ pub const LOGP_RENDEZVOUS: u64 = 0x10_6f_5e;
 pub fn logp_between(port: u16) -> u64 {
     0x106f_0000 ^ u64::from(port)
 }
+
+/// A bootstrap's run id, new per launch (`bootstrap-PID-NONCE`): every node seals with the
+/// session key derived from it ([`RunId::session_key`]).
+pub fn bootstrap_run_id() -> Result<String, String> {
+    let nonce = crate::transport::udp::auth::fresh_nonce().map_err(|e| format!("cannot draw the run's id: {e}"))?;
+    Ok(format!(
+        "bootstrap-{}-{}",
+        std::process::id(),
+        crate::wire::hex::encode(&nonce)
+    ))
+}

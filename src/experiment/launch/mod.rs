@@ -9,22 +9,9 @@ pub mod bcast;
 pub mod boot;
 pub mod job;
 pub mod joined;
-
-use std::process::Child;
+pub mod spawn;
 
 use crate::transport::udp::auth::AuthKey;
-
-/// Kills every child still running when dropped (also on errors and panics).
-pub(crate) struct Children(pub(crate) Vec<Option<Child>>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in self.0.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// A fresh directory for one run's files (the hostfile, the job's key file), readable only by
 /// this user: `$TMPDIR/NAME-PID-RANDOM`, created exclusively with mode 0700. A directory that
