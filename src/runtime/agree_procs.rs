@@ -196,7 +196,7 @@ pub fn child(spec_json: &str) -> Result<(), String> {
         }
         // Each generation its own job id: a straggler datagram of the last one is dropped.
         let cfg = UdpConfig {
-            job: s.generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA6EE,
+            job: crate::transport::ids::agree_generation(s.generation),
             ..UdpConfig::default()
         };
         let own = sock

@@ -29,7 +29,7 @@ use crate::runtime::control::{ChildAgent, ParentAgent};
 use crate::runtime::join::{self, JobParams};
 use crate::runtime::procs::{aligned_epoch, coordinator_epoch, unix_ns};
 use crate::transport::Transport;
-use crate::transport::udp::auth::{AuthKey, fresh_nonce};
+use crate::transport::udp::auth::AuthKey;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 
 /// One process of a launched agreement run.
@@ -131,7 +131,7 @@ fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
 /// node in another, and here the streams of every node gathered into the report.
 fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> {
     let (n, job) = (b.n, crate::experiment::launch::job::agree(b.seed));
-    let run = fresh_nonce().map_err(|e| format!("cannot draw the run's nonce: {e}"))?;
+    let run = crate::experiment::launch::job::run_nonce()?;
     let mut agent = ParentAgent::bind(j.coordinator, job, n)
         .map_err(|e| format!("cannot bind the coordinator at {}: {e}", j.coordinator))?;
     agent.set_key(j.key.clone());

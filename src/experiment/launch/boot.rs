@@ -80,7 +80,7 @@ pub(crate) fn launch_with(exe: &Path, a: &BootLaunch, n: u32, watch: bool) -> Re
     // One key for the children's datagrams, through their environment (never printed): this
     // run's session key under `FTCOLL_KEY` (a datagram of an earlier bootstrap with the same
     // key does not verify), else a fresh one.
-    let key = match super::run_key(crate::transport::udp::auth::AuthKey::from_env()?)? {
+    let key = match super::job::fresh_session(crate::transport::udp::auth::AuthKey::from_env()?)? {
         Some(k) => k,
         None => {
             crate::transport::udp::auth::AuthKey::generate().map_err(|e| format!("cannot generate a job key: {e}"))?
@@ -137,7 +137,8 @@ pub(crate) fn launch_with(exe: &Path, a: &BootLaunch, n: u32, watch: bool) -> Re
             ));
         };
         match line {
-            None => return Err(procs.exit_error(slot, "before its boot report")),
+            None if reports[slot].is_none() => return Err(procs.exit_error(slot, "before its boot report")),
+            None => {}
             Some(l) if reports[slot].is_none() => {
                 let rep: BootReport =
                     serde_json::from_str(l.trim()).map_err(|_| format!("node {slot} failed (see its error above)"))?;
