@@ -131,8 +131,7 @@ fn bench_procs_a_node_that_exits_early_is_reported_in_one_line_and_reaped() {
     };
     let dir = crate::experiment::launch::private_dir("ftcoll-fake-run").unwrap();
     let e = crate::experiment::launch::bcast::run_parent(&fake.path, &cfg, None, &[], &|_| vec![], &dir)
-        .err()
-        .expect("the run fails");
+        .expect_err("the run fails");
     std::fs::remove_dir_all(&dir).ok();
     assert!(e.contains("node "), "{e}");
     reported_and_reaped(&e, &fake);
@@ -151,8 +150,7 @@ fn agree_procs_a_node_that_exits_early_is_reported_in_one_line_and_reaped() {
 fn stress_procs_a_node_that_exits_early_is_reported_in_one_line_and_reaped() {
     let fake = FakeExe::new(EXITS_EARLY);
     let e = crate::experiment::launch::agree::stress(&agree_bench(3), &fake.path, &mut |_| vec![], &mut |_| true)
-        .err()
-        .expect("the run fails");
+        .expect_err("the run fails");
     reported_and_reaped(&e, &fake);
 }
 
