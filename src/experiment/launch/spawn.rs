@@ -461,13 +461,6 @@ impl Procs {
         }
     }
 
-    /// Closes the stdin (or stream) of `slot`.
-    pub fn close_input(&mut self, slot: usize) {
-        if let Some(m) = self.slots[slot].as_mut() {
-            m.input = None;
-        }
-    }
-
     /// Closes every stdin (or stream): the children stop.
     pub fn close_inputs(&mut self) {
         for m in self.slots.iter_mut().flatten() {
