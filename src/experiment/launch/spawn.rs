@@ -140,7 +140,8 @@ impl Tail {
             std::thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
                     if pass {
-                        eprintln!("{line}");
+                        // Not `eprintln!`: a closed stderr must not end the thread early.
+                        let _ = writeln!(std::io::stderr().lock(), "{line}");
                     }
                     if !line.trim().is_empty()
                         && let Ok(mut s) = t.state.lock()
@@ -375,7 +376,8 @@ impl Procs {
             .status
             .map(|s| s.to_string())
             .unwrap_or_else(|| "status unknown".into());
-        let last = m.stderr.as_ref().and_then(|t| t.last(Duration::from_secs(1)));
+        // The process is gone: its stderr ends as soon as its reader has read it all.
+        let last = m.stderr.as_ref().and_then(|t| t.last(Duration::from_secs(5)));
         format!("{what} {slot} exited {when} ({status}){}", said(last))
     }
 
