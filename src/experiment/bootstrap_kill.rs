@@ -6,11 +6,10 @@
 //! `boot-node --watch` is the node's side.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::net::UdpSocket;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::experiment::launch::boot::{BootLaunch, Detector, launch};
@@ -124,27 +123,11 @@ pub fn run(a: &BootLaunch, kill: &[u32], n: u32) -> Result<KillOutcome, String> 
         .unwrap_or(l.launched_us)
         .saturating_sub(l.launched_us) as f64
         / 1000.0;
-    let (tx, rx) = mpsc::channel::<(usize, WatchReport)>();
-    for (r, out) in std::mem::take(&mut l.readers).into_iter().enumerate() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if let Ok(rep) = serde_json::from_str::<WatchReport>(&line)
-                    && tx.send((r, rep)).is_err()
-                {
-                    break;
-                }
-            }
-        });
-    }
-    drop(tx);
     // Let the heartbeats flow between every pair of neighbours first.
     std::thread::sleep(Duration::from_millis(5 * a.detector.heartbeat_ms));
     let kill_us = unix_us();
     for &k in &kill {
-        let c = l.procs.0[k as usize].as_mut().ok_or("internal: no such process")?;
-        c.kill().map_err(|e| format!("cannot kill rank {k}: {e}"))?;
-        let _ = c.wait();
+        l.procs.reap(k as usize);
     }
     let survivors: Vec<usize> = (0..n as usize).filter(|&r| !kill.contains(&(r as u32))).collect();
     let mut latest: Vec<Option<WatchReport>> = vec![None; n as usize];
@@ -155,14 +138,25 @@ pub fn run(a: &BootLaunch, kill: &[u32], n: u32) -> Result<KillOutcome, String> 
     };
     while !survivors.iter().all(|&r| repaired(&latest[r])) {
         let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((r, rep)) => {
+        let line = l.procs.recv(left);
+        let rep = match &line {
+            Some((r, Some(text))) => serde_json::from_str::<WatchReport>(text).ok().map(|rep| (*r, rep)),
+            _ => None,
+        };
+        if let Some((r, None)) = line
+            && !kill.contains(&(r as u32))
+        {
+            return Err(l.procs.exit_error(r, "while watching"));
+        }
+        match (line.is_some(), rep) {
+            (true, None) => {}
+            (true, Some((r, rep))) => {
                 if let Some(d) = rep.dead.iter().find(|d| !kill.contains(d)) {
                     return Err(format!("rank {r} took live rank {d} for dead (a false suspicion)"));
                 }
                 latest[r] = Some(rep);
             }
-            Err(_) => {
+            (false, _) => {
                 let missing: Vec<String> = survivors
                     .iter()
                     .filter(|&&r| !repaired(&latest[r]))
@@ -183,15 +177,11 @@ pub fn run(a: &BootLaunch, kill: &[u32], n: u32) -> Result<KillOutcome, String> 
         .map(|r| r.rank.to_string())
         .collect();
     // Every node is done: close their stdin, they exit.
+    l.procs.close_inputs();
     for &r in &survivors {
-        if let Some(c) = l.procs.0[r].as_mut() {
-            drop(c.stdin.take());
-        }
-    }
-    for &r in &survivors {
-        let Some(c) = l.procs.0[r].as_mut() else { continue };
-        let st = c.wait().map_err(|e| e.to_string())?;
-        if !st.success() {
+        if let Some(st) = l.procs.wait(r)?
+            && !st.success()
+        {
             return Err(format!("rank {r} exited with {st}"));
         }
     }

@@ -79,7 +79,7 @@ pub(super) fn start(#[allow(unused_mut)] mut b: GroupBuilder) -> Result<Group, G
     if n < 2 {
         return Err(GroupError::Setup(format!("a group needs at least 2 members, not {n}")));
     }
-    let job = 0x6770_0000_0000_0000 ^ b.seed;
+    let job = crate::transport::ids::group(b.seed);
     #[allow(unused_mut)]
     let mut eps = endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?;
     #[cfg(test)]
@@ -93,7 +93,7 @@ pub(super) fn start(#[allow(unused_mut)] mut b: GroupBuilder) -> Result<Group, G
     // Agreements run over endpoints of their own (another job id), for groups whose ERA
     // messages fit a datagram.
     let agreements = if n <= MAX_AGREE_MEMBERS {
-        let job = job ^ 0xA6EE;
+        let job = crate::transport::ids::group_agree(b.seed);
         let eps = endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?;
         Some(Agreements::new(eps, n, job).map_err(GroupError::Setup)?)
     } else {

@@ -35,6 +35,9 @@ use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::DropCounters;
 
+/// The first word of the line in which a node process says the address it bound.
+pub const BOUND: &str = "bound";
+
 /// Everything one node process needs (passed as one JSON argument).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ChildSpec {
@@ -181,7 +184,7 @@ pub fn child(spec_json: &str) -> Result<(), String> {
         let me = sock
             .local_addr()
             .map_err(|e| format!("cannot read the bound address: {e}"))?;
-        say(&out, &format!("bound {me}"))?;
+        say(&out, &format!("{BOUND} {me}"))?;
         match first_spec(&rx)? {
             Some(next) => s = next,
             None => return Ok(()),
@@ -193,7 +196,7 @@ pub fn child(spec_json: &str) -> Result<(), String> {
         }
         // Each generation its own job id: a straggler datagram of the last one is dropped.
         let cfg = UdpConfig {
-            job: s.generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA6EE,
+            job: crate::transport::ids::agree_generation(s.generation),
             ..UdpConfig::default()
         };
         let own = sock
@@ -336,8 +339,9 @@ fn result(node: &Node) -> ChildResult {
 
 /// One line a node process says to its parent (or over its stream to rank 0).
 pub(crate) enum Line {
-    /// The node's socket is bound here (it keeps it for its life).
-    Bound(SocketAddr),
+    /// `BOUND ADDR`: the node's socket is bound (it keeps it for its life); the launcher
+    /// reads the address itself (`experiment::launch::spawn::Procs::addresses`).
+    Bound,
     Ready,
     /// The node's own time of its crash, on the common clock.
     Killed(u64),
@@ -353,8 +357,8 @@ pub(crate) fn parse(l: &str) -> Line {
     if let Some(body) = l.strip_prefix(agree_stream::PREFIX) {
         return agree_stream::decode(body).map_or(Line::Bad, Line::Recs);
     }
-    if let Some(a) = l.strip_prefix("bound ") {
-        a.trim().parse().map_or(Line::Bad, Line::Bound)
+    if let Some(a) = l.strip_prefix(BOUND).and_then(|a| a.strip_prefix(' ')) {
+        a.trim().parse::<SocketAddr>().map_or(Line::Bad, |_| Line::Bound)
     } else if l.trim() == "ready" {
         Line::Ready
     } else if let Ok(k) = serde_json::from_str::<Killed>(l) {
@@ -374,7 +378,7 @@ mod tests {
     #[test]
     fn node_lines_parse_and_anything_else_is_bad() {
         assert!(matches!(parse("ready"), Line::Ready));
-        assert!(matches!(parse("bound 127.0.0.1:4000"), Line::Bound(a) if a.port() == 4000));
+        assert!(matches!(parse("bound 127.0.0.1:4000"), Line::Bound));
         assert!(matches!(parse("bound 127.0.0.1"), Line::Bad));
         assert!(matches!(parse(r#"{"rank":2,"killed_ns":77}"#), Line::Killed(77)));
         let recs = vec![(5, rec(1, 2, 3, true))];

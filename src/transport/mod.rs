@@ -2,6 +2,7 @@
 //! one process, lock-free queues) and `udp` (one non-blocking socket per node, made reliable
 //! here). Both move opaque byte strings between ranks of one job; encoding is [`crate::wire`]'s.
 
+pub mod ids;
 pub mod inproc;
 pub mod local_ip;
 pub mod ppoll;

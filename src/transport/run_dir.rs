@@ -18,6 +18,7 @@
 //! yet (it may be being replaced) and named in the timeout error. The key a run seals with is
 //! its session key, [`RunId::session_key`]: `AuthKey::session` of a keyed hash of the run id,
 //! so what one launch sealed does not verify in the next (datagrams and FENCEs included).
+//! How every experiment's ids are derived: [`crate::transport::ids`].
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -26,125 +27,10 @@ use std::path::{Path, PathBuf};
 use crate::wire::hex;
 use crate::wire::mac::AuthKey;
 
-/// The longest run id accepted, bytes.
-pub const RUN_ID_MAX: usize = 256;
+pub use crate::transport::ids::{RUN_ID_MAX, RunId};
 
 /// The largest rendezvous file read (verbs connection data of a few thousand ranks fits).
 const FILE_MAX: u64 = 16 << 20;
-
-/// Launcher variables naming one launch, by precedence: each entry's variables, all set,
-/// joined by '.'.
-const LAUNCHERS: &[(&[&str], &str)] = &[
-    (&["SLURM_JOB_ID", "SLURM_STEP_ID"], "Slurm"),
-    (&["PMIX_NAMESPACE"], "PMIx"),
-    (&["OMPI_MCA_ess_base_jobid"], "Open MPI"),
-];
-
-/// The identity of one launch, shared by all its processes and by no other launch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunId {
-    id: String,
-    /// Where it came from: `--run-id`, a launcher's name, or `default`.
-    source: &'static str,
-}
-
-impl RunId {
-    /// An explicit id (`--run-id`): 1 to [`RUN_ID_MAX`] bytes, no control characters.
-    pub fn new(id: &str) -> Result<RunId, String> {
-        if id.is_empty() || id.len() > RUN_ID_MAX {
-            return Err(format!("--run-id must be 1 to {RUN_ID_MAX} bytes, got {}", id.len()));
-        }
-        if id.chars().any(char::is_control) {
-            return Err("--run-id must not contain control characters".into());
-        }
-        Ok(RunId {
-            id: id.to_string(),
-            source: "--run-id",
-        })
-    }
-
-    /// The id the launcher gives this process, if any ([`LAUNCHERS`]).
-    pub fn from_env() -> Option<RunId> {
-        LAUNCHERS.iter().find_map(|(vars, source)| {
-            let parts: Vec<String> = vars
-                .iter()
-                .map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
-                .collect::<Option<_>>()?;
-            let id = format!("{}:{}", source, parts.join("."));
-            (id.len() <= RUN_ID_MAX && !id.chars().any(char::is_control)).then_some(RunId { id, source })
-        })
-    }
-
-    /// The id of an unkeyed run that has none: files of an earlier such run may be read.
-    pub fn default_unkeyed() -> RunId {
-        RunId {
-            id: "default".into(),
-            source: "default",
-        }
-    }
-
-    /// `explicit`, else the launcher's; a keyed run without either is an error (it cannot
-    /// tell its files and datagrams from an earlier run's), an unkeyed one gets
-    /// [`RunId::default_unkeyed`] and a warning on stderr. `what` names the command.
-    pub fn resolve(explicit: Option<&str>, keyed: bool, what: &str) -> Result<RunId, String> {
-        if let Some(s) = explicit {
-            return RunId::new(s);
-        }
-        if let Some(r) = RunId::from_env() {
-            return Ok(r);
-        }
-        if keyed {
-            return Err(format!(
-                "a keyed {what} needs a run id: give --run-id STR (the same on every process of this launch, new for each launch), or start it under Slurm (SLURM_JOB_ID, SLURM_STEP_ID) or Open MPI (PMIX_NAMESPACE)"
-            ));
-        }
-        eprintln!(
-            "ftcoll: warning: {what} has no run id (--run-id, or a launcher's SLURM_JOB_ID/PMIX_NAMESPACE): files an earlier run left in run-default/ may be read"
-        );
-        Ok(RunId::default_unkeyed())
-    }
-
-    /// The id.
-    pub fn as_str(&self) -> &str {
-        &self.id
-    }
-
-    /// Where the id came from.
-    pub fn source(&self) -> &'static str {
-        self.source
-    }
-
-    /// The name of the run's directory: `run-` and the id with every byte but
-    /// `[A-Za-z0-9._-]` replaced by `_`; when anything was replaced or cut (at 64 bytes),
-    /// 16 hex digits of a hash of the whole id follow, so distinct ids get distinct names.
-    pub fn dir_name(&self) -> String {
-        let clean: String = self
-            .id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(64)
-            .collect();
-        if clean == self.id && !clean.starts_with('.') {
-            format!("run-{clean}")
-        } else {
-            let h = AuthKey::from_bytes([0; 16]).tag(&[b"ftcoll run dir", self.id.as_bytes()]);
-            format!("run-{clean}-{}", hex::encode(&h[..8]))
-        }
-    }
-
-    /// The run's session key under the long-term `key`: `key.session(MAC(key, "ftcoll run id"
-    /// ‖ id))`. Every process of the run derives the same; another run id gives another key,
-    /// so a datagram, FENCE or file sealed in one launch fails its MAC in the next.
-    pub fn session_key(&self, key: &AuthKey) -> AuthKey {
-        key.session(&key.tag(&[b"ftcoll run id", self.id.as_bytes()]))
-    }
-}
 
 /// What reading a rendezvous file found.
 #[derive(Debug, PartialEq, Eq)]
@@ -200,7 +86,7 @@ impl RunDir {
 
     /// Calls `f` with the parts the tag of `name` covers.
     fn parts<R>(&self, name: &str, rank: u32, body: &str, f: impl FnOnce(&[&[u8]]) -> R) -> R {
-        let id = self.run.id.as_bytes();
+        let id = self.run.as_str().as_bytes();
         f(&[
             b"ftcoll rendezvous file",
             &(id.len() as u32).to_le_bytes(),

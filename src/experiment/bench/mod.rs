@@ -341,7 +341,7 @@ impl Checked {
                 poll,
                 pin: !a.no_pin,
                 auth: if a.transport == TransportKind::Udp {
-                    crate::experiment::launch::run_key(self.key(env)?)?
+                    crate::experiment::launch::job::fresh_session(self.key(env)?)?
                 } else {
                     None
                 },
@@ -417,7 +417,7 @@ impl Checked {
             model: model.loggp,
             loss: 0.0,
             auth: if a.join.is_none() && a.transport == TransportKind::Udp {
-                crate::experiment::launch::run_key(self.key(env)?)?
+                crate::experiment::launch::job::fresh_session(self.key(env)?)?
             } else {
                 None
             },

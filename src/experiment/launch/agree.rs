@@ -4,13 +4,12 @@
 //! and SIGKILLs a node at its injected crash. `agree --join` ([`super::agree_join`]) drives
 //! launched nodes through the same `Cluster` over TCP streams.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::experiment::launch::spawn::{Launch, Procs, Report};
 use crate::protocol::agree::Rebalance;
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport, validate};
 use crate::runtime::agree_procs::{ChildResult, ChildSpec, Line, parse};
@@ -20,157 +19,68 @@ use crate::runtime::procs::{aligned_epoch, unix_ns};
 use crate::transport::TransportStats;
 use crate::wire::DropCounters;
 
-struct Proc {
-    /// A node process this one started (`--procs`); `None` for a launched one (`--join`).
-    child: Option<Child>,
-    input: Option<Box<dyn Write + Send>>,
-    /// Lines of this process carry this tag (a slot's earlier processes have others).
-    tag: u64,
-}
-
-/// The node processes, one per slot (rank); every process still running is killed on drop.
+/// The node processes, one per slot (rank), and their lines ([`Procs`]: every process still
+/// running is killed on drop).
 pub(crate) struct Cluster {
-    exe: std::path::PathBuf,
-    procs: Vec<Option<Proc>>,
-    tx: mpsc::Sender<(u64, Line)>,
-    rx: mpsc::Receiver<(u64, Line)>,
-    next_tag: u64,
+    procs: Procs,
     /// The common clock (the children align theirs to the same epoch).
     epoch: Instant,
     epoch_unix_ns: u64,
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for p in self.procs.iter_mut().flatten() {
-            if let Some(c) = p.child.as_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
+/// How long a node process may take to bind its port, and all to be ready.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Cluster {
-    /// `n` slots on the clock of `epoch_unix_ns` (as aligned by this process).
+    /// `n` slots on the clock of `epoch_unix_ns` (as aligned by this process), for processes
+    /// of `exe`.
     pub(crate) fn new(exe: &Path, n: u32, epoch_unix_ns: u64) -> Self {
-        let (tx, rx) = mpsc::channel();
+        let mut launch = Launch::new(exe, Report::Pipe(crate::runtime::agree_procs::BOUND), START_TIMEOUT);
+        launch.stdin = true;
+        launch.what = "node process";
         Self {
-            exe: exe.to_path_buf(),
-            procs: (0..n).map(|_| None).collect(),
-            tx,
-            rx,
-            next_tag: 0,
+            procs: launch.slots(n),
             epoch: aligned_epoch(epoch_unix_ns),
             epoch_unix_ns,
         }
     }
 
-    /// Starts a new process in `slot` (a previous one there must be gone).
+    /// Starts a new process in `slot` (a previous one there is killed).
     fn spawn(&mut self, slot: u32, spec: &ChildSpec) -> Result<(), String> {
         let spec = serde_json::to_string(spec).map_err(|e| e.to_string())?;
-        let mut child = Command::new(&self.exe)
-            .args(["agree-node", "--spec", &spec])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
-        let (out, stdin) = (child.stdout.take(), child.stdin.take());
-        match (out, stdin) {
-            (Some(out), Some(stdin)) => {
-                self.attach(slot, out, Box::new(stdin), Some(child));
-                Ok(())
-            }
-            _ => Err("cannot open a node process's pipes".into()),
-        }
+        self.procs.spawn(slot, &["agree-node".into(), "--spec".into(), spec])
     }
 
-    /// Puts in `slot` a node whose lines come from `lines` and whose commands go to `input`
-    /// (a process this one started, or a launched node's stream).
-    pub(crate) fn attach(
-        &mut self,
-        slot: u32,
-        lines: impl Read + Send + 'static,
-        input: Box<dyn Write + Send>,
-        child: Option<Child>,
-    ) {
-        let tag = self.next_tag;
-        self.next_tag += 1;
-        let tx = self.tx.clone();
-        std::thread::spawn(move || {
-            for l in BufReader::new(lines).lines().map_while(Result::ok) {
-                if tx.send((tag, parse(&l))).is_err() {
-                    return;
-                }
-            }
-            let _ = tx.send((tag, Line::Eof));
-        });
-        let new = Proc {
-            child,
-            input: Some(input),
-            tag,
-        };
-        if let Some(old) = self.procs[slot as usize].replace(new)
-            && let Some(mut c) = old.child
-        {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+    /// Puts in `slot` a launched node whose lines come from `lines` and whose commands go to
+    /// `input`.
+    pub(crate) fn attach(&mut self, slot: u32, lines: impl Read + Send + 'static, input: Box<dyn Write + Send>) {
+        self.procs.attach(slot, lines, input);
     }
 
-    fn slot_of(&self, tag: u64) -> Option<usize> {
-        self.procs.iter().position(|p| p.as_ref().is_some_and(|p| p.tag == tag))
-    }
-
-    fn send(&mut self, slot: usize, text: &str) {
-        if let Some(input) = self.procs[slot].as_mut().and_then(|p| p.input.as_mut()) {
-            let _ = input.write_all(text.as_bytes());
-            let _ = input.write_all(b"\n");
-            let _ = input.flush();
-        }
+    /// The next line of any node, parsed, within `within`.
+    fn recv(&mut self, within: Duration) -> Option<(usize, Line)> {
+        self.procs
+            .recv(within)
+            .map(|(slot, l)| (slot, l.as_deref().map_or(Line::Eof, parse)))
     }
 
     /// The addresses the new processes in `slots` bound (each says `bound ADDR` once its
     /// socket, which it keeps, is bound), in the order of `slots`.
-    fn bound(&mut self, slots: &[u32], within: Duration) -> Result<Vec<SocketAddr>, String> {
-        let mut at: Vec<Option<SocketAddr>> = vec![None; slots.len()];
-        let deadline = Instant::now() + within;
-        while at.iter().any(Option::is_none) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let (tag, line) = self.rx.recv_timeout(left).map_err(|_| {
-                let k = at.iter().flatten().count();
-                format!(
-                    "only {k} of {} node processes bound a port within {within:?}",
-                    slots.len()
-                )
-            })?;
-            let Some(slot) = self.slot_of(tag) else { continue };
-            let Some(i) = slots.iter().position(|&s| s as usize == slot) else {
-                continue;
-            };
-            match line {
-                Line::Bound(a) => at[i] = Some(a),
-                Line::Eof => return Err(format!("node process {slot} exited before it bound its port")),
-                _ => {}
-            }
-        }
-        Ok(at.into_iter().flatten().collect())
+    fn bound(&mut self, slots: &[u32]) -> Result<Vec<SocketAddr>, String> {
+        self.procs.addresses(slots)
     }
 
     /// Hands the process of `slot` its spec for the next generation (the first one, for a
     /// process just bound).
     fn send_spec(&mut self, slot: u32, spec: &ChildSpec) -> Result<(), String> {
         let line = format!("next {}", serde_json::to_string(spec).map_err(|e| e.to_string())?);
-        self.send(slot as usize, &line);
+        self.procs.send(slot as usize, &line);
         Ok(())
     }
 
     /// SIGKILLs the process of `slot` now; returns the time on the common clock.
     fn kill(&mut self, slot: usize) -> u64 {
-        if let Some(c) = self.procs[slot].as_mut().and_then(|p| p.child.as_mut()) {
-            let _ = c.kill(); // SIGKILL on Unix.
-        }
+        self.procs.kill(slot); // SIGKILL on Unix.
         self.epoch.elapsed().as_nanos() as u64
     }
 
@@ -182,20 +92,19 @@ impl Cluster {
         let deadline = Instant::now() + within;
         while ready.iter().any(|r| !r) {
             let left = deadline.saturating_duration_since(Instant::now());
-            let (tag, line) = self.rx.recv_timeout(left).map_err(|_| {
+            let (slot, line) = self.recv(left).ok_or_else(|| {
                 let k = ready.iter().filter(|r| **r).count();
                 format!("only {k} of {n} node processes were ready within {within:?}")
             })?;
-            let Some(slot) = self.slot_of(tag) else { continue };
             match line {
                 Line::Ready => ready[slot] = true,
-                Line::Eof => return Err(format!("node process {slot} exited before it was ready")),
+                Line::Eof => return Err(self.procs.exit_error(slot, "before it was ready")),
                 _ => {}
             }
         }
         let started = Instant::now();
         for slot in 0..n {
-            self.send(slot, "go");
+            self.procs.send(slot, "go");
         }
         Ok(started)
     }
@@ -215,12 +124,11 @@ impl Cluster {
             bad_lines: 0,
         };
         while (0..n).any(|r| o.results[r].is_none() && o.killed[r].is_none() && !o.gone[r]) {
-            let Ok((tag, line)) = self.rx.recv_timeout(idle) else {
+            let Some((slot, line)) = self.recv(idle) else {
                 break;
             };
-            let Some(slot) = self.slot_of(tag) else { continue };
             if let Line::Killed(ns) = line {
-                let launched = self.procs[slot].as_ref().is_some_and(|p| p.child.is_none());
+                let launched = !self.procs.is_process(slot);
                 let at = self.kill(slot);
                 o.killed[slot] = Some(if launched { ns } else { at });
             }
@@ -238,7 +146,7 @@ impl Cluster {
                     o.merge.close(slot as u32, &dead);
                 }
                 Line::Bad => o.bad_lines += 1,
-                Line::Ready | Line::Bound(_) => {}
+                Line::Ready | Line::Bound => {}
             }
         }
         o.merge.finish(&ALIVE);
@@ -247,9 +155,7 @@ impl Cluster {
 
     /// Closes every node's input: each stops (a launched node's process exits).
     pub(crate) fn close_inputs(&mut self) {
-        for p in self.procs.iter_mut().flatten() {
-            p.input = None;
-        }
+        self.procs.close_inputs();
     }
 }
 
@@ -322,23 +228,15 @@ pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
         c.spawn(r, &spec_of(b, r, &[], c.epoch_unix_ns, 0))?;
     }
     let all: Vec<u32> = (0..b.n).collect();
-    let peers = c.bound(&all, Duration::from_secs(20))?;
+    let peers = c.bound(&all)?;
     for r in 0..b.n {
         c.send_spec(r, &spec_of(b, r, &peers, c.epoch_unix_ns, 0))?;
     }
-    let started = c.start(Duration::from_secs(20))?;
+    let started = c.start(START_TIMEOUT)?;
     let o = c.collect(started, idle_limit(b), window_of(b));
     // The end: closing stdin stops every node.
     c.close_inputs();
-    let stop_by = Instant::now() + Duration::from_secs(5);
-    for p in c.procs.iter_mut().flatten() {
-        while let Some(ch) = p.child.as_mut()
-            && matches!(ch.try_wait(), Ok(None))
-            && Instant::now() < stop_by
-        {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
+    c.procs.stop(Duration::from_secs(5), &mut || {});
     Ok(merge(b, o))
 }
 
@@ -379,14 +277,14 @@ pub fn stress(
         for &r in &fresh {
             c.spawn(r, &spec_of(&gb, r, &[], c.epoch_unix_ns, g))?;
         }
-        for (&r, a) in fresh.iter().zip(c.bound(&fresh, Duration::from_secs(20))?) {
+        for (&r, a) in fresh.iter().zip(c.bound(&fresh)?) {
             peers[r as usize] = a;
         }
         for r in 0..n {
             c.send_spec(r, &spec_of(&gb, r, &peers, c.epoch_unix_ns, g))?;
         }
         let newcomers = fresh.len() as u32;
-        let started = c.start(Duration::from_secs(20))?;
+        let started = c.start(START_TIMEOUT)?;
         let o = c.collect(started, idle_limit(b), window_of(&gb));
         // The shrink at every survivor: all ranks but the agreed failed set.
         let survivors: Vec<&ChildResult> = (0..n as usize)

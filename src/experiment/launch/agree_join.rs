@@ -29,7 +29,7 @@ use crate::runtime::control::{ChildAgent, ParentAgent};
 use crate::runtime::join::{self, JobParams};
 use crate::runtime::procs::{aligned_epoch, coordinator_epoch, unix_ns};
 use crate::transport::Transport;
-use crate::transport::udp::auth::{AuthKey, fresh_nonce};
+use crate::transport::udp::auth::AuthKey;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 
 /// One process of a launched agreement run.
@@ -131,7 +131,7 @@ fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
 /// node in another, and here the streams of every node gathered into the report.
 fn coordinate(b: &AgreeBench, j: &JoinSpec) -> Result<AgreeBenchReport, String> {
     let (n, job) = (b.n, crate::experiment::launch::job::agree(b.seed));
-    let run = fresh_nonce().map_err(|e| format!("cannot draw the run's nonce: {e}"))?;
+    let run = crate::experiment::launch::job::run_nonce()?;
     let mut agent = ParentAgent::bind(j.coordinator, job, n)
         .map_err(|e| format!("cannot bind the coordinator at {}: {e}", j.coordinator))?;
     agent.set_key(j.key.clone());
@@ -205,7 +205,7 @@ fn gather(
     }
     let mut c = Cluster::new(std::path::Path::new(""), n, epoch_unix_ns);
     for st in streams {
-        c.attach(st.rank, st.lines, Box::new(st.send), None);
+        c.attach(st.rank, st.lines, Box::new(st.send));
     }
     let started = c.start(j.timeout)?;
     let o = c.collect(started, idle_limit(b), window_of(b));

@@ -9,13 +9,11 @@
 //! answers with the address table once every node's is in ([`node_endpoint`]). No port is
 //! chosen here and bound in a child, where another program could take it in between.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::experiment::launch::Children;
+use crate::experiment::launch::spawn::{Launch, Report};
 use crate::runtime::board::Control;
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator};
 use crate::runtime::control::ParentAgent;
@@ -28,6 +26,9 @@ use crate::runtime::procs::{NodeExit, aligned_epoch, unix_ns};
 /// launched is SIGKILLed (fail-stop enforcement, as for the transport's suspicions), and one
 /// not planned to crash counts as a false suspicion.
 const SILENCE: Duration = Duration::from_millis(300);
+
+/// How long the node processes a run starts may take to join the coordinator.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Waits until every node has made contact and measured its clock offset (nodes dead from the
 /// start need not), pumping the control plane; `check` may abort the wait.
@@ -200,49 +201,32 @@ pub fn run_parent(
         run: [0; 16],
     });
     let epoch = aligned_epoch(epoch_unix_ns);
-    let mut children = Children(Vec::new());
-    for r in 0..n {
-        let mut cmd = Command::new(exe);
-        cmd.arg("node")
-            .args(["--rank", &r.to_string(), "--nodes", &n.to_string()])
-            .args([
-                "--control",
-                &control.to_string(),
-                "--epoch-unix-ns",
-                &epoch_unix_ns.to_string(),
-            ])
-            .args(["--job", &cfg.job.to_string(), "--seed", &cfg.seed.to_string()])
-            .args(["--size", &cfg.payload_len.to_string()])
-            .args(child_args(r))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        children.0.push(Some(child));
-    }
+    let args = (0..n)
+        .map(|r| {
+            let mut a: Vec<String> = vec!["node".into()];
+            for (k, v) in [
+                ("--rank", r.to_string()),
+                ("--nodes", n.to_string()),
+                ("--control", control.to_string()),
+                ("--epoch-unix-ns", epoch_unix_ns.to_string()),
+                ("--job", cfg.job.to_string()),
+                ("--seed", cfg.seed.to_string()),
+                ("--size", cfg.payload_len.to_string()),
+            ] {
+                a.push(k.into());
+                a.push(v);
+            }
+            a.extend(child_args(r));
+            a
+        })
+        .collect();
+    let mut procs = Launch::new(exe, Report::Control, JOIN_TIMEOUT).start(args)?;
     let ctl = Control::new(n);
     let now_ns = move || epoch.elapsed().as_nanos() as u64;
-    let mut check_children = || {
-        for (r, c) in children.0.iter_mut().enumerate() {
-            if let Some(ch) = c
-                && let Ok(Some(st)) = ch.try_wait()
-                && !kills.iter().any(|k| k.rank == r as u32 && k.point == KillPoint::Start)
-            {
-                return Err(format!("node {r} exited before joining ({st})"));
-            }
-        }
-        Ok(())
-    };
-    await_nodes(
-        &mut agent,
-        &ctl,
-        kills,
-        &now_ns,
-        Duration::from_secs(20),
-        &mut check_children,
-    )?;
+    let dead_at_start = |r: usize| kills.iter().any(|k| k.rank == r as u32 && k.point == KillPoint::Start);
+    await_nodes(&mut agent, &ctl, kills, &now_ns, JOIN_TIMEOUT, &mut || {
+        procs.check_exited(&dead_at_start, "before joining")
+    })?;
     let mut sigkilled = vec![false; n as usize];
     // Falsely suspected nodes: fenced by a peer (their exit report says so) or declared
     // crashed here for their silence without a planned crash; each counted once.
@@ -250,9 +234,7 @@ pub fn run_parent(
     let mut res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |ctl, silent| {
         for &r in silent {
             // Declared crashed: make it so, and count it unless its crash was planned.
-            if let Some(ch) = children.0[r as usize].as_mut() {
-                let _ = ch.kill();
-            }
+            procs.kill(r as usize);
             if !sigkilled[r as usize] && !kills.iter().any(|k| k.rank == r) {
                 falsely[r as usize] = true;
             }
@@ -264,9 +246,7 @@ pub fn run_parent(
                 let r = k.rank as usize;
                 if !sigkilled[r] && allowed > iter {
                     sigkilled[r] = true;
-                    if let Some(ch) = children.0[r].as_mut() {
-                        let _ = ch.kill(); // SIGKILL on Unix.
-                    }
+                    procs.kill(r); // SIGKILL on Unix.
                     let b = &ctl.boards[r];
                     b.died_in.store(iter, Ordering::Relaxed);
                     b.dead.store(true, Ordering::Release);
@@ -274,29 +254,25 @@ pub fn run_parent(
             }
         }
     });
-    // Stop everyone and collect their exit reports.
+    // Stop everyone, then collect their exit reports (each node's last JSON line).
+    procs.stop(Duration::from_secs(5), &mut || agent.stop());
+    let mut exits: Vec<Option<NodeExit>> = vec![None; n as usize];
+    let mut open = vec![true; n as usize];
     let deadline = Instant::now() + Duration::from_secs(5);
-    for c in children.0.iter_mut() {
-        let Some(ch) = c.as_mut() else { continue };
-        loop {
-            if matches!(ch.try_wait(), Ok(Some(_))) || Instant::now() > deadline {
-                break;
+    while open.iter().any(|&o| o) {
+        let Some((r, line)) = procs.recv(deadline.saturating_duration_since(Instant::now())) else {
+            break;
+        };
+        match line {
+            Some(l) => {
+                if let Ok(e) = serde_json::from_str(&l) {
+                    exits[r] = Some(e);
+                }
             }
-            agent.stop();
-            std::thread::sleep(Duration::from_millis(1));
+            None => open[r] = false,
         }
     }
-    for (r, c) in children.0.iter_mut().enumerate() {
-        let Some(mut ch) = c.take() else { continue };
-        let _ = ch.kill();
-        let _ = ch.wait();
-        let exit: Option<NodeExit> = ch.stdout.take().and_then(|out| {
-            BufReader::new(out)
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| serde_json::from_str(&l).ok())
-                .last()
-        });
+    for (r, exit) in exits.into_iter().enumerate() {
         match exit {
             Some(e) => {
                 if !e.alive {

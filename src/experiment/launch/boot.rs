@@ -1,11 +1,11 @@
 //! `bootstrap`: node processes on this machine, each started with its rank, the size and its
 //! launch-tree parent's address only (`ftcoll boot-node`), and their boot reports checked.
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, SocketAddrV4};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
-use crate::experiment::launch::Children;
+use crate::experiment::launch::spawn::{Launch, Procs, Report};
 use crate::runtime::bootstrap::{BootReport, launch_tree, unix_us};
 
 /// The failure detector of a watching node (`--heartbeat-ms`, `--suspect-ms`).
@@ -30,9 +30,8 @@ pub struct BootLaunch {
 
 /// `n` node processes started, each given only its parent's address, and their boot reports.
 pub(crate) struct Launched {
-    pub procs: Children,
-    /// Each node's stdout, past its boot report.
-    pub readers: Vec<BufReader<std::process::ChildStdout>>,
+    /// The processes; each one's later stdout lines come through [`Procs::recv`].
+    pub procs: Procs,
     pub reports: Vec<BootReport>,
     pub launched_us: u64,
 }
@@ -46,92 +45,109 @@ pub fn run_once(a: &BootLaunch, n: u32) -> Result<(Vec<BootReport>, f64, f64), S
         mut procs,
         reports,
         launched_us,
-        ..
     } = launch(a, n, false)?;
     let wall = started.elapsed().as_secs_f64();
-    for c in procs.0.iter_mut().flatten() {
-        let st = c.wait().map_err(|e| e.to_string())?;
-        if !st.success() {
-            return Err(format!("a node exited with {st}"));
+    for r in 0..n as usize {
+        if let Some(st) = procs.wait(r)?
+            && !st.success()
+        {
+            return Err(format!("node {r} exited with {st}"));
         }
     }
     let last = reports.iter().map(|r| r.table_unix_us).max().unwrap_or(launched_us);
     Ok((reports, last.saturating_sub(launched_us) as f64 / 1000.0, wall))
 }
 
-/// Starts `n` node processes (with `watch`, watching after the bootstrap, stdin piped) and
-/// reads their boot reports; errors unless every address table is complete and right.
+/// Starts `n` node processes of this executable (with `watch`, watching after the bootstrap,
+/// stdin piped) and reads their boot reports; errors unless every address table is complete
+/// and right.
 pub(crate) fn launch(a: &BootLaunch, n: u32, watch: bool) -> Result<Launched, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find ftcoll: {e}"))?;
+    launch_with(&exe, a, n, watch)
+}
+
+/// The first word of the line in which a `boot-node` says the address it bound.
+const LISTENING: &str = "listening";
+
+/// [`launch`] with the node processes of `exe`. A node that does not say its address within
+/// `a.timeout_s`, or exits before its boot report, fails the launch in one line; every
+/// process is then killed and reaped.
+pub(crate) fn launch_with(exe: &Path, a: &BootLaunch, n: u32, watch: bool) -> Result<Launched, String> {
     let tree = launch_tree(n)?;
     let job = crate::experiment::launch::job::bootstrap(std::process::id(), n);
     let mut addrs: Vec<SocketAddrV4> = Vec::with_capacity(n as usize);
-    let mut procs = Children(Vec::new());
-    let mut readers = Vec::new();
     let launched_us = unix_us();
     // One key for the children's datagrams, through their environment (never printed): this
     // run's session key under `FTCOLL_KEY` (a datagram of an earlier bootstrap with the same
     // key does not verify), else a fresh one.
-    let key = match super::run_key(crate::transport::udp::auth::AuthKey::from_env()?)? {
+    let key = match super::job::fresh_session(crate::transport::udp::auth::AuthKey::from_env()?)? {
         Some(k) => k,
         None => {
             crate::transport::udp::auth::AuthKey::generate().map_err(|e| format!("cannot generate a job key: {e}"))?
         }
     };
-    // This launch's id, new per run: each node seals with the session key derived from it.
-    let run_id = format!(
-        "bootstrap-{}-{}",
-        std::process::id(),
-        crate::wire::hex::encode(
-            &crate::transport::udp::auth::fresh_nonce().map_err(|e| format!("cannot draw the run's id: {e}"))?
-        )
-    );
+    let run_id = crate::experiment::launch::job::bootstrap_run_id()?;
+    let timeout = Duration::from_secs(a.timeout_s);
+    let mut launch = Launch::new(exe, Report::Pipe(LISTENING), timeout);
+    launch.env = vec![(crate::transport::udp::auth::KEY_ENV.into(), key.to_hex())];
+    launch.stdin = watch;
+    let mut procs = launch.slots(n);
     // Parents first: every child outranks its parent in the launch tree.
     for r in 0..n {
-        let mut cmd = Command::new(&exe);
-        cmd.env(crate::transport::udp::auth::KEY_ENV, key.to_hex());
-        cmd.args(["boot-node", "--rank", &r.to_string(), "--nodes", &n.to_string()])
-            .args(["--job", &job.to_string(), "--tick-us", &a.tick_us.to_string()])
-            .args(["--timeout-s", &a.timeout_s.to_string()])
-            .args(["--run-id", &run_id]);
+        let mut args: Vec<String> = ["boot-node", "--rank", &r.to_string(), "--nodes", &n.to_string()]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        for (k, v) in [
+            ("--job", job.to_string()),
+            ("--tick-us", a.tick_us.to_string()),
+            ("--timeout-s", a.timeout_s.to_string()),
+            ("--run-id", run_id.clone()),
+        ] {
+            args.extend([k.to_string(), v]);
+        }
         if let Some(p) = tree.parent(r) {
-            cmd.args(["--parent", &addrs[p as usize].to_string()]);
+            args.extend(["--parent".to_string(), addrs[p as usize].to_string()]);
         }
         if watch {
-            cmd.arg("--watch")
-                .args(["--heartbeat-ms", &a.detector.heartbeat_ms.to_string()])
-                .args(["--suspect-ms", &a.detector.suspect_ms.to_string()])
-                .stdin(Stdio::piped());
+            for (k, v) in [
+                ("--watch", None),
+                ("--heartbeat-ms", Some(a.detector.heartbeat_ms)),
+                ("--suspect-ms", Some(a.detector.suspect_ms)),
+            ] {
+                args.push(k.into());
+                args.extend(v.map(|v| v.to_string()));
+            }
         }
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start a node: {e}"))?;
-        let mut out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        procs.0.push(Some(child));
-        let mut line = String::new();
-        out.read_line(&mut line).map_err(|e| e.to_string())?;
-        let addr = line
-            .trim()
-            .strip_prefix("listening ")
-            .and_then(|x| x.parse::<SocketAddr>().ok())
-            .and_then(|x| match x {
-                SocketAddr::V4(v) => Some(v),
-                SocketAddr::V6(_) => None,
-            })
-            .ok_or_else(|| format!("node {r} did not start: {}", line.trim()))?;
+        procs.spawn(r, &args)?;
+        let addr = match procs.addresses(&[r])?[..] {
+            [SocketAddr::V4(v)] => v,
+            ref other => return Err(format!("node {r} did not start on an IPv4 address: {other:?}")),
+        };
         addrs.push(addr);
-        readers.push(out);
     }
-    let mut reports = Vec::new();
-    for (r, out) in readers.iter_mut().enumerate() {
-        let mut line = String::new();
-        out.read_line(&mut line).map_err(|e| e.to_string())?;
-        let rep: BootReport =
-            serde_json::from_str(line.trim()).map_err(|_| format!("node {r} failed (see its error above)"))?;
-        reports.push(rep);
+    // Each node's next line is its boot report; a node gives up after `timeout_s` itself.
+    let mut reports: Vec<Option<BootReport>> = vec![None; n as usize];
+    let deadline = Instant::now() + timeout + Duration::from_secs(5);
+    while let Some(r) = reports.iter().position(Option::is_none) {
+        let Some((slot, line)) = procs.recv(deadline.saturating_duration_since(Instant::now())) else {
+            return Err(format!(
+                "node {r} sent no boot report within {:?}",
+                timeout + Duration::from_secs(5)
+            ));
+        };
+        match line {
+            None if reports[slot].is_none() => return Err(procs.exit_error(slot, "before its boot report")),
+            None => {}
+            Some(l) if reports[slot].is_none() => {
+                let rep: BootReport =
+                    serde_json::from_str(l.trim()).map_err(|_| format!("node {slot} failed (see its error above)"))?;
+                reports[slot] = Some(rep);
+            }
+            Some(_) => {}
+        }
     }
+    let reports: Vec<BootReport> = reports.into_iter().flatten().collect();
     let want: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     for rep in &reports {
         if rep.table != want {
@@ -140,7 +156,6 @@ pub(crate) fn launch(a: &BootLaunch, n: u32, watch: bool) -> Result<Launched, St
     }
     Ok(Launched {
         procs,
-        readers,
         reports,
         launched_us,
     })

@@ -1,7 +1,9 @@
 //! Starting and coordinating node processes on this machine (`bench --procs`, `agree
-//! --procs`, `stress agree --procs`, `bootstrap`) and coordinating launched ones (`--join`):
-//! the parent's side of a multi-process run. Every process this one starts is killed when the
-//! run ends, also on errors and panics (`Children`). Job ids: [`job`].
+//! --procs`, `stress agree --procs`, `bootstrap`, `reproduce`'s sub-runs) and coordinating
+//! launched ones (`--join`): the parent's side of a multi-process run. Every process is
+//! started, watched, killed and reaped by the one launcher, [`spawn`]; every process this one
+//! starts is killed when the run ends, also on errors and panics. Job ids, run ids and
+//! session keys: [`job`] ([`crate::transport::ids`]).
 
 pub mod agree;
 pub mod agree_join;
@@ -9,22 +11,7 @@ pub mod bcast;
 pub mod boot;
 pub mod job;
 pub mod joined;
-
-use std::process::Child;
-
-use crate::transport::udp::auth::AuthKey;
-
-/// Kills every child still running when dropped (also on errors and panics).
-pub(crate) struct Children(pub(crate) Vec<Option<Child>>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in self.0.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+pub mod spawn;
 
 /// A fresh directory for one run's files (the hostfile, the job's key file), readable only by
 /// this user: `$TMPDIR/NAME-PID-RANDOM`, created exclusively with mode 0700. A directory that
@@ -52,20 +39,11 @@ pub(crate) fn private_dir(name: &str) -> Result<std::path::PathBuf, String> {
     Err(last)
 }
 
-/// The key a run seals with: the session key of a fresh per-run nonce under the job's
-/// long-term key ([`AuthKey::session`]), so that nothing recorded in one run (job ids are
-/// derived from seeds, sequence numbers restart at 0) verifies in the next with the same
-/// `FTCOLL_KEY` or `--key-file`. Drawn where the run is set up; the processes it starts get
-/// this key (their key file), launched ones the nonce (rank 0's table or challenge).
-pub fn run_key(long_term: Option<AuthKey>) -> Result<Option<AuthKey>, String> {
-    long_term
-        .map(|k| {
-            crate::transport::udp::auth::fresh_nonce()
-                .map(|n| k.session(&n))
-                .map_err(|e| format!("cannot draw the run's nonce: {e}"))
-        })
-        .transpose()
-}
+/// The key a run seals with when it gives its processes their key itself: a fresh session
+/// key under the job's long-term one ([`crate::transport::ids::fresh_session`], where every
+/// run's ids and keys are derived). The processes it starts get this key (their key file),
+/// launched ones the nonce (rank 0's table or challenge).
+pub use crate::transport::ids::fresh_session as run_key;
 
 #[cfg(test)]
 mod tests {

@@ -139,12 +139,9 @@ pub(super) fn other_papers(c: &mut Ctx) -> Result<(), String> {
         c.line("");
         c.line(&format!("`ftcoll {args}`:"));
         c.line("");
-        let out = succeeded(
-            std::process::Command::new(&exe).args(args.split_whitespace()).output(),
-            args,
-        )?;
+        let out = subrun(&exe, args.split_whitespace().map(String::from).collect(), args)?;
         c.line("```");
-        c.line(String::from_utf8_lossy(&out.stdout).trim_end());
+        c.line(String::from_utf8_lossy(&out).trim_end());
         c.line("```");
         c.line("");
     }
@@ -217,14 +214,14 @@ pub(super) fn figures(c: &mut Ctx, out: &std::path::Path) -> Result<(), String> 
         let svg = dir.join(format!("{name}.svg"));
         // `--algos` takes one argument with spaces: split off the flag, keep its value whole.
         let (head, algos) = args.split_once("--algos ").expect("every figure names its algorithms");
-        succeeded(
-            std::process::Command::new(&exe)
-                .args(head.split_whitespace())
-                .args(["--algos", algos, "--out"])
-                .arg(&svg)
-                .output(),
-            &args,
-        )?;
+        let mut argv: Vec<String> = head.split_whitespace().map(String::from).collect();
+        argv.extend([
+            "--algos".into(),
+            algos.into(),
+            "--out".into(),
+            svg.display().to_string(),
+        ]);
+        subrun(&exe, argv, &args)?;
         c.line(&format!("### {title}"));
         c.line("");
         c.line(&format!("`ftcoll {head}--algos \"{algos}\" --out figures/{name}.svg`:"));
@@ -235,17 +232,27 @@ pub(super) fn figures(c: &mut Ctx, out: &std::path::Path) -> Result<(), String> 
     Ok(())
 }
 
-/// The output of `ftcoll {args}` when it ran and succeeded; else an error naming the command.
-pub(super) fn succeeded(
-    out: std::io::Result<std::process::Output>,
-    args: &str,
-) -> Result<std::process::Output, String> {
-    let out = out.map_err(|e| format!("cannot run `ftcoll {args}`: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`ftcoll {args}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+/// The stdout of `exe ARGS` (a sub-run of this very binary, started by the one launcher,
+/// [`crate::experiment::launch::spawn::Launch::output`]) when it succeeded; else one line
+/// naming `ftcoll {shown}`, its exit status and its last stderr line. Its stderr is not shown
+/// otherwise.
+pub(super) fn subrun(exe: &std::path::Path, args: Vec<String>, shown: &str) -> Result<Vec<u8>, String> {
+    use crate::experiment::launch::spawn::{Launch, Report};
+    let mut l = Launch::new(exe, Report::Nothing, std::time::Duration::ZERO);
+    l.pass_stderr = false;
+    l.output(&args, shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::experiment::launch::spawn::tests::{EXITS_EARLY, FakeExe, reported_and_reaped};
+
+    #[test]
+    fn a_sub_run_that_fails_is_one_line_with_its_status_and_last_error() {
+        let fake = FakeExe::new(EXITS_EARLY);
+        let args = vec!["sim".into(), "--nodes".into(), "8".into()];
+        let e = super::subrun(&fake.path, args, "sim --nodes 8").unwrap_err();
+        assert!(e.starts_with("`ftcoll sim --nodes 8` failed"), "{e}");
+        reported_and_reaped(&e, &fake);
     }
-    Ok(out)
 }
