@@ -76,6 +76,8 @@ pub struct Node<P: Protocol> {
     outbox: Outbox,
     out: Vec<u8>,
     payloads: Box<dyn Payloads>,
+    /// Deliveries of this step not yet stamped on the board (`publish`).
+    unpublished: Vec<(u64, u64)>,
     rng: ProtoRng,
     /// Crash injection (tests, benchmarks), if any.
     faults: Option<Box<dyn Faults>>,
@@ -127,6 +129,7 @@ where
             outbox: Outbox::new(n, MAX_DEFERRED),
             out: vec![0; MAX_PAYLOAD],
             payloads,
+            unpublished: Vec::with_capacity(WINDOW),
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
             faults: kill.map(|k| Box::new(k) as Box<dyn Faults>),
             sends_per_step: 16,
@@ -185,6 +188,8 @@ where
     }
 
     fn die(&mut self, board: &NodeBoard, iter: u64) {
+        // What it delivered before it died counts.
+        self.publish(board);
         if let Some(t) = self.transport.take() {
             self.last_stats = t.stats();
         }
@@ -305,6 +310,7 @@ where
                         self.after_event(p, i, now, board);
                     }
                 }
+                self.publish(board);
             }
         }
         // Receive, act, send; again while datagrams keep arriving (the transport hands out
@@ -340,10 +346,12 @@ where
             }
             progress |= self.fire_timers(p, board, now);
             progress |= self.send_phase(p, board, now);
+            self.publish(board);
             if !delivered || self.transport.is_none() {
                 break;
             }
         }
+        self.publish(board);
         progress
     }
 
@@ -490,14 +498,11 @@ where
             };
             let ns = Self::ns(p, at).max(1);
             self.payloads.deliver(s.root, s.seq, &s.payload);
-            let b = board.claim(s.seq);
-            b.delivered_ns.store(ns, Ordering::Relaxed);
-            b.deliveries.fetch_add(1, Ordering::Relaxed);
-            // The delivery is the operation's latest activity here: quiescence is never
-            // reported before coloring.
-            b.touch(ns);
+            // The board's stamps (lines the coordinator's core reads: each write may miss) wait
+            // until this step's forwards have left (`publish`): a relay's children no more
+            // wait for them than the root's do.
+            self.unpublished.push((s.seq, ns));
         }
-        let b = board.claim(s.seq);
         let cx = Ctx {
             rank: Self::vrank(p, s.root, self.rank),
             n: p.n,
@@ -507,9 +512,25 @@ where
         let fin = proto.finished(&cx);
         if fin != s.finished {
             s.finished = fin;
-            b.finished.store(fin, Ordering::Release);
+            let seq = s.seq;
+            // Never finished before delivered, as the coordinator reads them.
+            if fin {
+                self.publish(board);
+            }
+            board.claim(seq).finished.store(fin, Ordering::Release);
         }
         delivers
+    }
+
+    /// Stamps the deliveries of this step on the board: when, how many, and the operation's
+    /// latest activity (quiescence is never reported before coloring).
+    fn publish(&mut self, board: &NodeBoard) {
+        for (seq, ns) in self.unpublished.drain(..) {
+            let b = board.claim(seq);
+            b.delivered_ns.store(ns, Ordering::Relaxed);
+            b.deliveries.fetch_add(1, Ordering::Relaxed);
+            b.touch(ns);
+        }
     }
 
     fn send_phase(&mut self, p: &NodeParams<'_, P::Shared>, board: &NodeBoard, now: Instant) -> bool {
