@@ -235,6 +235,25 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
         }
         // The failure-free class: the 20 warm-up ones are not measured, the rest before the kill are.
         assert!(p["agreements"].as_u64().unwrap() >= 90, "{transport}: {p}");
+        // The node's own cost per hop (a 2-node agreement measured before the comparison) is
+        // in the model's overheads, split between send and receive.
+        let h = &p["node_hop"];
+        let u = |k: &str| h[k].as_u64().unwrap();
+        assert!(h["hop_ns"]["median"].as_f64().unwrap() > 0.0, "{transport}: {p}");
+        assert_eq!(
+            u("os_share_ns") + u("or_share_ns"),
+            u("overhead_ns"),
+            "{transport}: {p}"
+        );
+        assert_eq!(
+            (h["hop_ns"]["median"].as_f64().unwrap().round() as u64).max(u("transport_hop_ns")),
+            u("transport_hop_ns") + u("overhead_ns"),
+            "{transport}: {p}"
+        );
+        assert!(
+            p["model"]["os_ns"].as_u64().unwrap() >= u("os_share_ns").max(1),
+            "{transport}: {p}"
+        );
     }
     let v = json(&[
         "agree",

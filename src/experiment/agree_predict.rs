@@ -6,16 +6,24 @@
 //! (first entry to the last return, both sides) and per node (entry to return), at p50 and
 //! p99.
 //!
+//! The overheads are the node's, as `bench`'s are ([`crate::experiment::node_hop`]): a
+//! failure-free 2-node agreement is run on the same transport before the comparison; divided by
+//! the hops the simulator's 2-node agreement takes, it is one hop through an ERA node, and what
+//! that takes beyond the transport's `o_s + L + o_r` (the ERA step, codec, the runtime's
+//! bookkeeping) is charged to `o_s` and `o_r` in proportion to them.
+//!
 //! What the model leaves out, explicitly: the runtime's heartbeats (one per `--heartbeat-us`
 //! per tree neighbour, sharing the nodes' cores and sockets), the coordinator's bookkeeping of
 //! returns, and the wake-up of a node that polls its ring while idle. Failure classes are
 //! not predicted (the simulator's failure detector is modeled by a fixed delay, the runtime's
 //! by heartbeats).
 
+use crate::experiment::node_hop::NodeHop;
 use crate::model::BenchModel;
 use crate::protocol::agree::And64;
 use crate::runtime::TransportKind;
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport};
+use crate::runtime::logp::Ci;
 use crate::sim::agree::{AgreeSim, run_once};
 
 /// Bytes of the messages the ping-pong measures: about an ERA message of a 64-bit value.
@@ -53,6 +61,8 @@ impl Compared {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct AgreePrediction {
     pub model: BenchModel,
+    /// The node's own cost per hop folded into the model's overheads (`None`: not measured).
+    pub node_hop: Option<NodeHop>,
     /// The cores the simulated processes shared (`None`: one each).
     pub model_cores: Option<u32>,
     /// Failure-free agreements simulated.
@@ -99,6 +109,17 @@ pub fn compare(
     model: BenchModel,
     model_cores: Option<u32>,
 ) -> Result<Option<AgreePrediction>, String> {
+    compare_with_hop(b, r, model, None, model_cores)
+}
+
+/// As [`compare`], with the node's hop that `model` includes.
+fn compare_with_hop(
+    b: &AgreeBench,
+    r: &AgreeBenchReport,
+    model: BenchModel,
+    node_hop: Option<NodeHop>,
+    model_cores: Option<u32>,
+) -> Result<Option<AgreePrediction>, String> {
     let Some(ff) = r
         .classes
         .first()
@@ -121,6 +142,7 @@ pub fn compare(
     let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     Ok(Some(AgreePrediction {
         model,
+        node_hop,
         model_cores,
         agreements: sim.agreements,
         agreement: Compared::new(
@@ -144,10 +166,58 @@ pub fn predict(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> Result<Opti
         AgreeTransport::Verbs => return Ok(None),
     };
     let e = crate::runtime::logp::estimate(kind, 2000, ERA_MESSAGE_BYTES)?;
-    let model = BenchModel::new(e.o_send_ns, e.o_recv_ns, e.l_ns);
+    let hop = NodeHop::fold(two_node_hop(b, &e)?, e.o_send_ns, e.o_recv_ns, e.l_ns);
+    let (os, or) = hop.node_o_ns(e.o_send_ns, e.o_recv_ns);
+    let model = BenchModel::new(os, or, e.l_ns);
     let host = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
-    compare(b, r, model, model_cores(b, procs, host))
+    compare_with_hop(b, r, model, Some(hop), model_cores(b, procs, host))
 }
 
-#[cfg(test)]
-mod tests;
+/// Agreements of the 2-node calibration run (after a tenth as many unmeasured).
+const HOP_AGREEMENTS: u64 = 2000;
+
+/// One hop through an ERA node (median and 95 % interval, ns): the failure-free agreement
+/// latency of 2 nodes of `b`'s kind, measured, divided by the hops the simulator's 2-node
+/// agreement takes (its latency under the transport's model `e` over `o_s + L + o_r`); an
+/// error if that run saw any failure.
+fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<Ci, String> {
+    let two = AgreeBench {
+        n: 2,
+        workers: b.workers.clamp(1, 2),
+        warmup: HOP_AGREEMENTS / 10,
+        iterations: HOP_AGREEMENTS,
+        duration: None,
+        kills: Vec::new(),
+        seed: b.seed ^ 0x40B0,
+        ..b.clone()
+    };
+    let r = crate::runtime::agree::run(&two).map_err(|e| format!("the 2-node agreement calibration: {e}"))?;
+    let bad = r.disagreements + r.invalid + r.unfinished + r.suspicions;
+    let Some(ff) = r.classes.first().filter(|c| !c.agreement.is_empty()) else {
+        return Err("the 2-node agreement calibration measured no agreement".into());
+    };
+    if bad > 0 {
+        return Err(format!(
+            "the 2-node agreement calibration failed: {} disagreements, {} invalid, {} unfinished, {} suspicions",
+            r.disagreements, r.invalid, r.unfinished, r.suspicions
+        ));
+    }
+    // The simulator's 2-node agreement under the transport alone, in hops.
+    let transport = BenchModel::new(e.o_send_ns, e.o_recv_ns, e.l_ns);
+    let sim = simulated(&two, &transport, None, MAX_AGREEMENTS);
+    sim.validate()?;
+    let run = run_once::<And64>(&sim, two.seed)?;
+    if run.aborted || run.violations.total() != 0 {
+        return Err("the model of the 2-node agreement calibration did not complete".into());
+    }
+    let hop_units = transport.loggp.os + transport.loggp.l + transport.loggp.or;
+    let hops = (run.latency.percentiles().p50 / hop_units.max(1) as f64).max(1.0);
+    let h = &ff.agreement;
+    let half = 0.98 / (h.len().max(1) as f64).sqrt();
+    let at = |q: f64| h.value_at_quantile(q.clamp(0.0, 1.0)) as f64 / hops;
+    Ok(Ci {
+        median: at(0.5),
+        lo: at(0.5 - half),
+        hi: at(0.5 + half),
+    })
+}
