@@ -65,6 +65,13 @@ pub trait Framing {
     const HEARTBEATS: bool = true;
     /// Decodes the body of a datagram of `kind` whose header checked out.
     fn decode(kind: u8, body: &[u8], n: u32) -> Result<Decoded<Self::Msg>, DecodeError>;
+    /// Decodes a datagram whose header `h` checked out, from its body (default: by its kind
+    /// alone, [`Framing::decode`]; a family whose messages name something in the header, the
+    /// broadcast's operation, reads it here).
+    #[inline]
+    fn decode_datagram(h: &Header, body: &[u8], n: u32) -> Result<Decoded<Self::Msg>, DecodeError> {
+        Self::decode(h.kind, body, n)
+    }
     /// Encodes `msg` from `rank` as a whole datagram into `buf`; its length.
     fn encode(msg: &Self::Msg, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize>;
     /// Encodes a heartbeat from `rank` into `buf`; its length.
@@ -412,3 +419,6 @@ impl<F: Framing, E: Endpoint<F>> Receiver<'_, F, E> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -34,7 +34,7 @@ pub trait Endpoint<F: Framing>: Machine<Msg = F::Msg> {
         let r = match open_datagram(bytes, job, n, from, None) {
             Err(Reject::Invalid(e)) => Err(e),
             Err(_) => Err(DecodeError::RankOutOfRange),
-            Ok((h, body, _)) => F::decode(h.kind, body, n),
+            Ok((h, body, _)) => F::decode_datagram(&h, body, n),
         };
         match r {
             Ok(Decoded::Msg(msg)) => {

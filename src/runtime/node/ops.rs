@@ -25,7 +25,7 @@ use crate::protocol::{Action, Ctx, DuplicateFilter, Event, Machine, OpId, ProtoR
 use crate::runtime::board::{Control, NodeBoard, WINDOW};
 use crate::runtime::driver::{Decoded, Endpoint, Framing, Got, Reject, Sent, open_datagram};
 use crate::transport::{MAX_PAYLOAD, SendError};
-use crate::wire::{DecodeError, DropCounters, WireMessage, encode_datagram};
+use crate::wire::{DecodeError, DropCounters, Header, WireMessage, encode_datagram};
 
 /// A broadcast message with the operation it belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,12 +46,23 @@ impl<M: WireMessage> Framing for Datagrams<M> {
     const MAX_DATAGRAM: usize = MAX_PAYLOAD;
     const HEARTBEATS: bool = false;
 
-    fn decode(kind: u8, body: &[u8], n: u32) -> Result<Decoded<Op<M>>, DecodeError> {
-        // (The operation is in the header: the node's machine reads it there.)
-        if kind != M::KIND {
+    /// (The operation is in the header: a body alone is refused, see
+    /// [`Framing::decode_datagram`].)
+    fn decode(_: u8, _: &[u8], _: u32) -> Result<Decoded<Op<M>>, DecodeError> {
+        Err(DecodeError::UnknownKind)
+    }
+
+    fn decode_datagram(h: &Header, body: &[u8], n: u32) -> Result<Decoded<Op<M>>, DecodeError> {
+        if h.kind != M::KIND {
             return Err(DecodeError::UnknownKind);
         }
-        M::decode(body, n).map(|msg| Decoded::Msg(Op { root: 0, seq: 0, msg }))
+        M::decode(body, n).map(|msg| {
+            Decoded::Msg(Op {
+                root: h.root,
+                seq: h.seq,
+                msg,
+            })
+        })
     }
 
     fn encode(op: &Op<M>, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
