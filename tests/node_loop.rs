@@ -131,8 +131,8 @@ fn with_a_correction_the_node_loop_delivers_where_the_simulator_does() {
     let correction = Correction::Opportunistic { d: 2 };
     for dead in [&[][..], &[2, 3][..]] {
         let k = kills(dead);
-        let r = node_loop(correction.clone(), &k);
-        let (_, _, uncolored) = simulated(correction.clone(), dead);
+        let r = node_loop(correction, &k);
+        let (_, _, uncolored) = simulated(correction, dead);
         assert_eq!(uncolored, 0.0, "{k}: the simulator colors every live process");
         assert_eq!((r.measured, r.violations, r.timeouts), (ITERS, 0, 0), "{k}: {r:?}");
         let live = u64::from(N) - dead.len() as u64;

@@ -51,7 +51,9 @@ pub struct NodeParams<'a, S> {
 }
 
 /// The node's endpoint: its transport until the first pass (which knows the run's job and
-/// epoch), then its driver; none once dead.
+/// epoch), then its driver; none once dead. (The driver is inline: a node is stepped in a
+/// tight loop, and one per rank is all there is.)
+#[allow(clippy::large_enum_variant)]
 enum Link<M> {
     Idle(Box<dyn Transport>),
     Up(Driver<Datagrams<M>>),
@@ -228,7 +230,7 @@ where
             Some(r) if r != rank => 0,
             _ => ctl.allowed.load(Ordering::Acquire),
         };
-        let starts = m.ops.to_start(allowed);
+        let starts = m.ops.starts_until(allowed);
         if !starts.is_empty() {
             for seq in starts.clone() {
                 if p.root.is_none() && ctl.root_of(seq) != rank {

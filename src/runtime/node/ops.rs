@@ -158,7 +158,7 @@ impl<P: Protocol> Ops<P> {
 
     /// The operations this node starts now (as root): those from its last start to
     /// `allowed`, whose root it is.
-    pub(super) fn to_start(&mut self, allowed: u64) -> std::ops::Range<u64> {
+    pub(super) fn starts_until(&mut self, allowed: u64) -> std::ops::Range<u64> {
         let first = self.next_start;
         self.next_start = self.next_start.max(allowed);
         first..self.next_start
