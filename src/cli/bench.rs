@@ -265,6 +265,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         model: out.model,
         model_cores: out.model_cores,
         noisy: out.noise.is_some(),
+        node_hop: out.node_hop,
         cores: out.cores,
         verdict: &verdict,
     });

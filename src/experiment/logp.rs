@@ -15,6 +15,28 @@ use crate::runtime::procs::rendezvous;
 use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 
+/// The hop through a broadcast node on this host's transport (`experiment::node_hop`), saved
+/// with the calibration so that `bench --params` need not measure it again.
+fn node_hop(a: &LogpSpec, c: &Calibration) -> Result<crate::runtime::logp::Ci, String> {
+    let (os_ns, or_ns, l_ns) = c.os_or_l_ns();
+    let auth = match a.transport {
+        TransportKind::Udp => {
+            Some(crate::transport::udp::auth::AuthKey::generate().map_err(|e| format!("cannot draw a key: {e}"))?)
+        }
+        _ => None,
+    };
+    crate::experiment::node_hop::measure(&crate::experiment::node_hop::HopSetup {
+        transport: a.transport,
+        size: a.size,
+        poll: crate::runtime::cluster::PollMode::Busy,
+        pin: true,
+        auth,
+        os_ns,
+        or_ns,
+        l_ns,
+    })
+}
+
 /// A LogP measurement (the flags of `ftcoll logp`).
 #[derive(Clone, Debug)]
 pub struct LogpSpec {
@@ -148,7 +170,9 @@ pub fn run(a: &LogpSpec) -> Result<(), String> {
                     .ok()
                     .and_then(|v| v.as_str().map(String::from))
                     .unwrap_or_default();
-                calibration = Some(Calibration::from_samples(name, a.size, &rtt, &os, &or, p.g_ns, big_g)?);
+                let mut c = Calibration::from_samples(name, a.size, &rtt, &os, &or, p.g_ns, big_g)?;
+                c.hop_ns = Some(node_hop(a, &c)?);
+                calibration = Some(c);
             }
             (p, Estimate::from_samples(&mut rtt, &mut os, &mut or))
         }

@@ -8,6 +8,7 @@
 //! - [`simulate`]: runs a [`sim::Setup`] on the LogP simulator (Monte Carlo or traced).
 //! - [`defaults`]: the parameters the papers' models choose when the user does not, and the
 //!   fault-free latency the model predicts.
+//! - [`node_hop`]: the hop as a broadcast node pays it, measured and folded into the model.
 //! - [`limits`]: the host's memory and file-descriptor limits, checked before a run allocates.
 //! - [`verdict`]: whether a finished bench or agreement run passed, and why not.
 //! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
@@ -22,6 +23,7 @@ pub mod failure;
 pub mod launch;
 pub mod limits;
 pub mod logp;
+pub mod node_hop;
 pub mod overlay;
 pub mod predict;
 pub mod reproduce;

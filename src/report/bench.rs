@@ -63,6 +63,8 @@ pub struct BenchReport<'a> {
     pub model_cores: Option<u32>,
     /// The prediction drew o_s, o_r and L per message from the calibration (noisy LogP).
     pub noisy: bool,
+    /// The node's own cost per hop folded into the model's o_s and o_r.
+    pub node_hop: Option<crate::experiment::node_hop::NodeHop>,
     /// Cores of this host.
     pub cores: usize,
     /// Whether the run passed (the JSON lists its failures; the CLI prints the reason last).
@@ -98,6 +100,7 @@ pub fn print(r: &BenchReport) {
         model,
         model_cores,
         noisy,
+        node_hop,
         cores,
         verdict,
     } = r;
@@ -116,6 +119,7 @@ pub fn print(r: &BenchReport) {
             },
             "logp_estimate": est,
             "calibration": cal,
+            "node_hop": node_hop,
             "coloring_latency_us": pcts(&res.coloring),
             "quiescence_latency_us": pcts(&res.quiescence),
             "delivery_latency_us": pcts(&res.delivery),
@@ -215,6 +219,12 @@ pub fn print(r: &BenchReport) {
             None => "a core per node".to_string(),
         }
     );
+    if let Some(h) = node_hop {
+        s += &format!(
+            "model: a node's hop {:.0} ns ({}; 2 nodes, no correction) = the transport's o_s + L + o_r {} ns + the node's own {} ns (protocol, codec, bookkeeping), charged {} ns to each send and {} ns to each receive\n",
+            h.hop_ns.median, h.source, h.transport_hop_ns, h.overhead_ns, h.os_share_ns, h.or_share_ns
+        );
+    }
     if *noisy {
         s += "model: noisy LogGP: each message's o_s, o_r and L drawn from the calibration's distributions\n";
     }

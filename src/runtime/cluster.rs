@@ -193,6 +193,7 @@ impl ClusterResult {
         s.foreign_job += t.foreign_job;
         s.bad_rank += t.bad_rank;
         s.refused += t.refused;
+        s.refused_probes += t.refused_probes;
         s.fences_sent += t.fences_sent;
         s.fenced += t.fenced;
         s.spurious_retransmits += t.spurious_retransmits;

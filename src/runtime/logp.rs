@@ -156,6 +156,11 @@ pub struct Calibration {
     pub big_g_ns_per_byte: Option<f64>,
     /// `{"os": {"quantiles": [[q, v], ..]}, "or": .., "L": ..}` in ns.
     pub noise: serde_json::Value,
+    /// The hop through a broadcast node (a 2-node run's coloring latency,
+    /// `experiment::node_hop`), when measured: `bench --params` folds what it takes beyond
+    /// `o_s + L + o_r` into the model's overheads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_ns: Option<Ci>,
 }
 
 /// The quantiles a calibration records.
@@ -205,6 +210,7 @@ impl Calibration {
                 "or": quantile_table(&or),
                 "L": quantile_table(&l),
             }),
+            hop_ns: None,
         })
     }
 
@@ -250,7 +256,10 @@ impl Calibration {
             self.big_g_ns_per_byte
                 .map(|g| format!("   G = {:.4} ns/B", g))
                 .unwrap_or_default()
-        )
+        ) + &self
+            .hop_ns
+            .map(|h| format!("   {}", one("a node's hop", &h)))
+            .unwrap_or_default()
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::experiment::algo::{Algo, AlgoSpec, resolve_algo};
 use crate::experiment::launch::bcast::coordinate_joined;
 use crate::experiment::launch::joined::{BootSpec, JoinedNode, run_joined_node};
+use crate::experiment::node_hop::{HopSetup, NodeHop, measure as measure_hop};
 use crate::experiment::predict::{BenchModel, Prediction, predict, shared_o_ns};
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
 use crate::runtime::control::ParentAgent;
@@ -122,6 +123,9 @@ pub struct BenchOutcome {
     pub model_cores: Option<u32>,
     /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
     pub noise: Option<std::sync::Arc<crate::sim::Noise>>,
+    /// The node's own cost per hop folded into the model's overheads (`None`: o and L given,
+    /// or a launched run).
+    pub node_hop: Option<NodeHop>,
     pub workers: usize,
     pub poll: PollMode,
     pub o_ns: u64,
@@ -301,6 +305,9 @@ impl Checked {
     pub fn run(&self, env: &BenchEnv, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<BenchOutcome, String> {
         let a = &self.spec;
         let kills = &self.kills;
+        if (a.procs || a.join.is_some()) && a.workers.is_some() {
+            return Err("--workers does not apply to --procs (each node process has one worker)".into());
+        }
         let cal = a.params.as_deref().map(Calibration::load).transpose()?;
         // --o-ns gives one o (o_s = o_r); a calibration and the estimate give both.
         let cal_ns = cal.as_ref().map(|c| c.os_or_l_ns());
@@ -310,9 +317,44 @@ impl Checked {
             (Some(_), Some(_)) => None,
             _ => Some(estimate(a.transport, 2000, a.size)?),
         };
-        let (own_os, own_or) = given_o.or(est.map(|e| (e.o_send_ns, e.o_recv_ns))).unwrap_or((1, 1));
-        let own_o_ns = ((own_os + own_or) / 2).max(1);
+        // The transport's overheads (measured, calibrated or given).
+        let (tr_os, tr_or) = given_o.or(est.map(|e| (e.o_send_ns, e.o_recv_ns))).unwrap_or((1, 1));
         let l_ns = given_l.or(est.map(|e| e.l_ns)).unwrap_or(1);
+        let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
+        // More processes than cores: spinning ones would hold a core the others need, and
+        // blocking ones pay a kernel wake-up per hop; yielding ones neither.
+        let poll = a.poll.unwrap_or(if a.procs && a.nodes as usize + 1 > cores {
+            PollMode::Yield
+        } else {
+            PollMode::Busy
+        });
+        // What a node pays per hop beyond the transport (`node_hop`): from the calibration, or
+        // measured now on this host; not when o or L were given, nor for a launched run (its
+        // hosts are not this one).
+        let node_hop = if a.o_ns.is_some() || a.l_ns.is_some() || a.join.is_some() {
+            None
+        } else if let Some(h) = cal.as_ref().and_then(|c| c.hop_ns) {
+            Some(NodeHop::fold(h, "calibration", tr_os, tr_or, l_ns))
+        } else {
+            let setup = HopSetup {
+                transport: a.transport,
+                size: a.size,
+                poll,
+                pin: !a.no_pin,
+                auth: if a.transport == TransportKind::Udp {
+                    crate::experiment::launch::run_key(self.key(env)?)?
+                } else {
+                    None
+                },
+                os_ns: tr_os,
+                or_ns: tr_or,
+                l_ns,
+            };
+            Some(NodeHop::fold(measure_hop(&setup)?, "measured", tr_os, tr_or, l_ns))
+        };
+        // The node's overheads: the transport's and the node's own share of each hop.
+        let (own_os, own_or) = node_hop.map_or((tr_os, tr_or), |h| h.node_o_ns(tr_os, tr_or));
+        let own_o_ns = ((own_os + own_or) / 2).max(1);
         let model = BenchModel::new(
             shared_o_ns(own_os, a.nodes, a.shared_cores),
             shared_o_ns(own_or, a.nodes, a.shared_cores),
@@ -323,12 +365,14 @@ impl Checked {
         // prediction then draws each message's o_s, o_r and L from them (noisy LogP).
         let noise = match &cal {
             Some(c) if a.o_ns.is_none() && a.l_ns.is_none() && !c.noise.is_null() => {
-                let fixed = crate::model::LogGP::new(model.l_ns, own_os.max(1), own_or.max(1), 0, 0)?;
+                // The transport's distributions, stretched so that their medians are the node's
+                // overheads (after processor sharing), in the model's unit.
+                let fixed = crate::model::LogGP::new(model.l_ns, tr_os.max(1), tr_or.max(1), 0, 0)?;
                 let ns = crate::sim::Noise::from_json(&c.noise.to_string(), fixed)?;
                 let u = model.unit_ns as f64;
                 Some(std::sync::Arc::new(ns.scaled(
-                    model.os_ns as f64 / own_os.max(1) as f64 / u,
-                    model.or_ns as f64 / own_or.max(1) as f64 / u,
+                    model.os_ns as f64 / tr_os.max(1) as f64 / u,
+                    model.or_ns as f64 / tr_or.max(1) as f64 / u,
                     1.0 / u,
                 )))
             }
@@ -336,17 +380,6 @@ impl Checked {
         };
         let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
         let algo = resolve_algo(&a.alg, a.nodes, model.mean_logp(), dead)?;
-        let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
-        if (a.procs || a.join.is_some()) && a.workers.is_some() {
-            return Err("--workers does not apply to --procs (each node process has one worker)".into());
-        }
-        // More processes than cores: spinning ones would hold a core the others need, and
-        // blocking ones pay a kernel wake-up per hop; yielding ones neither.
-        let poll = a.poll.unwrap_or(if a.procs && a.nodes as usize + 1 > cores {
-            PollMode::Yield
-        } else {
-            PollMode::Busy
-        });
         let workers = if a.procs || a.join.is_some() {
             a.nodes as usize
         } else {
@@ -433,6 +466,7 @@ impl Checked {
             model,
             model_cores,
             noise,
+            node_hop,
             workers,
             poll,
             o_ns,

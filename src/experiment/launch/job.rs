@@ -25,3 +25,9 @@ pub const LOGP_RENDEZVOUS: u64 = 0x10_6f_5e;
 pub fn logp_between(port: u16) -> u64 {
     0x106f_0000 ^ u64::from(port)
 }
+
+/// The node-hop calibration before a bench run (`experiment::node_hop`): a 2-node run of its
+/// own, on ports of its own, which no datagram of the measured run may reach.
+pub fn node_hop() -> u64 {
+    0x40B0_0000_0000_0000
+}

@@ -16,13 +16,14 @@
 //! benchmark's are [`Generated`]).
 
 mod crash;
+mod datagrams;
 mod ops;
 mod payload;
 pub mod stages;
 mod stats;
 
 pub use crash::Faults;
-pub use ops::{Datagrams, Op};
+pub use datagrams::{Datagrams, Op};
 pub use payload::{Generated, Payloads, payload_byte};
 pub use stats::{NodeStats, OsuBcast, RankTimes};
 

@@ -1,6 +1,6 @@
-//! The broadcast family on the generic node loop: its datagrams ([`Datagrams`], codecs in
-//! [`crate::wire`]) and one node's machine over the window of operations in flight
-//! ([`Ops`], driven pass by pass through [`Pass`]).
+//! The broadcast family's machine on the generic node loop: one node's window of operations
+//! in flight ([`Ops`], driven pass by pass through [`Pass`]), over its datagrams
+//! ([`Datagrams`]).
 //!
 //! Per operation (named `(root, seq)`, Corrected Gossip Claim 1) the machine keeps one
 //! protocol instance in a window of [`WINDOW`] slots, created when the root starts it
@@ -14,65 +14,19 @@
 //! protocol's model time is nanoseconds since the epoch divided by `tick_ns`; a counted
 //! `Sleep(u)` keeps the sender busy for `u · tick_ns`.
 
-use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::stages::{self, Stage};
-use super::{Faults, NodeParams, NodeStats, Payloads};
+use super::{Datagrams, Faults, NodeParams, NodeStats, Op, Payloads};
 use crate::protocol::op::Admission;
-use crate::protocol::{Action, Ctx, DuplicateFilter, Event, Machine, OpId, ProtoRng, Protocol, Rank, Time};
+use crate::protocol::{
+    Action, Ctx, DuplicateFilter, Event, Machine, Message, OpId, Phase, ProtoRng, Protocol, Rank, Time,
+};
 use crate::runtime::board::{Control, NodeBoard, WINDOW};
-use crate::runtime::driver::{Decoded, Endpoint, Framing, Got, Reject, Sent, open_datagram};
-use crate::transport::{MAX_PAYLOAD, SendError};
-use crate::wire::{DecodeError, DropCounters, Header, WireMessage, encode_datagram};
-
-/// A broadcast message with the operation it belongs to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Op<M> {
-    /// The operation's root (physical rank).
-    pub root: u32,
-    pub seq: u64,
-    pub msg: M,
-}
-
-/// The broadcast family's datagrams: header, `M`'s body, the operation's payload. The
-/// node's machine writes the payload ([`Endpoint::encode`]); [`Framing::encode`] alone
-/// writes a datagram with none.
-pub struct Datagrams<M>(PhantomData<fn() -> M>);
-
-impl<M: WireMessage> Framing for Datagrams<M> {
-    type Msg = Op<M>;
-    const MAX_DATAGRAM: usize = MAX_PAYLOAD;
-    const HEARTBEATS: bool = false;
-
-    /// (The operation is in the header: a body alone is refused, see
-    /// [`Framing::decode_datagram`].)
-    fn decode(_: u8, _: &[u8], _: u32) -> Result<Decoded<Op<M>>, DecodeError> {
-        Err(DecodeError::UnknownKind)
-    }
-
-    fn decode_datagram(h: &Header, body: &[u8], n: u32) -> Result<Decoded<Op<M>>, DecodeError> {
-        if h.kind != M::KIND {
-            return Err(DecodeError::UnknownKind);
-        }
-        M::decode(body, n).map(|msg| {
-            Decoded::Msg(Op {
-                root: h.root,
-                seq: h.seq,
-                msg,
-            })
-        })
-    }
-
-    fn encode(op: &Op<M>, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
-        encode_datagram(buf, job, op.root, op.seq, rank, &op.msg, &[]).ok()
-    }
-
-    fn heartbeat(_: u64, _: Rank, _: &mut [u8]) -> Option<usize> {
-        None
-    }
-}
+use crate::runtime::driver::{Endpoint, Got, Reject, Sent, open_datagram};
+use crate::transport::SendError;
+use crate::wire::{DecodeError, DropCounters, WireMessage, encode_datagram};
 
 struct Slot<P> {
     seq: u64,
@@ -102,6 +56,9 @@ pub(super) struct Ops<P: Protocol> {
     pub(super) sends_per_step: u32,
     /// The next operation a send phase looks at (oldest first).
     cursor: u64,
+    /// The send phase sent a message past dissemination: it ends there (see
+    /// [`Pass::poll_transmit`]).
+    read_first: bool,
     /// An injected crash struck in the operation (its iteration): the node must die.
     pub(super) dying: Option<u64>,
     /// Stage stamps of the forwarding path (cargo feature `stages`; empty otherwise).
@@ -138,6 +95,7 @@ impl<P: Protocol> Ops<P> {
             faults,
             sends_per_step: 16,
             cursor: 0,
+            read_first: false,
             dying: None,
             stages: stages::Recorder::default(),
         }
@@ -367,6 +325,7 @@ where
     /// A send phase begins (oldest operation first).
     pub(super) fn begin_sends(&mut self) {
         self.ops.cursor = self.ops.retired;
+        self.ops.read_first = false;
     }
 
     /// A send phase ended: the operations it did not reach publish their state.
@@ -408,10 +367,14 @@ where
 
     /// The next message of the oldest operation that has one, while the sender is free;
     /// each operation publishes its state once its sends are done (as [`Pass::end_sends`]
-    /// does for those a phase does not reach).
+    /// does for those a phase does not reach). A correction (or control) message ends the
+    /// phase: the socket is read before the next one, as LogP's process receives while it
+    /// sends, and checked correction stops in a direction as soon as it hears from a
+    /// participant there (sixteen sends in a row before a read sent 3-5x the modeled
+    /// correction messages, `docs/measurements.md`).
     #[inline]
     fn poll_transmit(&mut self, _: Time) -> Option<(Rank, Op<P::Msg>)> {
-        if self.ops.dying.is_some() {
+        if self.ops.dying.is_some() || self.ops.read_first {
             return None;
         }
         let end = self.ops.retired + WINDOW as u64;
@@ -431,6 +394,7 @@ where
             let proto = ops.slots[i].proto.as_mut().expect("checked");
             match proto.poll_send(&cx, &mut ops.rng) {
                 Action::Send { to, msg } => {
+                    ops.read_first = msg.phase() != Phase::Dissemination;
                     let dest = (to + root) % self.p.n;
                     return Some((dest, Op { root, seq, msg }));
                 }

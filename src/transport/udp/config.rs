@@ -37,8 +37,12 @@ pub struct UdpConfig {
     /// Unacknowledged messages per peer, 1..=64 (the receiver buffers and selectively
     /// acknowledges 64 packets beyond a gap); pre-allocated, `window * 1248` bytes per peer.
     pub window: usize,
-    /// How long a standalone ACK may wait for DATA to ride on.
+    /// How long a standalone ACK may wait for DATA to ride on (the sender's retransmission
+    /// timer allows for it, as QUIC's PTO allows for `max_ack_delay`).
     pub ack_delay: Duration,
+    /// A standalone ACK goes at once after this many in-order DATA datagrams from one peer
+    /// (at most `window / 4`; a gap is acknowledged at once anyway).
+    pub ack_every: usize,
     /// Job id: datagrams of another job are dropped.
     pub job: u64,
     /// Probability that a received datagram is dropped (loss injection, tests).
@@ -66,7 +70,7 @@ impl Default for UdpConfig {
     /// - `rto_initial` 1 ms: before any sample, 20–50× a loopback RTT, so start-up (threads
     ///   spawning, first page faults) does not trigger retransmissions.
     /// - `rto_max` 100 ms and `max_retries` 8: a silent peer is suspected after
-    ///   [`UdpConfig::suspicion_time`] — 102 ms from `rto_min`, 327 ms from `rto_initial`,
+    ///   [`UdpConfig::suspicion_time`] — 104 ms from `rto_min`, 329 ms from `rto_initial`,
     ///   0.9 s at most — long enough for a peer thread descheduled on an oversubscribed host,
     ///   short enough for a failure detector.
     /// - `stall_factor` 2, `stall_memory` 60 s, `silence_max` 2 s: a peer that came back
@@ -84,8 +88,12 @@ impl Default for UdpConfig {
     ///   buffer and SACK bitmap, so every loss is seen as a gap and repaired without waiting
     ///   for the timer; 64 messages per ~30 µs RTT is 2 M messages/s per peer, more than one
     ///   socket carries, for 80 KB of (lazily committed) buffers per peer.
-    /// - `ack_delay` 20 µs: lets a reply or a forwarded message go out first (and carry the
-    ///   ACK), coalesces ACKs of bursts, and stays far below `rto_min`.
+    /// - `ack_delay` 200 µs and `ack_every` 8: a broadcast tree's links carry DATA one way,
+    ///   so an ACK seldom finds DATA to ride on; held until 8 DATA came or 200 µs passed, one
+    ///   ACK answers several operations, and ACK datagrams stay under a quarter of the DATA
+    ///   (`acks_per_data`) off the receivers' and senders' critical paths. The sender's
+    ///   retransmission timer is `rto + ack_delay`, so a held ACK is not a loss; a gap is
+    ///   still acknowledged at once, so loss repair does not wait.
     fn default() -> Self {
         UdpConfig {
             rto_initial: Duration::from_millis(1),
@@ -98,7 +106,8 @@ impl Default for UdpConfig {
             probe_timeout: Duration::from_millis(50),
             fence_repeats: 20,
             window: REORDER as usize,
-            ack_delay: Duration::from_micros(20),
+            ack_delay: Duration::from_micros(200),
+            ack_every: 8,
             job: 0,
             loss: 0.0,
             reorder: 0.0,
@@ -122,7 +131,8 @@ impl UdpConfig {
         let mut r = rto.max(self.rto_min).min(max);
         let mut total = Duration::ZERO;
         for _ in 0..=self.max_retries {
-            total = total.saturating_add(r);
+            // Each expiry waits the RTO plus the peer's ACK delay (see `ack_delay`).
+            total = total.saturating_add(r).saturating_add(self.ack_delay);
             r = r.saturating_mul(2).min(max);
         }
         total
@@ -150,15 +160,13 @@ impl UdpConfig {
 mod tests {
     use super::*;
 
-    const MS: fn(u64) -> Duration = Duration::from_millis;
-
     #[test]
     fn suspicion_time_of_defaults_is_bounded() {
         let cfg = UdpConfig::default();
-        // 0.2 ms · (2^9 - 1) = 102.2 ms from rto_min.
-        assert_eq!(cfg.suspicion_time(cfg.rto_min), Duration::from_micros(102_200));
-        // 1+2+…+64 ms, then twice 100 ms.
-        assert_eq!(cfg.suspicion_time(cfg.rto_initial), MS(327));
-        assert_eq!(cfg.suspicion_time(Duration::MAX), MS(900));
+        // 0.2 ms · (2^9 - 1) = 102.2 ms from rto_min, plus 9 ACK delays of 0.2 ms.
+        assert_eq!(cfg.suspicion_time(cfg.rto_min), Duration::from_micros(104_000));
+        // 1+2+…+64 ms, then twice 100 ms; plus the ACK delays.
+        assert_eq!(cfg.suspicion_time(cfg.rto_initial), Duration::from_micros(328_800));
+        assert_eq!(cfg.suspicion_time(Duration::MAX), Duration::from_micros(901_800));
     }
 }

@@ -29,6 +29,7 @@ pub(crate) const KIND_ACK: u8 = 2;
 /// suspected the sender stops (fail-stop enforcement). No payload; `seq`, `ack`, `sack` 0.
 pub(crate) const KIND_FENCE: u8 = 3;
 /// An acknowledgement that asks for one back at once (the probe an ICMP hint triggers).
+/// `seq` numbers it (each PROBE's bytes are new; see `reliable/suspect.rs`).
 pub(crate) const KIND_PROBE: u8 = 4;
 
 /// A decoded header.
@@ -96,7 +97,7 @@ impl Header {
         let ok = match h.kind {
             KIND_DATA => usize::from(h.len) == d.len() - HEADER_LEN,
             KIND_ACK => h.len == 0 && d.len() == HEADER_LEN,
-            KIND_PROBE => h.len == 0 && h.seq == 0 && d.len() == HEADER_LEN,
+            KIND_PROBE => h.len == 0 && d.len() == HEADER_LEN,
             KIND_FENCE => h.len == 0 && h.seq == 0 && h.ack == 0 && h.sack == 0 && d.len() == HEADER_LEN,
             _ => false,
         };

@@ -26,8 +26,16 @@ pub fn enable(socket: &impl AsRawFd, v6: bool) {
 /// `None` for another error. `Err(WouldBlock)` when the queue is empty.
 pub fn next_refused(socket: &impl AsRawFd) -> io::Result<Option<SocketAddr>> {
     let mut data = [0u8; 64];
+    Ok(next_refused_quoting(socket, &mut data)?.map(|(addr, _)| addr))
+}
+
+/// As [`next_refused`], with the refused datagram as the error quotes it: its first bytes are
+/// copied into `quoted` and their count returned. Linux quotes the whole payload of a datagram
+/// refused on this host (and a remote Linux host up to 576 bytes of the packet); an error
+/// forged by a third party can quote only what it saw or guessed.
+pub fn next_refused_quoting(socket: &impl AsRawFd, quoted: &mut [u8]) -> io::Result<Option<(SocketAddr, usize)>> {
     let mut refused = false;
-    let (_, addr) = recvmsg::recv(socket, &mut data, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT, &mut |c| {
+    let (len, addr) = recvmsg::recv(socket, quoted, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT, &mut |c| {
         let ours = (c.level == libc::IPPROTO_IP && c.kind == libc::IP_RECVERR)
             || (c.level == libc::IPPROTO_IPV6 && c.kind == libc::IPV6_RECVERR);
         // SAFETY: IP(V6)_RECVERR messages carry a sock_extended_err, a plain C struct.
@@ -35,5 +43,9 @@ pub fn next_refused(socket: &impl AsRawFd) -> io::Result<Option<SocketAddr>> {
             refused |= e.ee_errno == libc::ECONNREFUSED as u32;
         }
     })?;
-    Ok(if refused { addr } else { None })
+    Ok(if refused {
+        addr.map(|a| (a, len.min(quoted.len())))
+    } else {
+        None
+    })
 }

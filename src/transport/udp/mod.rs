@@ -344,7 +344,7 @@ impl Transport for UdpTransport {
         let core = &mut self.core;
         self.link
             .socket_mut()
-            .take_refused(&mut |addr| core.on_refused(addr, now));
+            .take_refused(&mut |addr, quoted| core.on_refused(addr, quoted, now));
         delivered += self.core.on_timers(now, sink);
         transmit(&mut self.core, &mut self.link);
         Ok(delivered)

@@ -127,6 +127,8 @@ pub struct Reliable {
     ctl_buf: Vec<[u8; HEADER_LEN]>,
     /// Peers with an ICMP hint being probed.
     pub(super) probing: Vec<u32>,
+    /// PROBEs sent so far (each carries its number).
+    probes_sent: u64,
     /// The peer whose FENCE stopped this endpoint: it sends and delivers nothing more.
     fenced_by: Option<u32>,
     /// The last receive stopped before the link was empty (see [`Reliable::set_backlog`]).
@@ -138,6 +140,12 @@ pub struct Reliable {
 }
 
 impl Reliable {
+    /// The FENCE or PROBE last written for `p`, as sent (tests).
+    #[cfg(test)]
+    pub(crate) fn control_datagram(&self, p: u32) -> &[u8] {
+        &self.ctl_buf[p as usize][..]
+    }
+
     /// Bytes the endpoint of a job of `n` ranks with `window` slots per peer commits when
     /// `talking` of its peers exchange data: the per-peer records, transmit-slot metadata,
     /// reorder lengths, address map, timer wheel (64 Ki slots at most), ACK headers and
@@ -228,6 +236,7 @@ impl Reliable {
             ack_buf: vec![[0; HEADER_LEN]; n],
             ctl_buf: vec![[0; HEADER_LEN]; n],
             probing: Vec::with_capacity(n),
+            probes_sent: 0,
             fenced_by: None,
             rx_backlog: false,
             // The most one call queues: every window retransmitted on expiry, an ACK and a
@@ -419,7 +428,7 @@ impl Reliable {
         let peer = &mut self.peers[p];
         peer.next_seq += 1;
         peer.rode_ack();
-        let rto = peer.rto.rto();
+        let rto = peer.rto.rto() + self.cfg.ack_delay;
         self.send_datagram(p, i, len);
         if !self.wheel.is_armed(to) {
             self.wheel.schedule(to, now + rto);
@@ -480,7 +489,7 @@ impl Reliable {
         let peer = &mut self.peers[p];
         let (una, next, expired_rto) = (peer.snd_una, peer.next_seq, peer.rto.rto());
         peer.rto.on_timeout();
-        let rto = peer.rto.rto();
+        let rto = peer.rto.rto() + self.cfg.ack_delay;
         self.retransmit(p, una, now);
         // Go-back-N as TCP after a timeout: the rest of the flight that was neither
         // selectively acknowledged nor sent within the expired RTO is presumed lost too.

@@ -10,6 +10,7 @@ use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::header::HEADER_LEN;
 use super::link::{Link, Recv};
 use super::{icmp, rx_stamp};
 
@@ -69,16 +70,18 @@ impl SocketLink {
     }
 
     /// Hands `f` the destinations refused with "port unreachable" since the last call (see
-    /// `udp/icmp.rs`), if the kernel reported any error.
-    pub fn take_refused(&mut self, f: &mut dyn FnMut(SocketAddr)) {
+    /// `udp/icmp.rs`), each with the refused datagram's first bytes as the error quotes them,
+    /// if the kernel reported any error.
+    pub fn take_refused(&mut self, f: &mut dyn FnMut(SocketAddr, &[u8])) {
         if !self.errors_queued {
             return;
         }
         self.errors_queued = false;
         // Bounded: the queue holds what the kernel kept (a few entries per refused send).
         for _ in 0..64 {
-            match icmp::next_refused(&self.socket) {
-                Ok(Some(addr)) => f(addr),
+            let mut quoted = [0u8; HEADER_LEN];
+            match icmp::next_refused_quoting(&self.socket, &mut quoted) {
+                Ok(Some((addr, len))) => f(addr, &quoted[..len]),
                 Ok(None) => {}
                 Err(_) => break,
             }

@@ -147,12 +147,14 @@ impl Reliable {
         if ack > una {
             // Karn: the RTT of the newest packet acknowledged here, unless retransmitted.
             let newest = self.tx_meta[self.tx_index(p, ack - 1)];
+            let ack_delay = self.cfg.ack_delay;
             let peer = &mut self.peers[p];
             if !newest.retransmitted {
                 peer.rto.on_sample(now.saturating_duration_since(newest.sent_at));
             }
             peer.snd_una = ack;
-            let rto = peer.rto.rto();
+            // The peer may hold its ACK for `ack_delay` (QUIC's max_ack_delay in its PTO).
+            let rto = peer.rto.rto() + ack_delay;
             if ack == next {
                 self.wheel.cancel(p as u32);
             } else {
@@ -255,7 +257,7 @@ impl Reliable {
         peer.held >>= 1;
         peer.unacked_rx += delivered;
         self.stats.received += delivered as u64;
-        let due = if peer.held != 0 || peer.unacked_rx >= (self.cfg.window / 4).max(1) {
+        let due = if peer.held != 0 || peer.unacked_rx >= self.cfg.ack_every.clamp(1, (self.cfg.window / 4).max(1)) {
             now
         } else {
             now + self.cfg.ack_delay

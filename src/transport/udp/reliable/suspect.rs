@@ -74,7 +74,14 @@ impl Reliable {
             job: self.cfg.job,
             from: self.rank,
             to: p as u32,
-            seq: 0,
+            // A PROBE is numbered, so that each one's bytes (and MAC) are new: an ICMP error
+            // quoting it proves it was refused (see `on_refused`).
+            seq: if kind == KIND_PROBE {
+                self.probes_sent += 1;
+                self.probes_sent
+            } else {
+                0
+            },
             ack,
             sack,
         };
@@ -96,22 +103,32 @@ impl Reliable {
         self.to_report.clear();
     }
 
-    /// The kernel says a datagram to `addr` met a closed port (see `udp/icmp.rs`). Forgeable,
-    /// so only a hint: a peer heard from before is probed at once (a PROBE asks for an ACK)
-    /// and suspected if nothing authentic comes from it within `probe_timeout`.
-    pub fn on_refused(&mut self, addr: SocketAddr, now: Instant) {
+    /// The kernel says a datagram to `addr` met a closed port (see `udp/icmp.rs`); `quoted` is
+    /// the refused datagram as the error quotes it. Forgeable, so at first only a hint: a peer
+    /// heard from before is probed at once (a PROBE, sealed like every datagram of the run and
+    /// numbered, asks for an ACK) and suspected if nothing authentic comes from it within
+    /// `probe_timeout`. An error that quotes that very PROBE, byte for byte, is the kernel
+    /// refusing it: the peer's port is closed, and it is suspected at once. A third party
+    /// cannot forge that quote without having seen the PROBE (its number and MAC are new each
+    /// time), and one who sees the traffic can stop it anyway, which silence detects too.
+    pub fn on_refused(&mut self, addr: SocketAddr, quoted: &[u8], now: Instant) {
         let Some(&r) = self.addr_rank.get(&addr) else {
             return;
         };
         let p = r as usize;
-        let peer = &mut self.peers[p];
-        if p == self.rank as usize || !peer.heard || peer.suspected || peer.probe_due.is_some() {
+        let peer = &self.peers[p];
+        if p == self.rank as usize || !peer.heard || peer.suspected || self.fenced_by.is_some() {
             return;
         }
-        if self.fenced_by.is_some() {
+        if peer.probe_due.is_some() {
+            if quoted == &self.ctl_buf[p][..] {
+                self.probing.retain(|&q| q != r);
+                self.stats.refused_probes += 1;
+                self.suspect(p, now);
+            }
             return;
         }
-        peer.probe_due = Some(now + self.cfg.probe_timeout);
+        self.peers[p].probe_due = Some(now + self.cfg.probe_timeout);
         self.probing.push(r);
         self.stats.refused += 1;
         self.send_control(p, KIND_PROBE);

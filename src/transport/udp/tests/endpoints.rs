@@ -185,16 +185,18 @@ fn udp_a_sleeping_receivers_duplicates_end_the_backoff_and_teach_the_rto_its_del
     let start = Instant::now();
     let mut clock = start;
     a.send(1, b"a", clock).unwrap();
-    // Rank 1 sleeps through two expiries of rank 0's timer (after 1 ms, then 2 ms more).
-    // Timers fire at their deadline at the earliest, within a tick (rto_min / 8) after it.
+    // Rank 1 sleeps through two expiries of rank 0's timer (after 1 ms, then 2 ms more, each
+    // plus the ACK delay a peer may take, `d`). Timers fire at their deadline at the
+    // earliest, within a tick (rto_min / 8) after it.
     let us = Duration::from_micros;
-    a.poll(clock + us(999), &mut |_| {}).unwrap();
+    let d = cfg.ack_delay;
+    a.poll(clock + us(999) + d, &mut |_| {}).unwrap();
     assert_eq!(a.stats().retransmits, 0, "not before the RTO");
-    a.poll(clock + us(1_030), &mut |_| {}).unwrap();
+    a.poll(clock + us(1_030) + d, &mut |_| {}).unwrap();
     assert_eq!(a.stats().retransmits, 1);
-    a.poll(clock + us(3_029), &mut |_| {}).unwrap();
+    a.poll(clock + us(3_029) + 2 * d, &mut |_| {}).unwrap();
     assert_eq!(a.stats().retransmits, 1, "not before the backed-off RTO");
-    clock += us(3_060);
+    clock += us(3_060) + 2 * d;
     a.poll(clock, &mut |_| {}).unwrap();
     assert_eq!(a.stats().retransmits, 2);
     let backed_off = a.rto_estimator(1).unwrap();
@@ -210,7 +212,7 @@ fn udp_a_sleeping_receivers_duplicates_end_the_backoff_and_teach_the_rto_its_del
     // The delay from the original send to the report is the estimator's sample.
     let after = a.rto_estimator(1).unwrap();
     let srtt = after.srtt().expect("a sample from the report");
-    assert!(srtt >= us(3_060) && srtt <= clock - start, "{after:?}");
+    assert!(srtt >= us(3_060) + 2 * d && srtt <= clock - start, "{after:?}");
     assert!(after.rto() >= 3 * us(3_060), "{after:?}");
     // Packets sent once give samples of a few 10 µs steps and bring the RTO back down.
     for _ in 0..64 {

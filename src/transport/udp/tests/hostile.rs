@@ -242,13 +242,14 @@ fn authenticated_endpoint_checks_the_mac_first_and_counts_each_reason() {
 fn a_closed_peer_port_is_suspected_quickly_but_only_after_it_answered() {
     // Rank 2 never answers (bound, then closed before anything is sent): no quick suspicion
     // for a port never heard from. Rank 1 answers once, then its socket closes: the next
-    // datagram to it draws an ICMP port unreachable, a hint: rank 1 is probed, stays silent,
-    // and is suspected at the probe's deadline, long before the retransmission timeouts would
-    // (rto_initial is set far away to tell the two apart).
+    // datagram to it draws an ICMP port unreachable, a hint: rank 1 is probed, and the
+    // kernel refuses the PROBE too, quoting it: rank 1 is suspected at once, long before the
+    // probe's deadline or the retransmission timeouts (all set far away to tell them apart).
     let cfg = UdpConfig {
         rto_initial: Duration::from_secs(5),
         rto_min: Duration::from_secs(5),
         rto_max: Duration::from_secs(5),
+        probe_timeout: Duration::from_secs(5),
         ..UdpConfig::default()
     };
     let mut eps = local(3, cfg);
@@ -278,32 +279,76 @@ fn a_closed_peer_port_is_suspected_quickly_but_only_after_it_answered() {
     }
     assert_eq!(suspects, vec![1], "after {:?}", start.elapsed());
     assert!(start.elapsed() < MS(500), "{:?}", start.elapsed());
-    assert!(start.elapsed() >= a.config().probe_timeout, "{:?}", start.elapsed());
-    assert_eq!(a.stats().refused, 1);
+    assert_eq!((a.stats().refused, a.stats().refused_probes), (1, 1), "{:?}", a.stats());
+}
+
+/// What each endpoint of a test received: (sender, bytes) per rank.
+type Received = Vec<Vec<(u32, Vec<u8>)>>;
+
+/// Two endpoints with `probe_timeout`, rank 1 heard from once by rank 0 (its "hello" delivered
+/// and acknowledged): rank 1's address and what each received.
+fn heard_pair(probe_timeout: Duration) -> (Vec<UdpTransport>, SocketAddr, Received) {
+    let cfg = UdpConfig {
+        probe_timeout,
+        ..UdpConfig::default()
+    };
+    let mut eps = local(2, cfg);
+    let addr1 = eps[1].local_addr().unwrap();
+    let mut got = vec![Vec::new(), Vec::new()];
+    {
+        let (a, b) = eps.split_at_mut(1);
+        let (a, b) = (&mut a[0], &mut b[0]);
+        a.send(1, b"hello", Instant::now()).unwrap();
+        assert!(pump(&mut [&mut *a, &mut *b], &mut got, MS(2_000), |e, g| g[1].len()
+            == 1
+            && e[0].unacked() == 0));
+    }
+    (eps, addr1, got)
+}
+
+#[test]
+fn an_icmp_error_quoting_an_earlier_probe_or_other_bytes_stays_a_hint() {
+    // Only a quote of the PROBE in flight, byte for byte, proves the port closed: a replayed
+    // quote of an earlier PROBE (each is numbered and sealed anew) or made-up bytes are hints
+    // that wait for the live peer's answer, which clears them.
+    let (mut eps, addr1, mut got) = heard_pair(MS(300));
+    let (a, b) = eps.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    a.core.on_refused(addr1, &[], Instant::now());
+    let first = a.core.control_datagram(1).to_vec();
+    assert!(pump(&mut [&mut *a, &mut *b], &mut got, MS(2_000), |e, _| e[0]
+        .core
+        .probing
+        .is_empty()));
+    a.core.on_refused(addr1, &[], Instant::now());
+    assert_ne!(a.core.control_datagram(1), &first[..], "each PROBE is new");
+    a.core.on_refused(addr1, &first, Instant::now());
+    a.core.on_refused(addr1, &[0u8; 64], Instant::now());
+    a.core.on_refused(addr1, &first[..32], Instant::now());
+    assert!(!a.is_suspected(1));
+    assert!(pump(&mut [&mut *a, &mut *b], &mut got, MS(2_000), |e, _| e[0]
+        .core
+        .probing
+        .is_empty()));
+    assert!(!a.is_suspected(1));
+    assert_eq!(
+        (a.stats().refused, a.stats().refused_probes, a.stats().suspected),
+        (2, 0, 0)
+    );
 }
 
 #[test]
 fn an_icmp_error_for_a_live_peer_that_keeps_answering_suspects_no_one() {
     // Forged "port unreachable" errors naming rank 1 (as an attacker off the path could send
     // them) while it is alive: each is a hint that probes it, it answers, it stays a peer.
-    let cfg = UdpConfig {
-        probe_timeout: MS(200),
-        ..UdpConfig::default()
-    };
-    let mut eps = local(2, cfg);
-    let addr1 = eps[1].local_addr().unwrap();
+    let (mut eps, addr1, mut got) = heard_pair(MS(200));
     let (a, b) = eps.split_at_mut(1);
     let (a, b) = (&mut a[0], &mut b[0]);
-    a.send(1, b"hello", Instant::now()).unwrap();
-    let mut got = vec![Vec::new(), Vec::new()];
-    assert!(pump(&mut [&mut *a, &mut *b], &mut got, MS(2_000), |e, g| g[1].len()
-        == 1
-        && e[0].unacked() == 0));
     let start = Instant::now();
     let mut hints = 0;
     while start.elapsed() < MS(1_000) {
         if hints < 20 && a.core.probing.is_empty() {
-            a.core.on_refused(addr1, Instant::now());
+            a.core.on_refused(addr1, &[], Instant::now());
             hints += 1;
         }
         for (t, g) in [&mut *a, &mut *b].into_iter().zip(got.iter_mut()) {

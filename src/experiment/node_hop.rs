@@ -1,0 +1,194 @@
+//! The hop as a broadcast node pays it, measured, and folded into the model's `o_s` and `o_r`.
+//!
+//! A ping-pong of the transport ([`crate::runtime::logp`]) measures LogP's `o_s`, `o_r` and
+//! `L` of the transport alone. A node does more around each message: the root reads its start
+//! signal and makes the operation's protocol instance, every message is encoded, decoded and
+//! stepped through the protocol, and the run keeps its books (board stamps, counters, the clock
+//! reads of the measurement itself). On a machine with a core per node these costs made the
+//! measured coloring 1.4× (UDP) to 2× (in-process) the model's at every size (`docs/
+//! measurements.md`), and, since the protocols count time in the model's unit, a synchronized
+//! correction started while the real dissemination was still running and sent 3–4× the modeled
+//! messages.
+//!
+//! The measurement: a 2-node broadcast without correction on the same transport, payload size,
+//! poll mode and pinning, through the very node code of the run (`crate::runtime::run`); its
+//! coloring latency is one hop through the node, root's start to the other node's delivery
+//! (median with its 95 % interval). What that hop takes beyond the transport's
+//! `o_s + L + o_r` is the node's own overhead per hop; [`NodeHop::fold`] charges it to `o_s`
+//! and `o_r` in proportion to the transport's (the wire's `L` stays the transport's): each
+//! send and each receive then costs what it costs a node, so a sender with many children is
+//! charged per child. Checked against a 16-core machine (N = 2…16, both transports) in
+//! `docs/measurements.md`, where the other splits (all on the sender, all on the receiver) are
+//! compared too.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
+use crate::model::BenchModel;
+use crate::runtime::cluster::{ClusterConfig, PollMode};
+use crate::runtime::logp::Ci;
+use crate::runtime::{Bench, TransportKind};
+use crate::transport::udp::auth::AuthKey;
+
+/// Measured operations of the 2-node run (after a tenth as many unmeasured).
+pub const OPERATIONS: u64 = 2000;
+
+/// A node's hop and what the model makes of it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct NodeHop {
+    /// The 2-node coloring latency (median, 95 % interval), ns.
+    pub hop_ns: Ci,
+    /// Where it came from: `measured` before this run, or `calibration` (`--params`).
+    pub source: &'static str,
+    /// The transport's `o_s + L + o_r`, ns.
+    pub transport_hop_ns: u64,
+    /// `hop − (o_s + L + o_r)`, at least 0: the node's overhead per hop, ns.
+    pub overhead_ns: u64,
+    /// The shares of it charged to each send and each receive, ns.
+    pub os_share_ns: u64,
+    pub or_share_ns: u64,
+}
+
+impl NodeHop {
+    /// The overhead of a node's hop `hop_ns` beyond the transport's `os_ns + l_ns + or_ns`,
+    /// split between send and receive in proportion to `os_ns : or_ns`.
+    pub fn fold(hop_ns: Ci, source: &'static str, os_ns: u64, or_ns: u64, l_ns: u64) -> NodeHop {
+        let transport_hop_ns = os_ns + l_ns + or_ns;
+        let overhead_ns = (hop_ns.median.round().max(0.0) as u64).saturating_sub(transport_hop_ns);
+        let o = (os_ns + or_ns).max(1);
+        let os_share_ns = (overhead_ns * os_ns + o / 2) / o;
+        NodeHop {
+            hop_ns,
+            source,
+            transport_hop_ns,
+            overhead_ns,
+            os_share_ns,
+            or_share_ns: overhead_ns - os_share_ns,
+        }
+    }
+
+    /// The node's `o_s` and `o_r`: the transport's plus their shares, ns.
+    pub fn node_o_ns(&self, os_ns: u64, or_ns: u64) -> (u64, u64) {
+        (os_ns + self.os_share_ns, or_ns + self.or_share_ns)
+    }
+}
+
+/// How the 2-node run is set up: what the measured run shares with it.
+pub struct HopSetup {
+    pub transport: TransportKind,
+    pub size: usize,
+    pub poll: PollMode,
+    pub pin: bool,
+    /// UDP: the run's key (its datagrams are sealed as the measured run's are).
+    pub auth: Option<AuthKey>,
+    /// The transport's `o_s`, `o_r`, `L`, ns (the 2-node run's time unit).
+    pub os_ns: u64,
+    pub or_ns: u64,
+    pub l_ns: u64,
+}
+
+/// Runs the 2-node broadcast and returns its coloring latency, ns; an error if any operation
+/// failed (a violation, a timeout, a dropped or unrun operation): no figure from a bad run.
+pub fn measure(s: &HopSetup) -> Result<Ci, String> {
+    let model = BenchModel::new(s.os_ns, s.or_ns, s.l_ns);
+    let spec = AlgoSpec {
+        correction: Some("none".into()),
+        ..AlgoSpec::new(AlgoName::CorrectedTree)
+    };
+    let algo = resolve_algo(&spec, 2, model.mean_logp(), 0)?;
+    let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
+    let bench = Bench {
+        algo,
+        cluster: ClusterConfig {
+            nodes: 2,
+            workers: cores.min(2),
+            poll: s.poll,
+            warmup: OPERATIONS / 10,
+            iterations: OPERATIONS,
+            window: 1,
+            payload_len: s.size,
+            tick_ns: model.unit_ns,
+            job: crate::experiment::launch::job::node_hop(),
+            seed: 1,
+            op_timeout: Duration::from_millis(1000),
+            idle: Duration::from_micros(500),
+            pin: s.pin,
+            give_up_after: Some(crate::experiment::bench::GIVE_UP_AFTER),
+        },
+        transport: s.transport,
+        kills: Vec::new(),
+        model: model.loggp,
+        loss: 0.0,
+        auth: s.auth.clone(),
+    };
+    let res = crate::runtime::run(&bench, None).map_err(|e| format!("the node-hop calibration: {e}"))?;
+    let bad = res.violations + res.timeouts + res.dropped_ops + res.not_run;
+    if bad > 0 || res.measured == 0 {
+        return Err(format!(
+            "the node-hop calibration (2 nodes, {:?}) failed: {} violations, {} timeouts, {} dropped and {} unrun of {} operations",
+            s.transport, res.violations, res.timeouts, res.dropped_ops, res.not_run, OPERATIONS
+        ));
+    }
+    let h = &res.coloring;
+    // The median's 95 % interval by order statistics, as `Ci::of` takes it from samples.
+    let n = h.len().max(1) as f64;
+    let half = 0.98 / n.sqrt();
+    Ok(Ci {
+        median: h.value_at_quantile(0.5) as f64,
+        lo: h.value_at_quantile((0.5 - half).max(0.0)) as f64,
+        hi: h.value_at_quantile((0.5 + half).min(1.0)) as f64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ci(m: f64) -> Ci {
+        Ci {
+            median: m,
+            lo: m,
+            hi: m,
+        }
+    }
+
+    #[test]
+    fn the_overhead_is_split_in_proportion_to_the_transports_overheads() {
+        // Transport hop 1478 + 410 + 569 = 2457 ns; a node's hop of 3449 ns leaves 992 ns.
+        let h = NodeHop::fold(ci(3449.0), "measured", 1478, 569, 410);
+        assert_eq!((h.transport_hop_ns, h.overhead_ns), (2457, 992));
+        assert_eq!(h.os_share_ns + h.or_share_ns, 992);
+        assert_eq!(h.os_share_ns, 716, "992 · 1478 / 2047, rounded");
+        let (os, or) = h.node_o_ns(1478, 569);
+        // The node's hop is then the measured one, exactly.
+        assert_eq!(os + 410 + or, 3449);
+    }
+
+    #[test]
+    fn a_hop_faster_than_the_transports_adds_nothing() {
+        let h = NodeHop::fold(ci(100.0), "measured", 55, 68, 197);
+        assert_eq!((h.overhead_ns, h.os_share_ns, h.or_share_ns), (0, 0, 0));
+        assert_eq!(h.node_o_ns(55, 68), (55, 68));
+    }
+
+    #[test]
+    fn the_measured_hop_is_at_least_the_transports_wire_and_completes_every_operation() {
+        let est = crate::runtime::logp::estimate(TransportKind::Inproc, 200, 8).unwrap();
+        let s = HopSetup {
+            transport: TransportKind::Inproc,
+            size: 8,
+            poll: PollMode::Busy,
+            pin: false,
+            auth: None,
+            os_ns: est.o_send_ns,
+            or_ns: est.o_recv_ns,
+            l_ns: est.l_ns,
+        };
+        let hop = measure(&s).unwrap();
+        assert!(hop.lo <= hop.median && hop.median <= hop.hi, "{hop:?}");
+        // One message crosses between two threads: never faster than a cache line's trip.
+        assert!(hop.median >= 20.0, "{hop:?}");
+    }
+}
