@@ -1,14 +1,18 @@
 //! The generic node loop: one process's [`Transport`] endpoint, the byte format of one
 //! protocol family ([`Framing`]) and the shared heartbeat [`Detector`], driving any sans-IO
-//! [`Machine`] of that family. The agreement benchmark's nodes ([`crate::runtime::agree`]) and
-//! a booted node's watch ([`crate::runtime::watch`]) are this loop with their own bookkeeping
-//! around it.
+//! [`Machine`] of that family. The broadcast node ([`crate::runtime::node`]), the agreement
+//! benchmark's nodes ([`crate::runtime::agree`]) and a booted node's watch
+//! ([`crate::runtime::watch`]) are this loop with their own bookkeeping around it. A machine
+//! meets the driver as an [`Endpoint`]: a plain one through [`Plain`] (the family's framing
+//! as it is); the broadcast's admits whole datagrams, writes its operations' payloads and
+//! hears what became of each send.
 //!
 //! One pass of a node is, in order:
-//! 1. [`Driver::receive`]: poll the transport (bounded), check each datagram's header
-//!    (job, sender) and decode its body straight out of the transport's buffer; a message
-//!    goes to the machine ([`Event::Message`]), a heartbeat to the detector; every delivery
-//!    is a sign of life; what fails is dropped and counted;
+//! 1. [`Driver::receive`] (or one poll: [`Driver::receive_once`]): poll the transport
+//!    (bounded), check each datagram's header (job, sender) and decode its body straight out
+//!    of the transport's buffer; a message goes to the machine ([`Event::Message`]), a
+//!    heartbeat to the detector; every delivery is a sign of life; what fails is dropped and
+//!    counted;
 //! 2. [`Driver::detect`] (every `heartbeat / 4`): the detector checks the peers the machine
 //!    wants watched, and heartbeats go to those owed one;
 //! 3. the caller takes [`Driver::poll_suspect`] (transport and detector verdicts, with how
@@ -16,22 +20,26 @@
 //!    ([`Event::Suspect`]); and checks [`Driver::fenced_by`]: a peer that suspected this
 //!    node fenced it (fail-stop enforcement), the transport has stopped, and the caller
 //!    must stop the node as a crash;
-//! 4. [`Driver::transmit`]: what the machine queued is encoded and sent. A peer whose
-//!    window is full ([`SendError::WindowFull`]) gets its messages queued, in order, and
-//!    only it waits (a slow peer must not hold up heartbeats to the others, who would then
-//!    suspect this node): the [`Outbox`] the broadcast node ([`crate::runtime::node`]) uses too.
+//! 4. [`Driver::transmit`] ([`Driver::transmit_to`]): what the machine queued is encoded and
+//!    sent. A peer whose window is full ([`SendError::WindowFull`]) gets its messages queued,
+//!    in order, and only it waits (a slow peer must not hold up heartbeats to the others, who
+//!    would then suspect this node): the [`Outbox`].
 //!
-//! The receive side's header check ([`open_datagram`]) is shared with the broadcast node too.
+//! [`Event::Message`]: crate::protocol::Event::Message
+//! [`Event::Suspect`]: crate::protocol::Event::Suspect
+//! [`SendError::WindowFull`]: crate::transport::SendError::WindowFull
 
+mod endpoint;
 mod outbox;
 
+pub use endpoint::{Endpoint, Got, Plain};
 pub use outbox::{Outbox, Sent};
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
-use crate::protocol::{Detector, DetectorConfig, Event, Machine, Rank, Time};
+use crate::protocol::{Detector, DetectorConfig, Machine, Rank, Time};
 use crate::transport::{Delivery, Transport};
 use crate::wire::{DecodeError, DropCounters, Header};
 
@@ -52,8 +60,18 @@ pub trait Framing {
     type Msg;
     /// The largest datagram, header included.
     const MAX_DATAGRAM: usize;
+    /// Does the family watch its peers with heartbeats? One that does not (the broadcast:
+    /// its suspicions come from the transport) keeps no detector time per datagram.
+    const HEARTBEATS: bool = true;
     /// Decodes the body of a datagram of `kind` whose header checked out.
     fn decode(kind: u8, body: &[u8], n: u32) -> Result<Decoded<Self::Msg>, DecodeError>;
+    /// Decodes a datagram whose header `h` checked out, from its body (default: by its kind
+    /// alone, [`Framing::decode`]; a family whose messages name something in the header, the
+    /// broadcast's operation, reads it here).
+    #[inline]
+    fn decode_datagram(h: &Header, body: &[u8], n: u32) -> Result<Decoded<Self::Msg>, DecodeError> {
+        Self::decode(h.kind, body, n)
+    }
     /// Encodes `msg` from `rank` as a whole datagram into `buf`; its length.
     fn encode(msg: &Self::Msg, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize>;
     /// Encodes a heartbeat from `rank` into `buf`; its length.
@@ -71,7 +89,7 @@ pub enum Verdict {
 }
 
 /// One node's endpoint, detector and send queue for a family `F`.
-pub struct Driver<F: Framing> {
+pub struct Driver<F> {
     rank: Rank,
     n: u32,
     job: u64,
@@ -137,6 +155,13 @@ impl<F: Framing> Driver<F> {
         }
     }
 
+    /// At most `cap` datagrams wait in the send queue (then they are dropped, counted by
+    /// the machine: [`Endpoint::sent`] hears [`Sent::Overflow`]).
+    pub fn with_outbox_cap(mut self, cap: usize) -> Self {
+        self.outbox = Outbox::new(self.n, cap);
+        self
+    }
+
     /// No forgiveness for a long pause between passes (see [`Driver::receive`]): for a node
     /// whose passes are paced by a timer of its own rather than run back to back.
     pub fn without_grace(mut self) -> Self {
@@ -174,13 +199,30 @@ impl<F: Framing> Driver<F> {
     /// of others during that time against them (unless [`Driver::without_grace`]).
     #[inline]
     pub fn receive<M: Machine<Msg = F::Msg>>(&mut self, m: &mut M, now: Instant) -> bool {
-        if now.saturating_duration_since(self.last_step) >= self.grace {
-            let t = self.ns(now);
-            self.det.rest(t);
+        let mut progress = false;
+        // Transports may hand out one delivery per poll: drain (bounded).
+        for _ in 0..64 {
+            if !self.receive_once(&mut Plain(&mut *m), now) {
+                break;
+            }
+            progress = true;
         }
-        self.last_step = now;
-        let mut rx = Receiver::<F, M> {
-            m,
+        progress
+    }
+
+    /// One poll of the transport (a transport may hand out one delivery per poll, so that
+    /// a forward can leave before the next read): its deliveries go to `e`; whether any came.
+    #[inline]
+    pub fn receive_once<E: Endpoint<F>>(&mut self, e: &mut E, now: Instant) -> bool {
+        if F::HEARTBEATS {
+            if now.saturating_duration_since(self.last_step) >= self.grace {
+                let t = self.ns(now);
+                self.det.rest(t);
+            }
+            self.last_step = now;
+        }
+        let mut rx = Receiver::<F, E> {
+            m: e,
             det: &mut self.det,
             drops: &mut self.drops,
             received: &mut self.received,
@@ -191,16 +233,8 @@ impl<F: Framing> Driver<F> {
             clock: (now, self.base, None),
             _family: PhantomData,
         };
-        let mut progress = false;
-        // Transports may hand out one delivery per poll: drain (bounded).
-        for _ in 0..64 {
-            let got = self.tp.poll(now, &mut |d| rx.deliver(d));
-            if !matches!(got, Ok(k) if k > 0) {
-                break;
-            }
-            progress = true;
-        }
-        progress
+        let got = self.tp.poll(now, &mut |d| rx.deliver(d));
+        matches!(got, Ok(k) if k > 0)
     }
 
     /// Every `heartbeat / 4`: checks the peers `watch` names (into the vector it is handed)
@@ -244,44 +278,55 @@ impl<F: Framing> Driver<F> {
     /// Sends what `m` queued (after the backlog of blocked peers) while `go()` holds; whether
     /// anything was.
     #[inline]
-    pub fn transmit<M: Machine<Msg = F::Msg>>(
+    pub fn transmit<M: Machine<Msg = F::Msg>>(&mut self, m: &mut M, now: Instant, go: impl FnMut() -> bool) -> bool {
+        self.transmit_to(&mut Plain(m), now, go).0
+    }
+
+    /// [`Driver::transmit`] for an [`Endpoint`]: whether anything was sent, and whether the
+    /// backlog moved.
+    #[inline]
+    pub fn transmit_to<E: Endpoint<F>>(
         &mut self,
-        m: &mut M,
+        e: &mut E,
         now: Instant,
         mut go: impl FnMut() -> bool,
-    ) -> bool {
+    ) -> (bool, bool) {
         // (A machine that reads no time is not handed any: no clock conversion per pass.)
-        let t = if M::TIMED { self.ns(now) } else { 0 };
+        let t = if E::TIMED { self.ns(now) } else { 0 };
         let mut sent = false;
-        self.drain_backlog(now);
+        let flushed = self.drain_backlog(e, now);
         while go()
-            && let Some((to, msg)) = m.poll_transmit(t)
+            && let Some((to, msg)) = e.poll_transmit(t)
         {
             sent = true;
             self.messages += 1;
             let mut buf = std::mem::take(&mut self.buf);
             buf.resize(F::MAX_DATAGRAM, 0);
-            if let Some(len) = F::encode(&msg, self.job, self.rank, &mut buf) {
-                self.send_bytes(to, &buf[..len], now);
+            if let Some(len) = e.encode(&msg, self.job, self.rank, &mut buf) {
+                let r = self.send_bytes(to, &buf[..len], now);
+                e.sent(to, r);
             }
             self.buf = buf;
         }
-        sent
+        (sent, flushed)
     }
 
     /// Sends, or queues behind `to`'s earlier messages (per-peer order is kept).
     /// Only a refused message is copied (into the backlog).
-    fn send_bytes(&mut self, to: Rank, bytes: &[u8], now: Instant) {
-        if self.outbox.send(&mut *self.tp, to, bytes, now) == Sent::Sent {
+    #[inline]
+    fn send_bytes(&mut self, to: Rank, bytes: &[u8], now: Instant) -> Sent {
+        let r = self.outbox.send(&mut *self.tp, to, bytes, now);
+        if F::HEARTBEATS && r == Sent::Sent {
             let t = self.ns(now);
             self.det.sent(to, t);
         }
+        r
     }
 
-    /// Retries the queued messages once, in order.
-    fn drain_backlog(&mut self, now: Instant) {
+    /// Retries the queued messages once, in order; whether any left the queue.
+    fn drain_backlog<E: Endpoint<F>>(&mut self, e: &mut E, now: Instant) -> bool {
         if self.outbox.is_empty() {
-            return;
+            return false;
         }
         let t = self.ns(now);
         let det = &mut self.det;
@@ -289,7 +334,8 @@ impl<F: Framing> Driver<F> {
             if r.is_ok() {
                 det.sent(to, t);
             }
-        });
+            e.flushed(to, r);
+        })
     }
 }
 
@@ -325,8 +371,8 @@ pub fn open_datagram(
 }
 
 /// What a poll's deliveries update: the driver's fields, borrowed apart from its transport.
-struct Receiver<'a, F: Framing, M> {
-    m: &'a mut M,
+struct Receiver<'a, F: Framing, E> {
+    m: &'a mut E,
     det: &'a mut Detector,
     drops: &'a mut DropCounters,
     received: &'a mut u64,
@@ -340,7 +386,7 @@ struct Receiver<'a, F: Framing, M> {
     _family: PhantomData<fn() -> F>,
 }
 
-impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
+impl<F: Framing, E: Endpoint<F>> Receiver<'_, F, E> {
     #[inline]
     fn now(&mut self) -> Time {
         let (now, base, t) = &mut self.clock;
@@ -358,24 +404,21 @@ impl<F: Framing, M: Machine<Msg = F::Msg>> Receiver<'_, F, M> {
                 return;
             }
         };
-        let now = self.now();
-        self.det.heard(from, now);
-        let r = match open_datagram(bytes, self.job, self.n, from, None) {
-            Err(Reject::Invalid(e)) => Err(e),
-            Err(_) => Err(DecodeError::RankOutOfRange),
-            Ok((h, body, _)) => F::decode(h.kind, body, self.n),
-        };
-        match r {
-            Ok(Decoded::Msg(msg)) => {
-                *self.received += 1;
-                _ = self.m.handle(now, Event::Message { from, msg });
-            }
-            Ok(Decoded::Heartbeat) => {
+        // (A family without heartbeats whose machine reads no time converts no clock.)
+        let now = if F::HEARTBEATS || E::TIMED { self.now() } else { 0 };
+        if F::HEARTBEATS {
+            self.det.heard(from, now);
+        }
+        match self.m.datagram(now, from, bytes, self.job, self.n, self.drops) {
+            Got::Msg | Got::Other => *self.received += 1,
+            Got::Heartbeat => {
                 *self.received += 1;
                 self.det.pinged(from, now);
             }
-            Ok(Decoded::Other) => *self.received += 1,
-            Err(e) => self.drops.count(e),
+            Got::Dropped => {}
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@ use crate::protocol::bcast::Start;
 use crate::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
 use crate::protocol::bcast::correction::Correction;
 use crate::topology::{Order, Tree, TreeKind};
-use crate::transport::TransportStats;
+use crate::transport::{Delivery, SendError, TransportStats};
 
 /// What a spy saw of node `rank`'s board entry for operation 0 at some moment:
 /// `None`: no entry yet; `Some(ns)`: the entry's delivery stamp (0: not delivered).

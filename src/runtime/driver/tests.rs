@@ -1,0 +1,163 @@
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::protocol::Event;
+use crate::runtime::node::{Datagrams, Op};
+use crate::transport::{SendError, TransportStats};
+use crate::wire::agree::Heartbeat;
+use crate::wire::encode_datagram;
+
+const JOB: u64 = 9;
+
+/// Per peer, whether its window is full; what the transport took: (peer, operation).
+type Windows = Arc<Mutex<Vec<bool>>>;
+type Took = Arc<Mutex<Vec<(Rank, u64)>>>;
+
+/// A transport of rank 0 of 3 that hands out one queued datagram per poll (from rank 1) and
+/// whose windows are open or full per peer; it records what it took.
+struct Queue {
+    inbox: VecDeque<Vec<u8>>,
+    full: Windows,
+    took: Took,
+}
+
+impl Transport for Queue {
+    fn rank(&self) -> u32 {
+        0
+    }
+    fn size(&self) -> u32 {
+        3
+    }
+    fn send(&mut self, to: u32, bytes: &[u8], _: Instant) -> Result<(), SendError> {
+        if self.full.lock().unwrap()[to as usize] {
+            return Err(SendError::WindowFull);
+        }
+        let seq = Header::decode(bytes, JOB, 3).unwrap().0.seq;
+        self.took.lock().unwrap().push((to, seq));
+        Ok(())
+    }
+    fn poll(&mut self, _: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize> {
+        let Some(b) = self.inbox.pop_front() else { return Ok(0) };
+        sink(Delivery::Message { from: 1, bytes: &b });
+        Ok(1)
+    }
+    fn wait(&mut self, _: Duration) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn stats(&self) -> TransportStats {
+        TransportStats::default()
+    }
+}
+
+/// A machine of operation-tagged messages that logs what the driver tells it.
+#[derive(Default)]
+struct Log {
+    out: VecDeque<(Rank, Op<Heartbeat>)>,
+    got: Vec<(Rank, u32, u64)>,
+    sent: Vec<(Rank, Sent)>,
+    flushed: Vec<(Rank, Result<(), SendError>)>,
+}
+
+impl Machine for Log {
+    type Msg = Op<Heartbeat>;
+    type Input = ();
+    type Output = ();
+    type Error = Infallible;
+
+    fn handle(&mut self, _: Time, ev: Event<Op<Heartbeat>, ()>) -> Result<(), Infallible> {
+        if let Event::Message { from, msg } = ev {
+            self.got.push((from, msg.root, msg.seq));
+        }
+        Ok(())
+    }
+    fn poll_transmit(&mut self, _: Time) -> Option<(Rank, Op<Heartbeat>)> {
+        self.out.pop_front()
+    }
+    fn poll_output(&mut self) -> Option<()> {
+        None
+    }
+}
+
+impl Endpoint<Datagrams<Heartbeat>> for Log {
+    fn sent(&mut self, to: Rank, r: Sent) {
+        self.sent.push((to, r));
+    }
+    fn flushed(&mut self, to: Rank, r: Result<(), SendError>) {
+        self.flushed.push((to, r));
+    }
+}
+
+fn op(seq: u64) -> Op<Heartbeat> {
+    Op {
+        root: 2,
+        seq,
+        msg: Heartbeat,
+    }
+}
+
+fn driver(inbox: Vec<Vec<u8>>, full: &Windows, took: &Took) -> Driver<Datagrams<Heartbeat>> {
+    let tp = Queue {
+        inbox: inbox.into(),
+        full: full.clone(),
+        took: took.clone(),
+    };
+    let det = DetectorConfig {
+        heartbeat: u64::MAX,
+        suspect_after: u64::MAX,
+    };
+    Driver::new(Box::new(tp), JOB, det, Instant::now())
+}
+
+fn datagram(seq: u64) -> Vec<u8> {
+    let mut buf = vec![0; 256];
+    let len = encode_datagram(&mut buf, JOB, 2, seq, 1, &Heartbeat, &[]).unwrap();
+    buf.truncate(len);
+    buf
+}
+
+#[test]
+fn one_receive_is_one_poll_and_the_operation_comes_from_the_header() {
+    let mut d = driver((0..4).map(datagram).collect(), &Windows::default(), &Took::default());
+    let mut m = Log::default();
+    let now = Instant::now();
+    assert!(d.receive_once(&mut m, now));
+    assert_eq!(m.got, vec![(1, 2, 0)], "one datagram, its root and sequence number");
+    // A plain machine's receive drains what is left.
+    let mut plain = Log::default();
+    assert!(d.receive(&mut plain, now));
+    assert_eq!(plain.got, vec![(1, 2, 1), (1, 2, 2), (1, 2, 3)]);
+    assert!(!d.receive_once(&mut m, now));
+    assert_eq!(d.received, 4);
+}
+
+#[test]
+fn an_endpoint_hears_what_became_of_each_send() {
+    let (full, took) = (Arc::new(Mutex::new(vec![false, true, false])), Took::default());
+    let mut d = driver(Vec::new(), &full, &took).with_outbox_cap(1);
+    let mut m = Log {
+        out: [(1, op(0)), (1, op(1)), (2, op(2)), (1, op(3))].into(),
+        ..Log::default()
+    };
+    let now = Instant::now();
+    let mut budget = 2;
+    let go = || {
+        budget -= 1;
+        budget >= 0
+    };
+    assert_eq!(
+        d.transmit_to(&mut m, now, go),
+        (true, false),
+        "two sends, no queue moved"
+    );
+    assert_eq!(m.sent, vec![(1, Sent::Queued), (1, Sent::Overflow)]);
+    assert_eq!(m.out.len(), 2, "the budget held the rest");
+    // The full window opens: the queued datagram leaves first, then peer 1's next one.
+    full.lock().unwrap()[1] = false;
+    assert_eq!(d.transmit_to(&mut m, now, || true), (true, true));
+    assert_eq!(m.flushed, vec![(1, Ok(()))]);
+    assert_eq!(m.sent[2..], [(2, Sent::Sent), (1, Sent::Sent)]);
+    assert_eq!(*took.lock().unwrap(), vec![(1, 0), (2, 2), (1, 3)]);
+    assert_eq!(d.messages, 4);
+}

@@ -1,0 +1,578 @@
+//! The broadcast family's machine on the generic node loop: one node's window of operations
+//! in flight ([`Ops`], driven pass by pass through [`Pass`]), over its datagrams
+//! ([`Datagrams`]).
+//!
+//! Per operation (named `(root, seq)`, Corrected Gossip Claim 1) the machine keeps one
+//! protocol instance in a window of [`WINDOW`] slots, created when the root starts it
+//! ([`Event::Input`]) or on the operation's first message. A datagram is admitted in the
+//! order the wire and the window want: header (job, kind, sender), root, duplicate filter,
+//! window, body, payload. What fails is dropped and counted in [`NodeStats`].
+//!
+//! The machine lives in the runtime, not in [`crate::protocol`], because it publishes to
+//! the run's [`NodeBoard`] (delivery and activity stamps, read by the coordinator) at the
+//! instant each event happens: a pass carries that instant ([`Pass::now`]), and the
+//! protocol's model time is nanoseconds since the epoch divided by `tick_ns`; a counted
+//! `Sleep(u)` keeps the sender busy for `u · tick_ns`.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::stages::{self, Stage};
+use super::{Datagrams, Faults, NodeParams, NodeStats, Op, Payloads};
+use crate::protocol::op::Admission;
+use crate::protocol::{
+    Action, Ctx, DuplicateFilter, Event, Machine, Message, OpId, Phase, ProtoRng, Protocol, Rank, Time,
+};
+use crate::runtime::board::{Control, NodeBoard, WINDOW};
+use crate::runtime::driver::{Endpoint, Got, Reject, Sent, open_datagram};
+use crate::transport::SendError;
+use crate::wire::{DecodeError, DropCounters, WireMessage, encode_datagram};
+
+struct Slot<P> {
+    seq: u64,
+    /// The operation's root (physical rank).
+    root: u32,
+    proto: Option<P>,
+    /// The operation's payload: what this node's messages of it carry.
+    payload: Vec<u8>,
+    delivered: bool,
+    finished: bool,
+    sent: u32,
+}
+
+/// One node's broadcast state: the operations in flight and what they need.
+pub(super) struct Ops<P: Protocol> {
+    pub(super) rank: u32,
+    slots: Vec<Slot<P>>,
+    filter: DuplicateFilter,
+    busy_until: Instant,
+    next_start: u64,
+    pub(super) retired: u64,
+    payloads: Box<dyn Payloads>,
+    /// Deliveries of this pass not yet stamped on the board (`Pass::publish`).
+    unpublished: Vec<(u64, u64)>,
+    rng: ProtoRng,
+    /// Crash injection (tests, benchmarks), if any.
+    pub(super) faults: Option<Box<dyn Faults>>,
+    /// Messages sent per pass at most (see `PollMode::sends_per_pass`).
+    pub(super) sends_per_step: u32,
+    /// The next operation a send phase looks at (oldest first).
+    cursor: u64,
+    /// The send phase sent a message past dissemination: it ends there (see
+    /// [`Pass::poll_transmit`]).
+    read_first: bool,
+    /// An injected crash struck in the operation (its iteration): the node must die.
+    pub(super) dying: Option<u64>,
+    /// Stage stamps of the forwarding path (cargo feature `stages`; empty otherwise).
+    pub(super) stages: stages::Recorder,
+}
+
+impl<P: Protocol> Ops<P> {
+    pub(super) fn new(
+        rank: u32,
+        n: u32,
+        payloads: Box<dyn Payloads>,
+        faults: Option<Box<dyn Faults>>,
+        seed: u64,
+    ) -> Self {
+        Self {
+            rank,
+            slots: (0..WINDOW)
+                .map(|_| Slot {
+                    seq: u64::MAX,
+                    root: 0,
+                    proto: None,
+                    payload: Vec::new(),
+                    delivered: false,
+                    finished: false,
+                    sent: 0,
+                })
+                .collect(),
+            filter: DuplicateFilter::new(n),
+            busy_until: Instant::now(),
+            next_start: 0,
+            retired: 0,
+            payloads,
+            unpublished: Vec::with_capacity(WINDOW),
+            rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
+            faults,
+            sends_per_step: 16,
+            cursor: 0,
+            read_first: false,
+            dying: None,
+            stages: stages::Recorder::default(),
+        }
+    }
+
+    /// Retires the operations the coordinator declared over.
+    pub(super) fn retire(&mut self, retired: u64) {
+        while self.retired < retired {
+            let seq = self.retired;
+            self.filter.complete(OpId { root: 0, seq });
+            let i = slot_index(seq);
+            if self.slots[i].seq == seq {
+                self.slots[i].proto = None;
+            }
+            self.retired += 1;
+        }
+    }
+
+    /// The operations this node starts now (as root): those from its last start to
+    /// `allowed`, whose root it is.
+    pub(super) fn starts_until(&mut self, allowed: u64) -> std::ops::Range<u64> {
+        let first = self.next_start;
+        self.next_start = self.next_start.max(allowed);
+        first..self.next_start
+    }
+
+    /// Is the sender busy (a counted `Sleep`) at `now`?
+    #[inline]
+    pub(super) fn busy(&self, now: Instant) -> bool {
+        now < self.busy_until
+    }
+
+    /// Whether slot `seq` holds operation `seq` rooted here.
+    pub(super) fn is_own(&self, seq: u64) -> bool {
+        let s = &self.slots[slot_index(seq)];
+        s.seq == seq && s.root == self.rank
+    }
+}
+
+fn slot_index(seq: u64) -> usize {
+    (seq % WINDOW as u64) as usize
+}
+
+/// One pass of a node: its machine with the run's parameters, the coordinator's control and
+/// its board, at the pass's instant. This is what the driver drives.
+pub(super) struct Pass<'a, 'p, P: Protocol> {
+    pub ops: &'a mut Ops<P>,
+    pub stats: &'a mut NodeStats,
+    pub p: &'a NodeParams<'p, P::Shared>,
+    pub ctl: &'a Control,
+    pub board: &'a NodeBoard,
+    /// The pass's instant.
+    pub now: Instant,
+}
+
+impl<'p, P: Protocol> Pass<'_, 'p, P>
+where
+    P::Msg: WireMessage,
+{
+    /// The virtual rank of `phys` in an operation rooted at `root` (the root is 0).
+    #[inline]
+    fn vrank(&self, root: u32, phys: u32) -> Rank {
+        let n = self.p.n;
+        (phys + n - root % n) % n
+    }
+
+    #[inline]
+    fn units(&self, now: Instant) -> Time {
+        now.saturating_duration_since(self.p.epoch).as_nanos() as u64 / self.p.tick_ns.max(1)
+    }
+
+    #[inline]
+    fn ns(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.p.epoch).as_nanos() as u64
+    }
+
+    #[inline]
+    fn cx(&self, root: u32, units: Time) -> Ctx<'p, P::Shared> {
+        Ctx {
+            rank: self.vrank(root, self.ops.rank),
+            n: self.p.n,
+            now: units,
+            shared: self.p.shared,
+        }
+    }
+
+    /// The slot of `seq` (rooted at `root`), (re)initialized for it; its payload is
+    /// `payload` (a received one) or, at the root, the source's.
+    fn open(&mut self, (root, seq): (u32, u64), payload: Option<&[u8]>) -> usize {
+        let i = slot_index(seq);
+        if self.ops.slots[i].seq != seq {
+            let cx = self.cx(root, self.units(self.now));
+            let mut proto = P::new(&cx);
+            proto.start(&cx);
+            let ops = &mut *self.ops;
+            let s = &mut ops.slots[i];
+            s.payload.clear();
+            match payload {
+                Some(b) => s.payload.extend_from_slice(b),
+                None => ops.payloads.source(seq, &mut s.payload),
+            }
+            s.seq = seq;
+            s.root = root;
+            s.proto = Some(proto);
+            s.delivered = false;
+            s.finished = false;
+            s.sent = 0;
+            if payload.is_none() {
+                // The root's entry exists from the start (the coordinator waits for it); a
+                // receiver's is claimed at its delivery, after the user has the payload.
+                self.board.claim(seq);
+            }
+        }
+        i
+    }
+
+    /// The root starts operation `seq`.
+    fn start(&mut self, seq: u64) {
+        let (rank, epoch) = (self.ops.rank, self.p.epoch);
+        let ns = self.ns(self.now);
+        self.ops.stages.mark_at(rank, seq, Stage::RootStep, ns);
+        self.ctl.started_ns[slot_index(seq)].store(ns, Ordering::Release);
+        self.ops.stages.mark(rank, seq, Stage::Started, epoch);
+        self.open((rank, seq), None);
+        self.ops.stages.mark(rank, seq, Stage::RootOpened, epoch);
+    }
+
+    /// Operation `seq`'s slot after its root started it and sent: publishes its delivery.
+    pub(super) fn started(&mut self, seq: u64) {
+        if self.ops.is_own(seq) {
+            self.after_event(slot_index(seq));
+        }
+    }
+
+    /// Publishes delivery and completion of slot `i`; true if the slot delivered now.
+    fn after_event(&mut self, i: usize) -> bool {
+        let now = self.now;
+        let (ops, p) = (&mut *self.ops, self.p);
+        let s = &mut ops.slots[i];
+        let Some(proto) = s.proto.as_ref() else { return false };
+        let delivers = !s.delivered && proto.delivered();
+        let ns_of = |at: Instant| at.saturating_duration_since(p.epoch).as_nanos() as u64;
+        if delivers {
+            s.delivered = true;
+            // The root has its payload at the start (`now`, the pass's clock, is the start's
+            // stamp: its own delivery is published after its first sends, in the same pass).
+            // Elsewhere a fresh clock: `now` was read at the start of the pass, possibly
+            // before another thread's root started the operation. The user has the payload
+            // before the board's bookkeeping (its lines are read by the coordinator's core:
+            // each write may miss).
+            let at = if s.root == ops.rank {
+                now
+            } else {
+                Instant::now().max(now)
+            };
+            let ns = ns_of(at).max(1);
+            ops.payloads.deliver(s.root, s.seq, &s.payload);
+            // The board's stamps (lines the coordinator's core reads: each write may miss) wait
+            // until the pass's forwards have left (`publish`): a relay's children no more wait
+            // for them than the root's do.
+            ops.unpublished.push((s.seq, ns));
+        }
+        let cx = Ctx {
+            rank: (ops.rank + p.n - s.root % p.n) % p.n,
+            n: p.n,
+            now: ns_of(now) / p.tick_ns.max(1),
+            shared: p.shared,
+        };
+        let fin = proto.finished(&cx);
+        if fin != s.finished {
+            s.finished = fin;
+            let seq = s.seq;
+            // Never finished before delivered, as the coordinator reads them.
+            if fin {
+                self.publish();
+            }
+            self.board.claim(seq).finished.store(fin, Ordering::Release);
+        }
+        delivers
+    }
+
+    /// Stamps the pass's deliveries on the board: when, how many, and the operation's latest
+    /// activity (quiescence is never reported before coloring).
+    pub(super) fn publish(&mut self) {
+        for (seq, ns) in self.ops.unpublished.drain(..) {
+            let b = self.board.claim(seq);
+            b.delivered_ns.store(ns, Ordering::Relaxed);
+            b.deliveries.fetch_add(1, Ordering::Relaxed);
+            b.touch(ns);
+        }
+    }
+
+    /// Runs the protocol timers that are due.
+    fn fire_timers(&mut self) {
+        let units = self.units(self.now);
+        for i in 0..WINDOW {
+            let root = self.ops.slots[i].root;
+            let cx = self.cx(root, units);
+            let Some(proto) = self.ops.slots[i].proto.as_mut() else {
+                continue;
+            };
+            if proto.next_timer().is_some_and(|t| t <= units) {
+                proto.on_timer(&cx);
+                self.after_event(i);
+            }
+        }
+    }
+
+    fn on_suspect(&mut self, peer: u32) {
+        let units = self.units(self.now);
+        for i in 0..WINDOW {
+            let root = self.ops.slots[i].root;
+            let (cx, v) = (self.cx(root, units), self.vrank(root, peer));
+            if let Some(proto) = self.ops.slots[i].proto.as_mut() {
+                proto.on_suspect(&cx, v);
+                self.after_event(i);
+            }
+        }
+    }
+
+    /// A message of an open operation (its payload admitted).
+    fn on_message(&mut self, from: u32, op: &Op<P::Msg>) {
+        let i = self.open((op.root, op.seq), Some(&[]));
+        let (rank, epoch) = (self.ops.rank, self.p.epoch);
+        self.ops.stages.mark(rank, op.seq, Stage::Opened, epoch);
+        let cx = self.cx(op.root, self.units(self.now));
+        let v = self.vrank(op.root, from);
+        if let Some(proto) = self.ops.slots[i].proto.as_mut() {
+            proto.on_message(&cx, v, &op.msg);
+        }
+        self.ops.stages.mark(rank, op.seq, Stage::Stepped, epoch);
+        // A delivery stamps the operation's activity itself; any other message does here.
+        if !self.after_event(i) {
+            let ns = self.ns(Instant::now().max(self.now));
+            self.board.claim(op.seq).touch(ns);
+        }
+        self.ops.stages.mark(rank, op.seq, Stage::Delivered, epoch);
+    }
+
+    /// A send phase begins (oldest operation first).
+    pub(super) fn begin_sends(&mut self) {
+        self.ops.cursor = self.ops.retired;
+        self.ops.read_first = false;
+    }
+
+    /// A send phase ended: the operations it did not reach publish their state.
+    pub(super) fn end_sends(&mut self) {
+        let end = self.ops.retired + WINDOW as u64;
+        while self.ops.cursor < end {
+            let seq = self.ops.cursor;
+            self.ops.cursor += 1;
+            let i = slot_index(seq);
+            if self.ops.slots[i].seq == seq && self.ops.slots[i].proto.is_some() {
+                self.after_event(i);
+            }
+        }
+    }
+}
+
+impl<P: Protocol> Machine for Pass<'_, '_, P>
+where
+    P::Msg: WireMessage,
+{
+    type Msg = Op<P::Msg>;
+    /// The root starts this operation.
+    type Input = u64;
+    /// Deliveries go to the node's [`Payloads`] and board as they happen.
+    type Output = ();
+    type Error = std::convert::Infallible;
+    /// The pass carries its instant ([`Pass::now`]).
+    const TIMED: bool = false;
+
+    fn handle(&mut self, _: Time, ev: Event<Op<P::Msg>, u64>) -> Result<(), Self::Error> {
+        match ev {
+            Event::Message { from, msg } => self.on_message(from, &msg),
+            Event::Timer => self.fire_timers(),
+            Event::Suspect(peer) => self.on_suspect(peer),
+            Event::Input(seq) => self.start(seq),
+        }
+        Ok(())
+    }
+
+    /// The next message of the oldest operation that has one, while the sender is free;
+    /// each operation publishes its state once its sends are done (as [`Pass::end_sends`]
+    /// does for those a phase does not reach). A correction (or control) message ends the
+    /// phase: the socket is read before the next one, as LogP's process receives while it
+    /// sends, and checked correction stops in a direction as soon as it hears from a
+    /// participant there (sixteen sends in a row before a read sent 3-5x the modeled
+    /// correction messages, `docs/measurements.md`).
+    #[inline]
+    fn poll_transmit(&mut self, _: Time) -> Option<(Rank, Op<P::Msg>)> {
+        if self.ops.dying.is_some() || self.ops.read_first {
+            return None;
+        }
+        let end = self.ops.retired + WINDOW as u64;
+        while self.ops.cursor < end {
+            let seq = self.ops.cursor;
+            let i = slot_index(seq);
+            if self.ops.slots[i].seq != seq || self.ops.slots[i].proto.is_none() {
+                self.ops.cursor += 1;
+                continue;
+            }
+            if self.ops.busy(self.now) {
+                return None;
+            }
+            let root = self.ops.slots[i].root;
+            let cx = self.cx(root, self.units(self.now));
+            let ops = &mut *self.ops;
+            let proto = ops.slots[i].proto.as_mut().expect("checked");
+            match proto.poll_send(&cx, &mut ops.rng) {
+                Action::Send { to, msg } => {
+                    ops.read_first = msg.phase() != Phase::Dissemination;
+                    let dest = (to + root) % self.p.n;
+                    return Some((dest, Op { root, seq, msg }));
+                }
+                Action::Sleep(u) => {
+                    ops.busy_until = self.now + Duration::from_nanos(u.max(1).saturating_mul(self.p.tick_ns));
+                    return None;
+                }
+                Action::Wait => {
+                    self.ops.cursor += 1;
+                    self.after_event(i);
+                }
+            }
+        }
+        None
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.ops
+            .slots
+            .iter()
+            .filter_map(|s| s.proto.as_ref()?.next_timer())
+            .min()
+    }
+
+    fn poll_output(&mut self) -> Option<()> {
+        None
+    }
+}
+
+impl<P: Protocol> Endpoint<Datagrams<P::Msg>> for Pass<'_, '_, P>
+where
+    P::Msg: WireMessage,
+{
+    /// Admits one datagram in the order header, root, duplicate filter, window, body,
+    /// payload; an injected crash on receipt strikes before the protocol sees it.
+    fn datagram(&mut self, _: Time, from: Rank, bytes: &[u8], job: u64, n: u32, _: &mut DropCounters) -> Got {
+        let (rank, epoch) = (self.ops.rank, self.p.epoch);
+        let polled = self.ops.stages.now(epoch);
+        let stats = &mut *self.stats;
+        let (h, body, payload) = match open_datagram(bytes, job, n, from, Some(P::Msg::KIND)) {
+            Ok(x) => x,
+            Err(r) => {
+                match r {
+                    Reject::Invalid(e) => stats.drops.count(e),
+                    Reject::WrongKind => stats.wrong_kind += 1,
+                    Reject::Spoofed => stats.spoofed += 1,
+                }
+                return Got::Dropped;
+            }
+        };
+        if h.root != self.p.root.unwrap_or_else(|| self.ctl.root_of(h.seq)) {
+            stats.drops.count(DecodeError::BadField("root"));
+            return Got::Dropped;
+        }
+        match self.ops.filter.admit(OpId { root: 0, seq: h.seq }) {
+            Admission::Live => {}
+            Admission::Stale => {
+                stats.stale += 1;
+                return Got::Dropped;
+            }
+            Admission::TooFarAhead => {
+                stats.too_far += 1;
+                return Got::Dropped;
+            }
+        }
+        if h.seq >= self.ops.retired + WINDOW as u64 {
+            stats.too_far += 1;
+            return Got::Dropped;
+        }
+        let msg = match P::Msg::decode(body, n) {
+            Ok(m) => m,
+            Err(e) => {
+                stats.drops.count(e);
+                return Got::Dropped;
+            }
+        };
+        if !self.ops.payloads.admit(h.seq, payload) {
+            if let Some(b) = self.board.get(h.seq) {
+                b.bad_payload.fetch_add(1, Ordering::Relaxed);
+            }
+            stats.drops.count(DecodeError::BadField("payload"));
+            return Got::Dropped;
+        }
+        self.ops.stages.mark_at(rank, h.seq, Stage::Polled, polled);
+        self.ops.stages.mark(rank, h.seq, Stage::Decoded, epoch);
+        if let Some(f) = self.ops.faults.as_mut()
+            && f.crash_on_receive(h.seq)
+        {
+            self.ops.dying = Some(h.seq);
+            return Got::Other;
+        }
+        self.open((h.root, h.seq), Some(payload));
+        let op = Op {
+            root: h.root,
+            seq: h.seq,
+            msg,
+        };
+        self.on_message(from, &op);
+        Got::Msg
+    }
+
+    /// The datagram carries the operation's payload; the operation counts the send.
+    #[inline]
+    fn encode(&mut self, op: &Op<P::Msg>, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
+        let i = slot_index(op.seq);
+        let len = match encode_datagram(buf, job, op.root, op.seq, rank, &op.msg, &self.ops.slots[i].payload) {
+            Ok(len) => len,
+            Err(e) => {
+                self.stats.drops.count(e);
+                return None;
+            }
+        };
+        self.ops.stages.mark(rank, op.seq, Stage::Encoded, self.p.epoch);
+        self.ops.slots[i].sent += 1;
+        let b = self.board.claim(op.seq);
+        b.sent.fetch_add(1, Ordering::Relaxed);
+        b.touch(self.ns(self.now));
+        Some(len)
+    }
+
+    /// A datagram dropped (queue full, bad destination) fails its operation; a suspected
+    /// peer is owed nothing (crash-stop). An injected crash after a send strikes here.
+    #[inline]
+    fn sent(&mut self, _: Rank, r: Sent) {
+        let stats = &mut *self.stats;
+        let ok = match r {
+            Sent::Sent => true,
+            Sent::Queued => {
+                stats.backpressure += 1;
+                true
+            }
+            Sent::Overflow => {
+                stats.backpressure += 1;
+                stats.deferred_overflow += 1;
+                false
+            }
+            Sent::Refused(SendError::Suspected) => {
+                stats.to_suspected += 1;
+                true
+            }
+            Sent::Refused(_) => {
+                stats.drops.count(DecodeError::BadField("destination"));
+                false
+            }
+        };
+        let seq = self.ops.cursor;
+        if !ok {
+            self.board.claim(seq).send_drops.fetch_add(1, Ordering::Relaxed);
+        }
+        let rank = self.ops.rank;
+        self.ops.stages.mark(rank, seq, Stage::Sent, self.p.epoch);
+        let sent = self.ops.slots[slot_index(seq)].sent;
+        if let Some(f) = self.ops.faults.as_mut()
+            && f.crash_after_send(seq, sent)
+        {
+            self.ops.dying = Some(seq);
+        }
+    }
+
+    fn flushed(&mut self, _: Rank, r: Result<(), SendError>) {
+        if r == Err(SendError::Suspected) {
+            self.stats.to_suspected += 1;
+        }
+    }
+}
