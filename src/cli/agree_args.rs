@@ -72,7 +72,7 @@ pub struct AgreeArgs {
     /// Network benchmark: heartbeat period to tree neighbours, µs. A node blocked on a dead
     /// neighbour probes it this soon (a closed port then answers with ICMP at once); a link
     /// that carries agreements needs none, so busy runs send almost no heartbeats.
-    #[arg(long = "heartbeat-us", default_value_t = 200)]
+    #[arg(long = "heartbeat-us", default_value_t = 100)]
     pub heartbeat_us: u64,
     /// Network benchmark: a neighbour silent this long is suspected, ms.
     #[arg(long = "suspect-ms", default_value_t = 100)]

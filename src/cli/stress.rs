@@ -44,7 +44,7 @@ pub struct StressAgreeArgs {
     /// Kills per generation at most (at least 1).
     #[arg(long = "max-kills", default_value_t = 2)]
     pub max_kills: u32,
-    #[arg(long = "heartbeat-us", default_value_t = 200)]
+    #[arg(long = "heartbeat-us", default_value_t = 100)]
     pub heartbeat_us: u64,
     #[arg(long = "suspect-ms", default_value_t = 100)]
     pub suspect_ms: u64,
