@@ -189,6 +189,11 @@ fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<Ci
         duration: None,
         kills: Vec::new(),
         seed: b.seed ^ 0x40B0,
+        // A failure detector that suspects no live node of a failure-free pair, whatever the
+        // run under test was given (a run may ask for false suspicions on purpose).
+        heartbeat: std::time::Duration::from_micros(100),
+        suspect_after: std::time::Duration::from_secs(5),
+        op_timeout: b.op_timeout.max(std::time::Duration::from_secs(5)),
         ..b.clone()
     };
     let r = crate::runtime::agree::run(&two).map_err(|e| format!("the 2-node agreement calibration: {e}"))?;
