@@ -202,7 +202,8 @@ impl Node {
         }
         self.suspicions += 1;
         self.suspected.push(peer);
-        self.first_suspect_ns.get_or_insert_with(|| sh.ns(Instant::now()));
+        // On the pass's clock, as the returns it makes are recorded.
+        self.first_suspect_ns.get_or_insert(t);
         // Its returns from about here on may not have spread (it may be a step either side).
         sh.mark_dead(peer, self.era.next_id().saturating_sub(2));
         if !sh.dead[peer as usize].swap(true, Ordering::AcqRel) {
