@@ -215,6 +215,11 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
             detected > 0.0 && detected <= v["first_success_after_kill_us"].as_f64().unwrap(),
             "{transport}: {v}"
         );
+        let c = &v["transport_counters"];
+        assert!(
+            c["sent"].as_u64().unwrap() > 0 && c["received"].as_u64().unwrap() > 0,
+            "{transport}: {v}"
+        );
         let classes = class_names(&v);
         assert!(classes.contains(&"failure-detecting"), "{transport}: {v}");
         assert!(classes.contains(&"post-failure"), "{transport}: {v}");

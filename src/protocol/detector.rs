@@ -176,8 +176,10 @@ impl Detector {
         }
     }
 
-    /// A watched peer owes this process a word: this process spoke to it last, and since
-    /// then both have been silent for half a heartbeat period. It gets its heartbeat early: a
+    /// A watched peer owes this process a word: this process spoke to it last (a reply sent
+    /// in the pass that heard it, as a parent's decision answering the last contribution, is
+    /// last too: the driver stamps both with the pass's time), and since then both have been
+    /// silent for half a heartbeat period. It gets its heartbeat early: a
     /// neighbour that fell silent while this one waits on it is the one that may have died,
     /// and the heartbeat finds out (the transport's closed-port signal answers it at once)
     /// about half a period sooner than the regular one would, and the other neighbours of
@@ -187,7 +189,7 @@ impl Detector {
     fn owes_word(&self, p: Rank, now: Time, silent: Time) -> bool {
         let half = self.cfg.heartbeat / 2;
         let sent = self.last_sent[p as usize];
-        sent > self.last_heard[p as usize] && silent >= half && now.saturating_sub(sent) >= half
+        sent >= self.last_heard[p as usize] && silent >= half && now.saturating_sub(sent) >= half
     }
 
     fn beat_if_due(&mut self, p: Rank, now: Time, skip: &impl Fn(Rank) -> bool) {
@@ -253,9 +255,11 @@ mod tests {
         };
         let mut d = Detector::new(4, cfg, 0);
         d.check(0, &[1, 2], |_| false);
-        // Peer 1 answered this process's last message; peer 2 did not (it owes a word).
+        // Peer 1 answered this process's last message; peer 2 did not (it owes a word): this
+        // process heard it and answered in the same pass, at 10.
         d.sent(1, 10);
         d.heard(1, 12);
+        d.heard(2, 10);
         d.sent(2, 10);
         d.check(59, &[1, 2], |_| false);
         assert_eq!(drain(&mut d), (vec![], vec![]), "less than half a period");

@@ -72,6 +72,13 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                 "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
                 "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
                 "refused_streams": r.refused_streams,
+                "transport_counters": {
+                    "sent": r.transport.sent, "received": r.transport.received,
+                    "retransmits": r.transport.retransmits, "acks_sent": r.transport.acks_sent,
+                    "window_full": r.transport.window_full, "suspected": r.transport.suspected,
+                    "refused": r.transport.refused, "refused_probes": r.transport.refused_probes,
+                    "heartbeats": r.heartbeats,
+                },
                 "prediction": prediction,
                 "failures": failures,
             })

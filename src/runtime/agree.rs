@@ -422,6 +422,9 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         transport.suspected += s.suspected;
         transport.malformed += s.malformed;
         transport.window_full += s.window_full;
+        transport.acks_sent += s.acks_sent;
+        transport.refused += s.refused;
+        transport.refused_probes += s.refused_probes;
         drops.merge(&n.drv.drops);
         suspicions += n.suspicions;
         false_suspicions += n.false_suspicions;
