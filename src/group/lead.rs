@@ -220,7 +220,7 @@ impl Lead {
     /// One pass; whether anything happened.
     fn pass(&mut self, sh: &Shared, events: &mpsc::Sender<Event>, ctl: &Control, epoch: Instant) -> bool {
         let mut progress = false;
-        if sh.has_news.swap(false, Ordering::AcqRel) {
+        if sh.has_news.load(Ordering::Relaxed) && sh.has_news.swap(false, Ordering::AcqRel) {
             let news = std::mem::take(&mut *sh.news.lock().expect("not poisoned"));
             if let Some(a) = self.agreements.as_mut() {
                 for r in news {
@@ -248,17 +248,20 @@ impl Lead {
             ctl.stop.store(true, Ordering::Release);
             return progress;
         }
-        if self.queued.is_empty() && self.in_flight.is_empty() {
-            if let Some(req) = self.next_stream.take() {
-                self.start_stream(req, sh);
-                return true;
-            }
+        if self.queued.is_empty()
+            && self.in_flight.is_empty()
+            && let Some(req) = self.next_stream.take()
+        {
+            self.start_stream(req, sh);
+            return true;
         }
         while let Some(&(seq, root)) = self.queued.front() {
             if seq >= self.coord.retired() + WINDOW as u64 / 2 {
                 break;
             }
-            ctl.set_root(seq, root);
+            if ctl.root_of(seq) != root {
+                ctl.set_root(seq, root);
+            }
             let pushed = self.coord.push_op();
             debug_assert_eq!(pushed, seq, "one sequence, in the order asked");
             self.in_flight.push_back(self.queued.pop_front().expect("front"));

@@ -2,8 +2,9 @@
 //! member to every live member, crash members, and hear what happened as [`Event`]s.
 //!
 //! A [`Group`] runs its members (one runtime node each, over the in-process or loopback UDP
-//! transport) on a background thread with the same node loop and coordinator as `ftcoll
-//! bench` (`docs/library.md`): operations are numbered in one sequence over all roots
+//! transport) on worker threads ([`GroupBuilder::workers`], one by default) with the same
+//! worker loop, node loop and coordinator as `ftcoll bench`, whose local run is a group's
+//! [`Group::stream`] (`docs/library.md`): operations are numbered in one sequence over all roots
 //! (Corrected Gossip Claim 1), each disseminated by the chosen broadcast algorithm (the
 //! default is a binomial corrected tree with checked correction, Corrected Trees §3), and
 //! one is over once every live member delivered it (or its timeout passed). Members also

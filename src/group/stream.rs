@@ -34,7 +34,7 @@ pub struct Stream<'a> {
     pub progress: Option<&'a (dyn Fn(u64) + Sync)>,
 }
 
-impl<'a> Stream<'a> {
+impl Stream<'_> {
     /// `ops` operations rooted at member 0, one in flight, no warmup, carrying `len` bytes
     /// made up from their sequence numbers and checked byte for byte at every receiver
     /// ([`Generated`], a benchmark's payloads).
@@ -103,7 +103,12 @@ impl Streaming {
         let until = (self.coord.retired() + self.coord.window()).min(self.coord.end());
         while self.next_root < until {
             let i = (self.next_root - self.first) % self.roots.len() as u64;
-            ctl.set_root(self.next_root, self.roots[i as usize]);
+            let root = self.roots[i as usize];
+            // Written only when it changes: every receiver reads it per datagram, and a
+            // one-root stream then never moves the line between cores.
+            if ctl.root_of(self.next_root) != root {
+                ctl.set_root(self.next_root, root);
+            }
             self.next_root += 1;
         }
     }
@@ -173,30 +178,31 @@ impl Member {
 impl Payloads for Member {
     fn source(&mut self, seq: u64, out: &mut Vec<u8>) {
         if let Some(p) = self.streamed(seq) {
-            return p.source(seq, out);
-        }
-        if let Some(b) = self.pending.lock().expect("not poisoned").remove(&seq) {
+            p.source(seq, out);
+        } else if let Some(b) = self.pending.lock().expect("not poisoned").remove(&seq) {
             out.extend_from_slice(&b);
         }
     }
 
     fn admit(&mut self, seq: u64, bytes: &[u8]) -> bool {
-        if let Some(p) = self.streamed(seq) {
-            return p.admit(seq, bytes);
+        match self.streamed(seq) {
+            Some(p) => p.admit(seq, bytes),
+            None => bytes.len() <= self.max,
         }
-        bytes.len() <= self.max
     }
 
     fn deliver(&mut self, root: u32, seq: u64, bytes: &[u8]) {
-        if let Some(p) = self.streamed(seq) {
-            return p.deliver(root, seq, bytes);
+        match self.streamed(seq) {
+            Some(p) => p.deliver(root, seq, bytes),
+            None => {
+                let _ = self.events.send(Event::Delivered {
+                    member: self.rank,
+                    root,
+                    seq,
+                    bytes: bytes.to_vec(),
+                });
+            }
         }
-        let _ = self.events.send(Event::Delivered {
-            member: self.rank,
-            root,
-            seq,
-            bytes: bytes.to_vec(),
-        });
     }
 }
 
