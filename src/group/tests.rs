@@ -147,8 +147,11 @@ fn a_fenced_member_is_reported_failed_and_its_own_calls_say_it_was_fenced() {
     }
 }
 
-/// Each member's deliveries until the group is dropped or `n` completions were seen.
-fn deliveries(g: &mut Group, completions: usize) -> (Vec<(u32, u32, u64, Vec<u8>)>, Vec<Event>) {
+/// A delivery: member, root, sequence number, bytes.
+type Delivery = (u32, u32, u64, Vec<u8>);
+
+/// The deliveries and the other events until `completions` broadcasts completed.
+fn deliveries(g: &mut Group, completions: usize) -> (Vec<Delivery>, Vec<Event>) {
     let (mut got, mut other, mut done) = (Vec::new(), Vec::new(), 0);
     while done < completions {
         match g.next_event(Duration::from_secs(10)) {
