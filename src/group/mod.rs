@@ -2,8 +2,9 @@
 //! member to every live member, crash members, and hear what happened as [`Event`]s.
 //!
 //! A [`Group`] runs its members (one runtime node each, over the in-process or loopback UDP
-//! transport) on a background thread with the same node loop and coordinator as `ftcoll
-//! bench` (`docs/library.md`): operations are numbered in one sequence over all roots
+//! transport) on worker threads ([`GroupBuilder::workers`], one by default) with the same
+//! worker loop, node loop and coordinator as `ftcoll bench`, whose local run is a group's
+//! [`Group::stream`] (`docs/library.md`): operations are numbered in one sequence over all roots
 //! (Corrected Gossip Claim 1), each disseminated by the chosen broadcast algorithm (the
 //! default is a binomial corrected tree with checked correction, Corrected Trees §3), and
 //! one is over once every live member delivered it (or its timeout passed). Members also
@@ -36,8 +37,12 @@
 
 mod agree;
 mod driver;
+mod lead;
+mod stream;
 #[cfg(test)]
 mod tests;
+
+pub use stream::Stream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -45,12 +50,16 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::model::{LogGP, LogP};
 use crate::protocol::bcast::Start;
 use crate::protocol::bcast::algo::Algo;
 use crate::protocol::bcast::correction::Correction;
 use crate::runtime::TransportKind;
 use crate::runtime::board::Control;
+use crate::runtime::cluster::PollMode;
+use crate::runtime::kill::Kill;
 use crate::topology::{Order, TreeKind};
+use crate::transport::udp::auth::AuthKey;
 
 /// What happened in the group, in the order the group's thread saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +106,10 @@ pub enum GroupError {
     TooLarge { len: usize, max: usize },
     /// Agreements need at most `max` members (an ERA message must fit one datagram).
     TooManyToAgree { max: u32 },
+    /// The group was built without agreements ([`GroupBuilder::agreements`]).
+    NoAgreements,
+    /// A [`Stream`] that cannot run (no operations, a window out of range, no roots).
+    BadStream(String),
     /// The group's thread is gone.
     Closed,
 }
@@ -113,6 +126,8 @@ impl std::fmt::Display for GroupError {
             ),
             GroupError::TooLarge { len, max } => write!(f, "payload of {len} bytes, at most {max} fit"),
             GroupError::TooManyToAgree { max } => write!(f, "agreements need at most {max} members"),
+            GroupError::NoAgreements => f.write_str("the group was built without agreements"),
+            GroupError::BadStream(e) => write!(f, "cannot run the stream: {e}"),
             GroupError::Closed => f.write_str("the group's thread is gone"),
         }
     }
@@ -125,11 +140,19 @@ pub struct GroupBuilder {
     n: u32,
     algo: Algo,
     transport: TransportKind,
-    o_ns: u64,
-    l_ns: u64,
+    /// The protocols' LogGP, in units of `tick_ns` nanoseconds.
+    model: LogGP,
+    tick_ns: u64,
     window: u64,
     op_timeout: Duration,
     seed: u64,
+    job: Option<u64>,
+    auth: Option<AuthKey>,
+    workers: usize,
+    pin: bool,
+    poll: PollMode,
+    agreements: bool,
+    kills: Vec<Kill>,
     /// Tests: wraps each member's broadcast endpoint (to stall one, say).
     #[cfg(test)]
     wrap: Option<Wrap>,
@@ -177,8 +200,69 @@ impl GroupBuilder {
     /// The LogP overhead `o` and latency `L` the protocols count their waits in (default
     /// 1 µs and 2 µs).
     pub fn logp(mut self, o: Duration, l: Duration) -> Self {
-        self.o_ns = (o.as_nanos() as u64).max(1);
-        self.l_ns = l.as_nanos() as u64;
+        let o_ns = (o.as_nanos() as u64).max(1);
+        let l_ns = l.as_nanos() as u64;
+        self.tick_ns = o_ns;
+        self.model = LogP {
+            l: (l_ns + o_ns / 2) / o_ns,
+            o: 1,
+        }
+        .into();
+        self
+    }
+
+    /// The protocols' LogGP parameters `model`, counted in units of `unit` (at least 1 ns) of
+    /// real time: [`GroupBuilder::logp`] with separate send and receive overheads, as a
+    /// benchmark models its transport (`docs/architecture.md`, model time).
+    pub fn loggp(mut self, model: LogGP, unit: Duration) -> Self {
+        self.model = model;
+        self.tick_ns = (unit.as_nanos() as u64).max(1);
+        self
+    }
+
+    /// Worker threads the members are spread over, member `r` on worker `r % k` (default 1;
+    /// at most one per member). Worker 0 also starts and retires the broadcasts.
+    pub fn workers(mut self, k: usize) -> Self {
+        self.workers = k.max(1);
+        self
+    }
+
+    /// Pin worker `w` to core `w` (default: not pinned).
+    pub fn pin(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// How idle workers wait (default [`PollMode::Blocking`]: they yield a while, then sleep
+    /// briefly, so an idle group costs little; a [`Stream`] wants `Busy` on a core per worker).
+    pub fn poll(mut self, poll: PollMode) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// Set up agreements ([`Group::agree`]; default true). Without them the group opens no
+    /// second endpoint per member.
+    pub fn agreements(mut self, on: bool) -> Self {
+        self.agreements = on;
+        self
+    }
+
+    /// Crashes injected at given operations (fault injection, as `bench --kill`): each member
+    /// named dies where its [`Kill`] says, counted from the group's first broadcast.
+    pub fn kills(mut self, kills: Vec<Kill>) -> Self {
+        self.kills = kills;
+        self
+    }
+
+    /// The job id the members' datagrams carry (default: derived from the seed).
+    pub fn job(mut self, job: u64) -> Self {
+        self.job = Some(job);
+        self
+    }
+
+    /// UDP: authenticate every datagram with this key (default: none).
+    pub fn auth(mut self, key: Option<AuthKey>) -> Self {
+        self.auth = key;
         self
     }
 
@@ -219,9 +303,13 @@ pub struct Group {
     next_seq: u64,
     /// Agreements each member entered so far.
     agreements: Vec<u64>,
+    /// Agreements were set up.
+    agrees: bool,
+    /// Worker threads running the members.
+    workers: usize,
     max_payload: usize,
     ctl: Arc<Control>,
-    fenced: Arc<FencedBy>,
+    shared: Arc<lead::Shared>,
     requests: Option<mpsc::Sender<driver::Request>>,
     events: mpsc::Receiver<Event>,
     thread: Option<JoinHandle<()>>,
@@ -239,11 +327,18 @@ impl Group {
                 start: Start::Synchronized,
             },
             transport: TransportKind::Inproc,
-            o_ns: 1_000,
-            l_ns: 2_000,
+            model: LogP { l: 2, o: 1 }.into(),
+            tick_ns: 1_000,
             window: 8,
             op_timeout: Duration::from_secs(10),
             seed: 1,
+            job: None,
+            auth: None,
+            workers: 1,
+            pin: false,
+            poll: PollMode::Blocking,
+            agreements: true,
+            kills: Vec::new(),
             #[cfg(test)]
             wrap: None,
         }
@@ -276,7 +371,7 @@ impl Group {
     /// The member whose transport suspected member `rank` and fenced it, once the group's
     /// thread has seen `rank` stop for that reason (it then reports [`Event::Failed`]).
     pub fn fenced_by(&self, rank: u32) -> Option<u32> {
-        self.fenced.get(rank)
+        self.shared.fenced.get(rank)
     }
 
     fn member(&self, rank: u32) -> Result<(), GroupError> {
@@ -341,6 +436,9 @@ impl Group {
     /// ```
     pub fn agree(&mut self, member: u32, value: u64) -> Result<u64, GroupError> {
         self.member(member)?;
+        if !self.agrees {
+            return Err(GroupError::NoAgreements);
+        }
         if self.n > driver::MAX_AGREE_MEMBERS {
             return Err(GroupError::TooManyToAgree {
                 max: driver::MAX_AGREE_MEMBERS,

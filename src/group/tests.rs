@@ -146,3 +146,189 @@ fn a_fenced_member_is_reported_failed_and_its_own_calls_say_it_was_fenced() {
         }
     }
 }
+
+/// A delivery: member, root, sequence number, bytes.
+type Delivery = (u32, u32, u64, Vec<u8>);
+
+/// The deliveries and the other events until `completions` broadcasts completed.
+fn deliveries(g: &mut Group, completions: usize) -> (Vec<Delivery>, Vec<Event>) {
+    let (mut got, mut other, mut done) = (Vec::new(), Vec::new(), 0);
+    while done < completions {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Delivered {
+                member,
+                root,
+                seq,
+                bytes,
+            }) => got.push((member, root, seq, bytes)),
+            Some(ev) => {
+                done += usize::from(matches!(ev, Event::Completed { .. }));
+                other.push(ev);
+            }
+            None => panic!("stuck after {got:?} {other:?}"),
+        }
+    }
+    (got, other)
+}
+
+#[test]
+fn members_on_several_workers_deliver_the_callers_bytes_once_each_around_a_kill() {
+    let mut g = Group::builder(5).workers(2).build().unwrap();
+    let a = g.broadcast(1, b"first").unwrap();
+    // Member 4 lives on worker 0, member 3 on worker 1: both are crashed by their own worker.
+    g.kill(3).unwrap();
+    let b = g.broadcast(2, b"second").unwrap();
+    g.kill(4).unwrap();
+    let c = g.broadcast(0, b"third").unwrap();
+    let (mut got, other) = deliveries(&mut g, 3);
+    assert!(
+        other
+            .iter()
+            .all(|e| !matches!(e, Event::Completed { timed_out: true, .. })),
+        "{other:?}"
+    );
+    let mut failed: Vec<u32> = other
+        .iter()
+        .filter_map(|e| {
+            if let Event::Failed { rank } = e {
+                Some(*rank)
+            } else {
+                None
+            }
+        })
+        .collect();
+    failed.sort();
+    assert_eq!(failed, [3, 4], "each crash reported once: {other:?}");
+    // Each broadcast reached every survivor once, intact; a member killed while it was in
+    // flight may have delivered it (once), none after its kill was asked.
+    got.sort();
+    let mut once = got.clone();
+    once.dedup_by_key(|d| (d.0, d.2));
+    assert_eq!(once, got, "once per member and broadcast");
+    for (seq, root, text, may) in [
+        (a, 1, &b"first"[..], &[3, 4][..]),
+        (b, 2, b"second", &[4]),
+        (c, 0, b"third", &[]),
+    ] {
+        let at: Vec<u32> = got.iter().filter(|d| d.2 == seq).map(|d| d.0).collect();
+        assert!(
+            got.iter().filter(|d| d.2 == seq).all(|d| d.1 == root && d.3 == text),
+            "{got:?}"
+        );
+        for m in 0..5 {
+            assert_eq!(
+                at.contains(&m),
+                m < 3 || (at.contains(&m) && may.contains(&m)),
+                "seq {seq}: {at:?}"
+            );
+        }
+    }
+    assert!(g.is_dead(3) && g.is_dead(4));
+}
+
+/// A stream's payloads that check every byte and count each member's deliveries.
+struct Checked {
+    inner: crate::runtime::node::Generated,
+    delivered: std::sync::Arc<std::sync::Mutex<Vec<(u32, u64)>>>,
+    rank: u32,
+}
+
+impl crate::runtime::node::Payloads for Checked {
+    fn source(&mut self, seq: u64, out: &mut Vec<u8>) {
+        self.inner.source(seq, out)
+    }
+    fn admit(&mut self, seq: u64, bytes: &[u8]) -> bool {
+        self.inner.admit(seq, bytes)
+    }
+    fn deliver(&mut self, root: u32, seq: u64, bytes: &[u8]) {
+        assert!(self.inner.admit(seq, bytes), "delivered bytes that are not the root's");
+        self.delivered.lock().unwrap().push((self.rank, seq));
+        let _ = root;
+    }
+}
+
+#[test]
+fn a_stream_on_two_workers_between_broadcasts_delivers_checked_bytes_to_its_payloads() {
+    let mut g = Group::builder(4).workers(2).build().unwrap();
+    let before = g.broadcast(3, b"before").unwrap();
+    let delivered = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let d = delivered.clone();
+    let res = g
+        .stream(Stream {
+            ops: 40,
+            warmup: 5,
+            window: 4,
+            roots: vec![0, 2],
+            give_up_after: None,
+            payloads: Box::new(move |rank| {
+                Box::new(Checked {
+                    inner: crate::runtime::node::Generated::new(100),
+                    delivered: d.clone(),
+                    rank,
+                })
+            }),
+            progress: None,
+        })
+        .unwrap();
+    assert_eq!((res.measured, res.violations, res.timeouts), (40, 0, 0));
+    assert_eq!(res.coloring.len(), 40);
+    assert_eq!(res.transport.malformed, 0);
+    let mut got = delivered.lock().unwrap().clone();
+    got.sort();
+    let mut want: Vec<(u32, u64)> = (0..4).flat_map(|m| (1..46).map(move |s| (m, s))).collect();
+    want.sort();
+    assert_eq!(got, want, "each member delivered each of the stream's operations once");
+    // The broadcast before went to events; the one after follows the stream's numbers.
+    let after = g.broadcast(1, b"after").unwrap();
+    assert_eq!((before, after), (0, 46));
+    let (got, _) = deliveries(&mut g, 2);
+    assert_eq!(got.len(), 8, "{got:?}");
+    assert!(
+        got.iter()
+            .all(|d| (d.2, &d.3[..]) == (0, b"before") || (d.2, &d.3[..]) == (46, b"after"))
+    );
+}
+
+#[test]
+fn a_stream_with_a_crash_injected_counts_it_and_refuses_what_cannot_run() {
+    use crate::runtime::kill::parse_kills;
+    let mut g = Group::builder(4)
+        .workers(3)
+        .agreements(false)
+        .kills(parse_kills("2@20", 4).unwrap())
+        .build()
+        .unwrap();
+    let bad = |s: Stream<'_>, g: &mut Group| g.stream(s).unwrap_err();
+    assert!(matches!(
+        bad(
+            Stream {
+                window: 33,
+                ..Stream::generated(5, 8)
+            },
+            &mut g
+        ),
+        GroupError::BadStream(_)
+    ));
+    assert!(matches!(bad(Stream::generated(0, 8), &mut g), GroupError::BadStream(_)));
+    assert_eq!(
+        bad(
+            Stream {
+                roots: vec![4],
+                ..Stream::generated(5, 8)
+            },
+            &mut g
+        ),
+        GroupError::NoSuchMember(4)
+    );
+    assert_eq!(g.agree(0, 1), Err(GroupError::NoAgreements));
+    let res = g
+        .stream(Stream {
+            window: 2,
+            ..Stream::generated(60, 32)
+        })
+        .unwrap();
+    assert_eq!((res.measured, res.violations, res.timeouts), (60, 0, 0));
+    assert_eq!(res.dead_nodes, [2]);
+    assert_eq!(res.false_suspicions, 0);
+    assert!(g.is_dead(2));
+}

@@ -1,5 +1,6 @@
 //! A local cluster: W worker threads, pinned to cores (spawned first, pinned inside the thread
-//! so no mask is inherited), each owning a set of nodes and polling them; worker 0 also runs
+//! so no mask is inherited), each owning a set of nodes and polling them ([`run_workers`],
+//! the one worker loop, also a `group::Group`'s); worker 0 also runs
 //! the coordinator that starts operations back to back (a barrier between iterations, as
 //! osu_bcast does, or a window of K in flight), checks consistency and records latencies.
 
@@ -14,6 +15,9 @@ use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::node::{Node, NodeParams};
 use crate::transport::TransportStats;
 use crate::wire::{DropCounters, WireMessage};
+
+mod workers;
+pub use workers::{Pool, WorkerHook, run_workers, worker_count};
 
 /// How workers wait when there is nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -90,6 +94,17 @@ pub struct ClusterConfig {
     pub give_up_after: Option<u32>,
 }
 
+impl ClusterConfig {
+    /// The run's worker pool.
+    pub fn pool(&self) -> Pool {
+        Pool {
+            workers: self.workers,
+            pin: self.pin,
+            poll: self.poll,
+        }
+    }
+}
+
 /// What a run measured.
 #[derive(Debug)]
 pub struct ClusterResult {
@@ -133,6 +148,8 @@ pub struct ClusterResult {
     /// Nodes that died because a peer suspected them while they were alive (fenced:
     /// fail-stop enforcement made the suspicion true), not planned kills. Among `dead_nodes`.
     pub false_suspicions: u64,
+    /// Local runs: each fenced node and the peer that fenced it (`false_suspicions` of them).
+    pub fenced: Vec<(u32, u32)>,
     /// Multi-process runs: nodes whose counters died with their process (SIGKILLed), so the
     /// totals miss their sends while their peers counted what they received from them.
     pub counters_lost: u32,
@@ -169,6 +186,7 @@ impl ClusterResult {
             too_far: 0,
             dead_nodes: Vec::new(),
             false_suspicions: 0,
+            fenced: Vec::new(),
             counters_lost: 0,
             clock_uncertainty_ns: None,
             clocks: Vec::new(),
@@ -197,6 +215,50 @@ impl ClusterResult {
         s.fences_sent += t.fences_sent;
         s.fenced += t.fenced;
         s.spurious_retransmits += t.spurious_retransmits;
+    }
+
+    /// Adds one node's counters: its transport's and its own, and whether it died (and why).
+    pub fn add_node<P: Protocol>(&mut self, node: &Node<P>)
+    where
+        P::Msg: WireMessage,
+    {
+        self.add_transport(&node.transport_stats());
+        if !node.alive() {
+            self.dead_nodes.push(node.rank);
+        }
+        self.false_suspicions += u64::from(node.fenced_by().is_some());
+        if let Some(by) = node.fenced_by() {
+            self.fenced.push((node.rank, by));
+        }
+        self.drops.merge(&node.stats.drops);
+        self.stale += node.stats.stale;
+        self.spoofed += node.stats.spoofed;
+        self.wrong_kind += node.stats.wrong_kind;
+        self.backpressure += node.stats.backpressure;
+        self.deferred_overflow += node.stats.deferred_overflow;
+        self.too_far += node.stats.too_far;
+    }
+
+    /// Adds the node counters gathered in `part` ([`ClusterResult::add_node`]) to this
+    /// result (the coordinator's); names who fenced a lost root.
+    pub fn add_counters(&mut self, part: ClusterResult) {
+        self.add_transport(&part.transport);
+        self.dead_nodes.extend(part.dead_nodes);
+        self.dead_nodes.sort_unstable();
+        self.false_suspicions += part.false_suspicions;
+        self.fenced.extend(part.fenced);
+        if let Some((r, by)) = self.root_lost.as_mut()
+            && let Some(&(_, f)) = self.fenced.iter().find(|(x, _)| x == r)
+        {
+            *by = Some(f);
+        }
+        self.drops.merge(&part.drops);
+        self.stale += part.stale;
+        self.spoofed += part.spoofed;
+        self.wrong_kind += part.wrong_kind;
+        self.backpressure += part.backpressure;
+        self.deferred_overflow += part.deferred_overflow;
+        self.too_far += part.too_far;
     }
 }
 
@@ -233,6 +295,27 @@ impl Coordinator {
             timeouts_in_a_row: 0,
             res: ClusterResult::empty(),
         }
+    }
+
+    /// A coordinator whose operations are numbered from `first` on (a group's stream, after
+    /// the operations that came before it): `cfg.warmup` and `cfg.iterations` count from there.
+    pub(crate) fn starting_at(cfg: &ClusterConfig, first: u64) -> Self {
+        let mut c = Self::new(cfg);
+        c.total += first;
+        c.warmup += first;
+        c.next_allow = first;
+        c.cur = first;
+        c
+    }
+
+    /// Operations after the last retired one that may be in flight at once.
+    pub(crate) fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// The sequence number after the last operation known.
+    pub(crate) fn end(&self) -> u64 {
+        self.total
     }
 
     /// The results so far.
@@ -386,6 +469,29 @@ impl Coordinator {
     }
 }
 
+/// Worker 0's hook in a benchmark: the coordinator (it stops everyone once every operation
+/// is over); the other workers only step their nodes.
+struct Coordinating(Option<Coordinator>);
+
+impl<P: Protocol> WorkerHook<P> for Coordinating
+where
+    P::Msg: WireMessage,
+{
+    #[inline]
+    fn after_pass(&mut self, _nodes: &mut [Node<P>], ctl: &Control, epoch: Instant) -> bool {
+        if let Some(c) = self.0.as_mut()
+            && !c.tick(ctl, epoch)
+        {
+            ctl.stop.store(true, Ordering::Release);
+        }
+        false
+    }
+
+    fn coordinates(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
 /// Runs the benchmark over the given nodes (one per rank, index = rank).
 /// `progress`, if given, is called about every 100 ms with the operations completed so far.
 pub fn run<P>(
@@ -410,117 +516,26 @@ where
         tick_ns: cfg.tick_ns,
         epoch,
     };
-    let workers = cfg.workers.clamp(1, n as usize);
-    let mut groups: Vec<Vec<Node<P>>> = (0..workers).map(|_| Vec::new()).collect();
-    for node in nodes {
-        let w = node.rank as usize % workers;
-        groups[w].push(node);
-    }
-    for g in &mut groups {
-        for node in g.iter_mut() {
-            node.kill_at_start(&ctl.boards[node.rank as usize]);
-            node.set_sends_per_step(cfg.poll.sends_per_pass());
-        }
-    }
-    let mut coord = Some(Coordinator::new(cfg));
-    let cores = if cfg.pin {
-        core_affinity::get_core_ids().unwrap_or_default()
-    } else {
-        Vec::new()
-    };
+    let pool = cfg.pool();
+    let hooks: Vec<Coordinating> = (0..worker_count(pool, n as usize))
+        .map(|w| Coordinating((w == 0).then(|| Coordinator::new(cfg))))
+        .collect();
     let started = Instant::now();
-    let (coord, groups) = std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .enumerate()
-            .map(|(w, group)| {
-                let mut coord = if w == 0 { coord.take() } else { None };
-                let (ctl, params) = (&ctl, &params);
-                let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
-                let poll = cfg.poll;
-                s.spawn(move || {
-                    if let Some(c) = core {
-                        core_affinity::set_for_current(c);
-                    }
-                    // The group in this thread's own memory (a new vector: collecting in
-                    // place would keep the spawning thread's, next to the other groups').
-                    let mut fresh = Vec::with_capacity(group.len());
-                    fresh.extend(group);
-                    let mut group = fresh;
-                    let mut idle_rounds = 0u32;
-                    while !ctl.stop.load(Ordering::Relaxed) {
-                        let mut progress = false;
-                        for node in group.iter_mut() {
-                            // A fresh clock per node: timestamps are per event, not per round.
-                            progress |= node.step(params, ctl, Instant::now());
-                        }
-                        if let Some(c) = coord.as_mut()
-                            && !c.tick(ctl, params.epoch)
-                        {
-                            ctl.stop.store(true, Ordering::Release);
-                        }
-                        if progress {
-                            idle_rounds = 0;
-                            poll.after_progress();
-                            continue;
-                        }
-                        idle_rounds = idle_rounds.saturating_add(1);
-                        poll.idle(idle_rounds, || {
-                            // One node: block on its socket; several: a short sleep (blocking on
-                            // one socket would starve the others).
-                            if group.len() == 1 && coord.is_none() {
-                                group[0].wait(Duration::from_micros(200))
-                            } else {
-                                std::thread::sleep(Duration::from_micros(20))
-                            }
-                        });
-                    }
-                    (coord, group)
-                })
-            })
-            .collect();
-        // The caller's thread sleeps and reports progress while the workers run.
-        if let Some(p) = progress {
-            while !ctl.stop.load(Ordering::Relaxed) {
-                p(ctl.retired.load(Ordering::Relaxed));
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            p(ctl.retired.load(Ordering::Relaxed));
+    let done = run_workers(&params, &ctl, pool, nodes, hooks, progress);
+    let mut coord = None;
+    let mut res = ClusterResult::empty();
+    for (hook, nodes) in done {
+        if hook.0.is_some() {
+            coord = hook.0;
         }
-        let mut coord = None;
-        let mut groups = Vec::new();
-        for h in handles {
-            let (c, g) = h.join().expect("worker thread panicked");
-            if c.is_some() {
-                coord = c;
-            }
-            groups.push(g);
+        for node in &nodes {
+            res.add_node(node);
         }
-        (coord.expect("worker 0 returns the coordinator"), groups)
-    });
-    let mut res = coord.into_result();
-    res.wall = started.elapsed();
-    for node in groups.into_iter().flatten() {
-        res.add_transport(&node.transport_stats());
-        if !node.alive() {
-            res.dead_nodes.push(node.rank);
-        }
-        res.false_suspicions += u64::from(node.fenced_by().is_some());
-        if let Some((r, by)) = res.root_lost.as_mut()
-            && *r == node.rank
-        {
-            *by = node.fenced_by();
-        }
-        res.drops.merge(&node.stats.drops);
-        res.stale += node.stats.stale;
-        res.spoofed += node.stats.spoofed;
-        res.wrong_kind += node.stats.wrong_kind;
-        res.backpressure += node.stats.backpressure;
-        res.deferred_overflow += node.stats.deferred_overflow;
-        res.too_far += node.stats.too_far;
     }
-    res.dead_nodes.sort_unstable();
-    res
+    let mut out = coord.expect("worker 0 returns the coordinator").into_result();
+    out.wall = started.elapsed();
+    out.add_counters(res);
+    out
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! A `bench` run as specified ([`BenchSpec`], no flag parsing), its checks
 //! ([`BenchSpec::validate`]) and its runner: a local cluster (threads over UDP loopback or
 //! in-process queues), one process per node (`procs`), or a launched run joined at rank 0
-//! (`join`, `boot`), broadcasting back to back with crashes injected.
+//! (`join`, `boot`), broadcasting back to back with crashes injected. A local run is a
+//! [`Group`]'s [`Stream`] (`Group::stream`): the library's runtime, measured.
 //!
 //! - [`host`]: whether this host's memory and file descriptors can hold the run.
 //! - [`node`]: one node process of such a run ([`node::NodeRunSpec`], `ftcoll node`).
@@ -18,11 +19,13 @@ use crate::experiment::launch::bcast::coordinate_joined;
 use crate::experiment::launch::joined::{BootSpec, JoinedNode, run_joined_node};
 use crate::experiment::node_hop::{HopSetup, NodeHop, measure as measure_hop};
 use crate::experiment::predict::{BenchModel, Prediction, predict, shared_o_ns};
+use crate::group::{Group, GroupError, Stream};
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
 use crate::runtime::control::ParentAgent;
 use crate::runtime::join::JobParams;
 use crate::runtime::kill::{Kill, KillPoint, format_kills, parse_kills};
 use crate::runtime::logp::{Calibration, Estimate, estimate};
+use crate::runtime::node::Generated;
 use crate::runtime::procs::{rank_from_env, unix_ns};
 use crate::runtime::{Bench, TransportKind};
 use crate::transport::udp::auth::{AuthKey, warn_unauthenticated};
@@ -139,6 +142,45 @@ fn default_kills(a: &BenchSpec) -> String {
         return "none".into();
     }
     format!("1@{}", a.warmup + a.iterations / 2)
+}
+
+/// A local run: a [`Group`] of the bench's nodes on its workers (pinned or not, polling as
+/// asked), without agreements, streaming the bench's operations from rank 0 with
+/// [`Generated`] payloads (checked byte for byte at every receiver).
+fn run_local(bench: &Bench, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String> {
+    let c = &bench.cluster;
+    let one_line = |e: GroupError| match e {
+        GroupError::Setup(e) => e,
+        e => e.to_string(),
+    };
+    let mut group = Group::builder(c.nodes)
+        .algo(bench.algo.clone())
+        .transport(bench.transport)
+        .loggp(bench.model, Duration::from_nanos(c.tick_ns))
+        .window(c.window)
+        .op_timeout(c.op_timeout)
+        .seed(c.seed)
+        .job(c.job)
+        .auth(bench.auth.clone())
+        .workers(c.workers)
+        .pin(c.pin)
+        .poll(c.poll)
+        .agreements(false)
+        .kills(bench.kills.clone())
+        .build()
+        .map_err(one_line)?;
+    let len = c.payload_len;
+    group
+        .stream(Stream {
+            ops: c.iterations,
+            warmup: c.warmup,
+            window: c.window,
+            roots: vec![0],
+            give_up_after: c.give_up_after,
+            payloads: Box::new(move |_| Box::new(Generated::new(len))),
+            progress,
+        })
+        .map_err(one_line)
 }
 
 /// With `join`/`boot`: this process's rank, and the spec with `nodes` set to the run's size
@@ -455,7 +497,7 @@ impl Checked {
             if kills.iter().any(|k| matches!(k.point, KillPoint::SigKill { .. })) {
                 return Err("--kill R@I:sigkill needs --procs (a thread cannot be SIGKILLed)".into());
             }
-            crate::runtime::run(&bench, progress)?
+            run_local(&bench, progress)?
         };
         Ok(BenchOutcome {
             algo,

@@ -1,0 +1,355 @@
+//! What a group's workers do besides stepping their members ([`GroupHook`], run by the
+//! runtime's worker loop): every worker crashes the members it is asked to and reports the
+//! ones that stopped; worker 0 also leads ([`Lead`]): it takes the caller's requests, starts
+//! and retires broadcasts through the coordinator, runs the agreements, and runs streams.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use super::Event;
+use super::FencedBy;
+use super::agree::Agreements;
+use super::driver::{Pending, Request};
+use super::stream::{Offer, Reply, StreamReq, Streaming};
+use crate::protocol::Protocol;
+use crate::runtime::board::{Control, WINDOW};
+use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator, WorkerHook};
+use crate::runtime::node::Node;
+use crate::wire::WireMessage;
+
+/// What the workers and the caller share.
+pub(super) struct Shared {
+    /// Who fenced each member.
+    pub(super) fenced: FencedBy,
+    /// Crashes asked for (by rank), done by the member's worker.
+    crash: Vec<AtomicBool>,
+    /// Bumped whenever a crash is asked for (a worker looks at `crash` only then).
+    crash_asks: AtomicU64,
+    /// Members reported failed that the lead has not told the agreements yet.
+    news: Mutex<Vec<u32>>,
+    has_news: AtomicBool,
+    /// Bumped when a stream is over: every worker then sends its members' counters to
+    /// `reply`.
+    collect: AtomicU64,
+    reply: Mutex<Option<mpsc::Sender<Reply>>>,
+    /// A stream is running (idle workers wait as the pool's poll mode says, not as an idle
+    /// group's).
+    streaming: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn new(n: u32) -> Self {
+        Shared {
+            fenced: FencedBy::new(n),
+            crash: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            crash_asks: AtomicU64::new(0),
+            news: Mutex::new(Vec::new()),
+            has_news: AtomicBool::new(false),
+            collect: AtomicU64::new(0),
+            reply: Mutex::new(None),
+            streaming: AtomicBool::new(false),
+        }
+    }
+
+    /// Asks member `r`'s worker to crash it.
+    fn ask_crash(&self, r: u32) {
+        self.crash[r as usize].store(true, Ordering::Release);
+        self.crash_asks.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// One worker's hook: its members' crashes and failure reports; worker 0's also leads.
+pub(super) struct GroupHook {
+    shared: Arc<Shared>,
+    events: mpsc::Sender<Event>,
+    seen_asks: u64,
+    seen_collect: u64,
+    /// This worker's members reported failed, by position.
+    reported: Vec<bool>,
+    pub(super) lead: Option<Lead>,
+}
+
+impl GroupHook {
+    pub(super) fn new(shared: Arc<Shared>, events: mpsc::Sender<Event>, lead: Option<Lead>) -> Self {
+        GroupHook {
+            shared,
+            events,
+            seen_asks: 0,
+            seen_collect: 0,
+            reported: Vec::new(),
+            lead,
+        }
+    }
+
+    /// Crashes the members asked for, reports those that stopped (killed, injected or
+    /// fenced) once each, and hands a finished stream this worker's counters.
+    fn care<P: Protocol>(&mut self, nodes: &mut [Node<P>], ctl: &Control) -> bool
+    where
+        P::Msg: WireMessage,
+    {
+        let sh = &*self.shared;
+        let asks = sh.crash_asks.load(Ordering::Acquire);
+        if asks != self.seen_asks {
+            self.seen_asks = asks;
+            for node in nodes.iter_mut() {
+                if sh.crash[node.rank as usize].swap(false, Ordering::AcqRel) {
+                    node.crash(&ctl.boards[node.rank as usize]);
+                }
+            }
+        }
+        if self.reported.len() != nodes.len() {
+            self.reported = vec![false; nodes.len()];
+        }
+        let mut progress = false;
+        for (node, reported) in nodes.iter().zip(self.reported.iter_mut()) {
+            if *reported || node.alive() {
+                continue;
+            }
+            *reported = true;
+            progress = true;
+            if let Some(by) = node.fenced_by() {
+                sh.fenced.set(node.rank, by);
+            }
+            sh.news.lock().expect("not poisoned").push(node.rank);
+            sh.has_news.store(true, Ordering::Release);
+            let _ = self.events.send(Event::Failed { rank: node.rank });
+        }
+        let collect = sh.collect.load(Ordering::Acquire);
+        if collect != self.seen_collect {
+            self.seen_collect = collect;
+            let mut part = ClusterResult::empty();
+            for node in nodes.iter() {
+                part.add_node(node);
+            }
+            if let Some(tx) = sh.reply.lock().expect("not poisoned").as_ref() {
+                let _ = tx.send(Reply::Part(part));
+            }
+        }
+        progress
+    }
+}
+
+impl<P: Protocol> WorkerHook<P> for GroupHook
+where
+    P::Msg: WireMessage,
+{
+    #[inline]
+    fn after_pass(&mut self, nodes: &mut [Node<P>], ctl: &Control, epoch: Instant) -> bool {
+        let mut progress = false;
+        if let Some(lead) = self.lead.as_mut() {
+            progress |= lead.pass(&self.shared, &self.events, ctl, epoch);
+        }
+        progress | self.care(nodes, ctl)
+    }
+
+    fn block(&mut self, nodes: &mut [Node<P>], idle: u32) {
+        if self.shared.streaming.load(Ordering::Relaxed) {
+            // As a benchmark's workers wait.
+            if nodes.len() == 1 && self.lead.is_none() {
+                nodes[0].wait(Duration::from_micros(200))
+            } else {
+                std::thread::sleep(Duration::from_micros(20))
+            }
+        } else if idle < 64 {
+            std::thread::yield_now();
+        } else if self.lead.as_ref().is_some_and(|l| !l.busy()) {
+            // Nothing asked for: the lead looks for requests every 200 µs.
+            std::thread::sleep(Duration::from_micros(200));
+        } else {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+
+    fn coordinates(&self) -> bool {
+        self.lead.is_some()
+    }
+}
+
+/// Worker 0's part: the bridge to the caller and the coordinator.
+pub(super) struct Lead {
+    /// The coordinator's settings between streams.
+    cfg: ClusterConfig,
+    requests: mpsc::Receiver<Request>,
+    agreements: Option<Agreements>,
+    pending: Pending,
+    /// Every member's slot for a stream's payloads.
+    offers: Vec<Offer>,
+    coord: Coordinator,
+    /// Asked for, not yet handed to the coordinator (a slot is reused only once its previous
+    /// operation is retired); then in flight.
+    queued: VecDeque<(u64, u32)>,
+    in_flight: VecDeque<(u64, u32)>,
+    /// A crash asked for that later requests wait for (they come after it).
+    waiting_kill: Option<u32>,
+    /// A stream asked for, waiting for the broadcasts before it to be over.
+    next_stream: Option<StreamReq>,
+    stream: Option<Streaming>,
+}
+
+impl Lead {
+    pub(super) fn new(
+        cfg: ClusterConfig,
+        requests: mpsc::Receiver<Request>,
+        agreements: Option<Agreements>,
+        pending: Pending,
+        offers: Vec<Offer>,
+    ) -> Self {
+        let coord = Coordinator::new(&cfg);
+        Lead {
+            cfg,
+            requests,
+            agreements,
+            pending,
+            offers,
+            coord,
+            queued: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            waiting_kill: None,
+            next_stream: None,
+            stream: None,
+        }
+    }
+
+    /// Broadcasts asked for and not over, or a stream waiting or running.
+    fn busy(&self) -> bool {
+        !self.queued.is_empty() || !self.in_flight.is_empty() || self.next_stream.is_some() || self.stream.is_some()
+    }
+
+    /// One pass; whether anything happened.
+    fn pass(&mut self, sh: &Shared, events: &mpsc::Sender<Event>, ctl: &Control, epoch: Instant) -> bool {
+        let mut progress = false;
+        if sh.has_news.load(Ordering::Relaxed) && sh.has_news.swap(false, Ordering::AcqRel) {
+            let news = std::mem::take(&mut *sh.news.lock().expect("not poisoned"));
+            if let Some(a) = self.agreements.as_mut() {
+                for r in news {
+                    a.kill(r);
+                }
+            }
+        }
+        if let Some(a) = self.agreements.as_mut() {
+            let mut fenced_now = Vec::new();
+            progress |= a.step(Instant::now(), events, &mut fenced_now);
+            for (r, by) in fenced_now {
+                if let Some(by) = by {
+                    sh.fenced.set(r, by);
+                }
+                sh.ask_crash(r);
+                progress = true;
+            }
+        }
+        if self.stream.is_some() {
+            self.stream_pass(sh, ctl, epoch);
+            // As a benchmark's coordinator: its ticks are not the nodes' progress.
+            return progress;
+        }
+        if !self.take_requests(sh, ctl) {
+            ctl.stop.store(true, Ordering::Release);
+            return progress;
+        }
+        if self.queued.is_empty()
+            && self.in_flight.is_empty()
+            && let Some(req) = self.next_stream.take()
+        {
+            self.start_stream(req, sh);
+            return true;
+        }
+        while let Some(&(seq, root)) = self.queued.front() {
+            if seq >= self.coord.retired() + WINDOW as u64 / 2 {
+                break;
+            }
+            if ctl.root_of(seq) != root {
+                ctl.set_root(seq, root);
+            }
+            let pushed = self.coord.push_op();
+            debug_assert_eq!(pushed, seq, "one sequence, in the order asked");
+            self.in_flight.push_back(self.queued.pop_front().expect("front"));
+        }
+        let (before, timeouts) = (self.coord.retired(), self.coord.result().timeouts);
+        self.coord.tick(ctl, epoch);
+        if self.coord.retired() > before {
+            let (seq, root) = self.in_flight.pop_front().expect("a retired operation was in flight");
+            let _ = events.send(Event::Completed {
+                root,
+                seq,
+                timed_out: self.coord.result().timeouts > timeouts,
+            });
+            progress = true;
+        }
+        progress
+    }
+
+    /// Takes the caller's requests, in order (after a crash, only once it is done; none
+    /// after a stream); false once the caller dropped the group.
+    fn take_requests(&mut self, sh: &Shared, ctl: &Control) -> bool {
+        loop {
+            if let Some(r) = self.waiting_kill {
+                if !ctl.boards[r as usize].dead.load(Ordering::Acquire) {
+                    return true;
+                }
+                self.waiting_kill = None;
+            }
+            if self.next_stream.is_some() {
+                return true;
+            }
+            match self.requests.try_recv() {
+                Ok(Request::Broadcast { seq, root, bytes }) => {
+                    self.pending.lock().expect("not poisoned").insert(seq, bytes);
+                    self.queued.push_back((seq, root));
+                }
+                Ok(Request::Agree { member, value }) => {
+                    if let Some(a) = self.agreements.as_mut() {
+                        a.agree(member, value);
+                    }
+                }
+                Ok(Request::Kill(r)) => {
+                    if !ctl.boards[r as usize].dead.load(Ordering::Acquire) {
+                        sh.ask_crash(r);
+                        self.waiting_kill = Some(r);
+                    }
+                }
+                Ok(Request::Stream(req)) => self.next_stream = Some(req),
+                Err(mpsc::TryRecvError::Empty) => return true,
+                Err(mpsc::TryRecvError::Disconnected) => return false,
+            }
+        }
+    }
+
+    /// Starts a stream after every broadcast asked before it: its operations follow theirs.
+    fn start_stream(&mut self, mut req: StreamReq, sh: &Shared) {
+        let first = self.coord.end();
+        debug_assert_eq!(first, req.first, "the stream follows the broadcasts asked before it");
+        let ops = first..first + req.warmup + req.ops;
+        for (offer, payloads) in self.offers.iter().zip(req.payloads.drain(..)) {
+            *offer.lock().expect("not poisoned") = Some((ops.clone(), payloads));
+        }
+        let cfg = ClusterConfig {
+            warmup: req.warmup,
+            iterations: req.ops,
+            window: req.window,
+            give_up_after: req.give_up_after,
+            ..self.cfg.clone()
+        };
+        sh.streaming.store(true, Ordering::Relaxed);
+        self.stream = Some(Streaming::new(req, Coordinator::starting_at(&cfg, first)));
+    }
+
+    /// Names the roots of the stream's next operations, then lets the coordinator start and
+    /// retire them; once all are over, hands the result to the caller and asks every worker
+    /// for its counters.
+    fn stream_pass(&mut self, sh: &Shared, ctl: &Control, epoch: Instant) {
+        let s = self.stream.as_mut().expect("a stream runs");
+        s.name_roots(ctl);
+        if s.coord.tick(ctl, epoch) {
+            return;
+        }
+        let s = self.stream.take().expect("a stream runs");
+        let end = s.coord.end();
+        *sh.reply.lock().expect("not poisoned") = Some(s.reply.clone());
+        sh.collect.fetch_add(1, Ordering::AcqRel);
+        sh.streaming.store(false, Ordering::Relaxed);
+        s.finish();
+        self.coord = Coordinator::starting_at(&self.cfg, end);
+    }
+}

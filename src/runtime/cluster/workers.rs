@@ -1,0 +1,153 @@
+//! The worker loop every local run uses: W threads, pinned to cores (spawned first, pinned
+//! inside the thread so no mask is inherited), each owning the nodes `rank % W == w` and
+//! stepping them in turn; each worker also runs its [`WorkerHook`] once per pass (worker 0's
+//! is the coordinator of a benchmark, or a group's lead). Everyone stops when
+//! [`Control::stop`] is set.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::PollMode;
+use crate::protocol::{Protocol, SharedInfo};
+use crate::runtime::board::Control;
+use crate::runtime::node::{Node, NodeParams};
+use crate::wire::WireMessage;
+
+/// How a run's nodes are spread over threads and how those wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool {
+    /// Worker threads (clamped to 1..=nodes).
+    pub workers: usize,
+    /// Pin worker `w` to core `w` (modulo the cores there are).
+    pub pin: bool,
+    pub poll: PollMode,
+}
+
+/// What a worker does besides stepping its nodes.
+pub trait WorkerHook<P: Protocol>: Send
+where
+    P::Msg: WireMessage,
+{
+    /// Once per pass, after the worker stepped its `nodes`; returns whether it did anything
+    /// that counts as progress (a worker that makes none waits as its poll mode says).
+    fn after_pass(&mut self, nodes: &mut [Node<P>], ctl: &Control, epoch: Instant) -> bool;
+
+    /// An idle worker in [`PollMode::Blocking`] waits here (`idle`: passes without
+    /// progress). By default: a worker with one node and nothing else to do blocks on that
+    /// node's socket; otherwise a short sleep (blocking on one socket would starve the rest).
+    fn block(&mut self, nodes: &mut [Node<P>], idle: u32) {
+        let _ = idle;
+        if nodes.len() == 1 && !self.coordinates() {
+            nodes[0].wait(Duration::from_micros(200))
+        } else {
+            std::thread::sleep(Duration::from_micros(20))
+        }
+    }
+
+    /// Does this hook have work of its own besides the nodes (a coordinator)?
+    fn coordinates(&self) -> bool;
+}
+
+/// Runs `nodes` (any order) on the pool's workers, worker `w` running `hooks[w]`, until
+/// [`Control::stop`]; `progress`, if given, hears [`Control::retired`] about every 100 ms
+/// from the calling thread. Returns each worker's hook and nodes, in worker order.
+/// `hooks` must hold one hook per worker: `pool.workers` clamped to `1..=nodes`.
+pub fn run_workers<P, H>(
+    params: &NodeParams<'_, P::Shared>,
+    ctl: &Control,
+    pool: Pool,
+    nodes: Vec<Node<P>>,
+    hooks: Vec<H>,
+    progress: Option<&(dyn Fn(u64) + Sync)>,
+) -> Vec<(H, Vec<Node<P>>)>
+where
+    P: Protocol,
+    P::Shared: SharedInfo,
+    P::Msg: WireMessage,
+    H: WorkerHook<P>,
+{
+    let workers = hooks.len();
+    assert_eq!(workers, worker_count(pool, nodes.len()), "one hook per worker");
+    let mut groups: Vec<Vec<Node<P>>> = (0..workers).map(|_| Vec::new()).collect();
+    for mut node in nodes {
+        node.kill_at_start(&ctl.boards[node.rank as usize]);
+        node.set_sends_per_step(pool.poll.sends_per_pass());
+        groups[node.rank as usize % workers].push(node);
+    }
+    let cores = if pool.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .zip(hooks)
+            .enumerate()
+            .map(|(w, (group, hook))| {
+                let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
+                s.spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    work(params, ctl, pool.poll, group, hook)
+                })
+            })
+            .collect();
+        // The caller's thread sleeps and reports progress while the workers run.
+        if let Some(p) = progress {
+            while !ctl.stop.load(Ordering::Relaxed) {
+                p(ctl.retired.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            p(ctl.retired.load(Ordering::Relaxed));
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker thread panicked"))
+            .collect()
+    })
+}
+
+/// The workers a pool runs for `nodes` nodes.
+pub fn worker_count(pool: Pool, nodes: usize) -> usize {
+    pool.workers.clamp(1, nodes.max(1))
+}
+
+/// One worker's loop.
+fn work<P, H>(
+    params: &NodeParams<'_, P::Shared>,
+    ctl: &Control,
+    poll: PollMode,
+    group: Vec<Node<P>>,
+    mut hook: H,
+) -> (H, Vec<Node<P>>)
+where
+    P: Protocol,
+    P::Shared: SharedInfo,
+    P::Msg: WireMessage,
+    H: WorkerHook<P>,
+{
+    // The group in this thread's own memory (a new vector: collecting in place would keep
+    // the spawning thread's, next to the other groups').
+    let mut fresh = Vec::with_capacity(group.len());
+    fresh.extend(group);
+    let mut group = fresh;
+    let mut idle_rounds = 0u32;
+    while !ctl.stop.load(Ordering::Relaxed) {
+        let mut progress = false;
+        for node in group.iter_mut() {
+            // A fresh clock per node: timestamps are per event, not per round.
+            progress |= node.step(params, ctl, Instant::now());
+        }
+        progress |= hook.after_pass(&mut group, ctl, params.epoch);
+        if progress {
+            idle_rounds = 0;
+            poll.after_progress();
+            continue;
+        }
+        idle_rounds = idle_rounds.saturating_add(1);
+        poll.idle(idle_rounds, || hook.block(&mut group, idle_rounds));
+    }
+    (hook, group)
+}
