@@ -1,11 +1,15 @@
 //! A calendar (bucket) queue for integer virtual time: O(1) insert and pop for events within
-//! a window of the current time, a binary heap for the rare far-future ones (timers, long
-//! receive queues). No allocation once the buckets have grown to their working size.
-
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+//! a window of the current time; events further ahead (timers, the synchronized start of a
+//! correction, long receive queues) wait in a list per instant ([`far`]) and enter the ring
+//! as it reaches them. No allocation once the buckets and lists have grown to their working
+//! size.
 
 use crate::model::Time;
+
+mod far;
+use far::Far;
+#[cfg(test)]
+pub(crate) use far::reference;
 
 /// Two classes of events at the same instant: `Early` ones (receives, timers) are handed out
 /// before `Late` ones (sender polls), so a process that receives at time t can act on it in
@@ -14,30 +18,6 @@ use crate::model::Time;
 pub enum Item<E> {
     Early(E),
     Late(u32),
-}
-
-struct Far<E> {
-    time: Time,
-    seq: u64,
-    item: Item<E>,
-}
-
-impl<E> PartialEq for Far<E> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.time, self.seq) == (other.time, other.seq)
-    }
-}
-impl<E> Eq for Far<E> {}
-impl<E> PartialOrd for Far<E> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<E> Ord for Far<E> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Min-heap on (time, seq).
-        (other.time, other.seq).cmp(&(self.time, self.seq))
-    }
 }
 
 /// The event queue of one simulation.
@@ -63,8 +43,8 @@ pub struct Calendar<E> {
     /// Scan position (word) in the current bucket: every bit below it is clear.
     late_word: usize,
     in_ring: usize,
-    far: BinaryHeap<Far<E>>,
-    seq: u64,
+    /// Events beyond the ring, by instant.
+    far: Far<E>,
 }
 
 impl<E: Copy> Calendar<E> {
@@ -87,8 +67,7 @@ impl<E: Copy> Calendar<E> {
             late_count: vec![0; size],
             late_word: 0,
             in_ring: 0,
-            far: BinaryHeap::new(),
-            seq: 0,
+            far: Far::new(),
         }
     }
 
@@ -115,7 +94,6 @@ impl<E: Copy> Calendar<E> {
         self.early_pos = 0;
         self.late_word = 0;
         self.in_ring = 0;
-        self.seq = 0;
     }
 
     /// The time of the event most recently handed out.
@@ -138,12 +116,7 @@ impl<E: Copy> Calendar<E> {
         debug_assert!(time >= self.now);
         let time = time.max(self.now);
         if time - self.now > self.mask {
-            self.seq += 1;
-            self.far.push(Far {
-                time,
-                seq: self.seq,
-                item,
-            });
+            self.far.push(time, item);
             return;
         }
         let b = (time & self.mask) as usize;
@@ -200,25 +173,26 @@ impl<E: Copy> Calendar<E> {
             self.early_pos = 0;
             self.late_word = 0;
             if self.in_ring == 0 {
-                let far = self.far.peek()?;
-                self.now = far.time;
+                self.now = self.far.first_time()?;
             } else {
                 self.now += 1;
             }
-            // Move far events that now fall inside the window into the ring.
-            while let Some(f) = self.far.peek() {
-                if f.time - self.now > self.mask {
-                    break;
-                }
-                let f = self.far.pop().expect("peeked");
-                let b = (f.time & self.mask) as usize;
-                match f.item {
-                    Item::Early(e) => {
-                        self.early[b].push(e);
-                        self.in_ring += 1;
+            // Move far events that now fall inside the window into the ring, in (time,
+            // insertion) order.
+            let limit = self.now.saturating_add(self.mask);
+            if self.far.first_time().is_some_and(|t| t <= limit) {
+                let mut far = std::mem::take(&mut self.far);
+                far.drain_until(limit, |time, item| {
+                    let b = (time & self.mask) as usize;
+                    match item {
+                        Item::Early(e) => {
+                            self.early[b].push(e);
+                            self.in_ring += 1;
+                        }
+                        Item::Late(r) => self.set_late(b, r, false),
                     }
-                    Item::Late(r) => self.set_late(b, r, false),
-                }
+                });
+                self.far = far;
             }
         }
     }

@@ -467,19 +467,22 @@ where
         // Per-run statistics.
         st.events = cap.events;
         st.aborted = cap.aborted;
+        // One sweep over the records for the per-process figures.
         let mut coloring = 0;
-        for r in 0..n as usize {
-            if self.procs[r].slot.death != Time::MAX {
+        let mut max_sent = 0;
+        for p in &self.procs {
+            max_sent = max_sent.max(p.slot.sent);
+            if p.slot.death != Time::MAX {
                 continue;
             }
-            if self.procs[r].slot.delivered_at == Time::MAX {
+            if p.slot.delivered_at == Time::MAX {
                 st.uncolored_live += 1;
             } else {
-                coloring = coloring.max(self.procs[r].slot.delivered_at);
+                coloring = coloring.max(p.slot.delivered_at);
             }
         }
         st.coloring = coloring;
-        st.max_messages_per_process = self.procs.iter().map(|p| p.slot.sent).max().unwrap_or(0);
+        st.max_messages_per_process = max_sent;
         let procs = &self.procs;
         st.gmax = ring::longest_circular_run(|r| !procs[r as usize].node.colored_by_dissemination(), n);
         st.dissemination_end = diss_end.max(shared.sync_correction_start().unwrap_or(0));

@@ -15,7 +15,7 @@ use crate::wire::WireMessage;
 use crate::wire::dispatch::{Dispatch, Visit};
 
 /// Every broadcast algorithm family with its options, as `sim` builds them.
-fn algos() -> Vec<Algo> {
+pub(super) fn algos() -> Vec<Algo> {
     let mut v = Vec::new();
     for tree in [
         TreeKind::Binomial,

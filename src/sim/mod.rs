@@ -26,3 +26,5 @@ mod cores_tests;
 mod loggp_tests;
 #[cfg(test)]
 mod machine_engine_tests;
+#[cfg(test)]
+mod queue_tests;
