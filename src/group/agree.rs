@@ -1,60 +1,98 @@
-//! The group's agreements: one ERA instance per member (Herault et al., SC 2015), driven
-//! over endpoints of their own, on a 64-bit AND (`MPIX_Comm_agree`'s flag). Members learn of
-//! a crash from the group at once (the in-process perfect detector) and from their transport
-//! (a suspected peer); ERA then agrees on the failed set as well as on the value (§3).
+//! The group's agreements: one ERA instance per member (Herault et al., SC 2015) on a 64-bit
+//! AND (`MPIX_Comm_agree`'s flag), each driven by the generic node loop
+//! ([`crate::runtime::driver::Driver`]) with the framing of `ftcoll agree`'s nodes
+//! ([`EraFraming`]) over endpoints of their own: the same codec, send queue and heartbeat
+//! failure detector over ERA's tree neighbours (ERA §2).
+//!
+//! Members learn of a failure only as `ftcoll agree`'s nodes do: from their transport (a
+//! send to a closed endpoint, retries exhausted, a port unreachable) or from their detector
+//! (a neighbour silent for `suspect_after`). A crash ([`Agreements::kill`]) closes the
+//! member's endpoint and nothing more. A suspicion is final: the group stops the suspected
+//! member (fail-stop enforcement, as ULFM's runtime removes a process it suspects), so ERA's
+//! detector stays accurate in the sense it needs (only dead processes are marked dead), and
+//! ERA then agrees on the failed set as well as on the value (§3).
 
 use std::collections::VecDeque;
 use std::sync::mpsc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Event;
-use crate::protocol::agree::{And64, Era, EraConfig, EraMsg};
+use crate::protocol::agree::{And64, Era, EraConfig};
+use crate::protocol::{DetectorConfig, Event as Input, Machine, Rank, Time};
 use crate::runtime::Endpoints;
-use crate::transport::{Delivery, SendError, Transport};
-use crate::wire::{HEADER_LEN, WireMessage, decode_datagram, encode_datagram};
+use crate::runtime::agree::EraFraming;
+use crate::runtime::driver::Driver;
 
-/// One member's side.
+/// One member's side: its ERA and the node loop that drives it.
 struct Member {
     era: Era<And64>,
-    tp: Box<dyn Transport>,
+    drv: Driver<EraFraming>,
     on_death: Option<Box<dyn FnMut() + Send>>,
     /// Values the user contributed that ERA's window has not taken yet.
     queued: VecDeque<u64>,
-    /// Datagrams a full retransmit window refused, retried in order.
-    backlog: VecDeque<(u32, Vec<u8>)>,
 }
 
-/// Every member's ERA (`None`: crashed).
+/// Every member's ERA (`None`: stopped).
 pub(super) struct Agreements {
     members: Vec<Option<Member>>,
-    job: u64,
-    n: u32,
-    out: Vec<u8>,
+    #[cfg(test)]
+    hang: Option<Hang>,
 }
 
+/// Tests: member `.0` stops being driven behind the group's back once `.1` is [`HUNG`] (its
+/// endpoint stays open: a hung process) or [`CLOSED`] (its endpoint closes too: a process
+/// that died without [`super::Group::kill`]).
+#[cfg(test)]
+pub(crate) type Hang = (u32, std::sync::Arc<std::sync::atomic::AtomicU8>);
+#[cfg(test)]
+pub(crate) const HUNG: u8 = 1;
+#[cfg(test)]
+pub(crate) const CLOSED: u8 = 2;
+
 impl Agreements {
-    pub(super) fn new(eps: Endpoints, n: u32, job: u64) -> Result<Self, String> {
+    /// Members over `eps` (job `job`), each with a heartbeat every `heartbeat` to its ERA tree
+    /// neighbours, suspecting one silent for `suspect_after`.
+    pub(super) fn new(
+        eps: Endpoints,
+        n: u32,
+        job: u64,
+        heartbeat: Duration,
+        suspect_after: Duration,
+    ) -> Result<Self, String> {
+        if heartbeat.is_zero() || suspect_after <= heartbeat {
+            return Err(format!(
+                "the failure detector's heartbeat ({heartbeat:?}) must be positive and below suspect_after ({suspect_after:?})"
+            ));
+        }
+        let det = DetectorConfig {
+            heartbeat: heartbeat.as_nanos() as Time,
+            suspect_after: suspect_after.as_nanos() as Time,
+        };
+        let base = Instant::now();
         let members = eps
             .into_iter()
             .enumerate()
             .map(|(r, (tp, on_death))| {
                 Ok(Some(Member {
                     era: Era::new(r as u32, n, EraConfig::default())?,
-                    tp,
+                    drv: Driver::new(tp, job, det, base),
                     on_death,
                     queued: VecDeque::new(),
-                    backlog: VecDeque::new(),
                 }))
             })
             .collect::<Result<_, String>>()?;
         Ok(Self {
             members,
-            job,
-            n,
-            // Room for the largest message; what is sent is at most a datagram (the members
-            // are few enough, `MAX_AGREE_MEMBERS`).
-            out: vec![0; HEADER_LEN + EraMsg::<And64>::MAX_BODY],
+            #[cfg(test)]
+            hang: None,
         })
+    }
+
+    /// Tests: see [`Hang`].
+    #[cfg(test)]
+    pub(super) fn with_hang(mut self, hang: Option<Hang>) -> Self {
+        self.hang = hang;
+        self
     }
 
     /// Member `r` enters its next agreement with `value`.
@@ -64,70 +102,67 @@ impl Agreements {
         }
     }
 
-    /// Member `r` crashed: its endpoint closes, every other member's ERA learns it.
+    /// Member `r` crashed: its endpoint closes (the others' transports or detectors notice,
+    /// as they would a process that died).
     pub(super) fn kill(&mut self, r: u32) {
         if let Some(mut m) = self.members[r as usize].take()
             && let Some(f) = m.on_death.as_mut()
         {
             f();
         }
-        for m in self.members.iter_mut().flatten() {
-            m.era.on_dead(r);
-        }
     }
 
-    /// Receives, sends and reports what returned; true if anything happened. A member whose
-    /// endpoint was fenced is added to `fenced` with the member that fenced it (the caller
-    /// stops it).
+    /// One pass of every live member: receive, suspicions to ERA, heartbeats, send, report
+    /// what returned; true if anything happened (heartbeats alone do not count). A member
+    /// that must stop is added to `stop` with the member that made it stop: one whose
+    /// endpoint was fenced by a peer's transport, and one that a member's transport or
+    /// detector suspected (the caller stops it; stopping one already stopped does nothing).
     pub(super) fn step(
         &mut self,
         now: Instant,
         events: &mpsc::Sender<Event>,
-        fenced: &mut Vec<(u32, Option<u32>)>,
+        stop: &mut Vec<(u32, Option<u32>)>,
     ) -> bool {
         let mut progress = false;
-        let (job, n) = (self.job, self.n);
-        let mut stopped = None;
         for (r, slot) in self.members.iter_mut().enumerate() {
+            let r = r as Rank;
+            #[cfg(test)]
+            if let Some((h, mode)) = &self.hang
+                && *h == r
+            {
+                match mode.load(std::sync::atomic::Ordering::Acquire) {
+                    HUNG => continue,
+                    CLOSED => *slot = None,
+                    _ => {}
+                }
+            }
+            // (A member asked to stop in this pass does nothing more.)
+            if stop.iter().any(|&(p, _)| p == r) {
+                continue;
+            }
             let Some(m) = slot.as_mut() else { continue };
             while let Some(&v) = m.queued.front() {
-                if m.era.agree(And64(v)).is_err() {
+                if m.era.handle(0, Input::Input(And64(v))).is_err() {
                     break;
                 }
                 m.queued.pop_front();
                 progress = true;
             }
-            let era = &mut m.era;
-            let got = m.tp.poll(now, &mut |d| match d {
-                Delivery::Message { from, bytes } => {
-                    // What does not decode, or claims another sender, is dropped.
-                    if let Ok((h, msg, _)) = decode_datagram::<EraMsg<And64>>(bytes, job, n)
-                        && h.sender == from
-                    {
-                        era.on_message(from, msg);
-                    }
-                }
-                Delivery::Suspect { peer } => era.on_dead(peer),
+            progress |= m.drv.receive(&mut m.era, now);
+            if let Some(by) = m.drv.fenced_by() {
                 // A peer's transport suspected this member and fenced it: it crashes.
-                Delivery::Fenced { by } => stopped = Some(by),
-            });
-            if let Some(by) = stopped.take() {
-                fenced.push((r as u32, Some(by)));
+                stop.push((r, Some(by)));
                 continue;
             }
-            progress |= matches!(got, Ok(k) if k > 0);
-            progress |= flush(m, now);
-            while let Some((to, msg)) = m.era.poll_send() {
-                progress = true;
-                let Ok(len) = encode_datagram(&mut self.out, job, 0, msg.id(), r as u32, &msg, &[]) else {
-                    continue;
-                };
-                send(m, to, &self.out[..len], now);
-            }
-            while let Some(o) = m.era.poll_outcome() {
+            suspicions(m, r, stop);
+            let era = &mut m.era;
+            m.drv.detect(now, |nb| era.neighbours(nb));
+            progress |= suspicions(m, r, stop);
+            progress |= m.drv.transmit(&mut m.era, now, || true);
+            while let Some(o) = m.era.poll_output() {
                 progress = true;
                 let _ = events.send(Event::Agreed {
-                    member: r as u32,
+                    member: r,
                     id: o.id,
                     value: o.value.0,
                     failed: o.failed.as_slice().to_vec(),
@@ -138,36 +173,14 @@ impl Agreements {
     }
 }
 
-/// Sends, or queues behind `to`'s earlier refused datagrams (per-peer order is kept).
-fn send(m: &mut Member, to: u32, bytes: &[u8], now: Instant) {
-    if !m.backlog.iter().any(|(d, _)| *d == to) {
-        match m.tp.send(to, bytes, now) {
-            Err(SendError::WindowFull) => {}
-            // Sent, or to a suspected peer (ERA hears of it from the transport).
-            _ => return,
-        }
+/// Hands member `r`'s suspicions to its ERA and asks for each suspect to be stopped; whether
+/// there were any.
+fn suspicions(m: &mut Member, r: Rank, stop: &mut Vec<(u32, Option<u32>)>) -> bool {
+    let mut any = false;
+    while let Some((peer, _)) = m.drv.poll_suspect() {
+        any = true;
+        _ = m.era.handle(0, Input::Suspect(peer));
+        stop.push((peer, Some(r)));
     }
-    m.backlog.push_back((to, bytes.to_vec()));
-}
-
-/// Retries refused datagrams in order; true if one left.
-fn flush(m: &mut Member, now: Instant) -> bool {
-    let mut progress = false;
-    let mut blocked: Vec<u32> = Vec::new();
-    let mut i = 0;
-    while i < m.backlog.len() {
-        let to = m.backlog[i].0;
-        if blocked.contains(&to) {
-            i += 1;
-            continue;
-        }
-        if m.tp.send(to, &m.backlog[i].1, now) == Err(SendError::WindowFull) {
-            blocked.push(to);
-            i += 1;
-        } else {
-            m.backlog.remove(i);
-            progress = true;
-        }
-    }
-    progress
+    any
 }

@@ -66,7 +66,10 @@ pub(super) fn start(#[allow(unused_mut)] mut b: GroupBuilder) -> Result<Group, G
     let agreements = if b.agreements && n <= MAX_AGREE_MEMBERS {
         let job = crate::transport::ids::group_agree(b.seed);
         let eps = endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?;
-        Some(Agreements::new(eps, n, job).map_err(GroupError::Setup)?)
+        let a = Agreements::new(eps, n, job, b.heartbeat, b.suspect_after).map_err(GroupError::Setup)?;
+        #[cfg(test)]
+        let a = a.with_hang(b.hang_agree.take());
+        Some(a)
     } else {
         None
     };

@@ -76,8 +76,8 @@ pub enum Event {
     /// (`timed_out`) before some did.
     Completed { root: u32, seq: u64, timed_out: bool },
     /// Member `rank` crashed (crash-stop: it sends and delivers nothing more): killed by
-    /// [`Group::kill`], or fenced because a peer's transport suspected it (fail-stop
-    /// enforcement: see [`Group::fenced_by`]). Reported once per member.
+    /// [`Group::kill`], or fenced because a peer's transport or failure detector suspected
+    /// it (fail-stop enforcement: see [`Group::fenced_by`]). Reported once per member.
     Failed { rank: u32 },
     /// `member` returned from agreement `id` (its `id`-th [`Group::agree`], from 0): the AND
     /// of the live members' values, and the failed members agreed on (the same at every
@@ -99,7 +99,7 @@ pub enum GroupError {
     NoSuchMember(u32),
     /// The member has crashed.
     Dead(u32),
-    /// The member was fenced: member `by`'s transport suspected it (it had been silent too
+    /// The member was fenced: member `by`'s transport or detector suspected it (silent too
     /// long), so it stopped, as fail-stop enforcement requires; the others go on without it.
     Fenced { rank: u32, by: u32 },
     /// The payload is longer than one datagram of the chosen algorithm carries.
@@ -153,9 +153,15 @@ pub struct GroupBuilder {
     poll: PollMode,
     agreements: bool,
     kills: Vec<Kill>,
+    /// The agreements' failure detector: heartbeat period and suspicion floor.
+    heartbeat: Duration,
+    suspect_after: Duration,
     /// Tests: wraps each member's broadcast endpoint (to stall one, say).
     #[cfg(test)]
     wrap: Option<Wrap>,
+    /// Tests: a member whose agreements stop being driven.
+    #[cfg(test)]
+    hang_agree: Option<agree::Hang>,
 }
 
 /// A test's wrapper of member `rank`'s broadcast endpoint.
@@ -284,6 +290,23 @@ impl GroupBuilder {
         self
     }
 
+    /// The agreements' failure detector: each member sends a heartbeat every `heartbeat` to
+    /// its ERA tree neighbours that nothing else was sent to, and suspects one silent for
+    /// `suspect_after`; a suspected member is stopped ([`Event::Failed`]). Default: 100 µs
+    /// and 100 ms, as `ftcoll agree`.
+    pub fn failure_detector(mut self, heartbeat: Duration, suspect_after: Duration) -> Self {
+        self.heartbeat = heartbeat;
+        self.suspect_after = suspect_after;
+        self
+    }
+
+    /// Tests: member `hang.0`'s agreements stop being driven once `hang.1` says so.
+    #[cfg(test)]
+    pub(crate) fn hang_agree(mut self, hang: agree::Hang) -> Self {
+        self.hang_agree = Some(hang);
+        self
+    }
+
     /// Tests: `f` wraps each member's broadcast endpoint.
     #[cfg(test)]
     pub(crate) fn wrap(mut self, f: Wrap) -> Self {
@@ -339,8 +362,12 @@ impl Group {
             poll: PollMode::Blocking,
             agreements: true,
             kills: Vec::new(),
+            heartbeat: crate::runtime::agree::DEFAULT_HEARTBEAT,
+            suspect_after: crate::runtime::agree::DEFAULT_SUSPECT_AFTER,
             #[cfg(test)]
             wrap: None,
+            #[cfg(test)]
+            hang_agree: None,
         }
     }
 
@@ -368,8 +395,9 @@ impl Group {
             .is_some_and(|b| b.dead.load(Ordering::Acquire))
     }
 
-    /// The member whose transport suspected member `rank` and fenced it, once the group's
-    /// thread has seen `rank` stop for that reason (it then reports [`Event::Failed`]).
+    /// The member whose transport or failure detector suspected member `rank` and fenced it,
+    /// once the group's thread has seen `rank` stop for that reason (it then reports
+    /// [`Event::Failed`]).
     pub fn fenced_by(&self, rank: u32) -> Option<u32> {
         self.shared.fenced.get(rank)
     }

@@ -332,3 +332,84 @@ fn a_stream_with_a_crash_injected_counts_it_and_refuses_what_cannot_run() {
     assert_eq!(res.false_suspicions, 0);
     assert!(g.is_dead(2));
 }
+
+/// Member 3's agreements stop (`how`: hung, or closed) without [`Group::kill`]: the others'
+/// agreement detectors notice it (its silence, or its closed endpoint), the group reports it failed once and names who
+/// suspected it, and the survivors' agreement returns with it in the failed set.
+fn a_member_that_stops_unannounced_is_failed_by_the_detector(kind: crate::runtime::TransportKind, how: u8) {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    let mode = std::sync::Arc::new(AtomicU8::new(0));
+    let mut g = Group::builder(4)
+        .transport(kind)
+        .failure_detector(Duration::from_micros(200), Duration::from_millis(50))
+        .hang_agree((3, mode.clone()))
+        .build()
+        .unwrap();
+    let case = format!("{kind:?}, mode {how}");
+    // A first agreement with everyone: member 3 was alive and heard from.
+    for m in 0..4 {
+        g.agree(m, u64::MAX).unwrap();
+    }
+    for _ in 0..4 {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Agreed {
+                id: 0, value, failed, ..
+            }) => {
+                assert_eq!((value, failed), (u64::MAX, vec![]), "{case}");
+            }
+            ev => panic!("{case}: {ev:?}"),
+        }
+    }
+    mode.store(how, Ordering::Release);
+    for m in 0..3 {
+        g.agree(m, !(1u64 << m)).unwrap();
+    }
+    let (mut agreed, mut failed_events) = (0, Vec::new());
+    while agreed < 3 {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Agreed {
+                id: 1, value, failed, ..
+            }) => {
+                assert_eq!((value, failed), (!0b111, vec![3]), "{case}");
+                agreed += 1;
+            }
+            Some(Event::Failed { rank }) => failed_events.push(rank),
+            ev => panic!("{case}: {ev:?} (failed so far: {failed_events:?})"),
+        }
+    }
+    while let Some(ev) = g.next_event(Duration::from_millis(200)) {
+        match ev {
+            Event::Failed { rank } => failed_events.push(rank),
+            ev => panic!("{case}: {ev:?}"),
+        }
+    }
+    assert_eq!(failed_events, [3], "{case}: reported once, no one else");
+    assert!(g.is_dead(3), "{case}: it stops in the broadcasts too");
+    let by = g.fenced_by(3).expect("stopped because a member suspected it");
+    assert!(by < 3, "{case}: {by}");
+    assert_eq!(g.agree(3, 1), Err(GroupError::Fenced { rank: 3, by }), "{case}");
+    // The survivors go on.
+    for m in 0..3 {
+        g.agree(m, 0b11).unwrap();
+    }
+    for _ in 0..3 {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Agreed {
+                id: 2, value, failed, ..
+            }) => assert_eq!((value, failed), (0b11, vec![3]), "{case}"),
+            ev => panic!("{case}: {ev:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_hung_member_is_suspected_by_its_silence_and_failed() {
+    use crate::runtime::TransportKind;
+    a_member_that_stops_unannounced_is_failed_by_the_detector(TransportKind::Inproc, agree::HUNG);
+    a_member_that_stops_unannounced_is_failed_by_the_detector(TransportKind::Udp, agree::HUNG);
+}
+
+#[test]
+fn a_member_whose_endpoint_closed_is_suspected_and_failed() {
+    a_member_that_stops_unannounced_is_failed_by_the_detector(crate::runtime::TransportKind::Udp, agree::CLOSED);
+}

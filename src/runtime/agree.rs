@@ -29,9 +29,17 @@ use crate::wire::{DropCounters, HEADER_LEN};
 mod node;
 
 pub use node::DIGEST_BLOCK;
-pub(crate) use node::{Node, NodeInit};
+pub(crate) use node::{EraFraming, Node, NodeInit};
 
 const JOB: u64 = 0xE4A0_A64E_E000_0001;
+
+/// The failure detector's heartbeat period to ERA tree neighbours of `ftcoll agree` and of a
+/// library group's agreements, by default.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_micros(100);
+
+/// A neighbour silent this long is suspected, by default (the floor of the detector's
+/// adaptive bound).
+pub const DEFAULT_SUSPECT_AFTER: Duration = Duration::from_millis(100);
 
 /// The most nodes: an ERA message with every other node failed and acknowledged (two sets of
 /// `n - 1` ranks) must fit one transport datagram ([`crate::transport::MAX_PAYLOAD`]).
