@@ -63,6 +63,12 @@ impl RankSet {
         v.windows(2).all(|w| w[0] < w[1]).then_some(Self(v))
     }
 
+    /// Ranks the set can hold without allocating.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
     /// Empties the set, keeping its allocation.
     pub fn clear(&mut self) {
         self.0.clear();
