@@ -209,6 +209,12 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
         assert_eq!(v["invalid"], 0, "{transport}: {v}");
         assert_eq!(v["unfinished"], 0, "{transport}: {v}");
         assert!(v["first_success_after_kill_us"].is_number(), "{transport}: {v}");
+        // The detection is part of the recovery: it comes first.
+        let detected = v["first_suspicion_after_kill_us"].as_f64().unwrap();
+        assert!(
+            detected > 0.0 && detected <= v["first_success_after_kill_us"].as_f64().unwrap(),
+            "{transport}: {v}"
+        );
         let classes = class_names(&v);
         assert!(classes.contains(&"failure-detecting"), "{transport}: {v}");
         assert!(classes.contains(&"post-failure"), "{transport}: {v}");
@@ -310,6 +316,11 @@ fn procs_mode_survives_a_sigkill() {
     assert_eq!(v["unfinished"], 0, "{v}");
     assert!(v["suspicions"].as_u64().unwrap() >= 1, "the SIGKILL was noticed: {v}");
     assert!(v["first_success_after_kill_us"].is_number(), "{v}");
+    let detected = v["first_suspicion_after_kill_us"].as_f64().unwrap();
+    assert!(
+        detected > 0.0 && detected <= v["first_success_after_kill_us"].as_f64().unwrap(),
+        "{v}"
+    );
     assert_eq!(v["agreements"], 320, "every agreement returned at the survivors: {v}");
     let classes = class_names(&v);
     assert!(classes.contains(&"failure-detecting"), "{v}");
@@ -380,6 +391,7 @@ fn joined_processes_agree_through_rank_0_and_one_kills_itself() {
     assert_eq!(v["false_suspicions"], 0, "{v}");
     assert_eq!(v["agreements"], 320, "{v}");
     assert!(v["first_success_after_kill_us"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["first_suspicion_after_kill_us"].is_number(), "{v}");
     assert!(v["clock_uncertainty_us"].is_number(), "{v}");
     per_agreement_rows(&v, 300);
 }

@@ -107,7 +107,7 @@ for n in $NODES; do
     done
 done
 printf "\nkill to the first successful agreement after it (µs), rank N/2 killed at agreement %d:\n" $((ITERATIONS / 2))
-printf "%3s  %-16s %12s %12s %8s\n" N "MPI vs ftcoll" "MPI" "ftcoll" "ratio"
+printf "%3s  %-16s %12s %12s %8s %14s\n" N "MPI vs ftcoll" "MPI" "ftcoll" "ratio" "ftc detected"
 for n in $NODES; do
     ((n >= 3)) || continue
     for pair in "tcp udp" "tcp udp-procs" "sm inproc"; do
@@ -117,10 +117,12 @@ for n in $NODES; do
         f=$(ftc "$n" "$2" "$k")
         ok=$(num "$(jq -r .first_success_after_kill_us <<<"$o" 2>/dev/null)")
         fk=$(num "$(jq -r .first_success_after_kill_us <<<"$f" 2>/dev/null)")
-        printf "%3s  %-16s %12s %12s %8s\n" "$n" "$1 vs $2" "$ok" "$fk" "$(ratio "$fk" "$ok")"
+        fd=$(num "$(jq -r .first_suspicion_after_kill_us <<<"$f" 2>/dev/null)")
+        printf "%3s  %-16s %12s %12s %8s %14s\n" "$n" "$1 vs $2" "$ok" "$fk" "$(ratio "$fk" "$ok")" "$fd"
     done
 done
 echo "ftcoll: per-node latency (entry to return) of failure-free agreements; Open MPI: each rank's MPIX_Comm_agree time."
+echo "'ftc detected': ftcoll's kill to the first suspicion of it (the failure-detection part of the recovery)."
 echo "ftcoll kills a node by stopping its thread and closing its endpoint (UDP: the socket closes, the next"
 echo "datagram to it draws ICMP port unreachable; inproc: the closed endpoint), or with udp-procs (agree --procs,"
 echo "one process per node) by a real SIGKILL of its process, as Open MPI's rank gets."

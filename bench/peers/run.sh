@@ -329,11 +329,13 @@ run_ompi() { # N BTL_LABEL -> $RESULTS/ompi-LABEL-N.jsonl
     bounded "$TIMEOUT" "$out" "${cmd[@]}" || rc=$?
     ((rc == 0)) || failed "Open MPI ($label, np $n)" "$rc" "$out"
 }
-run_ftcoll() { # N SIZE TRANSPORT KILL(none|default) -> $RESULTS/ftcoll-TRANSPORT-KILL-N-SIZE.json
-    local n=$1 s=$2 tr=$3 kill=$4 out="$RESULTS/ftcoll-$3-$4-$1-$2.json" rc=0
+run_ftcoll() { # N SIZE TRANSPORT KILL(none|default) [optimal] -> $RESULTS/ftcoll-TRANSPORT-KILL[-optimal]-N-SIZE.json
+    local n=$1 s=$2 tr=$3 kill=$4 tree=${5:-} rc=0
+    local out="$RESULTS/ftcoll-$3-$4${tree:+-$tree}-$1-$2.json"
     local args=(bench --nodes "$n" --size "$s" --iterations "$ITERATIONS" --warmup "$WARMUP"
         --transport "$tr" --json)
     [[ $kill == none ]] && args+=(--kill none)
+    [[ -n $tree ]] && args+=(--tree "$tree")
     echo "    ftcoll ${args[*]}"
     bounded "$TIMEOUT" "$out" "$FTCOLL" "${args[@]}" || rc=$?
     ((rc == 0)) || failed "ftcoll bench ($tr, kill $kill, N $n, size $s)" "$rc" "$out"
@@ -358,6 +360,9 @@ for n in $NODES; do
     for s in $SIZES; do
         run_ftcoll "$n" "$s" udp none
         run_ftcoll "$n" "$s" inproc none
+        # The LogP-optimal tree for the o and L this run measures (Corrected Trees §3.2.3): on
+        # shared memory, where L is a few o, it is flatter than the binomial default.
+        if ((n > 2)); then run_ftcoll "$n" "$s" inproc none optimal; fi
         if ((n >= 3)); then
             run_ftcoll "$n" "$s" udp default
         fi
@@ -388,7 +393,7 @@ ratio() { # A B -> A/B with 2 decimals, or n/a
     fi
 }
 
-fmt='%3s %5s  %-15s %9s %9s %9s %9s  %9s %9s %9s %6s  %7s %7s %7s\n'
+fmt='%3s %5s  %-17s %9s %9s %9s %9s  %9s %9s %9s %6s  %7s %7s %7s\n'
 echo
 echo "ftcoll bench vs Open MPI MPI_Bcast, latency in µs (iterations $ITERATIONS after $WARMUP warm-up)"
 first_s=${SIZES%% *}
@@ -409,11 +414,12 @@ echo
 printf "$fmt" N size "MPI vs ftcoll" "MPI p50" "MPI avg" "col p50" "MPI osu" "ftc p50" "ftc avg" "ftc osu" "viol" "r(p50)" "r(avg)" "r(osu)"
 for n in $NODES; do
     for s in $SIZES; do
-        for pair in "tcp udp none" "tcp udp default" "sm inproc none"; do
-            read -r btl tr kill <<<"$pair"
+        for pair in "tcp udp none" "tcp udp default" "sm inproc none" "sm inproc none optimal"; do
+            read -r btl tr kill tree <<<"$pair"
             [[ $kill == default && $n -lt 3 ]] && continue
+            [[ -n $tree && $n -lt 3 ]] && continue
             of="$RESULTS/ompi-$btl-$n.jsonl"
-            ff="$RESULTS/ftcoll-$tr-$kill-$n-$s.json"
+            ff="$RESULTS/ftcoll-$tr-$kill${tree:+-$tree}-$n-$s.json"
             mp=$(get "$of" .latency_us.p50 "$s")
             ma=$(get "$of" .latency_us.avg "$s")
             mc=$(get "$of" .coloring_us.p50 "$s")
@@ -425,6 +431,7 @@ for n in $NODES; do
             [[ -s $ff ]] && fv=$(jq -r '"\(.violations)/\(.timeouts)"' "$ff" 2>/dev/null || echo n/a)
             label="$([[ $btl == sm ]] && echo "$SM_BTL" || echo "$btl") vs $tr"
             [[ $kill == default ]] && label+="+kill"
+            [[ -n $tree ]] && label+="/opt"
             # shellcheck disable=SC2059
             printf "$fmt" "$n" "$s" "$label" "$mp" "$ma" "$mc" "$mo" "$fp" "$fa" "$fo" "$fv" "$(ratio "$fp" "$mp")" "$(ratio "$fa" "$ma")" "$(ratio "$fo" "$mo")"
         done
@@ -432,6 +439,7 @@ for n in $NODES; do
 done
 echo "viol = ftcoll consistency violations/timed-out operations; +kill = ftcoll's default crash"
 echo "(rank 1 dies on receiving mid-run); Open MPI's broadcast is not fault-tolerant and never loses a rank here."
+echo "/opt = ftcoll with --tree optimal: the LogP-optimal tree for the o and L the run measured (default: binomial)."
 for n in $NODES; do
     if ((n > CORES)); then
         workers=$(jq -r '.config.workers // "?"' "$RESULTS/ftcoll-udp-none-$n-$first_s.json" 2>/dev/null || echo "?")

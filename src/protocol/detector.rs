@@ -13,7 +13,10 @@
 //!   happened to send something);
 //! - otherwise a heartbeat ([`Detector::poll_beat`]) to a watched peer, or to a peer that
 //!   pinged this one within `suspect_after` (those who watch this process hear from it too,
-//!   their views may differ from this one's), when nothing was sent to it for `heartbeat`.
+//!   their views may differ from this one's), when nothing was sent to it for `heartbeat`;
+//!   a watched peer that this process spoke to last, silent for `heartbeat / 2` since, gets
+//!   one then already (it owes a word: a neighbour that died while this process waits on it
+//!   is found half a period sooner).
 //!
 //! The bound adapts per peer, as phi-accrual detectors do with the inter-arrival times they
 //! observe: it is [`GAP_FACTOR`] × the longest gap between two datagrams of that watched peer
@@ -157,8 +160,11 @@ impl Detector {
         self.watching.extend_from_slice(watched);
         let after = self.cfg.suspect_after;
         for &p in watched {
-            if now.saturating_sub(self.last_heard[p as usize]) >= self.bound(p, now) {
+            let silent = now.saturating_sub(self.last_heard[p as usize]);
+            if silent >= self.bound(p, now) {
                 self.suspects.push_back(p);
+            } else if self.owes_word(p, now, silent) && !skip(p) {
+                self.beats.push_back(p);
             } else {
                 self.beat_if_due(p, now, &skip);
             }
@@ -168,6 +174,20 @@ impl Detector {
                 self.beat_if_due(p, now, &skip);
             }
         }
+    }
+
+    /// A watched peer owes this process a word: this process spoke to it last, and since
+    /// then both have been silent for half a heartbeat period. It gets its heartbeat early: a
+    /// neighbour that fell silent while this one waits on it is the one that may have died,
+    /// and the heartbeat finds out (the transport's closed-port signal answers it at once)
+    /// about half a period sooner than the regular one would, and the other neighbours of
+    /// the dead process, which last heard from it at about the same time, find out with it.
+    /// A peer that spoke last is not owed one early, so two idle peers still exchange about
+    /// one heartbeat per period each.
+    fn owes_word(&self, p: Rank, now: Time, silent: Time) -> bool {
+        let half = self.cfg.heartbeat / 2;
+        let sent = self.last_sent[p as usize];
+        sent > self.last_heard[p as usize] && silent >= half && now.saturating_sub(sent) >= half
     }
 
     fn beat_if_due(&mut self, p: Rank, now: Time, skip: &impl Fn(Rank) -> bool) {
@@ -223,6 +243,45 @@ mod tests {
                 assert_eq!(b, [1], "no heartbeat to the suspect");
             }
         }
+    }
+
+    #[test]
+    fn a_watched_peer_spoken_to_last_gets_its_heartbeat_after_half_a_period_of_silence() {
+        let cfg = DetectorConfig {
+            heartbeat: 100,
+            suspect_after: 1000,
+        };
+        let mut d = Detector::new(4, cfg, 0);
+        d.check(0, &[1, 2], |_| false);
+        // Peer 1 answered this process's last message; peer 2 did not (it owes a word).
+        d.sent(1, 10);
+        d.heard(1, 12);
+        d.sent(2, 10);
+        d.check(59, &[1, 2], |_| false);
+        assert_eq!(drain(&mut d), (vec![], vec![]), "less than half a period");
+        d.check(60, &[1, 2], |_| false);
+        assert_eq!(
+            drain(&mut d),
+            (vec![], vec![2]),
+            "half a period: only the one owing a word"
+        );
+        d.sent(2, 60);
+        d.check(109, &[1, 2], |_| false);
+        assert_eq!(drain(&mut d), (vec![], vec![]), "one early heartbeat per half period");
+        d.check(110, &[1, 2], |_| false);
+        assert_eq!(drain(&mut d), (vec![], vec![1, 2]), "the regular period for the other");
+        // A pinger this process does not watch gets only the regular heartbeats.
+        let mut d = Detector::new(4, cfg, 0);
+        d.pinged(3, 5);
+        d.sent(3, 10);
+        d.check(80, &[], |_| false);
+        assert_eq!(drain(&mut d), (vec![], vec![]));
+        // Nor does a skipped peer.
+        let mut d = Detector::new(4, cfg, 0);
+        d.check(0, &[2], |_| false);
+        d.sent(2, 10);
+        d.check(60, &[2], |p| p == 2);
+        assert_eq!(drain(&mut d), (vec![], vec![]));
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                 "classes": classes, "disagreements": r.disagreements, "invalid": r.invalid, "unfinished": r.unfinished,
                 "suspicions": r.suspicions, "false_suspicions": r.false_suspicions,
                 "first_success_after_kill_us": r.first_success_after_kill.map(|x| x as f64 / 1000.0),
+                "first_suspicion_after_kill_us": r.first_suspicion_after_kill.map(|x| x as f64 / 1000.0),
                 "messages_per_agreement": r.messages_per_agreement, "agreements": r.agreements, "seconds": r.seconds,
                 "procs": procs, "joined": joined, "peak_rss_kb": r.peak_rss_kb,
                 "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
@@ -195,6 +196,13 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport, mode: AgreeMode, coordinator_rss:
         let _ = writeln!(
             s,
             "\nkill to the first successful agreement returned everywhere: {:.2} µs",
+            t as f64 / 1000.0
+        );
+    }
+    if let Some(t) = r.first_suspicion_after_kill {
+        let _ = writeln!(
+            s,
+            "kill to the first suspicion (failure detection): {:.2} µs",
             t as f64 / 1000.0
         );
     }

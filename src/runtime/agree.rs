@@ -87,6 +87,9 @@ pub struct AgreeBenchReport {
     /// From the kill to the last live node's return of the first successful agreement after
     /// it, ns.
     pub first_success_after_kill: Option<u64>,
+    /// The injected kill to the first suspicion of any node by any other (ns): the failure
+    /// detection part of `first_success_after_kill`.
+    pub first_suspicion_after_kill: Option<u64>,
     pub messages_per_agreement: f64,
     pub heartbeats: u64,
     pub transport: TransportStats,
@@ -391,6 +394,14 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
     Ok(report(&sh, &nodes, seconds))
 }
 
+/// The first of `times` at or after an injected kill at `kill_ns`, measured from it (none
+/// without a kill).
+pub(crate) fn after_kill(kill_ns: u64, times: impl Iterator<Item = u64>) -> Option<u64> {
+    (kill_ns != u64::MAX)
+        .then(|| times.filter(|&t| t >= kill_ns).min().map(|t| t - kill_ns))
+        .flatten()
+}
+
 fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
     sh.fold(true);
     let mut w = sh.window();
@@ -399,6 +410,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
     let unfinished = live.iter().filter(|n| !n.finished).count() as u64;
     let kill_ns = sh.kill_ns.load(Ordering::Acquire);
     let first_success = w.first_success.map(|(_, last)| last.saturating_sub(kill_ns));
+    let first_suspicion = after_kill(kill_ns, nodes.iter().filter_map(|n| n.first_suspect_ns));
     let mut transport = TransportStats::default();
     let mut drops = DropCounters::default();
     let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0, 0);
@@ -427,6 +439,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         suspicions,
         false_suspicions,
         first_success_after_kill: first_success,
+        first_suspicion_after_kill: first_suspicion,
         messages_per_agreement: messages as f64 / w.agreements.max(1) as f64,
         heartbeats,
         transport,

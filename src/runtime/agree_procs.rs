@@ -82,6 +82,9 @@ pub struct ChildResult {
     /// the node reports at once and counts as dead, a false suspicion.
     #[serde(default)]
     pub fenced_by: Option<u32>,
+    /// When this node first suspected a peer (ns on the run's clock).
+    #[serde(default)]
+    pub first_suspect_ns: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -334,6 +337,7 @@ fn result(node: &Node) -> ChildResult {
         peak_rss_kb: peak_rss_kb(),
         failed: node.last_failed.clone(),
         fenced_by: node.drv.fenced_by(),
+        first_suspect_ns: node.first_suspect_ns,
     }
 }
 

@@ -386,6 +386,8 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
     }
     let kill_ns = killed.iter().flatten().min().copied();
     let first_success = kill_ns.and_then(|k| w.first_success.map(|(_, t)| t.saturating_sub(k)));
+    let first_suspicion =
+        kill_ns.and_then(|k| crate::runtime::agree::after_kill(k, live.iter().filter_map(|r| r.first_suspect_ns)));
     AgreeBenchReport {
         classes: std::mem::take(&mut w.classes),
         disagreements: w.disagreements.max(digest_disagreements) + mismatch,
@@ -394,6 +396,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         suspicions,
         false_suspicions,
         first_success_after_kill: first_success,
+        first_suspicion_after_kill: first_suspicion,
         messages_per_agreement: messages as f64 / w.agreements.max(1) as f64,
         heartbeats,
         transport,

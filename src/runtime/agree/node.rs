@@ -101,6 +101,8 @@ pub(crate) struct Node {
     pub(crate) false_suspicions: u64,
     /// Every rank this node suspected (for `--procs`, where the parent knows the truth).
     pub(crate) suspected: Vec<Rank>,
+    /// When this node first suspected a peer (ns on the run's clock).
+    pub(crate) first_suspect_ns: Option<u64>,
     /// Outcome fingerprints of every returned agreement, chained per block of
     /// [`DIGEST_BLOCK`] ids (`--procs` compares them across processes).
     pub(crate) digests: Vec<u64>,
@@ -183,6 +185,7 @@ impl Node {
             suspicions: 0,
             false_suspicions: 0,
             suspected: Vec::new(),
+            first_suspect_ns: None,
             digests: Vec::new(),
             last_failed: Vec::new(),
             unrecorded: Vec::new(),
@@ -199,6 +202,8 @@ impl Node {
         }
         self.suspicions += 1;
         self.suspected.push(peer);
+        // On the pass's clock, as the returns it makes are recorded.
+        self.first_suspect_ns.get_or_insert(t);
         // Its returns from about here on may not have spread (it may be a step either side).
         sh.mark_dead(peer, self.era.next_id().saturating_sub(2));
         if !sh.dead[peer as usize].swap(true, Ordering::AcqRel) {
