@@ -205,7 +205,13 @@ pub struct Era<V> {
     done: VecDeque<Outcome<V>>,
     pub counters: EraCounters,
     kids: Vec<Rank>,
+    /// Emptied `Contributed` and `Requested` sets of decided agreements, reused by the next
+    /// pending ones (no allocation per agreement once warm).
+    spare: Vec<RankSet>,
 }
+
+/// Sets kept in [`Era`]'s `spare` at most.
+const SPARE_SETS: usize = 8;
 
 impl<V: Value> Era<V> {
     /// Bytes [`Era::new`] allocates for a group of `n`: the record, the failure flags and the
@@ -246,6 +252,7 @@ impl<V: Value> Era<V> {
             done: VecDeque::new(),
             counters: EraCounters::default(),
             kids: Vec::new(),
+            spare: Vec::new(),
         })
     }
 
@@ -350,7 +357,8 @@ impl<V: Value> Era<V> {
             returned_below: self.returned_below,
         };
         let me = self.me;
-        match self.slots.get_or_insert_with(id, new_pending) {
+        let spare = &mut self.spare;
+        match self.slots.get_or_insert_with(id, || new_pending(spare)) {
             Slot::Decided { returned, result } => {
                 // Decided before entering (only if a parent's DOWN overtook the call).
                 *returned = true;
@@ -394,7 +402,8 @@ impl<V: Value> Era<V> {
 
     /// Rule Recv(UP(a, v)) from q.
     fn recv_up(&mut self, q: Rank, id: AgreeId, v: Ballot<V>) {
-        let down = match self.slots.get_or_insert_with(id, new_pending) {
+        let spare = &mut self.spare;
+        let down = match self.slots.get_or_insert_with(id, || new_pending(spare)) {
             Slot::Pending(p) => {
                 if p.status != Status::Broadcasting {
                     p.current.fold(&v);
@@ -433,7 +442,8 @@ impl<V: Value> Era<V> {
         for r in newly {
             self.on_dead(r);
         }
-        let reply = match self.slots.get_or_insert_with(id, new_pending) {
+        let spare = &mut self.spare;
+        let reply = match self.slots.get_or_insert_with(id, || new_pending(spare)) {
             Slot::Decided { result, .. } => Some(EraMsg::Down {
                 id,
                 ballot: result.clone(),
@@ -513,13 +523,21 @@ impl<V: Value> Era<V> {
             };
             self.out.push_back((n, EraMsg::Down { id, ballot: v.clone() }));
         }
-        self.slots.insert(
+        let old = self.slots.insert(
             id,
             Slot::Decided {
                 result: v.clone(),
                 returned: entered,
             },
         );
+        if let Some(Slot::Pending(p)) = old {
+            for mut set in [p.contributed, p.requested] {
+                if self.spare.len() < SPARE_SETS {
+                    set.clear();
+                    self.spare.push(set);
+                }
+            }
+        }
         if entered {
             self.returned(id, &v);
         }
@@ -616,12 +634,14 @@ impl<V: Value> Era<V> {
     }
 }
 
-fn new_pending<V: Value>() -> Slot<V> {
+/// A new agreement's variables (ERA Part 1's initial values), its two sets taken from
+/// `spare` (empty) where it has some.
+fn new_pending<V: Value>(spare: &mut Vec<RankSet>) -> Slot<V> {
     Slot::Pending(Pending {
         status: Status::NotContributed,
         current: Ballot::bottom(),
-        contributed: RankSet::new(),
-        requested: RankSet::new(),
+        contributed: spare.pop().unwrap_or_default(),
+        requested: spare.pop().unwrap_or_default(),
     })
 }
 

@@ -56,11 +56,14 @@ impl<T> IdMap<T> {
         &mut self.0[i].1
     }
 
-    /// Sets the entry of `id`.
-    pub fn insert(&mut self, id: AgreeId, value: T) {
+    /// Sets the entry of `id`; the entry it replaced, if any.
+    pub fn insert(&mut self, id: AgreeId, value: T) -> Option<T> {
         match self.find(id) {
-            Ok(i) => self.0[i].1 = value,
-            Err(i) => self.0.insert(i, (id, value)),
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (id, value));
+                None
+            }
         }
     }
 
@@ -97,8 +100,7 @@ mod tests {
             };
             match rng.below(5) {
                 0 => {
-                    ours.insert(id, step);
-                    reference.insert(id, step);
+                    assert_eq!(ours.insert(id, step), reference.insert(id, step));
                 }
                 1 => {
                     *ours.get_or_insert_with(id, || step) += 1;

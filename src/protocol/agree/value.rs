@@ -63,6 +63,17 @@ impl RankSet {
         v.windows(2).all(|w| w[0] < w[1]).then_some(Self(v))
     }
 
+    /// Ranks the set can hold without allocating.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// Empties the set, keeping its allocation.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
     /// Adds `r`; returns whether it was new.
     pub fn insert(&mut self, r: Rank) -> bool {
         match self.0.binary_search(&r) {

@@ -11,7 +11,7 @@ use super::{AgreeBench, CONTINUE, JOB, Shared, contribution, valid};
 use crate::protocol::agree::{AgreeId, And64, Era, EraMsg, Outcome};
 use crate::protocol::{DetectorConfig, Event, Machine, Rank, Time};
 use crate::runtime::agree_window::{BATCH, Rec};
-use crate::runtime::driver::{Decoded, Driver, Framing};
+use crate::runtime::driver::{Decoded, Driver, Framing, Plain};
 use crate::transport::{Transport, TransportStats};
 use crate::wire::agree::Heartbeat;
 use crate::wire::{DecodeError, HEADER_LEN, WireMessage, encode_datagram, kind};
@@ -307,7 +307,17 @@ impl Node {
             return false;
         }
         let now = Instant::now();
-        let mut progress = self.drv.receive(&mut self.era, now);
+        // Receive (bounded, as `Driver::receive`), but what each message made ERA send (a
+        // decision's DOWN, an UP) leaves before the next poll: one empty poll less on every
+        // hop of the agreement's critical path.
+        let mut progress = false;
+        for _ in 0..64 {
+            if !self.drv.receive_once(&mut Plain(&mut self.era), now) || self.drv.fenced_by().is_some() {
+                break;
+            }
+            progress = true;
+            self.send_pending(sh, now);
+        }
         if self.drv.fenced_by().is_some() {
             // A peer's transport suspected this node and fenced it (fail-stop enforcement):
             // it is dead, as if that peer's suspicion had reached it through `Shared`.

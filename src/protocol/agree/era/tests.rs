@@ -279,3 +279,46 @@ fn window_limits_outstanding_agreements() {
     assert_eq!(e.agree(And64(1)), Ok(0));
     assert_eq!(e.agree(And64(1)), Err(AgreeError::WindowFull));
 }
+
+/// A decided agreement's `Contributed` and `Requested` sets are emptied and reused by the
+/// next agreements, so a process in steady state allocates no set per agreement; what the
+/// sets hold is unchanged (each new agreement starts from empty sets).
+#[test]
+fn decided_agreements_hand_their_sets_to_the_next() {
+    let n = 3;
+    let mut eras: Vec<Era<And64>> = (0..n).map(|r| Era::new(r, n, EraConfig::default()).unwrap()).collect();
+    for round in 0..4u64 {
+        for e in eras.iter_mut() {
+            e.agree(And64(!round)).unwrap();
+        }
+        let mut flight = Vec::new();
+        let mut returned = 0;
+        while returned < n {
+            for (r, e) in eras.iter_mut().enumerate() {
+                while let Some((to, m)) = e.poll_send() {
+                    flight.push((r as Rank, to, m));
+                }
+                while let Some(o) = e.poll_outcome() {
+                    assert_eq!((o.id, o.value), (round, And64(!round)));
+                    returned += 1;
+                }
+            }
+            for (from, to, m) in flight.drain(..) {
+                eras[to as usize].on_message(from, m);
+            }
+        }
+        // The root gathered from its two children: both of its sets come back, with room.
+        let root = &eras[0];
+        assert_eq!(root.spare.len(), 2, "round {round}");
+        assert!(root.spare.iter().all(|s| s.is_empty() && s.capacity() >= 1));
+    }
+    // A new agreement takes them, empty.
+    let root = &mut eras[0];
+    root.agree(And64(1)).unwrap();
+    assert!(root.spare.is_empty());
+    let Some(Slot::Pending(p)) = root.slots.get(&4) else {
+        panic!("agreement 4 is pending")
+    };
+    assert_eq!(p.contributed.as_slice(), &[0]);
+    assert!(p.requested.is_empty() && p.requested.capacity() >= 1);
+}
