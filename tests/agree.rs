@@ -327,6 +327,14 @@ fn procs_mode_survives_a_sigkill() {
         "{v}"
     );
     assert_eq!(v["agreements"], 320, "every agreement returned at the survivors: {v}");
+    // The node processes report all their transport's counters: the killed process's closed
+    // port refused datagrams the survivors sent it.
+    let c = &v["transport_counters"];
+    assert!(
+        c["refused"].as_u64().unwrap() >= c["refused_probes"].as_u64().unwrap(),
+        "{v}"
+    );
+    assert!(c["refused"].as_u64().unwrap() >= 1, "{v}");
     let classes = class_names(&v);
     assert!(classes.contains(&"failure-detecting"), "{v}");
     assert!(classes.contains(&"post-failure"), "{v}");

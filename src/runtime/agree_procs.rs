@@ -85,6 +85,10 @@ pub struct ChildResult {
     /// When this node first suspected a peer (ns on the run's clock).
     #[serde(default)]
     pub first_suspect_ns: Option<u64>,
+    /// The rest of the transport's counters: window-full refusals, ACKs sent, refused
+    /// datagrams, refused PROBEs.
+    #[serde(default)]
+    pub counters: [u64; 4],
 }
 
 #[derive(Serialize, Deserialize)]
@@ -332,6 +336,7 @@ fn result(node: &Node) -> ChildResult {
         messages: node.drv.messages,
         heartbeats: node.drv.heartbeats,
         transport: [t.sent, t.received, t.retransmits, t.suspected],
+        counters: [t.window_full, t.acks_sent, t.refused, t.refused_probes],
         drops: node.drv.drops,
         digests: node.digests.clone(),
         peak_rss_kb: peak_rss_kb(),

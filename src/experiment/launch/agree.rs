@@ -356,6 +356,10 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         transport.received += r.transport[1];
         transport.retransmits += r.transport[2];
         transport.suspected += r.transport[3];
+        transport.window_full += r.counters[0];
+        transport.acks_sent += r.counters[1];
+        transport.refused += r.counters[2];
+        transport.refused_probes += r.counters[3];
         suspicions += r.suspected.len() as u64;
         for &p in &r.suspected {
             if let Some(f) = falsely.get_mut(p as usize)
