@@ -17,7 +17,7 @@ use crate::wire::agree::Heartbeat;
 use crate::wire::{DecodeError, HEADER_LEN, Header, WireMessage, encode_datagram, kind};
 
 /// ERA's datagrams: `ERA_AND64` messages and `HEARTBEAT`s.
-pub(crate) struct EraFraming;
+pub struct EraFraming;
 
 impl Framing for EraFraming {
     type Msg = EraMsg<And64>;
