@@ -56,7 +56,8 @@ fn agree(nodes: &mut [Node], from: u64, agreements: u64) {
     let deadline = Instant::now() + Duration::from_secs(30);
     for id in from..from + agreements {
         for (r, (era, _)) in nodes.iter_mut().enumerate() {
-            era.handle(0, Event::Input(contribution(3, r as u32, id, true))).unwrap();
+            era.handle(0, Event::Input(contribution(3, r as u32, id, true)))
+                .unwrap();
         }
         let mut returned = 0;
         while returned < nodes.len() {
@@ -103,6 +104,9 @@ fn a_warm_agreement_node_allocates_nothing_per_message() {
     let spent = allocs() - before;
     let messages: u64 = nodes.iter().map(|(_, d)| d.messages).sum();
     let heartbeats: u64 = nodes.iter().map(|(_, d)| d.heartbeats).sum();
-    assert!(messages >= 2 * 2200 && heartbeats > 0, "{messages} messages, {heartbeats} heartbeats");
+    assert!(
+        messages >= 2 * 2200 && heartbeats > 0,
+        "{messages} messages, {heartbeats} heartbeats"
+    );
     assert_eq!(spent, 0, "allocations in 2000 warm agreements");
 }

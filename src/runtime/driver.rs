@@ -214,7 +214,8 @@ impl<F: Framing> Driver<F> {
     /// a forward can leave before the next read): its deliveries go to `e`; whether any came.
     #[inline]
     pub fn receive_once<E: Endpoint<F>>(&mut self, e: &mut E, now: Instant) -> bool {
-        if F::HEARTBEATS {
+        // (Once per pass: the polls after the first of a pass are at the same instant.)
+        if F::HEARTBEATS && now != self.last_step {
             if now.saturating_duration_since(self.last_step) >= self.grace {
                 let t = self.ns(now);
                 self.det.rest(t);
@@ -230,7 +231,10 @@ impl<F: Framing> Driver<F> {
             fenced_by: &mut self.fenced_by,
             job: self.job,
             n: self.n,
-            clock: (now, self.base, None),
+            now,
+            base: self.base,
+            last_now: &mut self.last_now,
+            last_t: &mut self.last_t,
             _family: PhantomData,
         };
         let got = self.tp.poll(now, &mut |d| rx.deliver(d));
@@ -380,17 +384,25 @@ struct Receiver<'a, F: Framing, E> {
     fenced_by: &'a mut Option<Rank>,
     job: u64,
     n: u32,
-    /// The pass's instant, the time base, and the instant in the detector's time once a
-    /// delivery needed it (a pass that receives nothing converts nothing).
-    clock: (Instant, Instant, Option<Time>),
+    /// The pass's instant and the time base.
+    now: Instant,
+    base: Instant,
+    /// The driver's last conversion ([`Driver::ns`]): a pass converts its instant once, when
+    /// a delivery first needs it (a pass that receives nothing converts nothing), and the
+    /// rest of the pass reuses it.
+    last_now: &'a mut Instant,
+    last_t: &'a mut Time,
     _family: PhantomData<fn() -> F>,
 }
 
 impl<F: Framing, E: Endpoint<F>> Receiver<'_, F, E> {
     #[inline]
     fn now(&mut self) -> Time {
-        let (now, base, t) = &mut self.clock;
-        *t.get_or_insert_with(|| now.saturating_duration_since(*base).as_nanos() as Time)
+        if *self.last_now != self.now {
+            *self.last_now = self.now;
+            *self.last_t = self.now.saturating_duration_since(self.base).as_nanos() as Time;
+        }
+        *self.last_t
     }
 
     /// Checks and hands one delivery on; a bad datagram is dropped and counted.

@@ -167,6 +167,8 @@ pub(crate) struct NodeInit {
 }
 
 impl Node {
+    /// `base` is the run's time base, [`Shared`]'s: entries and returns are timed on the
+    /// driver's clock, which converts a pass's instant once for all its uses.
     pub(crate) fn new(b: &AgreeBench, init: NodeInit, tp: Box<dyn Transport>, base: Instant) -> Result<Self, String> {
         let n = b.n;
         Ok(Node {
@@ -269,12 +271,12 @@ impl Node {
         let cont = id + 1 < self.total && self.deadline.is_none_or(|d| Instant::now() < d);
         let value = contribution(self.seed, self.rank, id, cont);
         if self.era.handle(self.drv.ns(now), Event::Input(value)).is_ok() {
-            self.entry = Some(sh.ns(now));
+            self.entry = Some(self.drv.ns(now));
         }
     }
 
     fn on_return(&mut self, o: Outcome<And64>, sh: &Shared, now: Instant) {
-        let ret = sh.ns(now);
+        let ret = self.drv.ns(now);
         let fp = fingerprint(&o);
         let rec = Rec {
             entry: self.entry.take().unwrap_or(ret),
@@ -372,7 +374,7 @@ impl Node {
                 && self
                     .unrecorded
                     .first()
-                    .is_some_and(|(_, r)| sh.ns(now).saturating_sub(r.ret) >= HANDOFF_NS))
+                    .is_some_and(|(_, r)| self.drv.ns(now).saturating_sub(r.ret) >= HANDOFF_NS))
         {
             self.record_returns(sh, self.finished);
         }

@@ -82,9 +82,10 @@ impl<V: Value> Era<V> {
             let until = self.epochs.get(e + 1).map_or(AgreeId::MAX, |&(f, _)| f);
             let ours = |id: AgreeId| from <= id && id < until;
             let used = ours(self.next_id)
-                || self.slots.iter().any(|(&id, s)| {
-                    ours(id) && matches!(s, Slot::Pending(p) if p.status != Status::NotContributed)
-                });
+                || self
+                    .slots
+                    .iter()
+                    .any(|(&id, s)| ours(id) && matches!(s, Slot::Pending(p) if p.status != Status::NotContributed));
             if !used {
                 continue;
             }
