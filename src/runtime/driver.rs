@@ -104,9 +104,10 @@ pub struct Driver<F> {
     /// converts its one clock reading once).
     last_now: Instant,
     last_t: Time,
-    /// The peers watched at the last check.
+    /// The peers watched at the last check, and when the next check is due (`None`: never,
+    /// a period past the clock's range).
     nb: Vec<Rank>,
-    nb_at: Instant,
+    nb_due: Option<Instant>,
     last_step: Instant,
     /// Messages refused with `WindowFull`, in order; only their peers wait.
     outbox: Outbox,
@@ -141,7 +142,7 @@ impl<F: Framing> Driver<F> {
             last_now: base,
             last_t: 0,
             nb: Vec::new(),
-            nb_at: base,
+            nb_due: base.checked_add(Duration::from_nanos(det.heartbeat / 4)),
             last_step: base,
             outbox: Outbox::new(n, usize::MAX),
             buf: Vec::new(),
@@ -245,10 +246,11 @@ impl<F: Framing> Driver<F> {
     /// and sends the heartbeats owed. Suspicions wait for [`Driver::poll_suspect`].
     #[inline]
     pub fn detect(&mut self, now: Instant, watch: impl FnOnce(&mut Vec<Rank>)) {
-        if now.saturating_duration_since(self.nb_at) < self.check_every {
+        // (An instant comparison: the passes between checks do no clock arithmetic.)
+        if self.nb_due.is_none_or(|due| now < due) {
             return;
         }
-        self.nb_at = now;
+        self.nb_due = now.checked_add(self.check_every);
         let t = self.ns(now);
         watch(&mut self.nb);
         // (A blocked peer has data waiting for it; a heartbeat would only queue.)
