@@ -104,10 +104,9 @@ pub struct Driver<F> {
     /// converts its one clock reading once).
     last_now: Instant,
     last_t: Time,
-    /// The peers watched at the last check, and when the next check is due (`None`: never,
-    /// a period past the clock's range).
+    /// The peers watched at the last check.
     nb: Vec<Rank>,
-    nb_due: Option<Instant>,
+    nb_at: Instant,
     last_step: Instant,
     /// Messages refused with `WindowFull`, in order; only their peers wait.
     outbox: Outbox,
@@ -142,7 +141,7 @@ impl<F: Framing> Driver<F> {
             last_now: base,
             last_t: 0,
             nb: Vec::new(),
-            nb_due: base.checked_add(Duration::from_nanos(det.heartbeat / 4)),
+            nb_at: base,
             last_step: base,
             outbox: Outbox::new(n, usize::MAX),
             buf: Vec::new(),
@@ -215,8 +214,7 @@ impl<F: Framing> Driver<F> {
     /// a forward can leave before the next read): its deliveries go to `e`; whether any came.
     #[inline]
     pub fn receive_once<E: Endpoint<F>>(&mut self, e: &mut E, now: Instant) -> bool {
-        // (Once per pass: the polls after the first of a pass are at the same instant.)
-        if F::HEARTBEATS && now != self.last_step {
+        if F::HEARTBEATS {
             if now.saturating_duration_since(self.last_step) >= self.grace {
                 let t = self.ns(now);
                 self.det.rest(t);
@@ -232,10 +230,7 @@ impl<F: Framing> Driver<F> {
             fenced_by: &mut self.fenced_by,
             job: self.job,
             n: self.n,
-            now,
-            base: self.base,
-            last_now: &mut self.last_now,
-            last_t: &mut self.last_t,
+            clock: (now, self.base, None),
             _family: PhantomData,
         };
         let got = self.tp.poll(now, &mut |d| rx.deliver(d));
@@ -246,11 +241,10 @@ impl<F: Framing> Driver<F> {
     /// and sends the heartbeats owed. Suspicions wait for [`Driver::poll_suspect`].
     #[inline]
     pub fn detect(&mut self, now: Instant, watch: impl FnOnce(&mut Vec<Rank>)) {
-        // (An instant comparison: the passes between checks do no clock arithmetic.)
-        if self.nb_due.is_none_or(|due| now < due) {
+        if now.saturating_duration_since(self.nb_at) < self.check_every {
             return;
         }
-        self.nb_due = now.checked_add(self.check_every);
+        self.nb_at = now;
         let t = self.ns(now);
         watch(&mut self.nb);
         // (A blocked peer has data waiting for it; a heartbeat would only queue.)
@@ -386,25 +380,17 @@ struct Receiver<'a, F: Framing, E> {
     fenced_by: &'a mut Option<Rank>,
     job: u64,
     n: u32,
-    /// The pass's instant and the time base.
-    now: Instant,
-    base: Instant,
-    /// The driver's last conversion ([`Driver::ns`]): a pass converts its instant once, when
-    /// a delivery first needs it (a pass that receives nothing converts nothing), and the
-    /// rest of the pass reuses it.
-    last_now: &'a mut Instant,
-    last_t: &'a mut Time,
+    /// The pass's instant, the time base, and the instant in the detector's time once a
+    /// delivery needed it (a pass that receives nothing converts nothing).
+    clock: (Instant, Instant, Option<Time>),
     _family: PhantomData<fn() -> F>,
 }
 
 impl<F: Framing, E: Endpoint<F>> Receiver<'_, F, E> {
     #[inline]
     fn now(&mut self) -> Time {
-        if *self.last_now != self.now {
-            *self.last_now = self.now;
-            *self.last_t = self.now.saturating_duration_since(self.base).as_nanos() as Time;
-        }
-        *self.last_t
+        let (now, base, t) = &mut self.clock;
+        *t.get_or_insert_with(|| now.saturating_duration_since(*base).as_nanos() as Time)
     }
 
     /// Checks and hands one delivery on; a bad datagram is dropped and counted.
