@@ -163,6 +163,7 @@ fn agree_bench(n: u32, transport: AgreeTransport, seed: u64) -> AgreeBench {
         iterations: 200,
         duration: None,
         kills: vec![(3, 100)],
+        stalls: Vec::new(),
         heartbeat: Duration::from_micros(100),
         suspect_after: Duration::from_millis(100),
         op_timeout: Duration::from_secs(5),

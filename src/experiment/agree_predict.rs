@@ -188,6 +188,7 @@ fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<Ci
         iterations: HOP_AGREEMENTS,
         duration: None,
         kills: Vec::new(),
+        stalls: Vec::new(),
         seed: b.seed ^ 0x40B0,
         // A failure detector that suspects no live node of a failure-free pair, whatever the
         // run under test was given (a run may ask for false suspicions on purpose).
