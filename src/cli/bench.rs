@@ -318,8 +318,5 @@ mod tests {
             Ok(Runner::Node { rank: 1 })
         );
         assert!(runner("--nodes 4 --procs --join 127.0.0.1:9 --rank 0").is_err());
-        assert!(runner("--nodes 4 --procs --workers 2").is_err());
-        assert!(runner("--nodes 4 --kill 2@10:sigkill").is_err());
-        assert_eq!(runner("--nodes 4 --procs --kill 2@10:sigkill"), Ok(Runner::Procs));
     }
 }

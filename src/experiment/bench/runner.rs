@@ -63,6 +63,9 @@ impl Checked {
             run_joined_node(&self.joined_node(rank, self.key(env)?))?;
             return Ok(Ran::Node);
         }
+        if let Some(e) = self.refusal() {
+            return Err(e);
+        }
         let a = &self.spec;
         let kills = &self.kills;
         let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);

@@ -188,18 +188,12 @@ impl BenchSpec {
         }
         host::check(&a)?;
         let runner = Runner::pick(a.procs, join_rank);
-        if matches!(runner, Runner::Procs | Runner::Coordinator) && a.workers.is_some() {
-            return Err("--workers does not apply to --procs (each node process has one worker)".into());
-        }
         let kill_text = a.kill.clone().unwrap_or_else(|| default_kills(&a));
         let kills = if kill_text == "none" {
             Vec::new()
         } else {
             parse_kills(&kill_text, a.nodes)?
         };
-        if runner == Runner::Local && kills.iter().any(|k| matches!(k.point, KillPoint::SigKill { .. })) {
-            return Err("--kill R@I:sigkill needs --procs (a thread cannot be SIGKILLed)".into());
-        }
         Ok(Checked {
             runner,
             spec: a,
@@ -210,6 +204,21 @@ impl BenchSpec {
 }
 
 impl Checked {
+    /// What the runner refuses of a spec that passed [`BenchSpec::validate`]: checked when the
+    /// run starts (after the caller opened its outputs), before anything runs.
+    pub fn refusal(&self) -> Option<String> {
+        let a = &self.spec;
+        match self.runner {
+            Runner::Procs | Runner::Coordinator if a.workers.is_some() => {
+                Some("--workers does not apply to --procs (each node process has one worker)".into())
+            }
+            Runner::Local if self.kills.iter().any(|k| matches!(k.point, KillPoint::SigKill { .. })) => {
+                Some("--kill R@I:sigkill needs --procs (a thread cannot be SIGKILLed)".into())
+            }
+            _ => None,
+        }
+    }
+
     /// The runner this spec goes to: a local cluster, one process per node, or a launched
     /// run's coordinator or other node.
     pub fn runner(&self) -> Runner {

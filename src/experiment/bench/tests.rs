@@ -93,47 +93,49 @@ fn a_spec_picks_local_procs_or_a_launched_runs_coordinator_or_node() {
 }
 
 #[test]
-fn the_runner_specific_checks_refuse_before_anything_runs() {
-    let e = check(&BenchSpec {
-        procs: true,
-        workers: Some(2),
-        ..spec(4)
-    })
-    .err()
-    .unwrap();
+fn each_runner_refuses_what_it_cannot_run_before_anything_runs() {
+    // Refused when the run starts, not by `validate`: the caller opens its outputs in
+    // between, and an unwritable output is the error a user must see first.
+    let refusal = |s: BenchSpec| check(&s).unwrap().refusal();
+    let workers = |s: BenchSpec| BenchSpec { workers: Some(2), ..s };
+    let e = refusal(workers(BenchSpec { procs: true, ..spec(4) })).unwrap();
     assert!(e.contains("--workers does not apply"), "{e}");
-    let joined0 = BenchSpec {
+    let joined = |rank| BenchSpec {
         join: Some("127.0.0.1:9".parse().unwrap()),
-        rank: Some(0),
-        workers: Some(2),
+        rank: Some(rank),
         ..spec(4)
     };
-    assert!(check(&joined0).is_err(), "rank 0 runs one node, on one worker");
-    // Another rank was never refused for --workers (it ignores it): still not.
     assert!(
-        check(&BenchSpec {
-            rank: Some(1),
-            ..joined0
-        })
-        .is_ok()
+        refusal(workers(joined(0))).is_some(),
+        "rank 0 runs one node, on one worker"
     );
-    let e = check(&BenchSpec {
+    // Another rank never looked at --workers: it still does not.
+    assert_eq!(refusal(workers(joined(1))), None);
+    assert_eq!(refusal(workers(spec(4))), None, "a local run has workers");
+    let sigkill = |s: BenchSpec| BenchSpec {
         kill: Some("2@10:sigkill".into()),
-        ..spec(4)
-    })
-    .err()
-    .unwrap();
+        ..s
+    };
+    let e = refusal(sigkill(spec(4))).unwrap();
     assert!(e.contains("needs --procs"), "{e}");
-    assert_eq!(
-        check(&BenchSpec {
-            kill: Some("2@10:sigkill".into()),
-            procs: true,
-            ..spec(4)
-        })
-        .unwrap()
-        .runner(),
-        Runner::Procs
-    );
+    assert_eq!(refusal(sigkill(BenchSpec { procs: true, ..spec(4) })), None);
+    // The entry point refuses it.
+    let checked = check(&sigkill(BenchSpec {
+        transport: TransportKind::Inproc,
+        ..spec(4)
+    }))
+    .unwrap();
+    let configure_verbs = |_| Ok(());
+    let job_key = |_| Ok(None::<AuthKey>);
+    let write_key_file = |_: &std::path::Path, _: &AuthKey| Err::<std::path::PathBuf, _>("no files".to_string());
+    let env = BenchEnv {
+        configure_verbs: &configure_verbs,
+        job_key: &job_key,
+        write_key_file: &write_key_file,
+        poll_name: |_| "busy",
+    };
+    let e = checked.run(&env, None).err().unwrap();
+    assert!(e.contains("needs --procs"), "{e}");
 }
 
 #[test]
