@@ -45,6 +45,12 @@ pub struct Calendar<E> {
     in_ring: usize,
     /// Events beyond the ring, by instant.
     far: Far<E>,
+    /// Emptied buckets' vectors, kept for their capacity: a bucket that gets its first event
+    /// takes one, and an instant that is over gives its bucket's back. Only the buckets that
+    /// hold events then own memory (a broadcast's receives fill the few instants of one hop,
+    /// and the ring's other buckets would otherwise each grow to that size in turn: hundreds
+    /// of megabytes of fresh pages at 2^20 processes).
+    spare: Vec<Vec<E>>,
 }
 
 impl<E: Copy> Calendar<E> {
@@ -68,6 +74,7 @@ impl<E: Copy> Calendar<E> {
             late_word: 0,
             in_ring: 0,
             far: Far::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -121,12 +128,21 @@ impl<E: Copy> Calendar<E> {
         }
         let b = (time & self.mask) as usize;
         match item {
-            Item::Early(e) => {
-                self.early[b].push(e);
-                self.in_ring += 1;
-            }
+            Item::Early(e) => self.push_early(b, e),
             Item::Late(r) => self.set_late(b, r, time == self.now),
         }
+    }
+
+    #[inline]
+    fn push_early(&mut self, b: usize, e: E) {
+        let bucket = &mut self.early[b];
+        if bucket.len() == bucket.capacity() && bucket.is_empty() {
+            if let Some(v) = self.spare.pop() {
+                *bucket = v;
+            }
+        }
+        bucket.push(e);
+        self.in_ring += 1;
     }
 
     fn set_late(&mut self, b: usize, r: u32, current: bool) {
@@ -177,7 +193,11 @@ impl<E: Copy> Calendar<E> {
                 return Some((self.now, Item::Late((w * 64) as u32 + bit)));
             }
             // The current instant is exhausted: advance.
-            self.early[b].clear();
+            if self.early[b].capacity() != 0 {
+                let mut v = std::mem::take(&mut self.early[b]);
+                v.clear();
+                self.spare.push(v);
+            }
             self.early_pos = 0;
             self.late_word = 0;
             if self.in_ring == 0 {
@@ -193,10 +213,7 @@ impl<E: Copy> Calendar<E> {
                 far.drain_until(limit, |time, item| {
                     let b = (time & self.mask) as usize;
                     match item {
-                        Item::Early(e) => {
-                            self.early[b].push(e);
-                            self.in_ring += 1;
-                        }
+                        Item::Early(e) => self.push_early(b, e),
                         Item::Late(r) => self.set_late(b, r, false),
                     }
                 });
