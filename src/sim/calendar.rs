@@ -51,11 +51,15 @@ pub struct Calendar<E> {
     /// and the ring's other buckets would otherwise each grow to that size in turn: hundreds
     /// of megabytes of fresh pages at 2^20 processes).
     spare: Vec<Vec<E>>,
+    /// The ranks late events may have (see [`Calendar::new`]).
+    ranks: usize,
 }
 
 impl<E: Copy> Calendar<E> {
     /// The most buckets of the ring.
     pub const MAX_RING: Time = 1 << 12;
+    /// A bucket this full grows to hold one event per rank at once.
+    const GROW_TO_RANKS: usize = 1 << 12;
 
     /// A queue whose ring covers at least `window` time units ahead, for late events of ranks
     /// below `ranks`. The ring never exceeds [`Calendar::MAX_RING`] buckets (events further ahead wait in
@@ -75,6 +79,7 @@ impl<E: Copy> Calendar<E> {
             in_ring: 0,
             far: Far::new(),
             spare: Vec::new(),
+            ranks: ranks as usize,
         }
     }
 
@@ -136,9 +141,15 @@ impl<E: Copy> Calendar<E> {
     #[inline]
     fn push_early(&mut self, b: usize, e: E) {
         let bucket = &mut self.early[b];
-        if bucket.len() == bucket.capacity() && bucket.is_empty() {
-            if let Some(v) = self.spare.pop() {
+        if bucket.len() == bucket.capacity() {
+            if bucket.is_empty()
+                && let Some(v) = self.spare.pop()
+            {
                 *bucket = v;
+            } else if bucket.len() >= Self::GROW_TO_RANKS && bucket.len() < self.ranks {
+                // An instant with thousands of events (a broadcast's receives) may get one per
+                // process: grow there at once rather than by doubling and copying.
+                bucket.reserve_exact(self.ranks - bucket.len());
             }
         }
         bucket.push(e);
