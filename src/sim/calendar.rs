@@ -171,14 +171,6 @@ impl<E: Copy> Calendar<E> {
         }
     }
 
-    /// The early event `k` places after the next one at the current instant, if there is one
-    /// (`k = 0`: the next to be handed out). Lets a driver start loading the state of events
-    /// it will handle soon.
-    #[inline]
-    pub fn peek_early(&self, k: usize) -> Option<&E> {
-        self.early[(self.now & self.mask) as usize].get(self.early_pos + k)
-    }
-
     /// The next event in (time, class, order within the class) order, with its time.
     pub fn pop(&mut self) -> Option<(Time, Item<E>)> {
         loop {

@@ -127,11 +127,6 @@ impl Slot {
     }
 }
 
-/// How many early events ahead of the one being handled the engine touches its receiver's
-/// state, so that the cache misses of several receives are in flight at once (the receivers
-/// of one instant are scattered over the ranks by the tree's numbering).
-const AHEAD: usize = 6;
-
 /// One trace line: `time,node,event,peer,label`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceRow {
@@ -285,18 +280,6 @@ where
         }
     }
 
-    /// Touches the state of the receiver of the early event [`AHEAD`] places ahead in the
-    /// current instant, so that its cache misses overlap with the work on the events before
-    /// it (a load whose value is not waited on, not a prefetch instruction: no `unsafe`).
-    #[inline]
-    fn touch_ahead(&self) {
-        if let Some(Ev::Recv { to, .. } | Ev::Arrive { to, .. }) = self.core.cal.peek_early(AHEAD) {
-            let i = *to as usize;
-            std::hint::black_box(self.slots[i].death);
-            std::hint::black_box(self.nodes[i].delivered());
-        }
-    }
-
     /// After an event at `r`: an idle sender is asked at once what it sends (its state is
     /// hot in cache now; a deferred poll at the same instant would miss again), unless a timer
     /// of `r` is due at this instant or the protocol takes suspicions (which may arrive at the
@@ -416,10 +399,7 @@ where
                     self.poll(shared, r, t, &mut rng, &mut st);
                     continue;
                 }
-                Item::Early(ev) => {
-                    self.touch_ahead();
-                    ev
-                }
+                Item::Early(ev) => ev,
             };
             match ev {
                 Ev::Arrive { to, from, msg } => {

@@ -216,8 +216,8 @@ fn traces_are_the_reference_engines_event_for_event() {
     }
 }
 
-/// Larger runs (but BFB), where many receives share an instant and the engine reads ahead of
-/// them.
+/// Larger runs (but BFB), where many receives share an instant and buckets grow to one event
+/// per rank.
 #[test]
 fn large_runs_are_the_reference_engines() {
     for n in [4096, 10_000] {
