@@ -1,7 +1,7 @@
 //! Flood rate held and latency impact (`docs/security.md`): the same authenticated UDP benchmark (8
 //! nodes on 2 busy-polling workers, corrected binomial tree with checked correction, rank 7
 //! dead from the start) without
-//! and with two attackers flooding at full speed (see `ftcoll::runtime::flood`). Prints the
+//! and with two attackers flooding at full speed (see `ftcoll::experiment::flood`). Prints the
 //! datagrams per second the attackers sent, how many the nodes read and dropped by reason,
 //! and the coloring latency percentiles of both runs with their ratio.
 //!
@@ -10,9 +10,9 @@
 use std::time::Duration;
 
 use ftcoll::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
+use ftcoll::experiment::flood::run_flooded;
 use ftcoll::model::LogP;
 use ftcoll::runtime::cluster::{ClusterConfig, PollMode};
-use ftcoll::runtime::flood::run_flooded;
 use ftcoll::runtime::kill::parse_kills;
 use ftcoll::runtime::{Bench, TransportKind};
 use ftcoll::transport::udp::auth::AuthKey;

@@ -69,7 +69,7 @@ fn run(kind: TransportKind, iterations: u64, warmup: u64) -> Result<(), String> 
         auth,
     };
     let _ = stages::take();
-    let res = ftcoll::runtime::run(&bench, None)?;
+    let res = ftcoll::experiment::bench::local::run(&bench, None)?;
     let iv = stages::intervals(&stages::take(), 0, 1, warmup);
     if iv.is_empty() {
         return Err("no operation had every stage stamped".into());

@@ -139,6 +139,12 @@ fn misuse_is_a_one_line_error_with_code_2() {
         &["agree", "--nodes", "4", "--agreements", "10", "--kill", "1@10"],
         &["agree", "--nodes", "4", "--window", "2"],
         &["agree", "--nodes", "4", "--heartbeat-us", "0"],
+        &["agree", "--nodes", "4", "--stall", "1"],
+        &["agree", "--nodes", "4", "--stall", "1@5:x"],
+        &["agree", "--nodes", "4", "--stall", "4@5:10"],
+        &["agree", "--nodes", "4", "--stall", "1@5:0"],
+        &["agree", "--nodes", "4", "--stall", "1@5:10", "--kill", "1@7"],
+        &["agree", "--sim", "--stall", "1@5:10"],
         &["agree", "--nodes", "4", "--os", "3"],
         &["agree", "--nodes", "4", "--cores", "1"],
         &["agree", "--sim", "--os", "0"],
@@ -339,6 +345,34 @@ fn procs_mode_survives_a_sigkill() {
     assert!(classes.contains(&"failure-detecting"), "{v}");
     assert!(classes.contains(&"post-failure"), "{v}");
     per_agreement_rows(&v, 300);
+}
+
+#[test]
+fn a_stalled_live_process_is_fenced_not_left_to_disagree() {
+    // Rank 2 stops 30 ms (alive) while its neighbours suspect after 1 ms. The suspicion must
+    // be enforced: rank 2 is fenced and stops, so it cannot go on deciding alone (before the
+    // detector's suspicions reached the transport, it did: hundreds of disagreements).
+    let v = json(&[
+        "agree",
+        "--procs",
+        "--nodes",
+        "4",
+        "--warmup",
+        "0",
+        "--agreements",
+        "300",
+        "--suspect-ms",
+        "1",
+        "--stall",
+        "2@100:30",
+        "--allow-false-suspicions",
+        "--no-model",
+        "--json",
+    ]);
+    assert!(v["false_suspicions"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(v["disagreements"], 0, "{v}");
+    assert_eq!(v["invalid"], 0, "{v}");
+    assert_eq!(v["unfinished"], 0, "{v}");
 }
 
 /// The per-agreement rows of a run of `measured` agreements with one kill: every measured

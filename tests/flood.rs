@@ -12,11 +12,12 @@
 use std::time::{Duration, Instant};
 
 use ftcoll::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
+use ftcoll::experiment::bench::local::run_on;
+use ftcoll::experiment::flood::run_flooded;
 use ftcoll::model::LogP;
 use ftcoll::runtime::cluster::{ClusterConfig, PollMode};
-use ftcoll::runtime::flood::run_flooded;
 use ftcoll::runtime::kill::parse_kills;
-use ftcoll::runtime::{Bench, TransportKind, run_on};
+use ftcoll::runtime::{Bench, TransportKind};
 use ftcoll::transport::udp::auth::AuthKey;
 use ftcoll::transport::udp::{UdpConfig, UdpTransport};
 use ftcoll::transport::{Delivery, SendError, Transport, TransportStats};

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ftcoll::experiment::algo::{AlgoName, AlgoSpec};
-use ftcoll::experiment::bench::{BenchEnv, BenchSpec};
+use ftcoll::experiment::bench::{BenchEnv, BenchSpec, Ran};
 use ftcoll::experiment::verdict::{AgreeCounts, BenchCounts, Verdict};
 use ftcoll::protocol::agree::EraConfig;
 use ftcoll::runtime::TransportKind;
@@ -142,7 +142,9 @@ fn run_bench(spec: BenchSpec) -> Result<Outcome, String> {
         poll_name: |_| "busy",
     };
     let checked = spec.validate(&env)?;
-    let out = checked.run(&env, None)?;
+    let Ran::Measured(out) = checked.run(&env, None)? else {
+        return Err("a local run measures".into());
+    };
     let counts = BenchCounts::from(&out.res);
     Ok(Outcome {
         ops: out.res.measured + out.res.not_run,
@@ -163,6 +165,7 @@ fn agree_bench(n: u32, transport: AgreeTransport, seed: u64) -> AgreeBench {
         iterations: 200,
         duration: None,
         kills: vec![(3, 100)],
+        stalls: Vec::new(),
         heartbeat: Duration::from_micros(100),
         suspect_after: Duration::from_millis(100),
         op_timeout: Duration::from_secs(5),

@@ -156,7 +156,7 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
     assert_eq!(cal["samples"], 200);
     // bench takes o_s, o_r (its single o their mean) and L from the file instead of measuring;
     // the hop through a node it measures itself: what that takes beyond the transport's
-    // o_s + L + o_r is added to o_s and o_r (`experiment::node_hop`).
+    // o_s + L + o_r is added to o_s and o_r (`experiment::bench::node_hop`).
     let ns = |k: &str| cal[k]["median"].as_f64().unwrap().round().max(1.0) as u64;
     let b = json(&[
         "bench",

@@ -8,13 +8,14 @@
 use std::time::Duration;
 
 use ftcoll::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
+use ftcoll::experiment::bench::local::run;
 use ftcoll::model::LogP;
 use ftcoll::protocol::bcast::Start;
 use ftcoll::protocol::bcast::corrected_tree::{CorrectedTree, TreeShared};
 use ftcoll::protocol::bcast::correction::Correction;
 use ftcoll::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
 use ftcoll::runtime::kill::parse_kills;
-use ftcoll::runtime::{Bench, TransportKind, run};
+use ftcoll::runtime::{Bench, TransportKind};
 use ftcoll::sim::{DeadBefore, Experiment, Faults, run_many};
 use ftcoll::topology::{Order, Tree, TreeKind};
 

@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use ftcoll::experiment::algo::{Algo, AlgoName, AlgoSpec, resolve_algo};
+use ftcoll::experiment::bench::local::run;
 use ftcoll::model::LogP;
 use ftcoll::runtime::cluster::{ClusterConfig, ClusterResult, PollMode};
 use ftcoll::runtime::kill::parse_kills;
-use ftcoll::runtime::{Bench, TransportKind, run};
+use ftcoll::runtime::{Bench, TransportKind};
 
 fn algo(spec: &AlgoSpec, n: u32, model: LogP) -> Algo {
     resolve_algo(spec, n, model, 0).expect("algorithm")

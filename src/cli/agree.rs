@@ -110,6 +110,11 @@ pub fn run(a: &AgreeArgs) -> Result<(), crate::cli::failure::Failure> {
         }
         return crate::cli::agree_bench::run(a);
     }
+    if a.stall.is_some() {
+        return Err("--stall applies to the network benchmark only (drop --sim)"
+            .to_string()
+            .into());
+    }
     let sim = experiment(a)?;
     let started = std::time::Instant::now();
     let t = match a.value {

@@ -107,6 +107,11 @@ pub struct AgreeArgs {
     /// measured agreement I.
     #[arg(long)]
     pub kill: Option<String>,
+    /// Network benchmark: live nodes that stop for a while, R@I:MS (rank R neither receives nor
+    /// sends for MS ms instead of entering measured agreement I, then goes on), comma-separated.
+    /// Longer than --suspect-ms, the node is suspected while alive: a false suspicion.
+    #[arg(long)]
+    pub stall: Option<String>,
     /// Random processes dying at random times in [0, --kill-horizon) in each run.
     #[arg(long = "random-kills", default_value_t = 0)]
     pub random_kills: u32,

@@ -9,7 +9,7 @@ use crate::experiment::failure::Failure;
 use crate::experiment::verdict::{AgreeCounts, Verdict};
 use crate::protocol::agree::{EraConfig, Rebalance, Shape};
 use crate::report::agree::AgreeMode;
-use crate::runtime::agree::{AgreeBench, AgreeTransport};
+use crate::runtime::agree::{AgreeBench, AgreeTransport, Stall};
 
 fn parse_kills(spec: &str) -> Result<Vec<(u32, u64)>, String> {
     if spec == "none" {
@@ -21,6 +21,22 @@ fn parse_kills(spec: &str) -> Result<Vec<(u32, u64)>, String> {
             || format!("bad --kill '{part}': the network benchmark takes R@I (rank R dies at agreement I) or none");
         let (r, i) = part.split_once('@').ok_or_else(bad)?;
         v.push((r.parse().map_err(|_| bad())?, i.parse().map_err(|_| bad())?));
+    }
+    Ok(v)
+}
+
+/// `R@I:MS,...`: rank R stops for MS ms instead of entering measured agreement I.
+fn parse_stalls(spec: &str) -> Result<Vec<Stall>, String> {
+    let mut v = Vec::new();
+    for part in spec.split(',').map(str::trim) {
+        let bad = || format!("bad --stall '{part}': expected R@I:MS (rank R stops MS ms before measured agreement I)");
+        let (r, rest) = part.split_once('@').ok_or_else(bad)?;
+        let (i, ms) = rest.split_once(':').ok_or_else(bad)?;
+        v.push(Stall {
+            rank: r.parse().map_err(|_| bad())?,
+            at: i.parse().map_err(|_| bad())?,
+            pause: Duration::from_millis(ms.parse().map_err(|_| bad())?),
+        });
     }
     Ok(v)
 }
@@ -67,6 +83,7 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
         iterations: a.agreements,
         duration: a.duration.map(Duration::from_secs),
         kills: a.kill.as_deref().map(parse_kills).transpose()?.unwrap_or_default(),
+        stalls: a.stall.as_deref().map(parse_stalls).transpose()?.unwrap_or_default(),
         heartbeat: Duration::from_micros(a.heartbeat_us),
         suspect_after: Duration::from_millis(a.suspect_ms),
         op_timeout: Duration::from_millis(a.op_timeout_ms),

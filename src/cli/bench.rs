@@ -1,6 +1,7 @@
 //! `ftcoll bench`: the main job's flags. They build a [`BenchSpec`], which
-//! [`crate::experiment::bench`] checks and runs; [`crate::report::bench`] prints the
-//! perftest-like table next to the LogP prediction.
+//! [`crate::experiment::bench`] checks and runs on the runner it picks (local, `--procs`,
+//! `--join`/`--boot`); [`crate::report::bench`] prints the perftest-like table next to the
+//! LogP prediction.
 
 use std::io::IsTerminal;
 
@@ -8,7 +9,7 @@ use clap::Args;
 
 use crate::cli::flags::AlgoArgs;
 use crate::cli::values::{PollArg, TransportArg};
-use crate::experiment::bench::{BenchEnv, BenchSpec};
+use crate::experiment::bench::{BenchEnv, BenchSpec, Ran};
 use crate::experiment::failure::Failure;
 use crate::experiment::verdict::{BenchCounts, Verdict};
 use crate::report::bench::{BenchFacts, BenchReport, write_hlog};
@@ -196,17 +197,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         poll_name: crate::cli::values::poll_name,
     };
     let checked = args.to_spec().validate(&env)?;
-    if checked.is_plain_node() {
-        // Not the coordinator: this process is one node; rank 0 prints the results.
-        return Ok(checked.run_node(&env)?);
-    }
+    let reports = checked.reports();
     let a = &checked.spec;
     // Opened (created) before the run, so an unwritable path fails now, not after it.
     let mut hlog = match &args.hlog {
-        Some(p) => Some((crate::report::output::open_for_output(p)?, p)),
-        None => None,
+        Some(p) if reports => Some((crate::report::output::open_for_output(p)?, p)),
+        _ => None,
     };
-    let show = !args.json && std::io::stderr().is_terminal();
+    let show = reports && !args.json && std::io::stderr().is_terminal();
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(a.warmup + a.iterations);
         b.set_style(
@@ -224,7 +222,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         }
     };
     let progress: Option<&(dyn Fn(u64) + Sync)> = if show { Some(&tick) } else { None };
-    let out = checked.run(&env, progress)?;
+    let out = match checked.run(&env, progress)? {
+        // Not the coordinator: this process was one node; rank 0 prints the results.
+        Ran::Node => return Ok(()),
+        Ran::Measured(out) => out,
+    };
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -273,4 +275,48 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         eprintln!("ftcoll: warning: {note}");
     }
     verdict.into_result()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::args::{Cli, Command};
+    use crate::experiment::bench::Runner;
+    use crate::transport::udp::auth::AuthKey;
+
+    /// The runner `ftcoll bench FLAGS` picks, checked without running anything.
+    fn runner(flags: &str) -> Result<Runner, String> {
+        let argv = ["ftcoll", "bench"].into_iter().chain(flags.split_whitespace());
+        let Command::Bench(args) = Cli::try_parse_from(argv).map_err(|e| e.to_string())?.command else {
+            unreachable!("parsed as bench");
+        };
+        let configure_verbs = |_| Ok(());
+        let job_key = |_| Ok(None::<AuthKey>);
+        let write_key_file = |_: &std::path::Path, _: &AuthKey| Err::<std::path::PathBuf, _>("no files".to_string());
+        let env = super::BenchEnv {
+            configure_verbs: &configure_verbs,
+            job_key: &job_key,
+            write_key_file: &write_key_file,
+            poll_name: crate::cli::values::poll_name,
+        };
+        Ok(args.to_spec().validate(&env)?.runner())
+    }
+
+    #[test]
+    fn the_flags_pick_the_runner() {
+        assert_eq!(runner("--nodes 4"), Ok(Runner::Local));
+        assert_eq!(runner("--nodes 4 --transport inproc --workers 2"), Ok(Runner::Local));
+        assert_eq!(runner("--nodes 4 --procs"), Ok(Runner::Procs));
+        let join = "--join 127.0.0.1:9 --nodes 4 --rank";
+        assert_eq!(runner(&format!("{join} 0")), Ok(Runner::Coordinator));
+        assert_eq!(runner(&format!("{join} 3")), Ok(Runner::Node { rank: 3 }));
+        let boot = "--boot 127.0.0.1:9001 --o-ns 1000 --L-ns 2000 --nodes 4 --rank";
+        assert_eq!(runner(&format!("{boot} 0")), Ok(Runner::Coordinator));
+        assert_eq!(
+            runner(&format!("{boot} 1 --boot-parent 127.0.0.1:9000")),
+            Ok(Runner::Node { rank: 1 })
+        );
+        assert!(runner("--nodes 4 --procs --join 127.0.0.1:9 --rank 0").is_err());
+    }
 }

@@ -6,7 +6,7 @@
 //! (first entry to the last return, both sides) and per node (entry to return), at p50 and
 //! p99.
 //!
-//! The overheads are the node's, as `bench`'s are ([`crate::experiment::node_hop`]): a
+//! The overheads are the node's, as `bench`'s are ([`crate::experiment::bench::node_hop`]): a
 //! failure-free 2-node agreement is run on the same transport before the comparison; divided by
 //! the hops the simulator's 2-node agreement takes, it is one hop through an ERA node, and what
 //! that takes beyond the transport's `o_s + L + o_r` (the ERA step, codec, the runtime's
@@ -18,7 +18,7 @@
 //! not predicted (the simulator's failure detector is modeled by a fixed delay, the runtime's
 //! by heartbeats).
 
-use crate::experiment::node_hop::NodeHop;
+use crate::experiment::bench::node_hop::NodeHop;
 use crate::model::BenchModel;
 use crate::protocol::agree::And64;
 use crate::runtime::TransportKind;
@@ -188,6 +188,7 @@ fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<Ci
         iterations: HOP_AGREEMENTS,
         duration: None,
         kills: Vec::new(),
+        stalls: Vec::new(),
         seed: b.seed ^ 0x40B0,
         // A failure detector that suspects no live node of a failure-free pair, whatever the
         // run under test was given (a run may ask for false suspicions on purpose).

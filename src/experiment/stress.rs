@@ -95,6 +95,7 @@ pub fn run(a: &StressSpec) -> Result<Totals, String> {
         iterations: a.agreements,
         duration: None,
         kills: Vec::new(),
+        stalls: Vec::new(),
         heartbeat: Duration::from_micros(a.heartbeat_us),
         suspect_after: Duration::from_millis(a.suspect_ms),
         op_timeout: Duration::from_secs(10),

@@ -45,14 +45,20 @@ struct Setup {
 }
 
 /// Builds the endpoints, starts the thread, and waits until its members are up.
-pub(super) fn start(#[allow(unused_mut)] mut b: GroupBuilder) -> Result<Group, GroupError> {
+pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
     let n = b.n;
     if n < 2 {
         return Err(GroupError::Setup(format!("a group needs at least 2 members, not {n}")));
     }
     let job = b.job.unwrap_or_else(|| crate::transport::ids::group(b.seed));
     #[allow(unused_mut)]
-    let mut eps = endpoints_with_key(b.transport, n, job, b.seed, 0.0, b.auth.clone()).map_err(GroupError::Setup)?;
+    let mut eps = match b.endpoints.take() {
+        Some(eps) if eps.len() != n as usize => {
+            return Err(GroupError::Setup(format!("{} endpoints for {n} members", eps.len())));
+        }
+        Some(eps) => eps,
+        None => endpoints_with_key(b.transport, n, job, b.seed, 0.0, b.auth.clone()).map_err(GroupError::Setup)?,
+    };
     #[cfg(test)]
     if let Some(wrap) = b.wrap.as_mut() {
         eps = eps

@@ -232,7 +232,15 @@ impl Lead {
             let mut fenced_now = Vec::new();
             progress |= a.step(Instant::now(), events, &mut fenced_now);
             for (r, by) in fenced_now {
-                if let Some(by) = by {
+                // A member that crashed first (killed) and was suspected after is dead, not
+                // fenced: only a suspicion of a live member is a fence.
+                let crashed = ctl
+                    .boards
+                    .get(r as usize)
+                    .is_some_and(|b| b.dead.load(Ordering::Acquire));
+                if let Some(by) = by
+                    && !crashed
+                {
                     sh.fenced.set(r, by);
                 }
                 sh.ask_crash(r);

@@ -54,10 +54,10 @@ use crate::model::{LogGP, LogP};
 use crate::protocol::bcast::Start;
 use crate::protocol::bcast::algo::Algo;
 use crate::protocol::bcast::correction::Correction;
-use crate::runtime::TransportKind;
 use crate::runtime::board::Control;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::kill::Kill;
+use crate::runtime::{Endpoints, TransportKind};
 use crate::topology::{Order, TreeKind};
 use crate::transport::udp::auth::AuthKey;
 
@@ -156,6 +156,8 @@ pub struct GroupBuilder {
     /// The agreements' failure detector: heartbeat period and suspicion floor.
     heartbeat: Duration,
     suspect_after: Duration,
+    /// The members' broadcast endpoints, if the caller built them.
+    endpoints: Option<Endpoints>,
     /// Tests: wraps each member's broadcast endpoint (to stall one, say).
     #[cfg(test)]
     wrap: Option<Wrap>,
@@ -266,6 +268,15 @@ impl GroupBuilder {
         self
     }
 
+    /// The members' broadcast endpoints, one per rank in rank order, instead of ones the
+    /// group opens on its transport: to know their addresses, say, or to wrap them (an
+    /// endpoint that loses or stalls). [`GroupBuilder::transport`] then names only the
+    /// agreements' transport, and [`GroupBuilder::auth`] is the caller's to apply.
+    pub fn endpoints(mut self, eps: Endpoints) -> Self {
+        self.endpoints = Some(eps);
+        self
+    }
+
     /// UDP: authenticate every datagram with this key (default: none).
     pub fn auth(mut self, key: Option<AuthKey>) -> Self {
         self.auth = key;
@@ -364,6 +375,7 @@ impl Group {
             kills: Vec::new(),
             heartbeat: crate::runtime::agree::DEFAULT_HEARTBEAT,
             suspect_after: crate::runtime::agree::DEFAULT_SUSPECT_AFTER,
+            endpoints: None,
             #[cfg(test)]
             wrap: None,
             #[cfg(test)]

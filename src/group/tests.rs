@@ -413,3 +413,68 @@ fn a_hung_member_is_suspected_by_its_silence_and_failed() {
 fn a_member_whose_endpoint_closed_is_suspected_and_failed() {
     a_member_that_stops_unannounced_is_failed_by_the_detector(crate::runtime::TransportKind::Udp, agree::CLOSED);
 }
+
+/// A member's endpoint that counts the datagrams sent through it.
+struct Counting {
+    inner: Box<dyn crate::transport::Transport>,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl crate::transport::Transport for Counting {
+    fn rank(&self) -> u32 {
+        self.inner.rank()
+    }
+    fn size(&self) -> u32 {
+        self.inner.size()
+    }
+    fn send(&mut self, to: u32, bytes: &[u8], now: std::time::Instant) -> Result<(), crate::transport::SendError> {
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.send(to, bytes, now)
+    }
+    fn poll(
+        &mut self,
+        now: std::time::Instant,
+        sink: &mut dyn FnMut(crate::transport::Delivery<'_>),
+    ) -> std::io::Result<usize> {
+        self.inner.poll(now, sink)
+    }
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()> {
+        self.inner.wait(timeout)
+    }
+    fn stats(&self) -> crate::transport::TransportStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn a_group_runs_over_the_callers_endpoints_and_refuses_a_wrong_count() {
+    use crate::runtime::{TransportKind, endpoints};
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let eps = endpoints(TransportKind::Inproc, 4, 7, 1, 0.0)
+        .unwrap()
+        .into_iter()
+        .map(|(t, kill)| {
+            let t: Box<dyn crate::transport::Transport> = Box::new(Counting {
+                inner: t,
+                sent: sent.clone(),
+            });
+            (t, kill)
+        })
+        .collect();
+    let mut g = Group::builder(4).endpoints(eps).agreements(false).build().unwrap();
+    let res = g.stream(Stream::generated(20, 8)).unwrap();
+    assert_eq!((res.measured, res.violations, res.timeouts), (20, 0, 0));
+    // Every datagram of the stream went through the caller's endpoints.
+    let n = sent.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(n >= 20 * 3, "{n} datagrams for 20 broadcasts to 3 members");
+    assert_eq!(
+        n, res.transport.sent,
+        "the members' counters are the caller's endpoints'"
+    );
+
+    let three = endpoints(TransportKind::Inproc, 3, 7, 1, 0.0).unwrap();
+    match Group::builder(4).endpoints(three).build() {
+        Err(GroupError::Setup(e)) => assert!(e.contains("3 endpoints for 4 members"), "{e}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}

@@ -64,7 +64,7 @@ pub struct BenchReport<'a> {
     /// The prediction drew o_s, o_r and L per message from the calibration (noisy LogP).
     pub noisy: bool,
     /// The node's own cost per hop folded into the model's o_s and o_r.
-    pub node_hop: Option<crate::experiment::node_hop::NodeHop>,
+    pub node_hop: Option<crate::experiment::bench::node_hop::NodeHop>,
     /// Cores of this host.
     pub cores: usize,
     /// Whether the run passed (the JSON lists its failures; the CLI prints the reason last).

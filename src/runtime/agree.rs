@@ -73,11 +73,25 @@ pub struct AgreeBench {
     pub duration: Option<Duration>,
     /// `(rank, i)`: the rank dies instead of entering measured agreement `i`.
     pub kills: Vec<(Rank, u64)>,
+    /// Live nodes that stop for a while (`--stall`).
+    pub stalls: Vec<Stall>,
     pub heartbeat: Duration,
     pub suspect_after: Duration,
     /// The run is abandoned when no agreement returns anywhere for this long.
     pub op_timeout: Duration,
     pub seed: u64,
+}
+
+/// A live node that stops for a while, as a descheduled or swapped-out process does: `rank`
+/// neither receives nor sends (nor heartbeats) for `pause` instead of entering measured
+/// agreement `at`, then goes on. Longer than `suspect_after`, its neighbours suspect it while
+/// it lives — a false suspicion, which the run counts (and fails on unless allowed); the
+/// suspected node is then made dead, as ULFM's runtime removes a process it suspects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    pub rank: Rank,
+    pub at: u64,
+    pub pause: Duration,
 }
 
 /// What a run measured.
@@ -266,7 +280,29 @@ pub(crate) fn validate(b: &AgreeBench) -> Result<(), String> {
     if b.kills.len() >= b.n as usize {
         return Err("bad --kill: at least one node must survive".into());
     }
+    for s in &b.stalls {
+        if s.rank >= b.n || (b.duration.is_none() && s.at >= b.iterations) {
+            return Err(format!(
+                "bad --stall {}@{}: the rank must be below {} and the iteration below {}",
+                s.rank, s.at, b.n, b.iterations
+            ));
+        }
+        if s.pause.is_zero() {
+            return Err(format!("bad --stall {}@{}: the pause must be positive", s.rank, s.at));
+        }
+        if b.stalls.iter().filter(|t| t.rank == s.rank).count() > 1 || b.kills.iter().any(|k| k.0 == s.rank) {
+            return Err(format!("bad --stall: rank {} is stalled twice or also killed", s.rank));
+        }
+    }
     Ok(())
+}
+
+/// Node `r`'s stall, if any: the agreement id it stops before and for how long.
+pub(crate) fn stall_of(b: &AgreeBench, r: Rank) -> Option<(AgreeId, Duration)> {
+    b.stalls
+        .iter()
+        .find(|s| s.rank == r)
+        .map(|s| (b.warmup + s.at, s.pause))
 }
 
 /// Agreements at most (warm-up included): `--duration` runs are bounded by time only.
@@ -317,6 +353,7 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
             total: total(b),
             deadline: None,
             kill_id: b.kills.iter().find(|k| k.0 == r).map(|k| b.warmup + k.1),
+            stall: stall_of(b, r),
         };
         nodes.push(Node::new(b, init, tp, base)?);
     }
@@ -504,6 +541,7 @@ mod tests {
             iterations: 0,
             duration: Some(Duration::from_millis(300)),
             kills: vec![(1, 5)],
+            stalls: Vec::new(),
             heartbeat: Duration::from_micros(200),
             suspect_after: Duration::from_millis(5),
             op_timeout: Duration::from_secs(5),

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::agree::{AgreeId, EraConfig, Rebalance, Shape};
 use crate::runtime::agree::{
-    AgreeBench, AgreeTransport, CrashReport, Node, NodeInit, Shared, peak_rss_kb, total, validate,
+    AgreeBench, AgreeTransport, CrashReport, Node, NodeInit, Shared, Stall, peak_rss_kb, stall_of, total, validate,
 };
 use crate::runtime::agree_stream::{self, BATCH, FLUSH_MS};
 use crate::runtime::agree_window::Rec;
@@ -52,6 +52,9 @@ pub struct ChildSpec {
     pub iterations: u64,
     pub duration_ms: Option<u64>,
     pub kills: Vec<(u32, u64)>,
+    /// `(rank, i, pause µs)`: [`crate::runtime::agree::Stall`]s.
+    #[serde(default)]
+    pub stalls: Vec<(u32, u64, u64)>,
     pub heartbeat_us: u64,
     pub suspect_ms: u64,
     pub op_timeout_ms: u64,
@@ -151,6 +154,15 @@ fn bench_of(s: &ChildSpec) -> Result<AgreeBench, String> {
         iterations: s.iterations,
         duration: s.duration_ms.map(Duration::from_millis),
         kills: s.kills.clone(),
+        stalls: s
+            .stalls
+            .iter()
+            .map(|&(rank, at, us)| Stall {
+                rank,
+                at,
+                pause: Duration::from_micros(us),
+            })
+            .collect(),
         heartbeat: Duration::from_micros(s.heartbeat_us.max(1)),
         suspect_after: Duration::from_millis(s.suspect_ms.max(1)),
         op_timeout: Duration::from_millis(s.op_timeout_ms.max(1)),
@@ -255,6 +267,7 @@ pub(crate) fn run_node(
         total: total(&b),
         deadline: None,
         kill_id: b.kills.iter().find(|k| k.0 == s.rank).map(|k| b.warmup + k.1),
+        stall: stall_of(&b, s.rank),
     };
     let mut node = Node::new(&b, init, tp, base)?;
     node.tap = Some(Vec::with_capacity(BATCH));

@@ -1,8 +1,9 @@
 //! A local cluster: W worker threads, pinned to cores (spawned first, pinned inside the thread
 //! so no mask is inherited), each owning a set of nodes and polling them ([`run_workers`],
-//! the one worker loop, also a `group::Group`'s); worker 0 also runs
-//! the coordinator that starts operations back to back (a barrier between iterations, as
-//! osu_bcast does, or a window of K in flight), checks consistency and records latencies.
+//! the one worker loop, run by a `group::Group`); and the [`Coordinator`] that worker 0 runs
+//! (a group's lead) or a launched run's coordinator drives: it starts operations back to back
+//! (a barrier between iterations, as osu_bcast does, or a window of K in flight), checks
+//! consistency and records latencies.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -10,9 +11,9 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::protocol::{Protocol, SharedInfo};
+use crate::protocol::Protocol;
 use crate::runtime::board::{Control, WINDOW};
-use crate::runtime::node::{Node, NodeParams};
+use crate::runtime::node::Node;
 use crate::transport::TransportStats;
 use crate::wire::{DropCounters, WireMessage};
 
@@ -467,75 +468,6 @@ impl Coordinator {
         }
         self.cur < self.total
     }
-}
-
-/// Worker 0's hook in a benchmark: the coordinator (it stops everyone once every operation
-/// is over); the other workers only step their nodes.
-struct Coordinating(Option<Coordinator>);
-
-impl<P: Protocol> WorkerHook<P> for Coordinating
-where
-    P::Msg: WireMessage,
-{
-    #[inline]
-    fn after_pass(&mut self, _nodes: &mut [Node<P>], ctl: &Control, epoch: Instant) -> bool {
-        if let Some(c) = self.0.as_mut()
-            && !c.tick(ctl, epoch)
-        {
-            ctl.stop.store(true, Ordering::Release);
-        }
-        false
-    }
-
-    fn coordinates(&self) -> bool {
-        self.0.is_some()
-    }
-}
-
-/// Runs the benchmark over the given nodes (one per rank, index = rank).
-/// `progress`, if given, is called about every 100 ms with the operations completed so far.
-pub fn run<P>(
-    shared: &P::Shared,
-    cfg: &ClusterConfig,
-    nodes: Vec<Node<P>>,
-    progress: Option<&(dyn Fn(u64) + Sync)>,
-) -> ClusterResult
-where
-    P: Protocol,
-    P::Shared: SharedInfo,
-    P::Msg: WireMessage,
-{
-    let n = cfg.nodes;
-    let ctl = Control::new(n);
-    let epoch = Instant::now();
-    let params = NodeParams {
-        shared,
-        n,
-        root: Some(0),
-        job: cfg.job,
-        tick_ns: cfg.tick_ns,
-        epoch,
-    };
-    let pool = cfg.pool();
-    let hooks: Vec<Coordinating> = (0..worker_count(pool, n as usize))
-        .map(|w| Coordinating((w == 0).then(|| Coordinator::new(cfg))))
-        .collect();
-    let started = Instant::now();
-    let done = run_workers(&params, &ctl, pool, nodes, hooks, progress);
-    let mut coord = None;
-    let mut res = ClusterResult::empty();
-    for (hook, nodes) in done {
-        if hook.0.is_some() {
-            coord = hook.0;
-        }
-        for node in &nodes {
-            res.add_node(node);
-        }
-    }
-    let mut out = coord.expect("worker 0 returns the coordinator").into_result();
-    out.wall = started.elapsed();
-    out.add_counters(res);
-    out
 }
 
 #[cfg(test)]

@@ -251,6 +251,8 @@ impl<F: Framing> Driver<F> {
         let outbox = &self.outbox;
         self.det.check(t, &self.nb, |p| outbox.is_queued(p));
         while let Some(p) = self.det.poll_suspect() {
+            // Enforced at once (fail-stop): a live suspect is fenced, not left to go on alone.
+            self.tp.enforce_suspicion(p, now);
             self.suspects.push_back((p, Verdict::Silence));
         }
         while let Some(p) = self.det.poll_beat() {

@@ -31,16 +31,12 @@ use serde::Serialize;
 
 use crate::model::LogGP;
 use crate::protocol::bcast::algo::Algo;
-use crate::protocol::{Protocol, SharedInfo};
 use crate::transport::Transport;
 use crate::transport::inproc::InprocNet;
 use crate::transport::udp::auth::AuthKey;
 use crate::transport::udp::{UdpConfig, UdpTransport};
-use crate::wire::WireMessage;
-use crate::wire::dispatch::{Dispatch, Visit};
-use cluster::{ClusterConfig, ClusterResult};
+use cluster::ClusterConfig;
 use kill::Kill;
-use node::Node;
 
 /// Which transport the local cluster uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -54,7 +50,7 @@ pub enum TransportKind {
     Verbs,
 }
 
-/// A benchmark to run on a local cluster.
+/// A benchmark to run on a local cluster (by `experiment::bench::local`, a group's stream).
 #[derive(Clone, Debug, Serialize)]
 pub struct Bench {
     pub algo: Algo,
@@ -70,36 +66,6 @@ pub struct Bench {
     /// UDP only: the job's key; every datagram is authenticated with it (`None`: not).
     #[serde(skip)]
     pub auth: Option<AuthKey>,
-}
-
-/// Runs a benchmark; `progress`, if given, hears the completed operation count about every
-/// 100 ms. Errors (a port in use, no sockets) are one line.
-pub fn run(b: &Bench, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String> {
-    b.algo.dispatch(b.cluster.nodes, b.model, With(b, progress, None))?
-}
-
-/// Runs a benchmark on endpoints the caller built (one per rank, in rank order), e.g. to know
-/// their addresses (the flood tests aim at them).
-pub fn run_on(b: &Bench, eps: Endpoints, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String> {
-    if eps.len() != b.cluster.nodes as usize {
-        return Err(format!("{} endpoints for {} nodes", eps.len(), b.cluster.nodes));
-    }
-    b.algo
-        .dispatch(b.cluster.nodes, b.model, With(b, progress, Some(eps)))?
-}
-
-struct With<'a>(&'a Bench, Option<&'a (dyn Fn(u64) + Sync)>, Option<Endpoints>);
-
-impl Visit for With<'_> {
-    type Out = Result<ClusterResult, String>;
-    fn visit<P>(self, shared: &P::Shared) -> Self::Out
-    where
-        P: Protocol,
-        P::Shared: SharedInfo,
-        P::Msg: WireMessage,
-    {
-        with::<P>(shared, self.0, self.1, self.2)
-    }
 }
 
 /// One transport per rank, with what to call when the rank is killed (inproc).
@@ -148,40 +114,4 @@ pub fn endpoints_with_key(
                 .collect()
         }
     })
-}
-
-fn with<P>(
-    shared: &P::Shared,
-    b: &Bench,
-    progress: Option<&(dyn Fn(u64) + Sync)>,
-    eps: Option<Endpoints>,
-) -> Result<ClusterResult, String>
-where
-    P: Protocol,
-    P::Shared: SharedInfo,
-    P::Msg: WireMessage,
-{
-    let c = &b.cluster;
-    let eps = match eps {
-        Some(eps) => eps,
-        None => endpoints_with_key(b.transport, c.nodes, c.job, c.seed, b.loss, b.auth.clone())?,
-    };
-    let nodes = eps
-        .into_iter()
-        .enumerate()
-        .map(|(r, (t, on_death))| {
-            let r = r as u32;
-            let kill = b.kills.iter().copied().find(|k| k.rank == r);
-            Node::<P>::new(
-                r,
-                c.nodes,
-                t,
-                Box::new(node::Generated::new(c.payload_len)),
-                kill,
-                c.seed,
-                on_death,
-            )
-        })
-        .collect();
-    Ok(cluster::run::<P>(shared, c, nodes, progress))
 }

@@ -66,7 +66,7 @@ pub fn bootstrap(launcher_pid: u32, nodes: u32) -> u64 {
     u64::from(launcher_pid) << 20 | u64::from(nodes)
 }
 
-/// The node-hop measurement before a bench run (`experiment::node_hop`): a 2-node run of its
+/// The node-hop measurement before a bench run (`experiment::bench::node_hop`): a 2-node run of its
 /// own, on ports of its own, which no datagram of the measured run may reach.
 pub fn node_hop() -> u64 {
     0x40B0_0000_0000_0000

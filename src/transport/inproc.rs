@@ -583,6 +583,16 @@ impl Transport for InprocTransport {
     fn stats(&self) -> TransportStats {
         self.stats
     }
+
+    /// The suspect is made dead, as [`InprocNet::kill`] does (a live one stops hearing and
+    /// being heard: the in-process fence).
+    fn enforce_suspicion(&mut self, peer: u32, _now: Instant) {
+        if peer != self.rank
+            && let Some(flag) = self.shared.dead.get(peer as usize)
+        {
+            flag.store(true, Ordering::Release);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -117,6 +117,13 @@ pub trait Transport: Send {
     fn unacked(&self) -> usize {
         0
     }
+    /// Enforces a suspicion made above the transport (a heartbeat detector's silence bound):
+    /// stops all traffic with `peer` and, where the transport can, tells it, so that a live
+    /// suspect stops instead of going on cut off one-sidedly (fail-stop, as ULFM's runtime
+    /// removes a process it suspects; ERA's Lemma 1 needs only dead processes marked dead).
+    /// Reports nothing back: the caller made the suspicion. By default it does nothing (a
+    /// transport that cannot reach a suspect relies on the caller's own enforcement).
+    fn enforce_suspicion(&mut self, _peer: u32, _now: Instant) {}
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ fn bench(n: u32, workers: usize) -> AgreeBench {
         iterations: 60,
         duration: None,
         kills: Vec::new(),
+        stalls: Vec::new(),
         heartbeat: Duration::from_micros(500),
         suspect_after: Duration::from_millis(200),
         op_timeout: Duration::from_secs(5),

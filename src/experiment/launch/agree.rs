@@ -208,6 +208,11 @@ pub(crate) fn spec_of(
         iterations: b.iterations,
         duration_ms: b.duration.map(|d| d.as_millis() as u64),
         kills: b.kills.clone(),
+        stalls: b
+            .stalls
+            .iter()
+            .map(|s| (s.rank, s.at, s.pause.as_micros() as u64))
+            .collect(),
         heartbeat_us: b.heartbeat.as_micros() as u64,
         suspect_ms: b.suspect_after.as_millis() as u64,
         op_timeout_ms: b.op_timeout.as_millis() as u64,
@@ -432,6 +437,7 @@ mod tests {
             iterations: 10,
             duration: None,
             kills: vec![(3, 5)],
+            stalls: Vec::new(),
             heartbeat: Duration::from_millis(10),
             suspect_after: Duration::from_millis(100),
             op_timeout: Duration::from_secs(5),

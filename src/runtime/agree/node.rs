@@ -93,6 +93,10 @@ pub(crate) struct Node {
     /// Entry time of the agreement in flight, if any.
     entry: Option<u64>,
     kill_id: Option<AgreeId>,
+    /// An injected stall not yet taken: the agreement it comes before, and its length.
+    stall: Option<(AgreeId, Duration)>,
+    /// Stalled (doing nothing at all) until then.
+    stalled_until: Option<Instant>,
     seed: u64,
     pub(crate) returned: u64,
     pub(crate) invalid: u64,
@@ -153,6 +157,7 @@ pub(crate) struct NodeInit {
     pub total: u64,
     pub deadline: Option<Instant>,
     pub kill_id: Option<AgreeId>,
+    pub stall: Option<(AgreeId, Duration)>,
 }
 
 impl Node {
@@ -178,6 +183,8 @@ impl Node {
             deadline: init.deadline,
             entry: None,
             kill_id: init.kill_id,
+            stall: init.stall,
+            stalled_until: None,
             seed: b.seed,
             returned: 0,
             invalid: 0,
@@ -252,6 +259,14 @@ impl Node {
             sh.live.fetch_sub(1, Ordering::AcqRel);
             return;
         }
+        if let Some((at, pause)) = self.stall
+            && at == id
+        {
+            // It stops here, before its contribution goes out; `step` enters on waking.
+            self.stall = None;
+            self.stalled_until = Some(now + pause);
+            return;
+        }
         // A fresh clock for the deadline: a node that decides alone (every peer dead) returns at
         // once on each entry, so one step can run any number of agreements and its `now` is
         // stale; compared with that, the deadline never came and the run never stopped.
@@ -307,6 +322,13 @@ impl Node {
             return false;
         }
         let now = Instant::now();
+        if let Some(until) = self.stalled_until {
+            if now < until {
+                return false;
+            }
+            self.stalled_until = None;
+            self.enter_next(sh, now);
+        }
         // Receive (bounded, as `Driver::receive`), but what each message made ERA send (a
         // decision's DOWN, an UP) leaves before the next poll: one empty poll less on every
         // hop of the agreement's critical path.

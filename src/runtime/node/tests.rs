@@ -160,7 +160,7 @@ fn a_run_records_each_ranks_broadcast_times() {
         loss: 0.0,
         auth: None,
     };
-    let r = crate::runtime::run(&bench, None).unwrap();
+    let r = crate::experiment::bench::local::run(&bench, None).unwrap();
     assert_eq!((r.measured, r.violations, r.timeouts), (iters, 0, 0), "{r:?}");
     let ops = r.per_rank.ops();
     assert_eq!((ops[0], ops[1], ops[3]), (iters, iters, iters), "{ops:?}");

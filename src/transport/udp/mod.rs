@@ -377,4 +377,9 @@ impl Transport for UdpTransport {
     fn unacked(&self) -> usize {
         self.core.unacked()
     }
+
+    fn enforce_suspicion(&mut self, peer: u32, now: Instant) {
+        self.core.enforce(peer, now);
+        transmit(&mut self.core, &mut self.link);
+    }
 }

@@ -102,6 +102,7 @@ fn agree_bench(n: u32) -> AgreeBench {
         iterations: 4,
         duration: None,
         kills: vec![],
+        stalls: Vec::new(),
         heartbeat: Duration::from_millis(10),
         suspect_after: Duration::from_millis(200),
         op_timeout: Duration::from_secs(5),

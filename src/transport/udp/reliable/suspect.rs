@@ -45,6 +45,25 @@ impl Reliable {
         self.wheel.schedule(p as u32, now + self.cfg.rto_max);
     }
 
+    /// A suspicion made above the transport: as [`Reliable::suspect`] (traffic stopped, the
+    /// FENCE sent and repeated) but not reported back nor counted as the transport's own;
+    /// nothing if `p` is already suspected or out of range.
+    pub fn enforce(&mut self, p: u32, now: Instant) {
+        let Some(peer) = self.peers.get_mut(p as usize) else {
+            return;
+        };
+        if peer.suspected || p == self.rank {
+            return;
+        }
+        peer.suspected = true;
+        peer.snd_una = peer.next_seq;
+        peer.ack_pending = false;
+        peer.probe_due = None;
+        peer.fences_left = self.cfg.fence_repeats;
+        self.send_fence(p as usize, now);
+        self.wheel.schedule(p, now + self.cfg.rto_max);
+    }
+
     /// Queues a FENCE to `p`.
     pub(super) fn send_fence(&mut self, p: usize, now: Instant) {
         self.send_control(p, KIND_FENCE);

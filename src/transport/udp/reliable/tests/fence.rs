@@ -365,3 +365,40 @@ fn an_endpoint_that_could_not_drain_its_link_suspects_only_at_the_ceiling() {
     );
     assert!(s.foreign > 10_000, "{s:?}");
 }
+
+#[test]
+fn a_suspicion_made_above_the_transport_is_enforced_with_a_fence() {
+    // A heartbeat detector suspected rank 1 (alive, talking) at 5 ms: rank 0's core fences it
+    // without reporting a suspicion of its own, and rank 1 stops as if the core had suspected.
+    let cfg = short_floor();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    let mut now = t0;
+    let mut i = 0u64;
+    while now - t0 < MS(40) {
+        now += US(50);
+        wire.borrow_mut().now = Some(now);
+        if now - t0 == MS(5) {
+            ns[0].core.enforce(1, now);
+            ns[0].core.enforce(1, now); // (idempotent)
+            ns[0].core.enforce(0, now); // (itself: nothing)
+            ns[0].core.enforce(9, now); // (out of range: nothing)
+        }
+        if ns[1].fenced.is_empty() && ns[1].send(0, &payload(1, i), now).is_ok() {
+            i += 1;
+        }
+        for n in ns.iter_mut() {
+            n.poll(now);
+        }
+    }
+    assert!(ns[0].core.is_suspected(1));
+    assert!(
+        ns[0].suspects.is_empty(),
+        "not reported back: the caller made the suspicion"
+    );
+    assert_eq!(ns[0].stats().suspected, 0);
+    assert!(ns[0].stats().fences_sent >= 1);
+    assert_eq!(ns[1].fenced, vec![0], "{:?}", ns[1].stats());
+    assert_eq!(ns[1].core.fenced_by(), Some(0));
+    assert!(i > 10, "rank 1 was talking before the fence");
+}

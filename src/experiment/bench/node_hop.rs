@@ -11,7 +11,8 @@
 //! messages.
 //!
 //! The measurement: a 2-node broadcast without correction on the same transport, payload size,
-//! poll mode and pinning, through the very node code of the run (`crate::runtime::run`); its
+//! poll mode and pinning, through the very runner of a local run ([`super::local::run`], a
+//! group's stream), so through the same node code; its
 //! coloring latency is one hop through the node, root's start to the other node's delivery
 //! (median with its 95 % interval). What that hop takes beyond the transport's
 //! `o_s + L + o_r` is the node's own overhead per hop; [`NodeHop::fold`] charges it to `o_s`
@@ -86,9 +87,8 @@ pub struct HopSetup {
     pub l_ns: u64,
 }
 
-/// Runs the 2-node broadcast and returns its coloring latency, ns; an error if any operation
-/// failed (a violation, a timeout, a dropped or unrun operation): no figure from a bad run.
-pub fn measure(s: &HopSetup) -> Result<Ci, String> {
+/// The 2-node run of `s`: a broadcast without correction, one message per operation.
+fn hop_bench(s: &HopSetup) -> Result<Bench, String> {
     let model = BenchModel::new(s.os_ns, s.or_ns, s.l_ns);
     let spec = AlgoSpec {
         correction: Some("none".into()),
@@ -120,7 +120,13 @@ pub fn measure(s: &HopSetup) -> Result<Ci, String> {
         loss: 0.0,
         auth: s.auth.clone(),
     };
-    let res = crate::runtime::run(&bench, None).map_err(|e| format!("the node-hop calibration: {e}"))?;
+    Ok(bench)
+}
+
+/// Runs the 2-node broadcast and returns its coloring latency, ns; an error if any operation
+/// failed (a violation, a timeout, a dropped or unrun operation): no figure from a bad run.
+pub fn measure(s: &HopSetup) -> Result<Ci, String> {
+    let res = super::local::run(&hop_bench(s)?, None).map_err(|e| format!("the node-hop calibration: {e}"))?;
     let bad = res.violations + res.timeouts + res.dropped_ops + res.not_run;
     if bad > 0 || res.measured == 0 {
         return Err(format!(
@@ -168,6 +174,44 @@ mod tests {
         let h = NodeHop::fold(ci(100.0), 55, 68, 197);
         assert_eq!((h.overhead_ns, h.os_share_ns, h.or_share_ns), (0, 0, 0));
         assert_eq!(h.node_o_ns(55, 68), (55, 68));
+    }
+
+    #[test]
+    fn the_calibration_runs_one_message_per_operation_and_every_operation_on_the_local_runner() {
+        // The hop is one message root -> rank 1 per operation: the structure the fold assumes.
+        // A runner that measured something else (extra messages, operations left unrun,
+        // warmup counted) would skew every model built on it.
+        let s = HopSetup {
+            transport: TransportKind::Inproc,
+            size: 8,
+            poll: PollMode::Busy,
+            pin: false,
+            auth: None,
+            os_ns: 100,
+            or_ns: 100,
+            l_ns: 200,
+        };
+        let b = hop_bench(&s).unwrap();
+        assert_eq!((b.cluster.nodes, b.cluster.window, b.kills.len()), (2, 1, 0));
+        let res = super::super::local::run(&b, None).unwrap();
+        assert_eq!(res.measured, OPERATIONS);
+        assert_eq!(
+            (res.violations, res.timeouts, res.not_run, res.dropped_ops),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(
+            res.coloring.len(),
+            OPERATIONS,
+            "one coloring sample per measured operation"
+        );
+        assert_eq!(
+            (res.messages.min(), res.messages.max()),
+            (1, 1),
+            "one message per operation"
+        );
+        assert!(res.dead_nodes.is_empty());
+        // Every message of the warmup and the measured operations crossed the transport once.
+        assert_eq!(res.transport.sent, OPERATIONS + OPERATIONS / 10);
     }
 
     #[test]

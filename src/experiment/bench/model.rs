@@ -1,0 +1,131 @@
+//! A bench run's LogP model: o and L given, calibrated (`params`) or measured, the node's own
+//! cost per hop folded into the overheads ([`super::node_hop`]), processor sharing, the
+//! calibration's noise; and the prediction of a finished run on the simulator.
+
+use std::sync::Arc;
+
+use super::node_hop::{HopSetup, NodeHop, measure as measure_hop};
+use super::{BenchEnv, BenchOutcome, Checked};
+use crate::experiment::predict::{BenchModel, Prediction, predict, shared_o_ns};
+use crate::runtime::TransportKind;
+use crate::runtime::cluster::PollMode;
+use crate::runtime::logp::{Calibration, Estimate, estimate};
+use crate::sim::Noise;
+
+/// The model a run's protocols count in and its prediction uses.
+pub struct RunModel {
+    /// The saved calibration the run was given.
+    pub cal: Option<Calibration>,
+    /// The transport's fresh estimate (when o or L were neither given nor calibrated).
+    pub est: Option<Estimate>,
+    /// The node's own cost per hop folded into the overheads (`None`: o and L given, or a
+    /// launched run).
+    pub node_hop: Option<NodeHop>,
+    /// The LogGP of the run, after processor sharing.
+    pub model: BenchModel,
+    /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
+    pub noise: Option<Arc<Noise>>,
+    /// The node's mean overhead before processor sharing, ns.
+    pub own_o_ns: u64,
+    /// The model's mean o and its L, ns.
+    pub o_ns: u64,
+    pub l_ns: u64,
+}
+
+impl Checked {
+    /// Sets up o and L (given, calibrated or measured, with the node's own hop measured on
+    /// this machine for a local or `procs` run whose o and L were not given) and the model
+    /// the protocols and the prediction use; `poll` is how the run's workers wait.
+    pub(super) fn run_model(&self, env: &BenchEnv, poll: PollMode) -> Result<RunModel, String> {
+        let a = &self.spec;
+        let cal = a.params.as_deref().map(Calibration::load).transpose()?;
+        // --o-ns gives one o (o_s = o_r); a calibration and the estimate give both.
+        let cal_ns = cal.as_ref().map(|c| c.os_or_l_ns());
+        let given_o = a.o_ns.map(|o| (o, o)).or(cal_ns.map(|(os, or, _)| (os, or)));
+        let given_l = a.l_ns.or(cal_ns.map(|(_, _, l)| l));
+        let est: Option<Estimate> = match (given_o, given_l) {
+            (Some(_), Some(_)) => None,
+            _ => Some(estimate(a.transport, 2000, a.size)?),
+        };
+        // The transport's overheads (measured, calibrated or given).
+        let (tr_os, tr_or) = given_o.or(est.map(|e| (e.o_send_ns, e.o_recv_ns))).unwrap_or((1, 1));
+        let l_ns = given_l.or(est.map(|e| e.l_ns)).unwrap_or(1);
+        // What a node pays per hop beyond the transport (`node_hop`), measured now by this
+        // process on the cores its workers use: on a virtual machine the same 2-node hop moved
+        // by 1.5x between processes (docs/measurements.md), so a saved figure would not be this
+        // run's. Not when o or L were given, nor for a launched run (its hosts are not this one).
+        let node_hop = if a.o_ns.is_some() || a.l_ns.is_some() || a.join.is_some() {
+            None
+        } else {
+            let setup = HopSetup {
+                transport: a.transport,
+                size: a.size,
+                poll,
+                pin: !a.no_pin,
+                auth: if a.transport == TransportKind::Udp {
+                    crate::experiment::launch::job::fresh_session(self.key(env)?)?
+                } else {
+                    None
+                },
+                os_ns: tr_os,
+                or_ns: tr_or,
+                l_ns,
+            };
+            Some(NodeHop::fold(measure_hop(&setup)?, tr_os, tr_or, l_ns))
+        };
+        // The node's overheads: the transport's and the node's own share of each hop.
+        let (own_os, own_or) = node_hop.map_or((tr_os, tr_or), |h| h.node_o_ns(tr_os, tr_or));
+        let own_o_ns = ((own_os + own_or) / 2).max(1);
+        let model = BenchModel::new(
+            shared_o_ns(own_os, a.nodes, a.shared_cores),
+            shared_o_ns(own_or, a.nodes, a.shared_cores),
+            l_ns,
+        );
+        let o_ns = model.mean_o_ns();
+        // A calibration that gave every parameter also gives their distributions: the
+        // prediction then draws each message's o_s, o_r and L from them (noisy LogP).
+        let noise = match &cal {
+            Some(c) if a.o_ns.is_none() && a.l_ns.is_none() && !c.noise.is_null() => {
+                // The transport's distributions, stretched so that their medians are the node's
+                // overheads (after processor sharing), in the model's unit.
+                let fixed = crate::model::LogGP::new(model.l_ns, tr_os.max(1), tr_or.max(1), 0, 0)?;
+                let ns = Noise::from_json(&c.noise.to_string(), fixed)?;
+                let u = model.unit_ns as f64;
+                Some(Arc::new(ns.scaled(
+                    model.os_ns as f64 / tr_os.max(1) as f64 / u,
+                    model.or_ns as f64 / tr_or.max(1) as f64 / u,
+                    1.0 / u,
+                )))
+            }
+            _ => None,
+        };
+        Ok(RunModel {
+            cal,
+            est,
+            node_hop,
+            model,
+            noise,
+            own_o_ns,
+            o_ns,
+            l_ns,
+        })
+    }
+
+    /// The LogP prediction for a finished run (`None` with `no_model`).
+    pub fn prediction(&self, out: &BenchOutcome) -> Result<Option<Prediction>, String> {
+        let a = &self.spec;
+        if a.no_model {
+            return Ok(None);
+        }
+        predict(
+            &out.algo,
+            a.nodes,
+            &out.model,
+            out.model_cores,
+            out.noise.as_ref(),
+            &self.kills,
+            (a.warmup, a.iterations),
+        )
+        .map(Some)
+    }
+}

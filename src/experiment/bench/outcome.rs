@@ -1,0 +1,66 @@
+//! A finished bench run, assembled for the report: what ran (the algorithm, the workers and
+//! how they waited), the model it was counted and predicted in, and what the cluster measured.
+
+use std::sync::Arc;
+
+use super::model::RunModel;
+use crate::experiment::algo::Algo;
+use crate::experiment::predict::BenchModel;
+use crate::runtime::cluster::{ClusterResult, PollMode};
+use crate::runtime::logp::{Calibration, Estimate};
+use crate::sim::Noise;
+
+use super::node_hop::NodeHop;
+
+/// A finished run (before its prediction).
+pub struct BenchOutcome {
+    pub algo: Algo,
+    pub res: ClusterResult,
+    pub est: Option<Estimate>,
+    pub cal: Option<Calibration>,
+    pub model: BenchModel,
+    /// The cores the model puts the nodes on (`None`: a core per node): the workers' when
+    /// they serve several nodes each, the host's when node processes outnumber its cores.
+    pub model_cores: Option<u32>,
+    /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
+    pub noise: Option<Arc<Noise>>,
+    /// The node's own cost per hop folded into the model's overheads (`None`: o and L given,
+    /// or a launched run).
+    pub node_hop: Option<NodeHop>,
+    pub workers: usize,
+    pub poll: PollMode,
+    pub o_ns: u64,
+    pub l_ns: u64,
+    pub own_o_ns: u64,
+    pub cores: usize,
+}
+
+/// How the run's nodes were hosted.
+pub(super) struct Hosting {
+    pub(super) workers: usize,
+    pub(super) poll: PollMode,
+    pub(super) model_cores: Option<u32>,
+    pub(super) cores: usize,
+}
+
+impl BenchOutcome {
+    /// The outcome of a run of `algo` hosted as `h`, counted in `m`, that measured `res`.
+    pub(super) fn assemble(algo: Algo, m: RunModel, h: Hosting, res: ClusterResult) -> BenchOutcome {
+        BenchOutcome {
+            algo,
+            res,
+            est: m.est,
+            cal: m.cal,
+            model: m.model,
+            model_cores: h.model_cores,
+            noise: m.noise,
+            node_hop: m.node_hop,
+            workers: h.workers,
+            poll: h.poll,
+            o_ns: m.o_ns,
+            l_ns: m.l_ns,
+            own_o_ns: m.own_o_ns,
+            cores: h.cores,
+        }
+    }
+}
