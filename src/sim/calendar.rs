@@ -305,6 +305,30 @@ mod tests {
         assert_eq!(c.pop(), None);
     }
 
+    /// Instants filled one after the other: the emptied buckets' vectors go to the next
+    /// instant's bucket, so only the instants holding events own memory, and a bucket with
+    /// thousands of events holds one per rank at once.
+    #[test]
+    fn emptied_buckets_lend_their_vectors_to_the_next() {
+        let ranks = 10_000u32;
+        let mut c: Calendar<u32> = Calendar::new(64, ranks);
+        for t in 0..40 {
+            for k in 0..500 {
+                c.push(t + 1, k);
+            }
+            for k in 0..500 {
+                assert_eq!(c.pop(), Some((t + 1, Item::Early(k))));
+            }
+        }
+        let owning = c.early.iter().filter(|b| b.capacity() != 0).count() + c.spare.len();
+        assert!(owning <= 3, "{owning} vectors own memory");
+        for k in 0..5000 {
+            c.push(100, k);
+        }
+        let big = c.early.iter().map(Vec::capacity).max().unwrap_or(0);
+        assert!((ranks as usize..2 * ranks as usize).contains(&big), "{big}");
+    }
+
     /// A window far larger than the ring (a huge LogP `L`): the ring stays at
     /// [`Calendar::MAX_RING`] buckets and events far apart still come out in order.
     #[test]

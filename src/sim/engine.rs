@@ -114,6 +114,8 @@ struct Slot {
     delivered: bool,
 }
 
+const _: () = assert!(size_of::<Slot>() == 32);
+
 impl Slot {
     fn new(death: Time) -> Self {
         Self {
