@@ -1,6 +1,7 @@
 //! The flags of `ftcoll agree` (simulated with `--sim`, else on the network) and the values
 //! `stress agree` shares.
 
+use crate::runtime::agree::{DEFAULT_HEARTBEAT, DEFAULT_SUSPECT_AFTER};
 use clap::{Args, ValueEnum};
 
 /// The agreed value's type and `F`.
@@ -72,10 +73,10 @@ pub struct AgreeArgs {
     /// Network benchmark: heartbeat period to tree neighbours, µs. A node blocked on a dead
     /// neighbour probes it this soon (a closed port then answers with ICMP at once); a link
     /// that carries agreements needs none, so busy runs send almost no heartbeats.
-    #[arg(long = "heartbeat-us", default_value_t = 100)]
+    #[arg(long = "heartbeat-us", default_value_t = DEFAULT_HEARTBEAT.as_micros() as u64)]
     pub heartbeat_us: u64,
     /// Network benchmark: a neighbour silent this long is suspected, ms.
-    #[arg(long = "suspect-ms", default_value_t = 100)]
+    #[arg(long = "suspect-ms", default_value_t = DEFAULT_SUSPECT_AFTER.as_millis() as u64)]
     pub suspect_ms: u64,
     /// Network benchmark: give up when no agreement returns for this long, ms.
     #[arg(long = "op-timeout-ms", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]

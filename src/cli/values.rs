@@ -38,7 +38,7 @@ impl TransportArg {
 pub enum PollArg {
     /// Spin on the endpoints (lowest latency; needs a core per worker).
     Busy,
-    /// Spin, then yield and sleep briefly after a while without progress.
+    /// Spin, then yield the core after each pass without progress (never sleeps).
     Adaptive,
     /// Yield the core after every pass (Open MPI's `mpi_yield_when_idle`), also after one that
     /// did work, and send at most one message per pass: for more nodes than cores when the

@@ -13,7 +13,7 @@ use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::board::Control;
 use crate::runtime::cluster::{ClusterConfig, run_workers, worker_count};
 use crate::runtime::node::{Node, NodeParams};
-use crate::runtime::{Endpoints, endpoints, endpoints_with_key};
+use crate::runtime::{Endpoints, endpoints_with_key};
 use crate::transport::MAX_PAYLOAD;
 use crate::wire::dispatch::{Dispatch, Visit};
 use crate::wire::{HEADER_LEN, WireMessage};
@@ -71,7 +71,9 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
     // messages fit a datagram.
     let agreements = if b.agreements && n <= MAX_AGREE_MEMBERS {
         let job = crate::transport::ids::group_agree(b.seed);
-        let eps = endpoints(b.transport, n, job, b.seed, 0.0).map_err(GroupError::Setup)?;
+        // Authenticated as the broadcasts are: an agreement message or heartbeat without the
+        // job key is dropped and counted, never fed to ERA or the failure detector.
+        let eps = endpoints_with_key(b.transport, n, job, b.seed, 0.0, b.auth.clone()).map_err(GroupError::Setup)?;
         let a = Agreements::new(eps, n, job, b.heartbeat, b.suspect_after).map_err(GroupError::Setup)?;
         #[cfg(test)]
         let a = a.with_hang(b.hang_agree.take());

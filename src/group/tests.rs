@@ -478,3 +478,30 @@ fn a_group_runs_over_the_callers_endpoints_and_refuses_a_wrong_count() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn a_keyed_udp_group_broadcasts_and_agrees_on_authenticated_endpoints() {
+    let key = crate::transport::udp::auth::AuthKey::from_bytes([9; 16]);
+    let mut g = Group::builder(3)
+        .transport(crate::runtime::TransportKind::Udp)
+        .auth(Some(key))
+        .build()
+        .unwrap();
+    let seq = g.broadcast(0, b"keyed").unwrap();
+    let (seen, done) = until_completed(&mut g, seq);
+    assert_eq!(done, Some(false), "{seen:?}");
+    for m in 0..3 {
+        g.agree(m, !(1u64 << m)).unwrap();
+    }
+    let mut agreed = 0;
+    while agreed < 3 {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Agreed { value, failed, .. }) => {
+                assert_eq!((value, failed), (!0b111, vec![]));
+                agreed += 1;
+            }
+            Some(Event::Delivered { .. } | Event::Completed { .. }) => {}
+            ev => panic!("{ev:?}"),
+        }
+    }
+}

@@ -26,7 +26,8 @@ pub use workers::{Pool, WorkerHook, run_workers, worker_count};
 pub enum PollMode {
     /// Spin on the endpoints (lowest latency; needs a core per worker).
     Busy,
-    /// Spin, then yield and sleep briefly after a while without progress.
+    /// Spin for 2000 idle passes, then yield the core after each idle pass (it never sleeps:
+    /// a yield returns at once when no other thread wants the core).
     Adaptive,
     /// Yield the core after every pass (Open MPI's `mpi_yield_when_idle`), also after one that
     /// did work, and send at most one message per pass: for more nodes than cores when the
