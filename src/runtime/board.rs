@@ -77,6 +77,13 @@ impl NodeBoard {
         b
     }
 
+    /// The entry for `seq` as [`NodeBoard::claim`], unless it already holds a newer operation
+    /// (then `seq` is over and its late bookkeeping is dropped, not written over the newer).
+    pub fn claim_unless_newer(&self, seq: u64) -> Option<&OpBoard> {
+        let b = &self.ops[(seq % WINDOW as u64) as usize];
+        (b.seq1.load(Ordering::Acquire) <= seq + 1).then(|| self.claim(seq))
+    }
+
     /// The entry for `seq` if this node has touched that operation.
     pub fn get(&self, seq: u64) -> Option<&OpBoard> {
         let b = &self.ops[(seq % WINDOW as u64) as usize];
@@ -140,5 +147,18 @@ mod tests {
         let b = nb.claim(5 + WINDOW as u64);
         assert_eq!(b.last_ns.load(Ordering::Relaxed), 0);
         assert_eq!(b.send_drops.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn late_bookkeeping_of_an_older_operation_never_takes_a_newer_ones_entry() {
+        let nb = NodeBoard::default();
+        let w = WINDOW as u64;
+        nb.claim(3 + w).sent.fetch_add(2, Ordering::Relaxed);
+        assert!(nb.claim_unless_newer(3).is_none());
+        assert_eq!(nb.get(3 + w).map(|b| b.sent.load(Ordering::Relaxed)), Some(2));
+        // The same or an older occupant: claimed as usual.
+        assert!(nb.claim_unless_newer(3 + w).is_some());
+        assert!(nb.claim_unless_newer(3 + 2 * w).is_some());
+        assert!(nb.get(3 + w).is_none());
     }
 }

@@ -51,6 +51,8 @@ pub(super) struct Ops<P: Protocol> {
     payloads: Box<dyn Payloads>,
     /// Deliveries of this pass not yet stamped on the board (`Pass::publish`).
     unpublished: Vec<(u64, u64)>,
+    /// Sends and other activity of this pass not yet on the board: `(seq, sends, ns)`.
+    unpublished_activity: Vec<(u64, u32, u64)>,
     rng: ProtoRng,
     /// Crash injection (tests, benchmarks), if any.
     pub(super) faults: Option<Box<dyn Faults>>,
@@ -94,6 +96,7 @@ impl<P: Protocol> Ops<P> {
             retired: 0,
             payloads,
             unpublished: Vec::with_capacity(WINDOW),
+            unpublished_activity: Vec::with_capacity(WINDOW),
             rng: ProtoRng::new(ProtoRng::run_seed(seed, u64::from(rank))),
             faults,
             sends_per_step: 16,
@@ -283,11 +286,36 @@ where
     /// Stamps the pass's deliveries on the board: when, how many, and the operation's latest
     /// activity (quiescence is never reported before coloring).
     pub(super) fn publish(&mut self) {
+        // Activity first: it may be of an older operation than a delivery of this pass, whose
+        // entry would then take the older one's slot (an entry is never taken back).
+        for (seq, sends, ns) in self.ops.unpublished_activity.drain(..) {
+            let Some(b) = self.board.claim_unless_newer(seq) else {
+                continue;
+            };
+            if sends > 0 {
+                b.sent.fetch_add(sends, Ordering::Relaxed);
+            }
+            b.touch(ns);
+        }
         for (seq, ns) in self.ops.unpublished.drain(..) {
             let b = self.board.claim(seq);
             b.delivered_ns.store(ns, Ordering::Relaxed);
             b.deliveries.fetch_add(1, Ordering::Relaxed);
             b.touch(ns);
+        }
+    }
+
+    /// Notes activity of operation `seq` at `ns` (and `sends` more datagrams) for the board
+    /// at the pass's end: its lines are read by the coordinator's core, so a write there may
+    /// miss, and a relay's children must not wait for it (the model has no such cost).
+    fn note_activity(&mut self, seq: u64, sends: u32, ns: u64) {
+        let pending = &mut self.ops.unpublished_activity;
+        match pending.iter_mut().find(|e| e.0 == seq) {
+            Some(e) => {
+                e.1 += sends;
+                e.2 = e.2.max(ns);
+            }
+            None => pending.push((seq, sends, ns)),
         }
     }
 
@@ -333,7 +361,7 @@ where
         // A delivery stamps the operation's activity itself; any other message does here.
         if !self.after_event(i) {
             let ns = self.ns(Instant::now().max(self.now));
-            self.board.claim(op.seq).touch(ns);
+            self.note_activity(op.seq, 0, ns);
         }
         self.ops.stages.mark(rank, op.seq, Stage::Delivered, epoch);
     }
@@ -525,9 +553,8 @@ where
         };
         self.ops.stages.mark(rank, op.seq, Stage::Encoded, self.p.epoch);
         self.ops.slots[i].sent += 1;
-        let b = self.board.claim(op.seq);
-        b.sent.fetch_add(1, Ordering::Relaxed);
-        b.touch(self.ns(self.now));
+        let ns = self.ns(self.now);
+        self.note_activity(op.seq, 1, ns);
         Some(len)
     }
 

@@ -23,6 +23,8 @@ struct Spy {
     rank: u32,
     ctl: Arc<Control>,
     at_send: Seen,
+    /// The sender's board count of operation 0's sends at each send.
+    sends_seen: Arc<Mutex<Vec<Option<u32>>>>,
     sent: Arc<Mutex<Vec<Vec<u8>>>>,
     inbox: Vec<Vec<u8>>,
 }
@@ -36,6 +38,8 @@ impl Transport for Spy {
     }
     fn send(&mut self, _: u32, bytes: &[u8], _: Instant) -> Result<(), SendError> {
         self.at_send.lock().unwrap().push(look(&self.ctl, self.rank as usize));
+        let count = self.ctl.boards[self.rank as usize].get(0).map(|b| b.sent.load(Relaxed));
+        self.sends_seen.lock().unwrap().push(count);
         self.sent.lock().unwrap().push(bytes.to_vec());
         Ok(())
     }
@@ -88,10 +92,12 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
         epoch,
     };
     let (at_send, sent, handed) = (Seen::default(), Arc::new(Mutex::new(Vec::new())), Seen::default());
+    let sends_seen = Arc::new(Mutex::new(Vec::new()));
     let spy = |rank, inbox| Spy {
         rank,
         ctl: ctl.clone(),
         at_send: at_send.clone(),
+        sends_seen: sends_seen.clone(),
         sent: sent.clone(),
         inbox,
     };
@@ -113,6 +119,13 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
         vec![Some(0)],
         "the root's user had it before the stamp"
     );
+    // The send's count (a write to the board's line) waits until the pass's sends are out.
+    assert_eq!(
+        *sends_seen.lock().unwrap(),
+        vec![Some(0)],
+        "counted before the send left"
+    );
+    assert_eq!(ctl.boards[0].get(0).unwrap().sent.load(Relaxed), 1, "counted after");
     let datagram = sent.lock().unwrap().pop().expect("the root sent to rank 1");
     let mut leaf = Node::<CorrectedTree<0>>::new(1, n, Box::new(spy(1, vec![datagram])), hand(1), None, 1, None);
     leaf.step(&p, &ctl, Instant::now());
