@@ -120,14 +120,17 @@ impl GroupHook {
     }
 
     /// Steps this worker's share of the agreement stream, if one runs; hands its nodes back
-    /// once the stream is over. `None`: no stream, or the group's own work is due.
+    /// once the stream is over. `None`: no stream, or the group's own work is due. A pass of
+    /// a stream counts as progress whatever it did: its worker never waits (not even a spin
+    /// hint's pause), as `ftcoll agree`'s loop never did, and the share keeps its own count
+    /// of idle passes for the stream's timeout.
     #[inline]
     fn agree_pass(&mut self) -> Option<bool> {
         let share = self.agree.as_mut()?;
         match share.worker.pass() {
-            Some(progress) => {
+            Some(_) => {
                 self.agree_passes = self.agree_passes.wrapping_add(1);
-                (self.agree_passes % GROUP_WORK_EVERY != 0).then_some(progress)
+                (self.agree_passes % GROUP_WORK_EVERY != 0).then_some(true)
             }
             None => {
                 let share = self.agree.take().expect("a share");
