@@ -8,7 +8,10 @@
 //! (Corrected Gossip Claim 1), each disseminated by the chosen broadcast algorithm (the
 //! default is a binomial corrected tree with checked correction, Corrected Trees §3), and
 //! one is over once every live member delivered it (or its timeout passed). Members also
-//! agree on a 64-bit AND and on who failed ([`Group::agree`], ERA, Herault et al. SC 2015).
+//! agree on a 64-bit AND and on who failed ([`Group::agree`], ERA, Herault et al. SC 2015),
+//! or run a closed loop of agreements on the group's workers ([`Group::agree_stream`], which
+//! `ftcoll agree`'s local run is); a group built without broadcasts
+//! ([`GroupBuilder::broadcasts`]) only agrees.
 //!
 //! # Example
 //!

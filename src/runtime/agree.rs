@@ -1,5 +1,7 @@
 //! ERA on a local cluster (`ftcoll agree`): nodes as threads of this process over UDP loopback,
-//! in-process queues or ibverbs (or, with [`crate::runtime::agree_procs`], one process each),
+//! in-process queues or ibverbs, stepped by a library group's workers (`prepare`,
+//! `AgreeRun::split`, `AgreeWorker::pass`: `group::Group::agree_stream`), or, with
+//! [`crate::runtime::agree_procs`], one process each,
 //! each running ULFM's `benchagree` loop of back-to-back agreements on a 64-bit AND, with a
 //! failure detector that watches only the node's ERA tree neighbours (ERA §2): heartbeats
 //! every `heartbeat`, a neighbour silent for `suspect_after` is suspected, and so is one the
