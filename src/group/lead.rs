@@ -130,7 +130,7 @@ impl GroupHook {
         match share.worker.pass() {
             Some(_) => {
                 self.agree_passes = self.agree_passes.wrapping_add(1);
-                (self.agree_passes % GROUP_WORK_EVERY != 0).then_some(true)
+                (!self.agree_passes.is_multiple_of(GROUP_WORK_EVERY)).then_some(true)
             }
             None => {
                 let share = self.agree.take().expect("a share");
