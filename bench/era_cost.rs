@@ -42,8 +42,8 @@ fn measure(n: u32, agreements: u64, wire: bool) -> (f64, f64) {
             while let Some((from, to, m)) = queue.pop_front() {
                 let m = if wire {
                     let len = encode_datagram(&mut buf, 1, 0, m.id(), from, &m, &[]).expect("encode");
-                    let (_, body, _) = Header::decode(&buf[..len], 1, n).expect("header");
-                    EraMsg::<And64>::decode(body, n).expect("body")
+                    let (h, body, _) = Header::decode(&buf[..len], 1, n).expect("header");
+                    EraMsg::<And64>::decode_in(&h, body, n).expect("body")
                 } else {
                     m
                 };

@@ -2,7 +2,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use super::targets::JOB;
+use super::targets::{JOB, SEQ};
 use crate::protocol::agree::{And32, And64, Ballot, EraMsg, RankSet, Value};
 use crate::protocol::bcast::corrected_tree::TreeMsg;
 use crate::protocol::bcast::correction::{CorrKind, CorrMsg, Dir, FAILPROOF_CAP, Known};
@@ -34,6 +34,15 @@ fn body<M: WireMessage>(m: &M) -> Vec<u8> {
     let k = m.encode(&mut out);
     out.truncate(k);
     out
+}
+
+/// `wire_era`'s selector for `And64`, `n`, then `m`'s body behind a header of [`SEQ`].
+fn compact(m: &EraMsg<And64>) -> Vec<u8> {
+    let mut out = vec![0u8; EraMsg::<And64>::MAX_BODY];
+    let k = m.encode_in(SEQ, &mut out);
+    let mut v = vec![0, N];
+    v.extend_from_slice(&out[..k]);
+    v
 }
 
 /// `n` then the bytes.
@@ -132,6 +141,16 @@ pub fn wire_era() -> Vec<Vec<u8>> {
             },
         ),
         picked(Some(0), &EraMsg::<And64>::ResultRequest { id: 9 }),
+        // The compact form (its id is the header's sequence).
+        compact(&EraMsg::Up {
+            id: SEQ,
+            ballot: Ballot {
+                value: And64(!0x10),
+                failed: RankSet::of([2]),
+                acked: Some(RankSet::new()),
+                returned_below: SEQ - 1,
+            },
+        }),
         picked(
             Some(1),
             &EraMsg::Up {

@@ -23,6 +23,8 @@ use crate::wire::{self, DecodeError, HEADER_LEN, Header, WireMessage, conn_relay
 
 /// The job id every wire target expects (seeds carry it; other ids are foreign).
 pub const JOB: u64 = 0xF022_0000_0000_0008;
+/// The operation sequence in the header a message body is decoded behind.
+pub const SEQ: u64 = 7;
 
 /// Splits the first byte off as the job size `n` (0..=255: covers `n = 0` and small jobs where
 /// ranks run out of range).
@@ -65,11 +67,21 @@ pub fn wire_header(data: &[u8]) -> u64 {
     }
 }
 
-/// A message body: byte 0 is `n`, the rest the body. Also decoded as a whole datagram behind a
-/// valid header, which must agree with the body decoder.
+/// A message body: byte 0 is `n`, the rest the body, behind a header of sequence [`SEQ`]
+/// (which a compact ERA body reads its id from). Also decoded as a whole datagram behind that
+/// header, which must agree with the body decoder.
 fn message<M: WireMessage + PartialEq + Debug>(data: &[u8]) -> u64 {
     let (n, body) = size_and_rest(data);
-    let direct = M::decode(body, n);
+    let h = Header {
+        kind: M::KIND,
+        job: JOB,
+        root: 0,
+        seq: SEQ,
+        sender: n.saturating_sub(1),
+        body_len: body.len().min(usize::from(u16::MAX)) as u16,
+        payload_len: 0,
+    };
+    let direct = M::decode_in(&h, body, n);
     if let Ok(m) = &direct {
         assert!(body.len() <= M::MAX_BODY, "a body longer than MAX_BODY decoded");
         let mut out = vec![0u8; M::MAX_BODY];
@@ -80,18 +92,16 @@ fn message<M: WireMessage + PartialEq + Debug>(data: &[u8]) -> u64 {
             Ok(m),
             "re-encoding changed the message"
         );
+        let k = m.encode_in(SEQ, &mut out);
+        assert!(k <= M::MAX_BODY);
+        assert_eq!(
+            M::decode_in(&h, &out[..k], n).as_ref(),
+            Ok(m),
+            "re-encoding behind the header changed the message"
+        );
     }
     if n > 0 && body.len() <= usize::from(u16::MAX) {
         let mut d = vec![0u8; HEADER_LEN + body.len()];
-        let h = Header {
-            kind: M::KIND,
-            job: JOB,
-            root: 0,
-            seq: 7,
-            sender: n - 1,
-            body_len: body.len() as u16,
-            payload_len: 0,
-        };
         h.encode(&mut d);
         d[HEADER_LEN..].copy_from_slice(body);
         let whole = wire::decode_datagram::<M>(&d, JOB, n).map(|(_, m, _)| m);

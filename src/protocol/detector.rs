@@ -91,6 +91,7 @@ impl Detector {
 
     /// A valid datagram came from `peer`: if it is watched, the silence it ends is a gap
     /// its bound learns from.
+    #[inline]
     pub fn heard(&mut self, peer: Rank, now: Time) {
         let p = peer as usize;
         let Some(&last) = self.last_heard.get(p) else {
@@ -106,10 +107,16 @@ impl Detector {
     }
 
     /// The gap learned for peer `p`, decayed to `now`.
+    #[inline]
     fn learned(&self, p: usize, now: Time) -> Time {
         let (gap, at) = self.gap[p];
         let half = self.cfg.suspect_after.saturating_mul(GAP_HALF_LIFE).max(1);
-        let halvings = now.saturating_sub(at) / half;
+        let since = now.saturating_sub(at);
+        // (Most calls come within one half-life: no division on every datagram heard.)
+        if since < half {
+            return gap;
+        }
+        let halvings = since / half;
         if halvings >= 64 { 0 } else { gap >> halvings }
     }
 

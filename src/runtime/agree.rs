@@ -31,7 +31,8 @@ use crate::wire::{DropCounters, HEADER_LEN};
 mod node;
 
 pub use node::DIGEST_BLOCK;
-pub(crate) use node::{EraFraming, Node, NodeInit};
+pub use node::EraFraming;
+pub(crate) use node::{Node, NodeInit};
 
 const JOB: u64 = 0xE4A0_A64E_E000_0001;
 

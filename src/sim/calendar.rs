@@ -45,11 +45,21 @@ pub struct Calendar<E> {
     in_ring: usize,
     /// Events beyond the ring, by instant.
     far: Far<E>,
+    /// Emptied buckets' vectors, kept for their capacity: a bucket that gets its first event
+    /// takes one, and an instant that is over gives its bucket's back. Only the buckets that
+    /// hold events then own memory (a broadcast's receives fill the few instants of one hop,
+    /// and the ring's other buckets would otherwise each grow to that size in turn: hundreds
+    /// of megabytes of fresh pages at 2^20 processes).
+    spare: Vec<Vec<E>>,
+    /// The ranks late events may have (see [`Calendar::new`]).
+    ranks: usize,
 }
 
 impl<E: Copy> Calendar<E> {
     /// The most buckets of the ring.
     pub const MAX_RING: Time = 1 << 12;
+    /// A bucket this full grows to hold one event per rank at once.
+    const GROW_TO_RANKS: usize = 1 << 12;
 
     /// A queue whose ring covers at least `window` time units ahead, for late events of ranks
     /// below `ranks`. The ring never exceeds [`Calendar::MAX_RING`] buckets (events further ahead wait in
@@ -68,6 +78,8 @@ impl<E: Copy> Calendar<E> {
             late_word: 0,
             in_ring: 0,
             far: Far::new(),
+            spare: Vec::new(),
+            ranks: ranks as usize,
         }
     }
 
@@ -121,12 +133,27 @@ impl<E: Copy> Calendar<E> {
         }
         let b = (time & self.mask) as usize;
         match item {
-            Item::Early(e) => {
-                self.early[b].push(e);
-                self.in_ring += 1;
-            }
+            Item::Early(e) => self.push_early(b, e),
             Item::Late(r) => self.set_late(b, r, time == self.now),
         }
+    }
+
+    #[inline]
+    fn push_early(&mut self, b: usize, e: E) {
+        let bucket = &mut self.early[b];
+        if bucket.len() == bucket.capacity() {
+            if bucket.is_empty()
+                && let Some(v) = self.spare.pop()
+            {
+                *bucket = v;
+            } else if bucket.len() >= Self::GROW_TO_RANKS && bucket.len() < self.ranks {
+                // An instant with thousands of events (a broadcast's receives) may get one per
+                // process: grow there at once rather than by doubling and copying.
+                bucket.reserve_exact(self.ranks - bucket.len());
+            }
+        }
+        bucket.push(e);
+        self.in_ring += 1;
     }
 
     fn set_late(&mut self, b: usize, r: u32, current: bool) {
@@ -169,7 +196,11 @@ impl<E: Copy> Calendar<E> {
                 return Some((self.now, Item::Late((w * 64) as u32 + bit)));
             }
             // The current instant is exhausted: advance.
-            self.early[b].clear();
+            if self.early[b].capacity() != 0 {
+                let mut v = std::mem::take(&mut self.early[b]);
+                v.clear();
+                self.spare.push(v);
+            }
             self.early_pos = 0;
             self.late_word = 0;
             if self.in_ring == 0 {
@@ -185,10 +216,7 @@ impl<E: Copy> Calendar<E> {
                 far.drain_until(limit, |time, item| {
                     let b = (time & self.mask) as usize;
                     match item {
-                        Item::Early(e) => {
-                            self.early[b].push(e);
-                            self.in_ring += 1;
-                        }
+                        Item::Early(e) => self.push_early(b, e),
                         Item::Late(r) => self.set_late(b, r, false),
                     }
                 });
@@ -275,6 +303,30 @@ mod tests {
         c.push_late(0, 3);
         assert_eq!(c.pop(), Some((0, Item::Late(3))));
         assert_eq!(c.pop(), None);
+    }
+
+    /// Instants filled one after the other: the emptied buckets' vectors go to the next
+    /// instant's bucket, so only the instants holding events own memory, and a bucket with
+    /// thousands of events holds one per rank at once.
+    #[test]
+    fn emptied_buckets_lend_their_vectors_to_the_next() {
+        let ranks = 10_000u32;
+        let mut c: Calendar<u32> = Calendar::new(64, ranks);
+        for t in 0..40 {
+            for k in 0..500 {
+                c.push(t + 1, k);
+            }
+            for k in 0..500 {
+                assert_eq!(c.pop(), Some((t + 1, Item::Early(k))));
+            }
+        }
+        let owning = c.early.iter().filter(|b| b.capacity() != 0).count() + c.spare.len();
+        assert!(owning <= 3, "{owning} vectors own memory");
+        for k in 0..5000 {
+            c.push(100, k);
+        }
+        let big = c.early.iter().map(Vec::capacity).max().unwrap_or(0);
+        assert!((ranks as usize..2 * ranks as usize).contains(&big), "{big}");
     }
 
     /// A window far larger than the ring (a huge LogP `L`): the ring stays at

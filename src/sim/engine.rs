@@ -92,40 +92,41 @@ pub struct RunStats {
     pub events: u64,
 }
 
-/// The driver's per-process state.
+/// The driver's state of one process that its events read and write: 32 bytes, aligned so
+/// that a cache line holds two and none straddles two lines. The protocol's state lives in an
+/// array of its own (struct of arrays): an event touches the protocol state of its process
+/// and this slot; a send touches the receiver's slot only. What only the result collection
+/// reads (the delivery time) is kept apart.
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
 struct Slot {
     /// When the receive port is free again.
     recv_free: Time,
     /// Death time (`Time::MAX`: alive; 0: dead before the start).
     death: Time,
-    /// First delivery (`Time::MAX`: never).
-    delivered_at: Time,
     /// The armed timer (`Time::MAX`: none).
     timer_at: Time,
     /// Messages sent.
     sent: u32,
     /// A poll is queued or the sender is busy.
     poll_pending: bool,
+    /// The first delivery is recorded (in `Engine::delivered_at`).
+    delivered: bool,
 }
 
-impl Default for Slot {
-    fn default() -> Self {
+const _: () = assert!(size_of::<Slot>() == 32);
+
+impl Slot {
+    fn new(death: Time) -> Self {
         Self {
             recv_free: 0,
-            death: Time::MAX,
-            delivered_at: Time::MAX,
+            death,
             timer_at: Time::MAX,
             sent: 0,
             poll_pending: false,
+            delivered: false,
         }
     }
-}
-
-/// One process: the protocol's state and the driver's.
-struct Proc<P> {
-    slot: Slot,
-    node: P,
 }
 
 /// One trace line: `time,node,event,peer,label`.
@@ -144,8 +145,12 @@ pub struct Engine<P: Protocol> {
     /// The event core shared with the machine engine: calendar, message costs (LogGP
     /// parameters, noise, shared cores) and the event cap.
     core: Core<Ev<P::Msg>>,
-    /// Per-process protocol and driver state side by side: an event touches one record.
-    procs: Vec<Proc<P>>,
+    /// Each process's protocol state.
+    nodes: Vec<P>,
+    /// Each process's driver state (see [`Slot`]).
+    slots: Vec<Slot>,
+    /// Each process's first delivery, valid where its slot says `delivered`.
+    delivered_at: Vec<Time>,
     /// Death times as drawn by the fault plan (copied into the slots).
     death: Vec<Time>,
     scratch: Vec<Rank>,
@@ -168,7 +173,9 @@ where
         Self {
             n,
             core: Core::new(4 * logp.hop() + 4, n, logp),
-            procs: Vec::with_capacity(len),
+            nodes: Vec::with_capacity(len),
+            slots: Vec::with_capacity(len),
+            delivered_at: Vec::with_capacity(len),
             death: vec![Time::MAX; len],
             scratch: Vec::new(),
             sends_log: Vec::new(),
@@ -178,13 +185,13 @@ where
         }
     }
 
-    /// Bytes an engine for `n` processes holds: each process's record (protocol and driver
-    /// state), its death time, room for two events per process in the calendar's buckets (a
+    /// Bytes an engine for `n` processes holds: each process's protocol state, driver slot,
+    /// delivery time and death time, room for two events per process in the calendar's buckets (a
     /// broadcast has about one in flight per process, and a bucket's vector doubles as it
     /// grows), and the calendar's ring. A protocol's own heap comes on top.
     pub fn footprint(n: u32, logp: impl Into<LogGP>) -> u64 {
         let logp: LogGP = logp.into();
-        let per = (size_of::<Proc<P>>() + size_of::<Time>() + 2 * size_of::<Ev<P::Msg>>()) as u64;
+        let per = (size_of::<P>() + size_of::<Slot>() + 2 * size_of::<Time>() + 2 * size_of::<Ev<P::Msg>>()) as u64;
         u64::from(n)
             .saturating_mul(per)
             .saturating_add(Calendar::<Ev<P::Msg>>::footprint(4 * logp.hop() + 4, n))
@@ -220,17 +227,22 @@ where
 
     /// The protocol state of process `r` after the last run (for tests and diagnostics).
     pub fn node(&self, r: Rank) -> &P {
-        &self.procs[r as usize].node
+        &self.nodes[r as usize]
     }
 
     /// The death time drawn for `r` in the last run (`Time::MAX`: alive).
     pub fn death_time(&self, r: Rank) -> Time {
-        self.procs[r as usize].slot.death
+        self.slots[r as usize].death
     }
 
     /// When `r` delivered in the last run (`Time::MAX`: never).
     pub fn delivered_at(&self, r: Rank) -> Time {
-        self.procs[r as usize].slot.delivered_at
+        let i = r as usize;
+        if self.slots[i].delivered {
+            self.delivered_at[i]
+        } else {
+            Time::MAX
+        }
     }
 
     fn cx<'a>(&self, shared: &'a P::Shared, rank: Rank, now: Time) -> Ctx<'a, P::Shared> {
@@ -257,12 +269,13 @@ where
     /// Re-arms `r`'s timer if the protocol changed it, and records a first delivery.
     fn rearm(&mut self, r: Rank, now: Time) {
         let i = r as usize;
-        if self.procs[i].slot.delivered_at == Time::MAX && self.procs[i].node.delivered() {
-            self.procs[i].slot.delivered_at = now;
+        if !self.slots[i].delivered && self.nodes[i].delivered() {
+            self.slots[i].delivered = true;
+            self.delivered_at[i] = now;
         }
-        let t = self.procs[i].node.next_timer().unwrap_or(Time::MAX);
-        if t != self.procs[i].slot.timer_at {
-            self.procs[i].slot.timer_at = t;
+        let t = self.nodes[i].next_timer().unwrap_or(Time::MAX);
+        if t != self.slots[i].timer_at {
+            self.slots[i].timer_at = t;
             if t != Time::MAX {
                 self.core.cal.push(t.max(now), Ev::Timer(r));
             }
@@ -278,9 +291,9 @@ where
     fn settle(&mut self, shared: &P::Shared, r: Rank, now: Time, rng: &mut ProtoRng, st: &mut RunStats) {
         let i = r as usize;
         self.rearm(r, now);
-        if !self.procs[i].slot.poll_pending {
-            if self.procs[i].slot.timer_at == now || self.fd || self.receives == Receives::Parallel {
-                self.procs[i].slot.poll_pending = true;
+        if !self.slots[i].poll_pending {
+            if self.slots[i].timer_at == now || self.fd || self.receives == Receives::Parallel {
+                self.slots[i].poll_pending = true;
                 self.core.cal.push_late(now, r);
             } else {
                 self.poll(shared, r, now, rng, st);
@@ -291,21 +304,21 @@ where
     /// The sender of `r` is free at `t`: ask the protocol and carry out its action.
     fn poll(&mut self, shared: &P::Shared, r: Rank, t: Time, rng: &mut ProtoRng, st: &mut RunStats) {
         let i = r as usize;
-        if self.procs[i].slot.death <= t {
+        if self.slots[i].death <= t {
             return;
         }
         let core = self.core(r);
         if self.core.core_busy(r, core, t) {
             // Asked again when the core is free.
-            self.procs[i].slot.poll_pending = true;
+            self.slots[i].poll_pending = true;
             return;
         }
         let cx = self.cx(shared, r, t);
-        match self.procs[i].node.poll_send(&cx, rng) {
+        match self.nodes[i].poll_send(&cx, rng) {
             Action::Send { to, msg } => {
                 debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
                 st.messages += 1;
-                self.procs[i].slot.sent += 1;
+                self.slots[i].sent += 1;
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
@@ -318,12 +331,9 @@ where
                     let ti = to as usize;
                     match self.receives {
                         Receives::Queued => {
-                            let (end, free) = self
-                                .core
-                                .timing
-                                .receive_fixed(sent.arrive, self.procs[ti].slot.recv_free);
-                            if self.procs[ti].slot.death > sent.arrive {
-                                self.procs[ti].slot.recv_free = free;
+                            let (end, free) = self.core.timing.receive_fixed(sent.arrive, self.slots[ti].recv_free);
+                            if self.slots[ti].death > sent.arrive {
+                                self.slots[ti].recv_free = free;
                             }
                             self.core.cal.push(end, Ev::Recv { to, from: r, msg });
                         }
@@ -336,11 +346,11 @@ where
                 if self.fd {
                     self.sends_log.push((r, to));
                 }
-                self.procs[i].slot.poll_pending = true;
+                self.slots[i].poll_pending = true;
                 self.core.cal.push_late(sent.next, r);
             }
             Action::Sleep(s) => {
-                self.procs[i].slot.poll_pending = true;
+                self.slots[i].poll_pending = true;
                 self.core.cal.push_late(t + s.max(1), r);
             }
             Action::Wait => {}
@@ -357,19 +367,19 @@ where
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.sends_log.clear();
-        self.procs.clear();
+        self.nodes.clear();
         for r in 0..n {
             let node = P::new(&self.cx(shared, r, 0));
-            let slot = Slot {
-                death: self.death[r as usize],
-                ..Slot::default()
-            };
-            self.procs.push(Proc { slot, node });
+            self.nodes.push(node);
         }
+        self.slots.clear();
+        self.slots.extend(self.death.iter().map(|&d| Slot::new(d)));
+        // Read only where a slot says `delivered`: allocated once, never cleared.
+        self.delivered_at.resize(n as usize, Time::MAX);
         let fd = shared.uses_failure_detector();
         self.fd = fd;
         for r in 0..n {
-            let d = self.procs[r as usize].slot.death;
+            let d = self.slots[r as usize].death;
             if d == 0 {
                 self.log(0, r, "dead", r, "");
                 continue;
@@ -378,7 +388,7 @@ where
                 self.core.cal.push(d, Ev::Die(r));
             }
             let cx = self.cx(shared, r, 0);
-            self.procs[r as usize].node.start(&cx);
+            self.nodes[r as usize].start(&cx);
             self.settle(shared, r, 0, &mut rng, &mut st);
         }
 
@@ -387,7 +397,7 @@ where
         while let Some((t, item)) = cap.pop(&mut self.core) {
             let ev = match item {
                 Item::Late(r) => {
-                    self.procs[r as usize].slot.poll_pending = false;
+                    self.slots[r as usize].poll_pending = false;
                     self.poll(shared, r, t, &mut rng, &mut st);
                     continue;
                 }
@@ -398,18 +408,18 @@ where
                     // Noisy or shared-cores mode: the receive port is taken in arrival order.
                     let i = to as usize;
                     let queued = self.receives == Receives::Queued;
-                    let alive = self.procs[i].slot.death > t;
-                    let port = if queued { self.procs[i].slot.recv_free } else { 0 };
+                    let alive = self.slots[i].death > t;
+                    let port = if queued { self.slots[i].recv_free } else { 0 };
                     let core = self.core(to).filter(|_| alive);
                     let (end, free) = self.core.timing.receive(core, t, port);
                     if queued && alive {
-                        self.procs[i].slot.recv_free = free;
+                        self.slots[i].recv_free = free;
                     }
                     self.core.cal.push(end, Ev::Recv { to, from, msg });
                 }
                 Ev::Recv { to, from, msg } => {
                     let i = to as usize;
-                    if self.procs[i].slot.death <= t {
+                    if self.slots[i].death <= t {
                         self.log(t, to, "lost", from, msg.label());
                         if fd {
                             self.core
@@ -426,28 +436,28 @@ where
                         self.log(t, to, "recv", from, msg.label());
                     }
                     let cx = self.cx(shared, to, t);
-                    self.procs[i].node.on_message(&cx, from, &msg);
+                    self.nodes[i].on_message(&cx, from, &msg);
                     self.settle(shared, to, t, &mut rng, &mut st);
                 }
                 Ev::Timer(r) => {
                     let i = r as usize;
-                    if self.procs[i].slot.death <= t || self.procs[i].slot.timer_at != t {
+                    if self.slots[i].death <= t || self.slots[i].timer_at != t {
                         continue;
                     }
-                    self.procs[i].slot.timer_at = Time::MAX;
+                    self.slots[i].timer_at = Time::MAX;
                     self.log(t, r, "timer", r, "");
                     let cx = self.cx(shared, r, t);
-                    self.procs[i].node.on_timer(&cx);
+                    self.nodes[i].on_timer(&cx);
                     self.settle(shared, r, t, &mut rng, &mut st);
                 }
                 Ev::Suspect { node, peer } => {
                     let i = node as usize;
-                    if self.procs[i].slot.death <= t {
+                    if self.slots[i].death <= t {
                         continue;
                     }
                     self.log(t, node, "suspect", peer, "");
                     let cx = self.cx(shared, node, t);
-                    self.procs[i].node.on_suspect(&cx, peer);
+                    self.nodes[i].on_suspect(&cx, peer);
                     self.settle(shared, node, t, &mut rng, &mut st);
                 }
                 Ev::Die(r) => {
@@ -467,26 +477,29 @@ where
         // Per-run statistics.
         st.events = cap.events;
         st.aborted = cap.aborted;
-        // One sweep over the records for the per-process figures.
+        // One sweep over the slots for the per-process figures.
         let mut coloring = 0;
         let mut max_sent = 0;
-        for p in &self.procs {
-            max_sent = max_sent.max(p.slot.sent);
-            if p.slot.death != Time::MAX {
+        for (slot, &at) in self.slots.iter().zip(&self.delivered_at) {
+            max_sent = max_sent.max(slot.sent);
+            if slot.death != Time::MAX {
                 continue;
             }
-            if p.slot.delivered_at == Time::MAX {
-                st.uncolored_live += 1;
+            if slot.delivered {
+                coloring = coloring.max(at);
             } else {
-                coloring = coloring.max(p.slot.delivered_at);
+                st.uncolored_live += 1;
             }
         }
         st.coloring = coloring;
         st.max_messages_per_process = max_sent;
-        let procs = &self.procs;
-        st.gmax = ring::longest_circular_run(|r| !procs[r as usize].node.colored_by_dissemination(), n);
+        let nodes = &self.nodes;
+        st.gmax = ring::longest_circular_run(|r| !nodes[r as usize].colored_by_dissemination(), n);
         st.dissemination_end = diss_end.max(shared.sync_correction_start().unwrap_or(0));
         st.correction = st.quiescence.saturating_sub(st.dissemination_end);
         st
     }
 }
+
+#[cfg(test)]
+pub(crate) mod reference;

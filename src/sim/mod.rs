@@ -23,6 +23,8 @@ pub use stats::{Report, Summary};
 #[cfg(test)]
 mod cores_tests;
 #[cfg(test)]
+mod engine_tests;
+#[cfg(test)]
 mod loggp_tests;
 #[cfg(test)]
 mod machine_engine_tests;

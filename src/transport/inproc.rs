@@ -42,6 +42,8 @@ mod peer_index;
 
 /// Payload bytes in a message's first slot (word 0: position + 1, word 1: length).
 const FIRST: usize = 48;
+/// The longest message that takes a single slot (one cache line from sender to receiver).
+pub const ONE_SLOT: usize = FIRST;
 /// Payload bytes in each further slot (word 0: zero, never a valid header).
 const NEXT: usize = 56;
 /// The length word of a wrap marker: the rest of the lap is skipped.

@@ -165,6 +165,21 @@ pub trait WireMessage: Sized {
     /// Parses and validates a body for a job of `n` ranks: every rank < n, every enum tag
     /// known, every list length within bounds; exact length.
     fn decode(body: &[u8], n: u32) -> Result<Self, DecodeError>;
+    /// Writes the body of a datagram whose header carries the operation sequence `seq`
+    /// (default: [`WireMessage::encode`]). A type may leave out of the body what the header
+    /// already says (ERA's compact form, [`agree`]); [`WireMessage::decode_in`] reads it back.
+    #[inline]
+    fn encode_in(&self, seq: u64, out: &mut [u8]) -> usize {
+        _ = seq;
+        self.encode(out)
+    }
+    /// Parses a body behind the checked header `h` (default: [`WireMessage::decode`], the
+    /// header unused). Accepts everything `decode` accepts, and what `encode_in` writes.
+    #[inline]
+    fn decode_in(h: &Header, body: &[u8], n: u32) -> Result<Self, DecodeError> {
+        _ = h;
+        Self::decode(body, n)
+    }
 }
 
 /// Encodes header + message body + payload into `out`, returns the length. `out` must hold
@@ -181,7 +196,7 @@ pub fn encode_datagram<M: WireMessage>(
 ) -> Result<usize, DecodeError> {
     let body_room = HEADER_LEN.checked_add(M::MAX_BODY).ok_or(DecodeError::TooLarge)?;
     let body_out = out.get_mut(HEADER_LEN..body_room).ok_or(DecodeError::TooLarge)?;
-    let body_len = msg.encode(body_out).min(M::MAX_BODY);
+    let body_len = msg.encode_in(seq, body_out).min(M::MAX_BODY);
     let payload_at = HEADER_LEN + body_len;
     let end = payload_at.checked_add(payload.len()).ok_or(DecodeError::TooLarge)?;
     out.get_mut(payload_at..end)
@@ -203,7 +218,7 @@ pub fn encode_datagram<M: WireMessage>(
 }
 
 /// Decodes a whole datagram expected to carry an `M` ([`Header::decode`], then
-/// [`DecodeError::UnknownKind`] if the kind is not `M::KIND`, then [`WireMessage::decode`]).
+/// [`DecodeError::UnknownKind`] if the kind is not `M::KIND`, then [`WireMessage::decode_in`]).
 /// Returns the header, the message and the payload.
 pub fn decode_datagram<M: WireMessage>(
     datagram: &[u8],
@@ -217,7 +232,7 @@ pub fn decode_datagram<M: WireMessage>(
     if body.len() > M::MAX_BODY {
         return Err(DecodeError::TooLarge);
     }
-    let m = M::decode(body, n)?;
+    let m = M::decode_in(&h, body, n)?;
     Ok((h, m, payload))
 }
 

@@ -225,15 +225,25 @@ impl EraTree {
             return;
         }
         let root = self.parent(dead, r).is_none();
-        let mut stack: Vec<u32> = if root { vec![0] } else { self.init_children(p).to_vec() };
-        while let Some(x) = stack.pop() {
-            if x == p {
-                stack.extend_from_slice(self.init_children(x));
-            } else if self.alive(dead, x) {
-                out.push(self.members[x as usize]);
+        // `out` is the work list (positions) and then the result (ranks): a position that is
+        // `r` itself or dead is replaced by its children, a live one stays. No allocation
+        // once `out` has grown (the failure detector asks at every check).
+        if root {
+            out.push(0);
+        } else {
+            out.extend_from_slice(self.init_children(p));
+        }
+        let mut i = 0;
+        while let Some(&x) = out.get(i) {
+            if x == p || !self.alive(dead, x) {
+                out.swap_remove(i);
+                out.extend_from_slice(self.init_children(x));
             } else {
-                stack.extend_from_slice(self.init_children(x));
+                i += 1;
             }
+        }
+        for x in out.iter_mut() {
+            *x = self.members[*x as usize];
         }
         out.sort_unstable();
     }

@@ -14,10 +14,10 @@ use crate::runtime::agree_window::{BATCH, Rec};
 use crate::runtime::driver::{Decoded, Driver, Framing, Plain};
 use crate::transport::{Transport, TransportStats};
 use crate::wire::agree::Heartbeat;
-use crate::wire::{DecodeError, HEADER_LEN, WireMessage, encode_datagram, kind};
+use crate::wire::{DecodeError, HEADER_LEN, Header, WireMessage, encode_datagram, kind};
 
 /// ERA's datagrams: `ERA_AND64` messages and `HEARTBEAT`s.
-pub(crate) struct EraFraming;
+pub struct EraFraming;
 
 impl Framing for EraFraming {
     type Msg = EraMsg<And64>;
@@ -32,6 +32,17 @@ impl Framing for EraFraming {
         }
     }
 
+    /// Both forms of ERA's bodies: a compact one names its agreement in the header.
+    #[inline]
+    fn decode_datagram(h: &Header, body: &[u8], n: u32) -> Result<Decoded<Self::Msg>, DecodeError> {
+        match h.kind {
+            kind::ERA_AND64 => EraMsg::<And64>::decode_in(h, body, n).map(Decoded::Msg),
+            k => Self::decode(k, body, n),
+        }
+    }
+
+    /// The header's operation sequence is the agreement's id, so the body is the compact
+    /// form wherever the message has one ([`crate::wire::agree`]).
     #[inline]
     fn encode(m: &Self::Msg, job: u64, rank: Rank, buf: &mut [u8]) -> Option<usize> {
         encode_datagram(buf, job, 0, m.id(), rank, m, &[]).ok()
@@ -161,6 +172,8 @@ pub(crate) struct NodeInit {
 }
 
 impl Node {
+    /// `base` is the run's time base, [`Shared`]'s: entries and returns are timed on the
+    /// driver's clock, which converts a pass's instant once for all its uses.
     pub(crate) fn new(b: &AgreeBench, init: NodeInit, tp: Box<dyn Transport>, base: Instant) -> Result<Self, String> {
         let n = b.n;
         Ok(Node {
@@ -273,12 +286,12 @@ impl Node {
         let cont = id + 1 < self.total && self.deadline.is_none_or(|d| Instant::now() < d);
         let value = contribution(self.seed, self.rank, id, cont);
         if self.era.handle(self.drv.ns(now), Event::Input(value)).is_ok() {
-            self.entry = Some(sh.ns(now));
+            self.entry = Some(self.drv.ns(now));
         }
     }
 
     fn on_return(&mut self, o: Outcome<And64>, sh: &Shared, now: Instant) {
-        let ret = sh.ns(now);
+        let ret = self.drv.ns(now);
         let fp = fingerprint(&o);
         let rec = Rec {
             entry: self.entry.take().unwrap_or(ret),
@@ -383,7 +396,7 @@ impl Node {
                 && self
                     .unrecorded
                     .first()
-                    .is_some_and(|(_, r)| sh.ns(now).saturating_sub(r.ret) >= HANDOFF_NS))
+                    .is_some_and(|(_, r)| self.drv.ns(now).saturating_sub(r.ret) >= HANDOFF_NS))
         {
             self.record_returns(sh, self.finished);
         }
@@ -469,6 +482,43 @@ mod tests {
     use crate::protocol::agree::EraConfig;
     use crate::runtime::driver::Verdict;
     use crate::transport::inproc::InprocNet;
+
+    /// Every message of failure-free agreements, as the node encodes it, fits one ring slot
+    /// of the in-process transport, and decodes back to itself.
+    #[test]
+    fn failure_free_agreements_send_one_slot_datagrams() {
+        use crate::transport::inproc::ONE_SLOT;
+        for n in [2, 8] {
+            let mut eras: Vec<Era<And64>> = (0..n).map(|r| Era::new(r, n, EraConfig::default()).unwrap()).collect();
+            let mut buf = vec![0u8; EraFraming::MAX_DATAGRAM];
+            let mut sent = 0;
+            for id in 0..300 {
+                for (r, era) in eras.iter_mut().enumerate() {
+                    era.agree(contribution(5, r as Rank, id, true)).unwrap();
+                }
+                let mut returned = 0;
+                while returned < n {
+                    for r in 0..n as usize {
+                        while let Some((to, m)) = eras[r].poll_send() {
+                            let len = EraFraming::encode(&m, JOB, r as Rank, &mut buf).unwrap();
+                            assert!(len <= ONE_SLOT, "{len} bytes: {m:?}");
+                            let (h, body, _) = Header::decode(&buf[..len], JOB, n).unwrap();
+                            let Ok(Decoded::Msg(back)) = EraFraming::decode_datagram(&h, body, n) else {
+                                panic!("{m:?} does not decode");
+                            };
+                            assert_eq!(back, m);
+                            eras[to as usize].on_message(r as Rank, back);
+                            sent += 1;
+                        }
+                        while eras[r].poll_outcome().is_some() {
+                            returned += 1;
+                        }
+                    }
+                }
+            }
+            assert_eq!(sent, 300 * 2 * (n - 1), "an UP and a DOWN per edge");
+        }
+    }
 
     /// The generic loop alone, three ERA nodes over in-process queues: one agreement
     /// returns everywhere, then node 2 goes silent (its endpoint stays open, so only the

@@ -74,22 +74,21 @@ impl<V: Value> Era<V> {
     /// local failure detector monitors only the processes appearing in its neighborhood").
     pub fn neighbours(&mut self, out: &mut Vec<Rank>) {
         out.clear();
-        let mut ids: Vec<AgreeId> = self
-            .slots
-            .iter()
-            .filter_map(|(&id, s)| match s {
-                Slot::Pending(p) if p.status != Status::NotContributed => Some(id),
-                _ => None,
-            })
-            .collect();
-        ids.push(self.next_id);
-        let mut seen_epoch = Vec::new();
-        for id in ids {
-            let e = self.epochs.iter().rposition(|(from, _)| *from <= id).unwrap_or(0);
-            if seen_epoch.contains(&e) {
+        // Each epoch (the ids from its first to the next epoch's first; the first epoch also
+        // below) that the next agreement or one in progress here uses: no allocation, this
+        // runs at every check of the failure detector.
+        for e in 0..self.epochs.len() {
+            let from = if e == 0 { 0 } else { self.epochs[e].0 };
+            let until = self.epochs.get(e + 1).map_or(AgreeId::MAX, |&(f, _)| f);
+            let ours = |id: AgreeId| from <= id && id < until;
+            let used = ours(self.next_id)
+                || self
+                    .slots
+                    .iter()
+                    .any(|(&id, s)| ours(id) && matches!(s, Slot::Pending(p) if p.status != Status::NotContributed));
+            if !used {
                 continue;
             }
-            seen_epoch.push(e);
             let t = &self.epochs[e].1;
             out.extend(t.parent(&self.dead, self.me));
             t.children(&self.dead, self.me, &mut self.kids);
