@@ -128,7 +128,7 @@ impl Group {
         };
         let run = crate::runtime::agree::prepare(&b).map_err(GroupError::BadStream)?;
         let (shares, finish) = run.split(self.workers);
-        let parts = shares.len();
+        let mut parts = shares.len();
         let (tx, rx) = mpsc::channel();
         *self.shared.agree_shares.lock().expect("not poisoned") = shares
             .into_iter()
@@ -142,8 +142,18 @@ impl Group {
         drop(tx);
         self.shared.agree_asks.fetch_add(1, Ordering::AcqRel);
         let mut nodes = Vec::with_capacity(self.n as usize);
-        for _ in 0..parts {
-            nodes.extend(rx.recv().map_err(|_| GroupError::Closed)?);
+        while parts > 0 {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(share) => {
+                    nodes.extend(share);
+                    parts -= 1;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(GroupError::Closed),
+                // (Shares not taken hold senders: a group whose thread is gone may never
+                // disconnect.)
+                Err(_) if self.thread.as_ref().is_none_or(|t| t.is_finished()) => return Err(GroupError::Closed),
+                Err(_) => {}
+            }
         }
         Ok(finish.finish(nodes))
     }
