@@ -8,7 +8,8 @@
 #
 #   bench/base_vs_head.sh A B        e.g. bench/base_vs_head.sh /tmp/ftcoll-old target/release/ftcoll
 #
-# Needs jq. A binary older than a JSON field prints null for it.
+# Needs jq. A binary older than a JSON field prints null for it. AB_REPS: repetitions of each
+# bench/ab.sh pair (2).
 set -u
 [[ $# -eq 2 ]] || { echo "usage: $0 BINARY_A BINARY_B" >&2; exit 2; }
 A=$1 B=$2
@@ -31,5 +32,5 @@ for i in 1 2 3; do for bin in "$A" "$B"; do
     echo "$(basename "$bin") $("$bin" sim --nodes 1048576 --runs 1 --threads 1 --no-progress 2>&1 | tail -1)"
 done; done
 echo "== bench A/B"
-bash "$here/ab.sh" -r 2 -n "2 4 8 16" -t "udp inproc" "$A" "$B"
+bash "$here/ab.sh" -r "${AB_REPS:-2}" -n "2 4 8 16" -t "udp inproc" "$A" "$B"
 echo "load: $(cat /proc/loadavg)"
