@@ -174,7 +174,7 @@ fn agree_bench(n: u32, transport: AgreeTransport, seed: u64) -> AgreeBench {
 }
 
 fn run_agree(b: AgreeBench) -> Result<Outcome, String> {
-    let r = ftcoll::runtime::agree::run(&b)?;
+    let r = ftcoll::experiment::agree_local::run(&b)?;
     let counts = AgreeCounts::from(&r);
     let p99_us = r
         .classes

@@ -131,7 +131,7 @@ pub fn run(a: &AgreeArgs) -> Result<(), Failure> {
             let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
             crate::experiment::launch::agree::run(&b, &exe)?
         }
-        AgreeMode::Threads => crate::runtime::agree::run(&b)?,
+        AgreeMode::Threads => crate::experiment::agree_local::run(&b)?,
     };
     // With node processes, this process only classes their returns: its own memory too.
     let coordinator_rss = (mode != AgreeMode::Threads)

@@ -197,7 +197,7 @@ fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<Ci
         op_timeout: b.op_timeout.max(std::time::Duration::from_secs(5)),
         ..b.clone()
     };
-    let r = crate::runtime::agree::run(&two).map_err(|e| format!("the 2-node agreement calibration: {e}"))?;
+    let r = crate::experiment::agree_local::run(&two).map_err(|e| format!("the 2-node agreement calibration: {e}"))?;
     let bad = r.disagreements + r.invalid + r.unfinished + r.suspicions;
     let Some(ff) = r.classes.first().filter(|c| !c.agreement.is_empty()) else {
         return Err("the 2-node agreement calibration measured no agreement".into());

@@ -16,6 +16,7 @@
 //! - [`spec`]: the grammar of compact values (`kary:4`, `failproof:1`, `1%`, `5@12`).
 
 pub mod agree;
+pub mod agree_local;
 pub mod agree_predict;
 pub mod algo;
 pub mod bench;

@@ -128,7 +128,7 @@ pub fn run(a: &StressSpec) -> Result<Totals, String> {
         while started.elapsed() < Duration::from_secs(a.duration) {
             b.kills = kills_of(&mut rng);
             b.seed = rng.next_u64();
-            let r = crate::runtime::agree::run(&b)?;
+            let r = crate::experiment::agree_local::run(&b)?;
             t.generations += 1;
             t.agreements += r.agreements;
             t.failures += b.kills.len() as u64 + r.false_suspicions;

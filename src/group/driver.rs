@@ -53,6 +53,12 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
     let job = b.job.unwrap_or_else(|| crate::transport::ids::group(b.seed));
     #[allow(unused_mut)]
     let mut eps = match b.endpoints.take() {
+        Some(_) if !b.broadcasts => {
+            return Err(GroupError::Setup(
+                "broadcast endpoints given to a group without broadcasts".into(),
+            ));
+        }
+        None if !b.broadcasts => Vec::new(),
         Some(eps) if eps.len() != n as usize => {
             return Err(GroupError::Setup(format!("{} endpoints for {n} members", eps.len())));
         }
@@ -82,6 +88,7 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
         None
     };
     let agrees = agreements.is_some();
+    let agree_cfg = super::agree_stream::Settings::of(&b);
     let cfg = ClusterConfig {
         nodes: n,
         workers: b.workers,
@@ -140,6 +147,8 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
         next_seq: 0,
         agreements: vec![0; n as usize],
         agrees,
+        bcasts: b.broadcasts,
+        agree_cfg,
         workers,
         max_payload,
         ctl,
@@ -205,9 +214,12 @@ where
         epoch: Instant::now(),
     };
     let pool = cfg.pool();
-    let mut lead = Some(Lead::new(cfg, requests, agreements, pending, offers));
+    let bcasts = !nodes.is_empty();
+    let mut lead = Some(Lead::new(cfg, requests, agreements, pending, offers, bcasts));
+    // As many workers as members, broadcast nodes or not: an agreements-only group's
+    // workers step the members' agreement streams.
     let hooks = (0..worker_count(pool, n as usize))
-        .map(|_| GroupHook::new(sh.clone(), events.clone(), lead.take()))
+        .map(|w| GroupHook::new(w, sh.clone(), events.clone(), lead.take()))
         .collect();
     let _ = ready.send(Ok(max));
     drop(ready);

@@ -1,7 +1,9 @@
 //! What a group's workers do besides stepping their members ([`GroupHook`], run by the
 //! runtime's worker loop): every worker crashes the members it is asked to and reports the
-//! ones that stopped; worker 0 also leads ([`Lead`]): it takes the caller's requests, starts
-//! and retires broadcasts through the coordinator, runs the agreements, and runs streams.
+//! ones that stopped, and steps its share of an agreement stream's nodes while one runs
+//! ([`super::agree_stream`]); worker 0 also leads ([`Lead`]): it takes the caller's requests,
+//! starts and retires broadcasts through the coordinator, runs the agreements, and runs
+//! streams.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,6 +16,7 @@ use super::agree::Agreements;
 use super::driver::{Pending, Request};
 use super::stream::{Offer, Reply, StreamReq, Streaming};
 use crate::protocol::Protocol;
+use crate::runtime::agree::{AgreeWorker, Node as AgreeNode};
 use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator, WorkerHook};
 use crate::runtime::node::Node;
@@ -37,6 +40,19 @@ pub(super) struct Shared {
     /// A stream is running (idle workers wait as the pool's poll mode says, not as an idle
     /// group's).
     streaming: AtomicBool,
+    /// An agreement stream's shares, by worker: each worker takes its own when
+    /// `agree_asks` moves.
+    pub(super) agree_shares: Mutex<Vec<Option<AgreeShare>>>,
+    pub(super) agree_asks: AtomicU64,
+    /// Tests: which ranks each worker stepped, per agreement stream.
+    #[cfg(test)]
+    pub(super) placed: Mutex<Vec<(usize, Vec<u32>)>>,
+}
+
+/// One worker's share of an agreement stream, and where its nodes go back once it is over.
+pub(super) struct AgreeShare {
+    pub(super) worker: AgreeWorker,
+    pub(super) back: mpsc::Sender<Vec<AgreeNode>>,
 }
 
 impl Shared {
@@ -50,6 +66,10 @@ impl Shared {
             collect: AtomicU64::new(0),
             reply: Mutex::new(None),
             streaming: AtomicBool::new(false),
+            agree_shares: Mutex::new(Vec::new()),
+            agree_asks: AtomicU64::new(0),
+            #[cfg(test)]
+            placed: Mutex::new(Vec::new()),
         }
     }
 
@@ -60,8 +80,11 @@ impl Shared {
     }
 }
 
-/// One worker's hook: its members' crashes and failure reports; worker 0's also leads.
+/// One worker's hook: its members' crashes and failure reports, its share of an agreement
+/// stream; worker 0's also leads.
 pub(super) struct GroupHook {
+    /// This worker's index in the pool.
+    index: usize,
     shared: Arc<Shared>,
     events: mpsc::Sender<Event>,
     seen_asks: u64,
@@ -69,17 +92,75 @@ pub(super) struct GroupHook {
     /// This worker's members reported failed, by position.
     reported: Vec<bool>,
     pub(super) lead: Option<Lead>,
+    seen_agree: u64,
+    /// The agreement stream's share this worker steps, while one runs.
+    agree: Option<AgreeShare>,
+    /// Passes of the agreement stream so far.
+    agree_passes: u32,
 }
 
+/// While an agreement stream runs, its worker does the group's own work (the lead, crashes,
+/// failure reports) once per this many passes: an agreement's hop waits for none of it.
+const GROUP_WORK_EVERY: u32 = 16;
+
 impl GroupHook {
-    pub(super) fn new(shared: Arc<Shared>, events: mpsc::Sender<Event>, lead: Option<Lead>) -> Self {
+    pub(super) fn new(index: usize, shared: Arc<Shared>, events: mpsc::Sender<Event>, lead: Option<Lead>) -> Self {
         GroupHook {
+            index,
             shared,
             events,
             seen_asks: 0,
             seen_collect: 0,
             reported: Vec::new(),
             lead,
+            seen_agree: 0,
+            agree: None,
+            agree_passes: 0,
+        }
+    }
+
+    /// Steps this worker's share of the agreement stream, if one runs; hands its nodes back
+    /// once the stream is over. `None`: no stream, or the group's own work is due. A pass of
+    /// a stream counts as progress whatever it did: its worker never waits (not even a spin
+    /// hint's pause), as `ftcoll agree`'s loop never did, and the share keeps its own count
+    /// of idle passes for the stream's timeout.
+    #[inline]
+    fn agree_pass(&mut self) -> Option<bool> {
+        let share = self.agree.as_mut()?;
+        match share.worker.pass() {
+            Some(_) => {
+                self.agree_passes = self.agree_passes.wrapping_add(1);
+                (!self.agree_passes.is_multiple_of(GROUP_WORK_EVERY)).then_some(true)
+            }
+            None => {
+                let share = self.agree.take().expect("a share");
+                let _ = share.back.send(share.worker.into_nodes());
+                None
+            }
+        }
+    }
+
+    /// Takes this worker's share of an agreement stream just asked for, and starts it (with
+    /// the other workers' shares).
+    #[cold]
+    fn take_agree_share(&mut self) {
+        let share = self
+            .shared
+            .agree_shares
+            .lock()
+            .expect("not poisoned")
+            .get_mut(self.index)
+            .and_then(Option::take);
+        if let Some(mut share) = share {
+            #[cfg(test)]
+            self.shared
+                .placed
+                .lock()
+                .expect("not poisoned")
+                .push((self.index, share.worker.ranks()));
+            share.worker.start();
+            self.agree_passes = 0;
+            self.agree = Some(share);
         }
     }
 
@@ -89,6 +170,11 @@ impl GroupHook {
     where
         P::Msg: WireMessage,
     {
+        let asks = self.shared.agree_asks.load(Ordering::Acquire);
+        if asks != self.seen_agree {
+            self.seen_agree = asks;
+            self.take_agree_share();
+        }
         let sh = &*self.shared;
         let asks = sh.crash_asks.load(Ordering::Acquire);
         if asks != self.seen_asks {
@@ -137,7 +223,10 @@ where
 {
     #[inline]
     fn after_pass(&mut self, nodes: &mut [Node<P>], ctl: &Control, epoch: Instant) -> bool {
-        let mut progress = false;
+        if let Some(progress) = self.agree_pass() {
+            return progress;
+        }
+        let mut progress = self.agree.is_some();
         if let Some(lead) = self.lead.as_mut() {
             progress |= lead.pass(&self.shared, &self.events, ctl, epoch);
         }
@@ -145,7 +234,11 @@ where
     }
 
     fn block(&mut self, nodes: &mut [Node<P>], idle: u32) {
-        if self.shared.streaming.load(Ordering::Relaxed) {
+        if self.agree.is_some() {
+            // An agreement stream's worker polls on: its nodes answer at once, as
+            // `ftcoll agree`'s do.
+            std::hint::spin_loop();
+        } else if self.shared.streaming.load(Ordering::Relaxed) {
             // As a benchmark's workers wait.
             if nodes.len() == 1 && self.lead.is_none() {
                 nodes[0].wait(Duration::from_micros(200))
@@ -163,7 +256,7 @@ where
     }
 
     fn coordinates(&self) -> bool {
-        self.lead.is_some()
+        self.lead.is_some() || self.agree.is_some()
     }
 }
 
@@ -186,6 +279,8 @@ pub(super) struct Lead {
     /// A stream asked for, waiting for the broadcasts before it to be over.
     next_stream: Option<StreamReq>,
     stream: Option<Streaming>,
+    /// The group has broadcast nodes; without them a crash is done here, not by a worker.
+    bcasts: bool,
 }
 
 impl Lead {
@@ -195,6 +290,7 @@ impl Lead {
         agreements: Option<Agreements>,
         pending: Pending,
         offers: Vec<Offer>,
+        bcasts: bool,
     ) -> Self {
         let coord = Coordinator::new(&cfg);
         Lead {
@@ -209,6 +305,7 @@ impl Lead {
             waiting_kill: None,
             next_stream: None,
             stream: None,
+            bcasts,
         }
     }
 
@@ -243,7 +340,11 @@ impl Lead {
                 {
                     sh.fenced.set(r, by);
                 }
-                sh.ask_crash(r);
+                if self.bcasts {
+                    sh.ask_crash(r);
+                } else {
+                    fail_now(r, sh, ctl, events);
+                }
                 progress = true;
             }
         }
@@ -252,7 +353,7 @@ impl Lead {
             // As a benchmark's coordinator: its ticks are not the nodes' progress.
             return progress;
         }
-        if !self.take_requests(sh, ctl) {
+        if !self.take_requests(sh, ctl, events) {
             ctl.stop.store(true, Ordering::Release);
             return progress;
         }
@@ -290,7 +391,7 @@ impl Lead {
 
     /// Takes the caller's requests, in order (after a crash, only once it is done; none
     /// after a stream); false once the caller dropped the group.
-    fn take_requests(&mut self, sh: &Shared, ctl: &Control) -> bool {
+    fn take_requests(&mut self, sh: &Shared, ctl: &Control, events: &mpsc::Sender<Event>) -> bool {
         loop {
             if let Some(r) = self.waiting_kill {
                 if !ctl.boards[r as usize].dead.load(Ordering::Acquire) {
@@ -311,6 +412,7 @@ impl Lead {
                         a.agree(member, value);
                     }
                 }
+                Ok(Request::Kill(r)) if !self.bcasts => fail_now(r, sh, ctl, events),
                 Ok(Request::Kill(r)) => {
                     if !ctl.boards[r as usize].dead.load(Ordering::Acquire) {
                         sh.ask_crash(r);
@@ -360,4 +462,15 @@ impl Lead {
         s.finish();
         self.coord = Coordinator::starting_at(&self.cfg, end);
     }
+}
+
+/// A group without broadcast nodes: member `r` stops now (its board dead, its agreements told
+/// at the lead's next pass) and is reported failed, once.
+fn fail_now(r: u32, sh: &Shared, ctl: &Control, events: &mpsc::Sender<Event>) {
+    if ctl.boards[r as usize].dead.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    sh.news.lock().expect("not poisoned").push(r);
+    sh.has_news.store(true, Ordering::Release);
+    let _ = events.send(Event::Failed { rank: r });
 }

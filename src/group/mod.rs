@@ -8,7 +8,10 @@
 //! (Corrected Gossip Claim 1), each disseminated by the chosen broadcast algorithm (the
 //! default is a binomial corrected tree with checked correction, Corrected Trees §3), and
 //! one is over once every live member delivered it (or its timeout passed). Members also
-//! agree on a 64-bit AND and on who failed ([`Group::agree`], ERA, Herault et al. SC 2015).
+//! agree on a 64-bit AND and on who failed ([`Group::agree`], ERA, Herault et al. SC 2015),
+//! or run a closed loop of agreements on the group's workers ([`Group::agree_stream`], which
+//! `ftcoll agree`'s local run is); a group built without broadcasts
+//! ([`GroupBuilder::broadcasts`]) only agrees.
 //!
 //! # Example
 //!
@@ -36,12 +39,14 @@
 //! ```
 
 mod agree;
+mod agree_stream;
 mod driver;
 mod lead;
 mod stream;
 #[cfg(test)]
 mod tests;
 
+pub use agree_stream::AgreeStream;
 pub use stream::Stream;
 
 use std::sync::Arc;
@@ -108,6 +113,8 @@ pub enum GroupError {
     TooManyToAgree { max: u32 },
     /// The group was built without agreements ([`GroupBuilder::agreements`]).
     NoAgreements,
+    /// The group was built without broadcasts ([`GroupBuilder::broadcasts`]).
+    NoBroadcasts,
     /// A [`Stream`] that cannot run (no operations, a window out of range, no roots).
     BadStream(String),
     /// The group's thread is gone.
@@ -127,6 +134,7 @@ impl std::fmt::Display for GroupError {
             GroupError::TooLarge { len, max } => write!(f, "payload of {len} bytes, at most {max} fit"),
             GroupError::TooManyToAgree { max } => write!(f, "agreements need at most {max} members"),
             GroupError::NoAgreements => f.write_str("the group was built without agreements"),
+            GroupError::NoBroadcasts => f.write_str("the group was built without broadcasts"),
             GroupError::BadStream(e) => write!(f, "cannot run the stream: {e}"),
             GroupError::Closed => f.write_str("the group's thread is gone"),
         }
@@ -152,6 +160,7 @@ pub struct GroupBuilder {
     pin: bool,
     poll: PollMode,
     agreements: bool,
+    broadcasts: bool,
     kills: Vec<Kill>,
     /// The agreements' failure detector: heartbeat period and suspicion floor.
     heartbeat: Duration,
@@ -255,6 +264,15 @@ impl GroupBuilder {
         self
     }
 
+    /// Set up broadcasts ([`Group::broadcast`], [`Group::stream`]; default true). Without
+    /// them the group builds no broadcast node and opens no broadcast endpoint: an
+    /// agreements-only group ([`Group::agree`], [`Group::agree_stream`]), whose workers step
+    /// only agreements.
+    pub fn broadcasts(mut self, on: bool) -> Self {
+        self.broadcasts = on;
+        self
+    }
+
     /// Crashes injected at given operations (fault injection, as `bench --kill`): each member
     /// named dies where its [`Kill`] says, counted from the group's first broadcast.
     pub fn kills(mut self, kills: Vec<Kill>) -> Self {
@@ -339,6 +357,10 @@ pub struct Group {
     agreements: Vec<u64>,
     /// Agreements were set up.
     agrees: bool,
+    /// Broadcasts were set up.
+    bcasts: bool,
+    /// What an agreement stream takes from the group ([`Group::agree_stream`]).
+    agree_cfg: agree_stream::Settings,
     /// Worker threads running the members.
     workers: usize,
     max_payload: usize,
@@ -372,6 +394,7 @@ impl Group {
             pin: false,
             poll: PollMode::Blocking,
             agreements: true,
+            broadcasts: true,
             kills: Vec::new(),
             heartbeat: crate::runtime::agree::DEFAULT_HEARTBEAT,
             suspect_after: crate::runtime::agree::DEFAULT_SUSPECT_AFTER,
@@ -436,6 +459,9 @@ impl Group {
     /// number. Broadcasts start in the order asked, at most the window at once.
     pub fn broadcast(&mut self, root: u32, bytes: &[u8]) -> Result<u64, GroupError> {
         self.member(root)?;
+        if !self.bcasts {
+            return Err(GroupError::NoBroadcasts);
+        }
         if bytes.len() > self.max_payload {
             return Err(GroupError::TooLarge {
                 len: bytes.len(),

@@ -223,6 +223,9 @@ impl Group {
     /// # Ok::<(), ftcoll::group::GroupError>(())
     /// ```
     pub fn stream(&mut self, mut s: Stream<'_>) -> Result<ClusterResult, GroupError> {
+        if !self.bcasts {
+            return Err(GroupError::NoBroadcasts);
+        }
         if s.ops == 0 {
             return Err(GroupError::BadStream("no operations".into()));
         }

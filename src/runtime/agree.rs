@@ -1,5 +1,7 @@
 //! ERA on a local cluster (`ftcoll agree`): nodes as threads of this process over UDP loopback,
-//! in-process queues or ibverbs (or, with [`crate::runtime::agree_procs`], one process each),
+//! in-process queues or ibverbs, stepped by a library group's workers (`prepare`,
+//! `AgreeRun::split`, `AgreeWorker::pass`: `group::Group::agree_stream`), or, with
+//! [`crate::runtime::agree_procs`], one process each,
 //! each running ULFM's `benchagree` loop of back-to-back agreements on a 64-bit AND, with a
 //! failure detector that watches only the node's ERA tree neighbours (ERA §2): heartbeats
 //! every `heartbeat`, a neighbour silent for `suspect_after` is suspected, and so is one the
@@ -257,7 +259,7 @@ impl Shared {
 }
 
 /// Checks the flags common to both modes.
-pub(crate) fn validate(b: &AgreeBench) -> Result<(), String> {
+pub fn validate(b: &AgreeBench) -> Result<(), String> {
     if b.n < 2 || b.n > MAX_NODES {
         return Err(format!("--nodes must be in 2..={MAX_NODES} for the network benchmark"));
     }
@@ -315,8 +317,20 @@ pub(crate) fn total(b: &AgreeBench) -> u64 {
     }
 }
 
-/// Runs the benchmark.
-pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
+/// A threads run's nodes, made over endpoints of their own and ready to be spread over a
+/// pool's workers ([`prepare`], then [`AgreeRun::split`]): the library group's agreement
+/// stream (`group::Group::agree_stream`) runs them, and `ftcoll agree`'s local run is such a
+/// stream.
+pub(crate) struct AgreeRun {
+    sh: Arc<Shared>,
+    nodes: Vec<Node>,
+    duration: Option<Duration>,
+    op_timeout: Duration,
+}
+
+/// Checks `b`, opens its nodes' endpoints on its transport (UDP: on 127.0.0.1) and makes
+/// the nodes.
+pub(crate) fn prepare(b: &AgreeBench) -> Result<AgreeRun, String> {
     validate(b)?;
     let (tps, inproc): (Vec<Box<dyn Transport>>, Option<InprocNet>) = match b.transport {
         AgreeTransport::Inproc => {
@@ -358,86 +372,131 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
         };
         nodes.push(Node::new(b, init, tp, base)?);
     }
-    let workers = b.workers.clamp(1, b.n as usize);
-    let mut groups: Vec<Vec<Node>> = (0..workers).map(|_| Vec::new()).collect();
-    for node in nodes {
-        groups[node.rank as usize % workers].push(node);
-    }
-    let cores = if b.pin {
-        core_affinity::get_core_ids().unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    let sh = Arc::new(sh);
-    let started = Instant::now();
-    let deadline = b.duration.map(|d| started + d);
-    let barrier = std::sync::Barrier::new(workers);
-    let groups: Vec<Vec<Node>> = std::thread::scope(|s| {
-        let handles: Vec<_> = groups
+    Ok(AgreeRun {
+        sh: Arc::new(sh),
+        nodes,
+        duration: b.duration,
+        op_timeout: b.op_timeout,
+    })
+}
+
+impl AgreeRun {
+    /// Node `r` goes to share `r % workers` (`workers` clamped to 1..=nodes); the shares
+    /// start together ([`AgreeWorker::start`]) and a `--duration` run's clock starts now.
+    /// Returns the shares, by worker, and what reports the run once every share is back.
+    pub(crate) fn split(self, workers: usize) -> (Vec<AgreeWorker>, AgreeFinish) {
+        let workers = workers.clamp(1, self.nodes.len().max(1));
+        let mut shares: Vec<Vec<Node>> = (0..workers).map(|_| Vec::new()).collect();
+        for node in self.nodes {
+            shares[node.rank as usize % workers].push(node);
+        }
+        let started = Instant::now();
+        let deadline = self.duration.map(|d| started + d);
+        let barrier = Arc::new(std::sync::Barrier::new(workers));
+        let shares = shares
             .into_iter()
-            .enumerate()
-            .map(|(w, group)| {
-                let (sh, barrier) = (&sh, &barrier);
-                let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
-                s.spawn(move || {
-                    if let Some(c) = core {
-                        core_affinity::set_for_current(c);
-                    }
-                    // The group and its nodes' buffers in this thread's own memory (a new
-                    // vector: collecting in place would keep the spawning thread's).
-                    let mut fresh = Vec::with_capacity(group.len());
-                    for mut node in group {
-                        node.settle();
-                        fresh.push(node);
-                    }
-                    let mut group = fresh;
-                    barrier.wait();
-                    let now = Instant::now();
-                    sh.last_return.fetch_max(sh.ns(now), Ordering::AcqRel);
-                    for node in group.iter_mut() {
-                        node.set_deadline(deadline);
-                        node.start(sh, now);
-                    }
-                    let mut idle_passes = 0u32;
-                    loop {
-                        let mut progress = false;
-                        for node in group.iter_mut() {
-                            progress |= node.step(sh);
-                        }
-                        if sh.finished.load(Ordering::Acquire) >= sh.live.load(Ordering::Acquire)
-                            || sh.abort.load(Ordering::Acquire)
-                        {
-                            break;
-                        }
-                        idle_passes = if progress { 0 } else { idle_passes.wrapping_add(1) };
-                        // (The clock is read for the timeout only every 256 idle passes: a
-                        // cheaper pass notices the next message sooner.)
-                        if idle_passes % 256 == 255 {
-                            let idle = sh
-                                .ns(Instant::now())
-                                .saturating_sub(sh.last_return.load(Ordering::Acquire));
-                            if idle > b.op_timeout.as_nanos() as u64 {
-                                sh.abort.store(true, Ordering::Release);
-                            }
-                        }
-                    }
-                    group
-                })
+            .map(|nodes| AgreeWorker {
+                nodes,
+                sh: self.sh.clone(),
+                barrier: barrier.clone(),
+                deadline,
+                op_timeout: self.op_timeout,
+                idle_passes: 0,
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("worker panicked"))
-            .collect()
-    });
-    let seconds = started.elapsed().as_secs_f64();
-    let mut nodes: Vec<Node> = groups.into_iter().flatten().collect();
-    nodes.sort_by_key(|n| n.rank);
-    // (A node stopped mid-batch, e.g. by an abort, still has returns to hand over.)
-    for node in nodes.iter_mut() {
-        node.record_returns(&sh, true);
+        (shares, AgreeFinish { sh: self.sh, started })
     }
-    Ok(report(&sh, &nodes, seconds))
+}
+
+/// One worker's share of a run's nodes, stepped by that worker ([`AgreeWorker::pass`]) until
+/// every live node finished or the run was abandoned.
+pub(crate) struct AgreeWorker {
+    nodes: Vec<Node>,
+    sh: Arc<Shared>,
+    barrier: Arc<std::sync::Barrier>,
+    deadline: Option<Instant>,
+    op_timeout: Duration,
+    idle_passes: u32,
+}
+
+impl AgreeWorker {
+    /// In the worker's own thread: settles the share's buffers in its memory, waits for
+    /// every other share to get there too, and enters the first agreement.
+    pub(crate) fn start(&mut self) {
+        // The nodes and their buffers in this thread's own memory (a new vector: collecting
+        // in place would keep the spawning thread's).
+        let mut fresh = Vec::with_capacity(self.nodes.len());
+        for mut node in self.nodes.drain(..) {
+            node.settle();
+            fresh.push(node);
+        }
+        self.nodes = fresh;
+        self.barrier.wait();
+        let sh = &*self.sh;
+        let now = Instant::now();
+        sh.last_return.fetch_max(sh.ns(now), Ordering::AcqRel);
+        for node in self.nodes.iter_mut() {
+            node.set_deadline(self.deadline);
+            node.start(sh, now);
+        }
+    }
+
+    /// Steps every node of the share once: whether anything happened, `None` once the run
+    /// is over (every live node finished, or no agreement returned anywhere for the run's
+    /// `op_timeout`: abandoned).
+    #[inline]
+    pub(crate) fn pass(&mut self) -> Option<bool> {
+        let sh = &*self.sh;
+        let mut progress = false;
+        for node in self.nodes.iter_mut() {
+            progress |= node.step(sh);
+        }
+        if sh.finished.load(Ordering::Acquire) >= sh.live.load(Ordering::Acquire) || sh.abort.load(Ordering::Acquire) {
+            return None;
+        }
+        self.idle_passes = if progress { 0 } else { self.idle_passes.wrapping_add(1) };
+        // (The clock is read for the timeout only every 256 idle passes: a cheaper pass
+        // notices the next message sooner.)
+        if self.idle_passes % 256 == 255 {
+            let idle = sh
+                .ns(Instant::now())
+                .saturating_sub(sh.last_return.load(Ordering::Acquire));
+            if idle > self.op_timeout.as_nanos() as u64 {
+                sh.abort.store(true, Ordering::Release);
+            }
+        }
+        Some(progress)
+    }
+
+    /// The share's ranks, in the order it steps them.
+    #[cfg(test)]
+    pub(crate) fn ranks(&self) -> Vec<Rank> {
+        self.nodes.iter().map(|n| n.rank).collect()
+    }
+
+    /// The share's nodes, for [`AgreeFinish::finish`].
+    pub(crate) fn into_nodes(self) -> Vec<Node> {
+        self.nodes
+    }
+}
+
+/// Reports a run once its shares are back.
+pub(crate) struct AgreeFinish {
+    sh: Arc<Shared>,
+    started: Instant,
+}
+
+impl AgreeFinish {
+    /// What the run measured, from every share's nodes (any order).
+    pub(crate) fn finish(self, mut nodes: Vec<Node>) -> AgreeBenchReport {
+        let seconds = self.started.elapsed().as_secs_f64();
+        nodes.sort_by_key(|n| n.rank);
+        // (A node stopped mid-batch, e.g. by an abort, still has returns to hand over.)
+        for node in nodes.iter_mut() {
+            node.record_returns(&self.sh, true);
+        }
+        report(&self.sh, &nodes, seconds)
+    }
 }
 
 /// The first of `times` at or after an injected kill at `kill_ns`, measured from it (none
@@ -525,36 +584,5 @@ mod tests {
         let extra = !all & !CONTINUE;
         assert_ne!(extra, 0);
         assert!(!valid(7, 4, 11, all | (extra & extra.wrapping_neg()), &|_| false));
-    }
-
-    /// A `--duration` run whose last survivor decides alone (every agreement returns as soon as
-    /// it is entered) still stops at its deadline. It ran forever: the step that looped over
-    /// those instant returns compared the deadline with the clock read when the step began.
-    #[test]
-    fn a_lone_survivor_stops_at_the_deadline() {
-        let b = AgreeBench {
-            n: 2,
-            era: EraConfig::default(),
-            transport: AgreeTransport::Inproc,
-            workers: 1,
-            pin: false,
-            warmup: 0,
-            iterations: 0,
-            duration: Some(Duration::from_millis(300)),
-            kills: vec![(1, 5)],
-            stalls: Vec::new(),
-            heartbeat: Duration::from_micros(200),
-            suspect_after: Duration::from_millis(5),
-            op_timeout: Duration::from_secs(5),
-            seed: 3,
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(run(&b)).ok());
-        let r = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the run stops after its 300 ms (it never did)")
-            .expect("runs");
-        assert_eq!((r.unfinished, r.disagreements), (0, 0));
-        assert!(r.agreements > 5, "the survivor went on alone: {}", r.agreements);
     }
 }

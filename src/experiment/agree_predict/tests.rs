@@ -27,7 +27,7 @@ fn the_prediction_is_the_simulator_run_of_the_same_model_in_microseconds() {
     // A real run (inproc threads), then the model compared by hand: the simulator run on the
     // same model, scaled by the unit, and the run's own histograms.
     let b = bench(4, 2);
-    let r = crate::runtime::agree::run(&b).expect("runs");
+    let r = crate::experiment::agree_local::run(&b).expect("runs");
     assert_eq!((r.disagreements, r.unfinished), (0, 0));
     let model = BenchModel::new(900, 400, 300);
     let p = compare(&b, &r, model, Some(2))

@@ -51,7 +51,9 @@ where
 /// Runs `nodes` (any order) on the pool's workers, worker `w` running `hooks[w]`, until
 /// [`Control::stop`]; `progress`, if given, hears [`Control::retired`] about every 100 ms
 /// from the calling thread. Returns each worker's hook and nodes, in worker order.
-/// `hooks` must hold one hook per worker: `pool.workers` clamped to `1..=nodes`.
+/// `hooks` holds one hook per worker: [`worker_count`] of the pool for the run's members,
+/// which are `nodes` or, where the hooks step nodes of their own (a group's agreements
+/// only), more.
 pub fn run_workers<P, H>(
     params: &NodeParams<'_, P::Shared>,
     ctl: &Control,
@@ -67,7 +69,10 @@ where
     H: WorkerHook<P>,
 {
     let workers = hooks.len();
-    assert_eq!(workers, worker_count(pool, nodes.len()), "one hook per worker");
+    assert!(
+        workers >= worker_count(pool, nodes.len()) && workers <= pool.workers.max(1),
+        "one hook per worker"
+    );
     let mut groups: Vec<Vec<Node<P>>> = (0..workers).map(|_| Vec::new()).collect();
     for mut node in nodes {
         node.kill_at_start(&ctl.boards[node.rank as usize]);

@@ -1,0 +1,84 @@
+//! `ftcoll agree`'s local run: every node a thread of this process, run as an
+//! agreements-only [`Group`] of the run's nodes on its workers (pinned or not, polling
+//! busily) over its transport, running the run's closed loop of agreements
+//! ([`Group::agree_stream`]): the library's runtime, measured.
+
+use crate::group::{AgreeStream, Group, GroupError};
+use crate::runtime::TransportKind;
+use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport, validate};
+use crate::runtime::cluster::PollMode;
+
+/// Runs `b` (a `--duration` run for its time, else `warmup + iterations` agreements).
+/// Errors (bad flags, a port in use, no sockets) are one line.
+pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
+    validate(b)?;
+    let one_line = |e: GroupError| match e {
+        GroupError::Setup(e) | GroupError::BadStream(e) => e,
+        e => e.to_string(),
+    };
+    let mut group = Group::builder(b.n)
+        .broadcasts(false)
+        .agreements(false)
+        .transport(match b.transport {
+            AgreeTransport::Inproc => TransportKind::Inproc,
+            AgreeTransport::Udp => TransportKind::Udp,
+            AgreeTransport::Verbs => TransportKind::Verbs,
+        })
+        .workers(b.workers)
+        .pin(b.pin)
+        .poll(PollMode::Busy)
+        .seed(b.seed)
+        .failure_detector(b.heartbeat, b.suspect_after)
+        .build()
+        .map_err(one_line)?;
+    group
+        .agree_stream(AgreeStream {
+            agreements: b.iterations,
+            warmup: b.warmup,
+            duration: b.duration,
+            kills: b.kills.clone(),
+            stalls: b.stalls.clone(),
+            era: b.era,
+            op_timeout: b.op_timeout,
+        })
+        .map_err(one_line)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::protocol::agree::EraConfig;
+
+    /// A `--duration` run whose last survivor decides alone (every agreement returns as soon as
+    /// it is entered) still stops at its deadline. It ran forever: the step that looped over
+    /// those instant returns compared the deadline with the clock read when the step began.
+    #[test]
+    fn a_lone_survivor_stops_at_the_deadline() {
+        let b = AgreeBench {
+            n: 2,
+            era: EraConfig::default(),
+            transport: AgreeTransport::Inproc,
+            workers: 1,
+            pin: false,
+            warmup: 0,
+            iterations: 0,
+            duration: Some(Duration::from_millis(300)),
+            kills: vec![(1, 5)],
+            stalls: Vec::new(),
+            heartbeat: Duration::from_micros(200),
+            suspect_after: Duration::from_millis(5),
+            op_timeout: Duration::from_secs(5),
+            seed: 3,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(run(&b)).ok());
+        let r = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the run stops after its 300 ms (it never did)")
+            .expect("runs");
+        assert_eq!((r.unfinished, r.disagreements), (0, 0));
+        assert!(r.agreements > 5, "the survivor went on alone: {}", r.agreements);
+    }
+}
