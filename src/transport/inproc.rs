@@ -146,6 +146,15 @@ struct Shared {
     rings: AtomicU64,
 }
 
+impl Shared {
+    /// Makes `rank` dead (idempotent; out-of-range ranks are ignored).
+    fn kill(&self, rank: u32) {
+        if let Some(flag) = self.dead.get(rank as usize) {
+            flag.store(true, Ordering::Release);
+        }
+    }
+}
+
 /// The handle on an in-process network: kills endpoints. Cheap to clone, `Send + Sync`.
 #[derive(Clone)]
 pub struct InprocNet {
@@ -234,9 +243,7 @@ impl InprocNet {
 
     /// Makes `rank` dead (idempotent; out-of-range ranks are ignored).
     pub fn kill(&self, rank: u32) {
-        if let Some(flag) = self.shared.dead.get(rank as usize) {
-            flag.store(true, Ordering::Release);
-        }
+        self.shared.kill(rank);
     }
 
     /// Whether `rank` was killed.
@@ -589,10 +596,8 @@ impl Transport for InprocTransport {
     /// The suspect is made dead, as [`InprocNet::kill`] does (a live one stops hearing and
     /// being heard: the in-process fence).
     fn enforce_suspicion(&mut self, peer: u32, _now: Instant) {
-        if peer != self.rank
-            && let Some(flag) = self.shared.dead.get(peer as usize)
-        {
-            flag.store(true, Ordering::Release);
+        if peer != self.rank {
+            self.shared.kill(peer);
         }
     }
 }

@@ -33,14 +33,20 @@ impl Reliable {
     /// FENCE now, repeated `fence_repeats` times `rto_max` apart (fail-stop enforcement: the
     /// suspect, if alive, learns it and stops, so no live node stays cut off one-sidedly).
     pub(super) fn suspect(&mut self, p: usize, now: Instant) {
+        self.to_report.push(p as u32);
+        self.stats.suspected += 1;
+        self.fence_off(p, now);
+    }
+
+    /// Stops all traffic to `p` and fences it: a FENCE now, repeated `fence_repeats` times
+    /// `rto_max` apart.
+    fn fence_off(&mut self, p: usize, now: Instant) {
         let peer = &mut self.peers[p];
         peer.suspected = true;
         peer.snd_una = peer.next_seq;
         peer.ack_pending = false;
         peer.probe_due = None;
         peer.fences_left = self.cfg.fence_repeats;
-        self.to_report.push(p as u32);
-        self.stats.suspected += 1;
         self.send_fence(p, now);
         self.wheel.schedule(p as u32, now + self.cfg.rto_max);
     }
@@ -55,13 +61,7 @@ impl Reliable {
         if peer.suspected || p == self.rank {
             return;
         }
-        peer.suspected = true;
-        peer.snd_una = peer.next_seq;
-        peer.ack_pending = false;
-        peer.probe_due = None;
-        peer.fences_left = self.cfg.fence_repeats;
-        self.send_fence(p as usize, now);
-        self.wheel.schedule(p, now + self.cfg.rto_max);
+        self.fence_off(p as usize, now);
     }
 
     /// Queues a FENCE to `p`.
