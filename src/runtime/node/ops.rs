@@ -60,6 +60,10 @@ pub(super) struct Ops<P: Protocol> {
     pub(super) sends_per_step: u32,
     /// The next operation a send phase looks at (oldest first).
     cursor: u64,
+    /// One past the newest operation this node opened: every slot with a protocol instance
+    /// holds one of `retired..live_end`, so a pass visits those and not the whole window
+    /// (a visit of all [`WINDOW`] slots, twice per pass, was most of an idle node's step).
+    live_end: u64,
     /// The send phase sent a message past dissemination: it ends there (see
     /// [`Pass::poll_transmit`]).
     read_first: bool,
@@ -101,6 +105,7 @@ impl<P: Protocol> Ops<P> {
             faults,
             sends_per_step: 16,
             cursor: 0,
+            live_end: 0,
             read_first: false,
             dying: None,
             stages: stages::Recorder::default(),
@@ -132,6 +137,19 @@ impl<P: Protocol> Ops<P> {
     #[inline]
     pub(super) fn busy(&self, now: Instant) -> bool {
         now < self.busy_until
+    }
+
+    /// The operations that may hold a protocol instance, oldest first.
+    #[inline]
+    pub(super) fn live(&self) -> std::ops::Range<u64> {
+        self.retired..self.live_end.min(self.retired + WINDOW as u64)
+    }
+
+    /// The slot of live operation `seq`, if it holds its protocol instance.
+    #[inline]
+    fn live_slot(&self, seq: u64) -> Option<usize> {
+        let i = slot_index(seq);
+        (self.slots[i].seq == seq && self.slots[i].proto.is_some()).then_some(i)
     }
 
     /// Whether slot `seq` holds operation `seq` rooted here.
@@ -206,6 +224,7 @@ where
             s.seq = seq;
             s.root = root;
             s.proto = Some(proto);
+            ops.live_end = ops.live_end.max(seq + 1);
             s.delivered = false;
             s.finished = false;
             s.sent = 0;
@@ -322,7 +341,8 @@ where
     /// Runs the protocol timers that are due.
     fn fire_timers(&mut self) {
         let units = self.units(self.now);
-        for i in 0..WINDOW {
+        for seq in self.ops.live() {
+            let Some(i) = self.ops.live_slot(seq) else { continue };
             let root = self.ops.slots[i].root;
             let cx = self.cx(root, units);
             let Some(proto) = self.ops.slots[i].proto.as_mut() else {
@@ -337,7 +357,8 @@ where
 
     fn on_suspect(&mut self, peer: u32) {
         let units = self.units(self.now);
-        for i in 0..WINDOW {
+        for seq in self.ops.live() {
+            let Some(i) = self.ops.live_slot(seq) else { continue };
             let root = self.ops.slots[i].root;
             let (cx, v) = (self.cx(root, units), self.vrank(root, peer));
             if let Some(proto) = self.ops.slots[i].proto.as_mut() {
@@ -374,7 +395,7 @@ where
 
     /// A send phase ended: the operations it did not reach publish their state.
     pub(super) fn end_sends(&mut self) {
-        let end = self.ops.retired + WINDOW as u64;
+        let end = self.ops.live().end;
         while self.ops.cursor < end {
             let seq = self.ops.cursor;
             self.ops.cursor += 1;
@@ -421,7 +442,7 @@ where
         if self.ops.dying.is_some() || self.ops.read_first {
             return None;
         }
-        let end = self.ops.retired + WINDOW as u64;
+        let end = self.ops.live().end;
         while self.ops.cursor < end {
             let seq = self.ops.cursor;
             let i = slot_index(seq);
@@ -457,9 +478,8 @@ where
 
     fn poll_timeout(&self) -> Option<Time> {
         self.ops
-            .slots
-            .iter()
-            .filter_map(|s| s.proto.as_ref()?.next_timer())
+            .live()
+            .filter_map(|seq| self.ops.slots[self.ops.live_slot(seq)?].proto.as_ref()?.next_timer())
             .min()
     }
 

@@ -139,17 +139,13 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
     assert_eq!(ctl.boards[1].get(0).unwrap().deliveries.load(Relaxed), 1);
 }
 
-/// A real run's `osu_bcast` figures: every live rank counts every measured operation, a rank
-/// killed mid-run only those before its crash, the root's time is 0 (1 ns: its delivery is
-/// its start), and no rank's mean exceeds the slowest operation's coloring.
-#[test]
-fn a_run_records_each_ranks_broadcast_times() {
+/// A benchmark of corrected trees over in-process endpoints on 2 unpinned workers: `n` nodes,
+/// `iters` measured operations (after 5), `window` in flight, crashes `kills`.
+fn inproc_bench(n: u32, iters: u64, window: u64, kills: &str) -> crate::runtime::Bench {
     use crate::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
     use crate::runtime::cluster::{ClusterConfig, PollMode};
-    use crate::runtime::{Bench, TransportKind};
-    let (n, iters) = (4, 40);
     let model = LogP { l: 2, o: 1 };
-    let bench = Bench {
+    crate::runtime::Bench {
         algo: resolve_algo(&AlgoSpec::new(AlgoName::CorrectedTree), n, model, 0).unwrap(),
         cluster: ClusterConfig {
             nodes: n,
@@ -157,7 +153,7 @@ fn a_run_records_each_ranks_broadcast_times() {
             poll: PollMode::Adaptive,
             warmup: 5,
             iterations: iters,
-            window: 1,
+            window,
             payload_len: 8,
             tick_ns: 1000,
             job: 9,
@@ -167,12 +163,25 @@ fn a_run_records_each_ranks_broadcast_times() {
             pin: false,
             give_up_after: None,
         },
-        transport: TransportKind::Inproc,
-        kills: crate::runtime::kill::parse_kills("2@25", n).unwrap(),
+        transport: crate::runtime::TransportKind::Inproc,
+        kills: if kills.is_empty() {
+            Vec::new()
+        } else {
+            crate::runtime::kill::parse_kills(kills, n).unwrap()
+        },
         model: model.into(),
         loss: 0.0,
         auth: None,
-    };
+    }
+}
+
+/// A real run's `osu_bcast` figures: every live rank counts every measured operation, a rank
+/// killed mid-run only those before its crash, the root's time is 0 (1 ns: its delivery is
+/// its start), and no rank's mean exceeds the slowest operation's coloring.
+#[test]
+fn a_run_records_each_ranks_broadcast_times() {
+    let (n, iters) = (4, 40);
+    let bench = inproc_bench(n, iters, 1, "2@25");
     let r = crate::experiment::bench::local::run(&bench, None).unwrap();
     assert_eq!((r.measured, r.violations, r.timeouts), (iters, 0, 0), "{r:?}");
     let ops = r.per_rank.ops();
@@ -184,4 +193,22 @@ fn a_run_records_each_ranks_broadcast_times() {
     assert_eq!(o.min, 1.0);
     assert!(o.max <= r.coloring.max() as f64, "{o:?}");
     assert_eq!(o.avg, means.iter().sum::<f64>() / 4.0);
+}
+
+/// A node's pass visits only the operations it has opened and not retired (not the whole
+/// window): with the window full, operations wrapping the slots several times and every
+/// operation's checked correction armed by a timer, each still sends, corrects and finishes.
+#[test]
+fn a_full_window_wrapping_the_slots_completes_every_operation() {
+    use crate::runtime::board::WINDOW;
+    let (n, iters) = (6, 5 * WINDOW as u64);
+    let bench = inproc_bench(n, iters, WINDOW as u64 / 2, "");
+    let r = crate::experiment::bench::local::run(&bench, None).unwrap();
+    assert_eq!(
+        (r.measured, r.violations, r.timeouts, r.dropped_ops, r.not_run),
+        (iters, 0, 0, 0, 0),
+        "{r:?}"
+    );
+    // Every operation's tree messages went out (and the checked correction's on top).
+    assert!(r.messages.min() >= u64::from(n - 1), "{}", r.messages.min());
 }
