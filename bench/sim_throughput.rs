@@ -31,6 +31,7 @@ fn measure(n: u32, runs: u64, threads: usize) -> (f64, f64, f64) {
         max_events: Experiment::default_max_events(n),
         receives: Default::default(),
         cores: None,
+        visit: 0,
     };
     let t = Instant::now();
     let s = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});

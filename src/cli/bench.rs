@@ -266,6 +266,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         own_o_ns: out.own_o_ns,
         model: out.model,
         model_cores: out.model_cores,
+        model_visit_ns: out.model_visit_ns,
         noisy: out.noise.is_some(),
         node_hop: out.node_hop,
         cores: out.cores,

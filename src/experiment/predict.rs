@@ -30,6 +30,7 @@ impl Visit for PerRank<'_> {
         let mut eng = Engine::<P>::new(ex.n, ex.logp);
         eng.receives = ex.receives;
         eng.set_cores(ex.cores);
+        eng.set_visit(ex.visit);
         eng.set_noise(ex.noise.clone());
         let (mut sum, mut ranks) = (Summary::new(ex.n), RankTimes::default());
         for i in 0..ex.runs {
@@ -79,11 +80,20 @@ pub fn shared_o_ns(o_ns: u64, nodes: u32, cores: Option<u32>) -> u64 {
     }
 }
 
+/// Nodes that share cores, as a local run's workers serve them: `cores` cores (rank r on core
+/// r mod cores), each visiting its nodes in turn, a visit of a node with nothing to do costing
+/// `visit_ns` (measured: [`crate::experiment::bench::node_hop`]; 0: switching is free).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedCores {
+    pub cores: u32,
+    pub visit_ns: u64,
+}
+
 pub fn predict(
     algo: &Algo,
     n: u32,
     model: &BenchModel,
-    cores: Option<u32>,
+    cores: Option<SharedCores>,
     noise: Option<&Arc<Noise>>,
     kills: &[Kill],
     measured: (u64, u64),
@@ -130,7 +140,8 @@ pub fn predict(
                 threads: 1,
                 max_events: Experiment::default_max_events(n),
                 receives: Default::default(),
-                cores,
+                cores: cores.map(|c| c.cores),
+                visit: cores.map_or(0, |c| (c.visit_ns + model.unit_ns / 2) / model.unit_ns.max(1)),
             },
             faults_text: String::new(),
         };
@@ -338,6 +349,7 @@ mod tests {
                 max_events: Experiment::default_max_events(n),
                 receives: Default::default(),
                 cores: None,
+                visit: 0,
             };
             let traces = algo.dispatch(n, m.loggp, Traces(&ex)).unwrap();
             let mut per_rank = vec![0u64; n as usize];

@@ -125,6 +125,7 @@ impl Setup {
                 _ => Receives::Queued,
             },
             cores: a.cores,
+            visit: 0,
         };
         let faults_text = match &a.dead {
             Some(l) => format!("dead={l}"),

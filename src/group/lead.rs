@@ -18,7 +18,7 @@ use super::stream::{Offer, Reply, StreamReq, Streaming};
 use crate::protocol::Protocol;
 use crate::runtime::agree::{AgreeWorker, Node as AgreeNode};
 use crate::runtime::board::{Control, WINDOW};
-use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator, WorkerHook};
+use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator, IdlePasses, WorkerHook};
 use crate::runtime::node::Node;
 use crate::wire::WireMessage;
 
@@ -97,6 +97,8 @@ pub(super) struct GroupHook {
     agree: Option<AgreeShare>,
     /// Passes of the agreement stream so far.
     agree_passes: u32,
+    /// This worker's passes without progress since the last collection.
+    idle: IdlePasses,
 }
 
 /// While an agreement stream runs, its worker does the group's own work (the lead, crashes,
@@ -116,6 +118,7 @@ impl GroupHook {
             seen_agree: 0,
             agree: None,
             agree_passes: 0,
+            idle: IdlePasses::default(),
         }
     }
 
@@ -209,6 +212,10 @@ impl GroupHook {
             for node in nodes.iter() {
                 part.add_node(node);
             }
+            part.idle_passes.push(IdlePasses {
+                nodes: nodes.len() as u32,
+                ..std::mem::take(&mut self.idle)
+            });
             if let Some(tx) = sh.reply.lock().expect("not poisoned").as_ref() {
                 let _ = tx.send(Reply::Part(part));
             }
@@ -257,6 +264,11 @@ where
 
     fn coordinates(&self) -> bool {
         self.lead.is_some() || self.agree.is_some()
+    }
+
+    #[inline]
+    fn idle_pass(&mut self, ns: u64) {
+        self.idle.add(ns);
     }
 }
 

@@ -61,6 +61,9 @@ pub struct BenchReport<'a> {
     pub model: BenchModel,
     /// The cores the model put the nodes on (`None`: a core per node).
     pub model_cores: Option<u32>,
+    /// With `model_cores`: a core's visit of a node with nothing to do, ns (0: switching
+    /// between nodes is free in the model).
+    pub model_visit_ns: u64,
     /// The prediction drew o_s, o_r and L per message from the calibration (noisy LogP).
     pub noisy: bool,
     /// The node's own cost per hop folded into the model's o_s and o_r.
@@ -99,6 +102,7 @@ pub fn print(r: &BenchReport) {
         own_o_ns,
         model,
         model_cores,
+        model_visit_ns,
         noisy,
         node_hop,
         cores,
@@ -115,7 +119,7 @@ pub fn print(r: &BenchReport) {
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
                 "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
-                "model_cores": model_cores, "noisy_model": noisy,
+                "model_cores": model_cores, "model_visit_ns": model_cores.map(|_| model_visit_ns), "noisy_model": noisy,
             },
             "logp_estimate": est,
             "calibration": cal,
@@ -211,6 +215,10 @@ pub fn print(r: &BenchReport) {
         model.l_ns,
         model.unit_ns,
         match model_cores {
+            Some(c) if *model_visit_ns > 0 => format!(
+                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time and visiting its nodes in turn, {model_visit_ns} ns a visit of an idle node (measured: the 2-node run's idle passes)",
+                a.nodes
+            ),
             Some(c) => format!(
                 "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time",
                 a.nodes

@@ -18,7 +18,7 @@ use crate::transport::TransportStats;
 use crate::wire::{DropCounters, WireMessage};
 
 mod workers;
-pub use workers::{Pool, WorkerHook, run_workers, worker_count};
+pub use workers::{IdlePasses, Pool, WorkerHook, run_workers, worker_count};
 
 /// How workers wait when there is nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -161,6 +161,9 @@ pub struct ClusterResult {
     /// Multi-process runs: per rank, the clock offset to the coordinator and its uncertainty
     /// (ns), as each process measured it (`None`: not reported).
     pub clocks: Vec<Option<(i64, u64)>>,
+    /// Per worker of a local run, its passes without progress ([`IdlePasses`]; empty for a
+    /// launched or multi-process run).
+    pub idle_passes: Vec<IdlePasses>,
 }
 
 impl ClusterResult {
@@ -192,6 +195,7 @@ impl ClusterResult {
             counters_lost: 0,
             clock_uncertainty_ns: None,
             clocks: Vec::new(),
+            idle_passes: Vec::new(),
         }
     }
 
@@ -245,6 +249,7 @@ impl ClusterResult {
     /// result (the coordinator's); names who fenced a lost root.
     pub fn add_counters(&mut self, part: ClusterResult) {
         self.add_transport(&part.transport);
+        self.idle_passes.extend(part.idle_passes);
         self.dead_nodes.extend(part.dead_nodes);
         self.dead_nodes.sort_unstable();
         self.false_suspicions += part.false_suspicions;

@@ -72,15 +72,40 @@ impl<E: Copy> Core<E> {
         self.timing.reset(seed);
     }
 
-    /// Whether process `r`'s core (from [`Timing::core`]) is doing another process's send
-    /// or receive at `t`; if so, `r`'s sender is polled again when the core is free. Asked
-    /// before the protocol is, so that a process on a busy core is not asked what it sends.
+    /// Whether process `r`'s core (from [`Timing::core`]) is not `r`'s at `t` (doing
+    /// another process's send or receive, or, with a visit cost, elsewhere in its round); if
+    /// so, `r`'s sender is polled again at its turn ([`Timing::turn`]). Asked before the
+    /// protocol is, so that a process without its core is not asked what it sends.
     #[inline]
     pub fn core_busy(&mut self, r: Rank, core: Option<usize>, t: Time) -> bool {
-        if core.is_some() && self.timing.core_free(core) > t {
-            self.cal.push_late(self.timing.core_free(core), r);
+        if core.is_none() {
+            return false;
+        }
+        let turn = self.timing.turn(core, r, t);
+        if turn > t {
+            self.cal.push_late(turn, r);
             return true;
         }
         false
+    }
+
+    /// A message `ev` reached process `to` (on `core`, whose receive port is free at `port`)
+    /// at `t`: with a visit cost, its receive starts only when the core's round reaches `to`
+    /// ([`Timing::turn`]), so the event is put back to then and `None` returned; otherwise
+    /// (or at that turn) the event, to receive now. The receive is not booked ahead: until
+    /// then the core serves the processes before `to` in its round. Without a visit cost
+    /// every event is handed back (the receive waits for the core as booked by
+    /// [`Timing::receive`]).
+    #[inline]
+    pub fn at_turn(&mut self, core: Option<usize>, to: Rank, t: Time, port: Time, ev: E) -> Option<E> {
+        if core.is_none() || self.timing.visit() == 0 {
+            return Some(ev);
+        }
+        let turn = self.timing.turn(core, to, t.max(port));
+        if turn > t {
+            self.cal.push(turn, ev);
+            return None;
+        }
+        Some(ev)
     }
 }

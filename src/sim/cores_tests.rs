@@ -1,6 +1,7 @@
 //! Shared cores in the engine ([`Engine::set_cores`]): with a core per process it is the LogGP
 //! engine, bit for bit; on one core every send and receive of the run is serialized; a small
-//! tree on fewer cores gives the hand-computed times.
+//! tree on fewer cores gives the hand-computed times, also where cores visit their
+//! processes in turn ([`Engine::set_visit`]).
 
 use crate::model::{LogGP, Time};
 use crate::protocol::bcast::Start;
@@ -17,6 +18,7 @@ struct Runs {
     n: u32,
     logp: LogGP,
     cores: Option<u32>,
+    visit: Time,
     faults: Faults,
     seeds: u64,
 }
@@ -31,6 +33,7 @@ impl Visit for Runs {
     {
         let mut e = Engine::<P>::new(self.n, self.logp);
         e.set_cores(self.cores);
+        e.set_visit(self.visit);
         (0..self.seeds)
             .map(|s| e.run(shared, &self.faults, s, 10_000_000))
             .collect()
@@ -62,6 +65,10 @@ fn algos() -> Vec<Algo> {
 }
 
 fn runs(algo: &Algo, n: u32, logp: LogGP, cores: Option<u32>, faults: Faults) -> Vec<RunStats> {
+    runs_visiting(algo, n, logp, cores, 0, faults)
+}
+
+fn runs_visiting(algo: &Algo, n: u32, logp: LogGP, cores: Option<u32>, visit: Time, faults: Faults) -> Vec<RunStats> {
     let r = algo
         .dispatch(
             n,
@@ -70,6 +77,7 @@ fn runs(algo: &Algo, n: u32, logp: LogGP, cores: Option<u32>, faults: Faults) ->
                 n,
                 logp,
                 cores,
+                visit,
                 faults,
                 seeds: 4,
             },
@@ -140,4 +148,27 @@ fn a_star_of_three_takes_turns_on_its_cores() {
     assert_eq!(coloring(Some(1)), 10);
     // Cores {0, 2} and {1}: 1 receives 4..6 on its own core, 2 receives 7..9 once 0 is done.
     assert_eq!(coloring(Some(2)), 9);
+}
+
+#[test]
+fn cores_that_visit_their_processes_in_turn_give_the_hand_computed_times() {
+    // The star of three on cores {0, 2} and {1}: root 0 sends to 1 (0..3, lands at 4) and to
+    // 2 (3..6, lands at 7).
+    let star = Algo::CorrectedTree {
+        tree: TreeKind::Kary(2),
+        order: Order::Interleaved,
+        correction: Correction::None,
+        start: Start::Synchronized,
+    };
+    let coloring = |visit| runs_visiting(&star, 3, gp(1, 3, 2), Some(2), visit, Faults::default())[0].coloring;
+    // Free switching: as without visits.
+    assert_eq!(coloring(0), 9);
+    // Visits of 3: core {1} looks at rank 1 at 0, 3, 6: it receives 6..8. Core {0, 2} is at
+    // rank 2 right after the root's sends (6, before the message), then at 12: 12..14.
+    assert_eq!(coloring(3), 14);
+    // Visits of 1: rank 1 receives at 4 (4..6); rank 2 is visited at 6, 8: 8..10.
+    assert_eq!(coloring(1), 10);
+    // A visit cost without shared cores changes nothing.
+    let alone = runs_visiting(&star, 3, gp(1, 3, 2), None, 5, Faults::default())[0].coloring;
+    assert_eq!(alone, 9);
 }

@@ -210,6 +210,12 @@ where
         self.core.timing.set_cores(self.n, cores);
     }
 
+    /// Shared cores: a core's visit of a process with nothing to do costs `visit` (0: a core
+    /// switches between its processes for free; see [`crate::sim::timing::Timing::turn`]).
+    pub fn set_visit(&mut self, visit: Time) {
+        self.core.timing.set_visit(visit);
+    }
+
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {
@@ -322,7 +328,7 @@ where
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
-                let sent = self.core.timing.send(core, t);
+                let sent = self.core.timing.send(core, r, t);
                 st.quiescence = st.quiescence.max(sent.end);
                 if self.core.timing.noisy() || core.is_some() {
                     // The receive takes the receiver's port (and core) when the message arrives.
@@ -411,7 +417,12 @@ where
                     let alive = self.slots[i].death > t;
                     let port = if queued { self.slots[i].recv_free } else { 0 };
                     let core = self.core(to).filter(|_| alive);
-                    let (end, free) = self.core.timing.receive(core, t, port);
+                    let Some(Ev::Arrive { to, from, msg }) =
+                        self.core.at_turn(core, to, t, port, Ev::Arrive { to, from, msg })
+                    else {
+                        continue;
+                    };
+                    let (end, free) = self.core.timing.receive(core, to, t, port);
                     if queued && alive {
                         self.slots[i].recv_free = free;
                     }

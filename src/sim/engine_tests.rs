@@ -22,6 +22,8 @@ use crate::wire::dispatch::{Dispatch, Visit};
 enum Mode {
     Plain,
     Cores(u32),
+    /// Shared cores that visit their processes in turn, at this cost a visit.
+    Visits(u32, Time),
     Parallel,
     Noisy,
 }
@@ -57,8 +59,14 @@ impl Runs {
     }
     fn cores(&self) -> Option<u32> {
         match self.mode {
-            Mode::Cores(c) => Some(c),
+            Mode::Cores(c) | Mode::Visits(c, _) => Some(c),
             _ => None,
+        }
+    }
+    fn visit(&self) -> Time {
+        match self.mode {
+            Mode::Visits(_, v) => v,
+            _ => 0,
         }
     }
     fn receives(&self) -> Receives {
@@ -99,6 +107,7 @@ impl Visit for New<'_> {
         let mut e = Engine::<P>::new(x.n, x.gp);
         e.receives = x.receives();
         e.set_cores(x.cores());
+        e.set_visit(x.visit());
         e.set_noise(x.noise());
         (0..x.seeds)
             .map(|s| {
@@ -125,6 +134,7 @@ impl Visit for Old<'_> {
         let mut e = reference::Engine::<P>::new(x.n, x.gp);
         e.receives = x.receives();
         e.set_cores(x.cores());
+        e.set_visit(x.visit());
         e.set_noise(x.noise());
         (0..x.seeds)
             .map(|s| {
@@ -202,7 +212,7 @@ fn every_algorithm_runs_as_with_one_record_per_process() {
 #[test]
 fn shared_cores_parallel_receives_and_noise_run_as_with_one_record_per_process() {
     for gp in params() {
-        for mode in [Mode::Cores(7), Mode::Parallel, Mode::Noisy] {
+        for mode in [Mode::Cores(7), Mode::Visits(7, 3), Mode::Parallel, Mode::Noisy] {
             same_as_the_reference(120, gp, mode, 2, false);
         }
     }
@@ -211,7 +221,13 @@ fn shared_cores_parallel_receives_and_noise_run_as_with_one_record_per_process()
 /// The trace, event by event, is the reference engine's.
 #[test]
 fn traces_are_the_reference_engines_event_for_event() {
-    for mode in [Mode::Plain, Mode::Cores(5), Mode::Parallel, Mode::Noisy] {
+    for mode in [
+        Mode::Plain,
+        Mode::Cores(5),
+        Mode::Visits(5, 2),
+        Mode::Parallel,
+        Mode::Noisy,
+    ] {
         same_as_the_reference(64, LogGP::from(LogP { l: 2, o: 1 }), mode, 2, true);
     }
 }

@@ -299,6 +299,7 @@ fn one_hop_percentiles_follow_the_input_distribution() {
         noise: Some(Arc::new(noise)),
         receives: crate::sim::Receives::Queued,
         cores: None,
+        visit: 0,
         faults: Faults::default(),
         runs: 40_000,
         seed: 3,

@@ -227,7 +227,7 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
             return;
         };
         let tag = h.on_send(r, to, &msg, now);
-        let sent = self.core.timing.send(core, now);
+        let sent = self.core.timing.send(core, r, now);
         self.ports[r as usize].send_free = sent.next;
         // The sender may send again then: whatever is queued by then goes out.
         self.core.cal.push_late(sent.next, r);
@@ -270,7 +270,7 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
                     }
                     let core = self.core.timing.core(to);
                     let port = &mut self.ports[to as usize];
-                    let (end, free) = self.core.timing.receive(core, now, port.recv_free);
+                    let (end, free) = self.core.timing.receive(core, to, now, port.recv_free);
                     port.recv_free = free;
                     self.core.cal.push(end, Ev::Handle(i));
                 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::sync::Arc;
 
-use crate::model::LogGP;
+use crate::model::{LogGP, Time};
 use crate::protocol::{ProtoRng, Protocol, SharedInfo};
 use crate::sim::engine::{Engine, Receives, TraceRow};
 use crate::sim::faults::Faults;
@@ -32,6 +32,9 @@ pub struct Experiment {
     /// The processes share this many cores (`None`: a core per process; see
     /// [`Engine::set_cores`]).
     pub cores: Option<u32>,
+    /// With shared cores: a core's visit of a process with nothing to do, in model units (0:
+    /// cores switch for free; see [`Engine::set_visit`]).
+    pub visit: Time,
 }
 
 impl Experiment {
@@ -61,6 +64,7 @@ where
                     let mut eng = Engine::<P>::new(ex.n, ex.logp);
                     eng.receives = ex.receives;
                     eng.set_cores(ex.cores);
+                    eng.set_visit(ex.visit);
                     eng.set_noise(ex.noise.clone());
                     let mut sum = Summary::new(ex.n);
                     loop {
@@ -99,6 +103,7 @@ where
     let mut eng = Engine::<P>::new(ex.n, ex.logp);
     eng.receives = ex.receives;
     eng.set_cores(ex.cores);
+    eng.set_visit(ex.visit);
     eng.set_noise(ex.noise.clone());
     eng.trace = Some(Vec::new());
     eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, index), ex.max_events);

@@ -12,7 +12,11 @@
 //!
 //! Noisy mode ([`Timing::set_noise`]) draws each message's `o_s`, `L` and `o_r` from measured
 //! distributions with a generator of its own. Shared cores ([`Timing::set_cores`]): rank `r`
-//! runs on core `r mod C`, and a core does one send or receive at a time. The engines keep
+//! runs on core `r mod C`, and a core does one send or receive at a time. With a visit cost
+//! ([`Timing::set_visit`]) a core also serves its processes in turn, as the runtime's worker
+//! steps its nodes: it visits them round-robin in rank order, a visit of a process with
+//! nothing to do costs `v`, and a process sends or receives only when the core is at it (a
+//! process that just worked keeps the core for what follows at once). The engines keep
 //! their own per-process state (when each receive port is free) next to the protocol's, for
 //! locality; this type owns the parameters, the noise and the cores.
 
@@ -37,6 +41,11 @@ pub struct Timing {
     /// Shared cores: how many (0: a core per process), and when each is free again.
     cores: u32,
     core_free: Vec<Time>,
+    /// A core's visit of a process with nothing to do (0: a core switches for free).
+    visit: Time,
+    /// Per core: its processes, and the index on it (`r / cores`) of the one it served last.
+    on_core: Vec<u32>,
+    last: Vec<u32>,
 }
 
 /// When a send started at `t` ends, when its message reaches the receiver, and when the
@@ -62,6 +71,9 @@ impl Timing {
             nrng: ProtoRng::new(0),
             cores: 0,
             core_free: Vec::new(),
+            visit: 0,
+            on_core: Vec::new(),
+            last: Vec::new(),
         }
     }
 
@@ -90,6 +102,21 @@ impl Timing {
             _ => 0,
         };
         self.core_free = vec![0; self.cores as usize];
+        let c = self.cores.max(1);
+        self.on_core = (0..self.cores).map(|k| (n - k).div_ceil(c)).collect();
+        self.last = vec![0; self.cores as usize];
+    }
+
+    /// Shared cores: a core's visit of a process with nothing to do costs `visit` (0: none;
+    /// see the module doc).
+    pub fn set_visit(&mut self, visit: Time) {
+        self.visit = visit;
+    }
+
+    /// The visit cost of shared cores.
+    #[inline]
+    pub fn visit(&self) -> Time {
+        self.visit
     }
 
     /// Whether processes share cores.
@@ -103,6 +130,7 @@ impl Timing {
     pub fn reset(&mut self, seed: u64) {
         self.nrng = ProtoRng::new(seed ^ 0x6E6F_6973_794C_6F67);
         self.core_free.fill(0);
+        self.last.fill(0);
     }
 
     /// The core of process `r` when processes share cores.
@@ -117,9 +145,41 @@ impl Timing {
         core.map_or(0, |c| self.core_free[c])
     }
 
-    /// A send started at `t` on `core` (which it occupies until the send ends).
+    /// The first instant at or after `ready` at which process `r` has `core` (0 without one):
+    /// once the core is free and, with a visit cost, when its round reaches `r`. After its
+    /// work for the process it served last, a core visits the next ones in turn, `visit`
+    /// each, so process `r` (index `j` on the core, last served `l`, `k` on the core) has it
+    /// at `free + visit·((j − l − 1) mod k)` and every `k·visit` after; the process served
+    /// last keeps it at `free` itself.
     #[inline]
-    pub fn send(&mut self, core: Option<usize>, t: Time) -> Sent {
+    pub fn turn(&self, core: Option<usize>, r: Rank, ready: Time) -> Time {
+        let Some(c) = core else { return ready };
+        let free = self.core_free[c];
+        if self.visit == 0 {
+            return ready.max(free);
+        }
+        let (j, l, k) = (r / self.cores, self.last[c], self.on_core[c].max(1));
+        if j == l && ready <= free {
+            return free;
+        }
+        let first = free + self.visit * Time::from((j + k - l - 1) % k);
+        if first >= ready {
+            return first;
+        }
+        let period = self.visit * Time::from(k);
+        first + (ready - first).div_ceil(period) * period
+    }
+
+    /// Process `r` works on `core` until `end`.
+    #[inline]
+    fn take(&mut self, core: usize, r: Rank, end: Time) {
+        self.core_free[core] = end;
+        self.last[core] = r / self.cores;
+    }
+
+    /// A send of process `r` started at `t` on `core` (which it occupies until the send ends).
+    #[inline]
+    pub fn send(&mut self, core: Option<usize>, r: Rank, t: Time) -> Sent {
         let s = if let Some(nz) = self.noise.as_deref() {
             let send = nz.os.draw(&mut self.nrng).saturating_add(self.logp.gk);
             let flight = send.saturating_add(nz.l.draw(&mut self.nrng));
@@ -136,24 +196,25 @@ impl Timing {
             }
         };
         if let Some(c) = core {
-            self.core_free[c] = s.end;
+            self.take(c, r, s.end);
         }
         s
     }
 
-    /// The receive of a message that reached its receiver at `arrive`, whose receive port is
-    /// free at `port_free` (pass 0 when receives do not queue) and which runs on `core` (if
-    /// it is alive and shares one): when the receive ends, and when the port is free again.
+    /// The receive by process `to` of a message that reached it at `arrive`, whose receive
+    /// port is free at `port_free` (pass 0 when receives do not queue) and which runs on
+    /// `core` (if it is alive and shares one): when the receive ends, and when the port is
+    /// free again.
     #[inline]
-    pub fn receive(&mut self, core: Option<usize>, arrive: Time, port_free: Time) -> (Time, Time) {
+    pub fn receive(&mut self, core: Option<usize>, to: Rank, arrive: Time, port_free: Time) -> (Time, Time) {
         let or = match self.noise.as_deref() {
             Some(nz) => nz.or.draw(&mut self.nrng),
             None => self.t_or,
         };
         let mut start = arrive.max(port_free);
         if let Some(c) = core {
-            start = start.max(self.core_free[c]);
-            self.core_free[c] = start + or;
+            start = self.turn(core, to, start);
+            self.take(c, to, start + or);
         }
         (start + or, start + or.max(self.logp.g))
     }
@@ -184,7 +245,7 @@ mod tests {
     #[test]
     fn fixed_costs_are_the_loggp_formulas() {
         let mut t = Timing::new(loggp(5, 2, 3, 4, 1));
-        let s = t.send(None, 10);
+        let s = t.send(None, 0, 10);
         // o_s + G(k-1) = 3; next = max(3, g=4); arrival = 3 + L.
         assert_eq!(
             s,
@@ -195,9 +256,9 @@ mod tests {
             }
         );
         // Port free at 20: start 20, end 23, next receive not before 20 + max(3, 4).
-        assert_eq!(t.receive(None, 18, 20), (23, 24));
+        assert_eq!(t.receive(None, 1, 18, 20), (23, 24));
         assert_eq!(t.receive_fixed(18, 20), (23, 24));
-        assert_eq!(t.receive(None, 18, 0), (21, 22));
+        assert_eq!(t.receive(None, 1, 18, 0), (21, 22));
     }
 
     #[test]
@@ -205,14 +266,41 @@ mod tests {
         let mut t = Timing::new(loggp(2, 1, 1, 0, 0));
         t.set_cores(4, Some(2));
         assert_eq!((t.core(0), t.core(1), t.core(2)), (Some(0), Some(1), Some(0)));
-        t.send(t.core(0), 0);
+        t.send(t.core(0), 0, 0);
         assert_eq!(t.core_free(Some(0)), 1);
         // Rank 2's receive arriving at 0 waits for the core.
-        assert_eq!(t.receive(t.core(2), 0, 0), (2, 2));
+        assert_eq!(t.receive(t.core(2), 2, 0, 0), (2, 2));
         assert_eq!(t.core_free(Some(0)), 2);
         t.reset(1);
         assert_eq!(t.core_free(Some(0)), 0);
         t.set_cores(4, Some(4));
         assert!(!t.shared_cores());
+    }
+
+    #[test]
+    fn a_core_with_a_visit_cost_serves_its_processes_in_turn() {
+        // 7 processes on 2 cores: core 0 has ranks 0, 2, 4, 6 (indices 0..4), visits cost 3.
+        let mut t = Timing::new(loggp(2, 1, 1, 0, 0));
+        t.set_cores(7, Some(2));
+        t.set_visit(3);
+        assert_eq!(t.visit(), 3);
+        // Rank 0 sends at 0 (its core was last at index 0, free at 0: it keeps it).
+        assert_eq!(t.turn(t.core(0), 0, 0), 0);
+        t.send(t.core(0), 0, 0);
+        // Rank 4 (index 2) is reached one visit after the send ends (index 1 first).
+        assert_eq!(t.turn(t.core(4), 4, 0), 1 + 3);
+        // Ready later than that: the next round (every 4 visits = 12).
+        assert_eq!(t.turn(t.core(4), 4, 5), 4 + 12);
+        // Rank 0 itself, ready after its send: the core went round (3 visits on).
+        assert_eq!(t.turn(t.core(0), 0, 1), 1);
+        assert_eq!(t.turn(t.core(0), 0, 2), 1 + 9);
+        // A receive by rank 2 (index 1) arriving at 0 starts when the core reaches it, at 1.
+        assert_eq!(t.receive(t.core(2), 2, 0, 0), (2, 2));
+        // Core 1 (ranks 1, 3, 5, at index 0 since the start) is untouched.
+        assert_eq!(t.turn(t.core(3), 3, 0), 0);
+        assert_eq!(t.turn(t.core(5), 5, 0), 3);
+        // Without a visit cost, only the core's being free counts (today's model).
+        t.set_visit(0);
+        assert_eq!(t.turn(t.core(4), 4, 0), 2);
     }
 }

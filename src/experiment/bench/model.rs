@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::node_hop::{HopSetup, NodeHop, measure as measure_hop};
 use super::{BenchEnv, BenchOutcome, Checked};
-use crate::experiment::predict::{BenchModel, Prediction, predict, shared_o_ns};
+use crate::experiment::predict::{BenchModel, Prediction, SharedCores, predict, shared_o_ns};
 use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::logp::{Calibration, Estimate, estimate};
@@ -71,7 +71,8 @@ impl Checked {
                 or_ns: tr_or,
                 l_ns,
             };
-            Some(NodeHop::fold(measure_hop(&setup)?, tr_os, tr_or, l_ns))
+            let m = measure_hop(&setup)?;
+            Some(NodeHop::fold(m.hop_ns, tr_os, tr_or, l_ns, m.visit_ns))
         };
         // The node's overheads: the transport's and the node's own share of each hop.
         let (own_os, own_or) = node_hop.map_or((tr_os, tr_or), |h| h.node_o_ns(tr_os, tr_or));
@@ -121,7 +122,10 @@ impl Checked {
             &out.algo,
             a.nodes,
             &out.model,
-            out.model_cores,
+            out.model_cores.map(|cores| SharedCores {
+                cores,
+                visit_ns: out.model_visit_ns,
+            }),
             out.noise.as_ref(),
             &self.kills,
             (a.warmup, a.iterations),

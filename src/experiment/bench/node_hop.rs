@@ -21,6 +21,12 @@
 //! charged per child. Checked against a 16-core machine (N = 2…16, both transports) in
 //! `docs/measurements.md`, where the other splits (all on the sender, all on the receiver) are
 //! compared too.
+//!
+//! The same run measures what a worker's visit of a node with nothing to do costs (its passes
+//! without progress, [`crate::runtime::cluster::IdlePasses`]): where a run's nodes outnumber
+//! its workers, a message waits until its worker's round reaches its receiver, which the
+//! processor-sharing model charges at this cost per node visited
+//! ([`crate::sim::timing::Timing::turn`]).
 
 use std::time::Duration;
 
@@ -48,12 +54,21 @@ pub struct NodeHop {
     /// The shares of it charged to each send and each receive, ns.
     pub os_share_ns: u64,
     pub or_share_ns: u64,
+    /// A worker's visit of a node with nothing to do, ns (the cheapest worker's mean; 0, and
+    /// left out of the JSON, when not measured).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub visit_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl NodeHop {
     /// The overhead of a node's hop `hop_ns` beyond the transport's `os_ns + l_ns + or_ns`,
     /// split between send and receive in proportion to `os_ns : or_ns`.
-    pub fn fold(hop_ns: Ci, os_ns: u64, or_ns: u64, l_ns: u64) -> NodeHop {
+    /// `visit_ns` is the measured visit cost, carried as is.
+    pub fn fold(hop_ns: Ci, os_ns: u64, or_ns: u64, l_ns: u64, visit_ns: u64) -> NodeHop {
         let transport_hop_ns = os_ns + l_ns + or_ns;
         let overhead_ns = (hop_ns.median.round().max(0.0) as u64).saturating_sub(transport_hop_ns);
         let o = (os_ns + or_ns).max(1);
@@ -64,6 +79,7 @@ impl NodeHop {
             overhead_ns,
             os_share_ns,
             or_share_ns: overhead_ns - os_share_ns,
+            visit_ns,
         }
     }
 
@@ -123,9 +139,18 @@ fn hop_bench(s: &HopSetup) -> Result<Bench, String> {
     Ok(bench)
 }
 
-/// Runs the 2-node broadcast and returns its coloring latency, ns; an error if any operation
-/// failed (a violation, a timeout, a dropped or unrun operation): no figure from a bad run.
-pub fn measure(s: &HopSetup) -> Result<Ci, String> {
+/// What the 2-node run measured: the hop (coloring latency, ns) and a worker's visit of an
+/// idle node (ns; the cheapest worker's mean, 0 without an idle pass).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    pub hop_ns: Ci,
+    pub visit_ns: u64,
+}
+
+/// Runs the 2-node broadcast and returns its coloring latency and visit cost; an error if any
+/// operation failed (a violation, a timeout, a dropped or unrun operation): no figure from a
+/// bad run.
+pub fn measure(s: &HopSetup) -> Result<Measured, String> {
     let res = super::local::run(&hop_bench(s)?, None).map_err(|e| format!("the node-hop calibration: {e}"))?;
     let bad = res.violations + res.timeouts + res.dropped_ops + res.not_run;
     if bad > 0 || res.measured == 0 {
@@ -138,11 +163,25 @@ pub fn measure(s: &HopSetup) -> Result<Ci, String> {
     // The median's 95 % interval by order statistics, as `Ci::of` takes it from samples.
     let n = h.len().max(1) as f64;
     let half = 0.98 / n.sqrt();
-    Ok(Ci {
+    let hop_ns = Ci {
         median: h.value_at_quantile(0.5) as f64,
         lo: h.value_at_quantile((0.5 - half).max(0.0)) as f64,
         hi: h.value_at_quantile((0.5 + half).min(1.0)) as f64,
+    };
+    Ok(Measured {
+        hop_ns,
+        visit_ns: cheapest_visit_ns(&res.idle_passes),
     })
+}
+
+/// The cheapest worker's mean visit of an idle node, ns (0: no worker had an idle pass): the
+/// worker without the coordinator's work on top, which a run's other workers are too.
+pub fn cheapest_visit_ns(workers: &[crate::runtime::cluster::IdlePasses]) -> u64 {
+    workers
+        .iter()
+        .filter_map(|w| w.visit_ns())
+        .min_by(f64::total_cmp)
+        .map_or(0, |v| v.round() as u64)
 }
 
 #[cfg(test)]
@@ -160,7 +199,7 @@ mod tests {
     #[test]
     fn the_overhead_is_split_in_proportion_to_the_transports_overheads() {
         // Transport hop 1478 + 410 + 569 = 2457 ns; a node's hop of 3449 ns leaves 992 ns.
-        let h = NodeHop::fold(ci(3449.0), 1478, 569, 410);
+        let h = NodeHop::fold(ci(3449.0), 1478, 569, 410, 0);
         assert_eq!((h.transport_hop_ns, h.overhead_ns), (2457, 992));
         assert_eq!(h.os_share_ns + h.or_share_ns, 992);
         assert_eq!(h.os_share_ns, 716, "992 · 1478 / 2047, rounded");
@@ -171,7 +210,7 @@ mod tests {
 
     #[test]
     fn a_hop_faster_than_the_transports_adds_nothing() {
-        let h = NodeHop::fold(ci(100.0), 55, 68, 197);
+        let h = NodeHop::fold(ci(100.0), 55, 68, 197, 0);
         assert_eq!((h.overhead_ns, h.os_share_ns, h.or_share_ns), (0, 0, 0));
         assert_eq!(h.node_o_ns(55, 68), (55, 68));
     }
@@ -212,6 +251,21 @@ mod tests {
         assert!(res.dead_nodes.is_empty());
         // Every message of the warmup and the measured operations crossed the transport once.
         assert_eq!(res.transport.sent, OPERATIONS + OPERATIONS / 10);
+        // Every worker reported its idle passes, over the 2 nodes it stepped.
+        assert_eq!(res.idle_passes.len(), b.cluster.workers, "{:?}", res.idle_passes);
+        assert_eq!(res.idle_passes.iter().map(|w| w.nodes).sum::<u32>(), 2);
+        assert!(cheapest_visit_ns(&res.idle_passes) > 0, "{:?}", res.idle_passes);
+    }
+
+    #[test]
+    fn the_visit_cost_is_the_cheapest_workers_per_node_mean() {
+        use crate::runtime::cluster::IdlePasses;
+        let w = |nodes, passes, ns| IdlePasses { nodes, passes, ns };
+        // 300 ns a pass over 1 node (the coordinator's worker) against 400 ns over 2 nodes.
+        assert_eq!(cheapest_visit_ns(&[w(1, 10, 3000), w(2, 5, 2000)]), 200);
+        // A worker without idle passes (or nodes) says nothing; none at all: 0.
+        assert_eq!(cheapest_visit_ns(&[w(1, 0, 0), w(0, 3, 30), w(1, 4, 1000)]), 250);
+        assert_eq!(cheapest_visit_ns(&[]), 0);
     }
 
     #[test]
@@ -227,7 +281,7 @@ mod tests {
             or_ns: est.o_recv_ns,
             l_ns: est.l_ns,
         };
-        let hop = measure(&s).unwrap();
+        let hop = measure(&s).unwrap().hop_ns;
         assert!(hop.lo <= hop.median && hop.median <= hop.hi, "{hop:?}");
         // One message crosses between two threads: never faster than a cache line's trip.
         assert!(hop.median >= 20.0, "{hop:?}");

@@ -22,6 +22,10 @@ pub struct BenchOutcome {
     /// The cores the model puts the nodes on (`None`: a core per node): the workers' when
     /// they serve several nodes each, the host's when node processes outnumber its cores.
     pub model_cores: Option<u32>,
+    /// With `model_cores`: a core's visit of a node with nothing to do, ns (a local run's
+    /// workers step their nodes in turn: the node-hop run's measured visit cost; 0 where the
+    /// kernel schedules node processes).
+    pub model_visit_ns: u64,
     /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
     pub noise: Option<Arc<Noise>>,
     /// The node's own cost per hop folded into the model's overheads (`None`: o and L given,
@@ -40,6 +44,8 @@ pub(super) struct Hosting {
     pub(super) workers: usize,
     pub(super) poll: PollMode,
     pub(super) model_cores: Option<u32>,
+    /// Whether the model's shared cores are workers stepping their nodes in turn.
+    pub(super) workers_take_turns: bool,
     pub(super) cores: usize,
 }
 
@@ -53,6 +59,10 @@ impl BenchOutcome {
             cal: m.cal,
             model: m.model,
             model_cores: h.model_cores,
+            model_visit_ns: match (h.model_cores, h.workers_take_turns, m.node_hop) {
+                (Some(_), true, Some(hop)) => hop.visit_ns,
+                _ => 0,
+            },
             noise: m.noise,
             node_hop: m.node_hop,
             workers: h.workers,

@@ -132,6 +132,7 @@ impl Checked {
             workers,
             poll,
             model_cores,
+            workers_take_turns: self.runner == Runner::Local,
             cores,
         };
         Ok(Ran::Measured(Box::new(BenchOutcome::assemble(algo, m, hosting, res))))

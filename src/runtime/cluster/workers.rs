@@ -46,6 +46,36 @@ where
 
     /// Does this hook have work of its own besides the nodes (a coordinator)?
     fn coordinates(&self) -> bool;
+
+    /// A pass that made no progress took `ns` (from its start to the next pass's, the
+    /// worker's wait included): what a visit of its nodes costs when they have nothing to do,
+    /// the processor-sharing model's visit cost ([`IdlePasses`]). By default: ignored.
+    fn idle_pass(&mut self, ns: u64) {
+        let _ = ns;
+    }
+}
+
+/// A worker's passes without progress: how many, and their time (see
+/// [`WorkerHook::idle_pass`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IdlePasses {
+    /// The nodes the worker steps in each pass.
+    pub nodes: u32,
+    pub passes: u64,
+    pub ns: u64,
+}
+
+impl IdlePasses {
+    /// One idle pass of `ns`.
+    pub fn add(&mut self, ns: u64) {
+        self.passes += 1;
+        self.ns += ns;
+    }
+
+    /// The mean cost of visiting one node that has nothing to do, ns (`None`: no idle pass).
+    pub fn visit_ns(&self) -> Option<f64> {
+        (self.passes > 0 && self.nodes > 0).then(|| self.ns as f64 / self.passes as f64 / f64::from(self.nodes))
+    }
 }
 
 /// Runs `nodes` (any order) on the pool's workers, worker `w` running `hooks[w]`, until
@@ -139,11 +169,19 @@ where
     fresh.extend(group);
     let mut group = fresh;
     let mut idle_rounds = 0u32;
+    // The start of the last pass if it made no progress: its time is measured to the next
+    // pass's start with the clock read the first node's step needs anyway.
+    let mut idle_since: Option<Instant> = None;
     while !ctl.stop.load(Ordering::Relaxed) {
         let mut progress = false;
-        for node in group.iter_mut() {
+        let start = Instant::now();
+        if let Some(t) = idle_since.take() {
+            hook.idle_pass(start.saturating_duration_since(t).as_nanos() as u64);
+        }
+        for (i, node) in group.iter_mut().enumerate() {
             // A fresh clock per node: timestamps are per event, not per round.
-            progress |= node.step(params, ctl, Instant::now());
+            let now = if i == 0 { start } else { Instant::now() };
+            progress |= node.step(params, ctl, now);
         }
         progress |= hook.after_pass(&mut group, ctl, params.epoch);
         if progress {
@@ -151,6 +189,7 @@ where
             poll.after_progress();
             continue;
         }
+        idle_since = Some(start);
         idle_rounds = idle_rounds.saturating_add(1);
         poll.idle(idle_rounds, || hook.block(&mut group, idle_rounds));
     }

@@ -87,9 +87,11 @@ impl<'a, V: SimValue> Run<'a, V> {
             return;
         }
         let core = self.timing.core(r);
-        if core.is_some() && self.timing.core_free(core) > now {
-            // The core is doing another process's send or receive: try again when it is free.
-            self.cal.push_late(self.timing.core_free(core), r);
+        let turn = self.timing.turn(core, r, now);
+        if core.is_some() && turn > now {
+            // The core is doing another process's send or receive (or, with a visit cost, is
+            // elsewhere in its round): try again at this process's turn.
+            self.cal.push_late(turn, r);
             return;
         }
         let Some((to, msg)) = self.eras[r as usize].poll_transmit(now) else {
@@ -101,7 +103,7 @@ impl<'a, V: SimValue> Run<'a, V> {
         if let Some(c) = self.msgs.get_mut(id as usize) {
             *c += 1;
         }
-        let sent = self.timing.send(core, now);
+        let sent = self.timing.send(core, r, now);
         self.send_free[r as usize] = sent.next;
         // The sender may send again then: whatever is queued by then goes out.
         self.cal.push_late(sent.next, r);
@@ -335,7 +337,7 @@ pub(super) fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRu
                     continue;
                 }
                 let core = run.timing.core(to);
-                let (end, free) = run.timing.receive(core, now, run.recv_free[to as usize]);
+                let (end, free) = run.timing.receive(core, to, now, run.recv_free[to as usize]);
                 run.recv_free[to as usize] = free;
                 run.cal.push(end, Ev::Handle(i));
             }

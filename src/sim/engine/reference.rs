@@ -124,6 +124,12 @@ where
         self.core.timing.set_cores(self.n, cores);
     }
 
+    /// Shared cores: a core's visit of a process with nothing to do costs `visit` (0: a core
+    /// switches between its processes for free; see [`crate::sim::timing::Timing::turn`]).
+    pub fn set_visit(&mut self, visit: Time) {
+        self.core.timing.set_visit(visit);
+    }
+
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {
@@ -225,7 +231,7 @@ where
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
-                let sent = self.core.timing.send(core, t);
+                let sent = self.core.timing.send(core, r, t);
                 st.quiescence = st.quiescence.max(sent.end);
                 if self.core.timing.noisy() || core.is_some() {
                     // The receive takes the receiver's port (and core) when the message arrives.
@@ -317,7 +323,12 @@ where
                     let alive = self.procs[i].slot.death > t;
                     let port = if queued { self.procs[i].slot.recv_free } else { 0 };
                     let core = self.core(to).filter(|_| alive);
-                    let (end, free) = self.core.timing.receive(core, t, port);
+                    let Some(Ev::Arrive { to, from, msg }) =
+                        self.core.at_turn(core, to, t, port, Ev::Arrive { to, from, msg })
+                    else {
+                        continue;
+                    };
+                    let (end, free) = self.core.timing.receive(core, to, t, port);
                     if queued && alive {
                         self.procs[i].slot.recv_free = free;
                     }
