@@ -167,6 +167,35 @@ fn model_prints_predictions() {
     assert!(v.to_string().contains("T_opt"), "{v}");
 }
 
+/// `sim --cores C --core-visit U`: cores that visit their processes in turn at a cost make
+/// the same runs slower than cores that switch for free, and the JSON says which model ran.
+#[test]
+fn sim_cores_that_visit_in_turn_are_slower_than_free_switching() {
+    let run = |visit: &str| {
+        let mut args = vec![
+            "sim",
+            "--nodes",
+            "64",
+            "--cores",
+            "4",
+            "--runs",
+            "20",
+            "--json",
+            "--no-progress",
+        ];
+        if !visit.is_empty() {
+            args.extend(["--core-visit", visit]);
+        }
+        json(&args)
+    };
+    let (free, visiting) = (run(""), run("3"));
+    assert_eq!(free["config"]["core_visit"], 0, "{free}");
+    assert_eq!(visiting["config"]["core_visit"], 3, "{visiting}");
+    let p50 = |v: &serde_json::Value| v["coloring_latency"]["p50"].as_f64().unwrap();
+    assert!(p50(&visiting) > p50(&free), "{visiting} {free}");
+    assert_eq!(visiting["aborted_runs"], 0);
+}
+
 #[test]
 fn misuse_is_one_line_and_exit_2() {
     for args in [
@@ -187,6 +216,7 @@ fn misuse_is_one_line_and_exit_2() {
         &["sim", "--runs", "0"],
         &["sim", "--threads", "0"],
         &["sim", "--nodes", "abc"],
+        &["sim", "--core-visit", "3"],
         &["model", "--nodes", "1"],
         &["bench", "--nodes", "1"],
         &["bench", "--kill", "0"],

@@ -189,6 +189,11 @@ pub struct SimArgs {
     /// nodes), each core doing one send or receive at a time [default: a core per process].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub cores: Option<u32>,
+    /// With --cores: each core visits its processes in turn (as bench's workers step their
+    /// nodes), a visit of a process with nothing to do costing U time units (bench's model
+    /// uses its measured `node_hop.visit_ns`) [default: 0, switching is free].
+    #[arg(long = "core-visit", value_name = "U")]
+    pub core_visit: Option<u64>,
     /// Monte Carlo runs.
     #[arg(long, default_value_t = 1000)]
     pub runs: u64,
@@ -234,6 +239,7 @@ impl SimArgs {
             detect_delay: self.detect_delay,
             receives: self.receives.clone(),
             cores: self.cores,
+            core_visit: self.core_visit,
             runs: self.runs,
             seed: self.seed,
             threads: self.threads,

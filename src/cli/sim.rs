@@ -79,6 +79,7 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
         "kills": ex.faults.online_list,
         "receives": ex.receives,
         "cores": ex.cores,
+        "core_visit": ex.cores.map(|_| ex.visit),
         "runs": ex.runs,
         "seed": ex.seed,
         "threads": ex.threads,
@@ -103,6 +104,7 @@ pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
         crate::sim::Receives::Parallel => " receives=parallel",
     };
     let recv = match ex.cores {
+        Some(c) if c < ex.n && ex.visit > 0 => format!("{recv} cores={c} core-visit={}", ex.visit),
         Some(c) if c < ex.n => format!("{recv} cores={c}"),
         _ => recv.to_string(),
     };

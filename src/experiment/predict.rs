@@ -165,11 +165,12 @@ pub fn predict(
             min: o.min * u,
             max: o.max * u,
         }),
+        per_rank: ranks.means_by_rank().into_iter().map(|m| m.map(|m| m * u)).collect(),
     })
 }
 
 /// The simulator's p50, p99 and p99.9 (ns) and mean messages per operation.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Prediction {
     pub coloring: [f64; 3],
     pub quiescence: [f64; 3],
@@ -177,6 +178,9 @@ pub struct Prediction {
     /// `osu_bcast`'s metric (ns): the mean over ranks of each live rank's mean delivery time
     /// (the root's is 0), with the smallest and largest per-rank mean.
     pub osu_bcast: Option<OsuBcast>,
+    /// Each rank's mean delivery time (ns) by rank (`None`: dead in every run): where the
+    /// model misses, rank by rank, against the run's own.
+    pub per_rank: Vec<Option<f64>>,
 }
 
 #[cfg(test)]
@@ -305,6 +309,9 @@ mod tests {
         let o = p.osu_bcast.unwrap();
         assert_eq!((o.avg, o.min, o.max), (6240.0, 0.0, 11_400.0));
         assert_eq!(p.coloring[0], o.max, "the last delivery is the coloring");
+        // Rank by rank: child j at j·2400 + 1800.
+        let want: Vec<Option<f64>> = [0.0, 4200.0, 6600.0, 9000.0, 11_400.0].into_iter().map(Some).collect();
+        assert_eq!(p.per_rank, want);
     }
 
     /// Differential: the prediction's `osu_bcast` avg equals the mean over ranks of each rank's
@@ -372,6 +379,15 @@ mod tests {
             assert!((o.avg - avg).abs() < 1e-6 * avg, "{spec:?}: {} vs {avg}", o.avg);
             assert!((o.max - max).abs() < 1e-6 * max, "{spec:?}: {} vs {max}", o.max);
             assert_eq!(o.min, 0.0, "the root");
+            // And rank by rank.
+            assert_eq!(p.per_rank.len(), n as usize);
+            for (r, (got, want)) in p.per_rank.iter().zip(&means).enumerate() {
+                let got = got.expect("every rank delivers");
+                assert!(
+                    (got - want).abs() <= 1e-6 * want.max(1.0),
+                    "{spec:?} rank {r}: {got} vs {want}"
+                );
+            }
         }
     }
 }

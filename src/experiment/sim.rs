@@ -31,6 +31,8 @@ pub struct SimSpec {
     pub receives: Option<String>,
     /// The processes share this many cores (`None`: a core per process).
     pub cores: Option<u32>,
+    /// With `cores`: a core's visit of a process with nothing to do, time units.
+    pub core_visit: Option<u64>,
     /// Monte Carlo runs.
     pub runs: u64,
     /// Base seed.
@@ -95,6 +97,9 @@ impl Setup {
             detect_delay: a.detect_delay,
         };
         faults.validate(n)?;
+        if a.core_visit.is_some() && a.cores.is_none() {
+            return Err("--core-visit is the cost of a shared core's visit: give --cores too".into());
+        }
         let threads = match a.threads {
             Some(0) => return Err("--threads must be at least 1".into()),
             Some(t) if t > MAX_THREADS => {
@@ -125,7 +130,7 @@ impl Setup {
                 _ => Receives::Queued,
             },
             cores: a.cores,
-            visit: 0,
+            visit: a.core_visit.unwrap_or(0),
         };
         let faults_text = match &a.dead {
             Some(l) => format!("dead={l}"),

@@ -44,6 +44,7 @@ impl Point {
             kill: None,
             detect_delay: 10,
             cores: None,
+            core_visit: None,
             receives: None,
             runs,
             seed,

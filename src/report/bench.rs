@@ -137,11 +137,15 @@ pub fn print(r: &BenchReport) {
             "measured_ops": res.measured,
             "wall_seconds": res.wall.as_secs_f64(),
             "ops_per_second": res.measured as f64 / res.wall.as_secs_f64().max(1e-9),
-            "prediction": pred.map(|p| json!({
+            "prediction": pred.as_ref().map(|p| json!({
                 "coloring": compare(&res.coloring, &p.coloring),
                 "quiescence": compare(&res.quiescence, &p.quiescence),
                 "messages_per_op": p.messages,
                 "osu_bcast": compare_osu(res.per_rank.osu(), p.osu_bcast),
+                "per_rank_delivery_us": per_rank(&res.per_rank.means_by_rank(), &p.per_rank)
+                    .into_iter()
+                    .map(|r| json!({"rank": r.rank, "measured": r.measured / 1e3, "model": r.model / 1e3, "ratio": r.ratio()}))
+                    .collect::<Vec<_>>(),
             })),
             "transport": res.transport,
             "acks_per_data": acks_per_data(a.transport, &res.transport),
@@ -301,6 +305,20 @@ pub fn print(r: &BenchReport) {
                 );
             }
         }
+        let ranks = per_rank(&res.per_rank.means_by_rank(), &p.per_rank);
+        if let Some(w) = ranks
+            .iter()
+            .filter(|r| r.ratio().is_some())
+            .max_by(|a, b| a.ratio().unwrap_or(0.0).total_cmp(&b.ratio().unwrap_or(0.0)))
+        {
+            s += &format!(
+                "  per rank (mean delivery): furthest from the model rank {} at {:.2} against {:.2} µs ({:.2}); every rank in the JSON's prediction.per_rank_delivery_us\n",
+                w.rank,
+                w.measured / 1e3,
+                w.model / 1e3,
+                w.ratio().unwrap_or(0.0)
+            );
+        }
     }
     if a.procs && a.nodes as usize > cores {
         let how = match poll {
@@ -380,6 +398,37 @@ fn osu_us(o: OsuBcast) -> serde_json::Value {
     json!({"avg": o.avg / 1e3, "min": o.min / 1e3, "max": o.max / 1e3})
 }
 
+/// One rank's mean delivery time, measured and modeled (ns).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RankCompared {
+    pub rank: u32,
+    pub measured: f64,
+    pub model: f64,
+}
+
+impl RankCompared {
+    /// Measured over modeled (`None` for a rank the model delivers at once: the root).
+    pub fn ratio(&self) -> Option<f64> {
+        (self.model >= 1.0).then(|| self.measured / self.model)
+    }
+}
+
+/// The ranks with a mean delivery time both measured and modeled, in rank order.
+pub fn per_rank(measured: &[Option<f64>], model: &[Option<f64>]) -> Vec<RankCompared> {
+    measured
+        .iter()
+        .zip(model)
+        .enumerate()
+        .filter_map(|(r, (m, p))| {
+            Some(RankCompared {
+                rank: r as u32,
+                measured: (*m)?,
+                model: (*p)?,
+            })
+        })
+        .collect()
+}
+
 /// Measured and modeled `osu_bcast` figures and their ratios (`null` without either).
 fn compare_osu(m: Option<OsuBcast>, p: Option<OsuBcast>) -> serde_json::Value {
     let (Some(m), Some(p)) = (m, p) else {
@@ -455,6 +504,17 @@ pub fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result
 mod tests {
     use super::*;
     use crate::transport::TransportStats;
+
+    #[test]
+    fn ranks_are_compared_where_both_sides_have_them() {
+        // Rank 2 died in every run of the model, rank 3 completed nothing measured.
+        let measured = [Some(1.0), Some(3000.0), Some(5000.0), None];
+        let model = [Some(0.0), Some(2000.0), None, Some(4000.0)];
+        let r = per_rank(&measured, &model);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].rank, r[0].ratio()), (0, None), "the root: delivered at its start");
+        assert_eq!((r[1].rank, r[1].ratio()), (1, Some(1.5)));
+    }
 
     #[test]
     fn acks_per_data_is_a_udp_ratio() {

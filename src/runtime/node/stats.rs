@@ -108,6 +108,15 @@ impl RankTimes {
         &self.ops
     }
 
+    /// Each rank's mean time (ns) by rank (`None`: it completed no operation).
+    pub fn means_by_rank(&self) -> Vec<Option<f64>> {
+        self.sum_ns
+            .iter()
+            .zip(&self.ops)
+            .map(|(&s, &k)| (k > 0).then(|| s as f64 / k as f64))
+            .collect()
+    }
+
     /// Each rank's mean time (ns), for the ranks that completed an operation.
     pub fn means(&self) -> Vec<f64> {
         self.sum_ns
