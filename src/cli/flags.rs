@@ -192,7 +192,7 @@ pub struct SimArgs {
     /// With --cores: each core visits its processes in turn (as bench's workers step their
     /// nodes), a visit of a process with nothing to do costing U time units (bench's model
     /// uses its measured `node_hop.visit_ns`) [default: 0, switching is free].
-    #[arg(long = "core-visit", value_name = "U")]
+    #[arg(long = "core-visit", value_name = "U", value_parser = clap::value_parser!(u64).range(0..=1u64 << 32))]
     pub core_visit: Option<u64>,
     /// Monte Carlo runs.
     #[arg(long, default_value_t = 1000)]

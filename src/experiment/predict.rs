@@ -141,7 +141,15 @@ pub fn predict(
                 max_events: Experiment::default_max_events(n),
                 receives: Default::default(),
                 cores: cores.map(|c| c.cores),
-                visit: cores.map_or(0, |c| (c.visit_ns + model.unit_ns / 2) / model.unit_ns.max(1)),
+                // A measured visit never rounds to free switching.
+                visit: cores.map_or(0, |c| {
+                    let u = model.unit_ns.max(1);
+                    if c.visit_ns == 0 {
+                        0
+                    } else {
+                        ((c.visit_ns + u / 2) / u).max(1)
+                    }
+                }),
             },
             faults_text: String::new(),
         };

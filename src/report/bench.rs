@@ -306,11 +306,7 @@ pub fn print(r: &BenchReport) {
             }
         }
         let ranks = per_rank(&res.per_rank.means_by_rank(), &p.per_rank);
-        if let Some(w) = ranks
-            .iter()
-            .filter(|r| r.ratio().is_some())
-            .max_by(|a, b| a.ratio().unwrap_or(0.0).total_cmp(&b.ratio().unwrap_or(0.0)))
-        {
+        if let Some(w) = furthest(&ranks) {
             s += &format!(
                 "  per rank (mean delivery): furthest from the model rank {} at {:.2} against {:.2} µs ({:.2}); every rank in the JSON's prediction.per_rank_delivery_us\n",
                 w.rank,
@@ -411,6 +407,16 @@ impl RankCompared {
     pub fn ratio(&self) -> Option<f64> {
         (self.model >= 1.0).then(|| self.measured / self.model)
     }
+}
+
+/// The rank whose measured mean is furthest from the model's, by factor either way
+/// (`|ln ratio|`: 0.5 is as far as 2).
+pub fn furthest(ranks: &[RankCompared]) -> Option<&RankCompared> {
+    ranks
+        .iter()
+        .filter_map(|r| Some((r, r.ratio()?.ln().abs())))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(r, _)| r)
 }
 
 /// The ranks with a mean delivery time both measured and modeled, in rank order.
@@ -514,6 +520,15 @@ mod tests {
         assert_eq!(r.len(), 2);
         assert_eq!((r[0].rank, r[0].ratio()), (0, None), "the root: delivered at its start");
         assert_eq!((r[1].rank, r[1].ratio()), (1, Some(1.5)));
+        // Furthest either way: 0.4 is further than 1.5.
+        let c = |rank, measured, model| RankCompared { rank, measured, model };
+        let ranks = [c(0, 1.0, 0.0), c(1, 1500.0, 1000.0), c(2, 400.0, 1000.0)];
+        assert_eq!(furthest(&ranks).map(|r| r.rank), Some(2));
+        assert_eq!(
+            furthest(&ranks[..1]).map(|r| r.rank),
+            None,
+            "the root alone has no ratio"
+        );
     }
 
     #[test]

@@ -152,23 +152,24 @@ fn a_star_of_three_takes_turns_on_its_cores() {
 
 #[test]
 fn cores_that_visit_their_processes_in_turn_give_the_hand_computed_times() {
-    // The star of three on cores {0, 2} and {1}: root 0 sends to 1 (0..3, lands at 4) and to
-    // 2 (3..6, lands at 7).
+    // The star of three on cores {0, 2} and {1}: root 0 sends to 1 (0..3, lands at 5) and to
+    // 2 (3..6, lands at 8), L = 2, o_s = 3, o_r = 2.
     let star = Algo::CorrectedTree {
         tree: TreeKind::Kary(2),
         order: Order::Interleaved,
         correction: Correction::None,
         start: Start::Synchronized,
     };
-    let coloring = |visit| runs_visiting(&star, 3, gp(1, 3, 2), Some(2), visit, Faults::default())[0].coloring;
-    // Free switching: as without visits.
-    assert_eq!(coloring(0), 9);
-    // Visits of 3: core {1} looks at rank 1 at 0, 3, 6: it receives 6..8. Core {0, 2} is at
-    // rank 2 right after the root's sends (6, before the message), then at 12: 12..14.
-    assert_eq!(coloring(3), 14);
-    // Visits of 1: rank 1 receives at 4 (4..6); rank 2 is visited at 6, 8: 8..10.
-    assert_eq!(coloring(1), 10);
+    let coloring = |visit| runs_visiting(&star, 3, gp(2, 3, 2), Some(2), visit, Faults::default())[0].coloring;
+    // Free switching: as without visits (1 receives 5..7, 2 receives 8..10).
+    assert_eq!(coloring(0), 10);
+    // Visits of 3: core {1} looks at rank 1 at 0, 3, 6: it receives 6..8. Core {0, 2} keeps
+    // the root for its second send (3..6), moves on to rank 2 at 7 (before the message), back
+    // to the root at 10, to rank 2 at 13: 13..15.
+    assert_eq!(coloring(3), 15);
+    // Visits of 1: rank 1 receives at 5 (5..7); rank 2 is visited at 7, 9: 9..11.
+    assert_eq!(coloring(1), 11);
     // A visit cost without shared cores changes nothing.
-    let alone = runs_visiting(&star, 3, gp(1, 3, 2), None, 5, Faults::default())[0].coloring;
-    assert_eq!(alone, 9);
+    let alone = runs_visiting(&star, 3, gp(2, 3, 2), None, 5, Faults::default())[0].coloring;
+    assert_eq!(alone, 10);
 }

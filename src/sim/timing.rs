@@ -46,7 +46,14 @@ pub struct Timing {
     /// Per core: its processes, and the index on it (`r / cores`) of the one it served last.
     on_core: Vec<u32>,
     last: Vec<u32>,
+    /// Per core: sends and receives the process served last did back to back in its visit.
+    burst: Vec<u32>,
 }
+
+/// With a visit cost, a core serves one process for at most this many sends and receives in
+/// a row before it visits the others, as a runtime worker's node sends at most this many
+/// messages per pass (`PollMode::sends_per_pass` of a polling worker).
+pub const VISIT_BURST: u32 = 16;
 
 /// When a send started at `t` ends, when its message reaches the receiver, and when the
 /// sender may start its next send.
@@ -74,6 +81,7 @@ impl Timing {
             visit: 0,
             on_core: Vec::new(),
             last: Vec::new(),
+            burst: Vec::new(),
         }
     }
 
@@ -105,6 +113,7 @@ impl Timing {
         let c = self.cores.max(1);
         self.on_core = (0..self.cores).map(|k| (n - k).div_ceil(c)).collect();
         self.last = vec![0; self.cores as usize];
+        self.burst = vec![0; self.cores as usize];
     }
 
     /// Shared cores: a core's visit of a process with nothing to do costs `visit` (0: none;
@@ -131,6 +140,7 @@ impl Timing {
         self.nrng = ProtoRng::new(seed ^ 0x6E6F_6973_794C_6F67);
         self.core_free.fill(0);
         self.last.fill(0);
+        self.burst.fill(0);
     }
 
     /// The core of process `r` when processes share cores.
@@ -149,8 +159,12 @@ impl Timing {
     /// once the core is free and, with a visit cost, when its round reaches `r`. After its
     /// work for the process it served last, a core visits the next ones in turn, `visit`
     /// each, so process `r` (index `j` on the core, last served `l`, `k` on the core) has it
-    /// at `free + visit·((j − l − 1) mod k)` and every `k·visit` after; the process served
-    /// last keeps it at `free` itself.
+    /// at `free + 1 + visit·((j − l − 1) mod k)` and every `k·visit` after; the process served
+    /// last keeps it at `free` itself, for [`VISIT_BURST`] sends and receives in a row at
+    /// most. (Moving on costs at least one time unit: at the instant
+    /// `free` the core is still the last process's, whose follow-up at that instant, a receive
+    /// ending or its next send, the engines may take after another process's arrival; a
+    /// runtime node forwards in the visit that received.)
     #[inline]
     pub fn turn(&self, core: Option<usize>, r: Rank, ready: Time) -> Time {
         let Some(c) = core else { return ready };
@@ -159,10 +173,10 @@ impl Timing {
             return ready.max(free);
         }
         let (j, l, k) = (r / self.cores, self.last[c], self.on_core[c].max(1));
-        if j == l && ready <= free {
+        if j == l && ready <= free && self.burst[c] < VISIT_BURST {
             return free;
         }
-        let first = free + self.visit * Time::from((j + k - l - 1) % k);
+        let first = free + 1 + self.visit * Time::from((j + k - l - 1) % k);
         if first >= ready {
             return first;
         }
@@ -170,11 +184,27 @@ impl Timing {
         first + (ready - first).div_ceil(period) * period
     }
 
+    /// With a visit cost: the process `core` served last gives it up after its current work
+    /// (a runtime node reads before it sends a correction message's successor, and its
+    /// worker moves on when nothing came: `Pass::poll_transmit`); it has the core again at
+    /// its next turn.
+    #[inline]
+    pub fn hand_on(&mut self, core: Option<usize>) {
+        if let Some(c) = core
+            && self.visit > 0
+        {
+            self.burst[c] = VISIT_BURST;
+        }
+    }
+
     /// Process `r` works on `core` until `end`.
     #[inline]
-    fn take(&mut self, core: usize, r: Rank, end: Time) {
+    fn take(&mut self, core: usize, r: Rank, start: Time, end: Time) {
+        let j = r / self.cores;
+        let on = self.last[core] == j && start == self.core_free[core];
+        self.burst[core] = if on { self.burst[core].saturating_add(1) } else { 1 };
         self.core_free[core] = end;
-        self.last[core] = r / self.cores;
+        self.last[core] = j;
     }
 
     /// A send of process `r` started at `t` on `core` (which it occupies until the send ends).
@@ -196,7 +226,7 @@ impl Timing {
             }
         };
         if let Some(c) = core {
-            self.take(c, r, s.end);
+            self.take(c, r, t, s.end);
         }
         s
     }
@@ -214,7 +244,7 @@ impl Timing {
         let mut start = arrive.max(port_free);
         if let Some(c) = core {
             start = self.turn(core, to, start);
-            self.take(c, to, start + or);
+            self.take(c, to, start, start + or);
         }
         (start + or, start + or.max(self.logp.g))
     }
@@ -287,20 +317,48 @@ mod tests {
         // Rank 0 sends at 0 (its core was last at index 0, free at 0: it keeps it).
         assert_eq!(t.turn(t.core(0), 0, 0), 0);
         t.send(t.core(0), 0, 0);
-        // Rank 4 (index 2) is reached one visit after the send ends (index 1 first).
-        assert_eq!(t.turn(t.core(4), 4, 0), 1 + 3);
+        // Rank 4 (index 2) is reached one visit after the send ends (index 1 first), moving
+        // on costing one unit.
+        assert_eq!(t.turn(t.core(4), 4, 0), 1 + 1 + 3);
+        assert_eq!(t.turn(t.core(4), 4, 5), 5);
         // Ready later than that: the next round (every 4 visits = 12).
-        assert_eq!(t.turn(t.core(4), 4, 5), 4 + 12);
+        assert_eq!(t.turn(t.core(4), 4, 6), 5 + 12);
         // Rank 0 itself, ready after its send: the core went round (3 visits on).
         assert_eq!(t.turn(t.core(0), 0, 1), 1);
-        assert_eq!(t.turn(t.core(0), 0, 2), 1 + 9);
-        // A receive by rank 2 (index 1) arriving at 0 starts when the core reaches it, at 1.
-        assert_eq!(t.receive(t.core(2), 2, 0, 0), (2, 2));
+        assert_eq!(t.turn(t.core(0), 0, 2), 1 + 1 + 9);
+        // At the instant its send ends the core is still rank 0's: nobody else has it then.
+        for r in [2, 4, 6] {
+            assert!(t.turn(t.core(r), r, 1) > 1, "rank {r}");
+        }
+        // A receive by rank 2 (index 1) arriving at 0 starts when the core reaches it, at 2.
+        assert_eq!(t.receive(t.core(2), 2, 0, 0), (3, 3));
         // Core 1 (ranks 1, 3, 5, at index 0 since the start) is untouched.
-        assert_eq!(t.turn(t.core(3), 3, 0), 0);
-        assert_eq!(t.turn(t.core(5), 5, 0), 3);
+        assert_eq!(t.turn(t.core(3), 3, 0), 1);
+        assert_eq!(t.turn(t.core(5), 5, 0), 4);
         // Without a visit cost, only the core's being free counts (today's model).
         t.set_visit(0);
-        assert_eq!(t.turn(t.core(4), 4, 0), 2);
+        assert_eq!(t.turn(t.core(4), 4, 0), 3);
+        // A burst: back at visits of 3, from the start, rank 0 sends at 0.
+        t.set_visit(3);
+        t.reset(1);
+        t.send(t.core(0), 0, 0);
+        // ... for VISIT_BURST sends in a row: then the others are visited first.
+        let mut at = 1;
+        for _ in 1..VISIT_BURST {
+            assert_eq!(t.turn(t.core(0), 0, at), at);
+            at = t.send(t.core(0), 0, at).end;
+        }
+        assert_eq!(t.turn(t.core(0), 0, at), at + 1 + 9, "a round later");
+        assert_eq!(t.turn(t.core(2), 2, at), at + 1);
+        let end = t.send(t.core(2), 2, at + 1).end;
+        // Rank 0 again after rank 2's visit: a fresh burst.
+        assert_eq!(t.turn(t.core(0), 0, end), end + 1 + 2 * 3);
+        // A process that hands its core on (after a correction message) waits for its turn
+        // even at the instant its work ends.
+        let end = t.send(t.core(0), 0, end + 1 + 2 * 3).end;
+        assert_eq!(t.turn(t.core(0), 0, end), end, "its burst goes on");
+        t.hand_on(t.core(0));
+        assert_eq!(t.turn(t.core(0), 0, end), end + 1 + 9, "a round later");
+        assert_eq!(t.turn(t.core(2), 2, end), end + 1);
     }
 }

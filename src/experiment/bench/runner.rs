@@ -132,7 +132,9 @@ impl Checked {
             workers,
             poll,
             model_cores,
-            workers_take_turns: self.runner == Runner::Local,
+            // Workers that poll (busy, or adaptive while it spins) go round their nodes; ones
+            // that yield or sleep wait on the kernel, which no visit cost describes.
+            workers_take_turns: self.runner == Runner::Local && matches!(poll, PollMode::Busy | PollMode::Adaptive),
             cores,
         };
         Ok(Ran::Measured(Box::new(BenchOutcome::assemble(algo, m, hosting, res))))

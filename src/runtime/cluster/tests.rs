@@ -1,9 +1,33 @@
-use super::PollMode;
+use super::{IdlePasses, LONGEST_IDLE_PASS_NS, PollMode};
 
 #[test]
 fn only_yield_sends_one_message_per_pass() {
     assert_eq!(PollMode::Yield.sends_per_pass(), 1);
     for p in [PollMode::Busy, PollMode::Adaptive, PollMode::Blocking] {
         assert!(p.sends_per_pass() > 1, "{p:?}");
+    }
+}
+
+#[test]
+fn an_idle_pass_as_long_as_an_absence_is_not_a_visit() {
+    let mut p = IdlePasses {
+        nodes: 2,
+        ..IdlePasses::default()
+    };
+    assert_eq!(p.visit_ns(), None);
+    p.add(100);
+    p.add(300);
+    // A preemption or a sleep: not a round of visits.
+    p.add(LONGEST_IDLE_PASS_NS);
+    assert_eq!((p.passes, p.ns), (2, 400));
+    assert_eq!(p.visit_ns(), Some(100.0), "200 ns a pass over 2 nodes");
+}
+
+/// The simulator's cores with a visit cost serve a process for as many sends in a row as a
+/// polling worker's node sends per pass.
+#[test]
+fn the_models_burst_is_a_polling_workers_sends_per_pass() {
+    for p in [PollMode::Busy, PollMode::Adaptive] {
+        assert_eq!(p.sends_per_pass(), crate::sim::timing::VISIT_BURST, "{p:?}");
     }
 }

@@ -65,11 +65,17 @@ pub struct IdlePasses {
     pub ns: u64,
 }
 
+/// An idle pass this long or longer was not a round of visits but the thread's absence (a
+/// preemption, a sleep of the blocking poll mode): it is not counted.
+pub const LONGEST_IDLE_PASS_NS: u64 = 10_000;
+
 impl IdlePasses {
-    /// One idle pass of `ns`.
+    /// One idle pass of `ns` (not counted from [`LONGEST_IDLE_PASS_NS`] on).
     pub fn add(&mut self, ns: u64) {
-        self.passes += 1;
-        self.ns += ns;
+        if ns < LONGEST_IDLE_PASS_NS {
+            self.passes += 1;
+            self.ns += ns;
+        }
     }
 
     /// The mean cost of visiting one node that has nothing to do, ns (`None`: no idle pass).

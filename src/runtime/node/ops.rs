@@ -139,10 +139,11 @@ impl<P: Protocol> Ops<P> {
         now < self.busy_until
     }
 
-    /// The operations that may hold a protocol instance, oldest first.
+    /// The operations that may hold a protocol instance, oldest first (at most [`WINDOW`]
+    /// of them, unless a root started one before it saw the retirement that allowed it).
     #[inline]
     pub(super) fn live(&self) -> std::ops::Range<u64> {
-        self.retired..self.live_end.min(self.retired + WINDOW as u64)
+        self.retired..self.live_end.max(self.retired)
     }
 
     /// The slot of live operation `seq`, if it holds its protocol instance.
@@ -395,7 +396,7 @@ where
 
     /// A send phase ended: the operations it did not reach publish their state.
     pub(super) fn end_sends(&mut self) {
-        let end = self.ops.live().end;
+        let end = self.ops.live().end.min(self.ops.retired + WINDOW as u64);
         while self.ops.cursor < end {
             let seq = self.ops.cursor;
             self.ops.cursor += 1;
@@ -442,7 +443,7 @@ where
         if self.ops.dying.is_some() || self.ops.read_first {
             return None;
         }
-        let end = self.ops.live().end;
+        let end = self.ops.live().end.min(self.ops.retired + WINDOW as u64);
         while self.ops.cursor < end {
             let seq = self.ops.cursor;
             let i = slot_index(seq);

@@ -232,6 +232,10 @@ where
                     self.log(t, r, "send", to, msg.label());
                 }
                 let sent = self.core.timing.send(core, r, t);
+                if msg.phase() != Phase::Dissemination {
+                    // A node reads before it sends the next correction message.
+                    self.core.timing.hand_on(core);
+                }
                 st.quiescence = st.quiescence.max(sent.end);
                 if self.core.timing.noisy() || core.is_some() {
                     // The receive takes the receiver's port (and core) when the message arrives.
