@@ -188,6 +188,20 @@ pub fn cheapest_visit_ns(workers: &[crate::runtime::cluster::IdlePasses]) -> u64
 mod tests {
     use super::*;
 
+    /// The 2-node run over in-process endpoints, busy and unpinned, 8-byte payloads.
+    fn inproc_setup(os_ns: u64, or_ns: u64, l_ns: u64) -> HopSetup {
+        HopSetup {
+            transport: TransportKind::Inproc,
+            size: 8,
+            poll: PollMode::Busy,
+            pin: false,
+            auth: None,
+            os_ns,
+            or_ns,
+            l_ns,
+        }
+    }
+
     fn ci(m: f64) -> Ci {
         Ci {
             median: m,
@@ -220,16 +234,7 @@ mod tests {
         // The hop is one message root -> rank 1 per operation: the structure the fold assumes.
         // A runner that measured something else (extra messages, operations left unrun,
         // warmup counted) would skew every model built on it.
-        let s = HopSetup {
-            transport: TransportKind::Inproc,
-            size: 8,
-            poll: PollMode::Busy,
-            pin: false,
-            auth: None,
-            os_ns: 100,
-            or_ns: 100,
-            l_ns: 200,
-        };
+        let s = inproc_setup(100, 100, 200);
         let b = hop_bench(&s).unwrap();
         assert_eq!((b.cluster.nodes, b.cluster.window, b.kills.len()), (2, 1, 0));
         let res = super::super::local::run(&b, None).unwrap();
@@ -271,16 +276,7 @@ mod tests {
     #[test]
     fn the_measured_hop_is_at_least_the_transports_wire_and_completes_every_operation() {
         let est = crate::runtime::logp::estimate(TransportKind::Inproc, 200, 8).unwrap();
-        let s = HopSetup {
-            transport: TransportKind::Inproc,
-            size: 8,
-            poll: PollMode::Busy,
-            pin: false,
-            auth: None,
-            os_ns: est.o_send_ns,
-            or_ns: est.o_recv_ns,
-            l_ns: est.l_ns,
-        };
+        let s = inproc_setup(est.o_send_ns, est.o_recv_ns, est.l_ns);
         let hop = measure(&s).unwrap().hop_ns;
         assert!(hop.lo <= hop.median && hop.median <= hop.hi, "{hop:?}");
         // One message crosses between two threads: never faster than a cache line's trip.

@@ -42,8 +42,9 @@ fn spec(nodes: u32) -> BenchSpec {
     }
 }
 
-/// Checks `s` with an environment that generates no key and starts no process.
-fn check(s: &BenchSpec) -> Result<Checked, String> {
+/// Runs `f` with an environment that configures no device, generates no key and writes no
+/// file.
+fn with_env<T>(f: impl FnOnce(&BenchEnv) -> T) -> T {
     let configure_verbs = |_| Ok(());
     let job_key = |_| Ok(None::<AuthKey>);
     let write_key_file = |_: &std::path::Path, _: &AuthKey| Err::<std::path::PathBuf, _>("no files".to_string());
@@ -53,7 +54,12 @@ fn check(s: &BenchSpec) -> Result<Checked, String> {
         write_key_file: &write_key_file,
         poll_name: |_| "busy",
     };
-    s.validate(&env)
+    f(&env)
+}
+
+/// Checks `s` with an environment that generates no key and starts no process.
+fn check(s: &BenchSpec) -> Result<Checked, String> {
+    with_env(|env| s.validate(env))
 }
 
 #[test]
@@ -125,16 +131,7 @@ fn each_runner_refuses_what_it_cannot_run_before_anything_runs() {
         ..spec(4)
     }))
     .unwrap();
-    let configure_verbs = |_| Ok(());
-    let job_key = |_| Ok(None::<AuthKey>);
-    let write_key_file = |_: &std::path::Path, _: &AuthKey| Err::<std::path::PathBuf, _>("no files".to_string());
-    let env = BenchEnv {
-        configure_verbs: &configure_verbs,
-        job_key: &job_key,
-        write_key_file: &write_key_file,
-        poll_name: |_| "busy",
-    };
-    let e = checked.run(&env, None).err().unwrap();
+    let e = with_env(|env| checked.run(env, None)).err().unwrap();
     assert!(e.contains("needs --procs"), "{e}");
 }
 
@@ -147,16 +144,7 @@ fn a_local_run_through_the_one_entry_point_measures_every_operation() {
         ..spec(3)
     };
     let checked = check(&s).unwrap();
-    let configure_verbs = |_| Ok(());
-    let job_key = |_| Ok(None::<AuthKey>);
-    let write_key_file = |_: &std::path::Path, _: &AuthKey| Err::<std::path::PathBuf, _>("no files".to_string());
-    let env = BenchEnv {
-        configure_verbs: &configure_verbs,
-        job_key: &job_key,
-        write_key_file: &write_key_file,
-        poll_name: |_| "busy",
-    };
-    let Ran::Measured(out) = checked.run(&env, None).unwrap() else {
+    let Ran::Measured(out) = with_env(|env| checked.run(env, None)).unwrap() else {
         panic!("a local run is measured");
     };
     assert_eq!((out.res.measured, out.res.violations, out.res.timeouts), (50, 0, 0));

@@ -119,12 +119,7 @@ impl RankTimes {
 
     /// Each rank's mean time (ns), for the ranks that completed an operation.
     pub fn means(&self) -> Vec<f64> {
-        self.sum_ns
-            .iter()
-            .zip(&self.ops)
-            .filter(|&(_, &k)| k > 0)
-            .map(|(&s, &k)| s as f64 / k as f64)
-            .collect()
+        self.means_by_rank().into_iter().flatten().collect()
     }
 
     /// `osu_bcast`'s avg, min and max over ranks of the per-rank means (`None`: no rank
