@@ -2,10 +2,11 @@
 
 mod common;
 
-use common::{free_port, ftcoll, json};
+use common::{ALONE, free_port, ftcoll, json};
 
 #[test]
 fn failure_free_json_meets_theorem_5() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let v = json(&[
         "agree",
         "--sim",
@@ -35,6 +36,7 @@ fn failure_free_json_meets_theorem_5() {
 
 #[test]
 fn failures_keep_every_property() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let v = json(&[
         "agree",
         "--sim",
@@ -72,6 +74,7 @@ fn failures_keep_every_property() {
 
 #[test]
 fn loggp_noise_and_shared_cores_reach_the_simulator() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let run = |extra: &[&str]| {
         let mut args = vec![
             "agree",
@@ -108,6 +111,7 @@ fn loggp_noise_and_shared_cores_reach_the_simulator() {
 
 #[test]
 fn table_output_names_the_checks() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let (code, out, err) = ftcoll(&["agree", "--sim", "--nodes", "16", "--runs", "3", "--agreements", "10"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -119,6 +123,7 @@ fn table_output_names_the_checks() {
 
 #[test]
 fn misuse_is_a_one_line_error_with_code_2() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     for args in [
         &["agree", "--sim", "--nodes", "4", "--tree", "bin/"][..],
         &["agree", "--sim", "--tree", "ring"],
@@ -194,6 +199,7 @@ fn class_names(v: &serde_json::Value) -> Vec<&str> {
 
 #[test]
 fn network_benchmark_survives_a_kill_inproc_and_udp() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     for transport in ["inproc", "udp"] {
         let v = json(&[
             "agree",
@@ -216,7 +222,9 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
         assert_eq!(v["unfinished"], 0, "{transport}: {v}");
         assert!(v["first_success_after_kill_us"].is_number(), "{transport}: {v}");
         // The detection is part of the recovery: it comes first.
-        let detected = v["first_suspicion_after_kill_us"].as_f64().unwrap();
+        let detected = v["first_suspicion_after_kill_us"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no suspicion after the kill: {v}"));
         assert!(
             detected > 0.0 && detected <= v["first_success_after_kill_us"].as_f64().unwrap(),
             "{transport}: {v}"
@@ -288,6 +296,7 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
 
 #[test]
 fn stress_agree_runs_for_its_duration_without_disagreement() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let (code, out, err) = ftcoll(&[
         "stress",
         "agree",
@@ -308,6 +317,7 @@ fn stress_agree_runs_for_its_duration_without_disagreement() {
 
 #[test]
 fn procs_mode_survives_a_sigkill() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let v = json(&[
         "agree",
         "--procs",
@@ -327,7 +337,9 @@ fn procs_mode_survives_a_sigkill() {
     assert_eq!(v["unfinished"], 0, "{v}");
     assert!(v["suspicions"].as_u64().unwrap() >= 1, "the SIGKILL was noticed: {v}");
     assert!(v["first_success_after_kill_us"].is_number(), "{v}");
-    let detected = v["first_suspicion_after_kill_us"].as_f64().unwrap();
+    let detected = v["first_suspicion_after_kill_us"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no suspicion after the kill: {v}"));
     assert!(
         detected > 0.0 && detected <= v["first_success_after_kill_us"].as_f64().unwrap(),
         "{v}"
@@ -349,6 +361,7 @@ fn procs_mode_survives_a_sigkill() {
 
 #[test]
 fn a_stalled_live_process_is_fenced_not_left_to_disagree() {
+    let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());
     // Rank 2 stops 30 ms (alive) while its neighbours suspect after 1 ms. The suspicion must
     // be enforced: rank 2 is fenced and stops, so it cannot go on deciding alone (before the
     // detector's suspicions reached the transport, it did: hundreds of disagreements).
@@ -402,6 +415,7 @@ fn per_agreement_rows(v: &serde_json::Value, measured: u64) {
 
 #[test]
 fn joined_processes_agree_through_rank_0_and_one_kills_itself() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     // Four processes launched apart (as Slurm or the netns script would), on loopback.
     let join = format!("127.0.0.1:{}", free_port());
     let args = |rank: u32| -> Vec<String> {
@@ -445,6 +459,7 @@ fn joined_processes_agree_through_rank_0_and_one_kills_itself() {
 
 #[test]
 fn duration_runs_stop_together_in_constant_memory() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let v = json(&[
         "agree",
         "--transport",
@@ -477,6 +492,7 @@ fn duration_runs_stop_together_in_constant_memory() {
 
 #[test]
 fn stress_agree_procs_keeps_survivors_and_never_disagrees() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let (code, out, err) = ftcoll(&[
         "stress",
         "agree",

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::ftcoll;
+use common::{ALONE, ftcoll};
 
 /// `ftcoll bench` of 8 in-process nodes, no warm-up, a short operation timeout and a fixed
 /// LogP unit (nothing measured), plus `extra`.
@@ -36,6 +36,7 @@ fn last_line(err: &str) -> &str {
 
 #[test]
 fn a_bench_with_violations_and_timeouts_exits_1_and_says_why_last() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let (code, out, err) = bench(&["--algo", "tree-ack", "--kill", "1@10", "--iterations", "40", "--json"]);
     assert_eq!(code, 1, "{err}");
     // The JSON is still printed in full.
@@ -58,6 +59,7 @@ fn a_bench_with_violations_and_timeouts_exits_1_and_says_why_last() {
 
 #[test]
 fn timeouts_in_a_row_stop_the_run_and_the_rest_fails_as_not_run() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     // 60 operations: after the crash each would wait out its 100 ms timeout; the run stops
     // after the third in a row instead and counts the others as not run.
     let (code, out, err) = bench(&["--algo", "tree-ack", "--kill", "1@5", "--iterations", "60", "--json"]);
@@ -78,6 +80,7 @@ fn timeouts_in_a_row_stop_the_run_and_the_rest_fails_as_not_run() {
 
 #[test]
 fn a_clean_bench_exits_0_without_a_failure_line() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let (code, out, err) = bench(&[
         "--correction",
         "checked",
@@ -97,6 +100,7 @@ fn a_clean_bench_exits_0_without_a_failure_line() {
 
 #[test]
 fn an_agreement_run_with_false_suspicions_exits_1_unless_allowed() {
+    let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());
     // Rank 3 of 8 stops 30 ms (alive) before measured agreement 50 while its neighbours suspect
     // after 1 ms of silence: it is suspected while alive, on any machine, loaded or idle.
     let args = |transport: &'static str, allow: bool| {
@@ -163,6 +167,7 @@ fn an_agreement_run_with_false_suspicions_exits_1_unless_allowed() {
 
 #[test]
 fn misuse_still_exits_2_not_1() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let (code, _, err) = bench(&["--iterations", "0"]);
     assert_eq!(code, 2, "{err}");
     assert!(last_line(&err).starts_with("ftcoll: error: "), "{err}");

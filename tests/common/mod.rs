@@ -59,3 +59,8 @@ pub fn free_port() -> u16 {
         }
     }
 }
+
+/// Tests that need their node processes to get the cores (a stall that must be suspected: a
+/// watcher starved of its core does not, by design, count others' silence against them) take
+/// this for writing and run alone in their binary; the other tests there take it for reading.
+pub static ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());

@@ -80,8 +80,12 @@ impl Cluster {
 
     /// SIGKILLs the process of `slot` now; returns the time on the common clock.
     fn kill(&mut self, slot: usize) -> u64 {
+        // Stamped before the signal: this thread may lose its core between the signal and a
+        // later clock read while the survivors already notice the death, and a suspicion
+        // stamped before the kill would not count as one after it.
+        let at = self.epoch.elapsed().as_nanos() as u64;
         self.procs.kill(slot); // SIGKILL on Unix.
-        self.epoch.elapsed().as_nanos() as u64
+        at
     }
 
     /// Waits until every slot's process said `ready` (within `within`), then tells them all
