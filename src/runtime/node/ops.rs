@@ -465,7 +465,15 @@ where
                     return Some((dest, Op { root, seq, msg }));
                 }
                 Action::Sleep(u) => {
-                    ops.busy_until = self.now + Duration::from_nanos(u.max(1).saturating_mul(self.p.tick_ns));
+                    // Counted from now, when the sends before it have left, as the model's
+                    // process sleeps from the end of its last send (the pass's instant was read
+                    // before this pass's receive and sends). Counted from the pass's instant, a
+                    // relay's wait for the synchronized correction was over by the time its
+                    // forwards had left: it sent its first correction message in the same
+                    // visit, holding its worker through the wait while the nodes sharing that
+                    // worker could not forward the tree messages it had just sent them.
+                    let wait = Duration::from_nanos(u.max(1).saturating_mul(self.p.tick_ns));
+                    ops.busy_until = Instant::now().max(self.now) + wait;
                     return None;
                 }
                 Action::Wait => {

@@ -212,3 +212,91 @@ fn a_full_window_wrapping_the_slots_completes_every_operation() {
     // Every operation's tree messages went out (and the checked correction's on top).
     assert!(r.messages.min() >= u64::from(n - 1), "{}", r.messages.min());
 }
+
+/// A transport whose sends take `delay` each (a slow `o_s`), recording when each ended.
+struct SlowSends {
+    rank: u32,
+    n: u32,
+    delay: Duration,
+    ends: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Transport for SlowSends {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.n
+    }
+    fn send(&mut self, _: u32, _: &[u8], _: Instant) -> Result<(), SendError> {
+        std::thread::sleep(self.delay);
+        self.ends.lock().unwrap().push(Instant::now());
+        Ok(())
+    }
+    fn poll(&mut self, _: Instant, _: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize> {
+        Ok(0)
+    }
+    fn wait(&mut self, _: Duration) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn stats(&self) -> TransportStats {
+        TransportStats::default()
+    }
+}
+
+/// A counted wait (the synchronized correction start, `Action::Sleep`) runs from the end of
+/// the sends before it, as the model's process sleeps from the end of its last send: with
+/// sends slower than the pass's instant allows for, the first correction message still
+/// leaves a whole wait after the last tree message, not in the same pass.
+#[test]
+fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
+    let n = 4;
+    let logp = LogP { l: 2, o: 1 };
+    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap();
+    let children = tree.children(0).len();
+    assert_eq!(children, 2);
+    let shared = TreeShared::new(tree, logp, Correction::Checked, Start::Synchronized);
+    // The root's wait after its tree sends, in units (1 ms each here).
+    let wait_units = shared.sync_at - children as u64 * logp.o;
+    assert!(wait_units >= 2, "{wait_units}");
+    let tick = Duration::from_millis(1);
+    let ctl = Control::new(n);
+    let p = NodeParams {
+        shared: &shared,
+        n,
+        root: Some(0),
+        job: 7,
+        tick_ns: tick.as_nanos() as u64,
+        epoch: Instant::now(),
+    };
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let tp = SlowSends {
+        rank: 0,
+        n,
+        // Both tree sends together take longer than the wait.
+        delay: tick * wait_units as u32,
+        ends: ends.clone(),
+    };
+    let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
+    ctl.allowed.store(1, Relaxed);
+    root.step(&p, &ctl, Instant::now());
+    assert_eq!(
+        ends.lock().unwrap().len(),
+        children,
+        "the first pass sends the tree messages only"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ends.lock().unwrap().len() == children && Instant::now() < deadline {
+        root.step(&p, &ctl, Instant::now());
+    }
+    let ends = ends.lock().unwrap();
+    assert!(ends.len() > children, "the correction never started");
+    // The correction message's send ended `delay` after it began, which was at least the
+    // wait after the last tree message's end.
+    let gap = ends[children] - ends[children - 1];
+    let least = tick * wait_units as u32 * 2;
+    assert!(
+        gap >= least,
+        "correction sent {gap:?} after the last tree send, before {least:?}"
+    );
+}
