@@ -17,10 +17,13 @@ fn look(ctl: &Control, rank: usize) -> Option<u64> {
     ctl.boards[rank].get(0).map(|b| b.delivered_ns.load(Relaxed))
 }
 
-/// A transport that records the sender's board at each send and the datagrams sent, and
-/// hands out the datagrams it is given.
+/// A transport that records the sender's board at each send, the datagrams sent and when
+/// each send ended (after `delay`: a slow `o_s`), and hands out the datagrams it is given.
 struct Spy {
     rank: u32,
+    n: u32,
+    delay: Duration,
+    ended: Arc<Mutex<Vec<Instant>>>,
     ctl: Arc<Control>,
     at_send: Seen,
     /// The sender's board count of operation 0's sends at each send.
@@ -34,9 +37,13 @@ impl Transport for Spy {
         self.rank
     }
     fn size(&self) -> u32 {
-        2
+        self.n
     }
     fn send(&mut self, _: u32, bytes: &[u8], _: Instant) -> Result<(), SendError> {
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
+        self.ended.lock().unwrap().push(Instant::now());
         self.at_send.lock().unwrap().push(look(&self.ctl, self.rank as usize));
         let count = self.ctl.boards[self.rank as usize].get(0).map(|b| b.sent.load(Relaxed));
         self.sends_seen.lock().unwrap().push(count);
@@ -95,6 +102,9 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
     let sends_seen = Arc::new(Mutex::new(Vec::new()));
     let spy = |rank, inbox| Spy {
         rank,
+        n,
+        delay: Duration::ZERO,
+        ended: Arc::default(),
         ctl: ctl.clone(),
         at_send: at_send.clone(),
         sends_seen: sends_seen.clone(),
@@ -213,37 +223,6 @@ fn a_full_window_wrapping_the_slots_completes_every_operation() {
     assert!(r.messages.min() >= u64::from(n - 1), "{}", r.messages.min());
 }
 
-/// A transport whose sends take `delay` each (a slow `o_s`), recording when each ended.
-struct SlowSends {
-    rank: u32,
-    n: u32,
-    delay: Duration,
-    ends: Arc<Mutex<Vec<Instant>>>,
-}
-
-impl Transport for SlowSends {
-    fn rank(&self) -> u32 {
-        self.rank
-    }
-    fn size(&self) -> u32 {
-        self.n
-    }
-    fn send(&mut self, _: u32, _: &[u8], _: Instant) -> Result<(), SendError> {
-        std::thread::sleep(self.delay);
-        self.ends.lock().unwrap().push(Instant::now());
-        Ok(())
-    }
-    fn poll(&mut self, _: Instant, _: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize> {
-        Ok(0)
-    }
-    fn wait(&mut self, _: Duration) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn stats(&self) -> TransportStats {
-        TransportStats::default()
-    }
-}
-
 /// A counted wait (the synchronized correction start, `Action::Sleep`) runs from the end of
 /// the sends before it, as the model's process sleeps from the end of its last send: with
 /// sends slower than the pass's instant allows for, the first correction message still
@@ -260,7 +239,7 @@ fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
     let wait_units = shared.sync_at - children as u64 * logp.o;
     assert!(wait_units >= 2, "{wait_units}");
     let tick = Duration::from_millis(1);
-    let ctl = Control::new(n);
+    let ctl = Arc::new(Control::new(n));
     let p = NodeParams {
         shared: &shared,
         n,
@@ -270,12 +249,17 @@ fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
         epoch: Instant::now(),
     };
     let ends = Arc::new(Mutex::new(Vec::new()));
-    let tp = SlowSends {
+    let tp = Spy {
         rank: 0,
         n,
         // Both tree sends together take longer than the wait.
         delay: tick * wait_units as u32,
-        ends: ends.clone(),
+        ended: ends.clone(),
+        ctl: ctl.clone(),
+        at_send: Seen::default(),
+        sends_seen: Arc::default(),
+        sent: Arc::default(),
+        inbox: Vec::new(),
     };
     let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
     ctl.allowed.store(1, Relaxed);
