@@ -301,6 +301,40 @@ fn bench_json_reports_latencies_consistency_and_prediction() {
     );
 }
 
+/// The text's LogP line gives the ping-pong's own estimate (o the mean of its o_s and o_r);
+/// the node's cost per hop shows in the model's line, not folded into the estimate's o.
+#[test]
+fn the_estimate_line_is_the_ping_pongs() {
+    let (code, out, err) = ftcoll(&[
+        "bench",
+        "--nodes",
+        "2",
+        "--transport",
+        "inproc",
+        "--iterations",
+        "50",
+        "--warmup",
+        "5",
+        "--kill",
+        "none",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("LogP (estimated by ping-pong"))
+        .unwrap_or_else(|| panic!("no estimate line in {out}"));
+    let num = |key: &str| -> u64 {
+        let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len()..];
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (o, send, recv) = (num("o = "), num("(send "), num("/ recv "));
+    assert_eq!(o, (send + recv).div_ceil(2), "{line}");
+}
+
 #[test]
 fn yield_polled_nodes_sharing_workers_send_every_correction_one_per_pass() {
     // Six nodes on two workers, each sending one message per pass and yielding after it:

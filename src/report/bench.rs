@@ -187,7 +187,12 @@ pub fn print(r: &BenchReport) {
         Some(e) => {
             s += &format!(
                 "LogP (estimated by ping-pong, median of {}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
-                e.samples, own_o_ns, e.o_send_ns, e.o_recv_ns, l_ns, e.rtt_ns
+                e.samples,
+                (e.o_send_ns + e.o_recv_ns).div_ceil(2),
+                e.o_send_ns,
+                e.o_recv_ns,
+                l_ns,
+                e.rtt_ns
             );
             let ci =
                 |c: crate::runtime::logp::Ci| format!("[{:.0}, {:.0}] ns (±{:.0}%)", c.lo, c.hi, 50.0 * c.spread());
@@ -198,7 +203,7 @@ pub fn print(r: &BenchReport) {
             );
         }
         None if cal.is_some() && !a.o_ns_given && !a.l_ns_given => {
-            s += &format!("LogP (from the calibration): o = {own_o_ns} ns (mean of o_s and o_r), L = {l_ns} ns\n")
+            s += &format!("LogP (from the calibration, its medians on the next line): L = {l_ns} ns\n")
         }
         None => s += &format!("LogP (given): o = {own_o_ns} ns, L = {l_ns} ns\n"),
     }
