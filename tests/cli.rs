@@ -305,19 +305,10 @@ fn bench_json_reports_latencies_consistency_and_prediction() {
 /// the node's cost per hop shows in the model's line, not folded into the estimate's o.
 #[test]
 fn the_estimate_line_is_the_ping_pongs() {
-    let (code, out, err) = ftcoll(&[
-        "bench",
-        "--nodes",
-        "2",
-        "--transport",
-        "inproc",
-        "--iterations",
-        "50",
-        "--warmup",
-        "5",
-        "--kill",
-        "none",
-    ]);
+    let args: Vec<&str> = "bench --nodes 2 --transport inproc --iterations 50 --warmup 5 --kill none"
+        .split(' ')
+        .collect();
+    let (code, out, err) = ftcoll(&args);
     assert_eq!(code, 0, "{err}");
     let line = out
         .lines()
