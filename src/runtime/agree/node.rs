@@ -247,15 +247,20 @@ impl Node {
             return;
         }
         if self.kill_id == Some(id) {
+            // The kill's own instant, not the pass's (`now`, read before the pass's receives
+            // and returns): the times to the first suspicion and the first success after the
+            // kill count from it (a stale stamp added the rest of the pass to both; on 2
+            // shared cores, up to 200 µs).
+            let killed = Instant::now().max(now);
             self.dead = true;
             sh.mark_dead(self.rank, id.saturating_sub(1));
             sh.dead[self.rank as usize].store(true, Ordering::Release);
-            sh.kill_ns.fetch_min(sh.ns(now), Ordering::AcqRel);
+            sh.kill_ns.fetch_min(sh.ns(killed), Ordering::AcqRel);
             if let Some(report) = &sh.on_crash {
                 let mut pending = self.tap.take().unwrap_or_default();
                 pending.extend_from_slice(&self.unrecorded);
                 pending.pop();
-                report(self.rank, sh.ns(now), &pending);
+                report(self.rank, sh.ns(killed), &pending);
                 crate::runtime::procs::sigkill_self();
             }
             if let Some(net) = &sh.inproc {
@@ -518,6 +523,50 @@ mod tests {
             }
             assert_eq!(sent, 300 * 2 * (n - 1), "an UP and a DOWN per edge");
         }
+    }
+
+    /// An injected kill is stamped when the node dies, not at its pass's instant: a node
+    /// killed instead of entering its first agreement, stepped with an instant 5 ms old,
+    /// stamps the kill at least 5 ms after the run's base.
+    #[test]
+    fn a_kill_is_stamped_when_the_node_dies() {
+        use crate::runtime::agree::{AgreeBench, AgreeTransport, Shared};
+        let n = 2;
+        let b = AgreeBench {
+            n,
+            era: EraConfig::default(),
+            transport: AgreeTransport::Inproc,
+            workers: 1,
+            pin: false,
+            warmup: 0,
+            iterations: 1,
+            duration: None,
+            kills: vec![(0, 0)],
+            stalls: Vec::new(),
+            heartbeat: Duration::from_micros(100),
+            suspect_after: Duration::from_millis(100),
+            op_timeout: Duration::from_secs(1),
+            seed: 1,
+        };
+        let (_net, mut eps) = InprocNet::new(n, 64);
+        let base = Instant::now();
+        let sh = Shared::new(base, n, 0, Some(0));
+        let init = NodeInit {
+            rank: 0,
+            total: 1,
+            deadline: None,
+            kill_id: Some(0),
+            stall: None,
+        };
+        let mut node = Node::new(&b, init, Box::new(eps.swap_remove(0)), base).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        node.start(&sh, base);
+        let killed = sh.kill_ns.load(Ordering::Acquire);
+        assert!(killed != u64::MAX, "the node did not die");
+        assert!(
+            killed >= 5_000_000,
+            "the kill was stamped {killed} ns after the base, at the stale instant"
+        );
     }
 
     /// The generic loop alone, three ERA nodes over in-process queues: one agreement
