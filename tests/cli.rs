@@ -301,6 +301,30 @@ fn bench_json_reports_latencies_consistency_and_prediction() {
     );
 }
 
+/// `--version` names the commit the binary was built from (`build.rs`), so that results name
+/// the binary that made them rather than the checkout of whoever ran it.
+#[test]
+fn the_version_names_the_commit_it_was_built_from() {
+    let (code, out, err) = ftcoll(&["--version"]);
+    assert_eq!(code, 0, "{err}");
+    let line = out.trim();
+    let rev = line
+        .strip_prefix(concat!("ftcoll ", env!("CARGO_PKG_VERSION"), " ("))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{line}"));
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(h) => assert_eq!(rev.trim_end_matches("+dirty"), h, "{line}"),
+        None => assert_eq!(rev, "unknown", "{line}"),
+    }
+}
+
 /// The text's LogP line gives the ping-pong's own estimate (o the mean of its o_s and o_r);
 /// the node's cost per hop shows in the model's line, not folded into the estimate's o.
 #[test]

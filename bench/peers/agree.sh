@@ -53,6 +53,9 @@ else
     cargo build --release --quiet --manifest-path "$REPO/Cargo.toml"
     FTCOLL=$(cargo metadata --format-version 1 --no-deps --manifest-path "$REPO/Cargo.toml" | jq -r .target_directory)/release/ftcoll
 fi
+# The binary's own revision (`ftcoll --version`), not this checkout's (see run.sh).
+FTCOLL_REV=${FTCOLL_REV:-$("$FTCOLL" --version 2>/dev/null | sed -n 's/^ftcoll [^ ]* (\(.*\))$/\1/p')}
+FTCOLL_REV=${FTCOLL_REV:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OMPI_VERSION=$("$PREFIX/bin/ompi_info" --parsable | sed -n 's/^ompi:version:full://p' | head -n 1)
 
@@ -92,7 +95,7 @@ num() { [[ -n $1 && $1 != null && $1 != -1.000 ]] && awk -v x="$1" 'BEGIN { prin
 ratio() { [[ $1 != n/a && $2 != n/a ]] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }' || echo "n/a"; }
 
 echo "ftcoll agree vs Open MPI ${OMPI_VERSION:-?} MPIX_Comm_agree (ULFM), per-rank latency in µs ($ITERATIONS agreements after $WARMUP warm-up)"
-echo "machine: $(nproc) cores; ftcoll ${FTCOLL_REV:-$(git -C "$REPO" rev-parse --short HEAD)}; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores; ftcoll $FTCOLL_REV; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "\n%3s  %-16s %10s %10s %10s %10s %8s %8s\n" N "MPI vs ftcoll" "MPI p50" "MPI avg" "ftc p50" "ftc avg" "r(p50)" "r(avg)"
 for n in $NODES; do
     for pair in "tcp udp" "sm inproc"; do

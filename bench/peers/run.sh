@@ -303,9 +303,14 @@ else
     FTCOLL=$TARGET_DIR/release/ftcoll
     [[ -x $FTCOLL ]] || die "no ftcoll binary at $FTCOLL after cargo build"
 fi
-FTCOLL_REV=${FTCOLL_REV:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}
-if [[ -n $(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
-    FTCOLL_REV+="+dirty"
+# The binary's own revision (`ftcoll --version`, from build.rs): a binary given with FTCOLL_BIN
+# may come from another commit than this checkout. The checkout's only for a binary too old to say.
+FTCOLL_REV=${FTCOLL_REV:-$("$FTCOLL" --version 2>/dev/null | sed -n 's/^ftcoll [^ ]* (\(.*\))$/\1/p')}
+if [[ -z $FTCOLL_REV ]]; then
+    FTCOLL_REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+    if [[ -n $(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+        FTCOLL_REV+="+dirty"
+    fi
 fi
 
 RESULTS=$BUILD/results/$(date -u +%Y%m%dT%H%M%SZ)

@@ -6,7 +6,7 @@ use crate::cli::flags::{ReproduceArgs, SimArgs};
 
 /// Fault-tolerant group communication for HPC clusters: simulate, model and reproduce.
 #[derive(Parser, Debug)]
-#[command(name = "ftcoll", version, about, propagate_version = true)]
+#[command(name = "ftcoll", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FTCOLL_GIT_REV"), ")"), about, propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

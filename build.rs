@@ -1,0 +1,39 @@
+//! Build script: the git revision the binary is built from, for `ftcoll --version`, so that a
+//! result names the binary that made it, not the checkout of whoever ran it (a binary built
+//! here and run on a lent machine's copy of another commit, say). `unknown` outside a git
+//! checkout; `+dirty` when tracked files differ from that commit.
+
+use std::path::Path;
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn main() {
+    // Rerun when the commit or the tracked sources change (only paths that exist: a missing
+    // one would rerun this script, and rebuild the crate, on every build).
+    for p in [
+        ".git/HEAD",
+        ".git/refs",
+        ".git/packed-refs",
+        ".git/index",
+        "src",
+        "Cargo.toml",
+    ] {
+        if Path::new(p).exists() {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
+    let rev = git(&["rev-parse", "--short", "HEAD"])
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| "unknown".to_string());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    println!(
+        "cargo:rustc-env=FTCOLL_GIT_REV={rev}{}",
+        if dirty { "+dirty" } else { "" }
+    );
+}
