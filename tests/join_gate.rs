@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::free_port;
+use common::{ALONE, free_port};
 use ftcoll::transport::udp::auth::AuthKey;
 use ftcoll::wire::join_line::{self, Nonces};
 
@@ -64,8 +64,12 @@ fn until_closed(mut s: TcpStream) {
     while matches!(s.read(&mut b), Ok(k) if k > 0) {}
 }
 
+/// Run alone: beside the other test of this file, the first connection to rank 0's gate was
+/// reset before its challenge in about 1 run in 30-50 (rank 0 alive, nothing on its stderr),
+/// never in 30 runs alone; the cause is not found (see docs/testing.md).
 #[test]
 fn bad_peers_are_refused_and_counted_and_the_run_completes() {
+    let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());
     let join = format!("127.0.0.1:{}", free_port());
     let to: SocketAddr = join.parse().unwrap();
     let root = node(&join, 0)
@@ -128,6 +132,7 @@ fn bad_peers_are_refused_and_counted_and_the_run_completes() {
 
 #[test]
 fn a_keyed_bench_join_run_seals_its_datagrams_with_the_session_from_rank_0s_table() {
+    let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());
     let join = format!("127.0.0.1:{}", free_port());
     let common = |rank: u32| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_ftcoll"));
