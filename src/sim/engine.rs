@@ -329,8 +329,9 @@ where
                     self.log(t, r, "send", to, msg.label());
                 }
                 let sent = self.core.timing.send(core, r, t);
-                if msg.phase() != Phase::Dissemination {
-                    // A node reads before it sends the next correction message.
+                if core.is_some() && msg.phase() != Phase::Dissemination {
+                    // A node reads before it sends the next correction message (shared
+                    // cores only: nothing to hand on, and no phase to ask, otherwise).
                     self.core.timing.hand_on(core);
                 }
                 st.quiescence = st.quiescence.max(sent.end);

@@ -146,6 +146,13 @@ impl<P: Protocol> Ops<P> {
         self.retired..self.live_end.max(self.retired)
     }
 
+    /// One past the last operation a send phase visits: the live ones, at most [`WINDOW`]
+    /// from the oldest (a root that started one early waits to send it).
+    #[inline]
+    fn send_end(&self) -> u64 {
+        self.live().end.min(self.retired + WINDOW as u64)
+    }
+
     /// The slot of live operation `seq`, if it holds its protocol instance.
     #[inline]
     fn live_slot(&self, seq: u64) -> Option<usize> {
@@ -396,7 +403,7 @@ where
 
     /// A send phase ended: the operations it did not reach publish their state.
     pub(super) fn end_sends(&mut self) {
-        let end = self.ops.live().end.min(self.ops.retired + WINDOW as u64);
+        let end = self.ops.send_end();
         while self.ops.cursor < end {
             let seq = self.ops.cursor;
             self.ops.cursor += 1;
@@ -443,7 +450,7 @@ where
         if self.ops.dying.is_some() || self.ops.read_first {
             return None;
         }
-        let end = self.ops.live().end.min(self.ops.retired + WINDOW as u64);
+        let end = self.ops.send_end();
         while self.ops.cursor < end {
             let seq = self.ops.cursor;
             let i = slot_index(seq);
