@@ -1,0 +1,152 @@
+use super::*;
+use crate::protocol::agree::EraConfig;
+use crate::runtime::driver::Verdict;
+use crate::transport::inproc::InprocNet;
+
+/// Every message of failure-free agreements, as the node encodes it, fits one ring slot
+/// of the in-process transport, and decodes back to itself.
+#[test]
+fn failure_free_agreements_send_one_slot_datagrams() {
+    use crate::transport::inproc::ONE_SLOT;
+    for n in [2, 8] {
+        let mut eras: Vec<Era<And64>> = (0..n).map(|r| Era::new(r, n, EraConfig::default()).unwrap()).collect();
+        let mut buf = vec![0u8; EraFraming::MAX_DATAGRAM];
+        let mut sent = 0;
+        for id in 0..300 {
+            for (r, era) in eras.iter_mut().enumerate() {
+                era.agree(contribution(5, r as Rank, id, true)).unwrap();
+            }
+            let mut returned = 0;
+            while returned < n {
+                for r in 0..n as usize {
+                    while let Some((to, m)) = eras[r].poll_send() {
+                        let len = EraFraming::encode(&m, JOB, r as Rank, &mut buf).unwrap();
+                        assert!(len <= ONE_SLOT, "{len} bytes: {m:?}");
+                        let (h, body, _) = Header::decode(&buf[..len], JOB, n).unwrap();
+                        let Ok(Decoded::Msg(back)) = EraFraming::decode_datagram(&h, body, n) else {
+                            panic!("{m:?} does not decode");
+                        };
+                        assert_eq!(back, m);
+                        eras[to as usize].on_message(r as Rank, back);
+                        sent += 1;
+                    }
+                    while eras[r].poll_outcome().is_some() {
+                        returned += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(sent, 300 * 2 * (n - 1), "an UP and a DOWN per edge");
+    }
+}
+
+/// An injected kill is stamped when the node dies, not at its pass's instant: a node
+/// killed instead of entering its first agreement, stepped with an instant 5 ms old,
+/// stamps the kill at least 5 ms after the run's base.
+#[test]
+fn a_kill_is_stamped_when_the_node_dies() {
+    use crate::runtime::agree::{AgreeBench, AgreeTransport, Shared};
+    let n = 2;
+    let b = AgreeBench {
+        n,
+        era: EraConfig::default(),
+        transport: AgreeTransport::Inproc,
+        workers: 1,
+        pin: false,
+        warmup: 0,
+        iterations: 1,
+        duration: None,
+        kills: vec![(0, 0)],
+        stalls: Vec::new(),
+        heartbeat: Duration::from_micros(100),
+        suspect_after: Duration::from_millis(100),
+        op_timeout: Duration::from_secs(1),
+        seed: 1,
+    };
+    let (_net, mut eps) = InprocNet::new(n, 64);
+    let base = Instant::now();
+    let sh = Shared::new(base, n, 0, Some(0));
+    let init = NodeInit {
+        rank: 0,
+        total: 1,
+        deadline: None,
+        kill_id: Some(0),
+        stall: None,
+    };
+    let mut node = Node::new(&b, init, Box::new(eps.swap_remove(0)), base).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    node.start(&sh, base);
+    let killed = sh.kill_ns.load(Ordering::Acquire);
+    assert!(killed != u64::MAX, "the node did not die");
+    assert!(
+        killed >= 5_000_000,
+        "the kill was stamped {killed} ns after the base, at the stale instant"
+    );
+}
+
+/// The generic loop alone, three ERA nodes over in-process queues: one agreement
+/// returns everywhere, then node 2 goes silent (its endpoint stays open, so only the
+/// heartbeats' silence tells) and the other two suspect it, by silence, and agree
+/// without it.
+#[test]
+fn the_generic_loop_agrees_and_its_detector_suspects_a_silent_node() {
+    let n = 3;
+    let (_net, eps) = InprocNet::new(n, 64);
+    let base = Instant::now();
+    let det = DetectorConfig {
+        heartbeat: 1_000_000,
+        suspect_after: 40_000_000,
+    };
+    let mut nodes: Vec<(Era<And64>, Driver<EraFraming>)> = eps
+        .into_iter()
+        .map(|tp| {
+            let r = tp.rank();
+            let era = Era::new(r, n, EraConfig::default()).unwrap();
+            (era, Driver::new(Box::new(tp), JOB, det, base))
+        })
+        .collect();
+    let pass = |nodes: &mut Vec<(Era<And64>, Driver<EraFraming>)>, live: u32| {
+        let mut outs = Vec::new();
+        let mut suspects = Vec::new();
+        for (r, (era, drv)) in nodes.iter_mut().enumerate().take(live as usize) {
+            let now = Instant::now();
+            drv.receive(era, now);
+            drv.detect(now, |nb| era.neighbours(nb));
+            while let Some((p, how)) = drv.poll_suspect() {
+                suspects.push((r as Rank, p, how));
+                _ = era.handle(0, Event::Suspect(p));
+            }
+            drv.transmit(era, now, || true);
+            while let Some(o) = era.poll_output() {
+                outs.push((r as Rank, o));
+            }
+        }
+        (outs, suspects)
+    };
+    for (era, drv) in nodes.iter_mut() {
+        drv.start(Instant::now());
+        era.handle(0, Event::Input(And64(!0))).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut returned = 0;
+    while returned < n && Instant::now() < deadline {
+        returned += pass(&mut nodes, n).0.len() as u32;
+    }
+    assert_eq!(returned, n, "the failure-free agreement returns everywhere");
+    for (era, _) in nodes.iter_mut().take(2) {
+        era.handle(0, Event::Input(And64(!0))).unwrap();
+    }
+    let (mut outs, mut suspects) = (Vec::new(), Vec::new());
+    while outs.len() < 2 && Instant::now() < deadline {
+        let (o, s) = pass(&mut nodes, 2);
+        outs.extend(o);
+        suspects.extend(s);
+    }
+    assert_eq!(outs.len(), 2, "the survivors return: {suspects:?}");
+    assert!(outs.iter().all(|(_, o)| o.failed.contains(2)));
+    assert!(
+        suspects.iter().all(|&(_, p, how)| p == 2 && how == Verdict::Silence),
+        "{suspects:?}"
+    );
+    assert!(nodes[0].1.heartbeats + nodes[1].1.heartbeats > 0);
+}
