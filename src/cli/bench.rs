@@ -9,11 +9,13 @@ use clap::Args;
 
 use crate::cli::flags::AlgoArgs;
 use crate::cli::values::{PollArg, TransportArg};
+use crate::experiment::bench::Runner;
 use crate::experiment::bench::{BenchEnv, BenchSpec, Ran};
 use crate::experiment::failure::Failure;
 use crate::experiment::verdict::{BenchCounts, Verdict};
-use crate::report::bench::{BenchFacts, BenchReport, write_hlog};
+use crate::report::bench::{BenchFacts, BenchReport, write_hlog, write_trace};
 use crate::runtime::cluster::PollMode;
+use crate::runtime::node::trace;
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -84,6 +86,11 @@ pub struct BenchArgs {
     /// Write the latency histograms in HdrHistogram's interval-log format to FILE.
     #[arg(long)]
     pub hlog: Option<std::path::PathBuf>,
+    /// Write the message trace of the measured operations to FILE as CSV (op, time_ns, node,
+    /// event, peer, label: `sim --trace`'s columns, times from each operation's start at its
+    /// root). Local runs, in a binary built with `--features trace`.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -204,6 +211,17 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         Some(p) if reports => Some((crate::report::output::open_for_output(p)?, p)),
         _ => None,
     };
+    let mut trace_out = match &args.trace {
+        Some(_) if !trace::ENABLED => {
+            let e = "bench --trace needs a binary built with the trace feature: cargo build --release --features trace";
+            return Err(String::from(e).into());
+        }
+        Some(_) if checked.runner() != Runner::Local => {
+            return Err(String::from("bench --trace traces local runs only (not --procs, --join or --boot)").into());
+        }
+        Some(p) => Some((crate::report::output::open_for_output(p)?, p)),
+        None => None,
+    };
     let show = reports && !args.json && std::io::stderr().is_terminal();
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(a.warmup + a.iterations);
@@ -233,6 +251,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let pred = checked.prediction(&out)?;
     if let Some((f, path)) = &mut hlog {
         write_hlog(f, &out.res).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if let Some((f, path)) = &mut trace_out {
+        write_trace(f, path, a.warmup)?;
     }
     let verdict = Verdict::bench(&BenchCounts::from(&out.res), args.allow_false_suspicions);
     crate::report::bench::print(&BenchReport {

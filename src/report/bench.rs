@@ -14,7 +14,7 @@ use crate::runtime::TransportKind;
 use crate::runtime::cluster::{ClusterResult, PollMode};
 use crate::runtime::kill::Kill;
 use crate::runtime::logp::{Calibration, Estimate};
-use crate::runtime::node::OsuBcast;
+use crate::runtime::node::{OsuBcast, trace};
 
 /// The settings of a bench run that its report shows.
 pub struct BenchFacts {
@@ -509,6 +509,27 @@ pub fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result
             .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
     }
     crate::report::output::replace_contents(f, &bytes)
+}
+
+/// Writes the message trace the run's nodes published ([`trace::take`]) to `f` (`path` names
+/// it in messages), the operations from `from` on, and says on stderr how much it wrote and
+/// whether nodes could not keep every row.
+pub fn write_trace(f: &mut std::fs::File, path: &std::path::Path, from: u64) -> Result<(), String> {
+    let (rows, lost) = trace::take();
+    let mut bytes = Vec::new();
+    let ops = trace::write_csv(&rows, from, &mut bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    crate::report::output::replace_contents(f, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    eprintln!(
+        "trace: {ops} operations from operation {from} written to {}",
+        path.display()
+    );
+    if lost > 0 {
+        eprintln!(
+            "trace: {lost} rows not kept (at most {} per node): the last operations are incomplete",
+            trace::MAX_ROWS_PER_NODE
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -122,7 +122,11 @@ impl Checked {
             warn_unauthenticated();
         }
         let res = match self.runner {
-            Runner::Local => local::run(&bench, progress)?,
+            Runner::Local => {
+                // What the node-hop calibration's nodes traced is not this run's.
+                let _ = crate::runtime::node::trace::take();
+                local::run(&bench, progress)?
+            }
             Runner::Procs => self.run_procs(env, &bench, &m.model, poll)?,
             Runner::Coordinator => self.run_coordinator(env, &bench, m.o_ns, m.l_ns)?,
             // Ran above, without a model.

@@ -21,6 +21,7 @@ mod ops;
 mod payload;
 pub mod stages;
 mod stats;
+pub mod trace;
 
 pub use crash::Faults;
 pub use datagrams::{Datagrams, Op};

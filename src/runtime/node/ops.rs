@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::stages::{self, Stage};
+use super::trace;
 use super::{Datagrams, Faults, NodeParams, NodeStats, Op, Payloads};
 use crate::protocol::op::Admission;
 use crate::protocol::{
@@ -71,6 +72,8 @@ pub(super) struct Ops<P: Protocol> {
     pub(super) dying: Option<u64>,
     /// Stage stamps of the forwarding path (cargo feature `stages`; empty otherwise).
     pub(super) stages: stages::Recorder,
+    /// The message trace (cargo feature `trace`; empty otherwise).
+    pub(super) trace: trace::Tracer,
 }
 
 impl<P: Protocol> Ops<P> {
@@ -109,6 +112,7 @@ impl<P: Protocol> Ops<P> {
             read_first: false,
             dying: None,
             stages: stages::Recorder::default(),
+            trace: trace::Tracer::default(),
         }
     }
 
@@ -251,6 +255,7 @@ where
         let ns = self.ns(self.now);
         self.ops.stages.mark_at(rank, seq, Stage::RootStep, ns);
         self.ctl.started_ns[slot_index(seq)].store(ns, Ordering::Release);
+        self.ops.trace.note_at(self.p.job, rank, seq, "start", rank, "", ns);
         self.ops.stages.mark(rank, seq, Stage::Started, epoch);
         self.open((rank, seq), None);
         self.ops.stages.mark(rank, seq, Stage::RootOpened, epoch);
@@ -286,6 +291,7 @@ where
             };
             let ns = ns_of(at).max(1);
             ops.payloads.deliver(s.root, s.seq, &s.payload);
+            ops.trace.note_at(p.job, ops.rank, s.seq, "deliver", s.root, "", ns);
             // The board's stamps (lines the coordinator's core reads: each write may miss) wait
             // until the pass's forwards have left (`publish`): a relay's children no more wait
             // for them than the root's do.
@@ -378,8 +384,11 @@ where
 
     /// A message of an open operation (its payload admitted).
     fn on_message(&mut self, from: u32, op: &Op<P::Msg>) {
-        let i = self.open((op.root, op.seq), Some(&[]));
         let (rank, epoch) = (self.ops.rank, self.p.epoch);
+        self.ops
+            .trace
+            .note(self.p.job, rank, op.seq, "recv", from, op.msg.label(), epoch);
+        let i = self.open((op.root, op.seq), Some(&[]));
         self.ops.stages.mark(rank, op.seq, Stage::Opened, epoch);
         let cx = self.cx(op.root, self.units(self.now));
         let v = self.vrank(op.root, from);
@@ -469,6 +478,8 @@ where
                 Action::Send { to, msg } => {
                     ops.read_first = msg.phase() != Phase::Dissemination;
                     let dest = (to + root) % self.p.n;
+                    ops.trace
+                        .note(self.p.job, ops.rank, seq, "send", dest, msg.label(), self.p.epoch);
                     return Some((dest, Op { root, seq, msg }));
                 }
                 Action::Sleep(u) => {
@@ -481,6 +492,8 @@ where
                     // worker could not forward the tree messages it had just sent them.
                     let wait = Duration::from_nanos(u.max(1).saturating_mul(self.p.tick_ns));
                     ops.busy_until = Instant::now().max(self.now) + wait;
+                    ops.trace
+                        .note(self.p.job, ops.rank, seq, "wait", ops.rank, "", self.p.epoch);
                     return None;
                 }
                 Action::Wait => {

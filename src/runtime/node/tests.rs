@@ -284,3 +284,52 @@ fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
         "correction sent {gap:?} after the last tree send, before {least:?}"
     );
 }
+
+/// The trace of a real run (cargo feature `trace`): every operation has one start, at the
+/// root; every node delivers it once, the root at its start and every other node at or after
+/// its first receive; and every receive has, before it, a send of the same message (label)
+/// from its sender to it.
+#[cfg(feature = "trace")]
+#[test]
+fn a_traced_run_shows_each_operations_start_deliveries_and_the_send_behind_each_receive() {
+    use super::trace::{Row, take};
+    let (n, iters) = (6, 30);
+    let mut bench = inproc_bench(n, iters, 1, "");
+    // Tests run side by side and publish to one place: this run's rows are its job's.
+    bench.cluster.job = 0x7ace;
+    let r = crate::experiment::bench::local::run(&bench, None).unwrap();
+    assert_eq!((r.measured, r.violations, r.timeouts), (iters, 0, 0), "{r:?}");
+    let (rows, lost) = take();
+    assert_eq!(lost, 0);
+    let rows: Vec<Row> = rows.into_iter().filter(|r| r.job == 0x7ace).collect();
+    for seq in 0..5 + iters {
+        let op: Vec<&Row> = rows.iter().filter(|r| r.seq == seq).collect();
+        let of = |node: u32, event: &str| -> Vec<&Row> {
+            op.iter()
+                .copied()
+                .filter(|r| r.node == node && r.event == event)
+                .collect()
+        };
+        let starts: Vec<&Row> = op.iter().copied().filter(|r| r.event == "start").collect();
+        assert_eq!(starts.len(), 1, "operation {seq}: {op:?}");
+        assert_eq!((starts[0].node, starts[0].peer), (0, 0));
+        for node in 0..n {
+            let d = of(node, "deliver");
+            assert_eq!(d.len(), 1, "operation {seq}, node {node}: {op:?}");
+            if node == 0 {
+                assert_eq!(d[0].ns, starts[0].ns, "the root delivers at its start");
+            } else {
+                let first = of(node, "recv").iter().map(|r| r.ns).min().expect("a receive");
+                assert!(first <= d[0].ns, "operation {seq}, node {node}: {op:?}");
+            }
+        }
+        let mut sends: Vec<&Row> = op.iter().copied().filter(|r| r.event == "send").collect();
+        for recv in op.iter().filter(|r| r.event == "recv") {
+            let k = sends
+                .iter()
+                .position(|s| (s.node, s.peer, s.label) == (recv.peer, recv.node, recv.label) && s.ns <= recv.ns)
+                .unwrap_or_else(|| panic!("operation {seq}: no send behind {recv:?}: {op:?}"));
+            sends.swap_remove(k);
+        }
+    }
+}
