@@ -255,7 +255,7 @@ where
         let ns = self.ns(self.now);
         self.ops.stages.mark_at(rank, seq, Stage::RootStep, ns);
         self.ctl.started_ns[slot_index(seq)].store(ns, Ordering::Release);
-        self.ops.trace.note_at(self.p.job, rank, seq, "start", rank, "", ns);
+        self.ops.trace.note(self.p.job, rank, seq, "start", rank, "", ns);
         self.ops.stages.mark(rank, seq, Stage::Started, epoch);
         self.open((rank, seq), None);
         self.ops.stages.mark(rank, seq, Stage::RootOpened, epoch);
@@ -291,7 +291,7 @@ where
             };
             let ns = ns_of(at).max(1);
             ops.payloads.deliver(s.root, s.seq, &s.payload);
-            ops.trace.note_at(p.job, ops.rank, s.seq, "deliver", s.root, "", ns);
+            ops.trace.note(p.job, ops.rank, s.seq, "deliver", s.root, "", ns);
             // The board's stamps (lines the coordinator's core reads: each write may miss) wait
             // until the pass's forwards have left (`publish`): a relay's children no more wait
             // for them than the root's do.
@@ -385,9 +385,15 @@ where
     /// A message of an open operation (its payload admitted).
     fn on_message(&mut self, from: u32, op: &Op<P::Msg>) {
         let (rank, epoch) = (self.ops.rank, self.p.epoch);
-        self.ops
-            .trace
-            .note(self.p.job, rank, op.seq, "recv", from, op.msg.label(), epoch);
+        self.ops.trace.note(
+            self.p.job,
+            rank,
+            op.seq,
+            "recv",
+            from,
+            op.msg.label(),
+            trace::now(epoch),
+        );
         let i = self.open((op.root, op.seq), Some(&[]));
         self.ops.stages.mark(rank, op.seq, Stage::Opened, epoch);
         let cx = self.cx(op.root, self.units(self.now));
@@ -478,8 +484,15 @@ where
                 Action::Send { to, msg } => {
                     ops.read_first = msg.phase() != Phase::Dissemination;
                     let dest = (to + root) % self.p.n;
-                    ops.trace
-                        .note(self.p.job, ops.rank, seq, "send", dest, msg.label(), self.p.epoch);
+                    ops.trace.note(
+                        self.p.job,
+                        ops.rank,
+                        seq,
+                        "send",
+                        dest,
+                        msg.label(),
+                        trace::now(self.p.epoch),
+                    );
                     return Some((dest, Op { root, seq, msg }));
                 }
                 Action::Sleep(u) => {
@@ -492,8 +505,15 @@ where
                     // worker could not forward the tree messages it had just sent them.
                     let wait = Duration::from_nanos(u.max(1).saturating_mul(self.p.tick_ns));
                     ops.busy_until = Instant::now().max(self.now) + wait;
-                    ops.trace
-                        .note(self.p.job, ops.rank, seq, "wait", ops.rank, "", self.p.epoch);
+                    ops.trace.note(
+                        self.p.job,
+                        ops.rank,
+                        seq,
+                        "wait",
+                        ops.rank,
+                        "",
+                        trace::now(self.p.epoch),
+                    );
                     return None;
                 }
                 Action::Wait => {
