@@ -415,18 +415,19 @@ where
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.sends_log.clear();
-        self.nodes.clear();
-        for r in 0..n {
-            let node = P::new(&self.cx(shared, r, 0));
-            self.nodes.push(node);
-        }
         self.slots.clear();
         self.slots.extend(self.death.iter().map(|&d| Slot::new(d)));
         // Read only where a slot says `delivered`: allocated once, never cleared.
         self.delivered_at.resize(n as usize, Time::MAX);
         let fd = shared.uses_failure_detector();
         self.fd = fd;
+        // Each process is created and started in one step, while its state is in cache (an
+        // event at time 0 touches its own process's state and the slots only, so the
+        // processes above it need not exist yet).
+        self.nodes.clear();
         for r in 0..n {
+            let node = P::new(&self.cx(shared, r, 0));
+            self.nodes.push(node);
             let d = self.slots[r as usize].death;
             if d == 0 {
                 self.log(0, r, "dead", r, "");
