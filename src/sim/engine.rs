@@ -70,10 +70,10 @@ impl Dest {
     }
 }
 
-/// An event. Both stages of a message are one variant ([`Dest`] tells them apart), so that the
-/// message's own niche can hold the event's tag: for most protocols an event is then 16 bytes,
-/// not 20 (a broadcast at 2^20 processes holds about four instants of a million receives each
-/// in the calendar at once).
+/// An event. Both stages of a message are one variant ([`Dest`] tells them apart), so that a
+/// message type with a spare niche holds the event's tag: a corrected tree's event (`C = 0`) is
+/// 16 bytes, not 20 (a broadcast at 2^20 processes holds about four instants of a million
+/// receives each in the calendar at once).
 #[derive(Clone, Copy, Debug)]
 enum Ev<M> {
     Msg { to: Dest, from: Rank, msg: M },
