@@ -44,24 +44,41 @@ pub enum Receives {
     Parallel,
 }
 
+/// A message event's receiver and stage: the top bit marks a message that has only reached
+/// its receiver's port (noisy or shared-cores mode: its receive is scheduled then), a clear
+/// one a receive that completes. Ranks are below 2^31 ([`Engine::new`]).
+#[derive(Clone, Copy, Debug)]
+struct Dest(u32);
+
+impl Dest {
+    const ARRIVE: u32 = 1 << 31;
+
+    fn recv(to: Rank) -> Self {
+        Self(to)
+    }
+
+    fn arrive(to: Rank) -> Self {
+        Self(to | Self::ARRIVE)
+    }
+
+    fn rank(self) -> Rank {
+        self.0 & !Self::ARRIVE
+    }
+
+    fn arrived(self) -> bool {
+        self.0 & Self::ARRIVE != 0
+    }
+}
+
+/// An event. Both stages of a message are one variant ([`Dest`] tells them apart), so that a
+/// message type with a spare niche holds the event's tag: a corrected tree's event (`C = 0`) is
+/// 16 bytes, not 20 (a broadcast at 2^20 processes holds about four instants of a million
+/// receives each in the calendar at once).
 #[derive(Clone, Copy, Debug)]
 enum Ev<M> {
-    Recv {
-        to: Rank,
-        from: Rank,
-        msg: M,
-    },
-    /// Noisy mode: the message reached `to`'s receive port (its receive is scheduled now).
-    Arrive {
-        to: Rank,
-        from: Rank,
-        msg: M,
-    },
+    Msg { to: Dest, from: Rank, msg: M },
     Timer(Rank),
-    Suspect {
-        node: Rank,
-        peer: Rank,
-    },
+    Suspect { node: Rank, peer: Rank },
     Die(Rank),
 }
 
@@ -115,6 +132,7 @@ struct Slot {
 }
 
 const _: () = assert!(size_of::<Slot>() == 32);
+const _: () = assert!(size_of::<Ev<crate::protocol::bcast::corrected_tree::TreeMsg<0>>>() == 16);
 
 impl Slot {
     fn new(death: Time) -> Self {
@@ -166,8 +184,9 @@ impl<P: Protocol> Engine<P>
 where
     P::Shared: SharedInfo,
 {
-    /// An engine for `n >= 1` processes with LogP or LogGP parameters.
+    /// An engine for `1 <= n <= 2^31` processes with LogP or LogGP parameters.
     pub fn new(n: u32, logp: impl Into<LogGP>) -> Self {
+        assert!(n <= Dest::ARRIVE, "at most 2^31 processes");
         let logp: LogGP = logp.into();
         let len = n as usize;
         Self {
@@ -337,7 +356,14 @@ where
                 st.quiescence = st.quiescence.max(sent.end);
                 if self.core.timing.noisy() || core.is_some() {
                     // The receive takes the receiver's port (and core) when the message arrives.
-                    self.core.cal.push(sent.arrive, Ev::Arrive { to, from: r, msg });
+                    self.core.cal.push(
+                        sent.arrive,
+                        Ev::Msg {
+                            to: Dest::arrive(to),
+                            from: r,
+                            msg,
+                        },
+                    );
                 } else {
                     let ti = to as usize;
                     match self.receives {
@@ -346,12 +372,23 @@ where
                             if self.slots[ti].death > sent.arrive {
                                 self.slots[ti].recv_free = free;
                             }
-                            self.core.cal.push(end, Ev::Recv { to, from: r, msg });
+                            self.core.cal.push(
+                                end,
+                                Ev::Msg {
+                                    to: Dest::recv(to),
+                                    from: r,
+                                    msg,
+                                },
+                            );
                         }
-                        Receives::Parallel => self
-                            .core
-                            .cal
-                            .push(sent.arrive + self.core.timing.or(), Ev::Recv { to, from: r, msg }),
+                        Receives::Parallel => self.core.cal.push(
+                            sent.arrive + self.core.timing.or(),
+                            Ev::Msg {
+                                to: Dest::recv(to),
+                                from: r,
+                                msg,
+                            },
+                        ),
                     }
                 }
                 if self.fd {
@@ -378,18 +415,19 @@ where
         let mut st = RunStats::default();
         faults.draw(n, &mut rng, &mut self.death, &mut self.scratch);
         self.sends_log.clear();
-        self.nodes.clear();
-        for r in 0..n {
-            let node = P::new(&self.cx(shared, r, 0));
-            self.nodes.push(node);
-        }
         self.slots.clear();
         self.slots.extend(self.death.iter().map(|&d| Slot::new(d)));
         // Read only where a slot says `delivered`: allocated once, never cleared.
         self.delivered_at.resize(n as usize, Time::MAX);
         let fd = shared.uses_failure_detector();
         self.fd = fd;
+        // Each process is created and started in one step, while its state is in cache (an
+        // event at time 0 touches its own process's state and the slots only, so the
+        // processes above it need not exist yet).
+        self.nodes.clear();
         for r in 0..n {
+            let node = P::new(&self.cx(shared, r, 0));
+            self.nodes.push(node);
             let d = self.slots[r as usize].death;
             if d == 0 {
                 self.log(0, r, "dead", r, "");
@@ -415,25 +453,37 @@ where
                 Item::Early(ev) => ev,
             };
             match ev {
-                Ev::Arrive { to, from, msg } => {
+                Ev::Msg { to, from, msg } if to.arrived() => {
                     // Noisy or shared-cores mode: the receive port is taken in arrival order.
+                    let to = to.rank();
                     let i = to as usize;
                     let queued = self.receives == Receives::Queued;
                     let alive = self.slots[i].death > t;
                     let port = if queued { self.slots[i].recv_free } else { 0 };
                     let core = self.core(to).filter(|_| alive);
-                    let Some(Ev::Arrive { to, from, msg }) =
-                        self.core.at_turn(core, to, t, port, Ev::Arrive { to, from, msg })
-                    else {
+                    let ev = Ev::Msg {
+                        to: Dest::arrive(to),
+                        from,
+                        msg,
+                    };
+                    let Some(Ev::Msg { from, msg, .. }) = self.core.at_turn(core, to, t, port, ev) else {
                         continue;
                     };
                     let (end, free) = self.core.timing.receive(core, to, t, port);
                     if queued && alive {
                         self.slots[i].recv_free = free;
                     }
-                    self.core.cal.push(end, Ev::Recv { to, from, msg });
+                    self.core.cal.push(
+                        end,
+                        Ev::Msg {
+                            to: Dest::recv(to),
+                            from,
+                            msg,
+                        },
+                    );
                 }
-                Ev::Recv { to, from, msg } => {
+                Ev::Msg { to, from, msg } => {
+                    let to = to.rank();
                     let i = to as usize;
                     if self.slots[i].death <= t {
                         self.log(t, to, "lost", from, msg.label());
