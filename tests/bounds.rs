@@ -35,12 +35,20 @@ fn refused(args: &[&str], parts: &[&str]) {
 #[test]
 fn sim_nodes_past_memory_are_refused() {
     refused(
-        &["sim", "--nodes", "4294967295", "--no-progress"],
+        &["sim", "--nodes", "2000000000", "--no-progress"],
         &[
-            "--nodes 4294967295 needs about",
+            "--nodes 2000000000 needs about",
             "for the simulator",
             "this machine has",
         ],
+    );
+}
+
+#[test]
+fn sim_nodes_past_what_the_engine_holds_are_refused_whatever_the_memory() {
+    refused(
+        &["sim", "--nodes", "4294967295", "--no-progress"],
+        &["--nodes 4294967295: the simulator holds at most 2147483648 processes"],
     );
 }
 

@@ -102,6 +102,10 @@ pub fn footprint(setup: &Setup) -> u64 {
 /// Refuses a setup this host's memory cannot hold, before anything is allocated.
 pub fn check_fits(setup: &Setup) -> Result<(), String> {
     let ex = &setup.experiment;
+    let max = Engine::<CorrectedTree<0>>::MAX_PROCESSES;
+    if ex.n > max {
+        return Err(format!("--nodes {}: the simulator holds at most {max} processes", ex.n));
+    }
     let threads = ex.threads.max(1).min(ex.runs.max(1) as usize);
     let what = format!(
         "the simulator ({threads} thread{})",

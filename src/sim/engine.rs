@@ -184,9 +184,13 @@ impl<P: Protocol> Engine<P>
 where
     P::Shared: SharedInfo,
 {
-    /// An engine for `1 <= n <= 2^31` processes with LogP or LogGP parameters.
+    /// The most processes an engine holds (a message event's receiver keeps its top bit).
+    pub const MAX_PROCESSES: u32 = Dest::ARRIVE;
+
+    /// An engine for `1 <= n <= 2^31` processes ([`Engine::MAX_PROCESSES`]; callers refuse more
+    /// with an error first) with LogP or LogGP parameters.
     pub fn new(n: u32, logp: impl Into<LogGP>) -> Self {
-        assert!(n <= Dest::ARRIVE, "at most 2^31 processes");
+        assert!(n <= Self::MAX_PROCESSES, "at most 2^31 processes");
         let logp: LogGP = logp.into();
         let len = n as usize;
         Self {
