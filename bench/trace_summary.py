@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Summarizes a message trace: `ftcoll bench --trace FILE` (columns op,time_ns,node,event,peer,label)
+or `ftcoll sim --trace FILE` (time,node,event,peer,label). For each (node, event, peer, label), in
+order of its median time: how many operations had it, and its median, 10th and 90th percentile time
+from the operation's start (a sim trace is one run: its times as they are).
+
+usage: bench/trace_summary.py TRACE.csv [MODEL.csv]   (with MODEL.csv: the model's time beside each row)
+"""
+import collections
+import csv
+import statistics
+import sys
+
+
+def load(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        sys.exit(f"trace_summary: {path} has no rows")
+    time = "time_ns" if "time_ns" in rows[0] else "time"
+    if time not in rows[0] or "event" not in rows[0]:
+        sys.exit(f"trace_summary: {path} is not a bench or sim trace (no time or event column)")
+    by = collections.defaultdict(list)
+    for r in rows:
+        by[(int(r["node"]), r["event"], int(r["peer"]), r["label"])].append(int(r[time]))
+    ops = len({r["op"] for r in rows}) if "op" in rows[0] else 1
+    return by, ops
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__.strip().splitlines()[-1])
+    by, ops = load(sys.argv[1])
+    model = load(sys.argv[2])[0] if len(sys.argv) == 3 else {}
+    print(f"{ops} operations")
+    head = f"{'node':>4} {'event':>8} {'peer':>4} {'label':>6} {'ops':>6} {'p10':>8} {'p50':>8} {'p90':>8}"
+    print(head + (f" {'model':>8}" if model else ""))
+    for key, v in sorted(by.items(), key=lambda kv: statistics.median(kv[1])):
+        v.sort()
+        node, event, peer, label = key
+        line = f"{node:>4} {event:>8} {peer:>4} {label:>6} {len(v):>6} {v[len(v) // 10]:>8} {statistics.median(v):>8.0f} {v[9 * len(v) // 10]:>8}"
+        if model:
+            m = model.get(key)
+            line += f" {min(m):>8}" if m else f" {'-':>8}"
+        print(line)
+
+
+main()
