@@ -12,24 +12,38 @@ import statistics
 import sys
 
 
+def fail(message):
+    """Bad input: one line on stderr, exit code 2."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def load(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        fail(f"trace_summary: cannot read {path}: {e.strerror}")
+    except (csv.Error, UnicodeDecodeError) as e:
+        fail(f"trace_summary: {path} is not a CSV trace: {e}")
     if not rows:
-        sys.exit(f"trace_summary: {path} has no rows")
+        fail(f"trace_summary: {path} has no rows")
     time = "time_ns" if "time_ns" in rows[0] else "time"
     if time not in rows[0] or "event" not in rows[0]:
-        sys.exit(f"trace_summary: {path} is not a bench or sim trace (no time or event column)")
+        fail(f"trace_summary: {path} is not a bench or sim trace (no time or event column)")
     by = collections.defaultdict(list)
-    for r in rows:
-        by[(int(r["node"]), r["event"], int(r["peer"]), r["label"])].append(int(r[time]))
+    for i, r in enumerate(rows, start=2):
+        try:
+            by[(int(r["node"]), r["event"], int(r["peer"]), r["label"])].append(int(r[time]))
+        except (KeyError, TypeError, ValueError):
+            fail(f"trace_summary: {path} line {i}: not a trace row")
     ops = len({r["op"] for r in rows}) if "op" in rows[0] else 1
     return by, ops
 
 
 def main():
     if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__.strip().splitlines()[-1])
+        fail(__doc__.strip().splitlines()[-1])
     by, ops = load(sys.argv[1])
     model = load(sys.argv[2])[0] if len(sys.argv) == 3 else {}
     print(f"{ops} operations")

@@ -1,0 +1,84 @@
+//! `bench/trace_summary.py`, which reads `bench --trace` and `sim --trace` files: each event's
+//! times over the operations, the model's beside them; bad input is one line and a non-zero
+//! exit. Skipped (said so) without python3.
+
+use std::path::Path;
+use std::process::Command;
+
+fn python() -> bool {
+    let ok = Command::new("python3").arg("--version").output().is_ok();
+    if !ok {
+        eprintln!("skipped: python3 is not installed");
+    }
+    ok
+}
+
+fn summary(args: &[&Path]) -> (i32, String, String) {
+    let out = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/trace_summary.py"))
+        .args(args)
+        .output()
+        .expect("run python3");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_bench_trace_is_summarized_beside_the_models_run() {
+    if !python() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ftcoll-trace-summary-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("model.csv");
+    let st = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
+        .args([
+            "sim",
+            "--nodes",
+            "4",
+            "--runs",
+            "1",
+            "--faults",
+            "0",
+            "--correction",
+            "none",
+        ])
+        .args(["--os", "1000", "--or", "500", "--L", "200", "--no-progress", "--trace"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    // Two operations of a 2-node run, as `bench --trace` writes them.
+    let measured = dir.join("measured.csv");
+    std::fs::write(
+        &measured,
+        "op,time_ns,node,event,peer,label\n\
+         7,0,0,start,0,\n7,10,0,send,1,tree\n7,1800,1,recv,0,tree\n\
+         8,0,0,start,0,\n8,12,0,send,1,tree\n8,1600,1,recv,0,tree\n",
+    )
+    .unwrap();
+    let (rc, out, err) = summary(&[&measured, &model]);
+    assert_eq!(rc, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "2 operations", "{out}");
+    // Node 1's receive: both operations, median 1700, the model's 1000 + 200 + 500.
+    let recv: Vec<&str> = lines
+        .iter()
+        .find(|l| l.split_whitespace().take(4).eq(["1", "recv", "0", "tree"]))
+        .unwrap_or_else(|| panic!("{out}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(recv[4..], ["2", "1600", "1700", "1800", "1700"], "{out}");
+    // The start has no model row; rows come in order of their median.
+    assert!(
+        lines[2].contains("start") && lines[2].trim_end().ends_with('-'),
+        "{out}"
+    );
+    let (rc, _, err) = summary(&[&dir.join("missing.csv")]);
+    assert_eq!(rc, 2);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
