@@ -82,3 +82,80 @@ fn a_bench_trace_is_summarized_beside_the_models_run() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Runs `bench/trace_vs_model.sh args…` with this build's binary unless `-b` is given.
+fn trace_vs_model(args: &[&str]) -> (i32, String, String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut c = Command::new("bash");
+    c.arg(root.join("bench/trace_vs_model.sh")).current_dir(root);
+    if !args.contains(&"-b") {
+        c.args(["-b", env!("CARGO_BIN_EXE_ftcoll")]);
+    }
+    let out = c.args(args).output().expect("run bash");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn trace_vs_model_without_a_binary_is_one_line_and_exit_2() {
+    let (rc, _, err) = trace_vs_model(&["-b", "/nonexistent/ftcoll"]);
+    assert_eq!(rc, 2, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--features trace"), "{err}");
+}
+
+/// Without the feature the script stops at bench's refusal, which says how to build.
+#[cfg(not(feature = "trace"))]
+#[test]
+fn trace_vs_model_with_a_binary_without_the_trace_feature_says_how_to_build_one() {
+    if !python() {
+        return;
+    }
+    let (rc, _, err) = trace_vs_model(&["--", "--nodes", "2", "--iterations", "10"]);
+    assert_ne!(rc, 0);
+    assert!(err.contains("cargo build --release --features trace"), "{err}");
+}
+
+/// With the feature (`cargo test --features trace`): a real run's trace beside the model's
+/// operation, every node's receive with the model's time.
+#[cfg(feature = "trace")]
+#[test]
+fn trace_vs_model_prints_a_real_runs_messages_beside_the_models() {
+    if !python() {
+        return;
+    }
+    let (rc, out, err) = trace_vs_model(&[
+        "-a",
+        "--correction none",
+        "--",
+        "--nodes",
+        "4",
+        "--transport",
+        "inproc",
+        "--iterations",
+        "200",
+        "--warmup",
+        "20",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.starts_with("model: ftcoll sim --nodes 4 --os "), "{out}");
+    assert!(out.contains("\n200 operations\n"), "{out}");
+    for (node, from) in [(1, 0), (2, 0), (3, 1)] {
+        let row: Vec<&str> = out
+            .lines()
+            .find(|l| {
+                l.split_whitespace()
+                    .take(4)
+                    .eq([node.to_string(), "recv".into(), from.to_string(), "tree".into()])
+            })
+            .unwrap_or_else(|| panic!("no receive of node {node}: {out}"))
+            .split_whitespace()
+            .collect();
+        assert_eq!(row[4], "200", "{out}");
+        let model: u64 = row[8].parse().unwrap_or_else(|_| panic!("no model time: {out}"));
+        assert!(model > 0, "{out}");
+    }
+}
