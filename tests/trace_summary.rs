@@ -13,16 +13,21 @@ fn python() -> bool {
     ok
 }
 
-fn summary(args: &[&Path]) -> (i32, String, String) {
-    let out = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/trace_summary.py"))
-        .args(args)
-        .output()
-        .expect("run python3");
+/// Runs `c`: (exit code, stdout, stderr).
+fn outcome(c: &mut Command) -> (i32, String, String) {
+    let out = c.output().expect("run the script");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn summary(args: &[&Path]) -> (i32, String, String) {
+    outcome(
+        Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/trace_summary.py"))
+            .args(args),
     )
 }
 
@@ -91,12 +96,7 @@ fn trace_vs_model(args: &[&str]) -> (i32, String, String) {
     if !args.contains(&"-b") {
         c.args(["-b", env!("CARGO_BIN_EXE_ftcoll")]);
     }
-    let out = c.args(args).output().expect("run bash");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outcome(c.args(args))
 }
 
 #[test]

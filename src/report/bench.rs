@@ -516,17 +516,19 @@ pub fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result
 /// whether nodes could not keep every row.
 pub fn write_trace(f: &mut std::fs::File, path: &std::path::Path, from: u64) -> Result<(), String> {
     let (rows, lost) = trace::take();
+    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let mut bytes = Vec::new();
-    let ops = trace::write_csv(&rows, from, &mut bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    crate::report::output::replace_contents(f, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let ops = trace::write_csv(&rows, from, &mut bytes).map_err(cannot)?;
+    crate::report::output::replace_contents(f, &bytes).map_err(cannot)?;
     eprintln!(
         "trace: {ops} operations from operation {from} written to {}",
         path.display()
     );
     if lost > 0 {
         eprintln!(
-            "trace: {lost} rows not kept (at most {} per node): the last operations are incomplete",
-            trace::MAX_ROWS_PER_NODE
+            "trace: {lost} rows not kept (at most {} per node, {} in all): the last operations are incomplete",
+            trace::MAX_ROWS_PER_NODE,
+            trace::MAX_ROWS
         );
     }
     Ok(())
