@@ -346,13 +346,10 @@ fn procs_mode_survives_a_sigkill() {
     );
     assert_eq!(v["agreements"], 320, "every agreement returned at the survivors: {v}");
     // The node processes report all their transport's counters: the killed process's closed
-    // port refused datagrams the survivors sent it.
+    // port refused a datagram a survivor had in flight to it (DATA not yet acknowledged, or
+    // the PROBE an earlier refusal triggered), and the ICMP error's quote of it proved it.
     let c = &v["transport_counters"];
-    assert!(
-        c["refused"].as_u64().unwrap() >= c["refused_probes"].as_u64().unwrap(),
-        "{v}"
-    );
-    assert!(c["refused"].as_u64().unwrap() >= 1, "{v}");
+    assert!(c["refused_probes"].as_u64().unwrap() >= 1, "{v}");
     let classes = class_names(&v);
     assert!(classes.contains(&"failure-detecting"), "{v}");
     assert!(classes.contains(&"post-failure"), "{v}");

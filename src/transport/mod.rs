@@ -78,8 +78,9 @@ pub struct TransportStats {
     /// ICMP port-unreachable hints for a peer that had answered before: each starts a probe;
     /// the peer is suspected only if it stays silent for the probe timeout.
     pub refused: u64,
-    /// Peers suspected at once because an ICMP error quoted this endpoint's own PROBE to them,
-    /// byte for byte (the kernel refused it: their port is closed).
+    /// Peers suspected at once because an ICMP error quoted a datagram this endpoint had in
+    /// flight to them, byte for byte: its PROBE, or the header of an unacknowledged DATA
+    /// datagram (the kernel refused it: their port is closed).
     pub refused_probes: u64,
     /// Datagrams whose MAC did not verify (wrong key, forged, corrupted).
     pub bad_mac: u64,

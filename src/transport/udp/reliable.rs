@@ -140,6 +140,13 @@ pub struct Reliable {
 }
 
 impl Reliable {
+    /// The header of DATA `seq` to `p` as last sent, while unacknowledged (tests).
+    #[cfg(test)]
+    pub(crate) fn data_header(&self, p: u32, seq: u64) -> &[u8] {
+        let at = self.tx_index(p as usize, seq) * MAX_DATAGRAM;
+        &self.tx_buf[at..at + HEADER_LEN]
+    }
+
     /// The FENCE or PROBE last written for `p`, as sent (tests).
     #[cfg(test)]
     pub(crate) fn control_datagram(&self, p: u32) -> &[u8] {

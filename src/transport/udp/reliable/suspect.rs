@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::{Peer, Queued, Reliable};
-use crate::transport::udp::header::{Header, KIND_FENCE, KIND_PROBE, seal};
+use crate::transport::udp::header::{HEADER_LEN, Header, KIND_DATA, KIND_FENCE, KIND_PROBE, MAX_DATAGRAM, seal};
 
 impl Reliable {
     /// How long `peer` may stay silent before it is suspected (besides the retransmission
@@ -123,13 +123,18 @@ impl Reliable {
     }
 
     /// The kernel says a datagram to `addr` met a closed port (see `udp/icmp.rs`); `quoted` is
-    /// the refused datagram as the error quotes it. Forgeable, so at first only a hint: a peer
+    /// the refused datagram as the error quotes it. Forgeable, so by itself only a hint: a peer
     /// heard from before is probed at once (a PROBE, sealed like every datagram of the run and
     /// numbered, asks for an ACK) and suspected if nothing authentic comes from it within
-    /// `probe_timeout`. An error that quotes that very PROBE, byte for byte, is the kernel
-    /// refusing it: the peer's port is closed, and it is suspected at once. A third party
-    /// cannot forge that quote without having seen the PROBE (its number and MAC are new each
-    /// time), and one who sees the traffic can stop it anyway, which silence detects too.
+    /// `probe_timeout`. An error that quotes, byte for byte, a datagram this endpoint has in
+    /// flight to that peer (the PROBE, or the header of a DATA datagram not yet acknowledged,
+    /// as last sent) is the kernel refusing it: the peer's port is closed, and it is suspected
+    /// at once, one round trip sooner than through a PROBE when the refused datagram was DATA
+    /// (a heartbeat to a dead neighbour, say). A third party cannot forge that quote without
+    /// having seen the datagram (a PROBE's number and every datagram's MAC are new each time;
+    /// a DATA header's MAC covers its sequence number and payload), and one who sees the
+    /// traffic can stop it anyway, which silence detects too. Without a job key nothing is
+    /// authenticated, the PROBE no more than the DATA.
     pub fn on_refused(&mut self, addr: SocketAddr, quoted: &[u8], now: Instant) {
         let Some(&r) = self.addr_rank.get(&addr) else {
             return;
@@ -139,18 +144,36 @@ impl Reliable {
         if p == self.rank as usize || !peer.heard || peer.suspected || self.fenced_by.is_some() {
             return;
         }
-        if peer.probe_due.is_some() {
-            if quoted == &self.ctl_buf[p][..] {
-                self.probing.retain(|&q| q != r);
-                self.stats.refused_probes += 1;
-                self.suspect(p, now);
-            }
+        let probed = peer.probe_due.is_some();
+        if (probed && quoted == &self.ctl_buf[p][..]) || self.quotes_data_in_flight(p, quoted) {
+            self.probing.retain(|&q| q != r);
+            self.stats.refused_probes += 1;
+            self.suspect(p, now);
+            return;
+        }
+        if probed {
             return;
         }
         self.peers[p].probe_due = Some(now + self.cfg.probe_timeout);
         self.probing.push(r);
         self.stats.refused += 1;
         self.send_control(p, KIND_PROBE);
+    }
+
+    /// Whether `quoted` is, byte for byte, the header of a DATA datagram to `p` still
+    /// unacknowledged, as last sent (a retransmission rewrites its ACK fields and seals it
+    /// anew; a slot is reused only once its datagram is acknowledged).
+    fn quotes_data_in_flight(&self, p: usize, quoted: &[u8]) -> bool {
+        if quoted.len() != HEADER_LEN || quoted[5] != KIND_DATA {
+            return false;
+        }
+        let seq = u64::from_le_bytes(quoted[24..32].try_into().expect("8 bytes"));
+        let peer = &self.peers[p];
+        if seq < peer.snd_una || seq >= peer.next_seq {
+            return false;
+        }
+        let at = self.tx_index(p, seq) * MAX_DATAGRAM;
+        quoted == &self.tx_buf[at..at + HEADER_LEN]
     }
 
     /// Suspects the probed peers whose deadline passed in silence.

@@ -242,9 +242,9 @@ fn authenticated_endpoint_checks_the_mac_first_and_counts_each_reason() {
 fn a_closed_peer_port_is_suspected_quickly_but_only_after_it_answered() {
     // Rank 2 never answers (bound, then closed before anything is sent): no quick suspicion
     // for a port never heard from. Rank 1 answers once, then its socket closes: the next
-    // datagram to it draws an ICMP port unreachable, a hint: rank 1 is probed, and the
-    // kernel refuses the PROBE too, quoting it: rank 1 is suspected at once, long before the
-    // probe's deadline or the retransmission timeouts (all set far away to tell them apart).
+    // datagram to it draws an ICMP port unreachable that quotes it, DATA still in flight:
+    // rank 1 is suspected at once, without a PROBE, long before the probe's deadline or the
+    // retransmission timeouts (all set far away to tell them apart).
     let cfg = UdpConfig {
         rto_initial: Duration::from_secs(5),
         rto_min: Duration::from_secs(5),
@@ -279,7 +279,36 @@ fn a_closed_peer_port_is_suspected_quickly_but_only_after_it_answered() {
     }
     assert_eq!(suspects, vec![1], "after {:?}", start.elapsed());
     assert!(start.elapsed() < MS(500), "{:?}", start.elapsed());
-    assert_eq!((a.stats().refused, a.stats().refused_probes), (1, 1), "{:?}", a.stats());
+    assert_eq!((a.stats().refused, a.stats().refused_probes), (0, 1), "{:?}", a.stats());
+}
+
+#[test]
+fn an_icmp_error_quoting_data_in_flight_suspects_at_once_and_other_data_quotes_are_hints() {
+    // The quote of a DATA header this endpoint has in flight, byte for byte, proves the port
+    // refused it (its MAC covers the sequence number and payload); the quote of DATA already
+    // acknowledged (a replay) or of altered bytes is a hint, which the live peer's answer to
+    // the PROBE clears.
+    let (mut eps, addr1, mut got) = heard_pair(MS(300));
+    let (a, b) = eps.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    let acked = a.core.data_header(1, 0).to_vec();
+    a.core.on_refused(addr1, &acked, Instant::now());
+    assert!(!a.is_suspected(1));
+    assert!(pump(&mut [&mut *a, &mut *b], &mut got, MS(2_000), |e, _| e[0]
+        .core
+        .probing
+        .is_empty()));
+    a.send(1, b"in flight", Instant::now()).unwrap();
+    let mut altered = a.core.data_header(1, 1).to_vec();
+    altered[HEADER_LEN - 1] ^= 1;
+    a.core.on_refused(addr1, &altered, Instant::now());
+    a.core.on_refused(addr1, &altered[..32], Instant::now());
+    assert!(!a.is_suspected(1));
+    assert_eq!((a.stats().refused, a.stats().refused_probes), (2, 0), "{:?}", a.stats());
+    let in_flight = a.core.data_header(1, 1).to_vec();
+    a.core.on_refused(addr1, &in_flight, Instant::now());
+    assert!(a.is_suspected(1), "{:?}", a.stats());
+    assert_eq!((a.stats().refused, a.stats().refused_probes), (2, 1), "{:?}", a.stats());
 }
 
 /// What each endpoint of a test received: (sender, bytes) per rank.
