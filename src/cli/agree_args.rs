@@ -1,7 +1,7 @@
 //! The flags of `ftcoll agree` (simulated with `--sim`, else on the network) and the values
 //! `stress agree` shares.
 
-use crate::runtime::agree::{DEFAULT_HEARTBEAT, DEFAULT_SUSPECT_AFTER};
+use crate::runtime::agree::DEFAULT_SUSPECT_AFTER;
 use clap::{Args, ValueEnum};
 
 /// The agreed value's type and `F`.
@@ -71,10 +71,11 @@ pub struct AgreeArgs {
     #[arg(long = "no-pin")]
     pub no_pin: bool,
     /// Network benchmark: heartbeat period to tree neighbours, µs. A node blocked on a dead
-    /// neighbour probes it this soon (a closed port then answers with ICMP at once); a link
-    /// that carries agreements needs none, so busy runs send almost no heartbeats.
-    #[arg(long = "heartbeat-us", default_value_t = DEFAULT_HEARTBEAT.as_micros() as u64)]
-    pub heartbeat_us: u64,
+    /// neighbour probes it after half a period (a closed port then answers with ICMP at once);
+    /// a link that carries agreements needs none, so busy runs send few heartbeats [default:
+    /// 50 when every node has a core of its own (and with --join), 100 when nodes share cores].
+    #[arg(long = "heartbeat-us")]
+    pub heartbeat_us: Option<u64>,
     /// Network benchmark: a neighbour silent this long is suspected, ms.
     #[arg(long = "suspect-ms", default_value_t = DEFAULT_SUSPECT_AFTER.as_millis() as u64)]
     pub suspect_ms: u64,

@@ -46,7 +46,7 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
     if a.window != 1 {
         return Err("the network benchmark runs blocking agreements: --window must be 1".into());
     }
-    if a.heartbeat_us == 0 || a.suspect_ms == 0 {
+    if a.heartbeat_us == Some(0) || a.suspect_ms == 0 {
         return Err("--heartbeat-us and --suspect-ms must be positive".into());
     }
     if a.agreements == 0 {
@@ -60,7 +60,7 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
     }
     let shape: Shape = a.tree.parse()?;
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
-    Ok(AgreeBench {
+    let mut b = AgreeBench {
         n: a.nodes,
         era: EraConfig {
             shape,
@@ -84,11 +84,16 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
         duration: a.duration.map(Duration::from_secs),
         kills: a.kill.as_deref().map(parse_kills).transpose()?.unwrap_or_default(),
         stalls: a.stall.as_deref().map(parse_stalls).transpose()?.unwrap_or_default(),
-        heartbeat: Duration::from_micros(a.heartbeat_us),
+        heartbeat: crate::runtime::agree::DEFAULT_HEARTBEAT,
         suspect_after: Duration::from_millis(a.suspect_ms),
         op_timeout: Duration::from_millis(a.op_timeout_ms),
         seed: a.seed,
-    })
+    };
+    b.heartbeat = match a.heartbeat_us {
+        Some(us) => Duration::from_micros(us),
+        None => crate::experiment::agree_local::default_heartbeat(&b, a.procs, a.join.is_some(), cores),
+    };
+    Ok(b)
 }
 
 /// With `--join`: this process's part of the launched run. The job key comes from

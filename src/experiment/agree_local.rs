@@ -5,8 +5,25 @@
 
 use crate::group::{AgreeStream, Group, GroupError};
 use crate::runtime::TransportKind;
-use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport, validate};
+use std::time::Duration;
+
+use crate::experiment::agree_predict::model_cores;
+use crate::runtime::agree::{
+    AgreeBench, AgreeBenchReport, AgreeTransport, DEDICATED_HEARTBEAT, DEFAULT_HEARTBEAT, validate,
+};
 use crate::runtime::cluster::PollMode;
+
+/// The heartbeat period of a run not given one: [`DEDICATED_HEARTBEAT`] when every node has a
+/// core of its own (a `--join` run's nodes each have a host), [`DEFAULT_HEARTBEAT`] when they
+/// share cores, as the model's processor sharing decides it ([`model_cores`]: a thread run's
+/// workers fewer than its nodes, or a `--procs` run's processes more than the host's cores).
+pub fn default_heartbeat(b: &AgreeBench, procs: bool, joined: bool, host_cores: usize) -> Duration {
+    if joined || model_cores(b, procs, host_cores).is_none() {
+        DEDICATED_HEARTBEAT
+    } else {
+        DEFAULT_HEARTBEAT
+    }
+}
 
 /// Runs `b` (a `--duration` run for its time, else `warmup + iterations` agreements).
 /// Errors (bad flags, a port in use, no sockets) are one line.
@@ -80,5 +97,34 @@ mod tests {
             .expect("runs");
         assert_eq!((r.unfinished, r.disagreements), (0, 0));
         assert!(r.agreements > 5, "the survivor went on alone: {}", r.agreements);
+    }
+    /// Without `--heartbeat-us` a run whose nodes each have a core probes a waiting neighbour
+    /// twice as often as one whose nodes share cores (where a heartbeat takes a neighbour's
+    /// time); a `--join` run's nodes each have a host.
+    #[test]
+    fn the_default_heartbeat_is_shorter_where_every_node_has_a_core() {
+        let b = |n, workers| AgreeBench {
+            n,
+            era: EraConfig::default(),
+            transport: AgreeTransport::Udp,
+            workers,
+            pin: true,
+            warmup: 0,
+            iterations: 1,
+            duration: None,
+            kills: Vec::new(),
+            stalls: Vec::new(),
+            heartbeat: DEFAULT_HEARTBEAT,
+            suspect_after: Duration::from_millis(100),
+            op_timeout: Duration::from_secs(5),
+            seed: 3,
+        };
+        assert!(DEDICATED_HEARTBEAT < DEFAULT_HEARTBEAT);
+        assert_eq!(default_heartbeat(&b(8, 8), false, false, 16), DEDICATED_HEARTBEAT);
+        assert_eq!(default_heartbeat(&b(8, 2), false, false, 16), DEFAULT_HEARTBEAT);
+        assert_eq!(default_heartbeat(&b(8, 8), false, false, 2), DEFAULT_HEARTBEAT);
+        assert_eq!(default_heartbeat(&b(8, 1), true, false, 16), DEDICATED_HEARTBEAT);
+        assert_eq!(default_heartbeat(&b(8, 1), true, false, 4), DEFAULT_HEARTBEAT);
+        assert_eq!(default_heartbeat(&b(8, 1), false, true, 2), DEDICATED_HEARTBEAT);
     }
 }

@@ -36,9 +36,21 @@ pub(crate) use node::{Node, NodeInit};
 
 const JOB: u64 = 0xE4A0_A64E_E000_0001;
 
-/// The failure detector's heartbeat period to ERA tree neighbours of `ftcoll agree` and of a
-/// library group's agreements, by default.
+/// The failure detector's heartbeat period to ERA tree neighbours of a library group's
+/// agreements, and of `ftcoll agree` when its nodes share cores, by default.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_micros(100);
+
+/// The heartbeat period of `ftcoll agree` by default when every node has a core of its own.
+/// A node that waits on a neighbour it spoke to last heartbeats it after half a period, and a
+/// dead neighbour's closed port refuses that heartbeat at once, so the period bounds how soon
+/// a crash is found. On a lent 16-core machine (N = 8, kill 4@2500, three alternations) 50 µs
+/// took UDP's kill to the first successful agreement from 212–246 µs (100 µs) to 177–186 µs
+/// and inproc's from 135–143 to 85–112 µs, with the failure-free node p50 unchanged (UDP
+/// 22.6–25.0 against 22.1–25.5 µs). Where nodes share cores each heartbeat takes a
+/// neighbour's time: on 2 cores (N = 8, UDP) 50 µs sent 5–9× the heartbeats and raised the
+/// agreement p50 from 124–146 to 192–303 µs, so shared cores keep [`DEFAULT_HEARTBEAT`]
+/// (docs/measurements.md, "Kill to the first successful agreement").
+pub const DEDICATED_HEARTBEAT: Duration = Duration::from_micros(50);
 
 /// A neighbour silent this long is suspected, by default (the floor of the detector's
 /// adaptive bound).
