@@ -2,9 +2,9 @@
 //!
 //! A ring is made of 64-byte slots (one cache line each) and created the first time its sender
 //! sends to its receiver, so a job pays only for the pairs that talk (trees: O(n log n)).
-//! A message takes one slot of header and 56 bytes, then as many whole slots as the rest
-//! needs, all contiguous; the sender writes the payload, then publishes the header word with
-//! the slot's position in it. The receiver watches only that header word: a message of up to
+//! A message takes one slot of a header word and 56 bytes, then as many whole slots as the rest
+//! needs, all contiguous; the sender writes the payload, then publishes the header word (the
+//! slot's position and the message's length). The receiver watches only that header word: a message of up to
 //! 56 bytes crosses between cores as a single cache line, which is what shared-memory MPI
 //! transports do (Open MPI's per-peer FIFOs, MPICH's fastboxes). The receiver hands its read
 //! position back once per poll, so the sender rarely reads a line the receiver writes.
@@ -40,14 +40,34 @@ use peer_index::{NONE, PeerIndex};
 
 mod peer_index;
 
-/// Payload bytes in a message's first slot (word 0: position + 1, word 1: length).
-const FIRST: usize = 48;
+/// Payload bytes in a message's first slot (word 0: its header, [`header`]).
+const FIRST: usize = 56;
 /// The longest message that takes a single slot (one cache line from sender to receiver).
+/// A broadcast's 8-byte payload with its wire header and tree body is 49 bytes: with the
+/// length in a word of its own (48 bytes in the first slot) every such message took two lines.
 pub const ONE_SLOT: usize = FIRST;
 /// Payload bytes in each further slot (word 0: zero, never a valid header).
 const NEXT: usize = 56;
-/// The length word of a wrap marker: the rest of the lap is skipped.
-const WRAP: u64 = u64::MAX;
+/// The length of a wrap marker: the rest of the lap is skipped.
+const WRAP: u64 = 0xFFFF;
+/// A header's position field: the low 48 bits, holding the position modulo 2^47, plus one
+/// (never 0, so a further slot's zero word is never taken for a header). A slot is rewritten
+/// every lap, so a stale header never shows the position the receiver waits for.
+const POS_FIELD: u64 = (1 << 48) - 1;
+const _: () = assert!((MAX_PAYLOAD as u64) < WRAP);
+
+/// The header word of the message (or wrap marker) at position `pos` with `len` bytes: the
+/// length in the top 16 bits, [`tag`] below, published last.
+#[inline]
+const fn header(pos: u64, len: u64) -> u64 {
+    (len << 48) | tag(pos)
+}
+
+/// The position field a header at `pos` holds.
+#[inline]
+const fn tag(pos: u64) -> u64 {
+    (pos & ((1 << 47) - 1)) + 1
+}
 /// The fewest slots a ring has: two of the largest messages (with a wrap) must fit.
 pub const MIN_SLOTS: usize = 2 * slots_for(MAX_PAYLOAD);
 
@@ -356,7 +376,7 @@ impl InprocTransport {
             || if sh.direct {
                 self.rx
                     .iter()
-                    .any(|r| r.ring.slot(r.pos).0[0].load(Ordering::Acquire) == r.pos + 1)
+                    .any(|r| r.ring.slot(r.pos).0[0].load(Ordering::Acquire) & POS_FIELD == tag(r.pos))
             } else {
                 self.carry.iter().any(|&c| c != 0)
                     || sh.bells[me * sh.stride..me * sh.stride + sh.words]
@@ -371,14 +391,15 @@ impl InprocTransport {
         let mut left = false;
         for k in 0..=budget {
             let head = rx.ring.slot(rx.pos);
-            if head.0[0].load(Ordering::Acquire) != rx.pos + 1 {
+            let word = head.0[0].load(Ordering::Acquire);
+            if word & POS_FIELD != tag(rx.pos) {
                 break;
             }
             if k == budget {
                 left = true;
                 break;
             }
-            let len = head.0[1].load(Ordering::Relaxed);
+            let len = word >> 48;
             if len == WRAP {
                 let size = rx.ring.slots.len() as u64;
                 rx.pos += size - (rx.pos & (size - 1));
@@ -389,7 +410,7 @@ impl InprocTransport {
             let len = (len as usize).min(MAX_PAYLOAD);
             let out = &mut self.scratch[..len];
             let (lead, rest) = out.split_at_mut(len.min(FIRST));
-            load_words(&head.0[2..], lead);
+            load_words(&head.0[1..], lead);
             for (j, chunk) in rest.chunks_mut(NEXT).enumerate() {
                 load_words(&rx.ring.slot(rx.pos + 1 + j as u64).0[1..], chunk);
             }
@@ -418,9 +439,8 @@ fn write_message(ring: &Ring, head: u64, bytes: &[u8]) {
         slot.0[0].store(0, Ordering::Relaxed);
         store_words(&slot.0[1..], chunk);
     }
-    store_words(&first.0[2..], lead);
-    first.0[1].store(bytes.len() as u64, Ordering::Relaxed);
-    first.0[0].store(head + 1, Ordering::Release);
+    store_words(&first.0[1..], lead);
+    first.0[0].store(header(head, bytes.len() as u64), Ordering::Release);
 }
 
 /// Copies `bytes` into consecutive words (little-endian, the last one zero-padded).
@@ -510,8 +530,7 @@ impl Transport for InprocTransport {
         }
         if wrap > 0 {
             let marker = tx.ring.slot(tx.head);
-            marker.0[1].store(WRAP, Ordering::Relaxed);
-            marker.0[0].store(tx.head + 1, Ordering::Release);
+            marker.0[0].store(header(tx.head, WRAP), Ordering::Release);
             tx.head += wrap;
         }
         write_message(&tx.ring, tx.head, bytes);

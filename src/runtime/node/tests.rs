@@ -137,6 +137,12 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
     );
     assert_eq!(ctl.boards[0].get(0).unwrap().sent.load(Relaxed), 1, "counted after");
     let datagram = sent.lock().unwrap().pop().expect("the root sent to rank 1");
+    // An 8-byte broadcast's tree message crosses the in-process ring in one cache line.
+    assert!(
+        datagram.len() <= crate::transport::inproc::ONE_SLOT,
+        "{} bytes",
+        datagram.len()
+    );
     let mut leaf = Node::<CorrectedTree<0>>::new(1, n, Box::new(spy(1, vec![datagram])), hand(1), None, 1, None);
     leaf.step(&p, &ctl, Instant::now());
     assert_eq!(

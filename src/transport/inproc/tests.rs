@@ -73,6 +73,46 @@ fn inproc_backpressure_when_ring_full() {
 }
 
 #[test]
+fn a_message_of_up_to_56_bytes_takes_one_slot_and_57_take_two() {
+    // A ring of S slots holds S messages of ONE_SLOT bytes (one cache line each), and S / 2
+    // of one byte more.
+    let slots = MIN_SLOTS.next_power_of_two();
+    let now = Instant::now();
+    for (len, fits) in [(ONE_SLOT, slots), (ONE_SLOT + 1, slots / 2)] {
+        let (_net, mut ep) = InprocNet::new(2, 4);
+        let msg: Vec<u8> = (0..len).map(|k| k as u8 ^ 0x5A).collect();
+        let mut sent = 0;
+        while ep[0].send(1, &msg, now).is_ok() {
+            sent += 1;
+        }
+        assert_eq!(sent, fits, "{len}-byte messages");
+        let got = collect(&mut ep[1]);
+        assert_eq!(got.len(), fits);
+        assert!(got.iter().all(|(from, b)| *from == 0 && *b == msg));
+    }
+    assert_eq!(ONE_SLOT, 56);
+}
+
+#[test]
+fn a_header_names_its_position_never_as_zero_and_its_length_apart() {
+    // The position field holds the position modulo 2^47, plus one: never 0 (a further slot's
+    // zero word), distinct for positions a ring's length apart, and the length (a wrap
+    // marker's included) never reaches into it.
+    let lap = 1u64 << 47;
+    for pos in [0, 1, lap - 1, lap, lap + 1, 3 * lap - 1, u64::MAX] {
+        let t = tag(pos);
+        assert!(t != 0 && t <= POS_FIELD, "{pos}: {t}");
+        assert_eq!(header(pos, WRAP) & POS_FIELD, t);
+        assert_eq!(header(pos, MAX_PAYLOAD as u64) >> 48, MAX_PAYLOAD as u64);
+        for ring in [MIN_SLOTS as u64, 1 << 20] {
+            assert_ne!(tag(pos.wrapping_add(ring)), t, "{pos} and a ring later");
+        }
+    }
+    assert_eq!(tag(lap - 1), lap);
+    assert_eq!(tag(lap), 1);
+}
+
+#[test]
 fn inproc_ring_wraps_messages_of_every_size() {
     let (_net, mut ep) = InprocNet::new(2, MIN_SLOTS);
     let now = Instant::now();
