@@ -19,8 +19,8 @@
 //!             first: the rank)
 //! ```
 //!
-//! The compact form exists for the in-process transport, whose ring slot holds a 48-byte
-//! datagram: a failure-free agreement's UP and DOWN (a 64-bit value, no failures, the returned
+//! The compact form exists for the in-process transport, whose ring slot holds a 56-byte
+//! datagram (48 bytes when the compact form was made): a failure-free agreement's UP and DOWN (a 64-bit value, no failures, the returned
 //! prefix at the id) take 36 + 10 bytes instead of 36 + 30, so one slot instead of two. The
 //! encoder writes it when the header names the agreement (`seq == id`, as ERA's framing
 //! does), `returned_below` is ⊥ or at most the id, and the sets hold at most
