@@ -8,8 +8,12 @@ usage: bench/trace_summary.py TRACE.csv [MODEL.csv]   (with MODEL.csv: the model
 """
 import collections
 import csv
+import signal
 import statistics
 import sys
+
+# A reader that stops early (`| head`) ends the output, not in a traceback.
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
 def fail(message):

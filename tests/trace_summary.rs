@@ -159,3 +159,34 @@ fn trace_vs_model_prints_a_real_runs_messages_beside_the_models() {
         assert!(model > 0, "{out}");
     }
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_summary_without_a_traceback() {
+    // `trace_summary.py big.csv | head`: the summary outgrows the pipe, its reader goes away,
+    // and the script ends quietly (it printed a BrokenPipeError traceback).
+    if !python() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ftcoll-trace-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.csv");
+    let mut csv = String::from("op,time_ns,node,event,peer,label\n1,0,0,start,0,\n");
+    for node in 1..20_000 {
+        csv.push_str(&format!("1,{node},{node},recv,0,tree\n"));
+    }
+    std::fs::write(&big, csv).unwrap();
+    let mut child = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/trace_summary.py"))
+        .arg(&big)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the script");
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("Traceback"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
