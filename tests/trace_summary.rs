@@ -13,6 +13,16 @@ fn python() -> bool {
     ok
 }
 
+/// A fresh directory for a test's files, or `None` (said so) without python3.
+fn scratch(name: &str) -> Option<std::path::PathBuf> {
+    if !python() {
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("ftcoll-trace-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    Some(dir)
+}
+
 /// Runs `c`: (exit code, stdout, stderr).
 fn outcome(c: &mut Command) -> (i32, String, String) {
     let out = c.output().expect("run the script");
@@ -33,11 +43,9 @@ fn summary(args: &[&Path]) -> (i32, String, String) {
 
 #[test]
 fn a_bench_trace_is_summarized_beside_the_models_run() {
-    if !python() {
+    let Some(dir) = scratch("summary") else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("ftcoll-trace-summary-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    };
     let model = dir.join("model.csv");
     let st = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
         .args([
@@ -164,11 +172,9 @@ fn trace_vs_model_prints_a_real_runs_messages_beside_the_models() {
 fn a_reader_that_stops_early_ends_the_summary_without_a_traceback() {
     // `trace_summary.py big.csv | head`: the summary outgrows the pipe, its reader goes away,
     // and the script ends quietly (it printed a BrokenPipeError traceback).
-    if !python() {
+    let Some(dir) = scratch("pipe") else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("ftcoll-trace-pipe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    };
     let big = dir.join("big.csv");
     let mut csv = String::from("op,time_ns,node,event,peer,label\n1,0,0,start,0,\n");
     for node in 1..20_000 {
