@@ -57,12 +57,20 @@ pub trait Machine {
     fn poll_timeout(&self) -> Option<Time> {
         None
     }
+    /// When a sender in a counted wait wants [`Machine::poll_transmit`] asked again, if it
+    /// is in one (a broadcast protocol's [`Action::Sleep`]: its send slot, not an event). A
+    /// driver that asks on every pass, as the runtime's do, need not read it; the simulator
+    /// asks at that time after the instant's events, as it asks a sender whose send ended.
+    fn poll_wake(&self) -> Option<Time> {
+        None
+    }
     /// The next output for the user, if any.
     fn poll_output(&mut self) -> Option<Self::Output>;
 }
 
 /// A broadcast [`Protocol`] instance as a [`Machine`]: input `()` starts the operation at
-/// this process, [`Action::Sleep`] becomes a timeout, and the output is the delivery (once).
+/// this process, [`Action::Sleep`] becomes a wake-up ([`Machine::poll_wake`]), and the output
+/// is the delivery (once).
 /// `now` is in model units (the protocol's own time base).
 pub struct Bcast<'s, P: Protocol> {
     p: P,
@@ -121,9 +129,6 @@ impl<P: Protocol> Machine for Bcast<'_, P> {
         match ev {
             Event::Message { from, msg } => self.p.on_message(&cx, from, &msg),
             Event::Timer => {
-                if self.asleep_until.is_some_and(|t| t <= now) {
-                    self.asleep_until = None;
-                }
                 if self.p.next_timer().is_some_and(|t| t <= now) {
                     self.p.on_timer(&cx);
                 }
@@ -151,10 +156,11 @@ impl<P: Protocol> Machine for Bcast<'_, P> {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        match (self.asleep_until, self.p.next_timer()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.p.next_timer()
+    }
+
+    fn poll_wake(&self) -> Option<Time> {
+        self.asleep_until
     }
 
     fn poll_output(&mut self) -> Option<()> {

@@ -5,11 +5,18 @@
 //! and the receive port are free and when the process died:
 //!
 //! - a free sender is asked ([`Machine::poll_transmit`]) after every event at its process and
-//!   again when its previous send's slot (`max(o_s + G·(k−1), g)`) has passed; a send on a
-//!   busy shared core waits for it;
+//!   again when its previous send's slot (`max(o_s + G·(k−1), g)`) has passed or its counted
+//!   wait ([`Machine::poll_wake`]) ends, those after the instant's receives and timers; in
+//!   the broadcast engine's order ([`MachineEngine::instant_order`]) events do not ask a
+//!   sender while such a poll is queued or a timer of the instant is still due, so it acts on
+//!   everything it learned at an instant before it sends, and the machine engine then agrees
+//!   with the broadcast engine ([`crate::sim::Engine`]) run for run on every deterministic
+//!   broadcast (`sim/bcast_machine.rs`); a send on a busy shared core waits for it;
 //! - a message reaches its receiver `L` after its send ends, then takes the receive port (and
 //!   core) in arrival order for `o_r`, and is handed to the machine when its receive ends; a
-//!   message to a dead process vanishes (its sender paid for the send);
+//!   message to a dead process vanishes (its sender paid for the send). With fixed costs (no
+//!   noise, a core per process) the end of the receive may be scheduled at the send instead
+//!   ([`MachineEngine::receive_at_send`]): one event per message instead of two;
 //! - a machine's timer ([`Machine::poll_timeout`]) is an event at its time;
 //! - suspicions ([`Event::Suspect`]) and deaths are events the experiment schedules.
 //!
@@ -57,6 +64,9 @@ struct Port {
     death: Time,
     /// The armed timer (`Time::MAX`: none).
     timer_at: Time,
+    /// A poll of the sender is queued (its send slot ends, a counted wait ends, or a timer
+    /// of the instant comes first): events before it do not ask the sender.
+    poll_pending: bool,
 }
 
 /// The experiment around a [`MachineEngine`] run (see the module doc).
@@ -79,6 +89,10 @@ pub trait Harness<M: Machine> {
     /// After every event at live process `r` (and at the start): collect its outputs, hand
     /// it inputs, schedule suspicions. The engine then offers `r`'s sender a send.
     fn settle(&mut self, eng: &mut MachineEngine<M, Self::Tag>, r: Rank, now: Time);
+    /// Live process `r`'s sender was asked ([`Machine::poll_transmit`]) at `now`, whether it
+    /// sent or not: outputs can appear then too (a broadcast process that delivers when it
+    /// starts its correction).
+    fn polled(&mut self, _eng: &mut MachineEngine<M, Self::Tag>, _r: Rank, _now: Time) {}
     /// A death scheduled with [`MachineEngine::die_at`] is due.
     fn on_die(&mut self, eng: &mut MachineEngine<M, Self::Tag>, r: Rank, now: Time);
 }
@@ -93,6 +107,12 @@ pub struct MachineEngine<M: Machine, T> {
     free: Vec<u32>,
     /// The time of the last event that did more than drop a message at a dead process.
     last: Time,
+    /// With fixed costs, schedule a message's end of receive at its send (one event per
+    /// message; [`MachineEngine::receive_at_send`]).
+    receive_at_send: bool,
+    /// Senders act on everything they learned at an instant before they send
+    /// ([`MachineEngine::instant_order`]).
+    instant_order: bool,
 }
 
 impl<M: Machine, T: Copy> MachineEngine<M, T> {
@@ -108,6 +128,7 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
             recv_free: 0,
             death: Time::MAX,
             timer_at: Time::MAX,
+            poll_pending: false,
         };
         Self {
             core,
@@ -117,7 +138,27 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
             slab: Vec::new(),
             free: Vec::new(),
             last: 0,
+            receive_at_send: false,
+            instant_order: false,
         }
+    }
+
+    /// A sender is asked after the receives and timers of an instant: while a poll of it is
+    /// queued (its send slot ends at this instant, or a timer of the instant is still due),
+    /// events do not ask it, so it acts on everything it learned at an instant before it
+    /// sends, as in the broadcast engine ([`crate::sim::Engine`]). Off (ERA's experiment,
+    /// whose figures and differential tests are pinned to it): a free sender is asked right
+    /// after each event.
+    pub fn instant_order(&mut self, on: bool) {
+        self.instant_order = on;
+    }
+
+    /// With fixed costs (no noise, a core per process) messages arrive in the order they are
+    /// sent, so the end of a receive can be scheduled at the send: one event per message
+    /// instead of two, the same run (the broadcast path, `sim/bcast_machine.rs`, does this;
+    /// ERA's experiment keeps two events, whose counts its differential tests pin).
+    pub fn receive_at_send(&mut self, on: bool) {
+        self.receive_at_send = on;
     }
 
     /// Bytes the engine allocates up front for `n` processes and a calendar `window` (the
@@ -213,30 +254,71 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
         }
     }
 
-    /// Offers `r`'s sender a send if it is alive and free.
+    /// Offers `r`'s sender a send if it is alive and free and no poll of it is queued, then
+    /// re-arms its timer.
     fn pump<H: Harness<M, Tag = T>>(&mut self, h: &mut H, r: Rank, now: Time) {
         let port = self.ports[r as usize];
-        if port.death != Time::MAX || port.send_free > now {
+        if port.death != Time::MAX {
             return;
         }
-        let core = self.core.timing.core(r);
-        if self.core.core_busy(r, core, now) {
-            return;
+        if !(self.instant_order && port.poll_pending) && port.send_free <= now {
+            let core = self.core.timing.core(r);
+            if !self.core.core_busy(r, core, now) {
+                let polled = self.nodes[r as usize].poll_transmit(now);
+                h.polled(self, r, now);
+                if let Some((to, msg)) = polled {
+                    let tag = h.on_send(r, to, &msg, now);
+                    let sent = self.core.timing.send(core, r, now);
+                    self.ports[r as usize].send_free = sent.next;
+                    // The sender may send again then: whatever is queued by then goes out.
+                    self.queue_poll(r, sent.next);
+                    let i = self.alloc(Flight { from: r, to, tag, msg });
+                    let timing = &self.core.timing;
+                    if !self.receive_at_send || timing.noisy() || timing.shared_cores() {
+                        // The receive takes the receiver's port (and core) when it arrives.
+                        self.core.cal.push(sent.arrive, Ev::Arrive(i));
+                    } else {
+                        // Fixed costs: messages arrive in the order they are sent, so the
+                        // receive's end is known now (one event per message, as in the
+                        // broadcast engine; a receiver dead by then drops it at its end).
+                        let port = &mut self.ports[to as usize];
+                        let (end, free) = timing.receive_fixed(sent.arrive, port.recv_free);
+                        port.recv_free = free;
+                        self.core.cal.push(end, Ev::Handle(i));
+                    }
+                } else if let Some(w) = self.nodes[r as usize].poll_wake() {
+                    // A counted wait: asked again then, after that instant's events.
+                    self.queue_poll(r, w.max(now));
+                }
+            }
         }
-        let Some((to, msg)) = self.nodes[r as usize].poll_transmit(now) else {
-            return;
-        };
-        let tag = h.on_send(r, to, &msg, now);
-        let sent = self.core.timing.send(core, r, now);
-        self.ports[r as usize].send_free = sent.next;
-        // The sender may send again then: whatever is queued by then goes out.
-        self.core.cal.push_late(sent.next, r);
-        let i = self.alloc(Flight { from: r, to, tag, msg });
-        self.core.cal.push(sent.arrive, Ev::Arrive(i));
+        self.rearm(r, now);
     }
 
+    /// Asks `r`'s sender at `t`, after the events of that instant.
+    fn queue_poll(&mut self, r: Rank, t: Time) {
+        self.ports[r as usize].poll_pending = true;
+        self.core.cal.push_late(t, r);
+    }
+
+    /// After an event at `r`: the experiment's turn, then the sender is asked, unless a timer
+    /// of `r` is due at this instant: then after it (a process acts on everything it learned
+    /// at an instant before its send slot, as in the broadcast engine).
     fn settle<H: Harness<M, Tag = T>>(&mut self, h: &mut H, r: Rank, now: Time) {
         h.settle(self, r, now);
+        self.rearm(r, now);
+        let port = self.ports[r as usize];
+        if self.instant_order && port.timer_at == now && !port.poll_pending {
+            self.queue_poll(r, now);
+        } else {
+            self.pump(h, r, now);
+        }
+    }
+
+    /// Arms `r`'s timer at [`Machine::poll_timeout`] if that changed. After the sender was
+    /// asked: a send (or a counted wait, [`crate::protocol::machine::Bcast`]'s sleep) may set
+    /// a timer.
+    fn rearm(&mut self, r: Rank, now: Time) {
         let t = self.nodes[r as usize].poll_timeout().unwrap_or(Time::MAX);
         let port = &mut self.ports[r as usize];
         if t != port.timer_at {
@@ -245,7 +327,6 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
                 self.core.cal.push(t.max(now), Ev::Timer(r));
             }
         }
-        self.pump(h, r, now);
     }
 
     /// Runs until no event is left or the event cap is reached: first every live process is
@@ -259,7 +340,10 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
         let mut cap = self.cap;
         while let Some((now, item)) = cap.pop(&mut self.core) {
             match item {
-                Item::Late(r) => self.pump(h, r, now),
+                Item::Late(r) => {
+                    self.ports[r as usize].poll_pending = false;
+                    self.pump(h, r, now);
+                }
                 Item::Early(Ev::Die(r)) => h.on_die(self, r, now),
                 Item::Early(Ev::Arrive(i)) => {
                     let to = self.slab[i as usize].as_ref().map_or(0, |f| f.to);

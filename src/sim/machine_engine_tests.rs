@@ -159,3 +159,106 @@ fn a_run_past_the_event_cap_is_stopped_and_marked_aborted() {
     assert_eq!(eng.events(), 5);
     assert!(h.received.len() < 50);
 }
+
+/// Rank 0 sends rank 1 one message at the start. Rank 1, on it, queues a reply and arms a
+/// timer for the same instant, whose handling puts an urgent message before the reply.
+struct Urgent {
+    start: bool,
+    /// Rank 0 sent its message, rank 1 answered one (each does it once).
+    start_done: bool,
+    queue: std::collections::VecDeque<u32>,
+    timer: Option<Time>,
+}
+
+impl Machine for Urgent {
+    type Msg = u32;
+    type Input = ();
+    type Output = ();
+    type Error = ();
+
+    fn handle(&mut self, now: Time, ev: Event<u32, ()>) -> Result<(), ()> {
+        match ev {
+            Event::Message { .. } if !self.start_done => {
+                self.start_done = true;
+                self.queue.push_back(1);
+                self.timer = Some(now);
+            }
+            Event::Timer => {
+                self.timer = None;
+                self.queue.push_front(2);
+            }
+            Event::Message { .. } | Event::Input(()) | Event::Suspect(_) => {}
+        }
+        Ok(())
+    }
+
+    fn poll_transmit(&mut self, _now: Time) -> Option<(Rank, u32)> {
+        if std::mem::take(&mut self.start) {
+            self.start_done = true;
+            return Some((1, 0));
+        }
+        self.queue.pop_front().map(|m| (0, m))
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.timer
+    }
+
+    fn poll_output(&mut self) -> Option<()> {
+        None
+    }
+}
+
+/// Records (time, message) of every receive at rank 0.
+#[derive(Default)]
+struct AtZero(Vec<(Time, u32)>);
+
+impl Harness<Urgent> for AtZero {
+    type Tag = ();
+    fn on_send(&mut self, _r: Rank, _to: Rank, _msg: &u32, _now: Time) {}
+    fn on_receive(
+        &mut self,
+        _: &mut MachineEngine<Urgent, ()>,
+        to: Rank,
+        _: Rank,
+        msg: &u32,
+        _: (),
+        now: Time,
+    ) -> bool {
+        if to == 0 {
+            self.0.push((now, *msg));
+        }
+        true
+    }
+    fn settle(&mut self, _: &mut MachineEngine<Urgent, ()>, _r: Rank, _now: Time) {}
+    fn on_die(&mut self, _: &mut MachineEngine<Urgent, ()>, _r: Rank, _now: Time) {}
+}
+
+#[test]
+fn a_sender_acts_on_a_timer_of_the_same_instant_before_it_sends() {
+    // o_s = 2, L = 3, o_r = 1, g = 0: rank 1 receives at 6 and its timer is due at 6; in
+    // the instant order the timer's message goes first (sent at 6, received at 12), the reply
+    // a send slot later.
+    let gp = LogGP::new(3, 2, 1, 0, 0).unwrap();
+    for order in [true, false] {
+        let nodes = (0..2)
+            .map(|r| Urgent {
+                start: r == 0,
+                start_done: false,
+                queue: Default::default(),
+                timer: None,
+            })
+            .collect();
+        let mut eng = MachineEngine::new(nodes, gp, 4 * gp.hop(), 1, 1000);
+        eng.instant_order(order);
+        let mut h = AtZero::default();
+        eng.run(&mut h);
+        assert!(!eng.aborted());
+        if order {
+            assert_eq!(h.0, vec![(12, 2), (14, 1)]);
+        } else {
+            // Asked right after the receive: the reply goes first.
+            assert_eq!(h.0, vec![(12, 1), (14, 2)]);
+        }
+    }
+}

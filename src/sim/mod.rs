@@ -1,6 +1,7 @@
 //! LogP discrete-event simulator: the first driver of the sans-IO protocols.
 
 pub mod agree;
+pub mod bcast_machine;
 pub mod bmg_build;
 pub mod calendar;
 pub mod core;
