@@ -306,13 +306,17 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
     /// at an instant before its send slot, as in the broadcast engine).
     fn settle<H: Harness<M, Tag = T>>(&mut self, h: &mut H, r: Rank, now: Time) {
         h.settle(self, r, now);
-        self.rearm(r, now);
-        let port = self.ports[r as usize];
-        if self.instant_order && port.timer_at == now && !port.poll_pending {
-            self.queue_poll(r, now);
-        } else {
-            self.pump(h, r, now);
+        if self.instant_order {
+            // The event may have set a timer due now: it goes first.
+            self.rearm(r, now);
+            let port = self.ports[r as usize];
+            if port.timer_at == now && !port.poll_pending {
+                self.queue_poll(r, now);
+                return;
+            }
         }
+        // Asks the sender, then re-arms the timer.
+        self.pump(h, r, now);
     }
 
     /// Arms `r`'s timer at [`Machine::poll_timeout`] if that changed. After the sender was
