@@ -11,6 +11,12 @@
 //! member (fail-stop enforcement, as ULFM's runtime removes a process it suspects), so ERA's
 //! detector stays accurate in the sense it needs (only dead processes are marked dead), and
 //! ERA then agrees on the failed set as well as on the value (§3).
+//!
+//! The members are spread over the group's workers as its broadcast nodes are, member `r` on
+//! worker `r % k` ([`Agreements::split`]): each worker steps its own members' ERA instances,
+//! so an agreement's hops run in parallel on a machine with a core per worker, as ERA's
+//! processes do (§4). The caller's values and the crashes reach a member's worker through
+//! that worker's inbox ([`super::lead::Shared`]).
 
 use std::collections::VecDeque;
 use std::sync::mpsc;
@@ -30,6 +36,8 @@ struct Member {
     on_death: Option<Box<dyn FnMut() + Send>>,
     /// Values the user contributed that ERA's window has not taken yet.
     queued: VecDeque<u64>,
+    /// Agreements ERA took from this member and has not returned yet.
+    open: u32,
 }
 
 /// Every member's ERA (`None`: stopped).
@@ -78,6 +86,7 @@ impl Agreements {
                     drv: Driver::new(tp, job, det, base),
                     on_death,
                     queued: VecDeque::new(),
+                    open: 0,
                 }))
             })
             .collect::<Result<_, String>>()?;
@@ -93,6 +102,42 @@ impl Agreements {
     pub(super) fn with_hang(mut self, hang: Option<Hang>) -> Self {
         self.hang = hang;
         self
+    }
+
+    /// The members of worker `w` of `k`, member `r` on worker `r % k` (the broadcast nodes'
+    /// placement, [`crate::runtime::cluster::run_workers`]): one part per worker, each
+    /// holding its members' slots (the others empty).
+    pub(super) fn split(self, k: usize) -> Vec<Agreements> {
+        let k = k.max(1);
+        let n = self.members.len();
+        let mut parts: Vec<Agreements> = (0..k)
+            .map(|_| Agreements {
+                members: (0..n).map(|_| None).collect(),
+                #[cfg(test)]
+                hang: self.hang.clone(),
+            })
+            .collect();
+        for (r, m) in self.members.into_iter().enumerate() {
+            parts[r % k].members[r] = m;
+        }
+        parts
+    }
+
+    /// The members this part steps (live or not), in rank order.
+    #[cfg(test)]
+    pub(super) fn ranks(&self) -> Vec<u32> {
+        (0..self.members.len() as u32)
+            .filter(|&r| self.members[r as usize].is_some())
+            .collect()
+    }
+
+    /// Does a member of this part have an agreement in flight (asked for and not returned)?
+    /// Its worker then waits for the other workers' members' messages without sleeping.
+    pub(super) fn active(&self) -> bool {
+        self.members
+            .iter()
+            .flatten()
+            .any(|m| m.open > 0 || !m.queued.is_empty())
     }
 
     /// Member `r` enters its next agreement with `value`.
@@ -146,6 +191,7 @@ impl Agreements {
                     break;
                 }
                 m.queued.pop_front();
+                m.open += 1;
                 progress = true;
             }
             progress |= m.drv.receive(&mut m.era, now);
@@ -161,6 +207,7 @@ impl Agreements {
             progress |= m.drv.transmit(&mut m.era, now, || true);
             while let Some(o) = m.era.poll_output() {
                 progress = true;
+                m.open = m.open.saturating_sub(1);
                 let _ = events.send(Event::Agreed {
                     member: r,
                     id: o.id,

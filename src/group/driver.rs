@@ -107,7 +107,7 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
     };
     let workers = worker_count(cfg.pool(), n as usize);
     let ctl = Arc::new(Control::new(n));
-    let shared = Arc::new(Shared::new(n));
+    let shared = Arc::new(Shared::new(n, workers, b.broadcasts));
     let (req_tx, req_rx) = mpsc::channel();
     let (ev_tx, ev_rx) = mpsc::channel();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -214,12 +214,17 @@ where
         epoch: Instant::now(),
     };
     let pool = cfg.pool();
-    let bcasts = !nodes.is_empty();
-    let mut lead = Some(Lead::new(cfg, requests, agreements, pending, offers, bcasts));
+    let mut lead = Some(Lead::new(cfg, requests, pending, offers));
     // As many workers as members, broadcast nodes or not: an agreements-only group's
-    // workers step the members' agreement streams.
-    let hooks = (0..worker_count(pool, n as usize))
-        .map(|w| GroupHook::new(w, sh.clone(), events.clone(), lead.take()))
+    // workers step the members' agreements and agreement streams, member `r` on worker
+    // `r % k` as the broadcast nodes.
+    let workers = worker_count(pool, n as usize);
+    let mut parts = agreements.map(|a| a.split(workers).into_iter());
+    let hooks = (0..workers)
+        .map(|w| {
+            let part = parts.as_mut().and_then(Iterator::next);
+            GroupHook::new(w, sh.clone(), events.clone(), lead.take(), part)
+        })
         .collect();
     let _ = ready.send(Ok(max));
     drop(ready);

@@ -1,9 +1,10 @@
 //! What a group's workers do besides stepping their members ([`GroupHook`], run by the
 //! runtime's worker loop): every worker crashes the members it is asked to and reports the
-//! ones that stopped, and steps its share of an agreement stream's nodes while one runs
-//! ([`super::agree_stream`]); worker 0 also leads ([`Lead`]): it takes the caller's requests,
-//! starts and retires broadcasts through the coordinator, runs the agreements, and runs
-//! streams.
+//! ones that stopped, steps its members' agreements ([`super::agree`], member `r` on worker
+//! `r % k`, as the broadcast nodes) and its share of an agreement stream's nodes while one
+//! runs ([`super::agree_stream`]); worker 0 also leads ([`Lead`]): it takes the caller's
+//! requests, hands each agreement value to its member's worker, starts and retires
+//! broadcasts through the coordinator, and runs streams.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,9 +31,12 @@ pub(super) struct Shared {
     crash: Vec<AtomicBool>,
     /// Bumped whenever a crash is asked for (a worker looks at `crash` only then).
     crash_asks: AtomicU64,
-    /// Members reported failed that the lead has not told the agreements yet.
-    news: Mutex<Vec<u32>>,
-    has_news: AtomicBool,
+    /// Each worker's inbox for its agreement members: the caller's values and the members
+    /// reported failed, in the order they came.
+    inboxes: Vec<Inbox>,
+    /// The group has broadcast nodes; without them a member is stopped where its suspicion
+    /// is seen, not by its broadcast node's worker.
+    bcasts: bool,
     /// Bumped when a stream is over: every worker then sends its members' counters to
     /// `reply`.
     collect: AtomicU64,
@@ -47,6 +51,26 @@ pub(super) struct Shared {
     /// Tests: which ranks each worker stepped, per agreement stream.
     #[cfg(test)]
     pub(super) placed: Mutex<Vec<(usize, Vec<u32>)>>,
+    /// Tests: which agreement members each worker steps (recorded at its first pass).
+    #[cfg(test)]
+    pub(super) placed_agree: Mutex<Vec<(usize, Vec<u32>)>>,
+}
+
+/// What a worker's agreement members are told.
+#[derive(Clone, Copy, Debug)]
+enum AgreeIn {
+    /// The member enters its next agreement with this value.
+    Value(u32, u64),
+    /// The member stopped (killed, injected, fenced): its agreement endpoint closes.
+    Failed(u32),
+}
+
+/// One worker's inbox (see [`Shared::inboxes`]).
+#[derive(Default)]
+struct Inbox {
+    items: Mutex<Vec<AgreeIn>>,
+    /// Set after each push, cleared by the worker before it takes the items.
+    any: AtomicBool,
 }
 
 /// One worker's share of an agreement stream, and where its nodes go back once it is over.
@@ -56,13 +80,14 @@ pub(super) struct AgreeShare {
 }
 
 impl Shared {
-    pub(super) fn new(n: u32) -> Self {
+    /// For `n` members on `workers` workers, with broadcast nodes or not.
+    pub(super) fn new(n: u32, workers: usize, bcasts: bool) -> Self {
         Shared {
             fenced: FencedBy::new(n),
             crash: (0..n).map(|_| AtomicBool::new(false)).collect(),
             crash_asks: AtomicU64::new(0),
-            news: Mutex::new(Vec::new()),
-            has_news: AtomicBool::new(false),
+            inboxes: (0..workers.max(1)).map(|_| Inbox::default()).collect(),
+            bcasts,
             collect: AtomicU64::new(0),
             reply: Mutex::new(None),
             streaming: AtomicBool::new(false),
@@ -70,6 +95,8 @@ impl Shared {
             agree_asks: AtomicU64::new(0),
             #[cfg(test)]
             placed: Mutex::new(Vec::new()),
+            #[cfg(test)]
+            placed_agree: Mutex::new(Vec::new()),
         }
     }
 
@@ -77,6 +104,22 @@ impl Shared {
     fn ask_crash(&self, r: u32) {
         self.crash[r as usize].store(true, Ordering::Release);
         self.crash_asks.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Tells the worker of the member `what` is about.
+    fn tell(&self, what: AgreeIn) {
+        let (AgreeIn::Value(r, _) | AgreeIn::Failed(r)) = what;
+        let inbox = &self.inboxes[r as usize % self.inboxes.len()];
+        inbox.items.lock().expect("not poisoned").push(what);
+        inbox.any.store(true, Ordering::Release);
+    }
+
+    /// Worker `w`'s items, if any, in the order they came.
+    fn take(&self, w: usize, into: &mut Vec<AgreeIn>) {
+        let inbox = &self.inboxes[w];
+        if inbox.any.load(Ordering::Relaxed) && inbox.any.swap(false, Ordering::AcqRel) {
+            into.append(&mut inbox.items.lock().expect("not poisoned"));
+        }
     }
 }
 
@@ -99,6 +142,15 @@ pub(super) struct GroupHook {
     agree_passes: u32,
     /// This worker's passes without progress since the last collection.
     idle: IdlePasses,
+    /// This worker's members' agreements (`None`: the group has none).
+    agreements: Option<Agreements>,
+    /// Taken from the inbox, not yet handed over (kept for its capacity).
+    inbox: Vec<AgreeIn>,
+    /// Members this worker's agreements asked to stop in the last pass (kept for its capacity).
+    stops: Vec<(u32, Option<u32>)>,
+    /// Tests: this worker's agreement members are recorded.
+    #[cfg(test)]
+    placed_agree: bool,
 }
 
 /// While an agreement stream runs, its worker does the group's own work (the lead, crashes,
@@ -106,7 +158,13 @@ pub(super) struct GroupHook {
 const GROUP_WORK_EVERY: u32 = 16;
 
 impl GroupHook {
-    pub(super) fn new(index: usize, shared: Arc<Shared>, events: mpsc::Sender<Event>, lead: Option<Lead>) -> Self {
+    pub(super) fn new(
+        index: usize,
+        shared: Arc<Shared>,
+        events: mpsc::Sender<Event>,
+        lead: Option<Lead>,
+        agreements: Option<Agreements>,
+    ) -> Self {
         GroupHook {
             index,
             shared,
@@ -119,7 +177,57 @@ impl GroupHook {
             agree: None,
             agree_passes: 0,
             idle: IdlePasses::default(),
+            agreements,
+            inbox: Vec::new(),
+            stops: Vec::new(),
+            #[cfg(test)]
+            placed_agree: false,
         }
+    }
+
+    /// One pass of this worker's agreement members: what its inbox says first, then their
+    /// receives, suspicions, sends and returns; the members their transports or detectors
+    /// suspected are stopped. Whether anything happened.
+    fn agree_step(&mut self, ctl: &Control) -> bool {
+        let Some(a) = self.agreements.as_mut() else {
+            return false;
+        };
+        let sh = &*self.shared;
+        sh.take(self.index, &mut self.inbox);
+        for what in self.inbox.drain(..) {
+            match what {
+                AgreeIn::Value(r, v) => a.agree(r, v),
+                AgreeIn::Failed(r) => a.kill(r),
+            }
+        }
+        #[cfg(test)]
+        if !std::mem::replace(&mut self.placed_agree, true) {
+            sh.placed_agree
+                .lock()
+                .expect("not poisoned")
+                .push((self.index, a.ranks()));
+        }
+        let mut progress = a.step(Instant::now(), &self.events, &mut self.stops);
+        for (r, by) in self.stops.drain(..) {
+            // A member that crashed first (killed) and was suspected after is dead, not
+            // fenced: only a suspicion of a live member is a fence.
+            let crashed = ctl
+                .boards
+                .get(r as usize)
+                .is_some_and(|b| b.dead.load(Ordering::Acquire));
+            if let Some(by) = by
+                && !crashed
+            {
+                sh.fenced.set(r, by);
+            }
+            if sh.bcasts {
+                sh.ask_crash(r);
+            } else {
+                fail_now(r, sh, ctl, &self.events);
+            }
+            progress = true;
+        }
+        progress
     }
 
     /// Steps this worker's share of the agreement stream, if one runs; hands its nodes back
@@ -201,8 +309,7 @@ impl GroupHook {
             if let Some(by) = node.fenced_by() {
                 sh.fenced.set(node.rank, by);
             }
-            sh.news.lock().expect("not poisoned").push(node.rank);
-            sh.has_news.store(true, Ordering::Release);
+            sh.tell(AgreeIn::Failed(node.rank));
             let _ = self.events.send(Event::Failed { rank: node.rank });
         }
         let collect = sh.collect.load(Ordering::Acquire);
@@ -237,6 +344,7 @@ where
         if let Some(lead) = self.lead.as_mut() {
             progress |= lead.pass(&self.shared, &self.events, ctl, epoch);
         }
+        progress |= self.agree_step(ctl);
         progress | self.care(nodes, ctl)
     }
 
@@ -252,7 +360,9 @@ where
             } else {
                 std::thread::sleep(Duration::from_micros(20))
             }
-        } else if idle < 64 {
+        } else if idle < 64 || self.agreements.as_ref().is_some_and(Agreements::active) {
+            // An agreement in flight waits for members on other workers: it yields, never
+            // sleeps.
             std::thread::yield_now();
         } else if self.lead.as_ref().is_some_and(|l| !l.busy()) {
             // Nothing asked for: the lead looks for requests every 200 µs.
@@ -263,7 +373,7 @@ where
     }
 
     fn coordinates(&self) -> bool {
-        self.lead.is_some() || self.agree.is_some()
+        self.lead.is_some() || self.agree.is_some() || self.agreements.is_some()
     }
 
     #[inline]
@@ -277,7 +387,6 @@ pub(super) struct Lead {
     /// The coordinator's settings between streams.
     cfg: ClusterConfig,
     requests: mpsc::Receiver<Request>,
-    agreements: Option<Agreements>,
     pending: Pending,
     /// Every member's slot for a stream's payloads.
     offers: Vec<Offer>,
@@ -291,24 +400,19 @@ pub(super) struct Lead {
     /// A stream asked for, waiting for the broadcasts before it to be over.
     next_stream: Option<StreamReq>,
     stream: Option<Streaming>,
-    /// The group has broadcast nodes; without them a crash is done here, not by a worker.
-    bcasts: bool,
 }
 
 impl Lead {
     pub(super) fn new(
         cfg: ClusterConfig,
         requests: mpsc::Receiver<Request>,
-        agreements: Option<Agreements>,
         pending: Pending,
         offers: Vec<Offer>,
-        bcasts: bool,
     ) -> Self {
         let coord = Coordinator::new(&cfg);
         Lead {
             cfg,
             requests,
-            agreements,
             pending,
             offers,
             coord,
@@ -317,7 +421,6 @@ impl Lead {
             waiting_kill: None,
             next_stream: None,
             stream: None,
-            bcasts,
         }
     }
 
@@ -329,37 +432,6 @@ impl Lead {
     /// One pass; whether anything happened.
     fn pass(&mut self, sh: &Shared, events: &mpsc::Sender<Event>, ctl: &Control, epoch: Instant) -> bool {
         let mut progress = false;
-        if sh.has_news.load(Ordering::Relaxed) && sh.has_news.swap(false, Ordering::AcqRel) {
-            let news = std::mem::take(&mut *sh.news.lock().expect("not poisoned"));
-            if let Some(a) = self.agreements.as_mut() {
-                for r in news {
-                    a.kill(r);
-                }
-            }
-        }
-        if let Some(a) = self.agreements.as_mut() {
-            let mut fenced_now = Vec::new();
-            progress |= a.step(Instant::now(), events, &mut fenced_now);
-            for (r, by) in fenced_now {
-                // A member that crashed first (killed) and was suspected after is dead, not
-                // fenced: only a suspicion of a live member is a fence.
-                let crashed = ctl
-                    .boards
-                    .get(r as usize)
-                    .is_some_and(|b| b.dead.load(Ordering::Acquire));
-                if let Some(by) = by
-                    && !crashed
-                {
-                    sh.fenced.set(r, by);
-                }
-                if self.bcasts {
-                    sh.ask_crash(r);
-                } else {
-                    fail_now(r, sh, ctl, events);
-                }
-                progress = true;
-            }
-        }
         if self.stream.is_some() {
             self.stream_pass(sh, ctl, epoch);
             // As a benchmark's coordinator: its ticks are not the nodes' progress.
@@ -419,12 +491,8 @@ impl Lead {
                     self.pending.lock().expect("not poisoned").insert(seq, bytes);
                     self.queued.push_back((seq, root));
                 }
-                Ok(Request::Agree { member, value }) => {
-                    if let Some(a) = self.agreements.as_mut() {
-                        a.agree(member, value);
-                    }
-                }
-                Ok(Request::Kill(r)) if !self.bcasts => fail_now(r, sh, ctl, events),
+                Ok(Request::Agree { member, value }) => sh.tell(AgreeIn::Value(member, value)),
+                Ok(Request::Kill(r)) if !sh.bcasts => fail_now(r, sh, ctl, events),
                 Ok(Request::Kill(r)) => {
                     if !ctl.boards[r as usize].dead.load(Ordering::Acquire) {
                         sh.ask_crash(r);
@@ -477,12 +545,11 @@ impl Lead {
 }
 
 /// A group without broadcast nodes: member `r` stops now (its board dead, its agreements told
-/// at the lead's next pass) and is reported failed, once.
+/// at its worker's next pass) and is reported failed, once.
 fn fail_now(r: u32, sh: &Shared, ctl: &Control, events: &mpsc::Sender<Event>) {
     if ctl.boards[r as usize].dead.swap(true, Ordering::AcqRel) {
         return;
     }
-    sh.news.lock().expect("not poisoned").push(r);
-    sh.has_news.store(true, Ordering::Release);
+    sh.tell(AgreeIn::Failed(r));
     let _ = events.send(Event::Failed { rank: r });
 }

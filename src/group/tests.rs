@@ -335,17 +335,24 @@ fn a_stream_with_a_crash_injected_counts_it_and_refuses_what_cannot_run() {
 
 /// Member 3's agreements stop (`how`: hung, or closed) without [`Group::kill`]: the others'
 /// agreement detectors notice it (its silence, or its closed endpoint), the group reports it failed once and names who
-/// suspected it, and the survivors' agreement returns with it in the failed set.
-fn a_member_that_stops_unannounced_is_failed_by_the_detector(kind: crate::runtime::TransportKind, how: u8) {
+/// suspected it, and the survivors' agreement returns with it in the failed set. On
+/// `workers` workers: with more than one, the member that suspects it runs on another
+/// worker than member 3 (and than the lead).
+fn a_member_that_stops_unannounced_is_failed_by_the_detector(
+    kind: crate::runtime::TransportKind,
+    how: u8,
+    workers: usize,
+) {
     use std::sync::atomic::{AtomicU8, Ordering};
     let mode = std::sync::Arc::new(AtomicU8::new(0));
     let mut g = Group::builder(4)
         .transport(kind)
+        .workers(workers)
         .failure_detector(Duration::from_micros(200), Duration::from_millis(50))
         .hang_agree((3, mode.clone()))
         .build()
         .unwrap();
-    let case = format!("{kind:?}, mode {how}");
+    let case = format!("{kind:?}, mode {how}, {workers} workers");
     // A first agreement with everyone: member 3 was alive and heard from.
     for m in 0..4 {
         g.agree(m, u64::MAX).unwrap();
@@ -405,13 +412,84 @@ fn a_member_that_stops_unannounced_is_failed_by_the_detector(kind: crate::runtim
 #[test]
 fn a_hung_member_is_suspected_by_its_silence_and_failed() {
     use crate::runtime::TransportKind;
-    a_member_that_stops_unannounced_is_failed_by_the_detector(TransportKind::Inproc, agree::HUNG);
-    a_member_that_stops_unannounced_is_failed_by_the_detector(TransportKind::Udp, agree::HUNG);
+    a_member_that_stops_unannounced_is_failed_by_the_detector(TransportKind::Inproc, agree::HUNG, 1);
+    a_member_that_stops_unannounced_is_failed_by_the_detector(TransportKind::Udp, agree::HUNG, 1);
+    a_member_that_stops_unannounced_is_failed_by_the_detector(TransportKind::Inproc, agree::HUNG, 3);
 }
 
 #[test]
 fn a_member_whose_endpoint_closed_is_suspected_and_failed() {
-    a_member_that_stops_unannounced_is_failed_by_the_detector(crate::runtime::TransportKind::Udp, agree::CLOSED);
+    a_member_that_stops_unannounced_is_failed_by_the_detector(crate::runtime::TransportKind::Udp, agree::CLOSED, 1);
+    a_member_that_stops_unannounced_is_failed_by_the_detector(crate::runtime::TransportKind::Udp, agree::CLOSED, 2);
+}
+
+/// The agreements of `n` members until each has returned agreement `id`: its value and failed
+/// set (the same for all, or the test fails), other events aside.
+fn agreed(g: &mut Group, n: usize, id: u64) -> (u64, Vec<u32>, Vec<Event>) {
+    let (mut got, mut others) = (Vec::new(), Vec::new());
+    while got.len() < n {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Agreed {
+                member,
+                id: i,
+                value,
+                failed,
+            }) => {
+                assert_eq!(i, id, "member {member}: {others:?}");
+                got.push((member, value, failed));
+            }
+            Some(ev) => others.push(ev),
+            None => panic!("agreement {id}: {} of {n} returned: {got:?} {others:?}", got.len()),
+        }
+    }
+    let (_, value, failed) = got[0].clone();
+    assert!(got.iter().all(|g| (g.1, &g.2) == (value, &failed)), "{got:?}");
+    got.sort_by_key(|g| g.0);
+    got.dedup_by_key(|g| g.0);
+    assert_eq!(got.len(), n, "each member once: {got:?}");
+    (value, failed, others)
+}
+
+/// A group's own agreements run on its workers as its broadcast nodes do (member `r` on worker
+/// `r % k`), and agree across them: on values, around a kill of a member of another worker
+/// than the lead's, and on the failed set.
+#[test]
+fn agreement_members_are_spread_over_the_workers_and_agree_across_them() {
+    for kind in [
+        crate::runtime::TransportKind::Inproc,
+        crate::runtime::TransportKind::Udp,
+    ] {
+        let mut g = Group::builder(5)
+            .transport(kind)
+            .workers(3)
+            .broadcasts(false)
+            .failure_detector(Duration::from_micros(500), Duration::from_millis(50))
+            .build()
+            .unwrap();
+        for round in 0..20u64 {
+            for m in 0..5u32 {
+                g.agree(m, !(1u64 << ((round + u64::from(m)) % 64))).unwrap();
+            }
+            let want = (0..5u64).fold(u64::MAX, |v, m| v & !(1 << ((round + m) % 64)));
+            let (value, failed, _) = agreed(&mut g, 5, round);
+            assert_eq!((value, failed), (want, vec![]), "{kind:?} round {round}");
+        }
+        let mut placed = g.shared.placed_agree.lock().unwrap().clone();
+        placed.sort();
+        assert_eq!(placed, [(0, vec![0, 3]), (1, vec![1, 4]), (2, vec![2])], "{kind:?}");
+        // Member 4 (worker 1) dies; the others' agreement returns with it in the failed set.
+        g.kill(4).unwrap();
+        for m in 0..4u32 {
+            g.agree(m, 0b1111 & !(1 << m)).unwrap();
+        }
+        let (value, failed, others) = agreed(&mut g, 4, 20);
+        assert_eq!((value, failed), (0, vec![4]), "{kind:?}");
+        assert!(
+            others.iter().all(|e| matches!(e, Event::Failed { rank: 4 })),
+            "{kind:?}: {others:?}"
+        );
+        assert!(g.is_dead(4) && g.fenced_by(4).is_none(), "{kind:?}: killed, not fenced");
+    }
 }
 
 /// A member's endpoint that counts the datagrams sent through it.

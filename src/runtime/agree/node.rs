@@ -336,7 +336,11 @@ impl Node {
     /// happened.
     pub(crate) fn step(&mut self, sh: &Shared) -> bool {
         if !self.check_alive(sh) {
-            self.record_returns(sh, true);
+            // Its returns were handed over and folded when it died; a dead node on a shared
+            // worker must not wait for the window's lock on every pass after that.
+            if !self.unrecorded.is_empty() {
+                self.record_returns(sh, true);
+            }
             return false;
         }
         let now = Instant::now();

@@ -40,11 +40,9 @@ fn failure_free_agreements_send_one_slot_datagrams() {
     }
 }
 
-/// An injected kill is stamped when the node dies, not at its pass's instant: a node
-/// killed instead of entering its first agreement, stepped with an instant 5 ms old,
-/// stamps the kill at least 5 ms after the run's base.
-#[test]
-fn a_kill_is_stamped_when_the_node_dies() {
+/// Node 0 of two over in-process queues, whose injected kill strikes instead of its first
+/// agreement, and the run's shared state (`base`: the run's start).
+fn node_killed_at_first_agreement(base: Instant) -> (InprocNet, crate::runtime::agree::Shared, Node) {
     use crate::runtime::agree::{AgreeBench, AgreeTransport, Shared};
     let n = 2;
     let b = AgreeBench {
@@ -63,8 +61,7 @@ fn a_kill_is_stamped_when_the_node_dies() {
         op_timeout: Duration::from_secs(1),
         seed: 1,
     };
-    let (_net, mut eps) = InprocNet::new(n, 64);
-    let base = Instant::now();
+    let (net, mut eps) = InprocNet::new(n, 64);
     let sh = Shared::new(base, n, 0, Some(0));
     let init = NodeInit {
         rank: 0,
@@ -73,7 +70,17 @@ fn a_kill_is_stamped_when_the_node_dies() {
         kill_id: Some(0),
         stall: None,
     };
-    let mut node = Node::new(&b, init, Box::new(eps.swap_remove(0)), base).unwrap();
+    let node = Node::new(&b, init, Box::new(eps.swap_remove(0)), base).unwrap();
+    (net, sh, node)
+}
+
+/// An injected kill is stamped when the node dies, not at its pass's instant: a node
+/// killed instead of entering its first agreement, stepped with an instant 5 ms old,
+/// stamps the kill at least 5 ms after the run's base.
+#[test]
+fn a_kill_is_stamped_when_the_node_dies() {
+    let base = Instant::now();
+    let (_net, sh, mut node) = node_killed_at_first_agreement(base);
     std::thread::sleep(Duration::from_millis(5));
     node.start(&sh, base);
     let killed = sh.kill_ns.load(Ordering::Acquire);
@@ -82,6 +89,28 @@ fn a_kill_is_stamped_when_the_node_dies() {
         killed >= 5_000_000,
         "the kill was stamped {killed} ns after the base, at the stale instant"
     );
+}
+
+/// A dead node's later steps return at once, without the returns window's lock: a dead node
+/// on a shared worker waited for another thread's fold on every pass. The window is held by
+/// this test while the dead node steps.
+#[test]
+fn a_dead_node_steps_without_waiting_for_the_window() {
+    let base = Instant::now();
+    let (_net, sh, mut node) = node_killed_at_first_agreement(base);
+    node.start(&sh, base);
+    assert!(node.dead, "the injected kill struck at the start");
+    let window = sh.window();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let progress = node.step(&sh);
+            let _ = tx.send(progress);
+        });
+        let got = rx.recv_timeout(Duration::from_secs(5));
+        drop(window);
+        assert_eq!(got, Ok(false), "the dead node's step waited for the window");
+    });
 }
 
 /// The generic loop alone, three ERA nodes over in-process queues: one agreement
