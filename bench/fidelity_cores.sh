@@ -70,4 +70,9 @@ for v in rows:
         col["measured_us"]["p50"], col["predicted_us"]["p50"], col["ratio"]["p50"],
         col["measured_us"]["p99"], col["predicted_us"]["p99"], col["ratio"]["p99"],
         v["messages_per_op"], p["messages_per_op"]))
+# Issue 16's bounds with a core per node: p50 within 0.8-1.25, p99 within 0.67-1.5.
+r50 = [v["prediction"]["coloring"]["ratio"]["p50"] for v in rows]
+r99 = [v["prediction"]["coloring"]["ratio"]["p99"] for v in rows]
+print("within bounds: p50 in [0.8, 1.25] {} of {}; p99 in [0.67, 1.5] {} of {}".format(
+    sum(0.8 <= r <= 1.25 for r in r50), len(r50), sum(0.67 <= r <= 1.5 for r in r99), len(r99)))
 PY
