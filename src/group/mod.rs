@@ -238,7 +238,10 @@ impl GroupBuilder {
     }
 
     /// Worker threads the members are spread over, member `r` on worker `r % k` (default 1;
-    /// at most one per member). Worker 0 also starts and retires the broadcasts.
+    /// at most one per member), its broadcast node and its agreements alike. Worker 0 also
+    /// starts and retires the broadcasts and hands each member's agreement values to its
+    /// worker. An agreement then runs on all `k` workers at once: busy-polling workers
+    /// ([`PollMode::Busy`]) and a caller spinning on [`Group::poll`] need `k + 1` cores.
     pub fn workers(mut self, k: usize) -> Self {
         self.workers = k.max(1);
         self
