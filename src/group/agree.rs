@@ -44,7 +44,19 @@ struct Member {
 pub(super) struct Agreements {
     members: Vec<Option<Member>>,
     #[cfg(test)]
-    hang: Option<Hang>,
+    hang: Vec<Hang>,
+}
+
+/// Who is stopped, shared by every worker's members ([`super::lead::Shared`]): a member
+/// stops at most once, and only a member that is not stopped itself can stop another, so two
+/// members that suspect each other on different workers never both stop (the first claim
+/// wins, as when one thread stepped them all).
+pub(super) trait Stops {
+    /// Is member `r` stopped (suspected, fenced, killed or failed)?
+    fn is_stopped(&self, r: u32) -> bool;
+    /// Stops `r` on `by`'s suspicion (`None`: on its own transport's fence, a kill or a
+    /// failure); true if this call stopped it (not before, and `by` is not stopped).
+    fn claim(&self, r: u32, by: Option<u32>) -> bool;
 }
 
 /// Tests: member `.0` stops being driven behind the group's back once `.1` is [`HUNG`] (its
@@ -93,13 +105,13 @@ impl Agreements {
         Ok(Self {
             members,
             #[cfg(test)]
-            hang: None,
+            hang: Vec::new(),
         })
     }
 
     /// Tests: see [`Hang`].
     #[cfg(test)]
-    pub(super) fn with_hang(mut self, hang: Option<Hang>) -> Self {
+    pub(super) fn with_hang(mut self, hang: Vec<Hang>) -> Self {
         self.hang = hang;
         self
     }
@@ -159,30 +171,36 @@ impl Agreements {
 
     /// One pass of every live member: receive, suspicions to ERA, heartbeats, send, report
     /// what returned; true if anything happened (heartbeats alone do not count). A member
-    /// that must stop is added to `stop` with the member that made it stop: one whose
-    /// endpoint was fenced by a peer's transport, and one that a member's transport or
-    /// detector suspected (the caller stops it; stopping one already stopped does nothing).
+    /// this pass stops (`stops.claim`) is added to `stop` with the member that made it stop:
+    /// one whose endpoint was fenced by a peer's transport, and one that a member's transport
+    /// or detector suspected (the caller reports it and stops it in the broadcasts). A
+    /// stopped member, whoever stopped it, is closed before its next step; it neither sends
+    /// nor returns once stopped.
     pub(super) fn step(
         &mut self,
         now: Instant,
         events: &mpsc::Sender<Event>,
+        stops: &dyn Stops,
         stop: &mut Vec<(u32, Option<u32>)>,
     ) -> bool {
         let mut progress = false;
         for (r, slot) in self.members.iter_mut().enumerate() {
             let r = r as Rank;
             #[cfg(test)]
-            if let Some((h, mode)) = &self.hang
-                && *h == r
-            {
+            if let Some((_, mode)) = self.hang.iter().find(|(h, _)| *h == r) {
                 match mode.load(std::sync::atomic::Ordering::Acquire) {
                     HUNG => continue,
                     CLOSED => *slot = None,
                     _ => {}
                 }
             }
-            // (A member asked to stop in this pass does nothing more.)
-            if stop.iter().any(|&(p, _)| p == r) {
+            if slot.is_some() && stops.is_stopped(r) {
+                // Stopped (here or on another worker): its endpoint closes now.
+                if let Some(mut m) = slot.take()
+                    && let Some(f) = m.on_death.as_mut()
+                {
+                    f();
+                }
                 continue;
             }
             let Some(m) = slot.as_mut() else { continue };
@@ -197,17 +215,23 @@ impl Agreements {
             progress |= m.drv.receive(&mut m.era, now);
             if let Some(by) = m.drv.fenced_by() {
                 // A peer's transport suspected this member and fenced it: it crashes.
-                stop.push((r, Some(by)));
+                if stops.claim(r, None) {
+                    stop.push((r, Some(by)));
+                }
                 continue;
             }
-            suspicions(m, r, stop);
+            suspicions(m, r, stops, stop);
             let era = &mut m.era;
             m.drv.detect(now, |nb| era.neighbours(nb));
-            progress |= suspicions(m, r, stop);
-            progress |= m.drv.transmit(&mut m.era, now, || true);
+            progress |= suspicions(m, r, stops, stop);
+            progress |= m.drv.transmit(&mut m.era, now, || !stops.is_stopped(r));
             while let Some(o) = m.era.poll_output() {
                 progress = true;
                 m.open = m.open.saturating_sub(1);
+                if stops.is_stopped(r) {
+                    // Stopped meanwhile by a member on another worker: it returns nothing more.
+                    continue;
+                }
                 let _ = events.send(Event::Agreed {
                     member: r,
                     id: o.id,
@@ -220,14 +244,16 @@ impl Agreements {
     }
 }
 
-/// Hands member `r`'s suspicions to its ERA and asks for each suspect to be stopped; whether
-/// there were any.
-fn suspicions(m: &mut Member, r: Rank, stop: &mut Vec<(u32, Option<u32>)>) -> bool {
+/// Hands member `r`'s suspicions to its ERA and stops each suspect (unless it is stopped
+/// already, or `r` is: then `r`'s suspicion stops no one); whether there were any.
+fn suspicions(m: &mut Member, r: Rank, stops: &dyn Stops, stop: &mut Vec<(u32, Option<u32>)>) -> bool {
     let mut any = false;
     while let Some((peer, _)) = m.drv.poll_suspect() {
         any = true;
         _ = m.era.handle(0, Input::Suspect(peer));
-        stop.push((peer, Some(r)));
+        if stops.claim(peer, Some(r)) {
+            stop.push((peer, Some(r)));
+        }
     }
     any
 }

@@ -82,7 +82,7 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
         let eps = endpoints_with_key(b.transport, n, job, b.seed, 0.0, b.auth.clone()).map_err(GroupError::Setup)?;
         let a = Agreements::new(eps, n, job, b.heartbeat, b.suspect_after).map_err(GroupError::Setup)?;
         #[cfg(test)]
-        let a = a.with_hang(b.hang_agree.take());
+        let a = a.with_hang(std::mem::take(&mut b.hang_agree));
         Some(a)
     } else {
         None

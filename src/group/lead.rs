@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::Event;
 use super::FencedBy;
-use super::agree::Agreements;
+use super::agree::{Agreements, Stops};
 use super::driver::{Pending, Request};
 use super::stream::{Offer, Reply, StreamReq, Streaming};
 use crate::protocol::Protocol;
@@ -37,6 +37,10 @@ pub(super) struct Shared {
     /// The group has broadcast nodes; without them a member is stopped where its suspicion
     /// is seen, not by its broadcast node's worker.
     bcasts: bool,
+    /// Members stopped (suspected, fenced, killed, failed), claimed under `claims` (see
+    /// [`Stops`]).
+    stopped: Vec<AtomicBool>,
+    claims: Mutex<()>,
     /// Bumped when a stream is over: every worker then sends its members' counters to
     /// `reply`.
     collect: AtomicU64,
@@ -54,6 +58,20 @@ pub(super) struct Shared {
     /// Tests: which agreement members each worker steps (recorded at its first pass).
     #[cfg(test)]
     pub(super) placed_agree: Mutex<Vec<(usize, Vec<u32>)>>,
+}
+
+impl Stops for Shared {
+    fn is_stopped(&self, r: u32) -> bool {
+        self.stopped[r as usize].load(Ordering::Acquire)
+    }
+
+    fn claim(&self, r: u32, by: Option<u32>) -> bool {
+        let _one_at_a_time = self.claims.lock().expect("not poisoned");
+        if by.is_some_and(|b| self.is_stopped(b)) {
+            return false;
+        }
+        !self.stopped[r as usize].swap(true, Ordering::AcqRel)
+    }
 }
 
 /// What a worker's agreement members are told.
@@ -88,6 +106,8 @@ impl Shared {
             crash_asks: AtomicU64::new(0),
             inboxes: (0..workers.max(1)).map(|_| Inbox::default()).collect(),
             bcasts,
+            stopped: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            claims: Mutex::new(()),
             collect: AtomicU64::new(0),
             reply: Mutex::new(None),
             streaming: AtomicBool::new(false),
@@ -112,6 +132,12 @@ impl Shared {
         let inbox = &self.inboxes[r as usize % self.inboxes.len()];
         inbox.items.lock().expect("not poisoned").push(what);
         inbox.any.store(true, Ordering::Release);
+    }
+
+    /// Stops member `r` for good whatever stopped it (a kill, a failure): no suspicion of it
+    /// stops or fences it after this.
+    fn stop(&self, r: u32) {
+        self.claim(r, None);
     }
 
     /// Worker `w`'s items, if any, in the order they came.
@@ -148,6 +174,8 @@ pub(super) struct GroupHook {
     inbox: Vec<AgreeIn>,
     /// Members this worker's agreements asked to stop in the last pass (kept for its capacity).
     stops: Vec<(u32, Option<u32>)>,
+    /// When this worker's last pass with progress began (outside streams).
+    last_progress: Instant,
     /// Tests: this worker's agreement members are recorded.
     #[cfg(test)]
     placed_agree: bool,
@@ -156,6 +184,10 @@ pub(super) struct GroupHook {
 /// While an agreement stream runs, its worker does the group's own work (the lead, crashes,
 /// failure reports) once per this many passes: an agreement's hop waits for none of it.
 const GROUP_WORK_EVERY: u32 = 16;
+
+/// A worker whose members have an agreement in flight yields instead of sleeping for this
+/// long after its last progress (then it sleeps as an idle worker does).
+const AGREE_YIELD_FOR: Duration = Duration::from_millis(1);
 
 impl GroupHook {
     pub(super) fn new(
@@ -180,6 +212,7 @@ impl GroupHook {
             agreements,
             inbox: Vec::new(),
             stops: Vec::new(),
+            last_progress: Instant::now(),
             #[cfg(test)]
             placed_agree: false,
         }
@@ -207,7 +240,7 @@ impl GroupHook {
                 .expect("not poisoned")
                 .push((self.index, a.ranks()));
         }
-        let mut progress = a.step(Instant::now(), &self.events, &mut self.stops);
+        let mut progress = a.step(Instant::now(), &self.events, sh, &mut self.stops);
         for (r, by) in self.stops.drain(..) {
             // A member that crashed first (killed) and was suspected after is dead, not
             // fenced: only a suspicion of a live member is a fence.
@@ -306,6 +339,7 @@ impl GroupHook {
             }
             *reported = true;
             progress = true;
+            sh.stop(node.rank);
             if let Some(by) = node.fenced_by() {
                 sh.fenced.set(node.rank, by);
             }
@@ -345,7 +379,11 @@ where
             progress |= lead.pass(&self.shared, &self.events, ctl, epoch);
         }
         progress |= self.agree_step(ctl);
-        progress | self.care(nodes, ctl)
+        progress |= self.care(nodes, ctl);
+        if progress && self.agreements.is_some() {
+            self.last_progress = Instant::now();
+        }
+        progress
     }
 
     fn block(&mut self, nodes: &mut [Node<P>], idle: u32) {
@@ -360,9 +398,13 @@ where
             } else {
                 std::thread::sleep(Duration::from_micros(20))
             }
-        } else if idle < 64 || self.agreements.as_ref().is_some_and(Agreements::active) {
-            // An agreement in flight waits for members on other workers: it yields, never
-            // sleeps.
+        } else if idle < 64
+            || (self.agreements.as_ref().is_some_and(Agreements::active)
+                && self.last_progress.elapsed() < AGREE_YIELD_FOR)
+        {
+            // An agreement in flight waits for members on other workers: it yields rather
+            // than sleeps, for a while (a member may wait for the caller's other members to
+            // enter, which takes as long as the caller likes).
             std::thread::yield_now();
         } else if self.lead.as_ref().is_some_and(|l| !l.busy()) {
             // Nothing asked for: the lead looks for requests every 200 µs.
@@ -400,6 +442,8 @@ pub(super) struct Lead {
     /// A stream asked for, waiting for the broadcasts before it to be over.
     next_stream: Option<StreamReq>,
     stream: Option<Streaming>,
+    /// The agreement values of the batch of requests being read (kept for its capacity).
+    values: Vec<(u32, u64)>,
 }
 
 impl Lead {
@@ -421,6 +465,7 @@ impl Lead {
             waiting_kill: None,
             next_stream: None,
             stream: None,
+            values: Vec::new(),
         }
     }
 
@@ -476,6 +521,29 @@ impl Lead {
     /// Takes the caller's requests, in order (after a crash, only once it is done; none
     /// after a stream); false once the caller dropped the group.
     fn take_requests(&mut self, sh: &Shared, ctl: &Control, events: &mpsc::Sender<Event>) -> bool {
+        let mut values = std::mem::take(&mut self.values);
+        let open = self.read_requests(sh, ctl, events, &mut values);
+        // The values go to their members' workers once the whole batch is read: a member
+        // killed in the same batch enters none of them, as when one thread stepped every
+        // member after reading the requests.
+        for (member, value) in values.drain(..) {
+            if !sh.is_stopped(member) {
+                sh.tell(AgreeIn::Value(member, value));
+            }
+        }
+        self.values = values;
+        open
+    }
+
+    /// The requests waiting, in order, the agreement values into `values`; false once the
+    /// caller dropped the group.
+    fn read_requests(
+        &mut self,
+        sh: &Shared,
+        ctl: &Control,
+        events: &mpsc::Sender<Event>,
+        values: &mut Vec<(u32, u64)>,
+    ) -> bool {
         loop {
             if let Some(r) = self.waiting_kill {
                 if !ctl.boards[r as usize].dead.load(Ordering::Acquire) {
@@ -491,10 +559,12 @@ impl Lead {
                     self.pending.lock().expect("not poisoned").insert(seq, bytes);
                     self.queued.push_back((seq, root));
                 }
-                Ok(Request::Agree { member, value }) => sh.tell(AgreeIn::Value(member, value)),
+                Ok(Request::Agree { member, value }) => values.push((member, value)),
                 Ok(Request::Kill(r)) if !sh.bcasts => fail_now(r, sh, ctl, events),
                 Ok(Request::Kill(r)) => {
                     if !ctl.boards[r as usize].dead.load(Ordering::Acquire) {
+                        // Its agreements stop now; its broadcast node on its worker's next pass.
+                        sh.stop(r);
                         sh.ask_crash(r);
                         self.waiting_kill = Some(r);
                     }
@@ -547,6 +617,7 @@ impl Lead {
 /// A group without broadcast nodes: member `r` stops now (its board dead, its agreements told
 /// at its worker's next pass) and is reported failed, once.
 fn fail_now(r: u32, sh: &Shared, ctl: &Control, events: &mpsc::Sender<Event>) {
+    sh.stop(r);
     if ctl.boards[r as usize].dead.swap(true, Ordering::AcqRel) {
         return;
     }

@@ -172,7 +172,7 @@ pub struct GroupBuilder {
     wrap: Option<Wrap>,
     /// Tests: a member whose agreements stop being driven.
     #[cfg(test)]
-    hang_agree: Option<agree::Hang>,
+    hang_agree: Vec<agree::Hang>,
 }
 
 /// A test's wrapper of member `rank`'s broadcast endpoint.
@@ -335,7 +335,7 @@ impl GroupBuilder {
     /// Tests: member `hang.0`'s agreements stop being driven once `hang.1` says so.
     #[cfg(test)]
     pub(crate) fn hang_agree(mut self, hang: agree::Hang) -> Self {
-        self.hang_agree = Some(hang);
+        self.hang_agree.push(hang);
         self
     }
 
@@ -405,7 +405,7 @@ impl Group {
             #[cfg(test)]
             wrap: None,
             #[cfg(test)]
-            hang_agree: None,
+            hang_agree: Vec::new(),
         }
     }
 

@@ -273,3 +273,46 @@ fn a_control_message_sealed_with_another_runs_session_key_is_dropped() {
     );
     assert_eq!(parent.invalid, 2, "both foreign reports counted");
 }
+
+/// A node that has heard from its parent but has no operation in flight (nothing to report)
+/// still says it is alive at least every `KEEPALIVE`: a parent that counts a node crashed after
+/// 300 ms of silence (`bench --join`) counted live idle nodes crashed.
+#[test]
+fn an_idle_node_that_joined_keeps_its_parent_hearing_from_it() {
+    use super::child::KEEPALIVE;
+    let parent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    parent.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+    let job = 0x51;
+    let mut child = ChildAgent::new(parent.local_addr().unwrap(), job, 0, 1).unwrap();
+    let ctl = Control::new(1);
+    // The child says hello until answered; the parent answers to the address it came from.
+    let mut buf = [0u8; 2048];
+    let t = Instant::now();
+    let child_addr = loop {
+        child.pump(&ctl, false);
+        if let Ok((_, a)) = parent.recv_from(&mut buf) {
+            break a;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "no hello from the child");
+    };
+    let allow = encode(job, 0, &Msg::Allow { allowed: 0 });
+    parent
+        .send_to(&crate::wire::mac::sealed(None, &allow), child_addr)
+        .unwrap();
+    let t = Instant::now();
+    while !child.heard() {
+        child.pump(&ctl, false);
+        assert!(t.elapsed() < Duration::from_secs(5), "the parent's answer was not read");
+    }
+    while parent.recv_from(&mut buf).is_ok() {}
+    let start = Instant::now();
+    let mut words = 0;
+    while start.elapsed() < KEEPALIVE * 5 {
+        child.pump(&ctl, false);
+        while parent.recv_from(&mut buf).is_ok() {
+            words += 1;
+        }
+    }
+    // About one word per KEEPALIVE once heard.
+    assert!((3..=6).contains(&words), "{words} datagrams in {:?}", KEEPALIVE * 5);
+}
