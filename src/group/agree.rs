@@ -6,7 +6,7 @@
 //!
 //! Members learn of a failure only as `ftcoll agree`'s nodes do: from their transport (a
 //! send to a closed endpoint, retries exhausted, a port unreachable) or from their detector
-//! (a neighbour silent for `suspect_after`). A crash ([`Agreements::kill`]) closes the
+//! (a neighbour silent for `suspect_after`). A crash ([`super::Group::kill`]) closes the
 //! member's endpoint and nothing more. A suspicion is final: the group stops the suspected
 //! member (fail-stop enforcement, as ULFM's runtime removes a process it suspects), so ERA's
 //! detector stays accurate in the sense it needs (only dead processes are marked dead), and
@@ -159,16 +159,6 @@ impl Agreements {
         }
     }
 
-    /// Member `r` crashed: its endpoint closes (the others' transports or detectors notice,
-    /// as they would a process that died).
-    pub(super) fn kill(&mut self, r: u32) {
-        if let Some(mut m) = self.members[r as usize].take()
-            && let Some(f) = m.on_death.as_mut()
-        {
-            f();
-        }
-    }
-
     /// One pass of every live member: receive, suspicions to ERA, heartbeats, send, report
     /// what returned; true if anything happened (heartbeats alone do not count). A member
     /// this pass stops (`stops.claim`) is added to `stop` with the member that made it stop:
@@ -195,7 +185,9 @@ impl Agreements {
                 }
             }
             if slot.is_some() && stops.is_stopped(r) {
-                // Stopped (here or on another worker): its endpoint closes now.
+                // Stopped (killed, failed, or suspected here or on another worker): its
+                // endpoint closes now, and the others' transports or detectors notice, as
+                // they would a process that died.
                 if let Some(mut m) = slot.take()
                     && let Some(f) = m.on_death.as_mut()
                 {

@@ -31,8 +31,8 @@ pub(super) struct Shared {
     crash: Vec<AtomicBool>,
     /// Bumped whenever a crash is asked for (a worker looks at `crash` only then).
     crash_asks: AtomicU64,
-    /// Each worker's inbox for its agreement members: the caller's values and the members
-    /// reported failed, in the order they came.
+    /// Each worker's inbox for its agreement members: the caller's values, in the order they
+    /// came (a member that stops is closed by its worker on seeing `stopped`).
     inboxes: Vec<Inbox>,
     /// The group has broadcast nodes; without them a member is stopped where its suspicion
     /// is seen, not by its broadcast node's worker.
@@ -74,19 +74,11 @@ impl Stops for Shared {
     }
 }
 
-/// What a worker's agreement members are told.
-#[derive(Clone, Copy, Debug)]
-enum AgreeIn {
-    /// The member enters its next agreement with this value.
-    Value(u32, u64),
-    /// The member stopped (killed, injected, fenced): its agreement endpoint closes.
-    Failed(u32),
-}
-
 /// One worker's inbox (see [`Shared::inboxes`]).
 #[derive(Default)]
 struct Inbox {
-    items: Mutex<Vec<AgreeIn>>,
+    /// `(member, value)`: the member enters its next agreement with the value.
+    items: Mutex<Vec<(u32, u64)>>,
     /// Set after each push, cleared by the worker before it takes the items.
     any: AtomicBool,
 }
@@ -126,22 +118,22 @@ impl Shared {
         self.crash_asks.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Tells the worker of the member `what` is about.
-    fn tell(&self, what: AgreeIn) {
-        let (AgreeIn::Value(r, _) | AgreeIn::Failed(r)) = what;
+    /// Hands `value` to member `r`'s worker.
+    fn tell(&self, r: u32, value: u64) {
         let inbox = &self.inboxes[r as usize % self.inboxes.len()];
-        inbox.items.lock().expect("not poisoned").push(what);
+        inbox.items.lock().expect("not poisoned").push((r, value));
         inbox.any.store(true, Ordering::Release);
     }
 
-    /// Stops member `r` for good whatever stopped it (a kill, a failure): no suspicion of it
-    /// stops or fences it after this.
+    /// Stops member `r` for good whatever stopped it (a kill, a failure): its worker closes
+    /// its agreement endpoint before its next step, and no suspicion of it stops or fences
+    /// it after this.
     fn stop(&self, r: u32) {
         self.claim(r, None);
     }
 
     /// Worker `w`'s items, if any, in the order they came.
-    fn take(&self, w: usize, into: &mut Vec<AgreeIn>) {
+    fn take(&self, w: usize, into: &mut Vec<(u32, u64)>) {
         let inbox = &self.inboxes[w];
         if inbox.any.load(Ordering::Relaxed) && inbox.any.swap(false, Ordering::AcqRel) {
             into.append(&mut inbox.items.lock().expect("not poisoned"));
@@ -171,7 +163,7 @@ pub(super) struct GroupHook {
     /// This worker's members' agreements (`None`: the group has none).
     agreements: Option<Agreements>,
     /// Taken from the inbox, not yet handed over (kept for its capacity).
-    inbox: Vec<AgreeIn>,
+    inbox: Vec<(u32, u64)>,
     /// Members this worker's agreements asked to stop in the last pass (kept for its capacity).
     stops: Vec<(u32, Option<u32>)>,
     /// When this worker's last pass with progress began (outside streams).
@@ -227,11 +219,8 @@ impl GroupHook {
         };
         let sh = &*self.shared;
         sh.take(self.index, &mut self.inbox);
-        for what in self.inbox.drain(..) {
-            match what {
-                AgreeIn::Value(r, v) => a.agree(r, v),
-                AgreeIn::Failed(r) => a.kill(r),
-            }
+        for (r, v) in self.inbox.drain(..) {
+            a.agree(r, v);
         }
         #[cfg(test)]
         if !std::mem::replace(&mut self.placed_agree, true) {
@@ -339,11 +328,11 @@ impl GroupHook {
             }
             *reported = true;
             progress = true;
+            // Its agreement member closes at its worker's next pass.
             sh.stop(node.rank);
             if let Some(by) = node.fenced_by() {
                 sh.fenced.set(node.rank, by);
             }
-            sh.tell(AgreeIn::Failed(node.rank));
             let _ = self.events.send(Event::Failed { rank: node.rank });
         }
         let collect = sh.collect.load(Ordering::Acquire);
@@ -528,7 +517,7 @@ impl Lead {
         // member after reading the requests.
         for (member, value) in values.drain(..) {
             if !sh.is_stopped(member) {
-                sh.tell(AgreeIn::Value(member, value));
+                sh.tell(member, value);
             }
         }
         self.values = values;
@@ -621,6 +610,5 @@ fn fail_now(r: u32, sh: &Shared, ctl: &Control, events: &mpsc::Sender<Event>) {
     if ctl.boards[r as usize].dead.swap(true, Ordering::AcqRel) {
         return;
     }
-    sh.tell(AgreeIn::Failed(r));
     let _ = events.send(Event::Failed { rank: r });
 }
