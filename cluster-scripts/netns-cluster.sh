@@ -16,7 +16,8 @@
 #   -c, --crash R@S      SIGKILL host R's ftcoll S seconds after start (repeatable)
 #   -x, --cut R@S        cut host R's link S seconds after start (repeatable)
 #   -b, --bin PATH       the ftcoll binary                 [target/release/ftcoll]
-#   -l, --logs DIR       per-rank logs                     [mktemp -d]
+#   -l, --logs DIR       per-rank logs; kept      [a temporary directory, removed
+#                        when the run succeeds and kept (and named) when it fails]
 #   -t, --timeout S      kill everything after S seconds                  [300]
 #   --run CMD            instead of bench, run CMD in every host namespace with {rank},
 #                        {nodes}, {ip}, {root}, {hosts} (all IPs, comma-separated) and
@@ -28,7 +29,7 @@
 #   --agree              run ERA agreements (ftcoll agree --join) instead of bench; its
 #                        --kill R@I makes host R SIGKILL itself (--delay needs netem here)
 #   --keep               leave the namespaces up (printed) instead of cleaning up
-# Everything created is removed on exit, Ctrl-C and failure.
+# Everything created is removed on exit, Ctrl-C and failure (the logs of a failed run stay).
 set -euo pipefail
 
 HOSTS=4 DELAY="" JITTER="" BIN="" LOGS="" TIMEOUT=300 KEEP=0 RUN="" EMULATE=0 BOOT=0 AGREE=0
@@ -52,7 +53,7 @@ while [[ $# -gt 0 ]]; do
     --boot) BOOT=1; shift ;;
     --agree) AGREE=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
@@ -76,7 +77,8 @@ if [[ -z "$BIN" ]]; then
   BIN="$(cd "$(dirname "$0")/.." && pwd)/target/release/ftcoll"
 fi
 [[ -x "$BIN" ]] || die "ftcoll binary not found at $BIN (cargo build --release, or --bin PATH)"
-[[ -n "$LOGS" ]] || LOGS="$(mktemp -d /tmp/ftcoll-netns.XXXXXX)"
+OWN_LOGS=0
+if [[ -z "$LOGS" ]]; then LOGS="$(mktemp -d /tmp/ftcoll-netns.XXXXXX)"; OWN_LOGS=1; fi
 mkdir -p "$LOGS"
 
 # Names unique to this run: several runs (and tests) may coexist.
@@ -101,6 +103,9 @@ cleanup() {
       ip netns del "$(ns "$i")" 2>/dev/null || true
     done
     ip netns del "$SW" 2>/dev/null || true
+  fi
+  if (( OWN_LOGS )); then
+    if (( rc == 0 && ! KEEP )); then rm -rf "$LOGS"; else say "per-rank logs kept in $LOGS"; fi
   fi
   exit "$rc"
 }
