@@ -16,7 +16,7 @@
 //! worker `r % k` ([`Agreements::split`]): each worker steps its own members' ERA instances,
 //! so an agreement's hops run in parallel on a machine with a core per worker, as ERA's
 //! processes do (§4). The caller's values and the crashes reach a member's worker through
-//! that worker's inbox ([`super::lead::Shared`]).
+//! that worker's inbox ([`super::shared::Shared`]).
 
 use std::collections::VecDeque;
 use std::sync::mpsc;
@@ -47,7 +47,7 @@ pub(super) struct Agreements {
     hang: Vec<Hang>,
 }
 
-/// Who is stopped, shared by every worker's members ([`super::lead::Shared`]): a member
+/// Who is stopped, shared by every worker's members ([`super::shared::Shared`]): a member
 /// stops at most once, and only a member that is not stopped itself can stop another, so two
 /// members that suspect each other on different workers never both stop (the first claim
 /// wins, as when one thread stepped them all).

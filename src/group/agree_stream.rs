@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::lead::AgreeShare;
+use super::shared::AgreeShare;
 use super::{Group, GroupBuilder, GroupError};
 use crate::protocol::Rank;
 use crate::protocol::agree::EraConfig;

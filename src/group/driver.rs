@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::agree::Agreements;
-use super::lead::{GroupHook, Lead, Shared};
+use super::lead::{GroupHook, Lead};
+use super::shared::Shared;
 use super::stream::{Member, Offer, StreamReq};
 use super::{Event, Group, GroupBuilder, GroupError};
 use crate::protocol::{Protocol, SharedInfo};

@@ -42,6 +42,7 @@ mod agree;
 mod agree_stream;
 mod driver;
 mod lead;
+mod shared;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -368,7 +369,7 @@ pub struct Group {
     workers: usize,
     max_payload: usize,
     ctl: Arc<Control>,
-    shared: Arc<lead::Shared>,
+    shared: Arc<shared::Shared>,
     requests: Option<mpsc::Sender<driver::Request>>,
     events: mpsc::Receiver<Event>,
     thread: Option<JoinHandle<()>>,

@@ -584,38 +584,6 @@ fn a_keyed_udp_group_broadcasts_and_agrees_on_authenticated_endpoints() {
     }
 }
 
-/// Stopping is claimed once, and only by a member that is not stopped itself: of two members
-/// that suspect each other (on two workers, at about the same time), the first claim stops the
-/// other and the second stops no one; a kill or failure (`None`) stops a member whatever
-/// suspected it before or after, and a suspicion after it no longer fences it.
-#[test]
-fn a_stop_is_claimed_once_and_never_by_a_stopped_member() {
-    use super::agree::Stops;
-    let sh = lead::Shared::new(4, 2, false);
-    assert!(sh.claim(1, Some(0)), "0 suspects 1 first: 1 stops");
-    assert!(!sh.claim(0, Some(1)), "1 is stopped: its suspicion of 0 stops no one");
-    assert!(!sh.is_stopped(0) && sh.is_stopped(1));
-    assert!(!sh.claim(1, Some(2)), "stopped once");
-    assert!(sh.claim(3, None), "a kill");
-    assert!(!sh.claim(3, Some(0)), "a suspicion after the kill is no fence");
-    // Many threads racing to stop each other: exactly one claim per stopped member, and a
-    // claim only by a member that was not stopped when it claimed.
-    for _ in 0..200 {
-        let sh = std::sync::Arc::new(lead::Shared::new(2, 2, false));
-        let won: Vec<bool> = (0..2u32)
-            .map(|r| {
-                let sh = sh.clone();
-                std::thread::spawn(move || sh.claim(1 - r, Some(r)))
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .collect();
-        assert_eq!(won.iter().filter(|&&w| w).count(), 1, "{won:?}");
-        assert_eq!(sh.is_stopped(0) as u8 + sh.is_stopped(1) as u8, 1);
-    }
-}
-
 /// More workers asked for than members: one worker per member, each stepping its own.
 #[test]
 fn more_workers_than_members_place_one_member_per_worker() {
