@@ -9,7 +9,8 @@
 //! threads than cores (the workers and the caller) this measures the scheduler.
 //!
 //! `cargo bench --bench group_agree` (add `-- --quick` for a shorter run, `-- --workers 1,2`
-//! and `-- --nodes 4,8` to choose the cells).
+//! and `-- --nodes 4,8` to choose the cells, `-- --heartbeat-us H` for the failure detector's
+//! heartbeat period instead of the group's default, suspicion after `max(100 ms, 10 H)`).
 
 use std::time::{Duration, Instant};
 
@@ -27,8 +28,13 @@ fn measure(
     poll: PollMode,
     warmup: u32,
     agreements: u32,
+    heartbeat: Option<Duration>,
 ) -> Result<Histogram<u64>, String> {
-    let mut g = Group::builder(n)
+    let mut b = Group::builder(n);
+    if let Some(hb) = heartbeat {
+        b = b.failure_detector(hb, Duration::from_millis(100).max(hb * 10));
+    }
+    let mut g = b
         .transport(kind)
         .workers(workers)
         .poll(poll)
@@ -98,6 +104,13 @@ fn main() {
     };
     let (warmup, agreements) = if quick { (50, 300) } else { (200, 2000) };
     let cells = list(&args, "--nodes", vec![4u32, 8]).and_then(|n| Ok((n, list(&args, "--workers", vec![1usize, 2])?)));
+    let heartbeat = match list(&args, "--heartbeat-us", Vec::<u64>::new()) {
+        Ok(v) => v.first().map(|&us| Duration::from_micros(us.max(1))),
+        Err(e) => {
+            eprintln!("group_agree: {e}");
+            std::process::exit(2);
+        }
+    };
     let (nodes, workers) = match cells {
         Ok(c) => c,
         Err(e) => {
@@ -115,7 +128,7 @@ fn main() {
     for kind in [TransportKind::Inproc, TransportKind::Udp] {
         for &n in &nodes {
             for &w in &workers {
-                match measure(kind, n, w, poll, warmup, agreements) {
+                match measure(kind, n, w, poll, warmup, agreements, heartbeat) {
                     Ok(h) => println!(
                         "{:>8} {:>5} {:>8} {:>10.1} {:>10.1}",
                         format!("{kind:?}").to_lowercase(),

@@ -166,6 +166,7 @@ fn shellcheck_is_clean() {
             script("mpirun.sh"),
             script("slurm/ftcoll.sbatch"),
             Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fidelity_cores.sh"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/heartbeat_sharing.sh"),
             Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/trace_vs_model.sh"),
         ])
         .output()

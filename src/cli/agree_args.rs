@@ -73,7 +73,8 @@ pub struct AgreeArgs {
     /// Network benchmark: heartbeat period to tree neighbours, µs. A node blocked on a dead
     /// neighbour probes it after half a period (a closed port then answers with ICMP at once);
     /// a link that carries agreements needs none, so busy runs send few heartbeats [default:
-    /// 50 when every node has a core of its own (and with --join), 100 when nodes share cores].
+    /// 50 when every node has a core of its own (and with --join), 50 times the nodes per
+    /// core when nodes share cores].
     #[arg(long = "heartbeat-us")]
     pub heartbeat_us: Option<u64>,
     /// Network benchmark: a neighbour silent this long is suspected, ms.

@@ -84,7 +84,7 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
         duration: a.duration.map(Duration::from_secs),
         kills: a.kill.as_deref().map(parse_kills).transpose()?.unwrap_or_default(),
         stalls: a.stall.as_deref().map(parse_stalls).transpose()?.unwrap_or_default(),
-        heartbeat: crate::runtime::agree::DEFAULT_HEARTBEAT,
+        heartbeat: crate::runtime::agree::DEDICATED_HEARTBEAT,
         suspect_after: Duration::from_millis(a.suspect_ms),
         op_timeout: Duration::from_millis(a.op_timeout_ms),
         seed: a.seed,

@@ -9,19 +9,18 @@ use std::time::Duration;
 
 use crate::experiment::agree_predict::model_cores;
 use crate::runtime::agree::{
-    AgreeBench, AgreeBenchReport, AgreeTransport, DEDICATED_HEARTBEAT, DEFAULT_HEARTBEAT, validate,
+    AgreeBench, AgreeBenchReport, AgreeTransport, DEDICATED_HEARTBEAT, shared_heartbeat, validate,
 };
 use crate::runtime::cluster::PollMode;
 
 /// The heartbeat period of a run not given one: [`DEDICATED_HEARTBEAT`] when every node has a
-/// core of its own (a `--join` run's nodes each have a host), [`DEFAULT_HEARTBEAT`] when they
-/// share cores, as the model's processor sharing decides it ([`model_cores`]: a thread run's
-/// workers fewer than its nodes, or a `--procs` run's processes more than the host's cores).
+/// core of its own (a `--join` run's nodes each have a host), else [`shared_heartbeat`] of the
+/// nodes per core, as the model's processor sharing counts the cores ([`model_cores`]: a
+/// thread run's workers, or the host's cores for a `--procs` run, when fewer than its nodes).
 pub fn default_heartbeat(b: &AgreeBench, procs: bool, joined: bool, host_cores: usize) -> Duration {
-    if joined || model_cores(b, procs, host_cores).is_none() {
-        DEDICATED_HEARTBEAT
-    } else {
-        DEFAULT_HEARTBEAT
+    match model_cores(b, procs, host_cores) {
+        Some(cores) if !joined => shared_heartbeat(b.n.div_ceil(cores.max(1))),
+        _ => DEDICATED_HEARTBEAT,
     }
 }
 
@@ -99,10 +98,10 @@ mod tests {
         assert!(r.agreements > 5, "the survivor went on alone: {}", r.agreements);
     }
     /// Without `--heartbeat-us` a run whose nodes each have a core probes a waiting neighbour
-    /// twice as often as one whose nodes share cores (where a heartbeat takes a neighbour's
-    /// time); a `--join` run's nodes each have a host.
+    /// every 50 µs, and one whose nodes share cores that times less often per node on a core
+    /// (where a heartbeat takes a neighbour's time); a `--join` run's nodes each have a host.
     #[test]
-    fn the_default_heartbeat_is_shorter_where_every_node_has_a_core() {
+    fn the_default_heartbeat_is_shortest_where_every_node_has_a_core_and_scales_with_sharing() {
         let b = |n, workers| AgreeBench {
             n,
             era: EraConfig::default(),
@@ -114,17 +113,20 @@ mod tests {
             duration: None,
             kills: Vec::new(),
             stalls: Vec::new(),
-            heartbeat: DEFAULT_HEARTBEAT,
+            heartbeat: DEDICATED_HEARTBEAT,
             suspect_after: Duration::from_millis(100),
             op_timeout: Duration::from_secs(5),
             seed: 3,
         };
-        assert!(DEDICATED_HEARTBEAT < DEFAULT_HEARTBEAT);
-        assert_eq!(default_heartbeat(&b(8, 8), false, false, 16), DEDICATED_HEARTBEAT);
-        assert_eq!(default_heartbeat(&b(8, 2), false, false, 16), DEFAULT_HEARTBEAT);
-        assert_eq!(default_heartbeat(&b(8, 8), false, false, 2), DEFAULT_HEARTBEAT);
-        assert_eq!(default_heartbeat(&b(8, 1), true, false, 16), DEDICATED_HEARTBEAT);
-        assert_eq!(default_heartbeat(&b(8, 1), true, false, 4), DEFAULT_HEARTBEAT);
-        assert_eq!(default_heartbeat(&b(8, 1), false, true, 2), DEDICATED_HEARTBEAT);
+        let us = |d: Duration| d.as_micros();
+        assert_eq!(us(default_heartbeat(&b(8, 8), false, false, 16)), 50);
+        // Four nodes per worker, then per core: a core heartbeats as one dedicated node does.
+        assert_eq!(us(default_heartbeat(&b(8, 2), false, false, 16)), 200);
+        assert_eq!(us(default_heartbeat(&b(8, 8), false, false, 2)), 200);
+        assert_eq!(us(default_heartbeat(&b(16, 1), false, false, 2)), 800);
+        assert_eq!(us(default_heartbeat(&b(9, 2), false, false, 2)), 250);
+        assert_eq!(us(default_heartbeat(&b(8, 1), true, false, 16)), 50);
+        assert_eq!(us(default_heartbeat(&b(8, 1), true, false, 4)), 100);
+        assert_eq!(us(default_heartbeat(&b(8, 1), false, true, 2)), 50);
     }
 }

@@ -81,7 +81,7 @@ impl Settings {
             },
             pin: b.pin,
             seed: b.seed,
-            heartbeat: b.heartbeat,
+            heartbeat: b.heartbeat_period(),
             suspect_after: b.suspect_after,
         }
     }

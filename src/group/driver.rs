@@ -81,7 +81,7 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
         // Authenticated as the broadcasts are: an agreement message or heartbeat without the
         // job key is dropped and counted, never fed to ERA or the failure detector.
         let eps = endpoints_with_key(b.transport, n, job, b.seed, 0.0, b.auth.clone()).map_err(GroupError::Setup)?;
-        let a = Agreements::new(eps, n, job, b.heartbeat, b.suspect_after).map_err(GroupError::Setup)?;
+        let a = Agreements::new(eps, n, job, b.heartbeat_period(), b.suspect_after).map_err(GroupError::Setup)?;
         #[cfg(test)]
         let a = a.with_hang(std::mem::take(&mut b.hang_agree));
         Some(a)

@@ -163,8 +163,9 @@ pub struct GroupBuilder {
     agreements: bool,
     broadcasts: bool,
     kills: Vec<Kill>,
-    /// The agreements' failure detector: heartbeat period and suspicion floor.
-    heartbeat: Duration,
+    /// The agreements' failure detector: heartbeat period (`None`: by the members per core,
+    /// [`GroupBuilder::failure_detector`]) and suspicion floor.
+    heartbeat: Option<Duration>,
     suspect_after: Duration,
     /// The members' broadcast endpoints, if the caller built them.
     endpoints: Option<Endpoints>,
@@ -325,12 +326,27 @@ impl GroupBuilder {
 
     /// The agreements' failure detector: each member sends a heartbeat every `heartbeat` to
     /// its ERA tree neighbours that nothing else was sent to, and suspects one silent for
-    /// `suspect_after`; a suspected member is stopped ([`Event::Failed`]). Default: 100 µs
-    /// and 100 ms, as `ftcoll agree`.
+    /// `suspect_after`; a suspected member is stopped ([`Event::Failed`]). Default, as
+    /// `ftcoll agree`: 100 ms, and a heartbeat every 50 µs times the members per core (the
+    /// members per worker, with at most as many workers as the machine has cores: one
+    /// member per core, 50 µs; 16 members on one worker, 800 µs), so a core sends about as
+    /// many heartbeats as one member with a core of its own does
+    /// ([`crate::runtime::agree::shared_heartbeat`]).
     pub fn failure_detector(mut self, heartbeat: Duration, suspect_after: Duration) -> Self {
-        self.heartbeat = heartbeat;
+        self.heartbeat = Some(heartbeat);
         self.suspect_after = suspect_after;
         self
+    }
+
+    /// The agreements' heartbeat period: the caller's ([`GroupBuilder::failure_detector`]),
+    /// else 50 µs times the members per core (the members per worker, with at most as many
+    /// workers as members and as the machine's cores).
+    fn heartbeat_period(&self) -> Duration {
+        self.heartbeat.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+            let units = self.workers.clamp(1, self.n.max(1) as usize).min(cores);
+            crate::runtime::agree::shared_heartbeat(self.n.div_ceil(units as u32))
+        })
     }
 
     /// Tests: member `hang.0`'s agreements stop being driven once `hang.1` says so.
@@ -400,7 +416,7 @@ impl Group {
             agreements: true,
             broadcasts: true,
             kills: Vec::new(),
-            heartbeat: crate::runtime::agree::DEFAULT_HEARTBEAT,
+            heartbeat: None,
             suspect_after: crate::runtime::agree::DEFAULT_SUSPECT_AFTER,
             endpoints: None,
             #[cfg(test)]

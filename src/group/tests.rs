@@ -597,3 +597,23 @@ fn more_workers_than_members_place_one_member_per_worker() {
     placed.sort();
     assert_eq!(placed, [(0, vec![0]), (1, vec![1]), (2, vec![2])]);
 }
+
+/// Without a period of the caller's, the agreements heartbeat every 50 µs times the members
+/// per core: the members per worker, with no more workers than members or cores.
+#[test]
+fn the_default_heartbeat_scales_with_the_members_per_core() {
+    let us = |b: GroupBuilder| b.heartbeat_period().as_micros();
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u32;
+    assert_eq!(us(Group::builder(16)), 800, "one worker by default");
+    assert_eq!(us(Group::builder(1)), 50);
+    assert_eq!(
+        us(Group::builder(3).workers(8)),
+        50 * 3u32.div_ceil(cores.min(3)) as u128
+    );
+    assert_eq!(
+        us(Group::builder(16).workers(4)),
+        50 * 16u32.div_ceil(cores.min(4)) as u128
+    );
+    let kept = Group::builder(16).failure_detector(Duration::from_micros(70), Duration::from_millis(100));
+    assert_eq!(us(kept), 70, "the caller's period is kept");
+}

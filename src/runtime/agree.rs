@@ -36,21 +36,29 @@ pub(crate) use node::{Node, NodeInit};
 
 const JOB: u64 = 0xE4A0_A64E_E000_0001;
 
-/// The failure detector's heartbeat period to ERA tree neighbours of a library group's
-/// agreements, and of `ftcoll agree` when its nodes share cores, by default.
-pub const DEFAULT_HEARTBEAT: Duration = Duration::from_micros(100);
-
 /// The heartbeat period of `ftcoll agree` by default when every node has a core of its own.
 /// A node that waits on a neighbour it spoke to last heartbeats it after half a period, and a
 /// dead neighbour's closed port refuses that heartbeat at once, so the period bounds how soon
 /// a crash is found. On a lent 16-core machine (N = 8, kill 4@2500, three alternations) 50 µs
 /// took UDP's kill to the first successful agreement from 212–246 µs (100 µs) to 177–186 µs
 /// and inproc's from 135–143 to 85–112 µs, with the failure-free node p50 unchanged (UDP
-/// 22.6–25.0 against 22.1–25.5 µs). Where nodes share cores each heartbeat takes a
-/// neighbour's time: on 2 cores (N = 8, UDP) 50 µs sent 5–9× the heartbeats and raised the
-/// agreement p50 from 124–146 to 192–303 µs, so shared cores keep [`DEFAULT_HEARTBEAT`]
-/// (docs/measurements.md, "Kill to the first successful agreement").
+/// 22.6–25.0 against 22.1–25.5 µs) (docs/measurements.md, "Kill to the first successful
+/// agreement"). Where nodes share cores see [`shared_heartbeat`].
 pub const DEDICATED_HEARTBEAT: Duration = Duration::from_micros(50);
+
+/// The heartbeat period where `per_core` nodes share each core (1: a core of its own):
+/// [`DEDICATED_HEARTBEAT`] times `per_core`, so a core sends about as many heartbeats as one
+/// node with a core of its own does. A node heartbeats a neighbour it waits on, and where
+/// nodes share a core an agreement takes about `per_core` times as long, so a fixed period
+/// sends that many more heartbeats per agreement, each taking a neighbour's time (a UDP
+/// heartbeat is a system call): at 100 µs, 16 nodes on one worker sent 128 datagrams per
+/// agreement over UDP, ERA's 30 and 98 heartbeats, and took 2.7–4.0× the model's time; at
+/// 800 µs 30, and 1.0–1.6× (docs/measurements.md, "Heartbeats where nodes share cores").
+/// Finding a crash takes about half a period, which an agreement on shared cores takes
+/// anyway.
+pub fn shared_heartbeat(per_core: u32) -> Duration {
+    DEDICATED_HEARTBEAT * per_core.max(1)
+}
 
 /// A neighbour silent this long is suspected, by default (the floor of the detector's
 /// adaptive bound).
