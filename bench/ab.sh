@@ -2,7 +2,8 @@
 # A/B of ftcoll binaries: each binary's `bench --kill none --json` per node count and transport,
 # alternated REPS times in one run (so that drift and load hit every binary alike); prints per
 # run the coloring p50 and p99 (µs), measured/modeled p50, standalone ACKs per data datagram,
-# messages and retransmissions per operation, and the load.
+# messages and retransmissions per operation, the load, measured/modeled p99 and whether the
+# prediction was noisy LogP.
 #   bench/ab.sh [-r REPS] [-n "8 16"] [-t "udp inproc"] [-i ITERATIONS] BINARY...
 #   e.g. bench/ab.sh -r 3 -n "8 16" -t udp /tmp/ftcoll-old target/release/ftcoll
 set -eu
@@ -16,7 +17,7 @@ done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { echo "usage: $0 [-r REPS] [-n NODES] [-t TRANSPORTS] [-i ITERATIONS] BINARY..." >&2; exit 2; }
 echo "cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rep N transport binary coloring_p50_us coloring_p99_us ratio_p50 acks_per_data msgs_per_op rtx_per_op load"
+echo "rep N transport binary coloring_p50_us coloring_p99_us ratio_p50 acks_per_data msgs_per_op rtx_per_op load ratio_p99 noisy"
 for rep in $(seq "$reps"); do
   for n in $nodes; do
     for t in $transports; do
@@ -29,7 +30,10 @@ d = json.load(sys.stdin); p = d["prediction"]; a = d.get("acks_per_data")
 ops = max(d["measured_ops"], 1)
 print("%.3f %.3f %.3f %s %.1f %.2f" % (d["coloring_latency_us"]["p50"], d["coloring_latency_us"]["p99"],
       p["coloring"]["ratio"]["p50"], "%.3f" % a if a is not None else "-", d["messages_per_op"],
-      d["transport"]["retransmits"] / ops))') $(cut -d' ' -f1 /proc/loadavg)"
+      d["transport"]["retransmits"] / ops))') $(cut -d' ' -f1 /proc/loadavg) $(echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print("%.3f %s" % (d["prediction"]["coloring"]["ratio"]["p99"], d["config"].get("noisy_model")))')"
       done
     done
   done

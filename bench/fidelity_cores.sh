@@ -10,7 +10,7 @@
 # measured distributions drive the noisy-LogP prediction, so the p99 column means something.
 # Each run measures the hop through a node itself (a 2-node run before it, `node_hop` in the
 # JSON) and adds what the node costs beyond the transport to o_s and o_r.
-# -e: each run estimates its own LogP parameters instead (2000 ping-pongs, fixed-cost model).
+# -e: each run estimates its own LogP parameters and their distributions instead (2000 ping-pongs).
 #
 # usage: bench/fidelity_cores.sh [-b FTCOLL] [-i ITERATIONS] [-n "2 4 8 16"] [-t "udp inproc"]
 #                                [-o OUT.jsonl] [-s SAVE_DIR] [-e]

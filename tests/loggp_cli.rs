@@ -212,3 +212,37 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// Without a calibration, bench's own ping-pong (the 2000 round trips it estimates o_s, o_r
+/// and L from) gives the distributions too, so its prediction is noisy as with `--params`;
+/// an o or L given on the command line makes it a fixed-cost prediction.
+#[test]
+fn bench_predicts_noisy_from_its_own_ping_pong_unless_o_or_l_is_given() {
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "bench",
+            "--nodes",
+            "2",
+            "--transport",
+            "inproc",
+            "--iterations",
+            "20",
+            "--warmup",
+            "10",
+            "--kill",
+            "none",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        json(&a)
+    };
+    let b = run(&[]);
+    assert!(b["logp_estimate"].is_object(), "a fresh estimate: {b}");
+    assert_eq!(b["config"]["noisy_model"], true, "{b}");
+    let p = &b["prediction"]["coloring"]["predicted_us"];
+    assert!(p["p99"].as_f64().unwrap() >= p["p50"].as_f64().unwrap(), "{b}");
+    let given = run(&["--o-ns", "300"]);
+    assert!(given["logp_estimate"].is_object(), "L still estimated: {given}");
+    assert_eq!(given["config"]["noisy_model"], false, "{given}");
+    assert_eq!(run(&["--o-ns", "300", "--L-ns", "500"])["config"]["noisy_model"], false);
+}

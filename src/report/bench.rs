@@ -64,7 +64,8 @@ pub struct BenchReport<'a> {
     /// With `model_cores`: a core's visit of a node with nothing to do, ns (0: switching
     /// between nodes is free in the model).
     pub model_visit_ns: u64,
-    /// The prediction drew o_s, o_r and L per message from the calibration (noisy LogP).
+    /// The prediction drew o_s, o_r and L per message from the calibration's distributions,
+    /// or the fresh estimate's (noisy LogP).
     pub noisy: bool,
     /// The node's own cost per hop folded into the model's o_s and o_r.
     pub node_hop: Option<crate::experiment::bench::node_hop::NodeHop>,
@@ -243,7 +244,11 @@ pub fn print(r: &BenchReport) {
         );
     }
     if *noisy {
-        s += "model: noisy LogGP: each message's o_s, o_r and L drawn from the calibration's distributions\n";
+        s += if cal.is_some() {
+            "model: noisy LogGP: each message's o_s, o_r and L drawn from the calibration's distributions\n"
+        } else {
+            "model: noisy LogGP: each message's o_s, o_r and L drawn from the distributions of the ping-pong above\n"
+        };
     }
     if o_ns != own_o_ns {
         s += &format!(

@@ -1,6 +1,7 @@
 //! A bench run's LogP model: o and L given, calibrated (`params`) or measured, the node's own
 //! cost per hop folded into the overheads ([`super::node_hop`]), processor sharing, the
-//! calibration's noise; and the prediction of a finished run on the simulator.
+//! measured distributions of o_s, o_r and L (noisy LogP: a calibration's, or those of the
+//! run's own ping-pong); and the prediction of a finished run on the simulator.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use super::{BenchEnv, BenchOutcome, Checked};
 use crate::experiment::predict::{BenchModel, Prediction, SharedCores, predict, shared_o_ns};
 use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
-use crate::runtime::logp::{Calibration, Estimate, estimate};
+use crate::runtime::logp::{Calibration, Estimate, estimate_samples};
 use crate::sim::Noise;
 
 /// The model a run's protocols count in and its prediction uses.
@@ -23,7 +24,8 @@ pub struct RunModel {
     pub node_hop: Option<NodeHop>,
     /// The LogGP of the run, after processor sharing.
     pub model: BenchModel,
-    /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
+    /// Noisy LogP: the distributions of o_s, o_r and L (the calibration's, else the fresh
+    /// estimate's), in the model's units.
     pub noise: Option<Arc<Noise>>,
     /// The node's mean overhead before processor sharing, ns.
     pub own_o_ns: u64,
@@ -43,9 +45,15 @@ impl Checked {
         let cal_ns = cal.as_ref().map(|c| c.os_or_l_ns());
         let given_o = a.o_ns.map(|o| (o, o)).or(cal_ns.map(|(os, or, _)| (os, or)));
         let given_l = a.l_ns.or(cal_ns.map(|(_, _, l)| l));
-        let est: Option<Estimate> = match (given_o, given_l) {
-            (Some(_), Some(_)) => None,
-            _ => Some(estimate(a.transport, 2000, a.size)?),
+        // The estimate's round trips also give the distributions a calibration saves
+        // (`ftcoll logp --save`: the same 2000 ping-pongs), for the noisy prediction.
+        let (est, est_noise): (Option<Estimate>, Option<serde_json::Value>) = match (given_o, given_l) {
+            (Some(_), Some(_)) => (None, None),
+            _ => {
+                let (mut rtt, mut os, mut or) = estimate_samples(a.transport, 2000, a.size)?;
+                let noise = Calibration::from_samples(String::new(), a.size, &rtt, &os, &or, 0.0, None)?.noise;
+                (Some(Estimate::from_samples(&mut rtt, &mut os, &mut or)), Some(noise))
+            }
         };
         // The transport's overheads (measured, calibrated or given).
         let (tr_os, tr_or) = given_o.or(est.map(|e| (e.o_send_ns, e.o_recv_ns))).unwrap_or((1, 1));
@@ -83,14 +91,16 @@ impl Checked {
             l_ns,
         );
         let o_ns = model.mean_o_ns();
-        // A calibration that gave every parameter also gives their distributions: the
-        // prediction then draws each message's o_s, o_r and L from them (noisy LogP).
-        let noise = match &cal {
-            Some(c) if a.o_ns.is_none() && a.l_ns.is_none() && !c.noise.is_null() => {
+        // A calibration that gave every parameter also gives their distributions, and so does
+        // the estimate when it measured them all: the prediction then draws each message's
+        // o_s, o_r and L from them (noisy LogP). Not when o or L was given.
+        let measured = cal.as_ref().map(|c| &c.noise).or(est_noise.as_ref());
+        let noise = match measured {
+            Some(dists) if a.o_ns.is_none() && a.l_ns.is_none() && !dists.is_null() => {
                 // The transport's distributions, stretched so that their medians are the node's
                 // overheads (after processor sharing), in the model's unit.
                 let fixed = crate::model::LogGP::new(model.l_ns, tr_os.max(1), tr_or.max(1), 0, 0)?;
-                let ns = Noise::from_json(&c.noise.to_string(), fixed)?;
+                let ns = Noise::from_json(&dists.to_string(), fixed)?;
                 let u = model.unit_ns as f64;
                 Some(Arc::new(ns.scaled(
                     model.os_ns as f64 / tr_os.max(1) as f64 / u,
