@@ -23,6 +23,24 @@ fn sim(extra: &[&str]) -> serde_json::Value {
     json(&a)
 }
 
+/// A 2-node inproc bench of 20 operations after 10, with `extra` flags; its JSON.
+fn small_bench(extra: &[&str]) -> serde_json::Value {
+    let mut a = vec![
+        "bench",
+        "--nodes",
+        "2",
+        "--transport",
+        "inproc",
+        "--iterations",
+        "20",
+        "--warmup",
+        "10",
+        "--json",
+    ];
+    a.extend_from_slice(extra);
+    json(&a)
+}
+
 /// Everything but the wall time.
 fn results(mut v: serde_json::Value) -> serde_json::Value {
     v.as_object_mut().unwrap().remove("wall_seconds");
@@ -158,20 +176,7 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
     // the hop through a node it measures itself: what that takes beyond the transport's
     // o_s + L + o_r is added to o_s and o_r (`experiment::bench::node_hop`).
     let ns = |k: &str| cal[k]["median"].as_f64().unwrap().round().max(1.0) as u64;
-    let b = json(&[
-        "bench",
-        "--nodes",
-        "2",
-        "--transport",
-        "inproc",
-        "--iterations",
-        "20",
-        "--warmup",
-        "10",
-        "--params",
-        p,
-        "--json",
-    ]);
+    let b = small_bench(&["--params", p]);
     let hop = &b["node_hop"];
     assert!(hop["hop_ns"]["median"].as_f64().unwrap() > 0.0, "{b}");
     let share = |k: &str| hop[k].as_u64().unwrap();
@@ -218,24 +223,7 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
 /// an o or L given on the command line makes it a fixed-cost prediction.
 #[test]
 fn bench_predicts_noisy_from_its_own_ping_pong_unless_o_or_l_is_given() {
-    let run = |extra: &[&str]| {
-        let mut a = vec![
-            "bench",
-            "--nodes",
-            "2",
-            "--transport",
-            "inproc",
-            "--iterations",
-            "20",
-            "--warmup",
-            "10",
-            "--kill",
-            "none",
-            "--json",
-        ];
-        a.extend_from_slice(extra);
-        json(&a)
-    };
+    let run = |extra: &[&str]| small_bench(&[&["--kill", "none"], extra].concat());
     let b = run(&[]);
     assert!(b["logp_estimate"].is_object(), "a fresh estimate: {b}");
     assert_eq!(b["config"]["noisy_model"], true, "{b}");
