@@ -13,7 +13,9 @@
 //! bookkeeping) is charged to `o_s` and `o_r` in proportion to them.
 //!
 //! What the model leaves out, explicitly: the runtime's heartbeats (one per `--heartbeat-us`
-//! per tree neighbour, sharing the nodes' cores and sockets), the coordinator's bookkeeping of
+//! per tree neighbour a node waits on, sharing the nodes' cores and sockets; by default their
+//! period grows with the nodes per core, [`crate::runtime::agree::shared_heartbeat`], so a
+//! core carries about as many as with a core per node), the coordinator's bookkeeping of
 //! returns, and the wake-up of a node that polls its ring while idle. Failure classes are
 //! not predicted (the simulator's failure detector is modeled by a fixed delay, the runtime's
 //! by heartbeats).
