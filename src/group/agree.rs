@@ -79,29 +79,33 @@ impl Agreements {
         heartbeat: Duration,
         suspect_after: Duration,
     ) -> Result<Self, String> {
-        if heartbeat.is_zero() || suspect_after <= heartbeat {
-            return Err(format!(
-                "the failure detector's heartbeat ({heartbeat:?}) must be positive and below suspect_after ({suspect_after:?})"
-            ));
-        }
-        let det = DetectorConfig {
-            heartbeat: heartbeat.as_nanos() as Time,
-            suspect_after: suspect_after.as_nanos() as Time,
-        };
+        let det = detector(heartbeat, suspect_after)?;
         let base = Instant::now();
         let members = eps
             .into_iter()
             .enumerate()
-            .map(|(r, (tp, on_death))| {
-                Ok(Some(Member {
-                    era: Era::new(r as u32, n, EraConfig::default())?,
-                    drv: Driver::new(tp, job, det, base),
-                    on_death,
-                    queued: VecDeque::new(),
-                    open: 0,
-                }))
-            })
+            .map(|(r, (tp, on_death))| Member::new(r as u32, n, tp, on_death, job, det, base).map(Some))
             .collect::<Result<_, String>>()?;
+        Ok(Self {
+            members,
+            #[cfg(test)]
+            hang: Vec::new(),
+        })
+    }
+
+    /// Member `rank` of `n` alone, over `tp` (one process's member of a group of processes,
+    /// [`super::member`]); the other slots stay empty.
+    pub(super) fn one(
+        rank: u32,
+        n: u32,
+        tp: Box<dyn crate::transport::Transport>,
+        job: u64,
+        heartbeat: Duration,
+        suspect_after: Duration,
+    ) -> Result<Self, String> {
+        let det = detector(heartbeat, suspect_after)?;
+        let mut members: Vec<Option<Member>> = (0..n).map(|_| None).collect();
+        members[rank as usize] = Some(Member::new(rank, n, tp, None, job, det, Instant::now())?);
         Ok(Self {
             members,
             #[cfg(test)]
@@ -233,6 +237,40 @@ impl Agreements {
             }
         }
         progress
+    }
+}
+
+/// The failure detector of every member: a heartbeat every `heartbeat`, suspicion after
+/// `suspect_after` of silence.
+fn detector(heartbeat: Duration, suspect_after: Duration) -> Result<DetectorConfig, String> {
+    if heartbeat.is_zero() || suspect_after <= heartbeat {
+        return Err(format!(
+            "the failure detector's heartbeat ({heartbeat:?}) must be positive and below suspect_after ({suspect_after:?})"
+        ));
+    }
+    Ok(DetectorConfig {
+        heartbeat: heartbeat.as_nanos() as Time,
+        suspect_after: suspect_after.as_nanos() as Time,
+    })
+}
+
+impl Member {
+    fn new(
+        r: u32,
+        n: u32,
+        tp: Box<dyn crate::transport::Transport>,
+        on_death: Option<Box<dyn FnMut() + Send>>,
+        job: u64,
+        det: DetectorConfig,
+        base: Instant,
+    ) -> Result<Self, String> {
+        Ok(Member {
+            era: Era::new(r, n, EraConfig::default())?,
+            drv: Driver::new(tp, job, det, base),
+            on_death,
+            queued: VecDeque::new(),
+            open: 0,
+        })
     }
 }
 

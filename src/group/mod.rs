@@ -42,12 +42,14 @@ mod agree;
 mod agree_stream;
 mod driver;
 mod lead;
+mod member;
 mod shared;
 mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use agree_stream::AgreeStream;
+pub use member::{Member, MemberSpec};
 pub use stream::Stream;
 
 use std::sync::Arc;

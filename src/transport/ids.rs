@@ -22,6 +22,7 @@
 //! | `logp --between` | [`logp_between`]`(port)` | the long-term key |
 //! | `logp --rendezvous` | [`LOGP_RENDEZVOUS`] | [`RunId::session_key`] of [`RunId::resolve`] |
 //! | a library [`crate::group`] | [`group`]`(seed)`; its agreements [`group_agree`]`(seed)` | the caller's key |
+//! | a library [`crate::group::Member`] (a process each) | [`members`]`(seed)` | rank 0's nonce, in its table |
 //!
 //! The job-id families differ in their top 16 bits (`0xF7C0`, `0xA6EE`, `0x6770`, `0x40B0`) where they
 //! are built from a seed; the others are small numbers (a pid, a port, a generation's hash
@@ -58,6 +59,12 @@ pub fn group(seed: u64) -> u64 {
 /// A library group's agreements (endpoints of their own).
 pub fn group_agree(seed: u64) -> u64 {
     group(seed) ^ 0xA6EE
+}
+
+/// A library group whose members are processes ([`crate::group::Member`]): rendezvous and
+/// agreements, from its seed.
+pub fn members(seed: u64) -> u64 {
+    group(seed) ^ 0x3E3B_0000
 }
 
 /// A bootstrap on this machine: the launching process's id and the node count (two
