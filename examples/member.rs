@@ -5,11 +5,13 @@
 //! own values and on member 3 having failed.
 //!
 //! Run with `cargo run --example member`; it exits non-zero if any member saw another outcome
-//! than the one above. One member by hand (each in its own shell, in any order):
-//! `cargo run --example member -- --rank R --nodes N --at 127.0.0.1:7800` (then no member
-//! exits early, and each prints what it agreed).
+//! than the one above. It starts its members as a launcher would, with the rank and size in
+//! Open MPI's environment variables, which `MemberSpec::from_launcher` reads (so does
+//! `mpirun -n 4 target/release/examples/member --at HOST:PORT`, or Slurm's `srun`). One
+//! member by hand (each in its own shell, in any order):
+//! `cargo run --example member -- --rank R --nodes N --at 127.0.0.1:7800`. Started either way
+//! without `--check`, no member exits early and each prints what it agreed.
 
-use std::net::SocketAddr;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -21,19 +23,23 @@ const LEAVES: u32 = 3;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
-    let parsed = (|| -> Result<Option<(u32, u32, SocketAddr, bool)>, String> {
-        let Some(rank) = flag("--rank") else { return Ok(None) };
-        let num = |s: &String, what: &str| s.parse::<u32>().map_err(|_| format!("{what}: not a number: {s:?}"));
-        let rank = num(rank, "--rank")?;
-        let nodes = num(flag("--nodes").ok_or("--nodes N is needed with --rank")?, "--nodes")?;
-        let at = flag("--at")
-            .ok_or("--at ADDR is needed with --rank")?
+    let parsed = (|| -> Result<Option<(MemberSpec, bool)>, String> {
+        let Some(at) = flag("--at") else { return Ok(None) };
+        let at = at
             .parse()
             .map_err(|_| "--at: not an address like 127.0.0.1:7800".to_string())?;
-        Ok(Some((rank, nodes, at, args.iter().any(|a| a == "--check"))))
+        let num = |s: &String, what: &str| s.parse::<u32>().map_err(|_| format!("{what}: not a number: {s:?}"));
+        let spec = match flag("--rank") {
+            Some(rank) => {
+                let nodes = flag("--nodes").ok_or("--nodes N is needed with --rank")?;
+                MemberSpec::new(num(rank, "--rank")?, num(nodes, "--nodes")?, at)
+            }
+            None => MemberSpec::from_launcher(at).map_err(|e| e.to_string())?,
+        };
+        Ok(Some((spec, args.iter().any(|a| a == "--check"))))
     })();
     let result = match parsed {
-        Ok(Some((rank, nodes, at, check))) => member(rank, nodes, at, check).map_err(|e| e.to_string()),
+        Ok(Some((spec, check))) => member(spec, check).map_err(|e| e.to_string()),
         Ok(None) => launch(),
         Err(e) => Err(e),
     };
@@ -46,7 +52,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Starts four members of a group as processes of this program and waits for them.
+/// Starts four members of a group as processes of this program, as `mpirun` would (rank and
+/// size in Open MPI's environment variables), and waits for them.
 fn launch() -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
@@ -58,15 +65,9 @@ fn launch() -> Result<(), String> {
     let children: Vec<_> = (0..n)
         .map(|r| {
             let mut c = Command::new(&exe);
-            c.args([
-                "--rank",
-                &r.to_string(),
-                "--nodes",
-                &n.to_string(),
-                "--at",
-                &at,
-                "--check",
-            ]);
+            c.args(["--at", &at, "--check"])
+                .env("OMPI_COMM_WORLD_RANK", r.to_string())
+                .env("OMPI_COMM_WORLD_SIZE", n.to_string());
             c.spawn().map_err(|e| format!("cannot start member {r}: {e}"))
         })
         .collect::<Result<_, _>>()?;
@@ -88,9 +89,10 @@ fn launch() -> Result<(), String> {
 
 /// One member: two agreements. With `check` (the self-started run) member [`LEAVES`] exits
 /// after the first without leaving, and every result is checked.
-fn member(rank: u32, n: u32, at: SocketAddr, check: bool) -> Result<(), GroupError> {
+fn member(spec: MemberSpec, check: bool) -> Result<(), GroupError> {
     let wrong = |what: String| Err(GroupError::Setup(what));
-    let mut m = Member::join(MemberSpec::new(rank, n, at))?;
+    let (rank, n) = (spec.rank, spec.n);
+    let mut m = Member::join(spec)?;
     println!("member {rank} of {n}: joined");
     let (value, failed) = agree(&mut m, !(1u64 << rank))?;
     println!("member {rank}: agreement 0 = {value:#x}, failed {failed:?}");

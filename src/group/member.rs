@@ -64,6 +64,15 @@ pub struct MemberSpec {
 }
 
 impl MemberSpec {
+    /// This process's member as its launcher started it: rank and size from the launcher's
+    /// environment (Slurm `SLURM_PROCID`/`SLURM_NTASKS`, Open MPI
+    /// `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`, MPICH/PMI `PMI_RANK`/`PMI_SIZE`, as
+    /// `ftcoll node` reads them), otherwise as [`MemberSpec::new`].
+    pub fn from_launcher(coordinator: SocketAddr) -> Result<Self, GroupError> {
+        let (rank, n) = crate::runtime::procs::rank_and_size(None, None, "members").map_err(GroupError::Setup)?;
+        Ok(MemberSpec::new(rank, n, coordinator))
+    }
+
     /// Member `rank` of `n`, rendezvous at `coordinator`, unauthenticated, the defaults above,
     /// a 30 s join timeout.
     pub fn new(rank: u32, n: u32, coordinator: SocketAddr) -> Self {
