@@ -68,6 +68,10 @@ fn launch() -> Result<(), String> {
             c.args(["--at", &at, "--check"])
                 .env("OMPI_COMM_WORLD_RANK", r.to_string())
                 .env("OMPI_COMM_WORLD_SIZE", n.to_string());
+            // Started inside a Slurm or PMI job, this program's own rank would come first.
+            for v in ["SLURM_PROCID", "SLURM_NTASKS", "PMI_RANK", "PMI_SIZE"] {
+                c.env_remove(v);
+            }
             c.spawn().map_err(|e| format!("cannot start member {r}: {e}"))
         })
         .collect::<Result<_, _>>()?;
@@ -127,7 +131,12 @@ fn agree(m: &mut Member, value: u64) -> Result<(u64, Vec<u32>), GroupError> {
             }) if i == id => return Ok((value, failed)),
             Some(Event::Failed { rank }) => println!("member {}: member {rank} failed", m.rank()),
             Some(_) => {}
-            None => return Err(GroupError::Setup(format!("agreement {id} did not return in 30 s"))),
+            None => {
+                return Err(match m.fenced_by() {
+                    Some(by) => GroupError::Fenced { rank: m.rank(), by },
+                    None => GroupError::Setup(format!("agreement {id} did not return in 30 s")),
+                });
+            }
         }
     }
 }

@@ -145,6 +145,12 @@ impl Member {
         if n > MAX_AGREE_NODES {
             return Err(GroupError::TooManyToAgree { max: MAX_AGREE_NODES });
         }
+        if spec.coordinator.ip().is_unspecified() || spec.coordinator.port() == 0 {
+            return Err(setup(format!(
+                "the coordinator's address {} is not one the members can send to (give rank 0's IP and port)",
+                spec.coordinator
+            )));
+        }
         if spec.heartbeat.is_zero() || spec.suspect_after <= spec.heartbeat {
             return Err(setup(format!(
                 "the failure detector's heartbeat ({:?}) must be positive and below suspect_after ({:?})",
@@ -212,10 +218,19 @@ impl Member {
             flags: flags.clone(),
             _agent: agent,
         };
-        let thread = std::thread::Builder::new()
+        let thread = match std::thread::Builder::new()
             .name("ftcoll-member".into())
             .spawn(move || run.run())
-            .map_err(|e| setup(format!("cannot start the member's thread: {e}")))?;
+        {
+            Ok(t) => t,
+            Err(e) => {
+                flags.stop.store(true, Ordering::Release);
+                if let Some(c) = coordinator {
+                    let _ = c.join();
+                }
+                return Err(setup(format!("cannot start the member's thread: {e}")));
+            }
+        };
         Ok(Member {
             rank,
             n,
@@ -239,7 +254,9 @@ impl Member {
     }
 
     /// Who fenced this member, if one did: that member's transport or detector suspected it
-    /// (silent too long), so it stopped, as fail-stop enforcement requires.
+    /// (silent too long), so it stopped, as fail-stop enforcement requires. Its own rank: the
+    /// group agreed it had failed (a peer's suspicion reached it in an agreement's failed set
+    /// before that peer's FENCE did), and it stopped as well.
     pub fn fenced_by(&self) -> Option<u32> {
         let by = self.flags.fenced_by.load(Ordering::Acquire);
         (by != NOT_FENCED).then_some(by)
@@ -260,7 +277,9 @@ impl Member {
 
     /// The next event, waiting up to `timeout`: this member's [`Event::Agreed`] returns, and
     /// [`Event::Failed`] once per member this member learned has failed (suspected by its
-    /// transport or detector, or in an agreement's failed set; itself, when fenced).
+    /// transport or detector, or in an agreement's failed set; itself, when fenced). `None`:
+    /// nothing came in time, or this member stopped (fenced: [`Member::fenced_by`] says by
+    /// whom) and nothing more will come.
     pub fn next_event(&mut self, timeout: Duration) -> Option<Event> {
         self.events.recv_timeout(timeout).ok()
     }
@@ -303,7 +322,7 @@ fn serve_rendezvous(spec: &MemberSpec, job: u64, flags: Arc<Flags>) -> Result<Jo
             let epoch = Instant::now();
             let now_ns = || epoch.elapsed().as_nanos() as u64;
             while !flags.stop.load(Ordering::Acquire) {
-                agent.pump(&ctl, &now_ns);
+                agent.serve(&ctl, &now_ns);
                 agent.wait(Duration::from_millis(5));
             }
         })
@@ -371,6 +390,18 @@ impl Run {
             }
             for ev in rx.try_iter() {
                 if let Event::Agreed { failed: f, .. } = &ev {
+                    if f.contains(&self.rank) {
+                        // The group agreed this member failed (a peer suspected it, and the
+                        // decision came before the peer's FENCE): it stops as if fenced, and
+                        // the decision is not its to return.
+                        self.flags
+                            .fenced_by
+                            .compare_exchange(NOT_FENCED, self.rank, Ordering::AcqRel, Ordering::Acquire)
+                            .ok();
+                        failed.claim(self.rank, None);
+                        report(&mut reported, self.rank, &self.events);
+                        break;
+                    }
                     // ERA agreed these failed: every member that returns reports them.
                     for &r in f {
                         failed.claim(r, None);

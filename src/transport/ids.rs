@@ -24,7 +24,7 @@
 //! | a library [`crate::group`] | [`group`]`(seed)`; its agreements [`group_agree`]`(seed)` | the caller's key |
 //! | a library [`crate::group::Member`] (a process each) | [`members`]`(seed)` | rank 0's nonce, in its table |
 //!
-//! The job-id families differ in their top 16 bits (`0xF7C0`, `0xA6EE`, `0x6770`, `0x40B0`) where they
+//! The job-id families differ in their top 16 bits (`0xF7C0`, `0xA6EE`, `0x6770`, `0x3E3B`, `0x40B0`) where they
 //! are built from a seed; the others are small numbers (a pid, a port, a generation's hash
 //! with `0xA6EE` in its low bits). Run ids: `--run-id STR`, else the launcher's
 //! ([`LAUNCHERS`]: Slurm `SLURM_JOB_ID`.`SLURM_STEP_ID`, PMIx `PMIX_NAMESPACE` as Open MPI's
@@ -64,7 +64,7 @@ pub fn group_agree(seed: u64) -> u64 {
 /// A library group whose members are processes ([`crate::group::Member`]): rendezvous and
 /// agreements, from its seed.
 pub fn members(seed: u64) -> u64 {
-    group(seed) ^ 0x3E3B_0000
+    0x3E3B_0000_0000_0000 ^ seed
 }
 
 /// A bootstrap on this machine: the launching process's id and the node count (two

@@ -159,3 +159,15 @@ fn the_others_agree_without_rank_0() {
         assert_eq!(agreed(m, 0, &mut Vec::new()), (!0b110, vec![0]));
     }
 }
+
+/// A coordinator address no member can send to is refused at once.
+#[test]
+fn an_unspecified_coordinator_is_refused() {
+    for at in ["0.0.0.0:7000", "127.0.0.1:0"] {
+        match Member::join(MemberSpec::new(1, 2, at.parse().unwrap())) {
+            Err(GroupError::Setup(e)) => assert!(e.contains("not one the members can send to"), "{e}"),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("joined at {at}"),
+        }
+    }
+}

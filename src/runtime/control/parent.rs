@@ -285,6 +285,15 @@ impl ParentAgent {
     /// Receives reports into `ctl` (timestamps moved to the parent's clock) and sends commands
     /// that changed (and periodically). `now_ns` is the parent's clock.
     pub fn pump(&mut self, ctl: &Control, now_ns: &dyn Fn() -> u64) {
+        self.serve(ctl, now_ns);
+        self.command(ctl);
+    }
+
+    /// Receives and answers what came (knocks, joins with the table, clock probes; reports
+    /// into `ctl`) and sends no command: a rendezvous only ([`crate::group::Member`]'s rank 0,
+    /// whose members read nothing more from the control plane once they have the table: a
+    /// command to a member that died would only draw ICMP errors toward this host).
+    pub fn serve(&mut self, ctl: &Control, now_ns: &dyn Fn() -> u64) {
         let n = self.children.len() as u32;
         let mut buf = [0u8; 2048];
         while let Ok((len, from)) = self.sock.recv_from(&mut buf) {
@@ -394,6 +403,10 @@ impl ParentAgent {
                 _ => self.invalid += 1,
             }
         }
+    }
+
+    /// Sends the commands that changed (and all of them every 2 ms).
+    fn command(&mut self, ctl: &Control) {
         let allowed = ctl.allowed.load(Ordering::Acquire);
         let retired = ctl.retired.load(Ordering::Acquire);
         let periodic = self.last_flush.elapsed() > Duration::from_millis(2);
