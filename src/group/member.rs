@@ -33,6 +33,7 @@ use super::agree::{Agreements, Stops};
 use super::{Event, GroupError, NOT_FENCED};
 use crate::runtime::agree::{DEDICATED_HEARTBEAT, DEFAULT_SUSPECT_AFTER, MAX_NODES as MAX_AGREE_NODES};
 use crate::runtime::board::Control;
+use crate::runtime::control::child::{Joined, join_with_socket};
 use crate::runtime::control::{ChildAgent, ParentAgent};
 use crate::runtime::join::JobParams;
 use crate::transport::Transport;
@@ -168,21 +169,20 @@ impl Member {
             None
         };
         let joined = (|| {
-            let ip = match spec.bind {
-                Some(ip) => ip,
-                None => crate::transport::local_ip::local_ip_toward(spec.coordinator)
-                    .map_err(|e| format!("no route to the coordinator {}: {e}", spec.coordinator))?,
-            };
-            // The data socket is bound first and kept: the address published is the one it has.
-            let sock = UdpTransport::bind_socket(SocketAddr::new(ip, 0))
-                .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
-            let me = sock
-                .local_addr()
-                .map_err(|e| format!("cannot read the address bound on {ip}: {e}"))?;
-            let mut agent =
-                ChildAgent::new(spec.coordinator, job, rank, n).map_err(|e| format!("control socket: {e}"))?;
-            agent.set_key(spec.key.clone());
-            let (peers, p) = agent.join(me, spec.timeout)?;
+            let Joined {
+                sock,
+                agent,
+                peers,
+                params: p,
+            } = join_with_socket(
+                spec.coordinator,
+                spec.bind,
+                job,
+                rank,
+                n,
+                spec.key.clone(),
+                spec.timeout,
+            )?;
             let cfg = UdpConfig {
                 job,
                 seed: spec.seed,
@@ -192,7 +192,7 @@ impl Member {
             };
             let tp: Box<dyn Transport> = Box::new(
                 UdpTransport::from_socket(rank, sock, &peers, cfg)
-                    .map_err(|e| format!("cannot open the endpoint at {me}: {e}"))?,
+                    .map_err(|e| format!("cannot open this member's endpoint: {e}"))?,
             );
             let a = Agreements::one(rank, n, tp, job, spec.heartbeat, spec.suspect_after)?;
             Ok::<_, String>((a, agent))

@@ -161,6 +161,23 @@ pub struct Calibration {
 /// The quantiles a calibration records.
 const NOISE_QS: [f64; 11] = [0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0];
 
+/// `o_s`, `o_r` and `L` per round trip (`L` as the direct method takes it from the medians).
+fn per_round_trip(rtt: &[u64], os: &[u64], or: &[u64]) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let l = (0..rtt.len())
+        .map(|i| (rtt[i] / 2).saturating_sub(os[i] + or[i]))
+        .collect();
+    (os.to_vec(), or.to_vec(), l)
+}
+
+/// The `noise` JSON of sorted `o_s`, `o_r` and `L` samples.
+fn noise_of(os: &[u64], or: &[u64], l: &[u64]) -> serde_json::Value {
+    serde_json::json!({
+        "os": quantile_table(os),
+        "or": quantile_table(or),
+        "L": quantile_table(l),
+    })
+}
+
 fn quantile_table(v: &[u64]) -> serde_json::Value {
     // `v` is sorted; the value at quantile q is the order statistic at rank q·(n − 1).
     let mut pts: Vec<(f64, f64)> = Vec::new();
@@ -185,11 +202,7 @@ impl Calibration {
         if rtt.is_empty() || rtt.len() != os.len() || rtt.len() != or.len() {
             return Err("no round trips to calibrate from".into());
         }
-        // Per round trip, as the direct method does with the medians.
-        let mut l: Vec<u64> = (0..rtt.len())
-            .map(|i| (rtt[i] / 2).saturating_sub(os[i] + or[i]))
-            .collect();
-        let (mut os, mut or) = (os.to_vec(), or.to_vec());
+        let (mut os, mut or, mut l) = per_round_trip(rtt, os, or);
         let (os_ns, or_ns, l_ns) = (Ci::of(&mut os), Ci::of(&mut or), Ci::of(&mut l));
         Ok(Calibration {
             transport,
@@ -200,12 +213,21 @@ impl Calibration {
             l_ns,
             g_ns,
             big_g_ns_per_byte,
-            noise: serde_json::json!({
-                "os": quantile_table(&os),
-                "or": quantile_table(&or),
-                "L": quantile_table(&l),
-            }),
+            noise: noise_of(&os, &or, &l),
         })
+    }
+
+    /// The distributions alone (`noise`'s JSON) of [`estimate_samples`]' samples, as a
+    /// calibration of them would save them (`None`: no round trips).
+    pub fn noise_from_samples(rtt: &[u64], os: &[u64], or: &[u64]) -> Option<serde_json::Value> {
+        if rtt.is_empty() || rtt.len() != os.len() || rtt.len() != or.len() {
+            return None;
+        }
+        let (mut os, mut or, mut l) = per_round_trip(rtt, os, or);
+        for v in [&mut os, &mut or, &mut l] {
+            v.sort_unstable();
+        }
+        Some(noise_of(&os, &or, &l))
     }
 
     /// Reads a saved calibration.

@@ -51,8 +51,8 @@ impl Checked {
             (Some(_), Some(_)) => (None, None),
             _ => {
                 let (mut rtt, mut os, mut or) = estimate_samples(a.transport, 2000, a.size)?;
-                let noise = Calibration::from_samples(String::new(), a.size, &rtt, &os, &or, 0.0, None)?.noise;
-                (Some(Estimate::from_samples(&mut rtt, &mut os, &mut or)), Some(noise))
+                let noise = Calibration::noise_from_samples(&rtt, &os, &or);
+                (Some(Estimate::from_samples(&mut rtt, &mut os, &mut or)), noise)
             }
         };
         // The transport's overheads (measured, calibrated or given).

@@ -25,7 +25,8 @@ use crate::experiment::launch::agree::{Cluster, idle_limit, merge, spec_of, wind
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport, validate};
 use crate::runtime::agree_procs::{Out, lines_of, run_node};
 use crate::runtime::board::Control;
-use crate::runtime::control::{ChildAgent, ParentAgent};
+use crate::runtime::control::ParentAgent;
+use crate::runtime::control::child::{Joined, join_with_socket};
 use crate::runtime::join::{self, JobParams};
 use crate::runtime::procs::{aligned_epoch, coordinator_epoch, unix_ns};
 use crate::transport::Transport;
@@ -77,20 +78,15 @@ pub fn run(b: &AgreeBench, j: &JoinSpec) -> Result<Option<AgreeBenchReport>, Str
 /// One node: join, connect, measure the clock, then run as a `--procs` node over the stream.
 fn node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
     let (n, job) = (b.n, crate::experiment::launch::job::agree(b.seed));
-    let ip = match j.bind {
-        Some(ip) => ip,
-        None => crate::transport::local_ip::local_ip_toward(j.coordinator)
-            .map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?,
-    };
-    // The data socket is bound here and kept: the address published is the one it has.
-    let sock = UdpTransport::bind_socket(SocketAddr::new(ip, 0))
-        .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
+    let Joined {
+        sock,
+        mut agent,
+        peers,
+        params: p,
+    } = join_with_socket(j.coordinator, j.bind, job, j.rank, n, j.key.clone(), j.timeout)?;
     let me = sock
         .local_addr()
-        .map_err(|e| format!("cannot read the address bound on {ip}: {e}"))?;
-    let mut agent = ChildAgent::new(j.coordinator, job, j.rank, n).map_err(|e| format!("control socket: {e}"))?;
-    agent.set_key(j.key.clone());
-    let (peers, p) = agent.join(me, j.timeout)?;
+        .map_err(|e| format!("cannot read the data socket's address: {e}"))?;
     // The stream to rank 0, authenticated; its challenge carries the run's nonce, which keys
     // this run's datagrams (a datagram of another run with the same key does not verify).
     let (input, output, nonces) = join::connect(j.coordinator, j.timeout, j.key.as_ref(), job, j.rank)?;

@@ -134,20 +134,20 @@ pub fn run_joined_node(j: &JoinedNode<'_>) -> Result<NodeExit, String> {
         let key = j.auth.clone();
         return run_launched(j, peers, p, control, agent, sock, true, key);
     }
-    let ip = match j.bind {
-        Some(ip) => ip,
-        None => crate::transport::local_ip::local_ip_toward(j.coordinator)
-            .map_err(|e| format!("no route to the coordinator {}: {e}", j.coordinator))?,
-    };
-    // The data socket is bound here and kept: the address published is the one it has.
-    let sock = crate::transport::udp::UdpTransport::bind_socket(SocketAddr::new(ip, 0))
-        .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
-    let me = sock
-        .local_addr()
-        .map_err(|e| format!("cannot read the address bound on {ip}: {e}"))?;
-    let mut agent = ChildAgent::new(j.coordinator, j.job, j.rank, j.n).map_err(|e| format!("control socket: {e}"))?;
-    agent.set_key(j.auth.clone());
-    let (peers, p): (Vec<SocketAddr>, JobParams) = agent.join(me, j.timeout)?;
+    let crate::runtime::control::child::Joined {
+        sock,
+        agent,
+        peers,
+        params: p,
+    } = crate::runtime::control::child::join_with_socket(
+        j.coordinator,
+        j.bind,
+        j.job,
+        j.rank,
+        j.n,
+        j.auth.clone(),
+        j.timeout,
+    )?;
     // The run's datagrams are sealed with its session key, from the nonce in rank 0's table.
     let key = j.auth.as_ref().map(|k| k.session(&p.run));
     run_launched(j, peers, p, j.coordinator, agent, sock, false, key)

@@ -373,3 +373,46 @@ pub(super) fn report_due(last: Option<(Msg, Instant)>, seen: Instant, m: &Msg, n
         Some((prev, at)) => prev != *m && now.duration_since(at) >= REPORT_EVERY,
     }
 }
+
+/// A joined process's data socket and its place in the run: the socket bound (on `bind`, else
+/// the interface toward the coordinator) and kept, since the address published is the one it
+/// has; the control agent that joined rank 0's coordinator with that address (keyed by
+/// `key`'s challenge–response) and stays open; the address table and the run's parameters.
+pub struct Joined {
+    pub sock: UdpSocket,
+    pub agent: ChildAgent,
+    pub peers: Vec<SocketAddr>,
+    pub params: JobParams,
+}
+
+/// Binds this process's data socket and joins the coordinator at `coordinator` as `rank` of
+/// `n` in job `job` (until the table is complete or `timeout` passes): [`Joined`].
+pub fn join_with_socket(
+    coordinator: SocketAddr,
+    bind: Option<IpAddr>,
+    job: u64,
+    rank: u32,
+    n: u32,
+    key: Option<crate::wire::mac::AuthKey>,
+    timeout: Duration,
+) -> Result<Joined, String> {
+    let ip = match bind {
+        Some(ip) => ip,
+        None => crate::transport::local_ip::local_ip_toward(coordinator)
+            .map_err(|e| format!("no route to the coordinator {coordinator}: {e}"))?,
+    };
+    let sock = crate::transport::udp::UdpTransport::bind_socket(SocketAddr::new(ip, 0))
+        .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
+    let me = sock
+        .local_addr()
+        .map_err(|e| format!("cannot read the address bound on {ip}: {e}"))?;
+    let mut agent = ChildAgent::new(coordinator, job, rank, n).map_err(|e| format!("control socket: {e}"))?;
+    agent.set_key(key);
+    let (peers, params) = agent.join(me, timeout)?;
+    Ok(Joined {
+        sock,
+        agent,
+        peers,
+        params,
+    })
+}
