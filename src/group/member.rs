@@ -1,14 +1,16 @@
 //! One member of a group whose members are processes ([`Member`]): each process joins with its
-//! rank, and the members agree with one another over UDP (ERA, Herault et al. SC 2015) and hear
-//! of each other's failures, as [`super::Group`]'s members do within one process.
+//! rank, and the members broadcast to one another, agree with one another over UDP (ERA,
+//! Herault et al. SC 2015) and hear of each other's failures, as [`super::Group`]'s members do
+//! within one process.
 //!
 //! Rendezvous goes through rank 0, as `ftcoll agree --join`'s does ([`crate::runtime::control`]):
 //! rank 0 serves the address table and the run's nonce at the coordinator's address (a thread
 //! of its process, for as long as its member lives), every member (rank 0's too) joins there
-//! with its data socket's address, authenticated by the challenge–response of the control
+//! with its data sockets' addresses (one for agreements, one for broadcasts: it joins as rank
+//! `r` and `n + r` of a table of `2n`), authenticated by the challenge–response of the control
 //! plane when a key is given, and seals its datagrams with the run's session key. After that
 //! rank 0 has no part: ERA is fully distributed (§2), so an agreement needs no coordinator and
-//! survives rank 0's death like any other member's.
+//! survives rank 0's death like any other member's; so do broadcasts.
 //!
 //! Each member runs its ERA instance on a thread of its own with the group's driver
 //! ([`super::agree`]: the same codec, send queue and heartbeat failure detector over ERA's
@@ -17,82 +19,39 @@
 //! agreement; a suspicion is enforced where the suspect runs by the transport's FENCE
 //! (fail-stop: a fenced member stops, and its own calls then say so).
 //!
-//! Broadcasts are not offered across processes: a broadcast's operations are numbered in one
-//! sequence over all roots (Corrected Gossip Claim 1), which within a process the group's
-//! lead does; across processes that needs rank 0's coordinator to number them and to tell
-//! every member each operation's root before its first message (`ftcoll bench --join` runs
-//! from rank 0 only, for that reason).
+//! Broadcasts are collective, as MPI's are ([`Member::broadcast`]): every member calls them in
+//! the same order with the same root, so a member's `k`-th call is operation `k` of one
+//! sequence over all roots (Corrected Gossip Claim 1) with nobody to number them; the same
+//! thread steps the member's broadcast node ([`bcast`]), which forwards what it hears before
+//! its own call comes.
 
-use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod bcast;
+mod rendezvous;
+mod spec;
+
+pub use spec::MemberSpec;
+
 use super::agree::{Agreements, Stops};
 use super::{Event, GroupError, NOT_FENCED};
-use crate::runtime::agree::{DEDICATED_HEARTBEAT, DEFAULT_SUSPECT_AFTER, MAX_NODES as MAX_AGREE_NODES};
-use crate::runtime::board::Control;
-use crate::runtime::control::child::{Joined, join_with_socket};
-use crate::runtime::control::{ChildAgent, ParentAgent};
-use crate::runtime::join::JobParams;
-use crate::transport::Transport;
-use crate::transport::udp::auth::AuthKey;
+use crate::model::{LogGP, LogP};
+use crate::protocol::{Protocol, SharedInfo};
+use crate::runtime::agree::MAX_NODES as MAX_AGREE_NODES;
+use crate::runtime::control::ChildAgent;
+use crate::runtime::control::child::Joined;
 use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::transport::{MAX_PAYLOAD, Transport};
+use crate::wire::dispatch::{Dispatch, Visit};
+use crate::wire::{HEADER_LEN, WireMessage};
+use bcast::{Bcasts, Broadcasts};
+use rendezvous::{join_both, serve_rendezvous};
 
-/// How a process joins its group: [`Member::join`].
-#[derive(Clone, Debug)]
-pub struct MemberSpec {
-    /// This member's rank, `0..n`; rank 0 also serves the rendezvous at `coordinator`.
-    pub rank: u32,
-    /// The group's size.
-    pub n: u32,
-    /// Rank 0's address for the rendezvous (rank 0 binds it; the others send to it).
-    pub coordinator: SocketAddr,
-    /// The IP this member's data socket binds and publishes [default: the interface toward
-    /// the coordinator].
-    pub bind: Option<IpAddr>,
-    /// The group's long-term key (`None`: unauthenticated; every member must have the same).
-    pub key: Option<AuthKey>,
-    /// How long to wait for every member to join.
-    pub timeout: Duration,
-    /// Tells this group from another on the same hosts (every member must have the same).
-    pub seed: u64,
-    /// The failure detector's heartbeat period to ERA tree neighbours and its suspicion
-    /// floor [default: 50 µs, a core per member, and 100 ms, as `ftcoll agree --join`].
-    pub heartbeat: Duration,
-    pub suspect_after: Duration,
-}
-
-impl MemberSpec {
-    /// This process's member as its launcher started it: rank and size from the launcher's
-    /// environment (Slurm `SLURM_PROCID`/`SLURM_NTASKS`, Open MPI
-    /// `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`, MPICH/PMI `PMI_RANK`/`PMI_SIZE`, as
-    /// `ftcoll node` reads them), otherwise as [`MemberSpec::new`].
-    pub fn from_launcher(coordinator: SocketAddr) -> Result<Self, GroupError> {
-        let (rank, n) = crate::runtime::procs::rank_and_size(None, None, "members").map_err(GroupError::Setup)?;
-        Ok(MemberSpec::new(rank, n, coordinator))
-    }
-
-    /// Member `rank` of `n`, rendezvous at `coordinator`, unauthenticated, the defaults above,
-    /// a 30 s join timeout.
-    pub fn new(rank: u32, n: u32, coordinator: SocketAddr) -> Self {
-        MemberSpec {
-            rank,
-            n,
-            coordinator,
-            bind: None,
-            key: None,
-            timeout: Duration::from_secs(30),
-            seed: 1,
-            heartbeat: DEDICATED_HEARTBEAT,
-            suspect_after: DEFAULT_SUSPECT_AFTER,
-        }
-    }
-}
-
-/// One process's member of a group of processes: agreements with the others, and their
-/// failures, as [`Event`]s.
+/// One process's member of a group of processes: broadcasts and agreements with the others,
+/// and their failures, as [`Event`]s.
 ///
 /// ```
 /// use std::time::Duration;
@@ -105,38 +64,53 @@ impl MemberSpec {
 ///     .map(|rank| {
 ///         std::thread::spawn(move || {
 ///             let mut m = Member::join(MemberSpec::new(rank, 3, at)).unwrap();
+///             // Every member calls each broadcast, naming its root (1 here).
+///             m.broadcast(1, b"from 1").unwrap();
 ///             m.agree(!(1u64 << rank)).unwrap();
-///             loop {
+///             let (mut got, mut agreed) = (None, None);
+///             while got.is_none() || agreed.is_none() {
 ///                 match m.next_event(Duration::from_secs(10)) {
-///                     Some(Event::Agreed { value, failed, .. }) => break (value, failed),
+///                     Some(Event::Delivered { root, bytes, .. }) => got = Some((root, bytes)),
+///                     Some(Event::Agreed { value, failed, .. }) => agreed = Some((value, failed)),
 ///                     Some(_) => {}
-///                     None => panic!("no agreement in 10 s"),
+///                     None => panic!("no delivery or agreement in 10 s"),
 ///                 }
 ///             }
+///             (got.unwrap(), agreed.unwrap())
 ///         })
 ///     })
 ///     .collect();
 /// for m in members {
-///     assert_eq!(m.join().unwrap(), (!0b111, vec![]));
+///     assert_eq!(m.join().unwrap(), ((1, b"from 1".to_vec()), (!0b111, vec![])));
 /// }
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Member {
     rank: u32,
     n: u32,
-    requests: mpsc::Sender<u64>,
+    requests: mpsc::Sender<Request>,
     events: mpsc::Receiver<Event>,
     flags: Arc<Flags>,
     thread: Option<JoinHandle<()>>,
     /// Rank 0: the rendezvous service, answering members that missed the table.
     coordinator: Option<JoinHandle<()>>,
     next_id: u64,
+    /// The next broadcast's operation; `None`: built without broadcasts.
+    next_seq: Option<u64>,
+    /// The longest payload a broadcast carries.
+    max_payload: usize,
+}
+
+/// What the caller asks of the member's thread.
+enum Request {
+    Agree(u64),
+    Broadcast { seq: u64, root: u32, bytes: Vec<u8> },
 }
 
 impl Member {
     /// Joins the group: on rank 0 starts the rendezvous at `spec.coordinator`; binds this
-    /// member's data socket, sends its address to rank 0 until the whole table comes back (or
-    /// `spec.timeout` passes), and starts the member's thread.
+    /// member's data sockets, sends their addresses to rank 0 until the whole table comes back
+    /// (or `spec.timeout` passes), and starts the member's thread.
     pub fn join(spec: MemberSpec) -> Result<Member, GroupError> {
         let setup = GroupError::Setup;
         let MemberSpec { rank, n, .. } = spec;
@@ -158,6 +132,19 @@ impl Member {
                 spec.heartbeat, spec.suspect_after
             )));
         }
+        if spec.broadcasts && (spec.logp.0.is_zero() || spec.op_timeout.is_zero()) {
+            return Err(setup(format!(
+                "the broadcasts' overhead o ({:?}) and timeout ({:?}) must be positive",
+                spec.logp.0, spec.op_timeout
+            )));
+        }
+        // The algorithm builds for this many members (an impossible tree is refused here),
+        // and bounds the payload.
+        let max_payload = if spec.broadcasts {
+            spec.algo.dispatch(n, LogP { l: 2, o: 1 }, MaxPayload).map_err(setup)?
+        } else {
+            0
+        };
         let job = crate::transport::ids::members(spec.seed);
         let flags = Arc::new(Flags {
             fenced_by: AtomicU32::new(NOT_FENCED),
@@ -169,35 +156,50 @@ impl Member {
             None
         };
         let joined = (|| {
+            let (agreeing, broadcasting) = join_both(&spec, job)?;
             let Joined {
                 sock,
-                agent,
+                mut agent,
                 peers,
                 params: p,
-            } = join_with_socket(
-                spec.coordinator,
-                spec.bind,
-                job,
-                rank,
-                n,
-                spec.key.clone(),
-                spec.timeout,
-            )?;
-            let cfg = UdpConfig {
+            } = agreeing;
+            let cfg = |job| UdpConfig {
                 job,
                 seed: spec.seed,
                 // The run's datagrams are sealed with its session key, from rank 0's nonce.
                 auth: spec.key.as_ref().map(|k| k.session(&p.run)),
                 ..UdpConfig::default()
             };
-            let tp: Box<dyn Transport> = Box::new(
-                UdpTransport::from_socket(rank, sock, &peers, cfg)
-                    .map_err(|e| format!("cannot open this member's endpoint: {e}"))?,
-            );
+            let open = |sock, peers: &[std::net::SocketAddr], job| {
+                UdpTransport::from_socket(rank, sock, peers, cfg(job))
+                    .map(|t| Box::new(t) as Box<dyn Transport>)
+                    .map_err(|e| format!("cannot open this member's endpoint: {e}"))
+            };
+            let tp = open(sock, &peers[..n as usize], job)?;
             let a = Agreements::one(rank, n, tp, job, spec.heartbeat, spec.suspect_after)?;
-            Ok::<_, String>((a, agent))
+            let b = match broadcasting {
+                Some(j) => {
+                    let bjob = crate::transport::ids::member_broadcasts(spec.seed);
+                    // Rank 0's model, on the coordinator's clock (as a joined benchmark's).
+                    let tick_ns = p.o_ns.max(1);
+                    Some(BcastSetup {
+                        transport: open(j.sock, &peers[n as usize..], bjob)?,
+                        job: bjob,
+                        model: LogP {
+                            l: (p.l_ns + tick_ns / 2) / tick_ns,
+                            o: 1,
+                        }
+                        .into(),
+                        tick_ns,
+                        epoch: crate::runtime::procs::coordinator_epoch(&mut agent, p.epoch_unix_ns),
+                        _agent: j.agent,
+                    })
+                }
+                None => None,
+            };
+            Ok::<_, String>((a, b, agent))
         })();
-        let (agreements, agent) = match joined {
+        let (agreements, bcasts, agent) = match joined {
             Ok(j) => j,
             Err(e) => {
                 flags.stop.store(true, Ordering::Release);
@@ -218,9 +220,10 @@ impl Member {
             flags: flags.clone(),
             _agent: agent,
         };
+        let bsetup = bcasts.map(|b| (b, spec.algo, spec.seed, spec.op_timeout, max_payload));
         let thread = match std::thread::Builder::new()
             .name("ftcoll-member".into())
-            .spawn(move || run.run())
+            .spawn(move || run.start(bsetup))
         {
             Ok(t) => t,
             Err(e) => {
@@ -240,6 +243,8 @@ impl Member {
             thread: Some(thread),
             coordinator,
             next_id: 0,
+            next_seq: spec.broadcasts.then_some(0),
+            max_payload,
         })
     }
 
@@ -270,12 +275,49 @@ impl Member {
         if let Some(by) = self.fenced_by() {
             return Err(GroupError::Fenced { rank: self.rank, by });
         }
-        self.requests.send(value).map_err(|_| GroupError::Closed)?;
+        self.requests
+            .send(Request::Agree(value))
+            .map_err(|_| GroupError::Closed)?;
         self.next_id += 1;
         Ok(self.next_id - 1)
     }
 
-    /// The next event, waiting up to `timeout`: this member's [`Event::Agreed`] returns, and
+    /// Calls this member's next broadcast, rooted at `root`, and returns its operation (0, 1,
+    /// ... the same at every member): at the root it sends `bytes`; elsewhere `bytes` is not
+    /// used and [`Event::Delivered`] hands over the root's. Broadcasts are collective, as
+    /// MPI's are: every member calls each one, in the same order, naming the same root.
+    ///
+    /// A member forwards and delivers what it hears before its own call comes; its
+    /// [`Event::Completed`] says when the operation is over here (delivered and this member's
+    /// part of the protocol done, or `op_timeout` passed first: `timed_out` when it did not
+    /// deliver, as when its root failed before any copy got out). At most 32 of a member's
+    /// calls are in flight past the oldest one not over here; later ones wait in order.
+    pub fn broadcast(&mut self, root: u32, bytes: &[u8]) -> Result<u64, GroupError> {
+        let Some(seq) = self.next_seq else {
+            return Err(GroupError::NoBroadcasts);
+        };
+        if let Some(by) = self.fenced_by() {
+            return Err(GroupError::Fenced { rank: self.rank, by });
+        }
+        if root >= self.n {
+            return Err(GroupError::NoSuchMember(root));
+        }
+        if root == self.rank && bytes.len() > self.max_payload {
+            return Err(GroupError::TooLarge {
+                len: bytes.len(),
+                max: self.max_payload,
+            });
+        }
+        let bytes = if root == self.rank { bytes.to_vec() } else { Vec::new() };
+        self.requests
+            .send(Request::Broadcast { seq, root, bytes })
+            .map_err(|_| GroupError::Closed)?;
+        self.next_seq = Some(seq + 1);
+        Ok(seq)
+    }
+
+    /// The next event, waiting up to `timeout`: this member's [`Event::Delivered`] and
+    /// [`Event::Completed`] of broadcasts, its [`Event::Agreed`] returns, and
     /// [`Event::Failed`] once per member this member learned has failed (suspected by its
     /// transport or detector, or in an agreement's failed set; itself, when fenced). `None`:
     /// nothing came in time, or this member stopped (fenced: [`Member::fenced_by`] says by
@@ -301,32 +343,32 @@ impl Drop for Member {
     }
 }
 
-/// Rank 0's rendezvous: binds the coordinator's address and answers joins until `stop`.
-fn serve_rendezvous(spec: &MemberSpec, job: u64, flags: Arc<Flags>) -> Result<JoinHandle<()>, String> {
-    let mut agent = ParentAgent::bind(spec.coordinator, job, spec.n)
-        .map_err(|e| format!("cannot bind the coordinator at {}: {e}", spec.coordinator))?;
-    agent.set_key(spec.key.clone());
-    agent
-        .launch(JobParams {
-            o_ns: 1,
-            l_ns: 1,
-            epoch_unix_ns: crate::runtime::procs::unix_ns(),
-            run: crate::transport::ids::run_nonce()?,
-        })
-        .map_err(|e| format!("cannot draw the coordinator's nonce: {e}"))?;
-    let n = spec.n;
-    std::thread::Builder::new()
-        .name("ftcoll-rendezvous".into())
-        .spawn(move || {
-            let ctl = Control::new(n);
-            let epoch = Instant::now();
-            let now_ns = || epoch.elapsed().as_nanos() as u64;
-            while !flags.stop.load(Ordering::Acquire) {
-                agent.serve(&ctl, &now_ns);
-                agent.wait(Duration::from_millis(5));
-            }
-        })
-        .map_err(|e| format!("cannot start the rendezvous thread: {e}"))
+/// The longest payload an algorithm's datagrams carry.
+struct MaxPayload;
+
+impl Visit for MaxPayload {
+    type Out = usize;
+    fn visit<P>(self, _: &P::Shared) -> usize
+    where
+        P: Protocol,
+        P::Shared: SharedInfo,
+        P::Msg: WireMessage,
+    {
+        MAX_PAYLOAD.saturating_sub(HEADER_LEN + P::Msg::MAX_BODY)
+    }
+}
+
+/// A member's broadcast endpoint once joined, for its thread.
+struct BcastSetup {
+    transport: Box<dyn Transport>,
+    job: u64,
+    /// Rank 0's LogP, in units of `tick_ns`.
+    model: LogGP,
+    tick_ns: u64,
+    /// The coordinator's epoch on this host's clock.
+    epoch: Instant,
+    /// Kept open, as [`Run::_agent`].
+    _agent: ChildAgent,
 }
 
 /// What a member's caller and its threads share.
@@ -343,7 +385,7 @@ struct Run {
     rank: u32,
     n: u32,
     agreements: Agreements,
-    requests: mpsc::Receiver<u64>,
+    requests: mpsc::Receiver<Request>,
     events: mpsc::Sender<Event>,
     flags: Arc<Flags>,
     /// Kept open: a control datagram to a closed socket would draw an ICMP error that spends
@@ -371,20 +413,78 @@ impl Stops for Failed {
 /// others' messages are served at least this often).
 const IDLE_WAIT: Duration = Duration::from_micros(100);
 
+/// Idle passes a member with broadcasts in flight yields before it blocks on its socket.
+const SPIN_PASSES: u32 = 256;
+
+/// What the member's thread needs for its broadcasts: the endpoint, the algorithm, the seed,
+/// the operations' timeout and the longest payload.
+type BcastParts = (BcastSetup, crate::protocol::bcast::algo::Algo, u64, Duration, usize);
+
+/// The member's thread with its broadcast node of the algorithm's protocol type.
+struct WithBcasts(Run, BcastSetup, u64, Duration, usize);
+
+impl Visit for WithBcasts {
+    type Out = ();
+    fn visit<P>(self, shared: &P::Shared)
+    where
+        P: Protocol,
+        P::Shared: SharedInfo,
+        P::Msg: WireMessage,
+    {
+        let WithBcasts(run, b, seed, op_timeout, max) = self;
+        let setup = bcast::Setup {
+            rank: run.rank,
+            n: run.n,
+            transport: b.transport,
+            job: b.job,
+            seed,
+            tick_ns: b.tick_ns,
+            epoch: b.epoch,
+            op_timeout,
+            max,
+        };
+        let mut node = Bcasts::<P>::new(shared, setup, run.events.clone());
+        let _agent = b._agent;
+        run.run(Some(&mut node));
+    }
+}
+
 impl Run {
-    fn run(mut self) {
+    /// Runs the member: with its broadcast node, if it has one.
+    fn start(self, bcasts: Option<BcastParts>) {
+        match bcasts {
+            None => self.run(None),
+            Some((b, algo, seed, op_timeout, max)) => {
+                let (n, model) = (self.n, b.model);
+                // The algorithm built for `n` members in `join`: this cannot fail.
+                let _ = algo.dispatch(n, model, WithBcasts(self, b, seed, op_timeout, max));
+            }
+        }
+    }
+
+    fn run(mut self, mut bcasts: Option<&mut dyn Broadcasts>) {
         let failed = Failed((0..self.n).map(|_| std::cell::Cell::new(false)).collect());
         let mut reported = vec![false; self.n as usize];
         let mut stops = Vec::new();
         let (tx, rx) = mpsc::channel();
+        let mut idle = 0u32;
         while !self.flags.stop.load(Ordering::Acquire) {
-            while let Ok(v) = self.requests.try_recv() {
-                self.agreements.agree(self.rank, v);
+            while let Ok(r) = self.requests.try_recv() {
+                self.take(r, &mut bcasts);
             }
-            let progress = self.agreements.step(Instant::now(), &tx, &failed, &mut stops);
+            let now = Instant::now();
+            let mut progress = self.agreements.step(now, &tx, &failed, &mut stops);
+            if let Some(b) = bcasts.as_deref_mut() {
+                progress |= b.step(now);
+                if let Some(by) = b.stopped() {
+                    // Fenced by a peer's broadcast transport (fail-stop): this member stops.
+                    stops.push((self.rank, Some(by.unwrap_or(self.rank))));
+                }
+            }
             for (r, by) in stops.drain(..) {
                 if r == self.rank {
                     self.flags.fenced_by.store(by.unwrap_or(self.rank), Ordering::Release);
+                    failed.claim(r, None);
                 }
                 report(&mut reported, r, &self.events);
             }
@@ -411,14 +511,33 @@ impl Run {
                 let _ = self.events.send(ev);
             }
             if failed.is_stopped(self.rank) {
-                // Fenced: its endpoint closed in the step; nothing more to do.
+                // Fenced: its endpoints close as the thread ends; nothing more to do.
                 break;
             }
-            if !progress {
-                if self.agreements.active() {
-                    std::thread::yield_now();
-                } else if let Ok(v) = self.requests.recv_timeout(IDLE_WAIT) {
-                    self.agreements.agree(self.rank, v);
+            if progress {
+                idle = 0;
+                continue;
+            }
+            idle = idle.saturating_add(1);
+            let busy = bcasts.as_deref().is_some_and(|b| b.busy());
+            if self.agreements.active() || (busy && idle < SPIN_PASSES) {
+                std::thread::yield_now();
+            } else if let Some(b) = bcasts.as_deref_mut() {
+                // Woken by a broadcast datagram; requests and agreements wait this long at most.
+                b.wait(IDLE_WAIT);
+            } else if let Ok(r) = self.requests.recv_timeout(IDLE_WAIT) {
+                self.take(r, &mut bcasts);
+            }
+        }
+    }
+
+    /// Hands one request on.
+    fn take(&mut self, r: Request, bcasts: &mut Option<&mut dyn Broadcasts>) {
+        match r {
+            Request::Agree(v) => self.agreements.agree(self.rank, v),
+            Request::Broadcast { seq, root, bytes } => {
+                if let Some(b) = bcasts.as_deref_mut() {
+                    b.call(seq, root, bytes);
                 }
             }
         }

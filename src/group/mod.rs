@@ -393,17 +393,23 @@ pub struct Group {
     thread: Option<JoinHandle<()>>,
 }
 
+/// The broadcast algorithm of a group or member not told another: a binomial corrected tree,
+/// interleaved, with checked correction and a synchronized start (Corrected Trees §3).
+pub(crate) fn default_algo() -> Algo {
+    Algo::CorrectedTree {
+        tree: TreeKind::Binomial,
+        order: Order::Interleaved,
+        correction: Correction::Checked,
+        start: Start::Synchronized,
+    }
+}
+
 impl Group {
     /// A builder for a group of `n` members (at least 2).
     pub fn builder(n: u32) -> GroupBuilder {
         GroupBuilder {
             n,
-            algo: Algo::CorrectedTree {
-                tree: TreeKind::Binomial,
-                order: Order::Interleaved,
-                correction: Correction::Checked,
-                start: Start::Synchronized,
-            },
+            algo: default_algo(),
             transport: TransportKind::Inproc,
             model: LogP { l: 2, o: 1 }.into(),
             tick_ns: 1_000,

@@ -106,6 +106,12 @@ pub struct Control {
     /// the operation is allowed.
     pub roots: Vec<AtomicU32>,
     pub boards: Vec<NodeBoard>,
+    /// Roots are learned, not only named: a datagram of an operation at or past `allowed`
+    /// names its root itself (written to [`Control::roots`]), as in a group of processes
+    /// whose members each name the roots of the broadcasts they call, in the same order, and
+    /// may hear one before they call it (`group::Member`). A datagram of an allowed operation
+    /// must still name the root its slot holds.
+    pub learn_roots: bool,
 }
 
 impl Control {
@@ -118,6 +124,16 @@ impl Control {
             started_ns: (0..WINDOW).map(|_| AtomicU64::new(0)).collect(),
             roots: (0..WINDOW).map(|_| AtomicU32::new(0)).collect(),
             boards: (0..n).map(|_| NodeBoard::default()).collect(),
+            learn_roots: false,
+        }
+    }
+
+    /// Control for `n` nodes whose roots are learned from datagrams ahead of `allowed`
+    /// ([`Control::learn_roots`]).
+    pub fn learning(n: u32) -> Self {
+        Self {
+            learn_roots: true,
+            ..Self::new(n)
         }
     }
 

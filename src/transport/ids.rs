@@ -67,6 +67,11 @@ pub fn members(seed: u64) -> u64 {
     0x3E3B_0000_0000_0000 ^ seed
 }
 
+/// The broadcast datagrams of that group of processes (on sockets of their own).
+pub fn member_broadcasts(seed: u64) -> u64 {
+    members(seed) ^ 0xB0CA
+}
+
 /// A bootstrap on this machine: the launching process's id and the node count (two
 /// bootstraps at once differ by their launcher).
 pub fn bootstrap(launcher_pid: u32, nodes: u32) -> u64 {

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::{Member, MemberSpec};
+use super::{Member, MemberSpec, bcast};
 use crate::group::{Event, GroupError};
 use crate::transport::udp::auth::AuthKey;
 
@@ -169,5 +169,162 @@ fn an_unspecified_coordinator_is_refused() {
             Err(e) => panic!("{e}"),
             Ok(_) => panic!("joined at {at}"),
         }
+    }
+}
+
+/// One operation as a member saw it: its deliveries `(root, bytes)` and its completions
+/// `(root, timed_out)`.
+type Seen = (Vec<(u32, Vec<u8>)>, Vec<(u32, bool)>);
+
+/// What one member heard of broadcasts `0..ops`, once all `ops` completed; fails after 20 s.
+fn broadcasts_seen(m: &mut Member, ops: u64) -> Vec<Seen> {
+    let mut seen = vec![(Vec::new(), Vec::new()); ops as usize];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut completed = 0;
+    while completed < ops {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match m.next_event(left) {
+            Some(Event::Delivered {
+                member,
+                root,
+                seq,
+                bytes,
+            }) => {
+                assert_eq!(member, m.rank());
+                seen[seq as usize].0.push((root, bytes));
+            }
+            Some(Event::Completed { root, seq, timed_out }) => {
+                seen[seq as usize].1.push((root, timed_out));
+                completed += 1;
+            }
+            Some(Event::Failed { .. }) => {}
+            Some(e) => panic!("member {}: unexpected {e:?}", m.rank()),
+            None => panic!("member {}: {completed} of {ops} broadcasts over in 20 s", m.rank()),
+        }
+    }
+    seen
+}
+
+/// Member `me` saw operation `seq` of root `r` delivered once with the root's bytes and over
+/// without a timeout (`delivered`), or not delivered and over with a timeout.
+fn assert_seen(me: u32, seq: u64, r: u32, (got, over): Seen, delivered: bool) {
+    let want: Vec<_> = if delivered { vec![(r, bytes_of(r, seq))] } else { vec![] };
+    assert_eq!(got, want, "member {me} operation {seq}");
+    assert_eq!(over, [(r, !delivered)], "member {me} operation {seq}");
+}
+
+/// The bytes root `r` sends in operation `seq`.
+fn bytes_of(r: u32, seq: u64) -> Vec<u8> {
+    format!("member {r}, operation {seq}").into_bytes()
+}
+
+/// Five members, four of them roots in turn, broadcast more operations than may be in flight:
+/// every member delivers each one exactly once, the root's bytes under its root, and each is
+/// over at every member without a timeout. Member 4 calls only after the others' broadcasts
+/// are over at them, so it forwarded and delivered every one before its call named the root
+/// (the root it learned from the datagrams is the one its calls name).
+#[test]
+fn members_of_processes_broadcast_from_every_root_in_one_sequence() {
+    let at = coordinator();
+    let n = 5u32;
+    let ops = 3 * bcast::IN_FLIGHT;
+    let mut ms: Vec<Member> = join_all((0..n).map(|r| MemberSpec::new(r, n, at)).collect())
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let late = ms.pop().unwrap();
+    // Every member but the late one is a root in turn.
+    let root_of = |seq: u64| (seq % u64::from(n - 1)) as u32;
+    let call = |m: &mut Member| {
+        for seq in 0..ops {
+            let r = root_of(seq);
+            let bytes = if r == m.rank() { bytes_of(r, seq) } else { Vec::new() };
+            assert_eq!(m.broadcast(r, &bytes).unwrap(), seq);
+        }
+    };
+    let check = |m: &mut Member| {
+        for (seq, seen) in broadcasts_seen(m, ops).into_iter().enumerate() {
+            assert_seen(m.rank(), seq as u64, root_of(seq as u64), seen, true);
+        }
+    };
+    // Member 4's part of the protocol runs on its thread, before any call of its own.
+    std::thread::scope(|s| {
+        for m in ms.iter_mut() {
+            s.spawn(move || {
+                call(m);
+                check(m);
+            });
+        }
+    });
+    let mut late = late;
+    call(&mut late);
+    check(&mut late);
+}
+
+/// A member that left is routed around: the others deliver every broadcast of a live root,
+/// and one rooted at the member gone is over everywhere with a timeout, delivered by none.
+#[test]
+fn a_broadcast_of_a_member_gone_times_out_and_the_others_still_deliver() {
+    let at = coordinator();
+    let n = 4u32;
+    let specs = (0..n)
+        .map(|r| MemberSpec {
+            op_timeout: Duration::from_millis(500),
+            ..MemberSpec::new(r, n, at)
+        })
+        .collect();
+    let mut ms: Vec<Member> = join_all(specs).into_iter().map(Result::unwrap).collect();
+    drop(ms.remove(1));
+    let roots = [0u32, 2, 1, 3, 0, 2, 3];
+    std::thread::scope(|s| {
+        for m in ms.iter_mut() {
+            s.spawn(move || {
+                for (seq, &r) in roots.iter().enumerate() {
+                    let bytes = if r == m.rank() {
+                        bytes_of(r, seq as u64)
+                    } else {
+                        Vec::new()
+                    };
+                    m.broadcast(r, &bytes).unwrap();
+                }
+                for (seq, seen) in broadcasts_seen(m, roots.len() as u64).into_iter().enumerate() {
+                    let r = roots[seq];
+                    assert_seen(m.rank(), seq as u64, r, seen, r != 1);
+                }
+                assert_eq!(m.fenced_by(), None);
+            });
+        }
+    });
+}
+
+/// A member built without broadcasts refuses them; a root out of range and a payload too
+/// long for a datagram are refused at the call.
+#[test]
+fn a_broadcast_that_cannot_be_is_refused_at_the_call() {
+    let at = coordinator();
+    let mut ms: Vec<Member> = join_all((0..2).map(|r| MemberSpec::new(r, 2, at)).collect())
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let m = &mut ms[0];
+    assert_eq!(m.broadcast(2, b""), Err(GroupError::NoSuchMember(2)));
+    let big = vec![0u8; crate::transport::MAX_PAYLOAD];
+    assert!(matches!(m.broadcast(0, &big), Err(GroupError::TooLarge { .. })));
+    // Another member's payload is not this member's to send: not checked, not sent.
+    assert_eq!(m.broadcast(1, &big), Ok(0));
+    drop(ms);
+    let at = coordinator();
+    let specs = (0..2)
+        .map(|r| MemberSpec {
+            broadcasts: false,
+            ..MemberSpec::new(r, 2, at)
+        })
+        .collect();
+    let mut ms: Vec<Member> = join_all(specs).into_iter().map(Result::unwrap).collect();
+    assert_eq!(ms[1].broadcast(0, b"x"), Err(GroupError::NoBroadcasts));
+    ms[1].agree(1).unwrap();
+    ms[0].agree(3).unwrap();
+    for m in ms.iter_mut() {
+        assert_eq!(agreed(m, 0, &mut Vec::new()), (1, vec![]));
     }
 }

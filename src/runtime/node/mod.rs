@@ -237,7 +237,9 @@ where
         let starts = m.ops.starts_until(allowed);
         if !starts.is_empty() {
             for seq in starts.clone() {
-                if p.root.is_none() && ctl.root_of(seq) != rank {
+                // Not rooted here; or over here already, an operation whose root was learned
+                // before the caller named this node (a caller's mistake: `Control::learn_roots`).
+                if (p.root.is_none() && ctl.root_of(seq) != rank) || seq < m.ops.retired {
                     continue;
                 }
                 _ = m.handle(0, Event::Input(seq));

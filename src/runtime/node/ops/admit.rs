@@ -26,7 +26,15 @@ where
                 return Got::Dropped;
             }
         };
-        if h.root != self.p.root.unwrap_or_else(|| self.ctl.root_of(h.seq)) {
+        let named = match self.p.root {
+            Some(r) => Some(r),
+            // Not yet called here: the datagram names its root (it is written to the slot
+            // once the window admits the operation, below), which is never this node (only
+            // its own call makes it a root).
+            None if self.ctl.learn_roots && h.seq >= self.ctl.allowed.load(Ordering::Acquire) => None,
+            None => Some(self.ctl.root_of(h.seq)),
+        };
+        if named.map_or(h.root == rank, |r| r != h.root) {
             stats.drops.count(DecodeError::BadField("root"));
             return Got::Dropped;
         }
@@ -58,6 +66,9 @@ where
             }
             stats.drops.count(DecodeError::BadField("payload"));
             return Got::Dropped;
+        }
+        if named.is_none() {
+            self.ctl.set_root(h.seq, h.root);
         }
         self.ops.stages.mark_at(rank, h.seq, Stage::Polled, polled);
         self.ops.stages.mark(rank, h.seq, Stage::Decoded, epoch);

@@ -1,0 +1,241 @@
+//! A member's broadcasts ([`super::Member::broadcast`]): one runtime node of the chosen
+//! algorithm (the same node machine, codec and reliable UDP transport as `ftcoll bench`'s) on
+//! the member's broadcast socket, stepped by the member's thread, with a [`Control`] of its
+//! own that the member's calls drive instead of a coordinator.
+//!
+//! Broadcasts are collective, as MPI's are: every member calls them in the same order, naming
+//! the same root, so the `k`-th call is operation `k` everywhere and the operations are
+//! numbered in one sequence over all roots (Corrected Gossip Claim 1) with nobody to number
+//! them. A member may hear an operation before its own call names it: the datagram names its
+//! root ([`Control::learn_roots`]), and the member forwards and delivers at once. The root may
+//! start a call's operation once it is at most [`IN_FLIGHT`] past the oldest one this member
+//! has not finished.
+//!
+//! Each member decides alone when an operation is over for it ([`Event::Completed`]): it
+//! delivered and its protocol instance will send nothing more, or `op_timeout` passed since
+//! the operation was first called or heard here (then `timed_out` says whether it delivered).
+//! Nothing waits for the others: a member that finished an operation drops its later messages
+//! as stale, and the others' protocols already owe it nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use crate::group::Event;
+use crate::protocol::Protocol;
+use crate::runtime::board::{Control, NodeBoard, WINDOW};
+use crate::runtime::node::{Node, NodeParams, Payloads};
+use crate::wire::WireMessage;
+
+/// Operations a member lets its calls start ahead of the oldest one it has not finished: half
+/// the window, so that a member up to as many behind still admits every datagram.
+pub(super) const IN_FLIGHT: u64 = WINDOW as u64 / 2;
+
+/// What the member's thread asks of its broadcasts.
+pub(super) trait Broadcasts {
+    /// The caller's broadcast `seq` (its `seq`-th call), rooted at `root`, carrying `bytes`
+    /// (used at the root only).
+    fn call(&mut self, seq: u64, root: u32, bytes: Vec<u8>);
+    /// One pass: admits calls into the window, steps the node, and retires what is over.
+    fn step(&mut self, now: Instant) -> bool;
+    /// Calls waiting or operations called and not over here.
+    fn busy(&self) -> bool;
+    /// Blocks until the node's socket may have data or `timeout` passed.
+    fn wait(&mut self, timeout: Duration);
+    /// `Some(by)` once the node has stopped: fenced by `by` (its transport's FENCE).
+    fn stopped(&self) -> Option<Option<u32>>;
+}
+
+/// A member's broadcast node and the state its calls drive.
+pub(super) struct Bcasts<'s, P: Protocol> {
+    rank: u32,
+    node: Node<P>,
+    ctl: Control,
+    params: NodeParams<'s, P::Shared>,
+    /// The root's payloads, by operation, until its node takes them.
+    payloads: Pending,
+    /// Calls not yet admitted into the window: `(seq, root)`.
+    calls: VecDeque<(u64, u32)>,
+    /// Operations over here: every one below.
+    retired: u64,
+    /// Since when the oldest operation not over has been known here (called or heard).
+    head_since: Option<Instant>,
+    op_timeout: Duration,
+    events: mpsc::Sender<Event>,
+}
+
+/// The root's payloads by operation.
+type Pending = Arc<Mutex<HashMap<u64, Vec<u8>>>>;
+
+/// What a member's node carries: the caller's bytes at the root, any bytes up to `max` from
+/// the others, delivered to the caller as [`Event::Delivered`].
+struct MemberPayloads {
+    rank: u32,
+    max: usize,
+    pending: Pending,
+    events: mpsc::Sender<Event>,
+}
+
+impl Payloads for MemberPayloads {
+    fn source(&mut self, seq: u64, out: &mut Vec<u8>) {
+        if let Some(b) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&seq) {
+            out.extend_from_slice(&b);
+        }
+    }
+
+    fn admit(&mut self, _: u64, bytes: &[u8]) -> bool {
+        bytes.len() <= self.max
+    }
+
+    fn deliver(&mut self, root: u32, seq: u64, bytes: &[u8]) {
+        let _ = self.events.send(Event::Delivered {
+            member: self.rank,
+            root,
+            seq,
+            bytes: bytes.to_vec(),
+        });
+    }
+}
+
+/// Where a member's broadcast node runs: its transport and the run's clock and model time.
+pub(super) struct Setup {
+    pub rank: u32,
+    pub n: u32,
+    pub transport: Box<dyn crate::transport::Transport>,
+    pub job: u64,
+    pub seed: u64,
+    pub tick_ns: u64,
+    pub epoch: Instant,
+    pub op_timeout: Duration,
+    /// The longest payload the algorithm's datagrams carry.
+    pub max: usize,
+}
+
+impl<'s, P: Protocol> Bcasts<'s, P>
+where
+    P::Msg: WireMessage,
+{
+    pub(super) fn new(shared: &'s P::Shared, s: Setup, events: mpsc::Sender<Event>) -> Self {
+        let payloads: Pending = Arc::default();
+        let carried = MemberPayloads {
+            rank: s.rank,
+            max: s.max,
+            pending: payloads.clone(),
+            events: events.clone(),
+        };
+        let node = Node::<P>::new(s.rank, s.n, s.transport, Box::new(carried), None, s.seed, None);
+        Bcasts {
+            rank: s.rank,
+            node,
+            ctl: Control::learning(s.n),
+            params: NodeParams {
+                shared,
+                n: s.n,
+                root: None,
+                job: s.job,
+                tick_ns: s.tick_ns,
+                epoch: s.epoch,
+            },
+            payloads,
+            calls: VecDeque::new(),
+            retired: 0,
+            head_since: None,
+            op_timeout: s.op_timeout,
+            events,
+        }
+    }
+
+    fn board(&self) -> &NodeBoard {
+        &self.ctl.boards[self.rank as usize]
+    }
+
+    fn allowed(&self) -> u64 {
+        self.ctl.allowed.load(Ordering::Relaxed)
+    }
+
+    /// Lets the node start (at the root) or check the root of (elsewhere) call `seq`.
+    fn admit_call(&mut self, seq: u64, root: u32) {
+        // Heard before it was called (or over already): its datagrams named the root, which
+        // the slot holds (a root that differs is the callers' mistake: the deliveries name
+        // the sender's). Otherwise the call names it.
+        let heard = seq < self.retired || self.board().get(seq).is_some();
+        if !heard {
+            self.ctl.set_root(seq, root);
+        }
+        self.ctl.allowed.store(seq + 1, Ordering::Release);
+    }
+
+    /// Retires, oldest first, the operations over here; whether any was.
+    fn retire(&mut self, now: Instant) -> bool {
+        let mut progress = false;
+        loop {
+            let seq = self.retired;
+            let b = self.ctl.boards[self.rank as usize].get(seq);
+            if seq >= self.ctl.allowed.load(Ordering::Relaxed) && b.is_none() {
+                // Neither called nor heard yet: nothing to wait for.
+                self.head_since = None;
+                break;
+            }
+            let since = *self.head_since.get_or_insert(now);
+            let delivered = b.is_some_and(|b| b.deliveries.load(Ordering::Relaxed) > 0);
+            let finished = b.is_some_and(|b| b.finished.load(Ordering::Acquire));
+            if !(delivered && finished) && now.saturating_duration_since(since) < self.op_timeout {
+                break;
+            }
+            let root = self.ctl.root_of(seq);
+            self.payloads.lock().unwrap_or_else(|e| e.into_inner()).remove(&seq);
+            self.retired += 1;
+            self.ctl.retired.store(self.retired, Ordering::Release);
+            self.head_since = None;
+            progress = true;
+            let _ = self.events.send(Event::Completed {
+                root,
+                seq,
+                timed_out: !delivered,
+            });
+        }
+        progress
+    }
+}
+
+impl<P: Protocol> Broadcasts for Bcasts<'_, P>
+where
+    P::Msg: WireMessage,
+{
+    fn call(&mut self, seq: u64, root: u32, bytes: Vec<u8>) {
+        if root == self.rank {
+            self.payloads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(seq, bytes);
+        }
+        self.calls.push_back((seq, root));
+    }
+
+    fn step(&mut self, now: Instant) -> bool {
+        let mut progress = false;
+        while let Some(&(seq, root)) = self.calls.front() {
+            if seq >= self.retired + IN_FLIGHT {
+                break;
+            }
+            self.calls.pop_front();
+            self.admit_call(seq, root);
+            progress = true;
+        }
+        progress |= self.node.step(&self.params, &self.ctl, now);
+        progress | self.retire(now)
+    }
+
+    fn busy(&self) -> bool {
+        !self.calls.is_empty() || self.retired < self.allowed()
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        self.node.wait(timeout);
+    }
+
+    fn stopped(&self) -> Option<Option<u32>> {
+        (!self.node.alive()).then(|| self.node.fenced_by())
+    }
+}
