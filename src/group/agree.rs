@@ -156,6 +156,22 @@ impl Agreements {
             .any(|m| m.open > 0 || !m.queued.is_empty())
     }
 
+    /// Member `r` learned elsewhere that `peer` failed (an agreement decided it): its
+    /// transport enforces it (fail-stop) and its ERA hears it, as of its own suspicions.
+    pub(super) fn suspect(&mut self, r: u32, peer: u32, now: Instant) {
+        if let Some(m) = self.members[r as usize].as_mut() {
+            m.drv.suspect(peer, now);
+        }
+    }
+
+    /// Member `r`'s transport's counters (zero once it stopped).
+    pub(super) fn transport_stats(&self, r: u32) -> crate::transport::TransportStats {
+        self.members[r as usize]
+            .as_ref()
+            .map(|m| m.drv.tp.stats())
+            .unwrap_or_default()
+    }
+
     /// Member `r` enters its next agreement with `value`.
     pub(super) fn agree(&mut self, r: u32, value: u64) {
         if let Some(m) = self.members[r as usize].as_mut() {

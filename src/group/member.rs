@@ -34,6 +34,7 @@ mod bcast;
 mod rendezvous;
 mod spec;
 
+pub use bcast::MemberCounters;
 pub use spec::MemberSpec;
 
 use super::agree::{Agreements, Stops};
@@ -105,6 +106,7 @@ pub struct Member {
 enum Request {
     Agree(u64),
     Broadcast { seq: u64, root: u32, bytes: Vec<u8> },
+    Counters(mpsc::Sender<MemberCounters>),
 }
 
 impl Member {
@@ -316,6 +318,17 @@ impl Member {
         Ok(seq)
     }
 
+    /// What this member counted since it joined: both transports' counters, the broadcast
+    /// datagrams it dropped (and why), and its broadcasts that timed out. `Closed` once it
+    /// stopped.
+    pub fn counters(&self) -> Result<MemberCounters, GroupError> {
+        let (tx, rx) = mpsc::channel();
+        self.requests
+            .send(Request::Counters(tx))
+            .map_err(|_| GroupError::Closed)?;
+        rx.recv_timeout(Duration::from_secs(10)).map_err(|_| GroupError::Closed)
+    }
+
     /// The next event, waiting up to `timeout`: this member's [`Event::Delivered`] and
     /// [`Event::Completed`] of broadcasts, its [`Event::Agreed`] returns, and
     /// [`Event::Failed`] once per member this member learned has failed (suspected by its
@@ -468,6 +481,8 @@ impl Run {
         let mut stops = Vec::new();
         let (tx, rx) = mpsc::channel();
         let mut idle = 0u32;
+        // Failures this member's endpoints were told of (beyond their own suspicions).
+        let mut told = vec![false; self.n as usize];
         while !self.flags.stop.load(Ordering::Acquire) {
             while let Ok(r) = self.requests.try_recv() {
                 self.take(r, &mut bcasts);
@@ -485,6 +500,12 @@ impl Run {
                 if r == self.rank {
                     self.flags.fenced_by.store(by.unwrap_or(self.rank), Ordering::Release);
                     failed.claim(r, None);
+                } else if let Some(b) = bcasts.as_deref_mut()
+                    && !std::mem::replace(&mut told[r as usize], true)
+                {
+                    // Suspected by the agreements' transport or detector: the broadcasts'
+                    // transport stops retrying to it, and their protocol routes around it.
+                    b.suspect(r, now);
                 }
                 report(&mut reported, r, &self.events);
             }
@@ -502,10 +523,17 @@ impl Run {
                         report(&mut reported, self.rank, &self.events);
                         break;
                     }
-                    // ERA agreed these failed: every member that returns reports them.
+                    // ERA agreed these failed: every member that returns reports them, and
+                    // its endpoints enforce them (fail-stop), as they do their own suspicions.
                     for &r in f {
                         failed.claim(r, None);
                         report(&mut reported, r, &self.events);
+                        if !std::mem::replace(&mut told[r as usize], true) {
+                            self.agreements.suspect(self.rank, r, now);
+                            if let Some(b) = bcasts.as_deref_mut() {
+                                b.suspect(r, now);
+                            }
+                        }
                     }
                 }
                 let _ = self.events.send(ev);
@@ -534,6 +562,16 @@ impl Run {
     /// Hands one request on.
     fn take(&mut self, r: Request, bcasts: &mut Option<&mut dyn Broadcasts>) {
         match r {
+            Request::Counters(reply) => {
+                let mut c = MemberCounters {
+                    agreements: self.agreements.transport_stats(self.rank),
+                    ..MemberCounters::default()
+                };
+                if let Some(b) = bcasts.as_deref() {
+                    b.count(&mut c);
+                }
+                let _ = reply.send(c);
+            }
             Request::Agree(v) => self.agreements.agree(self.rank, v),
             Request::Broadcast { seq, root, bytes } => {
                 if let Some(b) = bcasts.as_deref_mut() {

@@ -86,6 +86,8 @@ pub enum Verdict {
     Transport,
     /// The peer was silent for `suspect_after` (the heartbeat detector).
     Silence,
+    /// The caller learned it elsewhere (an agreement's decided failed set): [`Driver::suspect`].
+    Told,
 }
 
 /// One node's endpoint, detector and send queue for a family `F`.
@@ -264,6 +266,14 @@ impl<F: Framing> Driver<F> {
             }
             self.buf = buf;
         }
+    }
+
+    /// A failure the caller learned elsewhere (an agreement decided `peer` failed): the
+    /// transport enforces it (traffic stopped, the FENCE sent: fail-stop), and it is handed
+    /// out as [`Verdict::Told`] by [`Driver::poll_suspect`] with the others.
+    pub fn suspect(&mut self, peer: Rank, now: Instant) {
+        self.tp.enforce_suspicion(peer, now);
+        self.suspects.push_back((peer, Verdict::Told));
     }
 
     /// The next suspicion (the transport's first, then the detector's).

@@ -153,6 +153,7 @@ impl Watch {
             self.report.detected_by = match how {
                 Verdict::Transport => "icmp",
                 Verdict::Silence => "heartbeat",
+                Verdict::Told => "told",
             }
             .into();
         }

@@ -26,6 +26,7 @@ use crate::group::Event;
 use crate::protocol::Protocol;
 use crate::runtime::board::{Control, NodeBoard, WINDOW};
 use crate::runtime::node::{Node, NodeParams, Payloads};
+use crate::transport::TransportStats;
 use crate::wire::WireMessage;
 
 /// Operations a member lets its calls start ahead of the oldest one it has not finished: half
@@ -45,6 +46,33 @@ pub(super) trait Broadcasts {
     fn wait(&mut self, timeout: Duration);
     /// `Some(by)` once the node has stopped: fenced by `by` (its transport's FENCE).
     fn stopped(&self) -> Option<Option<u32>>;
+    /// The member learned elsewhere that `peer` failed (an agreement decided it).
+    fn suspect(&mut self, peer: u32, now: Instant);
+    /// The node's counters, into `c`.
+    fn count(&self, c: &mut MemberCounters);
+}
+
+/// What a member counted ([`super::Member::counters`]), since it joined.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MemberCounters {
+    /// The agreements' transport (ERA messages and heartbeats).
+    pub agreements: TransportStats,
+    /// The broadcasts' transport (zero without broadcasts).
+    pub broadcasts: TransportStats,
+    /// Broadcast datagrams dropped as invalid (header, body or payload: the wire's checks).
+    pub invalid: u64,
+    /// Broadcast datagrams of an operation already over here (late copies).
+    pub stale: u64,
+    /// Broadcast datagrams of an operation too far ahead of this member's window.
+    pub too_far: u64,
+    /// Broadcast datagrams whose header named another sender than the transport's.
+    pub spoofed: u64,
+    /// Broadcast messages not sent: the destination was suspected (owed nothing).
+    pub to_suspected: u64,
+    /// Broadcast messages dropped because the send queue was full (the operation fails).
+    pub send_overflow: u64,
+    /// Broadcasts that were over here without a delivery (timed out).
+    pub timed_out: u64,
 }
 
 /// A member's broadcast node and the state its calls drive.
@@ -63,6 +91,8 @@ pub(super) struct Bcasts<'s, P: Protocol> {
     head_since: Option<Instant>,
     op_timeout: Duration,
     events: mpsc::Sender<Event>,
+    /// Operations over here without a delivery.
+    timed_out: u64,
 }
 
 /// The root's payloads by operation.
@@ -143,6 +173,7 @@ where
             head_since: None,
             op_timeout: s.op_timeout,
             events,
+            timed_out: 0,
         }
     }
 
@@ -188,6 +219,7 @@ where
             self.retired += 1;
             self.ctl.retired.store(self.retired, Ordering::Release);
             self.head_since = None;
+            self.timed_out += u64::from(!delivered);
             progress = true;
             let _ = self.events.send(Event::Completed {
                 root,
@@ -237,5 +269,21 @@ where
 
     fn stopped(&self) -> Option<Option<u32>> {
         (!self.node.alive()).then(|| self.node.fenced_by())
+    }
+
+    fn suspect(&mut self, peer: u32, now: Instant) {
+        self.node.suspect(peer, now);
+    }
+
+    fn count(&self, c: &mut MemberCounters) {
+        let st = &self.node.stats;
+        c.broadcasts = self.node.transport_stats();
+        c.invalid = st.drops.total();
+        c.stale = st.stale;
+        c.too_far = st.too_far;
+        c.spoofed = st.spoofed;
+        c.to_suspected = st.to_suspected;
+        c.send_overflow = st.deferred_overflow;
+        c.timed_out = self.timed_out;
     }
 }

@@ -178,6 +178,11 @@ type Seen = (Vec<(u32, Vec<u8>)>, Vec<(u32, bool)>);
 
 /// What one member heard of broadcasts `0..ops`, once all `ops` completed; fails after 20 s.
 fn broadcasts_seen(m: &mut Member, ops: u64) -> Vec<Seen> {
+    broadcasts_seen_from(m, 0, ops)
+}
+
+/// What one member heard of broadcasts `first..first + ops`, as [`broadcasts_seen`].
+fn broadcasts_seen_from(m: &mut Member, first: u64, ops: u64) -> Vec<Seen> {
     let mut seen = vec![(Vec::new(), Vec::new()); ops as usize];
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut completed = 0;
@@ -191,10 +196,10 @@ fn broadcasts_seen(m: &mut Member, ops: u64) -> Vec<Seen> {
                 bytes,
             }) => {
                 assert_eq!(member, m.rank());
-                seen[seq as usize].0.push((root, bytes));
+                seen[(seq - first) as usize].0.push((root, bytes));
             }
             Some(Event::Completed { root, seq, timed_out }) => {
-                seen[seq as usize].1.push((root, timed_out));
+                seen[(seq - first) as usize].1.push((root, timed_out));
                 completed += 1;
             }
             Some(Event::Failed { .. }) => {}
@@ -326,5 +331,62 @@ fn a_broadcast_that_cannot_be_is_refused_at_the_call() {
     ms[0].agree(3).unwrap();
     for m in ms.iter_mut() {
         assert_eq!(agreed(m, 0, &mut Vec::new()), (1, vec![]));
+    }
+}
+
+/// A failure the agreements learned of (their detector's, or an agreement's decided set) is
+/// enforced in the broadcast endpoints too, though no broadcast went to it since: each
+/// survivor's broadcast transport fenced the member gone without suspecting it itself, and
+/// the next broadcast's protocol sends it nothing (counted as owed nothing), while the live
+/// members deliver. The counters are the members' own, read through `counters`.
+#[test]
+fn a_failure_the_agreements_learned_is_enforced_in_the_broadcasts_too() {
+    let at = coordinator();
+    let mut ms: Vec<Member> = join_all((0..3).map(|r| MemberSpec::new(r, 3, at)).collect())
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    std::thread::scope(|s| {
+        for m in ms.iter_mut() {
+            s.spawn(move || {
+                let bytes = bytes_of(0, 0);
+                m.broadcast(0, if m.rank() == 0 { &bytes } else { &[] }).unwrap();
+                assert_seen(m.rank(), 0, 0, broadcasts_seen(m, 1).remove(0), true);
+            });
+        }
+    });
+    // The round's last datagrams and acknowledgements settle first: one to the member gone
+    // would draw an ICMP error, and the broadcasts' transport would suspect it on its own.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(ms.pop()); // member 2 leaves
+    for m in ms.iter_mut() {
+        m.agree(u64::MAX).unwrap();
+    }
+    for m in ms.iter_mut() {
+        assert_eq!(agreed(m, 0, &mut Vec::new()), (u64::MAX, vec![2]));
+        let c = m.counters().unwrap().broadcasts;
+        assert_eq!(c.suspected, 0, "member {}: {c:?}", m.rank());
+        assert!(c.fences_sent >= 1, "member {}: {c:?}", m.rank());
+    }
+    std::thread::scope(|s| {
+        for m in ms.iter_mut() {
+            s.spawn(move || {
+                let bytes = bytes_of(0, 1);
+                m.broadcast(0, if m.rank() == 0 { &bytes } else { &[] }).unwrap();
+                let seen = broadcasts_seen_from(m, 1, 1).remove(0);
+                assert_seen(m.rank(), 1, 0, seen, true);
+            });
+        }
+    });
+    let owed_nothing: u64 = ms.iter().map(|m| m.counters().unwrap().to_suspected).sum();
+    assert!(owed_nothing >= 1, "no broadcast message was withheld from member 2");
+    for m in &ms {
+        let c = m.counters().unwrap();
+        assert_eq!(
+            (c.invalid, c.spoofed, c.timed_out),
+            (0, 0, 0),
+            "member {}: {c:?}",
+            m.rank()
+        );
     }
 }

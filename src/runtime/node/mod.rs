@@ -136,6 +136,17 @@ where
         }
     }
 
+    /// A failure learned elsewhere (an agreement decided `peer` failed): the transport
+    /// enforces it and the protocol hears of it at the next step, as of its own suspicions.
+    pub fn suspect(&mut self, peer: u32, now: Instant) {
+        match &mut self.link {
+            Link::Up(drv) => drv.suspect(peer, now),
+            // No operation yet to tell.
+            Link::Idle(t) => t.enforce_suspicion(peer, now),
+            Link::Down => {}
+        }
+    }
+
     /// Blocks until the transport may have data or `timeout` passed (blocking poll mode).
     pub fn wait(&mut self, timeout: Duration) {
         if let Some(t) = self.transport() {
