@@ -25,6 +25,8 @@
 //! thread steps the member's broadcast node ([`bcast`]), which forwards what it hears before
 //! its own call comes.
 
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
@@ -90,6 +92,8 @@ pub struct Member {
     rank: u32,
     n: u32,
     requests: mpsc::Sender<Request>,
+    /// Rung after each request: wakes the member's thread from its wait on its socket.
+    bell: UnixDatagram,
     events: mpsc::Receiver<Event>,
     flags: Arc<Flags>,
     thread: Option<JoinHandle<()>>,
@@ -213,7 +217,15 @@ impl Member {
         };
         let (requests, rx) = mpsc::channel();
         let (tx, events) = mpsc::channel();
+        let (bell, rung) = UnixDatagram::pair()
+            .and_then(|(a, b)| {
+                a.set_nonblocking(true)?;
+                b.set_nonblocking(true)?;
+                Ok((a, b))
+            })
+            .map_err(|e| setup(format!("cannot open the member's doorbell: {e}")))?;
         let run = Run {
+            rung,
             rank,
             n,
             agreements,
@@ -240,6 +252,7 @@ impl Member {
             rank,
             n,
             requests,
+            bell,
             events,
             flags,
             thread: Some(thread),
@@ -248,6 +261,13 @@ impl Member {
             next_seq: spec.broadcasts.then_some(0),
             max_payload,
         })
+    }
+
+    /// Hands `r` to the member's thread and rings its doorbell (a full one rings already).
+    fn request(&self, r: Request) -> Result<(), GroupError> {
+        self.requests.send(r).map_err(|_| GroupError::Closed)?;
+        let _ = self.bell.send(&[1]);
+        Ok(())
     }
 
     /// This member's rank.
@@ -277,9 +297,7 @@ impl Member {
         if let Some(by) = self.fenced_by() {
             return Err(GroupError::Fenced { rank: self.rank, by });
         }
-        self.requests
-            .send(Request::Agree(value))
-            .map_err(|_| GroupError::Closed)?;
+        self.request(Request::Agree(value))?;
         self.next_id += 1;
         Ok(self.next_id - 1)
     }
@@ -311,9 +329,7 @@ impl Member {
             });
         }
         let bytes = if root == self.rank { bytes.to_vec() } else { Vec::new() };
-        self.requests
-            .send(Request::Broadcast { seq, root, bytes })
-            .map_err(|_| GroupError::Closed)?;
+        self.request(Request::Broadcast { seq, root, bytes })?;
         self.next_seq = Some(seq + 1);
         Ok(seq)
     }
@@ -323,9 +339,7 @@ impl Member {
     /// stopped.
     pub fn counters(&self) -> Result<MemberCounters, GroupError> {
         let (tx, rx) = mpsc::channel();
-        self.requests
-            .send(Request::Counters(tx))
-            .map_err(|_| GroupError::Closed)?;
+        self.request(Request::Counters(tx))?;
         rx.recv_timeout(Duration::from_secs(10)).map_err(|_| GroupError::Closed)
     }
 
@@ -395,6 +409,8 @@ struct Flags {
 
 /// A member's thread: its ERA instance, stepped until the member leaves.
 struct Run {
+    /// The caller's doorbell (rung by [`Member::request`]).
+    rung: UnixDatagram,
     rank: u32,
     n: u32,
     agreements: Agreements,
@@ -551,8 +567,11 @@ impl Run {
             if self.agreements.active() || (busy && idle < SPIN_PASSES) {
                 std::thread::yield_now();
             } else if let Some(b) = bcasts.as_deref_mut() {
-                // Woken by a broadcast datagram; requests and agreements wait this long at most.
-                b.wait(IDLE_WAIT);
+                // Woken by a broadcast datagram or the caller's doorbell; the agreements'
+                // datagrams wait this long at most.
+                b.wait(IDLE_WAIT, self.rung.as_fd());
+                let mut buf = [0u8; 16];
+                while self.rung.recv(&mut buf).is_ok() {}
             } else if let Ok(r) = self.requests.recv_timeout(IDLE_WAIT) {
                 self.take(r, &mut bcasts);
             }

@@ -111,6 +111,13 @@ pub trait Transport: Send {
     fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize>;
     /// Blocks until data may be readable or `timeout` passed (blocking/adaptive poll modes).
     fn wait(&mut self, timeout: Duration) -> std::io::Result<()>;
+    /// [`Transport::wait`], woken also when `doorbell` is readable (a thread that serves
+    /// requests besides this endpoint). By default the doorbell is not watched: the wait
+    /// ends at `timeout` at the latest, as [`Transport::wait`]'s.
+    fn wait_or(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+        let _ = doorbell;
+        self.wait(timeout)
+    }
     /// The counters.
     fn stats(&self) -> TransportStats;
     /// Messages sent but not yet acknowledged (0 for transports that need no acknowledgement):

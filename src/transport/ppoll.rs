@@ -10,6 +10,12 @@ use std::time::Duration;
 /// Blocks until `fd` is readable (`Ok(true)`) or `timeout` has passed (`Ok(false)`; also on
 /// a signal).
 pub fn readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    any_readable(fd, None, timeout)
+}
+
+/// Blocks until `fd` or `also` is readable (`Ok(true)`) or `timeout` has passed (`Ok(false)`;
+/// also on a signal): a socket and a doorbell, say.
+pub fn any_readable(fd: BorrowedFd<'_>, also: Option<BorrowedFd<'_>>, timeout: Duration) -> io::Result<bool> {
     thread_local! {
         static SLACK_SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
@@ -21,19 +27,20 @@ pub fn readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
         let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
         SLACK_SET.set(true);
     }
-    let mut p = libc::pollfd {
+    let mut p = [fd, also.unwrap_or(fd)].map(|fd| libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
-    };
+    });
+    let p = &mut p[..1 + usize::from(also.is_some())];
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
-    // SAFETY: `p` is one valid, initialized pollfd that outlives the call (nfds = 1); `ts` is
-    // a valid timespec; a null signal mask leaves the thread's mask unchanged. The descriptor
-    // is borrowed, so it stays open for the duration of the call.
-    let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+    // SAFETY: `p` is a slice of valid, initialized pollfds that outlives the call (nfds = its
+    // length); `ts` is a valid timespec; a null signal mask leaves the thread's mask
+    // unchanged. The descriptors are borrowed, so they stay open for the duration of the call.
+    let r = unsafe { libc::ppoll(p.as_mut_ptr(), p.len() as libc::nfds_t, &ts, std::ptr::null()) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -41,7 +48,7 @@ pub fn readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
         }
         return Ok(false);
     }
-    Ok(r > 0 && p.revents & libc::POLLIN != 0)
+    Ok(r > 0 && p.iter().any(|p| p.revents & libc::POLLIN != 0))
 }
 
 #[cfg(test)]
@@ -55,5 +62,14 @@ mod tests {
         assert!(!readable(r.as_fd(), Duration::from_micros(200)).unwrap());
         std::io::Write::write_all(&mut w, b"x").unwrap();
         assert!(readable(r.as_fd(), Duration::from_secs(5)).unwrap());
+    }
+
+    #[test]
+    fn either_of_two_pipes_wakes_the_wait() {
+        let (r1, _w1) = std::io::pipe().unwrap();
+        let (r2, mut w2) = std::io::pipe().unwrap();
+        assert!(!any_readable(r1.as_fd(), Some(r2.as_fd()), Duration::from_micros(200)).unwrap());
+        std::io::Write::write_all(&mut w2, b"x").unwrap();
+        assert!(any_readable(r1.as_fd(), Some(r2.as_fd()), Duration::from_secs(5)).unwrap());
     }
 }

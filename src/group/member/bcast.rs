@@ -42,8 +42,8 @@ pub(super) trait Broadcasts {
     fn step(&mut self, now: Instant) -> bool;
     /// Calls waiting or operations called and not over here.
     fn busy(&self) -> bool;
-    /// Blocks until the node's socket may have data or `timeout` passed.
-    fn wait(&mut self, timeout: Duration);
+    /// Blocks until the node's socket may have data, `doorbell` rings, or `timeout` passed.
+    fn wait(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>);
     /// `Some(by)` once the node has stopped: fenced by `by` (its transport's FENCE).
     fn stopped(&self) -> Option<Option<u32>>;
     /// The member learned elsewhere that `peer` failed (an agreement decided it).
@@ -263,8 +263,8 @@ where
         !self.calls.is_empty() || self.retired < self.allowed()
     }
 
-    fn wait(&mut self, timeout: Duration) {
-        self.node.wait(timeout);
+    fn wait(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) {
+        self.node.wait_or(timeout, doorbell);
     }
 
     fn stopped(&self) -> Option<Option<u32>> {

@@ -156,6 +156,15 @@ where
         }
     }
 
+    /// [`Node::wait`], woken also when `doorbell` is readable.
+    pub fn wait_or(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) {
+        if let Some(t) = self.transport() {
+            let _ = t.wait_or(timeout, doorbell);
+        } else {
+            std::thread::sleep(timeout);
+        }
+    }
+
     /// The transport's counters (as they were at death, once dead).
     pub fn transport_stats(&self) -> TransportStats {
         match &self.link {

@@ -324,6 +324,24 @@ impl UdpTransport {
     }
 }
 
+impl UdpTransport {
+    /// How long a wait of at most `timeout` may block: `None` when there is work now (a
+    /// backlog, a retransmission or an emulated arrival due), else until the next one is due.
+    fn wait_for(&self, timeout: Duration) -> Option<Duration> {
+        if self.backlog {
+            return None;
+        }
+        let mut timeout = timeout;
+        if let Some(due) = self.core.next_due() {
+            timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+        }
+        if let Some(due) = self.link.next_due() {
+            timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+        }
+        (!timeout.is_zero()).then_some(timeout)
+    }
+}
+
 impl Transport for UdpTransport {
     fn rank(&self) -> u32 {
         self.core.rank()
@@ -356,20 +374,17 @@ impl Transport for UdpTransport {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        if self.backlog {
-            return Ok(());
+        match self.wait_for(timeout) {
+            Some(t) => self.link.socket_mut().wait(t),
+            None => Ok(()),
         }
-        let mut timeout = timeout;
-        if let Some(due) = self.core.next_due() {
-            timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+    }
+
+    fn wait_or(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        match self.wait_for(timeout) {
+            Some(t) => self.link.socket_mut().wait_or(t, doorbell),
+            None => Ok(()),
         }
-        if let Some(due) = self.link.next_due() {
-            timeout = timeout.min(due.saturating_duration_since(Instant::now()));
-        }
-        if timeout.is_zero() {
-            return Ok(());
-        }
-        self.link.socket_mut().wait(timeout)
     }
 
     fn stats(&self) -> TransportStats {

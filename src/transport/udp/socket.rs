@@ -109,6 +109,15 @@ impl SocketLink {
     }
 }
 
+impl SocketLink {
+    /// [`SocketLink::wait`], woken also when `doorbell` is readable (ppoll on both, at any
+    /// timeout).
+    pub fn wait_or(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        crate::transport::ppoll::any_readable(std::os::fd::AsFd::as_fd(&self.socket), Some(doorbell), timeout)
+            .map(|_| ())
+    }
+}
+
 impl Link for SocketLink {
     #[inline]
     fn recv(&mut self, buf: &mut [u8], _now: Instant) -> io::Result<Recv> {
