@@ -13,7 +13,9 @@
 //!
 //! Each member decides alone when an operation is over for it ([`Event::Completed`]): it
 //! delivered and its protocol instance will send nothing more, or `op_timeout` passed since
-//! the operation was first called or heard here (then `timed_out` says whether it delivered).
+//! the operation was first called or heard here, or a later one was (then `timed_out` says
+//! whether it delivered): a member whose caller lags behind does not hold its window for an
+//! operation whose root died before any copy reached it.
 //! Nothing waits for the others: a member that finished an operation drops its later messages
 //! as stale, and the others' protocols already owe it nothing.
 
@@ -93,6 +95,9 @@ pub(super) struct Bcasts<'s, P: Protocol> {
     events: mpsc::Sender<Event>,
     /// Operations over here without a delivery.
     timed_out: u64,
+    /// Operations over here before this member knew their root (neither called nor heard, a
+    /// later one heard): their [`Event::Completed`] waits for the call that names the root.
+    owed: VecDeque<u64>,
 }
 
 /// The root's payloads by operation.
@@ -174,6 +179,7 @@ where
             op_timeout: s.op_timeout,
             events,
             timed_out: 0,
+            owed: VecDeque::new(),
         }
     }
 
@@ -202,9 +208,14 @@ where
         let mut progress = false;
         loop {
             let seq = self.retired;
-            let b = self.ctl.boards[self.rank as usize].get(seq);
-            if seq >= self.ctl.allowed.load(Ordering::Relaxed) && b.is_none() {
-                // Neither called nor heard yet: nothing to wait for.
+            let board = &self.ctl.boards[self.rank as usize];
+            let b = board.get(seq);
+            if seq >= self.ctl.allowed.load(Ordering::Relaxed)
+                && b.is_none()
+                && !board.ops.iter().any(|o| o.seq1.load(Ordering::Relaxed) > seq + 1)
+            {
+                // Neither called nor heard yet, nor a later one (which would say it exists:
+                // the calls come in one order): nothing to wait for.
                 self.head_since = None;
                 break;
             }
@@ -215,12 +226,17 @@ where
                 break;
             }
             let root = self.ctl.root_of(seq);
+            let root_known = seq < self.ctl.allowed.load(Ordering::Relaxed) || b.is_some();
             self.payloads.lock().unwrap_or_else(|e| e.into_inner()).remove(&seq);
             self.retired += 1;
             self.ctl.retired.store(self.retired, Ordering::Release);
             self.head_since = None;
             self.timed_out += u64::from(!delivered);
             progress = true;
+            if !root_known {
+                self.owed.push_back(seq);
+                continue;
+            }
             let _ = self.events.send(Event::Completed {
                 root,
                 seq,
@@ -236,6 +252,15 @@ where
     P::Msg: WireMessage,
 {
     fn call(&mut self, seq: u64, root: u32, bytes: Vec<u8>) {
+        if self.owed.front() == Some(&seq) {
+            // Over here already, unheard: the call names its root.
+            self.owed.pop_front();
+            let _ = self.events.send(Event::Completed {
+                root,
+                seq,
+                timed_out: true,
+            });
+        }
         if root == self.rank {
             self.payloads
                 .lock()

@@ -390,3 +390,41 @@ fn a_failure_the_agreements_learned_is_enforced_in_the_broadcasts_too() {
         );
     }
 }
+
+/// A member whose caller has not called yet still completes what it hears, in order: an
+/// operation whose root is gone is over there with a timeout once a later one was heard, and
+/// the later one is delivered and over, though the caller called neither; the first's
+/// `Completed` comes with the call that names its root.
+#[test]
+fn a_member_that_has_not_called_yet_times_out_a_dead_roots_broadcast_it_never_heard() {
+    let at = coordinator();
+    let n = 4u32;
+    let specs = (0..n)
+        .map(|r| MemberSpec {
+            op_timeout: Duration::from_millis(300),
+            ..MemberSpec::new(r, n, at)
+        })
+        .collect();
+    let mut ms: Vec<Member> = join_all(specs).into_iter().map(Result::unwrap).collect();
+    let mut silent = ms.pop().unwrap(); // member 3: its caller calls nothing
+    drop(ms.remove(1)); // member 1 is gone
+    std::thread::scope(|s| {
+        for m in ms.iter_mut() {
+            s.spawn(move || {
+                m.broadcast(1, &[]).unwrap();
+                let bytes = bytes_of(0, 1);
+                m.broadcast(0, if m.rank() == 0 { &bytes } else { &[] }).unwrap();
+                let seen = broadcasts_seen(m, 2);
+                assert_seen(m.rank(), 0, 1, seen[0].clone(), false);
+                assert_seen(m.rank(), 1, 0, seen[1].clone(), true);
+            });
+        }
+    });
+    // Operation 1 is delivered and over; operation 0's end waits for the call naming its root.
+    let seen = broadcasts_seen_from(&mut silent, 1, 1);
+    assert_seen(3, 1, 0, seen[0].clone(), true);
+    assert_eq!(silent.poll(), None);
+    silent.broadcast(1, &[]).unwrap();
+    let seen = broadcasts_seen(&mut silent, 1);
+    assert_seen(3, 0, 1, seen[0].clone(), false);
+}
