@@ -109,7 +109,12 @@ pub struct Member {
 /// What the caller asks of the member's thread.
 enum Request {
     Agree(u64),
-    Broadcast { seq: u64, root: u32, bytes: Vec<u8> },
+    /// `bytes`: `None` at a root whose call was refused (the operation is used up).
+    Broadcast {
+        seq: u64,
+        root: u32,
+        bytes: Option<Vec<u8>>,
+    },
     Counters(mpsc::Sender<MemberCounters>),
 }
 
@@ -143,6 +148,14 @@ impl Member {
                 "the broadcasts' overhead o ({:?}) and timeout ({:?}) must be positive",
                 spec.logp.0, spec.op_timeout
             )));
+        }
+        if spec.broadcasts && spec.algo == crate::protocol::bcast::algo::Algo::Bfb {
+            // A member decides alone when an operation is over for it: delivered and its
+            // protocol finished. BFB's finishes only at the root (a coordinator that sees
+            // every member quiet ends it elsewhere).
+            return Err(setup(
+                "BFB is not offered among processes: its members other than the root never finish an operation on their own".into(),
+            ));
         }
         // The algorithm builds for this many members (an impossible tree is refused here),
         // and bounds the payload.
@@ -312,6 +325,10 @@ impl Member {
     /// part of the protocol done, or `op_timeout` passed first: `timed_out` when it did not
     /// deliver, as when its root failed before any copy got out). At most 32 of a member's
     /// calls are in flight past the oldest one not over here; later ones wait in order.
+    ///
+    /// A root's payload longer than a datagram carries is refused (`TooLarge`), and its
+    /// operation is used up all the same (the others call it too): it is over at once here,
+    /// timed out, and times out at the others.
     pub fn broadcast(&mut self, root: u32, bytes: &[u8]) -> Result<u64, GroupError> {
         let Some(seq) = self.next_seq else {
             return Err(GroupError::NoBroadcasts);
@@ -323,12 +340,15 @@ impl Member {
             return Err(GroupError::NoSuchMember(root));
         }
         if root == self.rank && bytes.len() > self.max_payload {
+            // The others call this operation too: it is used up here, and times out there.
+            self.request(Request::Broadcast { seq, root, bytes: None })?;
+            self.next_seq = Some(seq + 1);
             return Err(GroupError::TooLarge {
                 len: bytes.len(),
                 max: self.max_payload,
             });
         }
-        let bytes = if root == self.rank { bytes.to_vec() } else { Vec::new() };
+        let bytes = (root == self.rank).then(|| bytes.to_vec());
         self.request(Request::Broadcast { seq, root, bytes })?;
         self.next_seq = Some(seq + 1);
         Ok(seq)
@@ -594,7 +614,7 @@ impl Run {
             Request::Agree(v) => self.agreements.agree(self.rank, v),
             Request::Broadcast { seq, root, bytes } => {
                 if let Some(b) = bcasts.as_deref_mut() {
-                    b.call(seq, root, bytes);
+                    b.call(seq, root, bytes.or_else(|| (root != self.rank).then(Vec::new)));
                 }
             }
         }

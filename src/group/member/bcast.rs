@@ -13,11 +13,13 @@
 //!
 //! Each member decides alone when an operation is over for it ([`Event::Completed`]): it
 //! delivered and its protocol instance will send nothing more, or `op_timeout` passed since
-//! the operation was first called or heard here, or a later one was (then `timed_out` says
-//! whether it delivered): a member whose caller lags behind does not hold its window for an
-//! operation whose root died before any copy reached it.
-//! Nothing waits for the others: a member that finished an operation drops its later messages
-//! as stale, and the others' protocols already owe it nothing.
+//! its call here or, not yet called, since it was the oldest one known here (heard, or a later
+//! one heard: then `timed_out` says whether it delivered), so a member whose caller lags does
+//! not hold its window for an operation whose root died before any copy reached it. Nothing
+//! waits for the others: a member that finished an operation drops its later messages as
+//! stale, and the others' protocols already owe it nothing. Nothing holds a root back for a
+//! member that lags either: what comes past that member's window (64) is dropped and counted
+//! (`too_far`), and those operations time out there.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -32,14 +34,15 @@ use crate::transport::TransportStats;
 use crate::wire::WireMessage;
 
 /// Operations a member lets its calls start ahead of the oldest one it has not finished: half
-/// the window, so that a member up to as many behind still admits every datagram.
+/// the window, so that a member up to as many behind this one still admits its datagrams.
 pub(super) const IN_FLIGHT: u64 = WINDOW as u64 / 2;
 
 /// What the member's thread asks of its broadcasts.
 pub(super) trait Broadcasts {
     /// The caller's broadcast `seq` (its `seq`-th call), rooted at `root`, carrying `bytes`
-    /// (used at the root only).
-    fn call(&mut self, seq: u64, root: u32, bytes: Vec<u8>);
+    /// (used at the root only; `None` at the root: its call was refused, the operation is used
+    /// up and never starts).
+    fn call(&mut self, seq: u64, root: u32, bytes: Option<Vec<u8>>);
     /// One pass: admits calls into the window, steps the node, and retires what is over.
     fn step(&mut self, now: Instant) -> bool;
     /// Calls waiting or operations called and not over here.
@@ -85,8 +88,13 @@ pub(super) struct Bcasts<'s, P: Protocol> {
     params: NodeParams<'s, P::Shared>,
     /// The root's payloads, by operation, until its node takes them.
     payloads: Pending,
-    /// Calls not yet admitted into the window: `(seq, root)`.
-    calls: VecDeque<(u64, u32)>,
+    /// Calls not yet admitted into the window: `(seq, root, when called, aborted)`.
+    calls: VecDeque<Call>,
+    /// Per slot: the operation called there and when (its timeout counts from then).
+    called_at: Vec<(u64, Instant)>,
+    /// Operations whose root's call was refused (their payload too long): `(seq, root)`,
+    /// over at once at the root (the others time out, as for a root that failed).
+    aborted: VecDeque<(u64, u32)>,
     /// Operations over here: every one below.
     retired: u64,
     /// Since when the oldest operation not over has been known here (called or heard).
@@ -99,6 +107,19 @@ pub(super) struct Bcasts<'s, P: Protocol> {
     /// later one heard): their [`Event::Completed`] waits for the call that names the root.
     owed: VecDeque<u64>,
 }
+
+/// A call waiting for the window.
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    seq: u64,
+    root: u32,
+    at: Instant,
+    /// The root's call was refused: the operation is used up, never started.
+    aborted: bool,
+}
+
+/// A slot's root while its operation may not start (aborted): no member has this rank.
+const NO_ROOT: u32 = u32::MAX;
 
 /// The root's payloads by operation.
 type Pending = Arc<Mutex<HashMap<u64, Vec<u8>>>>;
@@ -174,6 +195,8 @@ where
             },
             payloads,
             calls: VecDeque::new(),
+            called_at: vec![(u64::MAX, Instant::now()); WINDOW],
+            aborted: VecDeque::new(),
             retired: 0,
             head_since: None,
             op_timeout: s.op_timeout,
@@ -191,16 +214,22 @@ where
         self.ctl.allowed.load(Ordering::Relaxed)
     }
 
-    /// Lets the node start (at the root) or check the root of (elsewhere) call `seq`.
-    fn admit_call(&mut self, seq: u64, root: u32) {
+    /// Lets the node start (at the root) or check the root of (elsewhere) call `c`.
+    fn admit_call(&mut self, c: Call) {
         // Heard before it was called (or over already): its datagrams named the root, which
         // the slot holds (a root that differs is the callers' mistake: the deliveries name
-        // the sender's). Otherwise the call names it.
-        let heard = seq < self.retired || self.board().get(seq).is_some();
+        // the sender's). Otherwise the call names it; an aborted one no member.
+        let heard = c.seq < self.retired || self.board().get(c.seq).is_some();
         if !heard {
-            self.ctl.set_root(seq, root);
+            self.ctl.set_root(c.seq, if c.aborted { NO_ROOT } else { c.root });
+            if c.aborted {
+                self.aborted.push_back((c.seq, c.root));
+            }
         }
-        self.ctl.allowed.store(seq + 1, Ordering::Release);
+        if c.seq >= self.retired {
+            self.called_at[c.seq as usize % WINDOW] = (c.seq, c.at);
+        }
+        self.ctl.allowed.store(c.seq + 1, Ordering::Release);
     }
 
     /// Retires, oldest first, the operations over here; whether any was.
@@ -219,13 +248,24 @@ where
                 self.head_since = None;
                 break;
             }
-            let since = *self.head_since.get_or_insert(now);
+            // Its timeout counts from its call, or from when it was first the oldest here.
+            let since = match self.called_at[seq as usize % WINDOW] {
+                (s, at) if s == seq => at,
+                _ => *self.head_since.get_or_insert(now),
+            };
             let delivered = b.is_some_and(|b| b.deliveries.load(Ordering::Relaxed) > 0);
             let finished = b.is_some_and(|b| b.finished.load(Ordering::Acquire));
-            if !(delivered && finished) && now.saturating_duration_since(since) < self.op_timeout {
+            let aborted = self.aborted.front().is_some_and(|&(s, _)| s == seq);
+            if !(aborted || delivered && finished) && now.saturating_duration_since(since) < self.op_timeout {
                 break;
             }
-            let root = self.ctl.root_of(seq);
+            let root = match self.aborted.front() {
+                Some(&(s, r)) if s == seq => {
+                    self.aborted.pop_front();
+                    r
+                }
+                _ => self.ctl.root_of(seq),
+            };
             let root_known = seq < self.ctl.allowed.load(Ordering::Relaxed) || b.is_some();
             self.payloads.lock().unwrap_or_else(|e| e.into_inner()).remove(&seq);
             self.retired += 1;
@@ -251,7 +291,7 @@ impl<P: Protocol> Broadcasts for Bcasts<'_, P>
 where
     P::Msg: WireMessage,
 {
-    fn call(&mut self, seq: u64, root: u32, bytes: Vec<u8>) {
+    fn call(&mut self, seq: u64, root: u32, bytes: Option<Vec<u8>>) {
         if self.owed.front() == Some(&seq) {
             // Over here already, unheard: the call names its root.
             self.owed.pop_front();
@@ -261,23 +301,31 @@ where
                 timed_out: true,
             });
         }
-        if root == self.rank {
+        if root == self.rank
+            && seq >= self.retired
+            && let Some(b) = &bytes
+        {
             self.payloads
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(seq, bytes);
+                .insert(seq, b.clone());
         }
-        self.calls.push_back((seq, root));
+        self.calls.push_back(Call {
+            seq,
+            root,
+            at: Instant::now(),
+            aborted: root == self.rank && bytes.is_none(),
+        });
     }
 
     fn step(&mut self, now: Instant) -> bool {
         let mut progress = false;
-        while let Some(&(seq, root)) = self.calls.front() {
-            if seq >= self.retired + IN_FLIGHT {
+        while let Some(&c) = self.calls.front() {
+            if c.seq >= self.retired + IN_FLIGHT {
                 break;
             }
             self.calls.pop_front();
-            self.admit_call(seq, root);
+            self.admit_call(c);
             progress = true;
         }
         progress |= self.node.step(&self.params, &self.ctl, now);

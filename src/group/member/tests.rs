@@ -140,6 +140,11 @@ fn an_impossible_member_is_refused_with_one_line() {
         Member::join(MemberSpec::new(0, 100_000, at)),
         Err(GroupError::TooManyToAgree { .. })
     ));
+    let e = bad(MemberSpec {
+        algo: crate::protocol::bcast::algo::Algo::Bfb,
+        ..MemberSpec::new(0, 2, at)
+    });
+    assert!(e.contains("BFB") && !e.contains('\n'), "{e}");
 }
 
 /// Rank 0 serves only the rendezvous: once every member has joined, the others agree without
@@ -267,20 +272,24 @@ fn members_of_processes_broadcast_from_every_root_in_one_sequence() {
 }
 
 /// A member that left is routed around: the others deliver every broadcast of a live root,
-/// and one rooted at the member gone is over everywhere with a timeout, delivered by none.
+/// and those rooted at the member gone are over everywhere with a timeout, delivered by none.
+/// Each one's timeout counts from its own call: the three of them end together, not one
+/// timeout after the other (which would take three timeouts).
 #[test]
 fn a_broadcast_of_a_member_gone_times_out_and_the_others_still_deliver() {
     let at = coordinator();
     let n = 4u32;
+    let timeout = Duration::from_millis(1000);
     let specs = (0..n)
         .map(|r| MemberSpec {
-            op_timeout: Duration::from_millis(500),
+            op_timeout: timeout,
             ..MemberSpec::new(r, n, at)
         })
         .collect();
     let mut ms: Vec<Member> = join_all(specs).into_iter().map(Result::unwrap).collect();
     drop(ms.remove(1));
-    let roots = [0u32, 2, 1, 3, 0, 2, 3];
+    let roots = [0u32, 2, 1, 3, 1, 0, 2, 1, 3];
+    let t = Instant::now();
     std::thread::scope(|s| {
         for m in ms.iter_mut() {
             s.spawn(move || {
@@ -300,6 +309,11 @@ fn a_broadcast_of_a_member_gone_times_out_and_the_others_still_deliver() {
             });
         }
     });
+    let took = t.elapsed();
+    assert!(
+        took < 2 * timeout,
+        "the broadcasts took {took:?}, with a timeout of {timeout:?}"
+    );
 }
 
 /// A member built without broadcasts refuses them; a root out of range and a payload too
@@ -315,8 +329,12 @@ fn a_broadcast_that_cannot_be_is_refused_at_the_call() {
     assert_eq!(m.broadcast(2, b""), Err(GroupError::NoSuchMember(2)));
     let big = vec![0u8; crate::transport::MAX_PAYLOAD];
     assert!(matches!(m.broadcast(0, &big), Err(GroupError::TooLarge { .. })));
+    // The refused call used its operation up (the others call it too): it is over here at
+    // once, never sent, and the next call is the next operation.
+    let seen = broadcasts_seen(m, 1);
+    assert_eq!(seen[0], (vec![], vec![(0, true)]));
     // Another member's payload is not this member's to send: not checked, not sent.
-    assert_eq!(m.broadcast(1, &big), Ok(0));
+    assert_eq!(m.broadcast(1, &big), Ok(1));
     drop(ms);
     let at = coordinator();
     let specs = (0..2)

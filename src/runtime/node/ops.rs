@@ -5,8 +5,8 @@
 //! Per operation (named `(root, seq)`, Corrected Gossip Claim 1) the machine keeps one
 //! protocol instance in a window of [`WINDOW`] slots, created when the root starts it
 //! ([`Event::Input`]) or on the operation's first message. A datagram is admitted in the
-//! order the wire and the window want: header (job, kind, sender), root, duplicate filter,
-//! window, body, payload. What fails is dropped and counted in [`NodeStats`].
+//! order the wire and the window want: header (job, kind, sender), duplicate filter, window,
+//! root, body, payload. What fails is dropped and counted in [`NodeStats`].
 //!
 //! The machine lives in the runtime, not in [`crate::protocol`], because it publishes to
 //! the run's [`NodeBoard`] (delivery and activity stamps, read by the coordinator) at the

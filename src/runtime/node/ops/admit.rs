@@ -1,5 +1,5 @@
 //! The broadcast machine's datagram side ([`Endpoint`] of [`Pass`]): a datagram admitted in
-//! the order the wire and the window want (header, root, duplicate filter, window, body,
+//! the order the wire and the window want (header, duplicate filter, window, root, body,
 //! payload; what fails is dropped and counted), a message encoded with its operation, and the
 //! transport's verdict on each send.
 
@@ -9,8 +9,9 @@ impl<P: Protocol> Endpoint<Datagrams<P::Msg>> for Pass<'_, '_, P>
 where
     P::Msg: WireMessage,
 {
-    /// Admits one datagram in the order header, root, duplicate filter, window, body,
-    /// payload; an injected crash on receipt strikes before the protocol sees it.
+    /// Admits one datagram in the order header, duplicate filter, window, root, body,
+    /// payload (a late copy is stale whatever root its slot names now); an injected crash on
+    /// receipt strikes before the protocol sees it.
     fn datagram(&mut self, _: Time, from: Rank, bytes: &[u8], job: u64, n: u32, _: &mut DropCounters) -> Got {
         let (rank, epoch) = (self.ops.rank, self.p.epoch);
         let polled = self.ops.stages.now(epoch);
@@ -26,18 +27,6 @@ where
                 return Got::Dropped;
             }
         };
-        let named = match self.p.root {
-            Some(r) => Some(r),
-            // Not yet called here: the datagram names its root (it is written to the slot
-            // once the window admits the operation, below), which is never this node (only
-            // its own call makes it a root).
-            None if self.ctl.learn_roots && h.seq >= self.ctl.allowed.load(Ordering::Acquire) => None,
-            None => Some(self.ctl.root_of(h.seq)),
-        };
-        if named.map_or(h.root == rank, |r| r != h.root) {
-            stats.drops.count(DecodeError::BadField("root"));
-            return Got::Dropped;
-        }
         match self.ops.filter.admit(OpId { root: 0, seq: h.seq }) {
             Admission::Live => {}
             Admission::Stale => {
@@ -51,6 +40,18 @@ where
         }
         if h.seq >= self.ops.retired + WINDOW as u64 {
             stats.too_far += 1;
+            return Got::Dropped;
+        }
+        let named = match self.p.root {
+            Some(r) => Some(r),
+            // Not yet called here: the datagram names its root (written to the slot once its
+            // body and payload are admitted, below), which is never this node (only its own
+            // call makes it a root).
+            None if self.ctl.learn_roots && h.seq >= self.ctl.allowed.load(Ordering::Acquire) => None,
+            None => Some(self.ctl.root_of(h.seq)),
+        };
+        if named.map_or(h.root == rank, |r| r != h.root) {
+            stats.drops.count(DecodeError::BadField("root"));
             return Got::Dropped;
         }
         let msg = match P::Msg::decode(body, n) {
