@@ -15,9 +15,8 @@ use crate::runtime::board::Control;
 use crate::runtime::cluster::{ClusterConfig, run_workers, worker_count};
 use crate::runtime::node::{Node, NodeParams};
 use crate::runtime::{Endpoints, endpoints_with_key};
-use crate::transport::MAX_PAYLOAD;
+use crate::wire::WireMessage;
 use crate::wire::dispatch::{Dispatch, Visit};
-use crate::wire::{HEADER_LEN, WireMessage};
 
 pub(super) use super::stream::Pending;
 
@@ -193,7 +192,7 @@ where
         ready,
     } = s;
     let n = cfg.nodes;
-    let max = MAX_PAYLOAD.saturating_sub(HEADER_LEN + P::Msg::MAX_BODY);
+    let max = super::max_payload::<P::Msg>();
     let pending: Pending = Arc::default();
     let offers: Vec<Offer> = (0..n).map(|_| Arc::new(Mutex::new(None))).collect();
     let nodes: Vec<Node<P>> = eps

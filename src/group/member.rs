@@ -46,10 +46,10 @@ use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::agree::MAX_NODES as MAX_AGREE_NODES;
 use crate::runtime::control::ChildAgent;
 use crate::runtime::control::child::Joined;
+use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
-use crate::transport::{MAX_PAYLOAD, Transport};
+use crate::wire::WireMessage;
 use crate::wire::dispatch::{Dispatch, Visit};
-use crate::wire::{HEADER_LEN, WireMessage};
 use bcast::{Bcasts, Broadcasts};
 use rendezvous::{join_both, serve_rendezvous};
 
@@ -157,13 +157,6 @@ impl Member {
                 "BFB is not offered among processes: its members other than the root never finish an operation on their own".into(),
             ));
         }
-        // The algorithm builds for this many members (an impossible tree is refused here),
-        // and bounds the payload.
-        let max_payload = if spec.broadcasts {
-            spec.algo.dispatch(n, LogP { l: 2, o: 1 }, MaxPayload).map_err(setup)?
-        } else {
-            0
-        };
         let job = crate::transport::ids::members(spec.seed);
         let flags = Arc::new(Flags {
             fenced_by: AtomicU32::new(NOT_FENCED),
@@ -201,15 +194,24 @@ impl Member {
                     let bjob = crate::transport::ids::member_broadcasts(spec.seed);
                     // Rank 0's model, on the coordinator's clock (as a joined benchmark's).
                     let tick_ns = p.o_ns.max(1);
+                    let model: LogGP = LogP {
+                        l: (p.l_ns + tick_ns / 2) / tick_ns,
+                        o: 1,
+                    }
+                    .into();
+                    // The algorithm builds for this many members with this model (an
+                    // impossible tree is refused here, so the thread's build cannot fail),
+                    // and bounds the payload.
+                    let max = spec.algo.dispatch(n, model, MaxPayload)?;
                     Some(BcastSetup {
                         transport: open(j.sock, &peers[n as usize..], bjob)?,
                         job: bjob,
-                        model: LogP {
-                            l: (p.l_ns + tick_ns / 2) / tick_ns,
-                            o: 1,
-                        }
-                        .into(),
+                        algo: spec.algo.clone(),
+                        model,
                         tick_ns,
+                        seed: spec.seed,
+                        op_timeout: spec.op_timeout,
+                        max,
                         epoch: crate::runtime::procs::coordinator_epoch(&mut agent, p.epoch_unix_ns),
                         _agent: j.agent,
                     })
@@ -228,6 +230,7 @@ impl Member {
                 return Err(setup(e));
             }
         };
+        let max_payload = bcasts.as_ref().map_or(0, |b| b.max);
         let (requests, rx) = mpsc::channel();
         let (tx, events) = mpsc::channel();
         let (bell, rung) = UnixDatagram::pair()
@@ -247,10 +250,9 @@ impl Member {
             flags: flags.clone(),
             _agent: agent,
         };
-        let bsetup = bcasts.map(|b| (b, spec.algo, spec.seed, spec.op_timeout, max_payload));
         let thread = match std::thread::Builder::new()
             .name("ftcoll-member".into())
-            .spawn(move || run.start(bsetup))
+            .spawn(move || run.start(bcasts))
         {
             Ok(t) => t,
             Err(e) => {
@@ -401,7 +403,7 @@ impl Visit for MaxPayload {
         P::Shared: SharedInfo,
         P::Msg: WireMessage,
     {
-        MAX_PAYLOAD.saturating_sub(HEADER_LEN + P::Msg::MAX_BODY)
+        super::max_payload::<P::Msg>()
     }
 }
 
@@ -409,9 +411,14 @@ impl Visit for MaxPayload {
 struct BcastSetup {
     transport: Box<dyn Transport>,
     job: u64,
+    algo: crate::protocol::bcast::algo::Algo,
     /// Rank 0's LogP, in units of `tick_ns`.
     model: LogGP,
     tick_ns: u64,
+    seed: u64,
+    op_timeout: Duration,
+    /// The longest payload the algorithm's datagrams carry.
+    max: usize,
     /// The coordinator's epoch on this host's clock.
     epoch: Instant,
     /// Kept open, as [`Run::_agent`].
@@ -465,12 +472,8 @@ const IDLE_WAIT: Duration = Duration::from_micros(100);
 /// Idle passes a member with broadcasts in flight yields before it blocks on its socket.
 const SPIN_PASSES: u32 = 256;
 
-/// What the member's thread needs for its broadcasts: the endpoint, the algorithm, the seed,
-/// the operations' timeout and the longest payload.
-type BcastParts = (BcastSetup, crate::protocol::bcast::algo::Algo, u64, Duration, usize);
-
 /// The member's thread with its broadcast node of the algorithm's protocol type.
-struct WithBcasts(Run, BcastSetup, u64, Duration, usize);
+struct WithBcasts(Run, BcastSetup);
 
 impl Visit for WithBcasts {
     type Out = ();
@@ -480,17 +483,17 @@ impl Visit for WithBcasts {
         P::Shared: SharedInfo,
         P::Msg: WireMessage,
     {
-        let WithBcasts(run, b, seed, op_timeout, max) = self;
+        let WithBcasts(run, b) = self;
         let setup = bcast::Setup {
             rank: run.rank,
             n: run.n,
             transport: b.transport,
             job: b.job,
-            seed,
+            seed: b.seed,
             tick_ns: b.tick_ns,
             epoch: b.epoch,
-            op_timeout,
-            max,
+            op_timeout: b.op_timeout,
+            max: b.max,
         };
         let mut node = Bcasts::<P>::new(shared, setup, run.events.clone());
         let _agent = b._agent;
@@ -500,13 +503,13 @@ impl Visit for WithBcasts {
 
 impl Run {
     /// Runs the member: with its broadcast node, if it has one.
-    fn start(self, bcasts: Option<BcastParts>) {
+    fn start(self, bcasts: Option<BcastSetup>) {
         match bcasts {
             None => self.run(None),
-            Some((b, algo, seed, op_timeout, max)) => {
-                let (n, model) = (self.n, b.model);
-                // The algorithm built for `n` members in `join`: this cannot fail.
-                let _ = algo.dispatch(n, model, WithBcasts(self, b, seed, op_timeout, max));
+            Some(b) => {
+                let (n, model, algo) = (self.n, b.model, b.algo.clone());
+                // The same build `join` made (same algorithm, members and model): it cannot fail.
+                let _ = algo.dispatch(n, model, WithBcasts(self, b));
             }
         }
     }

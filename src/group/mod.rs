@@ -393,6 +393,12 @@ pub struct Group {
     thread: Option<JoinHandle<()>>,
 }
 
+/// The longest payload a broadcast datagram of message type `M` carries (one datagram, no
+/// fragmentation).
+pub(crate) fn max_payload<M: crate::wire::WireMessage>() -> usize {
+    crate::transport::MAX_PAYLOAD.saturating_sub(crate::wire::HEADER_LEN + M::MAX_BODY)
+}
+
 /// The broadcast algorithm of a group or member not told another: a binomial corrected tree,
 /// interleaved, with checked correction and a synchronized start (Corrected Trees §3).
 pub(crate) fn default_algo() -> Algo {
