@@ -79,12 +79,15 @@ use rendezvous::{join_both, serve_rendezvous};
 ///                     None => panic!("no delivery or agreement in 10 s"),
 ///                 }
 ///             }
-///             (got.unwrap(), agreed.unwrap())
+///             // Dropping `m` would leave the group, as a process that exits does: the
+///             // others, still returning, would see it fail. It stays until all are done.
+///             ((got.unwrap(), agreed.unwrap()), m)
 ///         })
 ///     })
 ///     .collect();
-/// for m in members {
-///     assert_eq!(m.join().unwrap(), ((1, b"from 1".to_vec()), (!0b111, vec![])));
+/// let done: Vec<_> = members.into_iter().map(|m| m.join().unwrap()).collect();
+/// for (outcome, _member) in &done {
+///     assert_eq!(*outcome, ((1, b"from 1".to_vec()), (!0b111, vec![])));
 /// }
 /// # Ok::<(), std::io::Error>(())
 /// ```
