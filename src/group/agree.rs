@@ -43,6 +43,8 @@ struct Member {
 /// Every member's ERA (`None`: stopped).
 pub(super) struct Agreements {
     members: Vec<Option<Member>>,
+    /// Leaving ([`Agreements::leave`]): what each member sends is marked to be waited for.
+    leaving: bool,
     #[cfg(test)]
     hang: Vec<Hang>,
 }
@@ -88,6 +90,7 @@ impl Agreements {
             .collect::<Result<_, String>>()?;
         Ok(Self {
             members,
+            leaving: false,
             #[cfg(test)]
             hang: Vec::new(),
         })
@@ -108,6 +111,7 @@ impl Agreements {
         members[rank as usize] = Some(Member::new(rank, n, tp, None, job, det, Instant::now())?);
         Ok(Self {
             members,
+            leaving: false,
             #[cfg(test)]
             hang: Vec::new(),
         })
@@ -129,6 +133,7 @@ impl Agreements {
         let mut parts: Vec<Agreements> = (0..k)
             .map(|_| Agreements {
                 members: (0..n).map(|_| None).collect(),
+                leaving: self.leaving,
                 #[cfg(test)]
                 hang: self.hang.clone(),
             })
@@ -162,6 +167,23 @@ impl Agreements {
         if let Some(m) = self.members[r as usize].as_mut() {
             m.drv.suspect(peer, now);
         }
+    }
+
+    /// The members are leaving (a process about to close its endpoints): from now on what
+    /// their ERA sends is marked, to be waited for ([`Agreements::flushed`]); they go on
+    /// receiving, answering and heartbeating (a member that leaves is alive until it closes:
+    /// its parent's silence must not make a child that still waits for its DOWN suspect it).
+    pub(super) fn leave(&mut self) {
+        self.leaving = true;
+        for m in self.members.iter_mut().flatten() {
+            m.drv.mark_sent();
+        }
+    }
+
+    /// Every live member's ERA messages were acknowledged (or their peers suspected) and none
+    /// waits to be sent (heartbeats sent since are not waited for).
+    pub(super) fn flushed(&self) -> bool {
+        self.members.iter().flatten().all(|m| m.drv.flushed_to_mark())
     }
 
     /// Member `r`'s transport's counters (zero once it stopped).
@@ -236,7 +258,11 @@ impl Agreements {
             let era = &mut m.era;
             m.drv.detect(now, |nb| era.neighbours(nb));
             progress |= suspicions(m, r, stops, stop);
-            progress |= m.drv.transmit(&mut m.era, now, || !stops.is_stopped(r));
+            let sent = m.drv.transmit(&mut m.era, now, || !stops.is_stopped(r));
+            if sent && self.leaving {
+                m.drv.mark_sent();
+            }
+            progress |= sent;
             while let Some(o) = m.era.poll_output() {
                 progress = true;
                 m.open = m.open.saturating_sub(1);

@@ -79,8 +79,9 @@ use rendezvous::{join_both, serve_rendezvous};
 ///                     None => panic!("no delivery or agreement in 10 s"),
 ///                 }
 ///             }
-///             // Dropping `m` would leave the group, as a process that exits does: the
-///             // others, still returning, would see it fail. It stays until all are done.
+///             // Dropping `m` leaves the group once what it sent is acknowledged
+///             // (`MemberSpec::linger`), as a process that exits; one that left before the
+///             // others' calls were over would be failed there. It stays until all are done.
 ///             ((got.unwrap(), agreed.unwrap()), m)
 ///         })
 ///     })
@@ -160,6 +161,12 @@ impl Member {
                 "BFB is not offered among processes: its members other than the root never finish an operation on their own".into(),
             ));
         }
+        if !(0.0..1.0).contains(&spec.loss) {
+            return Err(setup(format!(
+                "the injected loss ({}) must be a probability below 1",
+                spec.loss
+            )));
+        }
         let job = crate::transport::ids::members(spec.seed);
         let flags = Arc::new(Flags {
             fenced_by: AtomicU32::new(NOT_FENCED),
@@ -183,6 +190,7 @@ impl Member {
                 seed: spec.seed,
                 // The run's datagrams are sealed with its session key, from rank 0's nonce.
                 auth: spec.key.as_ref().map(|k| k.session(&p.run)),
+                loss: spec.loss,
                 ..UdpConfig::default()
             };
             let open = |sock, peers: &[std::net::SocketAddr], job| {
@@ -245,6 +253,7 @@ impl Member {
             .map_err(|e| setup(format!("cannot open the member's doorbell: {e}")))?;
         let run = Run {
             rung,
+            linger: spec.linger,
             rank,
             n,
             agreements,
@@ -385,8 +394,10 @@ impl Member {
 }
 
 impl Drop for Member {
-    /// Leaves the group: the member's endpoint closes (the others suspect it as they would a
-    /// process that died) and, on rank 0, the rendezvous service ends.
+    /// Leaves the group: the member stops taking calls, goes on until what it sent has been
+    /// acknowledged (at most [`MemberSpec::linger`], so that a decision it returned reaches
+    /// the members it owes it to), then its endpoints close (the others suspect it as they
+    /// would a process that died) and, on rank 0, the rendezvous service ends.
     fn drop(&mut self) {
         self.flags.stop.store(true, Ordering::Release);
         for t in [self.thread.take(), self.coordinator.take()].into_iter().flatten() {
@@ -441,6 +452,8 @@ struct Flags {
 struct Run {
     /// The caller's doorbell (rung by [`Member::request`]).
     rung: UnixDatagram,
+    /// How long a leaving member waits for what it sent to be acknowledged.
+    linger: Duration,
     rank: u32,
     n: u32,
     agreements: Agreements,
@@ -451,6 +464,10 @@ struct Run {
     /// this host's ICMP rate limit toward rank 0 (`src/transport/udp/icmp.rs`).
     _agent: ChildAgent,
 }
+
+/// A leaving member's pause between passes with nothing to do (acknowledgements it waits
+/// for come within an RTO, 200 µs and more).
+const LEAVE_POLL: Duration = Duration::from_micros(50);
 
 /// What one process knows has failed ([`Stops`] for its single member): each rank stops once.
 struct Failed(Vec<std::cell::Cell<bool>>);
@@ -600,6 +617,48 @@ impl Run {
                 while self.rung.recv(&mut buf).is_ok() {}
             } else if let Ok(r) = self.requests.recv_timeout(IDLE_WAIT) {
                 self.take(r, &mut bcasts);
+            }
+        }
+        if !failed.is_stopped(self.rank) {
+            self.leave(bcasts, &failed, &tx);
+        }
+    }
+
+    /// The member leaves: for at most `linger` it goes on receiving, sending and heartbeating
+    /// (taking no more requests) until everything its protocols sent has been acknowledged. An agreement's root that returns and exits at once would otherwise take
+    /// its decision with it, whenever a DOWN to a child was still queued or lost on the way:
+    /// the child, seeing its parent gone, would decide again without it (ERA's agreement is
+    /// non-uniform, §1 footnote 1: "only in the odd case when all processes that returned v
+    /// failed, may the surviving processes return v′ ≠ v"), and a process that merely
+    /// finished is not one that failed.
+    fn leave(&mut self, mut bcasts: Option<&mut dyn Broadcasts>, failed: &Failed, tx: &mpsc::Sender<Event>) {
+        let end = Instant::now() + self.linger;
+        self.agreements.leave();
+        let mut stops = Vec::new();
+        loop {
+            let now = Instant::now();
+            let mut progress = self.agreements.step(now, tx, failed, &mut stops);
+            if let Some(b) = bcasts.as_deref_mut() {
+                progress |= b.step(now);
+                if b.stopped().is_some() {
+                    return;
+                }
+            }
+            for (r, _) in stops.drain(..) {
+                if r == self.rank {
+                    // Fenced meanwhile: nothing of its own is owed any more.
+                    return;
+                }
+                if let Some(b) = bcasts.as_deref_mut() {
+                    b.suspect(r, now);
+                }
+            }
+            let flushed = self.agreements.flushed() && bcasts.as_deref().is_none_or(|b| b.flushed());
+            if flushed || now >= end {
+                return;
+            }
+            if !progress {
+                std::thread::sleep(LEAVE_POLL);
             }
         }
     }

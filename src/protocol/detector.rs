@@ -89,6 +89,16 @@ impl Detector {
         self.cfg
     }
 
+    /// `peer` was last heard at `at` by a layer below (its transport: a datagram held behind
+    /// a gap, or a retransmission, is a sign of life it delivers nothing for yet): as
+    /// [`Detector::heard`] if that is later than what this detector last heard.
+    #[inline]
+    pub fn heard_below(&mut self, peer: Rank, at: Time) {
+        if self.last_heard.get(peer as usize).is_some_and(|&t| at > t) {
+            self.heard(peer, at);
+        }
+    }
+
     /// A valid datagram came from `peer`: if it is watched, the silence it ends is a gap
     /// its bound learns from.
     #[inline]

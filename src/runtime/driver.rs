@@ -11,7 +11,8 @@
 //! 1. [`Driver::receive`] (or one poll: [`Driver::receive_once`]): poll the transport
 //!    (bounded), check each datagram's header (job, sender) and decode its body straight out
 //!    of the transport's buffer; a message goes to the machine ([`Event::Message`]), a
-//!    heartbeat to the detector; every delivery is a sign of life; what fails is dropped and
+//!    heartbeat to the detector; every delivery is a sign of life (and, at each check, any
+//!    datagram the transport heard and could not deliver yet); what fails is dropped and
 //!    counted;
 //! 2. [`Driver::detect`] (every `heartbeat / 4`): the detector checks the peers the machine
 //!    wants watched, and heartbeats go to those owed one;
@@ -115,6 +116,8 @@ pub struct Driver<F> {
     buf: Vec<u8>,
     /// Suspicions not yet taken.
     suspects: VecDeque<(Rank, Verdict)>,
+    /// What had been sent at the last [`Driver::mark_sent`], per peer.
+    marks: Vec<u64>,
     /// The peer whose FENCE stopped this node's transport, if one did.
     fenced_by: Option<Rank>,
     /// Datagrams dropped as invalid, by reason.
@@ -148,6 +151,7 @@ impl<F: Framing> Driver<F> {
             outbox: Outbox::new(n, usize::MAX),
             buf: Vec::new(),
             suspects: VecDeque::new(),
+            marks: Vec::new(),
             fenced_by: None,
             drops: DropCounters::default(),
             received: 0,
@@ -249,6 +253,14 @@ impl<F: Framing> Driver<F> {
         self.nb_at = now;
         let t = self.ns(now);
         watch(&mut self.nb);
+        // What the transport heard and has not delivered yet (held behind a gap under loss)
+        // is a sign of life too: a peer is silent only if nothing at all comes from it.
+        for &p in &self.nb {
+            if let Some(at) = self.tp.last_heard(p) {
+                let at = at.saturating_duration_since(self.base).as_nanos() as Time;
+                self.det.heard_below(p, at);
+            }
+        }
         // (A blocked peer has data waiting for it; a heartbeat would only queue.)
         let outbox = &self.outbox;
         self.det.check(t, &self.nb, |p| outbox.is_queued(p));
@@ -274,6 +286,25 @@ impl<F: Framing> Driver<F> {
     pub fn suspect(&mut self, peer: Rank, now: Instant) {
         self.tp.enforce_suspicion(peer, now);
         self.suspects.push_back((peer, Verdict::Told));
+    }
+
+    /// Everything handed to the transport has been acknowledged and nothing waits in the
+    /// send queue: an endpoint closed now loses nothing it sent (suspected peers owe
+    /// nothing: their transport gave their messages up).
+    pub fn flushed(&self) -> bool {
+        self.outbox.is_empty() && self.tp.unacked() == 0
+    }
+
+    /// Marks what has been sent so far ([`Driver::flushed_to_mark`]): called after the
+    /// machine's messages went out, so the heartbeats sent later are not waited for.
+    pub fn mark_sent(&mut self) {
+        self.tp.sent_marks(&mut self.marks);
+    }
+
+    /// [`Driver::flushed`] for what was sent up to the last [`Driver::mark_sent`] (a node
+    /// that keeps heartbeating while it leaves: its heartbeats never all stand acknowledged).
+    pub fn flushed_to_mark(&self) -> bool {
+        self.outbox.is_empty() && self.tp.acked_through(&self.marks)
     }
 
     /// The next suspicion (the transport's first, then the detector's).

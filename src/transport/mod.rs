@@ -125,6 +125,25 @@ pub trait Transport: Send {
     fn unacked(&self) -> usize {
         0
     }
+    /// When the last valid datagram from `peer` came, delivered or not (one held behind a
+    /// gap, a retransmission, an acknowledgement): a sign of life a detector above must not
+    /// miss while the in-order delivery waits for a repair. `None`: not known here.
+    fn last_heard(&self, peer: u32) -> Option<Instant> {
+        let _ = peer;
+        None
+    }
+    /// Marks, into `marks` (by peer), what has been sent so far, for
+    /// [`Transport::acked_through`]. By default none: then everything counts.
+    fn sent_marks(&self, marks: &mut Vec<u64>) {
+        marks.clear();
+    }
+    /// Has every message sent before `marks` was taken been acknowledged (or given up with
+    /// its peer, suspected)? What was sent since (heartbeats) is not waited for; a peer
+    /// without a mark counts everything sent to it. By default: [`Transport::unacked`] is 0.
+    fn acked_through(&self, marks: &[u64]) -> bool {
+        let _ = marks;
+        self.unacked() == 0
+    }
     /// Enforces a suspicion made above the transport (a heartbeat detector's silence bound):
     /// stops all traffic with `peer` and, where the transport can, tells it, so that a live
     /// suspect stops instead of going on cut off one-sidedly (fail-stop, as ULFM's runtime

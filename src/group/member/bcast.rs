@@ -55,6 +55,9 @@ pub(super) trait Broadcasts {
     fn suspect(&mut self, peer: u32, now: Instant);
     /// The node's counters, into `c`.
     fn count(&self, c: &mut MemberCounters);
+    /// Everything the node sent has been acknowledged (or its peer suspected), and nothing
+    /// waits to be sent: the member may leave without losing a message ([`Node::flushed`]).
+    fn flushed(&self) -> bool;
 }
 
 /// What a member counted ([`super::Member::counters`]), since it joined.
@@ -346,6 +349,10 @@ where
 
     fn suspect(&mut self, peer: u32, now: Instant) {
         self.node.suspect(peer, now);
+    }
+
+    fn flushed(&self) -> bool {
+        self.node.flushed()
     }
 
     fn count(&self, c: &mut MemberCounters) {

@@ -43,6 +43,14 @@ pub struct MemberSpec {
     /// A broadcast that has not delivered and finished here after this is over here, timed
     /// out (its root failed before any copy reached this member, say) [default: 10 s].
     pub op_timeout: Duration,
+    /// How long a member that leaves (dropped, as a process that exits) goes on sending until
+    /// every message it sent has been acknowledged: an agreement's decision it returned is
+    /// then known to its children too, as MPI's finalize lets queued messages out [default:
+    /// 1 s, an upper bound: it ends as soon as nothing is left; zero leaves at once].
+    pub linger: Duration,
+    /// Probability that a datagram this member receives is dropped (loss injection on both
+    /// of its sockets, to see its group recover by retransmission) [default: 0].
+    pub loss: f64,
 }
 
 impl MemberSpec {
@@ -72,6 +80,8 @@ impl MemberSpec {
             algo: crate::group::default_algo(),
             logp: (Duration::from_micros(1), Duration::from_micros(2)),
             op_timeout: Duration::from_secs(10),
+            linger: Duration::from_secs(1),
+            loss: 0.0,
         }
     }
 }

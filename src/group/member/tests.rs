@@ -145,6 +145,13 @@ fn an_impossible_member_is_refused_with_one_line() {
         ..MemberSpec::new(0, 2, at)
     });
     assert!(e.contains("BFB") && !e.contains('\n'), "{e}");
+    for loss in [1.0, -0.1, f64::NAN] {
+        let e = bad(MemberSpec {
+            loss,
+            ..MemberSpec::new(0, 2, at)
+        });
+        assert!(e.contains("injected loss") && !e.contains('\n'), "{e}");
+    }
 }
 
 /// Rank 0 serves only the rendezvous: once every member has joined, the others agree without
@@ -445,4 +452,54 @@ fn a_member_that_has_not_called_yet_times_out_a_dead_roots_broadcast_it_never_he
     silent.broadcast(1, &[]).unwrap();
     let seen = broadcasts_seen(&mut silent, 1);
     assert_seen(3, 0, 1, seen[0].clone(), false);
+}
+
+/// Three members, each leaving (dropped) as soon as its agreement returns, over a link that
+/// loses 30 % of the datagrams, `rounds` times: the rounds whose members did not all return
+/// the same value and failed set.
+fn rounds_that_disagree(linger: Duration, rounds: u64) -> u64 {
+    (0..rounds)
+        .filter(|&round| {
+            let at = coordinator();
+            let hs: Vec<_> = (0..3u32)
+                .map(|rank| {
+                    std::thread::spawn(move || {
+                        let mut spec = MemberSpec::new(rank, 3, at);
+                        spec.linger = linger;
+                        spec.loss = 0.3;
+                        spec.seed = round;
+                        spec.broadcasts = false;
+                        let mut m = Member::join(spec).unwrap();
+                        m.agree(!(1u64 << rank)).unwrap();
+                        loop {
+                            match m.next_event(Duration::from_secs(20)) {
+                                Some(Event::Agreed { value, failed, .. }) => break (value, failed),
+                                Some(_) => {}
+                                None => panic!("member {rank}: no return in 20 s"),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let outs: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+            outs.iter().any(|o| *o != outs[0])
+        })
+        .count() as u64
+}
+
+/// A member that returns and leaves at once (a process that exits after its last
+/// agreement) first gets what it sent acknowledged, so the root's decision reaches its
+/// children even when the first DOWN is lost: every member returns the same (the children,
+/// whose in-order delivery waits for repairs, do not take their parent for silent while its
+/// retransmissions come: `Detector::heard_below`). Without the
+/// linger the same runs disagree (the children, their parent gone, decide again without it:
+/// ERA's non-uniform case, §1 footnote 1), which shows the scenario reaches the hazard.
+#[test]
+fn members_that_leave_on_return_still_return_the_same_decision() {
+    assert_eq!(rounds_that_disagree(MemberSpec::new(0, 3, coordinator()).linger, 8), 0);
+    let without = rounds_that_disagree(Duration::ZERO, 8);
+    assert!(
+        without > 0,
+        "no round lost a decision without the linger: the test shows nothing"
+    );
 }

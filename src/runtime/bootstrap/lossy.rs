@@ -59,6 +59,18 @@ impl<T: Transport> Transport for Lossy<T> {
     fn unacked(&self) -> usize {
         self.inner.unacked()
     }
+
+    fn last_heard(&self, peer: u32) -> Option<Instant> {
+        self.inner.last_heard(peer)
+    }
+
+    fn sent_marks(&self, marks: &mut Vec<u64>) {
+        self.inner.sent_marks(marks);
+    }
+
+    fn acked_through(&self, marks: &[u64]) -> bool {
+        self.inner.acked_through(marks)
+    }
 }
 
 #[cfg(test)]

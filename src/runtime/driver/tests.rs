@@ -161,3 +161,70 @@ fn an_endpoint_hears_what_became_of_each_send() {
     assert_eq!(*took.lock().unwrap(), vec![(1, 0), (2, 2), (1, 3)]);
     assert_eq!(d.messages, 4);
 }
+
+/// A transport of rank 0 of 2 that delivers nothing (its in-order delivery waits for a
+/// repair) but hears rank 1 whenever `heard` says.
+struct Stalled {
+    heard: Arc<Mutex<Option<Instant>>>,
+}
+
+impl Transport for Stalled {
+    fn rank(&self) -> u32 {
+        0
+    }
+    fn size(&self) -> u32 {
+        2
+    }
+    fn send(&mut self, _: u32, _: &[u8], _: Instant) -> Result<(), SendError> {
+        Ok(())
+    }
+    fn poll(&mut self, _: Instant, _: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize> {
+        Ok(0)
+    }
+    fn wait(&mut self, _: Duration) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn stats(&self) -> TransportStats {
+        TransportStats::default()
+    }
+    fn last_heard(&self, _: u32) -> Option<Instant> {
+        *self.heard.lock().unwrap()
+    }
+}
+
+/// The detector watching rank 1 for 50 ms (suspicion after 10 ms of silence), its transport
+/// hearing rank 1 every millisecond (`hearing`) or never, and delivering nothing: when rank 1
+/// was suspected, if it was.
+fn suspected_while_stalled(hearing: bool) -> Option<Duration> {
+    let heard = Arc::new(Mutex::new(None));
+    let t0 = Instant::now();
+    let det = DetectorConfig {
+        heartbeat: 1_000_000,
+        suspect_after: 10_000_000,
+    };
+    let mut drv = Driver::<Datagrams<Heartbeat>>::new(Box::new(Stalled { heard: heard.clone() }), JOB, det, t0);
+    drv.start(t0);
+    for us in (100..50_000).step_by(100) {
+        let now = t0 + Duration::from_micros(us);
+        if hearing && us % 1000 == 0 {
+            *heard.lock().unwrap() = Some(now);
+        }
+        drv.detect(now, |nb| {
+            nb.clear();
+            nb.push(1);
+        });
+        if let Some((1, Verdict::Silence)) = drv.poll_suspect() {
+            return Some(now - t0);
+        }
+    }
+    None
+}
+
+/// A peer whose datagrams the transport hears but cannot deliver yet (held behind a gap
+/// under loss) is not silent; one the transport does not hear is, after `suspect_after`.
+#[test]
+fn a_peer_heard_below_is_not_suspected_while_its_deliveries_wait() {
+    assert_eq!(suspected_while_stalled(true), None);
+    let at = suspected_while_stalled(false).expect("a silent peer is suspected");
+    assert!(at >= Duration::from_millis(10), "{at:?}");
+}

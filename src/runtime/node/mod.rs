@@ -165,6 +165,17 @@ where
         }
     }
 
+    /// What the node handed its transport has been acknowledged and nothing waits in its
+    /// send queue (dead: nothing more will be). An operation's sends not yet made are not
+    /// counted: a caller that leaves waits for its operations to finish first.
+    pub fn flushed(&self) -> bool {
+        match &self.link {
+            Link::Idle(t) => t.unacked() == 0,
+            Link::Up(d) => d.flushed(),
+            Link::Down => true,
+        }
+    }
+
     /// The transport's counters (as they were at death, once dead).
     pub fn transport_stats(&self) -> TransportStats {
         match &self.link {

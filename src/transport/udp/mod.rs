@@ -398,6 +398,18 @@ impl Transport for UdpTransport {
         self.core.unacked()
     }
 
+    fn sent_marks(&self, marks: &mut Vec<u64>) {
+        self.core.sent_marks(marks);
+    }
+
+    fn last_heard(&self, peer: u32) -> Option<Instant> {
+        self.core.last_heard(peer)
+    }
+
+    fn acked_through(&self, marks: &[u64]) -> bool {
+        self.core.acked_through(marks)
+    }
+
     fn enforce_suspicion(&mut self, peer: u32, now: Instant) {
         self.core.enforce(peer, now);
         transmit(&mut self.core, &mut self.link);

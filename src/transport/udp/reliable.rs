@@ -308,6 +308,29 @@ impl Reliable {
         self.peers.iter().map(|p| (p.next_seq - p.snd_una) as usize).sum()
     }
 
+    /// When the last valid datagram from `peer` came (`None`: nothing yet, or suspected).
+    pub fn last_heard(&self, peer: u32) -> Option<Instant> {
+        self.peers
+            .get(peer as usize)
+            .filter(|p| p.heard && !p.suspected)
+            .map(|p| p.last_heard)
+    }
+
+    /// The next sequence number of each peer: what was sent so far ([`Reliable::acked_through`]).
+    pub fn sent_marks(&self, marks: &mut Vec<u64>) {
+        marks.clear();
+        marks.extend(self.peers.iter().map(|p| p.next_seq));
+    }
+
+    /// Every message sent to a peer below its mark is acknowledged (a suspected peer's are
+    /// given up, acknowledged as far as waiting goes); a peer without a mark: all sent to it.
+    pub fn acked_through(&self, marks: &[u64]) -> bool {
+        self.peers
+            .iter()
+            .enumerate()
+            .all(|(i, p)| p.snd_una >= marks.get(i).copied().unwrap_or(p.next_seq))
+    }
+
     /// The next datagram to put on the wire, oldest first; `None` when all were handed out.
     /// Drain after every call: the bytes live in the core's buffers, which a later call may
     /// rewrite (a retransmission refreshes the acknowledgement it carries).

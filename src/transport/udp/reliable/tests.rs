@@ -271,6 +271,40 @@ fn the_retransmission_timer_repairs_a_lost_datagram() {
     assert_eq!(rto.rto(), cfg.rto_initial * 2);
 }
 
+/// A leaving endpoint waits for what it sent before its marks (the first message, lost once
+/// and repaired by the RTO), not for what it sent after them (a heartbeat, say); without
+/// marks it waits for everything.
+#[test]
+fn marks_wait_for_what_was_sent_before_them_only() {
+    let cfg = UdpConfig::default();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    wire.borrow_mut().drop_data = 1;
+    ns[0].send(1, b"decision", t0).unwrap();
+    let mut marks = Vec::new();
+    ns[0].core.sent_marks(&mut marks);
+    assert!(!ns[0].core.acked_through(&marks));
+    let mut now = t0;
+    while !ns[0].core.acked_through(&marks) {
+        assert!(
+            now < t0 + cfg.rto_initial * 3,
+            "the marked message was never acknowledged"
+        );
+        now += US(5);
+        wire.borrow_mut().now = Some(now);
+        for n in ns.iter_mut() {
+            n.poll(now);
+        }
+    }
+    assert_eq!(ns[0].stats().retransmits, 1, "acknowledged only after its repair");
+    assert_eq!(ns[1].got, vec![(0, b"decision".to_vec())]);
+    // Sent after the marks: not waited for with them, waited for without.
+    ns[0].send(1, b"heartbeat", now).unwrap();
+    assert_eq!(ns[0].core.unacked(), 1);
+    assert!(ns[0].core.acked_through(&marks));
+    assert!(!ns[0].core.acked_through(&[]));
+}
+
 #[test]
 fn a_peer_that_never_answers_is_suspected_after_the_backoff() {
     let cfg = UdpConfig::default();
