@@ -15,6 +15,9 @@
 //! `cargo bench --bench member_bcast` (`-- --quick` for a shorter run, `-- --nodes 4,8` for the
 //! sizes, `-- --reps R` for the alternations).
 
+#[path = "args.rs"]
+mod args;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -139,14 +142,7 @@ fn group(n: u32, warmup: u32, ops: u32) -> Result<Histogram<u64>, String> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
-    let nodes: Vec<u32> = match value("--nodes") {
-        Some(v) => v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
-        None => vec![4, 8],
-    };
-    let reps: u32 = value("--reps").and_then(|v| v.parse().ok()).unwrap_or(2);
+    let args::Args { quick, nodes, reps } = args::Args::parse(&[4, 8]);
     let (warmup, ops) = if quick { (50, 300) } else { (200, 2000) };
     println!(
         "cores: {}; {ops} broadcasts of {} bytes after {warmup}, one in flight",

@@ -38,6 +38,8 @@ struct Member {
     queued: VecDeque<u64>,
     /// Agreements ERA took from this member and has not returned yet.
     open: u32,
+    /// Beating at the idle period ([`Agreements::idle_heartbeat`]) now.
+    slow: bool,
 }
 
 /// Every member's ERA (`None`: stopped).
@@ -45,6 +47,9 @@ pub(super) struct Agreements {
     members: Vec<Option<Member>>,
     /// Leaving ([`Agreements::leave`]): what each member sends is marked to be waited for.
     leaving: bool,
+    /// `(in flight, idle)`: a member with no agreement in flight heartbeats at the second
+    /// period ([`Agreements::idle_heartbeat`]); `None`: always at the first.
+    periods: Option<(Duration, Duration)>,
     #[cfg(test)]
     hang: Vec<Hang>,
 }
@@ -91,6 +96,7 @@ impl Agreements {
         Ok(Self {
             members,
             leaving: false,
+            periods: None,
             #[cfg(test)]
             hang: Vec::new(),
         })
@@ -112,6 +118,7 @@ impl Agreements {
         Ok(Self {
             members,
             leaving: false,
+            periods: None,
             #[cfg(test)]
             hang: Vec::new(),
         })
@@ -134,6 +141,7 @@ impl Agreements {
             .map(|_| Agreements {
                 members: (0..n).map(|_| None).collect(),
                 leaving: self.leaving,
+                periods: self.periods,
                 #[cfg(test)]
                 hang: self.hang.clone(),
             })
@@ -184,6 +192,21 @@ impl Agreements {
     /// waits to be sent (heartbeats sent since are not waited for).
     pub(super) fn flushed(&self) -> bool {
         self.members.iter().flatten().all(|m| m.drv.flushed_to_mark())
+    }
+
+    /// A member with no agreement in flight heartbeats every `idle` instead of every
+    /// `heartbeat` (a process that embeds a member and does not agree for a while should not
+    /// spend a core on its detector: its neighbours suspect it only after `suspect_after`
+    /// anyway, which `idle` must stay well below); back at `heartbeat` from its next call.
+    pub(super) fn idle_heartbeat(mut self, heartbeat: Duration, idle: Duration) -> Self {
+        self.periods = Some((heartbeat, idle));
+        self
+    }
+
+    /// For a thread that waits on its single member's endpoint beside others: its descriptor
+    /// and when its timers are due ([`crate::transport::Transport::readiness`]).
+    pub(super) fn readiness(&self) -> Option<(std::os::fd::BorrowedFd<'_>, Option<Instant>)> {
+        self.members.iter().flatten().next().and_then(|m| m.drv.tp.readiness())
     }
 
     /// Member `r`'s transport's counters (zero once it stopped).
@@ -255,6 +278,13 @@ impl Agreements {
                 continue;
             }
             suspicions(m, r, stops, stop);
+            if let Some((busy, idle)) = self.periods {
+                let slow = m.open == 0 && m.queued.is_empty();
+                if slow != m.slow {
+                    m.slow = slow;
+                    m.drv.set_heartbeat(if slow { idle } else { busy });
+                }
+            }
             let era = &mut m.era;
             m.drv.detect(now, |nb| era.neighbours(nb));
             progress |= suspicions(m, r, stops, stop);
@@ -312,6 +342,7 @@ impl Member {
             on_death,
             queued: VecDeque::new(),
             open: 0,
+            slow: false,
         })
     }
 }

@@ -147,6 +147,13 @@ impl Member {
                 spec.heartbeat, spec.suspect_after
             )));
         }
+        let idle = spec.idle_period();
+        if idle < spec.heartbeat || idle > spec.suspect_after / 4 {
+            return Err(setup(format!(
+                "the idle heartbeat ({idle:?}) must be at least the heartbeat ({:?}) and at most a quarter of suspect_after ({:?})",
+                spec.heartbeat, spec.suspect_after
+            )));
+        }
         if spec.broadcasts && (spec.logp.0.is_zero() || spec.op_timeout.is_zero()) {
             return Err(setup(format!(
                 "the broadcasts' overhead o ({:?}) and timeout ({:?}) must be positive",
@@ -199,7 +206,8 @@ impl Member {
                     .map_err(|e| format!("cannot open this member's endpoint: {e}"))
             };
             let tp = open(sock, &peers[..n as usize], job)?;
-            let a = Agreements::one(rank, n, tp, job, spec.heartbeat, spec.suspect_after)?;
+            let a = Agreements::one(rank, n, tp, job, spec.heartbeat, spec.suspect_after)?
+                .idle_heartbeat(spec.heartbeat, idle);
             let b = match broadcasting {
                 Some(j) => {
                     let bjob = crate::transport::ids::member_broadcasts(spec.seed);
@@ -253,6 +261,7 @@ impl Member {
             .map_err(|e| setup(format!("cannot open the member's doorbell: {e}")))?;
         let run = Run {
             rung,
+            idle_wait: idle,
             linger: spec.linger,
             rank,
             n,
@@ -454,6 +463,9 @@ struct Run {
     rung: UnixDatagram,
     /// How long a leaving member waits for what it sent to be acknowledged.
     linger: Duration,
+    /// How long an idle member sleeps between passes at most (its idle heartbeat period: a
+    /// beat is at most one period late; a datagram on either socket or a call wakes it).
+    idle_wait: Duration,
     rank: u32,
     n: u32,
     agreements: Agreements,
@@ -485,9 +497,9 @@ impl Stops for Failed {
     }
 }
 
-/// How long an idle member waits for a request between passes (its heartbeats and the
-/// others' messages are served at least this often).
-const IDLE_WAIT: Duration = Duration::from_micros(100);
+/// How long a member sleeps at most with broadcasts in flight (their protocols' timers), or
+/// when its agreements' endpoint has no descriptor to wait on.
+const IDLE_POLL: Duration = Duration::from_micros(100);
 
 /// Idle passes a member with broadcasts in flight yields before it blocks on its socket.
 const SPIN_PASSES: u32 = 256;
@@ -609,14 +621,39 @@ impl Run {
             let busy = bcasts.as_deref().is_some_and(|b| b.busy());
             if self.agreements.active() || (busy && idle < SPIN_PASSES) {
                 std::thread::yield_now();
-            } else if let Some(b) = bcasts.as_deref_mut() {
-                // Woken by a broadcast datagram or the caller's doorbell; the agreements'
-                // datagrams wait this long at most.
-                b.wait(IDLE_WAIT, self.rung.as_fd());
+            } else {
+                // Woken by a datagram on either socket or the caller's doorbell; otherwise
+                // at the detector's next check or the agreements' transport's next timer.
+                let (afd, due) = match self.agreements.readiness() {
+                    Some((fd, due)) => (Some(fd), due),
+                    // No descriptor to wait on: come back soon.
+                    None => (None, Some(now + IDLE_POLL)),
+                };
+                // Broadcasts in flight have protocol timers no descriptor signals: they are
+                // served at least every `IDLE_POLL`, as before the idle period existed.
+                let cap = if busy { IDLE_POLL } else { self.idle_wait };
+                let wait = due.map_or(cap, |d| d.saturating_duration_since(now).min(cap));
+                let rung = self.rung.as_fd();
+                let (both, one);
+                let fds: &[_] = match afd {
+                    Some(a) => {
+                        both = [a, rung];
+                        &both
+                    }
+                    None => {
+                        one = [rung];
+                        &one
+                    }
+                };
+                match bcasts.as_deref_mut() {
+                    Some(b) => b.wait(wait, fds),
+                    None if !wait.is_zero() => {
+                        let _ = crate::transport::ppoll::any_readable(fds[0], &fds[1..], wait);
+                    }
+                    None => {}
+                }
                 let mut buf = [0u8; 16];
                 while self.rung.recv(&mut buf).is_ok() {}
-            } else if let Ok(r) = self.requests.recv_timeout(IDLE_WAIT) {
-                self.take(r, &mut bcasts);
             }
         }
         if !failed.is_stopped(self.rank) {
@@ -625,8 +662,9 @@ impl Run {
     }
 
     /// The member leaves: for at most `linger` it goes on receiving, sending and heartbeating
-    /// (taking no more requests) until everything its protocols sent has been acknowledged. An agreement's root that returns and exits at once would otherwise take
-    /// its decision with it, whenever a DOWN to a child was still queued or lost on the way:
+    /// (taking no more requests) until everything its protocols sent has been acknowledged.
+    /// An agreement's root that returns and exits at once would otherwise take its decision
+    /// with it, whenever a DOWN to a child was still queued or lost on the way:
     /// the child, seeing its parent gone, would decide again without it (ERA's agreement is
     /// non-uniform, §1 footnote 1: "only in the odd case when all processes that returned v
     /// failed, may the surviving processes return v′ ≠ v"), and a process that merely

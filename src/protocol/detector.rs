@@ -89,6 +89,13 @@ impl Detector {
         self.cfg
     }
 
+    /// Heartbeats from now on every `heartbeat` (a process with nothing in flight beats
+    /// slower; the suspicion bound, `suspect_after`, is unchanged, so it must stay well above
+    /// the slowest period its peers use).
+    pub fn set_heartbeat(&mut self, heartbeat: Time) {
+        self.cfg.heartbeat = heartbeat;
+    }
+
     /// `peer` was last heard at `at` by a layer below (its transport: a datagram held behind
     /// a gap, or a retransmission, is a sign of life it delivers nothing for yet): as
     /// [`Detector::heard`] if that is later than what this detector last heard.

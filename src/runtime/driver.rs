@@ -185,6 +185,13 @@ impl<F: Framing> Driver<F> {
         self.last_t
     }
 
+    /// Heartbeats every `heartbeat` from now on ([`Detector::set_heartbeat`]), checked every
+    /// quarter of it.
+    pub fn set_heartbeat(&mut self, heartbeat: Duration) {
+        self.det.set_heartbeat(heartbeat.as_nanos() as Time);
+        self.check_every = heartbeat / 4;
+    }
+
     /// Moves the driver's buffers into memory of the calling thread (nodes made by one
     /// thread and driven by others would share cache lines otherwise).
     pub fn settle(&mut self) {

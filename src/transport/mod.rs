@@ -111,12 +111,20 @@ pub trait Transport: Send {
     fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize>;
     /// Blocks until data may be readable or `timeout` passed (blocking/adaptive poll modes).
     fn wait(&mut self, timeout: Duration) -> std::io::Result<()>;
-    /// [`Transport::wait`], woken also when `doorbell` is readable (a thread that serves
-    /// requests besides this endpoint). By default the doorbell is not watched: the wait
-    /// ends at `timeout` at the latest, as [`Transport::wait`]'s.
-    fn wait_or(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
-        let _ = doorbell;
+    /// [`Transport::wait`], woken also when one of `also` is readable (at most
+    /// [`ppoll::MAX_ALSO`]: a thread that serves requests or another endpoint besides this
+    /// one). By default they are not watched: the wait ends at `timeout` at the latest, as
+    /// [`Transport::wait`]'s.
+    fn wait_or(&mut self, timeout: Duration, also: &[std::os::fd::BorrowedFd<'_>]) -> std::io::Result<()> {
+        let _ = also;
         self.wait(timeout)
+    }
+    /// For a thread that waits on this endpoint beside others (in another's
+    /// [`Transport::wait_or`]): the descriptor readable when data may have come, and when its
+    /// timers (retransmissions, held datagrams) are due at the latest (now: it must not wait).
+    /// `None`: no such descriptor; such a thread must come back to poll it soon.
+    fn readiness(&self) -> Option<(std::os::fd::BorrowedFd<'_>, Option<Instant>)> {
+        None
     }
     /// The counters.
     fn stats(&self) -> TransportStats;

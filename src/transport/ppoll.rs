@@ -10,12 +10,16 @@ use std::time::Duration;
 /// Blocks until `fd` is readable (`Ok(true)`) or `timeout` has passed (`Ok(false)`; also on
 /// a signal).
 pub fn readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
-    any_readable(fd, None, timeout)
+    any_readable(fd, &[], timeout)
 }
 
-/// Blocks until `fd` or `also` is readable (`Ok(true)`) or `timeout` has passed (`Ok(false)`;
-/// also on a signal): a socket and a doorbell, say.
-pub fn any_readable(fd: BorrowedFd<'_>, also: Option<BorrowedFd<'_>>, timeout: Duration) -> io::Result<bool> {
+/// The most descriptors [`any_readable`] watches besides its first.
+pub const MAX_ALSO: usize = 3;
+
+/// Blocks until `fd` or one of `also` (the first [`MAX_ALSO`]) is readable (`Ok(true)`) or
+/// `timeout` has passed (`Ok(false)`; also on a signal): a socket, another endpoint's socket
+/// and a doorbell, say.
+pub fn any_readable(fd: BorrowedFd<'_>, also: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<bool> {
     thread_local! {
         static SLACK_SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
@@ -27,12 +31,16 @@ pub fn any_readable(fd: BorrowedFd<'_>, also: Option<BorrowedFd<'_>>, timeout: D
         let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
         SLACK_SET.set(true);
     }
-    let mut p = [fd, also.unwrap_or(fd)].map(|fd| libc::pollfd {
+    let also = &also[..also.len().min(MAX_ALSO)];
+    let mut p = [fd; 1 + MAX_ALSO].map(|fd| libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     });
-    let p = &mut p[..1 + usize::from(also.is_some())];
+    for (slot, fd) in p[1..].iter_mut().zip(also) {
+        slot.fd = fd.as_raw_fd();
+    }
+    let p = &mut p[..1 + also.len()];
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
@@ -65,11 +73,15 @@ mod tests {
     }
 
     #[test]
-    fn either_of_two_pipes_wakes_the_wait() {
+    fn any_of_the_pipes_wakes_the_wait() {
         let (r1, _w1) = std::io::pipe().unwrap();
         let (r2, mut w2) = std::io::pipe().unwrap();
-        assert!(!any_readable(r1.as_fd(), Some(r2.as_fd()), Duration::from_micros(200)).unwrap());
+        let (r3, mut w3) = std::io::pipe().unwrap();
+        assert!(!any_readable(r1.as_fd(), &[r2.as_fd(), r3.as_fd()], Duration::from_micros(200)).unwrap());
+        std::io::Write::write_all(&mut w3, b"x").unwrap();
+        assert!(any_readable(r1.as_fd(), &[r2.as_fd(), r3.as_fd()], Duration::from_secs(5)).unwrap());
+        assert!(!any_readable(r1.as_fd(), &[r2.as_fd()], Duration::from_micros(200)).unwrap());
         std::io::Write::write_all(&mut w2, b"x").unwrap();
-        assert!(any_readable(r1.as_fd(), Some(r2.as_fd()), Duration::from_secs(5)).unwrap());
+        assert!(any_readable(r1.as_fd(), &[r2.as_fd()], Duration::from_secs(5)).unwrap());
     }
 }

@@ -45,10 +45,12 @@ pub(super) trait Broadcasts {
     fn call(&mut self, seq: u64, root: u32, bytes: Option<Vec<u8>>);
     /// One pass: admits calls into the window, steps the node, and retires what is over.
     fn step(&mut self, now: Instant) -> bool;
-    /// Calls waiting or operations called and not over here.
+    /// Calls waiting, or operations called, heard or held by the node and not over here
+    /// (their protocols' timers are due in model time, which no descriptor signals).
     fn busy(&self) -> bool;
-    /// Blocks until the node's socket may have data, `doorbell` rings, or `timeout` passed.
-    fn wait(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>);
+    /// Blocks until the node's socket may have data, one of `also` is readable (the
+    /// agreements' socket, the caller's doorbell), or `timeout` passed.
+    fn wait(&mut self, timeout: Duration, also: &[std::os::fd::BorrowedFd<'_>]);
     /// `Some(by)` once the node has stopped: fenced by `by` (its transport's FENCE).
     fn stopped(&self) -> Option<Option<u32>>;
     /// The member learned elsewhere that `peer` failed (an agreement decided it).
@@ -336,11 +338,11 @@ where
     }
 
     fn busy(&self) -> bool {
-        !self.calls.is_empty() || self.retired < self.allowed()
+        !self.calls.is_empty() || self.retired < self.allowed() || self.node.has_live_ops()
     }
 
-    fn wait(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) {
-        self.node.wait_or(timeout, doorbell);
+    fn wait(&mut self, timeout: Duration, also: &[std::os::fd::BorrowedFd<'_>]) {
+        self.node.wait_or(timeout, also);
     }
 
     fn stopped(&self) -> Option<Option<u32>> {

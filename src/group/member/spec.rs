@@ -30,6 +30,12 @@ pub struct MemberSpec {
     /// floor [default: 50 µs, a core per member, and 100 ms, as `ftcoll agree --join`].
     pub heartbeat: Duration,
     pub suspect_after: Duration,
+    /// The heartbeat period while this member has no agreement in flight, and how long its
+    /// thread then sleeps between passes at most (a datagram on either socket, a timer of its
+    /// transports or a call wakes it sooner) [default: `suspect_after / 8`, at least
+    /// `heartbeat`; at most `suspect_after / 4`, so a peer beats at least four times in the
+    /// silence that gets it suspected].
+    pub idle_heartbeat: Option<Duration>,
     /// Broadcasts among the members ([`crate::group::Member::broadcast`]) on a second socket of
     /// each member's [default: on; every member must have the same]. Off: agreements only.
     pub broadcasts: bool,
@@ -54,6 +60,12 @@ pub struct MemberSpec {
 }
 
 impl MemberSpec {
+    /// The idle heartbeat period: [`MemberSpec::idle_heartbeat`] or its default.
+    pub fn idle_period(&self) -> Duration {
+        self.idle_heartbeat
+            .unwrap_or((self.suspect_after / 8).max(self.heartbeat))
+    }
+
     /// This process's member as its launcher started it: rank and size from the launcher's
     /// environment (Slurm `SLURM_PROCID`/`SLURM_NTASKS`, Open MPI
     /// `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`, MPICH/PMI `PMI_RANK`/`PMI_SIZE`, as
@@ -76,6 +88,7 @@ impl MemberSpec {
             seed: 1,
             heartbeat: DEDICATED_HEARTBEAT,
             suspect_after: DEFAULT_SUSPECT_AFTER,
+            idle_heartbeat: None,
             broadcasts: true,
             algo: crate::group::default_algo(),
             logp: (Duration::from_micros(1), Duration::from_micros(2)),

@@ -152,6 +152,13 @@ fn an_impossible_member_is_refused_with_one_line() {
         });
         assert!(e.contains("injected loss") && !e.contains('\n'), "{e}");
     }
+    for idle in [Duration::from_micros(10), Duration::from_millis(30)] {
+        let e = bad(MemberSpec {
+            idle_heartbeat: Some(idle),
+            ..MemberSpec::new(0, 2, at)
+        });
+        assert!(e.contains("idle heartbeat") && !e.contains('\n'), "{e}");
+    }
 }
 
 /// Rank 0 serves only the rendezvous: once every member has joined, the others agree without
@@ -469,6 +476,10 @@ fn rounds_that_disagree(linger: Duration, rounds: u64) -> u64 {
                         spec.loss = 0.3;
                         spec.seed = round;
                         spec.broadcasts = false;
+                        // Silence is suspected only after 1 s: this is about the linger, not
+                        // about a loaded machine's scheduling stalls against the detector's
+                        // 100 ms (a root gone is found by its closed port either way).
+                        spec.suspect_after = Duration::from_secs(1);
                         let mut m = Member::join(spec).unwrap();
                         m.agree(!(1u64 << rank)).unwrap();
                         loop {
@@ -502,4 +513,42 @@ fn members_that_leave_on_return_still_return_the_same_decision() {
         without > 0,
         "no round lost a decision without the linger: the test shows nothing"
     );
+}
+
+/// Members with no agreement in flight heartbeat at the idle period (`suspect_after / 8`,
+/// 12.5 ms by default), not at the 50 µs of one waiting on a neighbour: over 300 ms idle, a
+/// few dozen datagrams instead of thousands. A member that leaves meanwhile is still found
+/// (its parent's next heartbeat meets a closed port), and the next agreement returns.
+#[test]
+fn idle_members_heartbeat_slowly_and_still_notice_a_failure() {
+    let at = coordinator();
+    let mut ms: Vec<Member> = join_all((0..3).map(|r| MemberSpec::new(r, 3, at)).collect())
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for m in ms.iter_mut() {
+        m.agree(!0).unwrap();
+    }
+    for m in ms.iter_mut() {
+        assert_eq!(agreed(m, 0, &mut Vec::new()), (!0, vec![]));
+    }
+    let sent = |ms: &[Member]| -> u64 { ms.iter().map(|m| m.counters().unwrap().agreements.sent).sum() };
+    std::thread::sleep(Duration::from_millis(50));
+    let before = sent(&ms);
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = sent(&ms) - before;
+    // Four watched links (0–1 and 0–2, each way), a beat per 12.5 ms each: about 100.
+    assert!(idle <= 400, "{idle} datagrams in 300 ms idle");
+    drop(ms.pop()); // member 2 leaves while all are idle
+    match ms[0].next_event(Duration::from_secs(5)) {
+        Some(Event::Failed { rank: 2 }) => {}
+        Some(e) => panic!("member 0: unexpected {e:?}"),
+        None => panic!("member 0 did not notice member 2 had left"),
+    }
+    for m in ms.iter_mut() {
+        m.agree(!(1u64 << m.rank())).unwrap();
+    }
+    for m in ms.iter_mut() {
+        assert_eq!(agreed(m, 1, &mut Vec::new()), (!0b11, vec![2]));
+    }
 }

@@ -156,13 +156,18 @@ where
         }
     }
 
-    /// [`Node::wait`], woken also when `doorbell` is readable.
-    pub fn wait_or(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) {
+    /// [`Node::wait`], woken also when one of `also` is readable.
+    pub fn wait_or(&mut self, timeout: Duration, also: &[std::os::fd::BorrowedFd<'_>]) {
         if let Some(t) = self.transport() {
-            let _ = t.wait_or(timeout, doorbell);
+            let _ = t.wait_or(timeout, also);
         } else {
             std::thread::sleep(timeout);
         }
+    }
+
+    /// Does the node hold an operation not yet retired (its protocol may have a timer due)?
+    pub fn has_live_ops(&self) -> bool {
+        !self.ops.live().is_empty()
     }
 
     /// What the node handed its transport has been acknowledged and nothing waits in its

@@ -380,11 +380,19 @@ impl Transport for UdpTransport {
         }
     }
 
-    fn wait_or(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    fn wait_or(&mut self, timeout: Duration, also: &[std::os::fd::BorrowedFd<'_>]) -> io::Result<()> {
         match self.wait_for(timeout) {
-            Some(t) => self.link.socket_mut().wait_or(t, doorbell),
+            Some(t) => self.link.socket_mut().wait_or(t, also),
             None => Ok(()),
         }
+    }
+
+    fn readiness(&self) -> Option<(std::os::fd::BorrowedFd<'_>, Option<Instant>)> {
+        let due = match self.wait_for(Duration::MAX) {
+            None => Some(Instant::now()),
+            Some(t) => Instant::now().checked_add(t),
+        };
+        Some((self.link.socket().fd(), due))
     }
 
     fn stats(&self) -> TransportStats {

@@ -112,9 +112,13 @@ impl SocketLink {
 impl SocketLink {
     /// [`SocketLink::wait`], woken also when `doorbell` is readable (ppoll on both, at any
     /// timeout).
-    pub fn wait_or(&mut self, timeout: Duration, doorbell: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
-        crate::transport::ppoll::any_readable(std::os::fd::AsFd::as_fd(&self.socket), Some(doorbell), timeout)
-            .map(|_| ())
+    pub fn wait_or(&mut self, timeout: Duration, also: &[std::os::fd::BorrowedFd<'_>]) -> io::Result<()> {
+        crate::transport::ppoll::any_readable(std::os::fd::AsFd::as_fd(&self.socket), also, timeout).map(|_| ())
+    }
+
+    /// The socket, for a wait on it beside other descriptors.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.socket)
     }
 }
 
