@@ -178,6 +178,7 @@ impl Member {
         let flags = Arc::new(Flags {
             fenced_by: AtomicU32::new(NOT_FENCED),
             stop: AtomicBool::new(false),
+            left: std::sync::atomic::AtomicU8::new(LEFT_UNACKNOWLEDGED),
         });
         let coordinator = if rank == 0 {
             Some(serve_rendezvous(&spec, job, flags.clone()).map_err(setup)?)
@@ -400,20 +401,59 @@ impl Member {
     pub fn poll(&mut self) -> Option<Event> {
         self.events.try_recv().ok()
     }
-}
 
-impl Drop for Member {
-    /// Leaves the group: the member stops taking calls, goes on until what it sent has been
-    /// acknowledged (at most [`MemberSpec::linger`], so that a decision it returned reaches
-    /// the members it owes it to), then its endpoints close (the others suspect it as they
-    /// would a process that died) and, on rank 0, the rendezvous service ends.
-    fn drop(&mut self) {
+    /// Leaves the group, as MPI's finalize does, and says how it went: the member takes no
+    /// more calls but goes on receiving, answering, heartbeating and retransmitting until
+    /// what its protocols sent has been acknowledged (at most [`MemberSpec::linger`], so
+    /// that a decision it returned reaches the members it owes it to); then its endpoints
+    /// close (the others suspect it as they would a process that died) and, on rank 0, the
+    /// rendezvous service ends. Dropping the member does the same.
+    pub fn leave(mut self) -> Left {
+        self.stop();
+        if let Some(by) = self.fenced_by() {
+            Left::Fenced { by }
+        } else if self.flags.left.load(Ordering::Acquire) == LEFT_FLUSHED {
+            Left::Flushed
+        } else {
+            Left::Unacknowledged
+        }
+    }
+
+    /// Ends the member's thread (after its linger) and rank 0's rendezvous.
+    fn stop(&mut self) {
         self.flags.stop.store(true, Ordering::Release);
         for t in [self.thread.take(), self.coordinator.take()].into_iter().flatten() {
             let _ = t.join();
         }
     }
 }
+
+impl Drop for Member {
+    /// Leaves the group as [`Member::leave`] does, without saying how it went.
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How a member left its group ([`Member::leave`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Left {
+    /// Everything its protocols sent had been acknowledged (or given up with a peer that
+    /// was suspected): nothing it said is lost with it.
+    Flushed,
+    /// [`MemberSpec::linger`] passed first: what was still unacknowledged may be lost (an
+    /// agreement's decision it returned may not reach a child, which may then decide without
+    /// it: ERA's non-uniform case).
+    Unacknowledged,
+    /// It had been fenced, before or while it left: a peer suspected it (`by`; its own rank:
+    /// the group agreed it had failed), so it counted as failed and owed nothing more.
+    Fenced { by: u32 },
+}
+
+/// [`Flags::left`]: not yet left, or left unacknowledged.
+const LEFT_UNACKNOWLEDGED: u8 = 0;
+/// [`Flags::left`]: left with everything acknowledged.
+const LEFT_FLUSHED: u8 = 1;
 
 /// The longest payload an algorithm's datagrams carry.
 struct MaxPayload;
@@ -455,6 +495,8 @@ struct Flags {
     fenced_by: AtomicU32,
     /// The member leaves: its thread and rank 0's rendezvous end.
     stop: AtomicBool,
+    /// How it left: [`LEFT_FLUSHED`] once its thread left with everything acknowledged.
+    left: std::sync::atomic::AtomicU8,
 }
 
 /// A member's thread: its ERA instance, stepped until the member leaves.
@@ -656,8 +698,8 @@ impl Run {
                 while self.rung.recv(&mut buf).is_ok() {}
             }
         }
-        if !failed.is_stopped(self.rank) {
-            self.leave(bcasts, &failed, &tx);
+        if !failed.is_stopped(self.rank) && self.leave(bcasts, &failed, &tx) {
+            self.flags.left.store(LEFT_FLUSHED, Ordering::Release);
         }
     }
 
@@ -669,7 +711,8 @@ impl Run {
     /// non-uniform, §1 footnote 1: "only in the odd case when all processes that returned v
     /// failed, may the surviving processes return v′ ≠ v"), and a process that merely
     /// finished is not one that failed.
-    fn leave(&mut self, mut bcasts: Option<&mut dyn Broadcasts>, failed: &Failed, tx: &mpsc::Sender<Event>) {
+    /// Whether everything was acknowledged (not: `linger` passed, or it was fenced meanwhile).
+    fn leave(&mut self, mut bcasts: Option<&mut dyn Broadcasts>, failed: &Failed, tx: &mpsc::Sender<Event>) -> bool {
         let end = Instant::now() + self.linger;
         self.agreements.leave();
         let mut stops = Vec::new();
@@ -678,14 +721,16 @@ impl Run {
             let mut progress = self.agreements.step(now, tx, failed, &mut stops);
             if let Some(b) = bcasts.as_deref_mut() {
                 progress |= b.step(now);
-                if b.stopped().is_some() {
-                    return;
+                if let Some(by) = b.stopped() {
+                    self.fenced(by.unwrap_or(self.rank));
+                    return false;
                 }
             }
-            for (r, _) in stops.drain(..) {
+            for (r, by) in stops.drain(..) {
                 if r == self.rank {
                     // Fenced meanwhile: nothing of its own is owed any more.
-                    return;
+                    self.fenced(by.unwrap_or(self.rank));
+                    return false;
                 }
                 if let Some(b) = bcasts.as_deref_mut() {
                     b.suspect(r, now);
@@ -693,12 +738,20 @@ impl Run {
             }
             let flushed = self.agreements.flushed() && bcasts.as_deref().is_none_or(|b| b.flushed());
             if flushed || now >= end {
-                return;
+                return flushed;
             }
             if !progress {
                 std::thread::sleep(LEAVE_POLL);
             }
         }
+    }
+
+    /// Records that `by` fenced this member (the first to do so).
+    fn fenced(&self, by: u32) {
+        let _ = self
+            .flags
+            .fenced_by
+            .compare_exchange(NOT_FENCED, by, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Hands one request on.

@@ -49,7 +49,7 @@ mod stream;
 mod tests;
 
 pub use agree_stream::AgreeStream;
-pub use member::{Member, MemberCounters, MemberSpec};
+pub use member::{Left, Member, MemberCounters, MemberSpec};
 pub use stream::Stream;
 
 use std::sync::Arc;
