@@ -27,7 +27,7 @@ use crate::protocol::agree::{And64, Era, EraConfig};
 use crate::protocol::{DetectorConfig, Event as Input, Machine, Rank, Time};
 use crate::runtime::Endpoints;
 use crate::runtime::agree::EraFraming;
-use crate::runtime::driver::Driver;
+use crate::runtime::driver::{Driver, Plain};
 
 /// One member's side: its ERA and the node loop that drives it.
 struct Member {
@@ -288,8 +288,10 @@ impl Agreements {
             let era = &mut m.era;
             m.drv.detect(now, |nb| era.neighbours(nb));
             progress |= suspicions(m, r, stops, stop);
-            let sent = m.drv.transmit(&mut m.era, now, || !stops.is_stopped(r));
-            if sent && self.leaving {
+            let (sent, moved) = m.drv.transmit_to(&mut Plain(&mut m.era), now, || !stops.is_stopped(r));
+            if (sent || moved) && self.leaving {
+                // What went out now (new messages, or the backlog a full window had held: a
+                // DOWN queued behind heartbeats, say) is waited for too.
                 m.drv.mark_sent();
             }
             progress |= sent;
