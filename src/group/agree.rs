@@ -27,7 +27,7 @@ use crate::protocol::agree::{And64, Era, EraConfig};
 use crate::protocol::{DetectorConfig, Event as Input, Machine, Rank, Time};
 use crate::runtime::Endpoints;
 use crate::runtime::agree::EraFraming;
-use crate::runtime::driver::{Driver, Plain};
+use crate::runtime::driver::Driver;
 
 /// One member's side: its ERA and the node loop that drives it.
 struct Member {
@@ -45,8 +45,6 @@ struct Member {
 /// Every member's ERA (`None`: stopped).
 pub(super) struct Agreements {
     members: Vec<Option<Member>>,
-    /// Leaving ([`Agreements::leave`]): what each member sends is marked to be waited for.
-    leaving: bool,
     /// `(in flight, idle)`: a member with no agreement in flight heartbeats at the second
     /// period ([`Agreements::idle_heartbeat`]); `None`: always at the first.
     periods: Option<(Duration, Duration)>,
@@ -95,7 +93,6 @@ impl Agreements {
             .collect::<Result<_, String>>()?;
         Ok(Self {
             members,
-            leaving: false,
             periods: None,
             #[cfg(test)]
             hang: Vec::new(),
@@ -117,7 +114,6 @@ impl Agreements {
         members[rank as usize] = Some(Member::new(rank, n, tp, None, job, det, Instant::now())?);
         Ok(Self {
             members,
-            leaving: false,
             periods: None,
             #[cfg(test)]
             hang: Vec::new(),
@@ -140,7 +136,6 @@ impl Agreements {
         let mut parts: Vec<Agreements> = (0..k)
             .map(|_| Agreements {
                 members: (0..n).map(|_| None).collect(),
-                leaving: self.leaving,
                 periods: self.periods,
                 #[cfg(test)]
                 hang: self.hang.clone(),
@@ -178,13 +173,13 @@ impl Agreements {
     }
 
     /// The members are leaving (a process about to close its endpoints): from now on what
-    /// their ERA sends is marked, to be waited for ([`Agreements::flushed`]); they go on
+    /// their ERA sends is marked by their drivers ([`Driver::leave`]), to be waited for
+    /// ([`Agreements::flushed`]); they go on
     /// receiving, answering and heartbeating (a member that leaves is alive until it closes:
     /// its parent's silence must not make a child that still waits for its DOWN suspect it).
     pub(super) fn leave(&mut self) {
-        self.leaving = true;
         for m in self.members.iter_mut().flatten() {
-            m.drv.mark_sent();
+            m.drv.leave();
         }
     }
 
@@ -288,13 +283,7 @@ impl Agreements {
             let era = &mut m.era;
             m.drv.detect(now, |nb| era.neighbours(nb));
             progress |= suspicions(m, r, stops, stop);
-            let (sent, moved) = m.drv.transmit_to(&mut Plain(&mut m.era), now, || !stops.is_stopped(r));
-            if (sent || moved) && self.leaving {
-                // What went out now (new messages, or the backlog a full window had held: a
-                // DOWN queued behind heartbeats, say) is waited for too.
-                m.drv.mark_sent();
-            }
-            progress |= sent;
+            progress |= m.drv.transmit(&mut m.era, now, || !stops.is_stopped(r));
             while let Some(o) = m.era.poll_output() {
                 progress = true;
                 m.open = m.open.saturating_sub(1);

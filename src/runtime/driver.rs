@@ -116,8 +116,10 @@ pub struct Driver<F> {
     buf: Vec<u8>,
     /// Suspicions not yet taken.
     suspects: VecDeque<(Rank, Verdict)>,
-    /// What had been sent at the last [`Driver::mark_sent`], per peer.
+    /// What had been sent at the last mark, per peer ([`Driver::leave`]).
     marks: Vec<u64>,
+    /// Leaving: every send of the machine's messages or of the backlog re-marks.
+    marking: bool,
     /// The peer whose FENCE stopped this node's transport, if one did.
     fenced_by: Option<Rank>,
     /// Datagrams dropped as invalid, by reason.
@@ -152,6 +154,7 @@ impl<F: Framing> Driver<F> {
             buf: Vec::new(),
             suspects: VecDeque::new(),
             marks: Vec::new(),
+            marking: false,
             fenced_by: None,
             drops: DropCounters::default(),
             received: 0,
@@ -302,14 +305,20 @@ impl<F: Framing> Driver<F> {
         self.outbox.is_empty() && self.tp.unacked() == 0
     }
 
-    /// Marks what has been sent so far ([`Driver::flushed_to_mark`]): called after the
-    /// machine's messages went out, so the heartbeats sent later are not waited for.
-    pub fn mark_sent(&mut self) {
+    /// The node is leaving (a process about to close its endpoint): from now on what the
+    /// machine sends, and what the send queue's backlog lets out, is marked as it goes
+    /// ([`Driver::transmit_to`]), to be waited for by [`Driver::flushed_to_mark`];
+    /// heartbeats sent meanwhile are not (the node keeps heartbeating until it closes, so
+    /// that its peers do not take it for failed, and those never all stand acknowledged).
+    /// The driver keeps the mark itself so that no caller can miss a send: a DOWN that a
+    /// full window held in the queue and that left after the caller's mark was not waited for.
+    pub fn leave(&mut self) {
+        self.marking = true;
         self.tp.sent_marks(&mut self.marks);
     }
 
-    /// [`Driver::flushed`] for what was sent up to the last [`Driver::mark_sent`] (a node
-    /// that keeps heartbeating while it leaves: its heartbeats never all stand acknowledged).
+    /// [`Driver::flushed`] for what was sent since [`Driver::leave`] up to the last mark:
+    /// the queue is empty and the transport acknowledged everything sent before the mark.
     pub fn flushed_to_mark(&self) -> bool {
         self.outbox.is_empty() && self.tp.acked_through(&self.marks)
     }
@@ -357,6 +366,11 @@ impl<F: Framing> Driver<F> {
                 e.sent(to, r);
             }
             self.buf = buf;
+        }
+        if self.marking && (sent || flushed) {
+            // Leaving: what went out now (new messages, or the backlog a full window had
+            // held) is waited for too.
+            self.tp.sent_marks(&mut self.marks);
         }
         (sent, flushed)
     }
