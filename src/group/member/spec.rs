@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::group::GroupError;
 use crate::protocol::bcast::algo::Algo;
 use crate::runtime::agree::{DEDICATED_HEARTBEAT, DEFAULT_SUSPECT_AFTER};
+use crate::transport::udp::UdpConfig;
 use crate::transport::udp::auth::AuthKey;
 
 /// How a process joins its group: [`crate::group::Member::join`].
@@ -28,6 +29,9 @@ pub struct MemberSpec {
     pub seed: u64,
     /// The failure detector's heartbeat period to ERA tree neighbours and its suspicion
     /// floor [default: 50 µs, a core per member, and 100 ms, as `ftcoll agree --join`].
+    /// `suspect_after` bounds the member's transports too: they retransmit to a silent peer
+    /// for at least that long before they suspect it ([`MemberSpec::transport_retries`]), so
+    /// that a longer bound (a loaded host, whose processes stall) is not undercut by theirs.
     pub heartbeat: Duration,
     pub suspect_after: Duration,
     /// The heartbeat period while this member has no agreement in flight, and how long its
@@ -60,6 +64,27 @@ pub struct MemberSpec {
 }
 
 impl MemberSpec {
+    /// The retransmissions of one datagram without an answer after which the member's
+    /// transports may suspect the peer: [`UdpConfig`]'s default (8, a suspicion after about
+    /// 104 ms), or as many more as it takes for [`UdpConfig::suspicion_time`] from the
+    /// smallest RTO to reach `suspect_after` (each one past the backoff's ceiling adds
+    /// `rto_max`; at most 10 000). A process whose port is closed is still found at once
+    /// (the ICMP error, then an unanswered probe).
+    pub fn transport_retries(&self) -> u32 {
+        let cfg = UdpConfig::default();
+        let max = cfg.rto_max.max(cfg.rto_min);
+        let (mut retries, mut rto, mut total) = (0u32, cfg.rto_min, Duration::ZERO);
+        loop {
+            // The time until expiry number `retries + 1` (as `suspicion_time` sums it).
+            total = total.saturating_add(rto).saturating_add(cfg.ack_delay);
+            rto = rto.saturating_mul(2).min(max);
+            if retries >= cfg.max_retries && total >= self.suspect_after || retries >= 10_000 {
+                return retries;
+            }
+            retries += 1;
+        }
+    }
+
     /// The idle heartbeat period: [`MemberSpec::idle_heartbeat`] or its default.
     pub fn idle_period(&self) -> Duration {
         self.idle_heartbeat

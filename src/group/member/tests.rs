@@ -566,3 +566,112 @@ fn idle_members_heartbeat_slowly_and_still_notice_a_failure() {
         assert_eq!(agreed(m, 1, &mut Vec::new()), (!0b11, vec![2]));
     }
 }
+
+/// The member's transports retransmit to a silent peer for at least `suspect_after`: the
+/// retries are the fewest from the default up that give `UdpConfig::suspicion_time` that
+/// long from the smallest RTO (checked against it).
+#[test]
+fn the_transports_give_a_silent_peer_at_least_suspect_after() {
+    use crate::transport::udp::UdpConfig;
+    let at = coordinator();
+    let default = UdpConfig::default();
+    for ms in [1, 50, 100, 105, 300, 1000, 5000, 60_000] {
+        let spec = MemberSpec {
+            suspect_after: Duration::from_millis(ms),
+            ..MemberSpec::new(1, 3, at)
+        };
+        let r = spec.transport_retries();
+        let time = |max_retries| {
+            UdpConfig {
+                max_retries,
+                ..UdpConfig::default()
+            }
+            .suspicion_time(default.rto_min)
+        };
+        assert!(r >= default.max_retries, "{ms} ms: {r}");
+        assert!(time(r) >= spec.suspect_after, "{ms} ms: {r} retries, {:?}", time(r));
+        assert!(
+            r == default.max_retries || time(r - 1) < spec.suspect_after,
+            "{ms} ms: {r} retries is more than needed"
+        );
+    }
+    // The default bound is the transport's own default: nothing changes there.
+    assert_eq!(MemberSpec::new(1, 3, at).transport_retries(), default.max_retries);
+}
+
+/// Three members joined, agreements only, each with its spec made by `f` from the default.
+fn three_agreeing(f: impl Fn(MemberSpec) -> MemberSpec) -> Vec<Member> {
+    let at = coordinator();
+    let spec = |r| {
+        f(MemberSpec {
+            broadcasts: false,
+            ..MemberSpec::new(r, 3, at)
+        })
+    };
+    join_all((0..3).map(spec).collect())
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A member whose thread stops for 400 ms (a process descheduled on a loaded host) is not
+/// suspected when `suspect_after` is 1 s: its peers' transports, whose heartbeats to it go
+/// unanswered meanwhile, do not give it up at their default ~104 ms either; the next
+/// agreement has everyone. (With the transports' default retries it is fenced.)
+#[test]
+fn a_member_stalled_for_less_than_suspect_after_is_not_suspected_by_any_detector() {
+    let mut ms = three_agreeing(|s| MemberSpec {
+        suspect_after: Duration::from_secs(1),
+        ..s
+    });
+    let mut failed = Vec::new();
+    for m in ms.iter_mut() {
+        m.agree(u64::MAX).unwrap();
+    }
+    for m in ms.iter_mut() {
+        assert_eq!(agreed(m, 0, &mut failed), (u64::MAX, vec![]));
+    }
+    // Idle now (heartbeats every 125 ms): member 2 stops answering for 400 ms.
+    ms[2].stall(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(700));
+    for m in ms.iter_mut() {
+        assert_eq!(m.fenced_by(), None, "member {}", m.rank());
+        m.agree(!(1u64 << m.rank())).unwrap();
+    }
+    for m in ms.iter_mut() {
+        assert_eq!(agreed(m, 1, &mut failed), (!0b111, vec![]), "member {}", m.rank());
+    }
+    assert_eq!(failed, Vec::<u32>::new(), "no one suspected");
+}
+
+/// A member whose own rank is in an agreement's failed set (a peer's suspicion that reached
+/// it in a decision before the peer's FENCE) does not return that decision: it reports
+/// itself failed, stops as fenced by itself, refuses calls and says so when it leaves; its
+/// endpoints close, and the others' next agreement fails it.
+#[test]
+fn a_member_the_group_agreed_had_failed_stops_as_fenced() {
+    let mut ms = three_agreeing(|s| s);
+    ms[1].inject(Event::Agreed {
+        member: 1,
+        id: 0,
+        value: 7,
+        failed: vec![1],
+    });
+    let mut seen = Vec::new();
+    while let Some(ev) = ms[1].next_event(Duration::from_secs(5)) {
+        seen.push(ev);
+    }
+    assert_eq!(seen, [Event::Failed { rank: 1 }], "itself failed, and no return");
+    assert_eq!(ms[1].fenced_by(), Some(1));
+    assert_eq!(ms[1].agree(1), Err(GroupError::Fenced { rank: 1, by: 1 }));
+    let one = ms.remove(1);
+    assert_eq!(one.leave(), Left::Fenced { by: 1 });
+    let mut failed = Vec::new();
+    for m in ms.iter_mut() {
+        m.agree(!(1u64 << m.rank())).unwrap();
+    }
+    for m in ms.iter_mut() {
+        assert_eq!(agreed(m, 0, &mut failed), (!0b101, vec![1]), "member {}", m.rank());
+    }
+    assert_eq!(failed, [1, 1], "each survivor reports it once");
+}
