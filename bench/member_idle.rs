@@ -2,7 +2,7 @@
 //! with its own sockets and thread, as `n` processes would have) join, agree once, and then do
 //! nothing for `--secs`; reported per member: the CPU time its process spent per second (all
 //! threads, from `/proc/self/task/*/schedstat`, divided by `n`) and the agreement datagrams it
-//! sent per second (its transport's counter). Two settings, alternated `--reps` times: the
+//! sent per second (its transport's counters: messages and heartbeats). Two settings, alternated `--reps` times: the
 //! default idle heartbeat (`MemberSpec::idle_heartbeat`: `suspect_after / 8`), and the idle
 //! heartbeat set to the in-flight one (50 µs): members then beat as every idle member did
 //! before the idle period existed (and wake every 50 µs, where they then woke every 100 µs).
@@ -72,7 +72,11 @@ fn idle(n: u32, secs: f64, idle_heartbeat: Option<Duration>) -> Result<(f64, f64
     }
     let sent = |ms: &[Member]| -> Result<u64, String> {
         ms.iter()
-            .map(|m| m.counters().map(|c| c.agreements.sent).map_err(|e| e.to_string()))
+            .map(|m| {
+                m.counters()
+                    .map(|c| c.agreements.sent + c.agreements.beats_sent)
+                    .map_err(|e| e.to_string())
+            })
             .sum()
     };
     // Settle: the agreement's last acknowledgements and the switch to the idle period.

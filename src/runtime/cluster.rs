@@ -221,6 +221,7 @@ impl ClusterResult {
         s.fences_sent += t.fences_sent;
         s.fenced += t.fenced;
         s.spurious_retransmits += t.spurious_retransmits;
+        s.beats_sent += t.beats_sent;
     }
 
     /// Adds one node's counters: its transport's and its own, and whether it died (and why).

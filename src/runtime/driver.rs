@@ -280,6 +280,13 @@ impl<F: Framing> Driver<F> {
             self.suspects.push_back((p, Verdict::Silence));
         }
         while let Some(p) = self.det.poll_beat() {
+            // Outside the reliable stream where the transport can (no window slot, nothing
+            // queued behind it); otherwise as a message.
+            if self.tp.beat(p, now) {
+                self.heartbeats += 1;
+                self.det.sent(p, t);
+                continue;
+            }
             let mut buf = std::mem::take(&mut self.buf);
             buf.resize(F::MAX_DATAGRAM, 0);
             if let Some(len) = F::heartbeat(self.job, self.rank, &mut buf) {

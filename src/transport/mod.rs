@@ -96,6 +96,9 @@ pub struct TransportStats {
     /// Retransmissions the peer reported receiving twice (the original was late, not lost:
     /// the RTO adapted to the delay, see `udp/reliable/receive.rs`).
     pub spurious_retransmits: u64,
+    /// Heartbeats sent outside the reliable stream ([`Transport::beat`]: UDP's PROBEs), not
+    /// counted in `sent`.
+    pub beats_sent: u64,
 }
 
 /// One endpoint of one rank.
@@ -139,6 +142,17 @@ pub trait Transport: Send {
     fn last_heard(&self, peer: u32) -> Option<Instant> {
         let _ = peer;
         None
+    }
+    /// Sends `to` a heartbeat outside the reliable stream, if this transport has such a
+    /// datagram (UDP: a PROBE, which the peer's transport answers with an ACK at once, so each
+    /// side hears the other through [`Transport::last_heard`]): it takes no slot of the send
+    /// window, is never retransmitted (a lost one is replaced by the next period's) and never
+    /// waits behind a full window, as a heartbeat sent as a message did, holding up the
+    /// messages queued after it under loss. `false`: this transport has none (nothing was
+    /// sent), and the caller sends its heartbeat as a message.
+    fn beat(&mut self, to: u32, now: Instant) -> bool {
+        let _ = (to, now);
+        false
     }
     /// Marks, into `marks` (by peer), what has been sent so far, for
     /// [`Transport::acked_through`]. By default none: then everything counts.

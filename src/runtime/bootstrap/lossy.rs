@@ -68,6 +68,10 @@ impl<T: Transport> Transport for Lossy<T> {
         self.inner.sent_marks(marks);
     }
 
+    fn beat(&mut self, to: u32, now: Instant) -> bool {
+        self.inner.beat(to, now)
+    }
+
     fn acked_through(&self, marks: &[u64]) -> bool {
         self.inner.acked_through(marks)
     }

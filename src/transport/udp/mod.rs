@@ -418,6 +418,12 @@ impl Transport for UdpTransport {
         self.core.acked_through(marks)
     }
 
+    fn beat(&mut self, to: u32, now: Instant) -> bool {
+        self.core.beat(to, now);
+        transmit(&mut self.core, &mut self.link);
+        true
+    }
+
     fn enforce_suspicion(&mut self, peer: u32, now: Instant) {
         self.core.enforce(peer, now);
         transmit(&mut self.core, &mut self.link);

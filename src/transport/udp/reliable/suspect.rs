@@ -110,6 +110,19 @@ impl Reliable {
         self.outbox.push(Queued::Control { peer: p as u32 });
     }
 
+    /// A heartbeat to `to` outside the reliable stream: a PROBE (numbered, sealed), which the
+    /// peer's transport answers with an ACK at once, so that each side hears the other; no
+    /// window slot, no retransmission. Nothing to a suspected peer, an invalid rank or from
+    /// a fenced endpoint.
+    pub fn beat(&mut self, to: u32, _now: Instant) {
+        let p = to as usize;
+        if to >= self.size || to == self.rank || self.fenced_by.is_some() || self.peers[p].suspected {
+            return;
+        }
+        self.send_control(p, KIND_PROBE);
+        self.stats.beats_sent += 1;
+    }
+
     /// Stops this endpoint for good: a FENCE from `by` said it is suspected. Nothing queued
     /// leaves, nothing more is sent or delivered.
     pub(super) fn fence(&mut self, by: u32) {
@@ -130,7 +143,7 @@ impl Reliable {
     /// flight to that peer (the PROBE, or the header of a DATA datagram not yet acknowledged,
     /// as last sent) is the kernel refusing it: the peer's port is closed, and it is suspected
     /// at once, one round trip sooner than through a PROBE when the refused datagram was DATA
-    /// (a heartbeat to a dead neighbour, say). A third party cannot forge that quote without
+    /// or a heartbeat's PROBE ([`Reliable::beat`]: a heartbeat to a dead neighbour, say). A third party cannot forge that quote without
     /// having seen the datagram (a PROBE's number and every datagram's MAC are new each time;
     /// a DATA header's MAC covers its sequence number and payload), and one who sees the
     /// traffic can stop it anyway, which silence detects too. Without a job key nothing is
@@ -145,7 +158,10 @@ impl Reliable {
             return;
         }
         let probed = peer.probe_due.is_some();
-        if (probed && quoted == &self.ctl_buf[p][..]) || self.quotes_data_in_flight(p, quoted) {
+        // The control buffer of a peer not suspected holds its last PROBE (a heartbeat's, or
+        // a probe's): quoted, it was refused.
+        let quotes_probe = self.ctl_buf[p][5] == KIND_PROBE && quoted == &self.ctl_buf[p][..];
+        if quotes_probe || self.quotes_data_in_flight(p, quoted) {
             self.probing.retain(|&q| q != r);
             self.stats.refused_probes += 1;
             self.suspect(p, now);

@@ -390,3 +390,43 @@ const TAG_AT_OFFSET: usize = crate::transport::udp::TAG_AT;
 
 mod fence;
 mod spurious;
+
+/// A heartbeat outside the reliable stream ([`Reliable::beat`]): a PROBE that takes no window
+/// slot and goes out while the window is full; the peer answers with an ACK at once, so each
+/// side hears the other ([`Reliable::last_heard`]); nothing is delivered, and a suspected
+/// peer gets none.
+#[test]
+fn a_beat_takes_no_window_slot_and_each_side_hears_the_other() {
+    let cfg = UdpConfig {
+        window: 2,
+        ..UdpConfig::default()
+    };
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(3, &cfg, US(10), t0);
+    // The window fills with two messages the wire loses.
+    wire.borrow_mut().cut = true;
+    ns[0].send(1, b"a", t0).unwrap();
+    ns[0].send(1, b"b", t0).unwrap();
+    assert_eq!(ns[0].send(1, b"c", t0), Err(SendError::WindowFull));
+    wire.borrow_mut().cut = false;
+    let n0 = &mut ns[0];
+    n0.core.beat(1, t0);
+    transmit(&mut n0.core, &mut n0.link);
+    assert_eq!(ns[0].core.unacked(), 2, "the beat took no slot");
+    assert_eq!(ns[0].stats().beats_sent, 1);
+    assert_eq!(ns[0].stats().sent, 2, "a beat is not a message");
+    let (t1, t2) = (t0 + US(10), t0 + US(20));
+    wire.borrow_mut().now = Some(t1);
+    ns[1].poll(t1);
+    assert_eq!(ns[1].core.last_heard(0), Some(t1), "the peer heard the beat");
+    assert!(ns[1].got.is_empty(), "and delivered nothing");
+    assert_eq!(ns[1].stats().acks_sent, 1, "it answered at once");
+    wire.borrow_mut().now = Some(t2);
+    ns[0].poll(t2);
+    assert_eq!(ns[0].core.last_heard(1), Some(t2), "the beater heard the answer");
+    assert_eq!((ns[0].stats().retransmits, ns[1].stats().retransmits), (0, 0));
+    // A suspected peer gets no beat.
+    ns[0].core.enforce(2, t2);
+    ns[0].core.beat(2, t2);
+    assert_eq!(ns[0].stats().beats_sent, 1);
+}

@@ -392,3 +392,18 @@ fn an_icmp_error_for_a_live_peer_that_keeps_answering_suspects_no_one() {
     assert_eq!(a.stats().refused, 20);
     assert_eq!(a.stats().suspected + b.stats().fenced, 0);
 }
+
+/// A heartbeat's PROBE ([`Transport::beat`]) quoted by an ICMP error, byte for byte, proves
+/// the port refused it, as a DATA heartbeat's header did: the peer is suspected at once,
+/// without a probe of its own (an altered quote would be a hint: see above).
+#[test]
+fn an_icmp_error_quoting_a_heartbeat_suspects_at_once() {
+    let (mut eps, addr1, _) = heard_pair(MS(300));
+    let a = &mut eps[0];
+    assert!(a.beat(1, Instant::now()));
+    assert_eq!(a.stats().beats_sent, 1);
+    let beat = a.core.control_datagram(1).to_vec();
+    a.core.on_refused(addr1, &beat, Instant::now());
+    assert!(a.is_suspected(1), "{:?}", a.stats());
+    assert_eq!((a.stats().refused, a.stats().refused_probes), (0, 1), "{:?}", a.stats());
+}
