@@ -14,7 +14,7 @@ use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::board::Control;
 use crate::runtime::cluster::{ClusterConfig, run_workers, worker_count};
 use crate::runtime::node::{Node, NodeParams};
-use crate::runtime::{Endpoints, endpoints_with_key};
+use crate::runtime::{Endpoints, endpoints_bounded};
 use crate::wire::WireMessage;
 use crate::wire::dispatch::{Dispatch, Visit};
 
@@ -63,7 +63,8 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
             return Err(GroupError::Setup(format!("{} endpoints for {n} members", eps.len())));
         }
         Some(eps) => eps,
-        None => endpoints_with_key(b.transport, n, job, b.seed, 0.0, b.auth.clone()).map_err(GroupError::Setup)?,
+        None => endpoints_bounded(b.transport, n, job, b.seed, 0.0, b.auth.clone(), Some(b.suspect_after))
+            .map_err(GroupError::Setup)?,
     };
     #[cfg(test)]
     if let Some(wrap) = b.wrap.as_mut() {
@@ -79,7 +80,8 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
         let job = crate::transport::ids::group_agree(b.seed);
         // Authenticated as the broadcasts are: an agreement message or heartbeat without the
         // job key is dropped and counted, never fed to ERA or the failure detector.
-        let eps = endpoints_with_key(b.transport, n, job, b.seed, 0.0, b.auth.clone()).map_err(GroupError::Setup)?;
+        let eps = endpoints_bounded(b.transport, n, job, b.seed, 0.0, b.auth.clone(), Some(b.suspect_after))
+            .map_err(GroupError::Setup)?;
         let a = Agreements::new(eps, n, job, b.heartbeat_period(), b.suspect_after).map_err(GroupError::Setup)?;
         #[cfg(test)]
         let a = a.with_hang(std::mem::take(&mut b.hang_agree));

@@ -617,3 +617,41 @@ fn the_default_heartbeat_scales_with_the_members_per_core() {
     let kept = Group::builder(16).failure_detector(Duration::from_micros(70), Duration::from_millis(100));
     assert_eq!(us(kept), 70, "the caller's period is kept");
 }
+
+/// A UDP group's member that hangs for 400 ms while the others are in an agreement with it
+/// (the root, member 0: its children's contributions to it unacknowledged meanwhile, the
+/// transports retransmitting them) is not suspected under a 1 s
+/// `suspect_after`: the group's transports retransmit to it for at least that long
+/// (`runtime::endpoints_bounded`), where their default gave up after ~104 ms; the agreement
+/// returns with everyone.
+#[test]
+fn a_udp_group_member_hung_for_less_than_suspect_after_is_not_suspected() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    let mode = std::sync::Arc::new(AtomicU8::new(0));
+    let mut g = Group::builder(4)
+        .transport(crate::runtime::TransportKind::Udp)
+        .broadcasts(false)
+        .failure_detector(Duration::from_micros(200), Duration::from_secs(1))
+        .hang_agree((0, mode.clone()))
+        .build()
+        .unwrap();
+    mode.store(agree::HUNG, Ordering::Release);
+    for m in 0..4 {
+        g.agree(m, !(1u64 << m)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    mode.store(0, Ordering::Release);
+    let mut agreed = 0;
+    while agreed < 4 {
+        match g.next_event(Duration::from_secs(10)) {
+            Some(Event::Agreed {
+                id: 0, value, failed, ..
+            }) => {
+                assert_eq!((value, failed), (!0b1111, vec![]));
+                agreed += 1;
+            }
+            ev => panic!("{ev:?}"),
+        }
+    }
+    assert!(!g.is_dead(0));
+}

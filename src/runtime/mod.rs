@@ -85,6 +85,22 @@ pub fn endpoints_with_key(
     loss: f64,
     auth: Option<AuthKey>,
 ) -> Result<Endpoints, String> {
+    endpoints_bounded(kind, n, job, seed, loss, auth, None)
+}
+
+/// [`endpoints_with_key`] for members whose failure detector suspects a silent peer after
+/// `suspect_after` (when given): their UDP transports retransmit to a silent peer at least
+/// that long before they suspect it ([`UdpConfig::retries_for`]), so a detector's longer
+/// bound is not undercut by theirs.
+pub fn endpoints_bounded(
+    kind: TransportKind,
+    n: u32,
+    job: u64,
+    seed: u64,
+    loss: f64,
+    auth: Option<AuthKey>,
+    suspect_after: Option<std::time::Duration>,
+) -> Result<Endpoints, String> {
     Ok(match kind {
         TransportKind::Inproc => {
             let (net, ts) = InprocNet::new(n, 256);
@@ -105,6 +121,9 @@ pub fn endpoints_with_key(
                 loss,
                 reorder: loss,
                 auth,
+                max_retries: suspect_after.map_or(UdpConfig::default().max_retries, |b| {
+                    UdpConfig::default().retries_for(b)
+                }),
                 ..UdpConfig::default()
             };
             let (_, ts) = UdpTransport::bind_ephemeral_local(n, cfg)

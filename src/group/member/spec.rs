@@ -65,24 +65,11 @@ pub struct MemberSpec {
 
 impl MemberSpec {
     /// The retransmissions of one datagram without an answer after which the member's
-    /// transports may suspect the peer: [`UdpConfig`]'s default (8, a suspicion after about
-    /// 104 ms), or as many more as it takes for [`UdpConfig::suspicion_time`] from the
-    /// smallest RTO to reach `suspect_after` (each one past the backoff's ceiling adds
-    /// `rto_max`; at most 10 000). A process whose port is closed is still found at once
-    /// (the ICMP error, then an unanswered probe).
+    /// transports may suspect the peer ([`UdpConfig::retries_for`] `suspect_after`):
+    /// [`UdpConfig`]'s default (8, a suspicion after about 104 ms), or as many more as it
+    /// takes for [`UdpConfig::suspicion_time`] from the smallest RTO to reach `suspect_after`.
     pub fn transport_retries(&self) -> u32 {
-        let cfg = UdpConfig::default();
-        let max = cfg.rto_max.max(cfg.rto_min);
-        let (mut retries, mut rto, mut total) = (0u32, cfg.rto_min, Duration::ZERO);
-        loop {
-            // The time until expiry number `retries + 1` (as `suspicion_time` sums it).
-            total = total.saturating_add(rto).saturating_add(cfg.ack_delay);
-            rto = rto.saturating_mul(2).min(max);
-            if retries >= cfg.max_retries && total >= self.suspect_after || retries >= 10_000 {
-                return retries;
-            }
-            retries += 1;
-        }
+        UdpConfig::default().retries_for(self.suspect_after)
     }
 
     /// The idle heartbeat period: [`MemberSpec::idle_heartbeat`] or its default.

@@ -120,6 +120,27 @@ impl Default for UdpConfig {
 }
 
 impl UdpConfig {
+    /// The retransmissions of one datagram without an answer after which a peer may be
+    /// suspected, for a failure detector above that suspects a silent peer after `bound`:
+    /// this configuration's `max_retries`, or as many more as it takes for
+    /// [`UdpConfig::suspicion_time`] from `rto_min` to reach `bound` (each one past the
+    /// backoff's ceiling adds `rto_max`; at most 10 000), so that the transport does not
+    /// undercut the detector's bound (a loaded host's stalls). A closed port is still found
+    /// at once (the ICMP error, then an unanswered probe).
+    pub fn retries_for(&self, bound: Duration) -> u32 {
+        let max = self.rto_max.max(self.rto_min);
+        let (mut retries, mut rto, mut total) = (0u32, self.rto_min, Duration::ZERO);
+        loop {
+            // The time until expiry number `retries + 1` (as `suspicion_time` sums it).
+            total = total.saturating_add(rto).saturating_add(self.ack_delay);
+            rto = rto.saturating_mul(2).min(max);
+            if retries >= self.max_retries && total >= bound || retries >= 10_000 {
+                return retries;
+            }
+            retries += 1;
+        }
+    }
+
     /// The floor of the time from the first unanswered transmission to the suspicion of a
     /// silent peer when the RTO was `rto` at that moment: `Σ_{i=0..=max_retries} min(rto·2^i,
     /// rto_max)` (plus at most one timer-wheel tick, `rto_min / 8`, per expiry, and the
