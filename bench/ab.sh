@@ -16,6 +16,9 @@ while getopts "r:n:t:i:" f; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { echo "usage: $0 [-r REPS] [-n NODES] [-t TRANSPORTS] [-i ITERATIONS] BINARY..." >&2; exit 2; }
+for b in "$@"; do # A `stages` build measures its clock reads too (`cargo bench --features stages` makes one).
+  ! "$b" --version 2>/dev/null | grep -q '+stages' || echo "ab: note: $b is a build with the stages feature" >&2
+done
 echo "cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rep N transport binary coloring_p50_us coloring_p99_us ratio_p50 acks_per_data msgs_per_op rtx_per_op load ratio_p99 noisy"
 for rep in $(seq "$reps"); do

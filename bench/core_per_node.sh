@@ -11,7 +11,9 @@
 # With cargo and network this builds and installs what it needs (through the scripts it calls).
 # On a host with neither, build here and point it at the results (the scripts document each):
 #   FTCOLL_BIN=ftcoll  OMPI_PREFIX=openmpi-prefix  PEERS_BUILD=dir-with-bcast_loop,agree_loop,udp_pingpong
-#   STAGES_BIN=`cargo bench --bench stages --features stages --no-run`'s executable (optional)
+#   STAGES_BIN=`CARGO_TARGET_DIR=target/stages cargo bench --bench stages --features stages --no-run`'s
+#     executable (optional; its own target directory: in the default one that build replaces
+#     target/release/ftcoll with a `stages` build, whose clock reads slow every broadcast)
 # Knobs: FIDELITY_NODES ("2 4 8 16"), FIDELITY_ITERS (5000), PEERS_NODES ("2 4 8 16"),
 # PEERS_ITERS (10000), AGREE_NODES ("8"), AGREE_QUICK (set: 2000 agreements), PART_TIMEOUT (seconds per part, 240).
 # Every part is bounded by `timeout`; a part that fails is said and the others still run; the
@@ -23,6 +25,11 @@ mkdir -p "$out"
 bin=${FTCOLL_BIN:-$here/../target/release/ftcoll}
 part_timeout=${PART_TIMEOUT:-240}
 failed=0
+# A `stages` build (`--version` ends in `+stages`) measures its own clock reads too.
+if "$bin" --version 2>/dev/null | grep -q '+stages'; then
+  echo "core_per_node: $bin is a build with the stages feature (its clock reads slow every broadcast): rebuild it without (cargo build --release)" >&2
+  exit 2
+fi
 
 part() { # NAME CMD... : runs CMD bounded, output to OUT/NAME.txt (and the terminal)
   local name=$1 rc=0 t0=$SECONDS

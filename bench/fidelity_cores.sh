@@ -24,6 +24,8 @@ while getopts "b:i:n:t:o:s:e" f; do
   esac
 done
 [[ -x $bin ]] || { echo "fidelity_cores: no ftcoll binary at $bin (cargo build --release)" >&2; exit 2; }
+! "$bin" --version 2>/dev/null | grep -q '+stages' ||
+  { echo "fidelity_cores: $bin is a build with the stages feature (its clock reads slow every broadcast): cargo build --release" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "fidelity_cores: needs python3 to print the table" >&2; exit 2; }
 tmp=$(mktemp)
 cal=${save:-$(mktemp -d)}

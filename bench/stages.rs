@@ -4,6 +4,9 @@
 //! `o_s + L + o_r` measured by the transport-only ping-pong of the same run.
 //!
 //! `cargo bench --bench stages --features stages` (add `-- --quick` for a shorter run).
+//! That build also replaces `target/release/ftcoll` with a `stages` build (`--version` ends
+//! in `+stages`, and `bench` says so): measure with `cargo build --release` again after it, or
+//! give it its own target directory (`CARGO_TARGET_DIR=target/stages`).
 //! The stamps cost a clock read each (printed): the coloring here is that much above an
 //! unstamped run's.
 

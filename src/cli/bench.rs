@@ -204,6 +204,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         poll_name: crate::cli::values::poll_name,
     };
     let checked = args.to_spec().validate(&env)?;
+    if crate::runtime::node::stages::ON {
+        eprintln!(
+            "note: this build stamps the forwarding path (feature `stages`): every broadcast is slower by the clock reads; measure with a build without it"
+        );
+    }
     let reports = checked.reports();
     let a = &checked.spec;
     // Opened (created) before the run, so an unwritable path fails now, not after it.

@@ -121,6 +121,7 @@ pub fn print(r: &BenchReport) {
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
                 "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
                 "model_cores": model_cores, "model_visit_ns": model_cores.map(|_| model_visit_ns), "noisy_model": noisy,
+                "stage_stamps": crate::runtime::node::stages::ON,
             },
             "logp_estimate": est,
             "calibration": cal,
