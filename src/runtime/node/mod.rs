@@ -286,6 +286,7 @@ where
             // stamps, the user's hand-over), which no peer waits for.
             if progress {
                 Self::send_phase(drv, m);
+                m.announce_starts();
                 if let Some(iter) = m.ops.dying {
                     return (true, Some(Death::Crash(iter)));
                 }

@@ -28,6 +28,8 @@ struct Spy {
     at_send: Seen,
     /// The sender's board count of operation 0's sends at each send.
     sends_seen: Arc<Mutex<Vec<Option<u32>>>>,
+    /// Operation 0's start as the coordinator sees it (`Control::started_ns`) at each send.
+    starts_seen: Arc<Mutex<Vec<u64>>>,
     sent: Arc<Mutex<Vec<Vec<u8>>>>,
     inbox: Vec<Vec<u8>>,
 }
@@ -47,6 +49,10 @@ impl Transport for Spy {
         self.at_send.lock().unwrap().push(look(&self.ctl, self.rank as usize));
         let count = self.ctl.boards[self.rank as usize].get(0).map(|b| b.sent.load(Relaxed));
         self.sends_seen.lock().unwrap().push(count);
+        self.starts_seen
+            .lock()
+            .unwrap()
+            .push(self.ctl.started_ns[0].load(Relaxed));
         self.sent.lock().unwrap().push(bytes.to_vec());
         Ok(())
     }
@@ -79,9 +85,11 @@ impl Payloads for Hand {
 }
 
 /// The forwarding path carries no bookkeeping that no peer waits for: the root's first
-/// datagram leaves before its own delivery is published, and the root's delivery is its
-/// start; a receiver hands the payload to its user before it writes its board entry (whose
-/// lines the coordinator's core reads), and its delivery stamp is published after.
+/// datagram leaves before it tells the coordinator of the start (the start stamp, its board
+/// entry) and before its own delivery is published, and the root's delivery is its start,
+/// stamped after the start signal was read (not at the pass's older instant); a receiver
+/// hands the payload to its user before it writes its board entry (whose lines the
+/// coordinator's core reads), and its delivery stamp is published after.
 #[test]
 fn bookkeeping_follows_the_send_and_the_hand_over() {
     let n = 2;
@@ -99,7 +107,7 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
         epoch,
     };
     let (at_send, sent, handed) = (Seen::default(), Arc::new(Mutex::new(Vec::new())), Seen::default());
-    let sends_seen = Arc::new(Mutex::new(Vec::new()));
+    let (sends_seen, starts_seen) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
     let spy = |rank, inbox| Spy {
         rank,
         n,
@@ -108,33 +116,41 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
         ctl: ctl.clone(),
         at_send: at_send.clone(),
         sends_seen: sends_seen.clone(),
+        starts_seen: starts_seen.clone(),
         sent: sent.clone(),
         inbox,
     };
     let hand = |rank| Box::new(Hand(Generated::new(8), ctl.clone(), rank, handed.clone()));
     let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(spy(0, Vec::new())), hand(0), None, 1, None);
     ctl.allowed.store(1, Relaxed);
-    std::thread::sleep(Duration::from_millis(1));
-    root.step(&p, &ctl, Instant::now());
+    // The worker's instant for the pass, read well before the root sees the start signal.
+    let pass_at = Instant::now();
+    std::thread::sleep(Duration::from_millis(2));
+    root.step(&p, &ctl, pass_at);
     assert_eq!(
         *at_send.lock().unwrap(),
-        vec![Some(0)],
-        "the root sent before its delivery was published"
+        vec![None],
+        "the root sent before it claimed its board entry (and published its delivery)"
+    );
+    assert_eq!(
+        *starts_seen.lock().unwrap(),
+        vec![0],
+        "the root sent before it told the coordinator of the start"
     );
     let start = ctl.started_ns[0].load(Relaxed);
-    assert!(start > 0);
+    let pass_ns = pass_at.duration_since(epoch).as_nanos() as u64;
+    assert!(
+        start >= pass_ns + 2_000_000,
+        "the start is stamped once the signal is read ({start} ns), not at the pass's instant ({pass_ns} ns)"
+    );
     assert_eq!(look(&ctl, 0), Some(start), "the root delivers at its start");
     assert_eq!(
         *handed.lock().unwrap(),
-        vec![Some(0)],
-        "the root's user had it before the stamp"
+        vec![None],
+        "the root's user had it before its board entry existed (then its stamp)"
     );
     // The send's count (a write to the board's line) waits until the pass's sends are out.
-    assert_eq!(
-        *sends_seen.lock().unwrap(),
-        vec![Some(0)],
-        "counted before the send left"
-    );
+    assert_eq!(*sends_seen.lock().unwrap(), vec![None], "counted before the send left");
     assert_eq!(ctl.boards[0].get(0).unwrap().sent.load(Relaxed), 1, "counted after");
     let datagram = sent.lock().unwrap().pop().expect("the root sent to rank 1");
     // An 8-byte broadcast's tree message crosses the in-process ring in one cache line.
@@ -264,6 +280,7 @@ fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
         ctl: ctl.clone(),
         at_send: Seen::default(),
         sends_seen: Arc::default(),
+        starts_seen: Arc::default(),
         sent: Arc::default(),
         inbox: Vec::new(),
     };
