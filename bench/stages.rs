@@ -41,19 +41,21 @@ fn clock_read_ns() -> f64 {
     quantile(&mut v, 0.5) as f64 / 1000.0
 }
 
-fn run(kind: TransportKind, iterations: u64, warmup: u64) -> Result<(), String> {
-    let est = estimate(kind, 2000, 8)?;
-    let model = BenchModel::new(est.o_send_ns, est.o_recv_ns, est.l_ns);
-    let algo = resolve_algo(&AlgoSpec::new(AlgoName::CorrectedTree), 2, model.mean_logp(), 0)?;
-    let auth = match kind {
-        TransportKind::Udp => Some(AuthKey::generate().map_err(|e| e.to_string())?),
-        _ => None,
-    };
-    let bench = Bench {
+/// A run of `nodes` nodes on as many pinned, busy-polling workers, one operation at a time.
+fn pinned_bench(
+    algo: ftcoll::experiment::algo::Algo,
+    transport: TransportKind,
+    nodes: u32,
+    model: &BenchModel,
+    iterations: u64,
+    warmup: u64,
+    auth: Option<AuthKey>,
+) -> Bench {
+    Bench {
         algo,
         cluster: ClusterConfig {
-            nodes: 2,
-            workers: 2,
+            nodes,
+            workers: nodes as usize,
             poll: PollMode::Busy,
             warmup,
             iterations,
@@ -67,12 +69,23 @@ fn run(kind: TransportKind, iterations: u64, warmup: u64) -> Result<(), String> 
             pin: true,
             give_up_after: Some(3),
         },
-        transport: kind,
+        transport,
         kills: Vec::new(),
         model: model.loggp,
         loss: 0.0,
         auth,
+    }
+}
+
+fn run(kind: TransportKind, iterations: u64, warmup: u64) -> Result<(), String> {
+    let est = estimate(kind, 2000, 8)?;
+    let model = BenchModel::new(est.o_send_ns, est.o_recv_ns, est.l_ns);
+    let algo = resolve_algo(&AlgoSpec::new(AlgoName::CorrectedTree), 2, model.mean_logp(), 0)?;
+    let auth = match kind {
+        TransportKind::Udp => Some(AuthKey::generate().map_err(|e| e.to_string())?),
+        _ => None,
     };
+    let bench = pinned_bench(algo, kind, 2, &model, iterations, warmup, auth);
     let _ = stages::take();
     let res = ftcoll::experiment::bench::local::run(&bench, None)?;
     let iv = stages::intervals(&stages::take(), 0, 1, warmup);
@@ -138,30 +151,7 @@ fn relay(n: u32, iterations: u64, warmup: u64) -> Result<(), String> {
             ..AlgoSpec::new(AlgoName::CorrectedTree)
         };
         let algo = resolve_algo(&spec, n, model.mean_logp(), 0)?;
-        let bench = Bench {
-            algo,
-            cluster: ClusterConfig {
-                nodes: n,
-                workers: n as usize,
-                poll: PollMode::Busy,
-                warmup,
-                iterations,
-                window: 1,
-                payload_len: 8,
-                tick_ns: model.unit_ns,
-                job: 0x57a9e5,
-                seed: 1,
-                op_timeout: Duration::from_secs(1),
-                idle: Duration::from_micros(500),
-                pin: true,
-                give_up_after: Some(3),
-            },
-            transport: kind,
-            kills: Vec::new(),
-            model: model.loggp,
-            loss: 0.0,
-            auth: None,
-        };
+        let bench = pinned_bench(algo, kind, n, &model, iterations, warmup, None);
         let _ = stages::take();
         let res = ftcoll::experiment::bench::local::run(&bench, None)?;
         // Each stage's first stamp at rank 1 per operation: the tree message comes first, and

@@ -73,25 +73,13 @@ pub type Endpoints = Vec<(Box<dyn Transport>, Option<Box<dyn FnMut() + Send>>)>;
 
 /// Endpoints for every rank of a local cluster.
 pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) -> Result<Endpoints, String> {
-    endpoints_with_key(kind, n, job, seed, loss, None)
+    endpoints_bounded(kind, n, job, seed, loss, None, None)
 }
 
-/// [`endpoints`], with UDP datagrams authenticated by `auth` when given.
-pub fn endpoints_with_key(
-    kind: TransportKind,
-    n: u32,
-    job: u64,
-    seed: u64,
-    loss: f64,
-    auth: Option<AuthKey>,
-) -> Result<Endpoints, String> {
-    endpoints_bounded(kind, n, job, seed, loss, auth, None)
-}
-
-/// [`endpoints_with_key`] for members whose failure detector suspects a silent peer after
-/// `suspect_after` (when given): their UDP transports retransmit to a silent peer at least
-/// that long before they suspect it ([`UdpConfig::retries_for`]), so a detector's longer
-/// bound is not undercut by theirs.
+/// [`endpoints`], with UDP datagrams authenticated by `auth` when given, for members whose
+/// failure detector suspects a silent peer after `suspect_after` (when given): their UDP
+/// transports retransmit to a silent peer at least that long before they suspect it
+/// ([`UdpConfig::retries_for`]), so a detector's longer bound is not undercut by theirs.
 pub fn endpoints_bounded(
     kind: TransportKind,
     n: u32,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::group::{Group, GroupError, Stream};
 use crate::runtime::cluster::ClusterResult;
 use crate::runtime::node::Generated;
-use crate::runtime::{Bench, Endpoints, endpoints_with_key};
+use crate::runtime::{Bench, Endpoints, endpoints_bounded};
 
 /// Runs `bench` on endpoints of its transport (UDP: on 127.0.0.1, losing and reordering
 /// `bench.loss` of the datagrams, authenticated with `bench.auth`); `progress`, if given,
@@ -18,7 +18,15 @@ use crate::runtime::{Bench, Endpoints, endpoints_with_key};
 /// are one line.
 pub fn run(bench: &Bench, progress: Option<&(dyn Fn(u64) + Sync)>) -> Result<ClusterResult, String> {
     let c = &bench.cluster;
-    let eps = endpoints_with_key(bench.transport, c.nodes, c.job, c.seed, bench.loss, bench.auth.clone())?;
+    let eps = endpoints_bounded(
+        bench.transport,
+        c.nodes,
+        c.job,
+        c.seed,
+        bench.loss,
+        bench.auth.clone(),
+        None,
+    )?;
     run_on(bench, eps, progress)
 }
 
