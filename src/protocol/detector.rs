@@ -63,6 +63,9 @@ pub struct Detector {
     last_sent: Vec<Time>,
     /// When each peer last sent this process a heartbeat (it watches this process).
     pinged: Vec<Option<Time>>,
+    /// Per peer, whether its current silence was already forgiven by a [`Detector::rest`]
+    /// (cleared when it is heard from).
+    forgiven: Vec<bool>,
     /// The peers watched at the last check.
     watching: Vec<Rank>,
     suspects: VecDeque<Rank>,
@@ -78,6 +81,7 @@ impl Detector {
             gap: vec![(0, now); n as usize],
             last_sent: vec![now; n as usize],
             pinged: vec![None; n as usize],
+            forgiven: vec![false; n as usize],
             watching: Vec::new(),
             suspects: VecDeque::new(),
             beats: VecDeque::new(),
@@ -121,6 +125,7 @@ impl Detector {
             }
         }
         self.last_heard[p] = now;
+        self.forgiven[p] = false;
     }
 
     /// The gap learned for peer `p`, decayed to `now`.
@@ -165,10 +170,27 @@ impl Detector {
         }
     }
 
-    /// Everyone counts as heard from at `now`: the driver was not running for a while (e.g.
-    /// descheduled), and the silence of others during that time says nothing about them.
-    pub fn rest(&mut self, now: Time) {
+    /// Everyone counts as heard from at `now` (the process starts or resumes).
+    pub fn reset(&mut self, now: Time) {
         self.last_heard.iter_mut().for_each(|t| *t = now);
+        self.forgiven.iter_mut().for_each(|f| *f = false);
+    }
+
+    /// The driver was not running for a while (e.g. descheduled), and the silence of others
+    /// during that time says little about them: a peer heard from since it was last forgiven
+    /// counts as heard from at `now`. A silence is forgiven once: a peer still silent at the
+    /// next rest is timed from the rest that forgave it. Otherwise a process that is
+    /// descheduled between every two of its passes (two busy-polling processes taking turns
+    /// on a core, a scheduler tick each) would never suspect anyone: a fenced parent was
+    /// never suspected by its child, whose agreement then waited for the 5 s operation
+    /// timeout (`agree --procs --nodes 4 --suspect-ms 1` on 2 cores).
+    pub fn rest(&mut self, now: Time) {
+        for (t, f) in self.last_heard.iter_mut().zip(&mut self.forgiven) {
+            if !*f {
+                *t = now;
+                *f = true;
+            }
+        }
     }
 
     /// Checks the peers in `watched` (distinct ranks, without this process) and those that
@@ -326,6 +348,34 @@ mod tests {
         d.rest(600);
         d.check(650, &[3], |_| false);
         assert!(drain(&mut d).0.is_empty());
+    }
+
+    #[test]
+    fn a_silence_is_forgiven_once_however_often_the_process_rests() {
+        let mut d = Detector::new(4, CFG, 0);
+        d.check(0, &[1, 2], |_| false);
+        // The process rests at every pass (descheduled between passes): peer 2, which
+        // speaks between the rests, is forgiven each time; peer 1, dead, only at the first.
+        for t in (60..=300).step_by(60) {
+            d.heard(2, t - 10);
+            d.rest(t);
+            d.check(t, &[1, 2], |_| false);
+            let (s, _) = drain(&mut d);
+            if t < 160 {
+                assert!(s.is_empty(), "{t}");
+            } else {
+                assert_eq!(s, [1], "{t}: silent for suspect_after since the rest that forgave it");
+                break;
+            }
+        }
+        // A reset (a start or a resume) counts everyone as heard, and the next rest forgives
+        // again.
+        d.reset(1_000);
+        d.rest(1_090);
+        d.check(1_150, &[1], |_| false);
+        assert!(drain(&mut d).0.is_empty());
+        d.check(1_190, &[1], |_| false);
+        assert_eq!(drain(&mut d).0, [1]);
     }
 
     #[test]

@@ -214,7 +214,13 @@ pub(crate) struct Shared {
     /// announced (with its time) by this, which may wait for the SIGKILL or return to have the
     /// process kill itself.
     pub(crate) on_crash: Option<CrashReport>,
+    /// A node process: every [`Shared::mark_dead`] is also told to the process that classes
+    /// the returns (whose window leaves them out as this process's would).
+    pub(crate) on_left_out: Option<LeftOutReport>,
 }
+
+/// How a node process tells that node `r`'s returns from agreement `from` on do not count.
+pub(crate) type LeftOutReport = Box<dyn Fn(Rank, AgreeId) + Send + Sync>;
 
 /// How a node process announces its injected crash: `(rank, time ns, its returns not yet
 /// reported but the last)`.
@@ -235,6 +241,7 @@ impl Shared {
             handoff: Mutex::new(VecDeque::new()),
             window: Mutex::new(Window::new(warmup, kill_id)),
             on_crash: None,
+            on_left_out: None,
         }
     }
 
@@ -248,7 +255,12 @@ impl Shared {
 
     /// Node `r` is dead; its returns from agreement `from` on do not count.
     fn mark_dead(&self, r: Rank, from: AgreeId) {
-        self.dead_from[r as usize].fetch_min(from, Ordering::AcqRel);
+        let before = self.dead_from[r as usize].fetch_min(from, Ordering::AcqRel);
+        if from < before
+            && let Some(tell) = &self.on_left_out
+        {
+            tell(r, from);
+        }
     }
 
     /// Whether node `r`'s return of agreement `id` counts ([`Window`]'s `dead`).
@@ -586,6 +598,21 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_process_tells_each_earlier_cutoff_once() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let mut sh = Shared::new(Instant::now(), 4, 0, None);
+        let t = told.clone();
+        sh.on_left_out = Some(Box::new(move |r, from| t.lock().unwrap().push((r, from))));
+        sh.mark_dead(2, 5);
+        sh.mark_dead(2, 7);
+        sh.mark_dead(2, 5);
+        sh.mark_dead(2, 3);
+        sh.mark_dead(1, 9);
+        assert_eq!(*told.lock().unwrap(), [(2, 5), (2, 3), (1, 9)]);
+        assert!(sh.left_out(2, 3) && !sh.left_out(2, 2) && !sh.left_out(0, 100));
+    }
 
     #[test]
     fn the_continue_bit_is_the_only_difference_and_validity_ignores_it() {

@@ -100,6 +100,14 @@ struct Killed {
     killed_ns: u64,
 }
 
+/// Node `left_out`'s returns from agreement `from_id` on do not count: this node suspected
+/// it (or it was killed or fenced) then.
+#[derive(Serialize, Deserialize)]
+struct LeftOut {
+    left_out: u32,
+    from_id: u64,
+}
+
 /// Where a node process's lines go (its stdout, or its stream to rank 0), shared with its
 /// crash report.
 pub(crate) type Out = Arc<Mutex<Box<dyn Write + Send>>>;
@@ -126,6 +134,24 @@ pub(crate) fn crash_report(out: Out, parent_kills: bool) -> CrashReport {
         if parent_kills {
             std::thread::sleep(Duration::from_secs(10));
         }
+    })
+}
+
+/// How a node process tells its parent (or rank 0) whose returns no longer count, at once:
+/// the line goes out before any return this node makes after it, so the merge (which passes
+/// on an agreement only once every open stream reached it) has it before it classes the
+/// agreements concerned. A falsely suspected node may have returned the agreement it was
+/// suspected in, or more if it suspected its suspecters too, before a FENCE stopped it; it
+/// is dead to the group, and ERA's agreement is non-uniform (§1): those returns may differ
+/// and are left out, as the threads run's window leaves them out.
+pub(crate) fn left_out_report(out: Out) -> crate::runtime::agree::LeftOutReport {
+    Box::new(move |r, from| {
+        let line = serde_json::to_string(&LeftOut {
+            left_out: r,
+            from_id: from,
+        })
+        .unwrap_or_default();
+        let _ = say(&out, &line);
     })
 }
 
@@ -262,6 +288,7 @@ pub(crate) fn run_node(
     let first_kill = b.kills.iter().map(|k| b.warmup + k.1).min();
     let mut sh = Shared::new(base, b.n, b.warmup, first_kill);
     sh.on_crash = Some(crash_report(out.clone(), parent_kills));
+    sh.on_left_out = Some(left_out_report(out.clone()));
     let init = NodeInit {
         rank: s.rank,
         total: total(&b),
@@ -367,6 +394,11 @@ pub(crate) enum Line {
     Ready,
     /// The node's own time of its crash, on the common clock.
     Killed(u64),
+    /// Node `rank`'s returns from agreement `from` on do not count.
+    LeftOut {
+        rank: u32,
+        from: AgreeId,
+    },
     Recs(Vec<(AgreeId, Rec)>),
     Result(Box<ChildResult>),
     /// A line that is none of these (dropped, counted).
@@ -385,6 +417,11 @@ pub(crate) fn parse(l: &str) -> Line {
         Line::Ready
     } else if let Ok(k) = serde_json::from_str::<Killed>(l) {
         Line::Killed(k.killed_ns)
+    } else if let Ok(d) = serde_json::from_str::<LeftOut>(l) {
+        Line::LeftOut {
+            rank: d.left_out,
+            from: d.from_id,
+        }
     } else if let Ok(res) = serde_json::from_str::<ChildResult>(l) {
         Line::Result(Box::new(res))
     } else {
@@ -403,6 +440,10 @@ mod tests {
         assert!(matches!(parse("bound 127.0.0.1:4000"), Line::Bound));
         assert!(matches!(parse("bound 127.0.0.1"), Line::Bad));
         assert!(matches!(parse(r#"{"rank":2,"killed_ns":77}"#), Line::Killed(77)));
+        assert!(matches!(
+            parse(r#"{"left_out":3,"from_id":190}"#),
+            Line::LeftOut { rank: 3, from: 190 }
+        ));
         let recs = vec![(5, rec(1, 2, 3, true))];
         assert!(matches!(parse(&agree_stream::encode(&recs)), Line::Recs(v) if v == recs));
         let r = serde_json::to_string(&ChildResult {
@@ -412,7 +453,15 @@ mod tests {
         })
         .unwrap();
         assert!(matches!(parse(&r), Line::Result(x) if x.rank == 1 && x.finished));
-        for bad in ["", "go", "recs ***", "recs ", r#"{"rank":2}"#, "ready now"] {
+        for bad in [
+            "",
+            "go",
+            "recs ***",
+            "recs ",
+            r#"{"rank":2}"#,
+            r#"{"left_out":3}"#,
+            "ready now",
+        ] {
             assert!(matches!(parse(bad), Line::Bad), "{bad:?}");
         }
     }

@@ -44,9 +44,9 @@ impl Merge {
         }
     }
 
-    /// Takes a batch of `rank`'s returns and passes on what is complete; `dead`: the nodes
-    /// known dead now (their returns do not count, [`Window`]).
-    pub fn push(&mut self, rank: Rank, recs: Vec<(AgreeId, Rec)>, dead: &dyn Fn(Rank) -> bool) {
+    /// Takes a batch of `rank`'s returns and passes on what is complete; `dead(r, i)`: node
+    /// `r`'s return of agreement `i` does not count ([`Window`]).
+    pub fn push(&mut self, rank: Rank, recs: Vec<(AgreeId, Rec)>, dead: &dyn Fn(Rank, AgreeId) -> bool) {
         let r = rank as usize;
         if let Some(&(last, _)) = recs.last() {
             self.reached[r] = Some(self.reached[r].map_or(last, |x| x.max(last)));
@@ -57,19 +57,19 @@ impl Merge {
     }
 
     /// `rank` sends no more (it reported, was killed or its stream ended).
-    pub fn close(&mut self, rank: Rank, dead: &dyn Fn(Rank) -> bool) {
+    pub fn close(&mut self, rank: Rank, dead: &dyn Fn(Rank, AgreeId) -> bool) {
         self.open[rank as usize] = false;
         self.release(dead);
     }
 
     /// Passes everything on and finalizes the window (the end of the run).
-    pub fn finish(&mut self, dead: &dyn Fn(Rank) -> bool) {
+    pub fn finish(&mut self, dead: &dyn Fn(Rank, AgreeId) -> bool) {
         self.open.iter_mut().for_each(|o| *o = false);
         self.release(dead);
-        self.window.flush(&|r, _| dead(r));
+        self.window.flush(dead);
     }
 
-    fn release(&mut self, dead: &dyn Fn(Rank) -> bool) {
+    fn release(&mut self, dead: &dyn Fn(Rank, AgreeId) -> bool) {
         // Everything up to the smallest id every open stream reached is complete (nothing
         // while an open stream has sent nothing yet).
         let mut upto = Some(AgreeId::MAX);
@@ -86,7 +86,7 @@ impl Merge {
             }
             let (id, rec) = self.queues[r].pop_front().expect("a front");
             self.queued -= 1;
-            self.window.record(r as Rank, id, rec, &|r, _| dead(r));
+            self.window.record(r as Rank, id, rec, dead);
         }
     }
 }
@@ -110,15 +110,15 @@ mod tests {
             for r in 0..n as usize {
                 pending[r].push(rec_of(r as u32, i));
                 if pending[r].len() == sizes[r] {
-                    m.push(r as u32, std::mem::take(&mut pending[r]), &|_| false);
+                    m.push(r as u32, std::mem::take(&mut pending[r]), &|_, _| false);
                     most = most.max(m.queued);
                 }
             }
         }
         for (r, p) in pending.into_iter().enumerate() {
-            m.push(r as u32, p, &|_| false);
+            m.push(r as u32, p, &|_, _| false);
         }
-        m.finish(&|_| false);
+        m.finish(&|_, _| false);
         assert_eq!(
             (m.window.agreements, m.window.late, m.window.disagreements),
             (2000, 0, 0)
@@ -133,15 +133,15 @@ mod tests {
     fn a_closed_stream_is_not_waited_for_and_a_silent_one_only_up_to_the_cap() {
         let mut m = Merge::new(2, Window::new(0, None));
         let one = |i: u64| vec![(i, rec(i, i + 1, 1, true))];
-        m.push(0, one(0), &|_| false);
+        m.push(0, one(0), &|_, _| false);
         assert_eq!(m.queued, 1, "node 1 has not spoken yet");
-        m.close(1, &|_| false);
+        m.close(1, &|_, _| false);
         assert_eq!(m.queued, 0);
         // Node 1 of a new merge says something once, then falls silent without closing.
         let mut m = Merge::new(2, Window::new(0, None));
-        m.push(1, one(0), &|_| false);
+        m.push(1, one(0), &|_, _| false);
         for i in 0..(MAX_QUEUED as u64 + 10) {
-            m.push(0, one(i), &|_| false);
+            m.push(0, one(i), &|_, _| false);
         }
         assert!(m.queued <= MAX_QUEUED, "{}", m.queued);
     }

@@ -206,13 +206,14 @@ impl<F: Framing> Driver<F> {
     /// The node starts (or resumes) at `now`: everyone counts as heard from.
     pub fn start(&mut self, now: Instant) {
         let t = self.ns(now);
-        self.det.rest(t);
+        self.det.reset(t);
         self.last_step = now;
     }
 
     /// Receives what the transport has (bounded) into `m`; whether anything came. A node
     /// that was not polling for `suspect_after / 4` (descheduled) does not count the silence
-    /// of others during that time against them (unless [`Driver::without_grace`]).
+    /// of others during that time against them, once per silence ([`Detector::rest`];
+    /// unless [`Driver::without_grace`]).
     #[inline]
     pub fn receive<M: Machine<Msg = F::Msg>>(&mut self, m: &mut M, now: Instant) -> bool {
         let mut progress = false;

@@ -91,7 +91,8 @@ pub(crate) fn reported_and_reaped(e: &str, fake: &FakeExe) {
     assert_eq!(fake.children(), Vec::<u32>::new(), "children left after: {e}");
 }
 
-fn agree_bench(n: u32) -> AgreeBench {
+/// A small UDP agreement benchmark of `n` nodes (also for `launch::agree`'s tests).
+pub(crate) fn agree_bench(n: u32) -> AgreeBench {
     AgreeBench {
         n,
         era: crate::protocol::agree::EraConfig::default(),
