@@ -478,6 +478,12 @@ fn procs_mode_survives_a_real_sigkill() {
     assert_eq!(v["violations"], 0, "{v}");
     assert_eq!(v["timeouts"], 0, "{v}");
     assert_eq!(v["dead_nodes"], serde_json::json!([2]), "{v}");
+    // Every transport counter comes back from the node processes: the ACKs too (a tree's
+    // links carry DATA one way, so its ACKs go alone), and the ratio is theirs.
+    let t = &v["transport"];
+    let (acks, sent) = (t["acks_sent"].as_u64().unwrap(), t["sent"].as_u64().unwrap());
+    assert!(acks > 0 && sent > 0, "{t}");
+    assert_eq!(v["acks_per_data"].as_f64(), Some(acks as f64 / sent as f64), "{v}");
     let unc = v["clock_uncertainty_ns"]
         .as_u64()
         .expect("procs mode reports the clock uncertainty");

@@ -205,7 +205,7 @@ pub fn rank_and_size(rank: Option<u32>, nodes: Option<u32>, what: &str) -> Resul
 pub struct NodeExit {
     pub rank: u32,
     pub alive: bool,
-    pub transport: Option<TransportStatsWire>,
+    pub transport: Option<TransportStats>,
     pub drops: DropCounters,
     pub stale: u64,
     pub spoofed: u64,
@@ -219,39 +219,6 @@ pub struct NodeExit {
     /// The peer whose FENCE stopped this node (a false suspicion made true), if one did.
     #[serde(default)]
     pub fenced_by: Option<u32>,
-}
-
-/// Transport counters as carried in [`NodeExit`].
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-pub struct TransportStatsWire {
-    pub sent: u64,
-    pub received: u64,
-    pub retransmits: u64,
-    pub suspected: u64,
-    pub malformed: u64,
-    pub foreign: u64,
-    #[serde(default)]
-    pub bad_mac: u64,
-    #[serde(default)]
-    pub foreign_job: u64,
-    #[serde(default)]
-    pub bad_rank: u64,
-}
-
-impl From<TransportStats> for TransportStatsWire {
-    fn from(t: TransportStats) -> Self {
-        Self {
-            sent: t.sent,
-            received: t.received,
-            retransmits: t.retransmits,
-            suspected: t.suspected,
-            malformed: t.malformed,
-            foreign: t.foreign,
-            bad_mac: t.bad_mac,
-            foreign_job: t.foreign_job,
-            bad_rank: t.bad_rank,
-        }
-    }
 }
 
 /// One node process's parameters.
@@ -392,7 +359,7 @@ where
         rank: s.rank,
         alive: node.alive(),
         fenced_by: node.fenced_by(),
-        transport: Some(node.transport_stats().into()),
+        transport: Some(node.transport_stats()),
         drops: node.stats.drops,
         stale: node.stats.stale,
         spoofed: node.stats.spoofed,

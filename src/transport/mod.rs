@@ -56,8 +56,11 @@ impl std::fmt::Display for SendError {
     }
 }
 
-/// Counters every transport keeps (never reset; read at the end of a run).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// Counters every transport keeps (never reset; read at the end of a run). A node process
+/// hands them to its parent whole, in this serialized form (a counter its parent's build does
+/// not know reads as 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct TransportStats {
     pub sent: u64,
     pub received: u64,

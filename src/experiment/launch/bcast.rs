@@ -280,15 +280,7 @@ pub fn run_parent(
                 }
                 falsely[r] |= e.fenced_by.is_some();
                 if let Some(t) = e.transport {
-                    res.transport.sent += t.sent;
-                    res.transport.received += t.received;
-                    res.transport.retransmits += t.retransmits;
-                    res.transport.suspected += t.suspected;
-                    res.transport.malformed += t.malformed;
-                    res.transport.foreign += t.foreign;
-                    res.transport.bad_mac += t.bad_mac;
-                    res.transport.foreign_job += t.foreign_job;
-                    res.transport.bad_rank += t.bad_rank;
+                    res.add_transport(&t);
                 }
                 res.stale += e.stale;
                 res.spoofed += e.spoofed;
