@@ -89,6 +89,10 @@ struct Peer {
     ack_due: Instant,
     /// `s + 1` when DATA `s` from the peer came twice and our next ACK must say so (0: none).
     dsack: u64,
+    /// The cumulative and selective ACK we last sent the peer (in any datagram): a DATA they
+    /// cover that comes again was retransmitted because our ACK was lost or is late, not
+    /// because the DATA was (see `on_data`).
+    acked: (u64, u64),
 }
 
 impl Peer {
@@ -100,6 +104,14 @@ impl Peer {
             self.ack_pending = false;
         }
         self.unacked_rx = 0;
+        self.acked = (self.rcv_next, self.held);
+    }
+
+    /// DATA `seq` of the peer was covered by an ACK we sent it.
+    #[inline]
+    fn acked_before(&self, seq: u64) -> bool {
+        let (ack, sack) = self.acked;
+        seq < ack || (seq > ack && seq - ack - 1 < 64 && sack & (1 << (seq - ack - 1)) != 0)
     }
 }
 
@@ -214,6 +226,7 @@ impl Reliable {
                 ack_listed: false,
                 ack_due: now,
                 dsack: 0,
+                acked: (0, 0),
             })
             .collect();
         let slot = TxSlot {
@@ -547,6 +560,7 @@ impl Reliable {
         peer.ack_pending = false;
         peer.unacked_rx = 0;
         peer.dsack = 0;
+        peer.acked = (peer.rcv_next, peer.held);
         let buf = &mut self.ack_buf[p];
         header.write(buf);
         seal(self.cfg.auth.as_ref(), buf);

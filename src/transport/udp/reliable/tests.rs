@@ -24,6 +24,8 @@ struct Wire {
     dropped: usize,
     /// FENCE datagrams (the first `drop_fences`) that the wire loses.
     drop_fences: usize,
+    /// ACK datagrams (the next `drop_acks`) that the wire loses.
+    drop_acks: usize,
     /// Everything sent is lost (a partition).
     cut: bool,
     /// The clock the senders see.
@@ -59,6 +61,10 @@ impl Link for MemLink {
         }
         if d[5] == KIND_FENCE && w.drop_fences > 0 {
             w.drop_fences -= 1;
+            return;
+        }
+        if d[5] == KIND_ACK && w.drop_acks > 0 {
+            w.drop_acks -= 1;
             return;
         }
         if w.cut {

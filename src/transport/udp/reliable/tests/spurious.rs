@@ -68,6 +68,40 @@ fn a_reported_duplicate_teaches_the_rto_the_stall_and_the_next_stall_costs_nothi
 }
 
 #[test]
+fn a_retransmission_for_a_lost_ack_is_not_reported_and_teaches_nothing() {
+    // Rank 1 gets the DATA and acknowledges it, but the ACK is lost: the sender's timer was
+    // right. The copy it then gets is re-acknowledged at once without a duplicate report, so
+    // the sender's RTO only backs off (RFC 6298) instead of taking the whole timeout for a
+    // late original (the Eifel response, which tripled it at every lost ACK).
+    let cfg = UdpConfig::default();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    let mut now = warm(&wire, &mut ns, t0);
+    let before = ns[0].core.rto_estimator(1).unwrap().rto();
+    let (a0, b0) = (ns[0].stats(), ns[1].stats());
+    wire.borrow_mut().drop_acks = 1;
+    ns[0].send(1, b"m", now).unwrap();
+    let end = now + Duration::from_millis(3);
+    while now < end {
+        now += US(5);
+        wire.borrow_mut().now = Some(now);
+        ns[0].poll(now);
+        ns[1].poll(now);
+    }
+    let (a, b) = (ns[0].stats(), ns[1].stats());
+    assert_eq!(ns[0].core.unacked(), 0);
+    assert_eq!(a.retransmits - a0.retransmits, 1, "{a:?}");
+    assert_eq!(b.duplicates - b0.duplicates, 1, "{b:?}");
+    assert_eq!(a.spurious_retransmits, 0, "{a:?}");
+    let rto = ns[0].core.rto_estimator(1).unwrap().rto();
+    assert!(
+        rto <= 2 * before,
+        "backed off once, not inflated: {before:?} -> {rto:?}"
+    );
+    assert_eq!(ns[1].got.len(), 21);
+}
+
+#[test]
 fn a_duplicate_never_retransmitted_teaches_nothing() {
     // The sender's own slot says it was sent once: a duplicate report (a network duplicate,
     // or a forged-but-authentic replay) does not move the RTO.
