@@ -72,7 +72,10 @@ impl Default for UdpConfig {
     /// - `rto_max` 100 ms and `max_retries` 8: a silent peer is suspected after
     ///   [`UdpConfig::suspicion_time`] — 104 ms from `rto_min`, 329 ms from `rto_initial`,
     ///   0.9 s at most — long enough for a peer thread descheduled on an oversubscribed host,
-    ///   short enough for a failure detector.
+    ///   short enough for a failure detector. A thin flight (under
+    ///   [`super::reliable::THIN_FLIGHT`] packets, the protocols' usual case) first retransmits
+    ///   [`super::reliable::LINEAR_TIMEOUTS`] times without backing off and without counting
+    ///   retries: suspected [`UdpConfig::linear_time`] later (7.2 ms from `rto_initial`).
     /// - `stall_factor` 2, `stall_memory` 60 s, `silence_max` 2 s: a peer that came back
     ///   after a stall of `s` (a descheduled thread, a flooded socket) gets `2·s` of silence
     ///   before the next suspicion, and the lesson fades over minutes; a peer never seen
@@ -157,6 +160,16 @@ impl UdpConfig {
             r = r.saturating_mul(2).min(max);
         }
         total
+    }
+
+    /// How much later than [`UdpConfig::suspicion_time`] a silent peer with a thin flight
+    /// to it (the protocols' usual case) is suspected, the RTO being `rto`: its first
+    /// [`super::reliable::LINEAR_TIMEOUTS`] expiries retransmit without backing off and count
+    /// no retry.
+    pub fn linear_time(&self, rto: Duration) -> Duration {
+        let r = rto.max(self.rto_min).min(self.rto_max.max(self.rto_min));
+        r.saturating_add(self.ack_delay)
+            .saturating_mul(super::reliable::LINEAR_TIMEOUTS)
     }
 
     pub(crate) fn validate(&self) -> io::Result<()> {

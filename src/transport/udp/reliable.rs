@@ -23,6 +23,18 @@ use super::timer_wheel::TimerWheel;
 use super::{REORDER, UdpConfig, invalid};
 use crate::transport::{Delivery, MAX_PAYLOAD, SendError, TransportStats};
 
+/// A flight of fewer packets than this is thin (Linux's `tcp_stream_is_thin`): one
+/// operation's messages on a tree link, an agreement's UP or DOWN. Nothing after the last of
+/// them reveals its loss, so only the timer repairs it.
+pub const THIN_FLIGHT: u64 = 4;
+/// Expiries of a thin flight's timer that retransmit without backing the RTO off (Linux's
+/// `tcp_thin_linear_timeouts`, 6 there too): under random loss each round trip fails with
+/// the same odds, and doubling the wait at each made a few losses in a row cost tens of
+/// milliseconds. They do not count toward `max_retries`, so a silent peer is suspected no
+/// sooner than with backoff alone ([`UdpConfig::suspicion_time`]), a thin flight up to
+/// [`UdpConfig::linear_time`] later.
+pub const LINEAR_TIMEOUTS: u32 = 6;
+
 /// A datagram to put on the wire: `bytes` to `to`.
 #[derive(Debug)]
 pub struct Transmit<'a> {
@@ -64,6 +76,9 @@ struct Peer {
     rto: RtoEstimator,
     /// Retransmissions since the peer was last heard from.
     retries: u32,
+    /// Expiries without backoff since the peer last acknowledged something new
+    /// ([`LINEAR_TIMEOUTS`]).
+    linear: u32,
     suspected: bool,
     /// A valid datagram came from the peer once (its port was bound then).
     heard: bool,
@@ -211,6 +226,7 @@ impl Reliable {
                 snd_una: 0,
                 rto,
                 retries: 0,
+                linear: 0,
                 heard: false,
                 suspected: false,
                 last_heard: now,
@@ -510,8 +526,13 @@ impl Reliable {
         if peer.snd_una == peer.next_seq {
             return;
         }
-        peer.retries += 1;
-        if peer.retries > self.cfg.max_retries {
+        let linear = peer.next_seq - peer.snd_una < THIN_FLIGHT && peer.linear < LINEAR_TIMEOUTS;
+        if linear {
+            peer.linear += 1;
+        } else {
+            peer.retries += 1;
+        }
+        if !linear && peer.retries > self.cfg.max_retries {
             // Adaptive: past the retransmission floor, the peer must also have been silent
             // longer than the stalls it came back from (the RTO keeps backing off meanwhile).
             let (una, last_heard) = (peer.snd_una, peer.last_heard);
@@ -531,7 +552,9 @@ impl Reliable {
         }
         let peer = &mut self.peers[p];
         let (una, next, expired_rto) = (peer.snd_una, peer.next_seq, peer.rto.rto());
-        peer.rto.on_timeout();
+        if !linear {
+            peer.rto.on_timeout();
+        }
         let rto = peer.rto.rto() + self.cfg.ack_delay;
         self.retransmit(p, una, now);
         // Go-back-N as TCP after a timeout: the rest of the flight that was neither

@@ -153,6 +153,7 @@ impl Reliable {
                 peer.rto.on_sample(now.saturating_duration_since(newest.sent_at));
             }
             peer.snd_una = ack;
+            peer.linear = 0;
             // The peer may hold its ACK for `ack_delay` (QUIC's max_ack_delay in its PTO).
             let rto = peer.rto.rto() + ack_delay;
             if ack == next {

@@ -239,6 +239,44 @@ fn the_same_inputs_give_the_same_run() {
     }
 }
 
+/// `k` messages sent at `t0`, the first `lost` DATA datagrams lost on the wire: when the
+/// last message arrived, and rank 0's RTO then.
+fn repaired_after_losses(k: u64, lost: usize) -> (Duration, Duration) {
+    let cfg = UdpConfig::default();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    wire.borrow_mut().drop_data = lost;
+    for i in 0..k {
+        ns[0].send(1, &payload(0, i), t0).unwrap();
+    }
+    let step = US(5);
+    let mut now = t0;
+    while (ns[1].got.len() as u64) < k {
+        now += step;
+        assert!(now < t0 + Duration::from_secs(1), "not repaired");
+        wire.borrow_mut().now = Some(now);
+        for n in ns.iter_mut() {
+            n.poll(now);
+        }
+    }
+    (now - t0, ns[0].core.rto_estimator(1).unwrap().rto())
+}
+
+#[test]
+fn a_thin_flight_retransmits_without_backoff_first_and_a_fat_one_backs_off() {
+    let cfg = UdpConfig::default();
+    let expiry = cfg.rto_initial + cfg.ack_delay;
+    let slack = (cfg.rto_min / 8 + US(5)) * 4 + US(20);
+    // One message lost three times: its fourth copy (the third retransmission) arrives after
+    // three expiries of the same timeout, not after 1 + 2 + 4 of a doubling one.
+    let (at, rto) = repaired_after_losses(1, 3);
+    assert!(at >= expiry * 3 && at <= expiry * 3 + slack, "{at:?}");
+    assert_eq!(rto, cfg.rto_initial);
+    // Four messages (not thin), the first one lost once: the timer backs off at once.
+    let (_, rto) = repaired_after_losses(THIN_FLIGHT, 1);
+    assert_eq!(rto, cfg.rto_initial * 2);
+}
+
 #[test]
 fn the_retransmission_timer_repairs_a_lost_datagram() {
     // One message, lost on the wire: no later packet reveals the gap, only the RTO repairs it.
@@ -271,10 +309,11 @@ fn the_retransmission_timer_repairs_a_lost_datagram() {
     assert_eq!(ns[1].got, vec![(0, b"once".to_vec())]);
     assert_eq!(ns[0].stats().retransmits, 1);
     assert_eq!(ns[0].core.unacked(), 0);
-    // Karn: the retransmitted packet gave no sample, the backed-off RTO stays.
+    // Karn: the retransmitted packet gave no sample; one packet is a thin flight, whose first
+    // expiries do not back the RTO off (`LINEAR_TIMEOUTS`).
     let rto = ns[0].core.rto_estimator(1).unwrap();
     assert_eq!(rto.srtt(), None);
-    assert_eq!(rto.rto(), cfg.rto_initial * 2);
+    assert_eq!(rto.rto(), cfg.rto_initial);
 }
 
 /// A leaving endpoint waits for what it sent before its marks (the first message, lost once
@@ -332,15 +371,16 @@ fn a_peer_that_never_answers_is_suspected_after_the_backoff() {
         }
     }
     let at = suspected_at.expect("suspected");
-    let bound = cfg.suspicion_time(cfg.rto_initial);
-    // Each of the max_retries + 1 expiries fires within a wheel tick and a poll step.
-    let slack = (cfg.rto_min / 8 + step) * (cfg.max_retries + 1);
+    // One message: a thin flight, retransmitted LINEAR_TIMEOUTS times without backoff first.
+    let bound = cfg.suspicion_time(cfg.rto_initial) + cfg.linear_time(cfg.rto_initial);
+    // Each of the expiries fires within a wheel tick and a poll step.
+    let slack = (cfg.rto_min / 8 + step) * (cfg.max_retries + 1 + LINEAR_TIMEOUTS);
     assert!(at >= bound && at <= bound + slack, "{at:?} vs {bound:?}");
     assert_eq!(ns[0].suspects, vec![1]);
     assert!(ns[0].core.is_suspected(1) && !ns[0].core.is_suspected(2));
     assert_eq!(ns[0].send(1, b"x", now), Err(SendError::Suspected));
     assert_eq!(ns[2].got, vec![(0, b"hello".to_vec())]);
-    assert_eq!(ns[0].stats().retransmits, u64::from(cfg.max_retries));
+    assert_eq!(ns[0].stats().retransmits, u64::from(cfg.max_retries + LINEAR_TIMEOUTS));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::transport::testutil::{assert_complete, exchange};
+use crate::transport::udp::reliable::LINEAR_TIMEOUTS;
 
 #[test]
 fn udp_send_refusals() {
@@ -111,7 +112,8 @@ fn udp_suspect_is_reported_once_then_sends_refused() {
         max_retries: 3,
         ..UdpConfig::default()
     };
-    let bound = cfg.suspicion_time(cfg.rto_initial);
+    // One message: a thin flight, whose first expiries do not count (`LINEAR_TIMEOUTS`).
+    let bound = cfg.suspicion_time(cfg.rto_initial) + cfg.linear_time(cfg.rto_initial);
     let mut eps = local(2, cfg);
     let start = Instant::now();
     eps[0].send(1, b"hello?", start).unwrap();
@@ -133,7 +135,7 @@ fn udp_suspect_is_reported_once_then_sends_refused() {
     assert!(eps[0].is_suspected(1));
     assert_eq!(eps[0].unacked(), 0);
     let s = eps[0].stats();
-    assert_eq!((s.suspected, s.retransmits), (1, 3));
+    assert_eq!((s.suspected, s.retransmits), (1, 3 + u64::from(LINEAR_TIMEOUTS)));
     // What the suspected peer sends is dropped.
     eps[1].send(0, b"late", Instant::now()).unwrap();
     std::thread::sleep(MS(2));
@@ -173,11 +175,10 @@ fn pump_virtual(
 }
 
 #[test]
-fn udp_a_sleeping_receivers_duplicates_end_the_backoff_and_teach_the_rto_its_delay() {
+fn udp_a_sleeping_receivers_duplicates_teach_the_rto_its_delay() {
     // Karn's rule alone (the RFC 6298 test with a really lost packet is
-    // `reliable::tests::the_retransmission_timer_repairs_a_lost_datagram`) would keep the
-    // backed-off RTO and learn nothing; here the original was not lost, rank 1 slept, and its
-    // duplicate report says so.
+    // `reliable::tests::the_retransmission_timer_repairs_a_lost_datagram`) would learn nothing;
+    // here the original was not lost, rank 1 slept, and its duplicate report says so.
     let cfg = UdpConfig::default();
     let mut eps = local(2, cfg.clone());
     let mut b = eps.pop().unwrap();
@@ -185,22 +186,23 @@ fn udp_a_sleeping_receivers_duplicates_end_the_backoff_and_teach_the_rto_its_del
     let start = Instant::now();
     let mut clock = start;
     a.send(1, b"a", clock).unwrap();
-    // Rank 1 sleeps through two expiries of rank 0's timer (after 1 ms, then 2 ms more, each
-    // plus the ACK delay a peer may take, `d`). Timers fire at their deadline at the
-    // earliest, within a tick (rto_min / 8) after it.
+    // Rank 1 sleeps through two expiries of rank 0's timer (after 1 ms, then 1 ms more: a
+    // thin flight's first expiries do not back off, `LINEAR_TIMEOUTS`; each plus the ACK
+    // delay a peer may take, `d`). Timers fire at their deadline at the earliest, within a
+    // tick (rto_min / 8) after it.
     let us = Duration::from_micros;
     let d = cfg.ack_delay;
     a.poll(clock + us(999) + d, &mut |_| {}).unwrap();
     assert_eq!(a.stats().retransmits, 0, "not before the RTO");
     a.poll(clock + us(1_030) + d, &mut |_| {}).unwrap();
     assert_eq!(a.stats().retransmits, 1);
-    a.poll(clock + us(3_029) + 2 * d, &mut |_| {}).unwrap();
-    assert_eq!(a.stats().retransmits, 1, "not before the backed-off RTO");
-    clock += us(3_060) + 2 * d;
+    a.poll(clock + us(2_029) + 2 * d, &mut |_| {}).unwrap();
+    assert_eq!(a.stats().retransmits, 1, "not before the next RTO");
+    clock += us(2_060) + 2 * d;
     a.poll(clock, &mut |_| {}).unwrap();
     assert_eq!(a.stats().retransmits, 2);
-    let backed_off = a.rto_estimator(1).unwrap();
-    assert_eq!(backed_off.rto(), cfg.rto_initial * 4);
+    let linear = a.rto_estimator(1).unwrap();
+    assert_eq!(linear.rto(), cfg.rto_initial, "a thin flight's timer did not back off");
     let mut got = [Vec::new(), Vec::new()];
     let step = Duration::from_micros(10);
     assert!(pump_virtual(&mut a, &mut b, &mut clock, step, 200, &mut got, |a, _| {
@@ -212,8 +214,8 @@ fn udp_a_sleeping_receivers_duplicates_end_the_backoff_and_teach_the_rto_its_del
     // The delay from the original send to the report is the estimator's sample.
     let after = a.rto_estimator(1).unwrap();
     let srtt = after.srtt().expect("a sample from the report");
-    assert!(srtt >= us(3_060) + 2 * d && srtt <= clock - start, "{after:?}");
-    assert!(after.rto() >= 3 * us(3_060), "{after:?}");
+    assert!(srtt >= us(2_060) + 2 * d && srtt <= clock - start, "{after:?}");
+    assert!(after.rto() >= 3 * us(2_060), "{after:?}");
     // Packets sent once give samples of a few 10 µs steps and bring the RTO back down.
     for _ in 0..64 {
         a.send(1, b"b", clock).unwrap();

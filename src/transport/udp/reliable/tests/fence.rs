@@ -355,7 +355,11 @@ fn an_endpoint_that_could_not_drain_its_link_suspects_only_at_the_ceiling() {
     let (calm, _) = suspected_at(false).expect("suspected");
     assert!(
         // Each expiry is seen at the next 1 ms poll, and the next timer runs from there.
-        calm <= cfg.suspicion_time(cfg.rto_initial) + MS(1) * (cfg.max_retries + 1) + MS(2) && calm < cfg.silence_max,
+        calm <= cfg.suspicion_time(cfg.rto_initial)
+            + cfg.linear_time(cfg.rto_initial)
+            + MS(1) * (cfg.max_retries + 1 + LINEAR_TIMEOUTS)
+            + MS(2)
+            && calm < cfg.silence_max,
         "{calm:?}"
     );
     let (flooded, s) = suspected_at(true).expect("suspected at the ceiling");
