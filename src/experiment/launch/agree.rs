@@ -177,13 +177,16 @@ impl Outcomes {
 
     /// One line of the node in `slot` (a kill already noted in `killed`).
     fn take(&mut self, slot: usize, line: Line) {
-        let from = &self.left_out_from;
-        let dead = |r: u32, id: AgreeId| id >= from[r as usize];
-        match line {
-            Line::LeftOut { rank, from } => match self.left_out_from.get_mut(rank as usize) {
+        if let Line::LeftOut { rank, from } = line {
+            match self.left_out_from.get_mut(rank as usize) {
                 Some(f) => *f = (*f).min(from),
                 None => self.bad_lines += 1,
-            },
+            }
+            return;
+        }
+        let dead = left_out(&self.left_out_from);
+        match line {
+            Line::LeftOut { .. } => {}
             Line::Recs(v) => self.merge.push(slot as u32, v, &dead),
             Line::Result(res) => {
                 self.results[slot] = Some(*res);
@@ -201,9 +204,13 @@ impl Outcomes {
 
     /// Every stream is over: the rest goes to the window.
     fn finish(&mut self) {
-        let from = &self.left_out_from;
-        self.merge.finish(&|r, id| id >= from[r as usize]);
+        self.merge.finish(&left_out(&self.left_out_from));
     }
+}
+
+/// Whose returns the window leaves out: node `r`'s from agreement `from[r]` on.
+fn left_out(from: &[AgreeId]) -> impl Fn(u32, AgreeId) -> bool + '_ {
+    move |r, id| id >= from[r as usize]
 }
 
 /// The window that classes `b`'s returns (warm-up, the first kill).

@@ -114,12 +114,19 @@ impl Peer {
     /// A DATA datagram to the peer carried our cumulative and selective ACK: no ACK datagram
     /// is owed any more, unless a duplicate must be reported (only an ACK datagram says so).
     #[inline]
-    fn rode_ack(&mut self) {
+    fn rode_ack(&mut self) -> (u64, u64) {
         if self.dsack == 0 {
             self.ack_pending = false;
         }
         self.unacked_rx = 0;
+        self.ack_fields()
+    }
+
+    /// The cumulative and selective ACK a datagram to the peer carries now, noted as sent.
+    #[inline]
+    fn ack_fields(&mut self) -> (u64, u64) {
         self.acked = (self.rcv_next, self.held);
+        self.acked
     }
 
     /// DATA `seq` of the peer was covered by an ACK we sent it.
@@ -501,8 +508,7 @@ impl Reliable {
         let at = i * MAX_DATAGRAM;
         let len = usize::from(self.tx_meta[i].len);
         let peer = &mut self.peers[p];
-        let (ack, sack) = (peer.rcv_next, peer.held);
-        peer.rode_ack();
+        let (ack, sack) = peer.rode_ack();
         write_ack_fields(&mut self.tx_buf[at..at + HEADER_LEN], ack, sack);
         let slot = &mut self.tx_meta[i];
         slot.retransmitted = true;
@@ -570,6 +576,7 @@ impl Reliable {
 
     fn send_ack(&mut self, p: usize) {
         let peer = &mut self.peers[p];
+        let (ack, sack) = peer.ack_fields();
         let header = Header {
             kind: KIND_ACK,
             len: 0,
@@ -577,13 +584,12 @@ impl Reliable {
             from: self.rank,
             to: p as u32,
             seq: peer.dsack,
-            ack: peer.rcv_next,
-            sack: peer.held,
+            ack,
+            sack,
         };
         peer.ack_pending = false;
         peer.unacked_rx = 0;
         peer.dsack = 0;
-        peer.acked = (peer.rcv_next, peer.held);
         let buf = &mut self.ack_buf[p];
         header.write(buf);
         seal(self.cfg.auth.as_ref(), buf);

@@ -82,12 +82,7 @@ impl Reliable {
     /// Queues a header-only datagram of `kind` (FENCE or PROBE) to `p` in its control buffer.
     fn send_control(&mut self, p: usize, kind: u8) {
         let peer = &mut self.peers[p];
-        let (ack, sack) = if kind == KIND_FENCE {
-            (0, 0)
-        } else {
-            peer.acked = (peer.rcv_next, peer.held);
-            peer.acked
-        };
+        let (ack, sack) = if kind == KIND_FENCE { (0, 0) } else { peer.ack_fields() };
         let header = Header {
             kind,
             len: 0,
