@@ -222,6 +222,8 @@ impl ClusterResult {
         s.fenced += t.fenced;
         s.spurious_retransmits += t.spurious_retransmits;
         s.beats_sent += t.beats_sent;
+        s.timeouts += t.timeouts;
+        s.timeout_wait_ns += t.timeout_wait_ns;
     }
 
     /// Adds one node's counters: its transport's and its own, and whether it died (and why).

@@ -99,6 +99,11 @@ pub struct TransportStats {
     /// Retransmissions the peer reported receiving twice (the original was late, not lost:
     /// the RTO adapted to the delay, see `udp/reliable/receive.rs`).
     pub spurious_retransmits: u64,
+    /// Retransmission timer expiries that sent the oldest unacknowledged datagram again, and
+    /// the sum of their waits since its last transmission, ns: the timeout a lost message
+    /// with nothing behind it costs (what `bench --loss`'s model charges per lost copy).
+    pub timeouts: u64,
+    pub timeout_wait_ns: u64,
     /// Heartbeats sent outside the reliable stream ([`Transport::beat`]: UDP's PROBEs), not
     /// counted in `sent`.
     pub beats_sent: u64,

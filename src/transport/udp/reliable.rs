@@ -562,6 +562,9 @@ impl Reliable {
             peer.rto.on_timeout();
         }
         let rto = peer.rto.rto() + self.cfg.ack_delay;
+        let waited = now.saturating_duration_since(self.tx_meta[self.tx_index(p, una)].last_tx);
+        self.stats.timeouts += 1;
+        self.stats.timeout_wait_ns += waited.as_nanos() as u64;
         self.retransmit(p, una, now);
         // Go-back-N as TCP after a timeout: the rest of the flight that was neither
         // selectively acknowledged nor sent within the expired RTO is presumed lost too.

@@ -10,6 +10,9 @@ const CLOCK_GRANULARITY: Duration = Duration::from_micros(1);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RtoEstimator {
     srtt: Option<Duration>,
+    /// The least RTT sampled (RFC 8985's `min_RTT`, over the connection's life: a fabric's
+    /// or a host's path does not change under a job).
+    min_rtt: Option<Duration>,
     rttvar: Duration,
     rto: Duration,
     min: Duration,
@@ -22,6 +25,7 @@ impl RtoEstimator {
         let max = max.max(min);
         RtoEstimator {
             srtt: None,
+            min_rtt: None,
             rttvar: Duration::ZERO,
             rto: initial.max(min).min(max),
             min,
@@ -41,6 +45,12 @@ impl RtoEstimator {
         self.srtt
     }
 
+    /// The least RTT sampled, once a sample was taken.
+    #[inline]
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
     /// The RTT variation.
     pub fn rttvar(&self) -> Duration {
         self.rttvar
@@ -49,6 +59,7 @@ impl RtoEstimator {
     /// A new RTT measurement `r` (of a packet never retransmitted: Karn's rule).
     #[inline]
     pub fn on_sample(&mut self, r: Duration) {
+        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         match self.srtt {
             // 2.2: SRTT = R, RTTVAR = R/2.
             None => {
@@ -107,6 +118,17 @@ mod tests {
         let mut e = RtoEstimator::new(Duration::from_secs(1), Duration::from_secs(1), Duration::MAX);
         e.on_sample(MS(100));
         assert_eq!(e.rto(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_least_rtt_is_kept_whatever_the_smoothed_one_does() {
+        let mut e = RtoEstimator::new(Duration::from_secs(1), MS(1), Duration::from_secs(60));
+        assert_eq!(e.min_rtt(), None);
+        for r in [40, 10, 200, 200, 200, 30] {
+            e.on_sample(MS(r));
+        }
+        assert_eq!(e.min_rtt(), Some(MS(10)));
+        assert!(e.srtt().unwrap() > MS(60), "{:?}", e.srtt());
     }
 
     #[test]

@@ -272,9 +272,62 @@ fn a_thin_flight_retransmits_without_backoff_first_and_a_fat_one_backs_off() {
     let (at, rto) = repaired_after_losses(1, 3);
     assert!(at >= expiry * 3 && at <= expiry * 3 + slack, "{at:?}");
     assert_eq!(rto, cfg.rto_initial);
-    // Four messages (not thin), the first one lost once: the timer backs off at once.
-    let (_, rto) = repaired_after_losses(THIN_FLIGHT, 1);
+    // Four messages (not thin), all lost once (no later one reveals a hole): the timer
+    // backs off at once.
+    let (_, rto) = repaired_after_losses(THIN_FLIGHT, THIN_FLIGHT as usize);
     assert_eq!(rto, cfg.rto_initial * 2);
+}
+
+#[test]
+fn a_hole_behind_a_message_the_peer_has_is_resent_at_once_not_at_the_smoothed_rtt() {
+    // A link whose messages go one at a time (a tree link): every ACK is held `ack_delay`,
+    // so the smoothed RTT is about `ack_delay` while the path's round trip is 20 µs.
+    let cfg = UdpConfig::default();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    let step = US(2);
+    let mut now = t0;
+    let run_until = |ns: &mut [Node], now: &mut Instant, end: Instant| {
+        while *now < end {
+            *now += step;
+            wire.borrow_mut().now = Some(*now);
+            for n in ns.iter_mut() {
+                n.poll(*now);
+            }
+        }
+    };
+    for i in 0..12 {
+        ns[0].send(1, &payload(0, i), now).unwrap();
+        let end = now + cfg.ack_delay + US(100);
+        run_until(&mut ns, &mut now, end);
+    }
+    let srtt = ns[0].core.rto_estimator(1).unwrap().srtt().unwrap();
+    assert!(srtt >= cfg.ack_delay, "every ACK was held: {srtt:?}");
+    assert_eq!(ns[0].stats().retransmits, 0);
+    // Two messages back to back, the first lost: the second reveals the hole (the peer's
+    // gap ACK), and the sender resends it at once, not a smoothed RTT after it sent it.
+    wire.borrow_mut().drop_data = 1;
+    let sent_at = now;
+    ns[0].send(1, b"lost", now).unwrap();
+    ns[0].send(1, b"behind", now).unwrap();
+    let mut repaired = None;
+    while repaired.is_none() {
+        now += step;
+        assert!(now < sent_at + cfg.rto_max, "never repaired");
+        wire.borrow_mut().now = Some(now);
+        for n in ns.iter_mut() {
+            n.poll(now);
+        }
+        if ns[1].got.len() == 14 {
+            repaired = Some(now - sent_at);
+        }
+    }
+    let at = repaired.unwrap();
+    // Two round trips of the path (the gap ACK back, the copy out) and the poll steps.
+    assert!(at <= US(40) + step * 4, "repaired after {at:?} (smoothed RTT {srtt:?})");
+    assert_eq!(&ns[1].got[12..], &[(0, b"lost".to_vec()), (0, b"behind".to_vec())]);
+    assert_eq!(ns[0].stats().retransmits, 1);
+    assert_eq!(ns[0].stats().timeouts, 0, "no timer fired");
 }
 
 #[test]
