@@ -961,3 +961,76 @@ fn huge_logp_parameters_are_rejected_not_wrapped() {
         assert_eq!(v["aborted_runs"], 0, "{algo}: {v}");
     }
 }
+
+/// A short UDP bench of `nodes` nodes under `loss`, o and L given (no estimate), no crash.
+fn lossy_bench<'a>(nodes: &'a str, loss: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "bench",
+        "--nodes",
+        nodes,
+        "--iterations",
+        "300",
+        "--warmup",
+        "20",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "2000",
+        "--kill",
+        "none",
+        "--loss",
+        loss,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `bench --loss P`: every node's transport drops P of what it receives and repairs it; the
+/// run is still exactly once everywhere, the losses and repairs are counted, and the model
+/// says what it charged. Local and `--procs` runs (the node processes get the flag).
+#[test]
+fn bench_under_injected_loss_repairs_every_loss_and_models_it() {
+    for extra in [&["--json"][..], &["--json", "--procs"]] {
+        let v = json(&lossy_bench("4", "0.1", extra));
+        assert_eq!(v["measured_ops"], 300, "{v}");
+        assert_eq!(v["violations"], 0, "{v}");
+        assert_eq!(v["timeouts"], 0, "{v}");
+        assert_eq!(v["config"]["loss"].as_f64(), Some(0.1), "{v}");
+        let t = &v["transport"];
+        let (lost, retx) = (
+            t["injected_losses"].as_u64().unwrap(),
+            t["retransmits"].as_u64().unwrap(),
+        );
+        assert!(lost > 0 && retx > 0, "{extra:?}: {t}");
+        // Most losses are repaired by the peer's report of what came behind them; a timer's
+        // repairs are counted with their waits (below the 100 ms ceiling).
+        assert!(t["timeouts"].as_u64().unwrap() < retx, "{t}");
+        if let Some(k) = t["timeouts"].as_u64().filter(|&k| k > 0) {
+            let mean = t["timeout_wait_ns"].as_u64().unwrap() / k;
+            assert!(mean > 0 && mean < 100_000_000, "{t}");
+        }
+        assert!(
+            v["prediction"]["coloring"]["ratio"]["p50"]
+                .as_f64()
+                .is_some_and(|r| r > 0.0),
+            "{v}"
+        );
+    }
+    let (code, out, _) = ftcoll(&lossy_bench("3", "0.05", &[]));
+    assert_eq!(code, 0);
+    assert!(out.contains("loss: each node's transport dropped 5.0 %"), "{out}");
+    for (bad, says) in [
+        (vec!["--loss", "1"], "--loss must be a fraction in [0, 1), got 1"),
+        (vec!["--loss=-0.1"], "--loss must be a fraction in [0, 1)"),
+        (
+            vec!["--loss", "0.1", "--transport", "inproc"],
+            "--loss needs --transport udp",
+        ),
+    ] {
+        let mut args = vec!["bench", "--nodes", "3", "--iterations", "10"];
+        args.extend(bad);
+        let (code, _, err) = ftcoll(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says) && err.trim().lines().count() == 1, "{err}");
+    }
+}

@@ -114,6 +114,7 @@ fn bench_spec(nodes: u32, transport: TransportKind, kill: Option<&str>, seed: u6
         bind: None,
         emulate_delay_ns: 0,
         emulate_jitter_ns: 0,
+        loss: 0.0,
         boot: None,
         boot_parent: None,
         control_port: 0,

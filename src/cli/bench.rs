@@ -105,6 +105,11 @@ pub struct BenchArgs {
     /// With --join: the IP to publish for this node [default: the interface toward rank 0].
     #[arg(long, requires = "join")]
     pub bind: Option<std::net::IpAddr>,
+    /// Drop this fraction of the datagrams every node receives (UDP, local and --procs runs):
+    /// the transport repairs each loss by retransmission, and the prediction models it (each
+    /// lost copy of a message costs the sender's retransmission timeout) [default: 0].
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub loss: f64,
     /// Emulated one-way link delay in ns, held in the UDP transport on receive (for kernels
     /// without `netem`; the netns script passes it) [default: 0, off; --join runs only].
     #[arg(long = "emulate-delay-ns", default_value_t = 0)]
@@ -178,6 +183,7 @@ impl BenchArgs {
             bind: self.bind,
             emulate_delay_ns: self.emulate_delay_ns,
             emulate_jitter_ns: self.emulate_jitter_ns,
+            loss: self.loss,
             boot: self.boot,
             boot_parent: self.boot_parent,
             control_port: self.control_port,
@@ -277,6 +283,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             params: a.params.clone(),
             o_ns_given: a.o_ns.is_some(),
             l_ns_given: a.l_ns.is_some(),
+            loss: out.noise.as_ref().and_then(|n| n.loss),
+            loss_rto_measured: out.loss_rto_measured,
         },
         algo: &out.algo,
         res: &out.res,
@@ -293,7 +301,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         model: out.model,
         model_cores: out.model_cores,
         model_visit_ns: out.model_visit_ns,
-        noisy: out.noise.is_some(),
+        // Loss alone (a fixed o and L) is not drawn from measured distributions.
+        noisy: out.noise.as_ref().is_some_and(|n| n.loss.is_none() || !n.is_constant()),
         node_hop: out.node_hop,
         cores: out.cores,
         verdict: &verdict,

@@ -82,6 +82,10 @@ pub struct NodeArgs {
     /// Uniform jitter added to --emulate-delay-ns, ns.
     #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
     pub emulate_jitter_ns: u64,
+    /// Drop this fraction of the datagrams this node receives (`bench --loss`; UDP, a node
+    /// of `bench --procs`) [default: 0].
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub loss: f64,
     /// Crash specs (see `bench --kill`); only the one naming this rank applies.
     #[arg(long)]
     pub kill: Option<String>,
@@ -126,6 +130,7 @@ impl NodeArgs {
             control_timeout_ms: self.control_timeout_ms,
             emulate_delay_ns: self.emulate_delay_ns,
             emulate_jitter_ns: self.emulate_jitter_ns,
+            loss: self.loss,
             kill: self.kill.clone(),
             transport: self.transport.kind(),
             verbs_dir: self.verbs_dir.clone(),

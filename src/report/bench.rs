@@ -37,6 +37,10 @@ pub struct BenchFacts {
     /// Whether o and L were given (not estimated or calibrated).
     pub o_ns_given: bool,
     pub l_ns_given: bool,
+    /// The injected loss as the model has it (`bench --loss`), in the model's unit.
+    pub loss: Option<crate::sim::noise::Loss>,
+    /// The loss model's timeout is the run's mean wait before a timer retransmission.
+    pub loss_rto_measured: bool,
 }
 
 /// A finished bench run and everything its report shows.
@@ -122,6 +126,7 @@ pub fn print(r: &BenchReport) {
                 "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
                 "model_cores": model_cores, "model_visit_ns": model_cores.map(|_| model_visit_ns), "noisy_model": noisy,
                 "stage_stamps": crate::runtime::node::stages::ON,
+                "loss": a.loss.map_or(0.0, |l| l.p),
             },
             "logp_estimate": est,
             "calibration": cal,
@@ -250,6 +255,22 @@ pub fn print(r: &BenchReport) {
         } else {
             "model: noisy LogGP: each message's o_s, o_r and L drawn from the distributions of the ping-pong above\n"
         };
+    }
+    if let Some(l) = a.loss {
+        let ns = |t: crate::model::Time| t.saturating_mul(model.unit_ns) as f64 / 1000.0;
+        s += &format!(
+            "loss: each node's transport dropped {:.1} % of the datagrams it received; model: a lost copy of a message arrives again one retransmission timeout later ({:.0} us, {}; the first {} times, then doubling up to {:.0} us; a mean {:.1} us per message)\n",
+            l.p * 100.0,
+            ns(l.rto),
+            if a.loss_rto_measured {
+                "the run's mean wait before a timer retransmission"
+            } else {
+                "the transport's floor, rto_min + ack_delay: no timer fired"
+            },
+            l.linear,
+            ns(l.max),
+            l.mean_delay() * model.unit_ns as f64 / 1000.0
+        );
     }
     if o_ns != own_o_ns {
         s += &format!(

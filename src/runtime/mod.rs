@@ -60,8 +60,8 @@ pub struct Bench {
     /// The protocols' LogGP, in the model's time unit (`cluster.tick_ns` ns; see
     /// [`crate::model::BenchModel`]).
     pub model: LogGP,
-    /// UDP only: fraction of datagrams the transport drops on purpose (tests of the
-    /// reliability layer); also reorders the same fraction.
+    /// UDP only: fraction of the datagrams each transport drops on receive (`bench --loss`),
+    /// repaired by its retransmissions.
     pub loss: f64,
     /// UDP only: the job's key; every datagram is authenticated with it (`None`: not).
     #[serde(skip)]
@@ -76,7 +76,8 @@ pub fn endpoints(kind: TransportKind, n: u32, job: u64, seed: u64, loss: f64) ->
     endpoints_bounded(kind, n, job, seed, loss, None, None)
 }
 
-/// [`endpoints`], with UDP datagrams authenticated by `auth` when given, for members whose
+/// [`endpoints`] (UDP: each endpoint drops `loss` of the datagrams it receives), with UDP
+/// datagrams authenticated by `auth` when given, for members whose
 /// failure detector suspects a silent peer after `suspect_after` (when given): their UDP
 /// transports retransmit to a silent peer at least that long before they suspect it
 /// ([`UdpConfig::retries_for`]), so a detector's longer bound is not undercut by theirs.
@@ -107,7 +108,6 @@ pub fn endpoints_bounded(
                 job,
                 seed,
                 loss,
-                reorder: loss,
                 auth,
                 max_retries: suspect_after.map_or(UdpConfig::default().max_retries, |b| {
                     UdpConfig::default().retries_for(b)

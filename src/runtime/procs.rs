@@ -242,6 +242,8 @@ pub struct NodeSpec {
     pub sigkill_self: bool,
     /// Emulated one-way link delay and jitter in the UDP transport (zero: off).
     pub link_delay: (Duration, Duration),
+    /// Fraction of the datagrams the UDP transport drops on receive (loss injection).
+    pub loss: f64,
     /// The job's key (`None`: unauthenticated).
     pub auth: Option<crate::transport::udp::auth::AuthKey>,
 }
@@ -266,6 +268,7 @@ pub fn udp_config(s: &NodeSpec) -> UdpConfig {
         seed: s.seed,
         delay: s.link_delay.0,
         delay_jitter: s.link_delay.1,
+        loss: s.loss,
         auth: s.auth.clone(),
         ..UdpConfig::default()
     }

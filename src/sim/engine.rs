@@ -70,6 +70,11 @@ impl Dest {
     }
 }
 
+/// The top bit of a message event's sender at its arrival stage: copies of the message were
+/// lost ([`crate::sim::noise::Loss`]) and the one that arrives is a retransmission. Cleared
+/// before the receive is scheduled, so a receive's sender is a plain rank.
+const LATE_COPY: Rank = 1 << 31;
+
 /// An event. Both stages of a message are one variant ([`Dest`] tells them apart), so that a
 /// message type with a spare niche holds the event's tag: a corrected tree's event (`C = 0`) is
 /// 16 bytes, not 20 (a broadcast at 2^20 processes holds about four instants of a million
@@ -311,6 +316,13 @@ where
         }
     }
 
+    /// Is process `r` done with the operation at `t` (delivered, and its protocol will send
+    /// nothing more)? A late copy reaching it then is stale.
+    #[cold]
+    fn stale(&self, shared: &P::Shared, r: Rank, t: Time) -> bool {
+        self.slots[r as usize].delivered && self.nodes[r as usize].finished(&self.cx(shared, r, t))
+    }
+
     /// After an event at `r`: an idle sender is asked at once what it sends (its state is
     /// hot in cache now; a deferred poll at the same instant would miss again), unless a timer
     /// of `r` is due at this instant or the protocol takes suspicions (which may arrive at the
@@ -360,11 +372,12 @@ where
                 st.quiescence = st.quiescence.max(sent.end);
                 if self.core.timing.noisy() || core.is_some() {
                     // The receive takes the receiver's port (and core) when the message arrives.
+                    let from = if self.core.timing.last_late() { r | LATE_COPY } else { r };
                     self.core.cal.push(
                         sent.arrive,
                         Ev::Msg {
                             to: Dest::arrive(to),
-                            from: r,
+                            from,
                             msg,
                         },
                     );
@@ -463,6 +476,17 @@ where
                     let i = to as usize;
                     let queued = self.receives == Receives::Queued;
                     let alive = self.slots[i].death > t;
+                    let from = if from & LATE_COPY != 0 {
+                        // A retransmitted copy that reaches a process done with the operation
+                        // is no activity of it: a runtime node has retired the operation (or
+                        // does when the last node is done) and drops the copy as stale.
+                        if alive && self.stale(shared, to, t) {
+                            continue;
+                        }
+                        from & !LATE_COPY
+                    } else {
+                        from
+                    };
                     let port = if queued { self.slots[i].recv_free } else { 0 };
                     let core = self.core(to).filter(|_| alive);
                     let ev = Ev::Msg {

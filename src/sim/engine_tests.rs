@@ -54,6 +54,7 @@ impl Runs {
                 os: Dist::Samples(vec![g.os, g.os + 1, 2 * g.os]),
                 or: Dist::Samples(vec![g.or, g.or + 2]),
                 l: Dist::Samples(vec![g.l, g.l / 2, 3 * g.l + 1]),
+                loss: None,
             })
         })
     }

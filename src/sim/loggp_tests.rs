@@ -170,6 +170,7 @@ impl Visit for NoisyVsFixed {
             os: Dist::Samples(vec![g.os; 3]),
             or: Dist::Quantiles(vec![(0.0, g.or as f64), (1.0, g.or as f64)]),
             l: Dist::Const(g.l),
+            loss: None,
         })));
         for seed in 0..4 {
             let a = fixed.run(shared, &self.faults, seed, 10_000_000);
@@ -289,6 +290,7 @@ fn one_hop_percentiles_follow_the_input_distribution() {
         os: Dist::Const(10),
         or: Dist::Samples(vec![20]),
         l: Dist::Quantiles(q.clone()),
+        loss: None,
     };
     let n = 2;
     let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, gp).unwrap();
@@ -326,4 +328,102 @@ fn one_hop_percentiles_follow_the_input_distribution() {
     assert_eq!(again.coloring.percentiles(), s.coloring.percentiles());
     let other = run_many::<CorrectedTree<0>>(&shared, &Experiment { seed: 4, ..ex.clone() }, &|_| {});
     assert_ne!(other.coloring.percentiles().mean, s.coloring.percentiles().mean);
+}
+
+/// A binomial corrected tree of `n` processes with `correction`, each copy of a message lost
+/// with `loss` (no faults), `runs` runs from `seed`: the shared state and the experiment.
+fn lossy(
+    n: u32,
+    gp: LogGP,
+    correction: Correction,
+    loss: crate::sim::noise::Loss,
+    runs: u64,
+    seed: u64,
+) -> (TreeShared, Experiment) {
+    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, gp).unwrap();
+    let shared = TreeShared::new(tree, gp, correction, Start::Synchronized);
+    let ex = Experiment {
+        n,
+        logp: gp,
+        noise: Some(Arc::new(Noise::constant(gp).with_loss(Some(loss)))),
+        receives: crate::sim::Receives::Queued,
+        cores: None,
+        visit: 0,
+        faults: Faults::default(),
+        runs,
+        seed,
+        threads: 1,
+        max_events: 100_000,
+    };
+    (shared, ex)
+}
+
+#[test]
+fn a_lossy_hop_is_late_by_the_timeouts_of_its_lost_copies() {
+    // Two processes, no correction: the coloring is o_s + L + o_r, plus a timeout for each
+    // lost copy of the one message. Closed form: P(on time) = 1 − p, P(one timeout) = p(1 − p),
+    // mean = o_s + L + o_r + the loss's mean delay.
+    let gp = LogGP::new(100, 10, 20, 0, 0).unwrap();
+    let loss = crate::sim::noise::Loss {
+        p: 0.2,
+        rto: 500,
+        linear: 6,
+        max: 50_000,
+    };
+    let (shared, ex) = lossy(2, gp, Correction::None, loss, 40_000, 5);
+    let s = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});
+    assert_eq!(s.aborted_runs, 0);
+    assert_eq!(s.uncolored_runs, 0);
+    let hop = 130.0;
+    // p50 on time (80 % of runs), p90 one timeout late (80 % + 16 % = 96 % within it).
+    assert_eq!(s.coloring.quantile(0.5), hop);
+    assert_eq!(s.coloring.quantile(0.9), hop + 500.0);
+    let mean = s.coloring.percentiles().mean;
+    let want = hop + loss.mean_delay();
+    assert!((mean - want).abs() <= 0.03 * want, "mean {mean} vs {want}");
+    // Without loss the same experiment is the fixed hop.
+    let plain = Experiment {
+        noise: Some(Arc::new(Noise::constant(gp))),
+        ..ex
+    };
+    let p = run_many::<CorrectedTree<0>>(&shared, &plain, &|_| {});
+    assert_eq!(p.coloring.quantile(0.999), hop);
+}
+
+#[test]
+fn a_late_copy_to_a_process_done_with_the_operation_is_no_activity() {
+    // Half of all copies lost, each costing a timeout far above the broadcast: nearly every
+    // run loses some message, yet the checked correction colors everyone without waiting
+    // (p50 far below the timeout), and the late copies that reach processes already done
+    // are dropped as stale (a runtime node has retired the operation), so quiescence is
+    // not the timeout either. Without that rule the p50 quiescence would be a timeout.
+    let gp = LogGP::new(6, 2, 2, 0, 0).unwrap();
+    let rto = 100_000;
+    let loss = crate::sim::noise::Loss {
+        p: 0.5,
+        rto,
+        linear: 6,
+        max: 10 * rto,
+    };
+    let (shared, ex) = lossy(4, gp, Correction::Checked, loss, 2000, 7);
+    let s = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});
+    assert_eq!(s.aborted_runs, 0);
+    assert_eq!(s.uncolored_runs, 0);
+    assert!(
+        s.coloring.quantile(0.5) < (rto / 100) as f64,
+        "{:?}",
+        s.coloring.percentiles()
+    );
+    assert!(
+        s.quiescence.quantile(0.5) < (rto / 100) as f64,
+        "{:?}",
+        s.quiescence.percentiles()
+    );
+    // Some runs do wait: a process whose every message was lost gets the first copy a
+    // timeout late.
+    assert!(
+        s.coloring.quantile(0.999) >= rto as f64,
+        "{:?}",
+        s.coloring.percentiles()
+    );
 }

@@ -14,6 +14,10 @@
 //! percentiles as `ftcoll logp --save` writes them, in ns: a calibration file is read through
 //! its `noise` member). A parameter left out keeps the engine's
 //! fixed value. Unknown keys are rejected.
+//!
+//! Datagram loss repaired by retransmission ([`Loss`]) comes on top of the drawn `L`:
+//! `"loss": {"p": 0.05, "rto": 400, "linear": 6, "max": 100000}` (`linear` and `max`
+//! optional: the UDP transport's thin-flight rule and RTO ceiling).
 
 use serde::Deserialize;
 
@@ -98,14 +102,93 @@ struct RawNoise {
     or: Option<RawDist>,
     #[serde(rename = "L")]
     l: Option<RawDist>,
+    loss: Option<RawLoss>,
 }
 
-/// The per-message distributions of `o_s`, `o_r` and `L`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLoss {
+    p: f64,
+    rto: f64,
+    linear: Option<u32>,
+    max: Option<f64>,
+}
+
+/// Datagram loss under a retransmitting transport, as `ftcoll bench --loss` injects it: each
+/// copy of a message is lost with probability `p`, and its sender sends it again when its
+/// retransmission timer expires, `rto` after the last copy for the first `linear` expiries and
+/// then twice as long at each (at most `max`): the UDP transport's rule for a thin flight,
+/// every tree and agreement message's (`transport/udp/reliable.rs`, `LINEAR_TIMEOUTS`, as
+/// Linux's `tcp_thin_linear_timeouts`). A message whose first `k` copies were lost arrives
+/// the sum of `k` timeouts late. What is not modeled: the retransmissions' send overhead,
+/// the receive overhead of a duplicate after a lost acknowledgement (it delays no delivery),
+/// and the order of a link's later messages behind a lost one (a tree link carries one
+/// message per operation).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Loss {
+    pub p: f64,
+    pub rto: Time,
+    pub linear: u32,
+    pub max: Time,
+}
+
+impl Loss {
+    /// The expiries at the first timeout before the backoff starts: the UDP transport's
+    /// `LINEAR_TIMEOUTS` (the experiments check that the two agree).
+    pub const LINEAR: u32 = 6;
+
+    /// Expiries after which a lost message is given up on here (its sender's transport would
+    /// have suspected the receiver long before): bounds a draw at `p` near 1.
+    const MAX_COPIES: u32 = 64;
+
+    /// How late one message arrives: the timeouts of the copies lost before one got through.
+    /// Out of line: the send it is drawn for is inlined into the simulator's event loop.
+    #[inline(never)]
+    pub fn delay(&self, rng: &mut ProtoRng) -> Time {
+        let mut late: Time = 0;
+        let mut rto = self.rto;
+        let mut lost = 0;
+        while lost < Self::MAX_COPIES && rng.unit() < self.p {
+            lost += 1;
+            late = late.saturating_add(rto);
+            if lost >= self.linear {
+                rto = rto.saturating_mul(2).min(self.max.max(self.rto));
+            }
+        }
+        late
+    }
+
+    /// The expected delay of one message (what [`Loss::delay`] averages to).
+    pub fn mean_delay(&self) -> f64 {
+        let (mut mean, mut rto, mut reach) = (0.0, self.rto as f64, 1.0);
+        for lost in 1..=Self::MAX_COPIES {
+            reach *= self.p;
+            mean += reach * rto;
+            if lost >= self.linear {
+                rto = (rto * 2.0).min(self.max.max(self.rto) as f64);
+            }
+        }
+        mean
+    }
+
+    fn scaled(&self, f: f64) -> Loss {
+        let t = |v: Time| (v as f64 * f).round() as Time;
+        Loss {
+            rto: t(self.rto),
+            max: t(self.max),
+            ..*self
+        }
+    }
+}
+
+/// The per-message distributions of `o_s`, `o_r` and `L`, and the loss on top of `L`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Noise {
     pub os: Dist,
     pub or: Dist,
     pub l: Dist,
+    /// `None`: no message is lost.
+    pub loss: Option<Loss>,
 }
 
 /// Largest value accepted in a noise file (keeps time arithmetic far from overflow).
@@ -159,11 +242,53 @@ impl Noise {
             v = inner.take();
         }
         let raw: RawNoise = serde_json::from_value(v).map_err(|e| format!("noise: {e}"))?;
+        let loss = match raw.loss {
+            None => None,
+            Some(l) => {
+                if !(0.0..1.0).contains(&l.p) {
+                    return Err(format!("noise: loss: p must be a probability below 1, got {}", l.p));
+                }
+                let rto = value("loss.rto", l.rto)?;
+                if rto == 0 {
+                    return Err("noise: loss: rto must be positive".into());
+                }
+                Some(Loss {
+                    p: l.p,
+                    rto,
+                    linear: l.linear.unwrap_or(Loss::LINEAR),
+                    max: l
+                        .max
+                        .map(|m| value("loss.max", m))
+                        .transpose()?
+                        .unwrap_or(rto.saturating_mul(1 << 9)),
+                })
+            }
+        };
         Ok(Noise {
             os: convert("os", raw.os, fixed.os)?,
             or: convert("or", raw.or, fixed.or)?,
             l: convert("L", raw.l, fixed.l)?,
+            loss,
         })
+    }
+
+    /// The same distributions with `loss` on top of `L`.
+    pub fn with_loss(self, loss: Option<Loss>) -> Noise {
+        Noise { loss, ..self }
+    }
+
+    /// One message's flight: a draw of `L` and, under loss, the timeouts of its lost copies;
+    /// and whether a copy was lost (the one that arrives is a retransmission).
+    #[inline]
+    pub fn flight(&self, rng: &mut ProtoRng) -> (Time, bool) {
+        let l = self.l.draw(rng);
+        match &self.loss {
+            Some(loss) => {
+                let late = loss.delay(rng);
+                (l.saturating_add(late), late > 0)
+            }
+            None => (l, false),
+        }
     }
 
     /// The distributions in another time unit: `o_s` times `fs`, `o_r` times `fr`, `L` times
@@ -173,6 +298,7 @@ impl Noise {
             os: self.os.scaled(fs, 1),
             or: self.or.scaled(fr, 1),
             l: self.l.scaled(fl, 0),
+            loss: self.loss.map(|l| l.scaled(fl)),
         }
     }
 
@@ -182,12 +308,18 @@ impl Noise {
         Self::from_json(&text, fixed).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// Is every draw of `o_s`, `o_r` and `L` the same (loss aside)?
+    pub fn is_constant(&self) -> bool {
+        self.os.constant().is_some() && self.or.constant().is_some() && self.l.constant().is_some()
+    }
+
     /// Every parameter fixed at `p`'s value.
     pub fn constant(p: LogGP) -> Noise {
         Noise {
             os: Dist::Const(p.os),
             or: Dist::Const(p.or),
             l: Dist::Const(p.l),
+            loss: None,
         }
     }
 }
@@ -220,6 +352,72 @@ mod tests {
         ] {
             assert!(Noise::from_json(bad, base).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_loss_parses_with_the_transports_defaults_and_rejects_bad_input() {
+        let base = LogGP::new(7, 2, 3, 0, 0).unwrap();
+        let n = Noise::from_json(r#"{"loss": {"p": 0.1, "rto": 40}}"#, base).unwrap();
+        let loss = n.loss.unwrap();
+        assert_eq!((loss.p, loss.rto, loss.linear), (0.1, 40, Loss::LINEAR));
+        assert!(loss.max >= loss.rto);
+        assert_eq!(n.l, Dist::Const(7), "L keeps its value under loss");
+        let scaled = n.scaled(1.0, 1.0, 0.5).loss.unwrap();
+        assert_eq!(
+            (scaled.rto, scaled.p),
+            (20, 0.1),
+            "the timeout is a time, the probability is not"
+        );
+        for bad in [
+            r#"{"loss": {"p": 1.0, "rto": 40}}"#,
+            r#"{"loss": {"p": -0.1, "rto": 40}}"#,
+            r#"{"loss": {"p": 0.1, "rto": 0}}"#,
+            r#"{"loss": {"p": 0.1}}"#,
+            r#"{"loss": {"p": 0.1, "rto": 4, "x": 1}}"#,
+        ] {
+            assert!(Noise::from_json(bad, base).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_lost_copy_costs_its_timeout_linear_first_then_doubling() {
+        let loss = Loss {
+            p: 0.5,
+            rto: 10,
+            linear: 2,
+            max: 1000,
+        };
+        // The possible delays: 0, then the timeouts 10, 10, 20, 40, ... summed.
+        let mut sums = vec![0];
+        let mut rto = 10;
+        for lost in 1..=40u32 {
+            sums.push(sums.last().unwrap() + rto);
+            if lost >= 2 {
+                rto = (rto * 2).min(1000);
+            }
+        }
+        let mut rng = ProtoRng::new(9);
+        let k = 200_000;
+        let draws: Vec<Time> = (0..k).map(|_| loss.delay(&mut rng)).collect();
+        assert!(
+            draws.iter().all(|d| sums.contains(d)),
+            "every delay is a sum of timeouts"
+        );
+        // P(no copy lost) = 1 − p, P(exactly one) = p(1 − p).
+        let share = |v: Time| draws.iter().filter(|&&d| d == v).count() as f64 / k as f64;
+        assert!((share(0) - 0.5).abs() < 0.01, "{}", share(0));
+        assert!((share(10) - 0.25).abs() < 0.01, "{}", share(10));
+        assert!((share(20) - 0.125).abs() < 0.01, "{}", share(20));
+        assert!((share(40) - 0.0625).abs() < 0.005, "{}", share(40));
+        let mean = draws.iter().sum::<Time>() as f64 / k as f64;
+        assert!(
+            (mean / loss.mean_delay() - 1.0).abs() < 0.05,
+            "{mean} vs {}",
+            loss.mean_delay()
+        );
+        let none = Loss { p: 0.0, ..loss };
+        assert!((0..1000).all(|_| none.delay(&mut rng) == 0));
+        assert_eq!(none.mean_delay(), 0.0);
     }
 
     #[test]

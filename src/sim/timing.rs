@@ -38,6 +38,9 @@ pub struct Timing {
     t_rslot: Time,
     noise: Option<Arc<Noise>>,
     nrng: ProtoRng,
+    /// Noisy mode: copies of the last message sent were lost ([`crate::sim::noise::Loss`]);
+    /// the one that arrives is a retransmission ([`Timing::last_late`]).
+    late: bool,
     /// Shared cores: how many (0: a core per process), and when each is free again.
     cores: u32,
     core_free: Vec<Time>,
@@ -75,6 +78,7 @@ impl Timing {
             t_or: logp.or,
             t_rslot: logp.recv_slot(),
             noise: None,
+            late: false,
             nrng: ProtoRng::new(0),
             cores: 0,
             core_free: Vec::new(),
@@ -212,10 +216,11 @@ impl Timing {
     pub fn send(&mut self, core: Option<usize>, r: Rank, t: Time) -> Sent {
         let s = if let Some(nz) = self.noise.as_deref() {
             let send = nz.os.draw(&mut self.nrng).saturating_add(self.logp.gk);
-            let flight = send.saturating_add(nz.l.draw(&mut self.nrng));
+            let (l, late) = nz.flight(&mut self.nrng);
+            self.late = late;
             Sent {
                 end: t + send,
-                arrive: t + flight,
+                arrive: t + send.saturating_add(l),
                 next: t + send.max(self.logp.g).max(1),
             }
         } else {
@@ -255,6 +260,12 @@ impl Timing {
     pub fn receive_fixed(&self, arrive: Time, port_free: Time) -> (Time, Time) {
         let start = arrive.max(port_free);
         (start + self.t_or, start + self.t_rslot)
+    }
+
+    /// Noisy mode: whether copies of the message of the last [`Timing::send`] were lost.
+    #[inline]
+    pub fn last_late(&self) -> bool {
+        self.late
     }
 
     /// `o_r` without noise (a receive that does not queue).

@@ -12,6 +12,8 @@ use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::logp::{Calibration, Estimate, estimate_samples};
 use crate::sim::Noise;
+use crate::sim::noise::Loss;
+use crate::transport::udp::UdpConfig;
 
 /// The model a run's protocols count in and its prediction uses.
 pub struct RunModel {
@@ -110,6 +112,15 @@ impl Checked {
             }
             _ => None,
         };
+        // Injected loss: each lost copy of a message costs its sender's retransmission timer.
+        let noise = match loss_model(a.loss, model.unit_ns) {
+            None => noise,
+            lossy => Some(Arc::new(
+                noise
+                    .map_or_else(|| Noise::constant(model.loggp), |n| (*n).clone())
+                    .with_loss(lossy),
+            )),
+        };
         Ok(RunModel {
             cal,
             est,
@@ -141,5 +152,42 @@ impl Checked {
             (a.warmup, a.iterations),
         )
         .map(Some)
+    }
+}
+
+/// The model of `bench --loss p` in units of `unit_ns` ns (`None` without loss): a lost copy
+/// of a message is sent again when the sender's retransmission timer expires, which on an
+/// idle link (a round trip far below the RTO's floor) is the transport's floor, `rto_min`
+/// plus the `ack_delay` a receiver may hold its acknowledgement
+/// (`transport/udp/reliable.rs`), linear for a thin flight's first expiries, then doubling
+/// up to `rto_max` ([`Loss`]).
+pub(crate) fn loss_model(p: f64, unit_ns: u64) -> Option<Loss> {
+    if p <= 0.0 {
+        return None;
+    }
+    let cfg = UdpConfig::default();
+    let units = |d: std::time::Duration| (d.as_nanos() as u64 / unit_ns.max(1)).max(1);
+    Some(Loss {
+        p,
+        rto: units(cfg.rto_min + cfg.ack_delay),
+        linear: Loss::LINEAR,
+        max: units(cfg.rto_max + cfg.ack_delay),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loss_model_is_the_transports_retransmission_rule() {
+        // The simulator cannot see the transport (it sits beside it): the two agree here.
+        assert_eq!(Loss::LINEAR, crate::transport::udp::reliable::LINEAR_TIMEOUTS);
+        assert_eq!(loss_model(0.0, 50), None);
+        let l = loss_model(0.1, 50).unwrap();
+        let cfg = UdpConfig::default();
+        assert_eq!(u128::from(l.rto) * 50, (cfg.rto_min + cfg.ack_delay).as_nanos());
+        assert_eq!(u128::from(l.max) * 50, (cfg.rto_max + cfg.ack_delay).as_nanos());
+        assert_eq!(l.p, 0.1);
     }
 }

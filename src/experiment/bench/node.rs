@@ -54,6 +54,8 @@ pub struct NodeRunSpec {
     pub control_timeout_ms: u64,
     pub emulate_delay_ns: u64,
     pub emulate_jitter_ns: u64,
+    /// Fraction of received datagrams dropped (loss injection; not with `join`).
+    pub loss: f64,
     /// Crash specs; only the one naming this rank applies.
     pub kill: Option<String>,
     pub transport: TransportKind,
@@ -83,6 +85,12 @@ impl NodeRunSpec {
         }
         if a.size > 1024 {
             return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
+        }
+        if !(0.0..1.0).contains(&a.loss) {
+            return Err(format!("--loss must be a fraction in [0, 1), got {}", a.loss));
+        }
+        if a.loss > 0.0 && (a.join.is_some() || a.transport != TransportKind::Udp) {
+            return Err("--loss applies to a UDP node of `bench --procs` (not --join, not verbs)".into());
         }
         if let Some(coordinator) = a.join {
             if a.transport == TransportKind::Inproc {
@@ -217,6 +225,7 @@ impl NodeRunSpec {
                 Duration::from_nanos(a.emulate_delay_ns),
                 Duration::from_nanos(a.emulate_jitter_ns),
             ),
+            loss: a.loss,
         };
         let mut agent =
             ChildAgent::new(control, a.job.unwrap_or(1), rank, n).map_err(|e| format!("control socket: {e}"))?;

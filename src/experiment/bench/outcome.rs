@@ -26,8 +26,12 @@ pub struct BenchOutcome {
     /// workers step their nodes in turn: the node-hop run's measured visit cost; 0 where the
     /// kernel schedules node processes).
     pub model_visit_ns: u64,
-    /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units.
+    /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units,
+    /// and the injected loss (`bench --loss`).
     pub noise: Option<Arc<Noise>>,
+    /// The loss model's retransmission timeout is the run's (its transports' mean wait before
+    /// a timer retransmission), not the transport's floor.
+    pub loss_rto_measured: bool,
     /// The node's own cost per hop folded into the model's overheads (`None`: o and L given,
     /// or a launched run).
     pub node_hop: Option<NodeHop>,
@@ -52,6 +56,7 @@ pub(super) struct Hosting {
 impl BenchOutcome {
     /// The outcome of a run of `algo` hosted as `h`, counted in `m`, that measured `res`.
     pub(super) fn assemble(algo: Algo, m: RunModel, h: Hosting, res: ClusterResult) -> BenchOutcome {
+        let (noise, loss_rto_measured) = measured_timeout(m.noise, &res, m.model.unit_ns);
         BenchOutcome {
             algo,
             res,
@@ -63,7 +68,8 @@ impl BenchOutcome {
                 (Some(_), true, Some(hop)) => hop.visit_ns,
                 _ => 0,
             },
-            noise: m.noise,
+            noise,
+            loss_rto_measured,
             node_hop: m.node_hop,
             workers: h.workers,
             poll: h.poll,
@@ -72,5 +78,22 @@ impl BenchOutcome {
             own_o_ns: m.own_o_ns,
             cores: h.cores,
         }
+    }
+}
+
+/// Under injected loss, the timeout a lost copy costs as the run's transports waited it: the
+/// mean wait of their timer retransmissions (an RTO above its floor where the round trips
+/// the estimator sampled were long, the timer wheel's tick), in units of `unit_ns`; the
+/// floor the model was built with where no timer fired.
+fn measured_timeout(noise: Option<Arc<Noise>>, res: &ClusterResult, unit_ns: u64) -> (Option<Arc<Noise>>, bool) {
+    let t = &res.transport;
+    match noise {
+        Some(n) if t.timeouts > 0 && n.loss.is_some() => {
+            let mut loss = n.loss.expect("checked");
+            loss.rto = (t.timeout_wait_ns / t.timeouts / unit_ns.max(1)).max(1);
+            loss.max = loss.max.max(loss.rto);
+            (Some(Arc::new((*n).clone().with_loss(Some(loss)))), true)
+        }
+        n => (n, false),
     }
 }

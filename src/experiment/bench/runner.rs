@@ -111,7 +111,7 @@ impl Checked {
             transport: a.transport,
             kills: kills.clone(),
             model: m.model.loggp,
-            loss: 0.0,
+            loss: a.loss,
             auth: if a.join.is_none() && a.transport == TransportKind::Udp {
                 crate::experiment::launch::job::fresh_session(self.key(env)?)?
             } else {
@@ -258,6 +258,9 @@ impl Checked {
             }
             v.extend(["--kill".to_string(), format_kills(&mine)]);
             v.extend(["--poll".to_string(), child_poll.clone()]);
+            if a.loss > 0.0 {
+                v.extend(["--loss".to_string(), a.loss.to_string()]);
+            }
             if a.transport == TransportKind::Verbs {
                 // QP data goes through a directory beside the hostfile.
                 v.extend([

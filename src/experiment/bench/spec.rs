@@ -53,6 +53,9 @@ pub struct BenchSpec {
     pub bind: Option<IpAddr>,
     pub emulate_delay_ns: u64,
     pub emulate_jitter_ns: u64,
+    /// Fraction of the datagrams each node's UDP transport drops on receive (loss injection,
+    /// repaired by retransmission; local and `procs` runs).
+    pub loss: f64,
     /// A launched run bootstrapped by the BMG overlay: this node's address.
     pub boot: Option<SocketAddrV4>,
     /// With `boot`: the launch-tree parent's address (every rank but 0).
@@ -152,6 +155,17 @@ impl BenchSpec {
         }
         if a.nodes < 2 {
             return Err(format!("--nodes must be at least 2, got {}", a.nodes));
+        }
+        if !(0.0..1.0).contains(&a.loss) {
+            return Err(format!("--loss must be a fraction in [0, 1), got {}", a.loss));
+        }
+        if a.loss > 0.0 && a.transport != TransportKind::Udp {
+            return Err("--loss needs --transport udp (the loss is injected in the UDP transport and repaired by its retransmissions)".into());
+        }
+        if a.loss > 0.0 && (a.join.is_some() || a.boot.is_some()) {
+            return Err(
+                "--loss applies to local and --procs runs (a launched run's network loses what it loses)".into(),
+            );
         }
         (env.configure_verbs)(a.transport)?;
         if a.join.is_some() && a.transport == TransportKind::Verbs {

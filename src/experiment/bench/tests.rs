@@ -32,6 +32,7 @@ fn spec(nodes: u32) -> BenchSpec {
         bind: None,
         emulate_delay_ns: 0,
         emulate_jitter_ns: 0,
+        loss: 0.0,
         boot: None,
         boot_parent: None,
         control_port: 47000,

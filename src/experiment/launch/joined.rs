@@ -241,6 +241,7 @@ fn run_launched(
         control_timeout: j.timeout,
         sigkill_self,
         link_delay: j.link_delay,
+        loss: 0.0,
         auth: key,
     };
     algo.dispatch(j.n, model.loggp, RunNode(&spec, transport, agent))?
