@@ -97,6 +97,8 @@ struct Peer {
     rcv_next: u64,
     /// Bit i: `rcv_next + 1 + i` is in the reorder buffer (the SACK bitmap we send).
     held: u64,
+    /// Reports of the open hole repeated so far (each waits twice as long as the last).
+    nack_repeats: u32,
     /// Messages delivered since our last ACK to the peer.
     unacked_rx: usize,
     ack_pending: bool,
@@ -244,6 +246,7 @@ impl Reliable {
                 fence_tx: None,
                 rcv_next: 0,
                 held: 0,
+                nack_repeats: 0,
                 unacked_rx: 0,
                 ack_pending: false,
                 ack_listed: false,
@@ -614,10 +617,37 @@ impl Reliable {
                 self.send_ack(p);
                 self.peers[p].ack_listed = false;
                 self.ack_list.swap_remove(i);
+                if self.peers[p].held != 0 {
+                    // A hole is still open: the report may have been lost, and the sender
+                    // resends a hole only when told (or at its timer). Tell it again soon,
+                    // then less and less often (a sender that died never fills it).
+                    let again = self.nack_repeat(p);
+                    self.peers[p].nack_repeats += 1;
+                    self.want_ack(p, now + again);
+                } else {
+                    self.peers[p].nack_repeats = 0;
+                }
             } else {
                 i += 1;
             }
         }
+    }
+
+    /// How soon a receiver with a hole from `p` repeats its report (its ACK with the selective
+    /// bitmap): first after twice the least round trip to `p` it has sampled (else a quarter
+    /// of the RTO's floor; at least 10 µs), then twice as long each time, up to `rto_max`. A
+    /// lost report (the NACK) then costs that, not the sender's retransmission timer
+    /// (`rto_min + ack_delay` and more).
+    fn nack_repeat(&self, p: usize) -> Duration {
+        let peer = &self.peers[p];
+        let first = peer
+            .rto
+            .min_rtt()
+            .map_or(self.cfg.rto_min / 4, |m| m * 2)
+            .max(Duration::from_micros(10));
+        first
+            .saturating_mul(1 << peer.nack_repeats.min(16))
+            .min(self.cfg.rto_max)
     }
 
     /// The earliest instant at which a timer or a delayed ACK is due.

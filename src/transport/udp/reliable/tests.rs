@@ -331,6 +331,54 @@ fn a_hole_behind_a_message_the_peer_has_is_resent_at_once_not_at_the_smoothed_rt
 }
 
 #[test]
+fn a_lost_report_of_a_hole_is_repeated_before_the_senders_timer() {
+    // Two messages back to back on a fresh link, the first lost, and the receiver's first
+    // report of the hole (its gap ACK) lost too: the receiver reports again a quarter of the
+    // RTO's floor later (it has no round trip to the sender sampled), and the sender
+    // resends the hole then, not at its timer (rto_initial + ack_delay, 1.2 ms).
+    let cfg = UdpConfig::default();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    wire.borrow_mut().drop_data = 1;
+    wire.borrow_mut().drop_acks = 1;
+    ns[0].send(1, b"lost", t0).unwrap();
+    ns[0].send(1, b"behind", t0).unwrap();
+    let step = US(2);
+    let mut now = t0;
+    while ns[1].got.len() < 2 {
+        now += step;
+        assert!(now < t0 + cfg.rto_max, "never repaired");
+        wire.borrow_mut().now = Some(now);
+        for n in ns.iter_mut() {
+            n.poll(now);
+        }
+    }
+    let at = now - t0;
+    // The repeat (rto_min / 4), its flight back and the copy's flight out, and poll steps.
+    assert!(at <= cfg.rto_min / 4 + US(40) + step * 4, "repaired after {at:?}");
+    assert_eq!(ns[1].got, vec![(0, b"lost".to_vec()), (0, b"behind".to_vec())]);
+    assert_eq!(ns[0].stats().retransmits, 1);
+    assert_eq!(ns[0].stats().timeouts, 0, "no timer fired");
+    // Once the hole is filled the receiver stops repeating: over the next RTO no more
+    // than the ACK of the repaired pair goes out.
+    let acks = ns[1].stats().acks_sent;
+    let end = now + cfg.rto_initial;
+    while now < end {
+        now += step;
+        wire.borrow_mut().now = Some(now);
+        for n in ns.iter_mut() {
+            n.poll(now);
+        }
+    }
+    assert!(
+        ns[1].stats().acks_sent <= acks + 1,
+        "{} then {}",
+        acks,
+        ns[1].stats().acks_sent
+    );
+}
+
+#[test]
 fn the_retransmission_timer_repairs_a_lost_datagram() {
     // One message, lost on the wire: no later packet reveals the gap, only the RTO repairs it.
     let cfg = UdpConfig::default();
