@@ -86,9 +86,7 @@ impl NodeRunSpec {
         if a.size > 1024 {
             return Err(format!("--size must be at most 1024 bytes, got {}", a.size));
         }
-        if !(0.0..1.0).contains(&a.loss) {
-            return Err(format!("--loss must be a fraction in [0, 1), got {}", a.loss));
-        }
+        super::spec::check_loss(a.loss)?;
         if a.loss > 0.0 && (a.join.is_some() || a.transport != TransportKind::Udp) {
             return Err("--loss applies to a UDP node of `bench --procs` (not --join, not verbs)".into());
         }

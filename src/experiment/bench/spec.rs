@@ -94,6 +94,15 @@ pub struct Checked {
     pub kill_text: String,
 }
 
+/// `--loss`'s value (of `bench` and of a `procs` node): a fraction in `[0, 1)`.
+pub(crate) fn check_loss(p: f64) -> Result<(), String> {
+    if (0.0..1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(format!("--loss must be a fraction in [0, 1), got {p}"))
+    }
+}
+
 fn default_kills(a: &BenchSpec) -> String {
     if a.nodes < 3 {
         return "none".into();
@@ -156,9 +165,7 @@ impl BenchSpec {
         if a.nodes < 2 {
             return Err(format!("--nodes must be at least 2, got {}", a.nodes));
         }
-        if !(0.0..1.0).contains(&a.loss) {
-            return Err(format!("--loss must be a fraction in [0, 1), got {}", a.loss));
-        }
+        check_loss(a.loss)?;
         if a.loss > 0.0 && a.transport != TransportKind::Udp {
             return Err("--loss needs --transport udp (the loss is injected in the UDP transport and repaired by its retransmissions)".into());
         }

@@ -146,6 +146,14 @@ fn nodes(n: u32, cfg: &UdpConfig, latency: Duration, t0: Instant) -> (Rc<RefCell
     (wire, nodes)
 }
 
+/// Every endpoint polls at `now`, the wire's clock set to it.
+fn tick(wire: &Rc<RefCell<Wire>>, ns: &mut [Node], now: Instant) {
+    wire.borrow_mut().now = Some(now);
+    for n in ns.iter_mut() {
+        n.poll(now);
+    }
+}
+
 fn payload(from: u32, i: u64) -> Vec<u8> {
     let mut p = vec![from as u8; 1 + (i % 97) as usize];
     p[..1].copy_from_slice(&[(i % 251) as u8]);
@@ -287,19 +295,13 @@ fn a_hole_behind_a_message_the_peer_has_is_resent_at_once_not_at_the_smoothed_rt
     let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
     let step = US(2);
     let mut now = t0;
-    let run_until = |ns: &mut [Node], now: &mut Instant, end: Instant| {
-        while *now < end {
-            *now += step;
-            wire.borrow_mut().now = Some(*now);
-            for n in ns.iter_mut() {
-                n.poll(*now);
-            }
-        }
-    };
     for i in 0..12 {
         ns[0].send(1, &payload(0, i), now).unwrap();
         let end = now + cfg.ack_delay + US(100);
-        run_until(&mut ns, &mut now, end);
+        while now < end {
+            now += step;
+            tick(&wire, &mut ns, now);
+        }
     }
     let srtt = ns[0].core.rto_estimator(1).unwrap().srtt().unwrap();
     assert!(srtt >= cfg.ack_delay, "every ACK was held: {srtt:?}");
@@ -314,10 +316,7 @@ fn a_hole_behind_a_message_the_peer_has_is_resent_at_once_not_at_the_smoothed_rt
     while repaired.is_none() {
         now += step;
         assert!(now < sent_at + cfg.rto_max, "never repaired");
-        wire.borrow_mut().now = Some(now);
-        for n in ns.iter_mut() {
-            n.poll(now);
-        }
+        tick(&wire, &mut ns, now);
         if ns[1].got.len() == 14 {
             repaired = Some(now - sent_at);
         }
@@ -348,10 +347,7 @@ fn a_lost_report_of_a_hole_is_repeated_before_the_senders_timer() {
     while ns[1].got.len() < 2 {
         now += step;
         assert!(now < t0 + cfg.rto_max, "never repaired");
-        wire.borrow_mut().now = Some(now);
-        for n in ns.iter_mut() {
-            n.poll(now);
-        }
+        tick(&wire, &mut ns, now);
     }
     let at = now - t0;
     // The repeat (rto_min / 4), its flight back and the copy's flight out, and poll steps.
@@ -365,10 +361,7 @@ fn a_lost_report_of_a_hole_is_repeated_before_the_senders_timer() {
     let end = now + cfg.rto_initial;
     while now < end {
         now += step;
-        wire.borrow_mut().now = Some(now);
-        for n in ns.iter_mut() {
-            n.poll(now);
-        }
+        tick(&wire, &mut ns, now);
     }
     assert!(
         ns[1].stats().acks_sent <= acks + 1,
