@@ -111,6 +111,7 @@ fn measure(n: u32, runs: u64, threads: usize) -> (f64, f64, f64) {
         receives: Default::default(),
         cores: None,
         visit: 0,
+        work: 0,
     };
     let t = Instant::now();
     let s = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});

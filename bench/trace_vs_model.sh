@@ -33,7 +33,8 @@ import json, sys
 c = json.load(open(sys.argv[1]))["config"]
 flags = ["--nodes", c["nodes"], "--os", c["os_ns"], "--or", c["or_ns"], "--L", c["L_ns"]]
 if c.get("model_cores"):
-    flags += ["--cores", c["model_cores"], "--core-visit", c.get("model_visit_ns") or 0]
+    flags += ["--cores", c["model_cores"], "--core-visit", c.get("model_visit_ns") or 0,
+              "--core-work", c.get("model_work_ns") or 0]
 print(" ".join(str(f) for f in flags))
 PY
 )"

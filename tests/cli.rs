@@ -171,7 +171,7 @@ fn model_prints_predictions() {
 /// the same runs slower than cores that switch for free, and the JSON says which model ran.
 #[test]
 fn sim_cores_that_visit_in_turn_are_slower_than_free_switching() {
-    let run = |visit: &str| {
+    let run = |visit: &str, work: &str| {
         let mut args = vec![
             "sim",
             "--nodes",
@@ -186,14 +186,23 @@ fn sim_cores_that_visit_in_turn_are_slower_than_free_switching() {
         if !visit.is_empty() {
             args.extend(["--core-visit", visit]);
         }
+        if !work.is_empty() {
+            args.extend(["--core-work", work]);
+        }
         json(&args)
     };
-    let (free, visiting) = (run(""), run("3"));
+    let (free, visiting, working) = (run("", ""), run("3", ""), run("3", "2"));
     assert_eq!(free["config"]["core_visit"], 0, "{free}");
     assert_eq!(visiting["config"]["core_visit"], 3, "{visiting}");
+    assert_eq!(visiting["config"]["core_work"], 0, "{visiting}");
+    assert_eq!(working["config"]["core_work"], 2, "{working}");
     let p50 = |v: &serde_json::Value| v["coloring_latency"]["p50"].as_f64().unwrap();
     assert!(p50(&visiting) > p50(&free), "{visiting} {free}");
-    assert_eq!(visiting["aborted_runs"], 0);
+    // A visit with work that holds its core after the work: slower again.
+    assert!(p50(&working) > p50(&visiting), "{working} {visiting}");
+    for v in [&free, &visiting, &working] {
+        assert_eq!(v["aborted_runs"], 0, "{v}");
+    }
 }
 
 #[test]
@@ -217,6 +226,7 @@ fn misuse_is_one_line_and_exit_2() {
         &["sim", "--threads", "0"],
         &["sim", "--nodes", "abc"],
         &["sim", "--core-visit", "3"],
+        &["sim", "--cores", "2", "--core-work", "3"],
         &["model", "--nodes", "1"],
         &["bench", "--nodes", "1"],
         &["bench", "--kill", "0"],

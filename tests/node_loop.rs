@@ -84,6 +84,7 @@ fn simulated(correction: Correction, dead: &[u32]) -> (f64, bool, f64) {
         receives: Default::default(),
         cores: None,
         visit: 0,
+        work: 0,
     };
     let sim = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});
     assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");

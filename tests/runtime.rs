@@ -209,6 +209,7 @@ fn message_counts_stay_near_the_simulators() {
         receives: Default::default(),
         cores: None,
         visit: 0,
+        work: 0,
     };
     let sim = run_many::<ftcoll::protocol::bcast::corrected_tree::CorrectedTree<0>>(&shared, &ex, &|_| {});
     assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");

@@ -194,6 +194,11 @@ pub struct SimArgs {
     /// uses its measured `node_hop.visit_ns`) [default: 0, switching is free].
     #[arg(long = "core-visit", value_name = "U", value_parser = clap::value_parser!(u64).range(0..=1u64 << 32))]
     pub core_visit: Option<u64>,
+    /// With --core-visit: a process's visit with work holds its core U time units more after
+    /// its last send or receive before the core moves on, as a worker's node polls once more
+    /// after a receive (bench's model uses its measured `node_hop.work_ns`) [default: 0].
+    #[arg(long = "core-work", value_name = "U", value_parser = clap::value_parser!(u64).range(0..=1u64 << 32))]
+    pub core_work: Option<u64>,
     /// Monte Carlo runs.
     #[arg(long, default_value_t = 1000)]
     pub runs: u64,
@@ -240,6 +245,7 @@ impl SimArgs {
             receives: self.receives.clone(),
             cores: self.cores,
             core_visit: self.core_visit,
+            core_work: self.core_work,
             runs: self.runs,
             seed: self.seed,
             threads: self.threads,

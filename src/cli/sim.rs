@@ -80,6 +80,7 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
         "receives": ex.receives,
         "cores": ex.cores,
         "core_visit": ex.cores.map(|_| ex.visit),
+        "core_work": ex.cores.map(|_| ex.work),
         "runs": ex.runs,
         "seed": ex.seed,
         "threads": ex.threads,

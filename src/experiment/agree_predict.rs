@@ -168,7 +168,7 @@ pub fn predict(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> Result<Opti
         AgreeTransport::Verbs => return Ok(None),
     };
     let e = crate::runtime::logp::estimate(kind, 2000, ERA_MESSAGE_BYTES)?;
-    let hop = NodeHop::fold(two_node_hop(b, &e)?, e.o_send_ns, e.o_recv_ns, e.l_ns, 0);
+    let hop = NodeHop::fold(two_node_hop(b, &e)?, e.o_send_ns, e.o_recv_ns, e.l_ns, 0, 0);
     let (os, or) = hop.node_o_ns(e.o_send_ns, e.o_recv_ns);
     let model = BenchModel::new(os, or, e.l_ns);
     let host = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);

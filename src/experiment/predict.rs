@@ -31,6 +31,7 @@ impl Visit for PerRank<'_> {
         eng.receives = ex.receives;
         eng.set_cores(ex.cores);
         eng.set_visit(ex.visit);
+        eng.set_work(ex.work);
         eng.set_noise(ex.noise.clone());
         let (mut sum, mut ranks) = (Summary::new(ex.n), RankTimes::default());
         for i in 0..ex.runs {
@@ -82,11 +83,13 @@ pub fn shared_o_ns(o_ns: u64, nodes: u32, cores: Option<u32>) -> u64 {
 
 /// Nodes that share cores, as a local run's workers serve them: `cores` cores (rank r on core
 /// r mod cores), each visiting its nodes in turn, a visit of a node with nothing to do costing
-/// `visit_ns` (measured: [`crate::experiment::bench::node_hop`]; 0: switching is free).
+/// `visit_ns` (measured: [`crate::experiment::bench::node_hop`]; 0: switching is free), a
+/// visit with work holding its core `work_ns` after its last send or receive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SharedCores {
     pub cores: u32,
     pub visit_ns: u64,
+    pub work_ns: u64,
 }
 
 pub fn predict(
@@ -150,6 +153,7 @@ pub fn predict(
                         ((c.visit_ns + u / 2) / u).max(1)
                     }
                 }),
+                work: cores.map_or(0, |c| (c.work_ns + model.unit_ns.max(1) / 2) / model.unit_ns.max(1)),
             },
             faults_text: String::new(),
         };
@@ -365,6 +369,7 @@ mod tests {
                 receives: Default::default(),
                 cores: None,
                 visit: 0,
+                work: 0,
             };
             let traces = algo.dispatch(n, m.loggp, Traces(&ex)).unwrap();
             let mut per_rank = vec![0u64; n as usize];

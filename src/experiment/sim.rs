@@ -33,6 +33,9 @@ pub struct SimSpec {
     pub cores: Option<u32>,
     /// With `cores`: a core's visit of a process with nothing to do, time units.
     pub core_visit: Option<u64>,
+    /// With `core_visit`: what a process's visit with work holds its core after its last send
+    /// or receive (`Timing::set_work`).
+    pub core_work: Option<u64>,
     /// Monte Carlo runs.
     pub runs: u64,
     /// Base seed.
@@ -100,6 +103,12 @@ impl Setup {
         if a.core_visit.is_some() && a.cores.is_none() {
             return Err("--core-visit is the cost of a shared core's visit: give --cores too".into());
         }
+        if a.core_work.is_some() && a.core_visit.is_none() {
+            return Err(
+                "--core-work is what a shared core's visit with work costs after it: give --cores and --core-visit too"
+                    .into(),
+            );
+        }
         let threads = match a.threads {
             Some(0) => return Err("--threads must be at least 1".into()),
             Some(t) if t > MAX_THREADS => {
@@ -131,6 +140,7 @@ impl Setup {
             },
             cores: a.cores,
             visit: a.core_visit.unwrap_or(0),
+            work: a.core_work.unwrap_or(0),
         };
         let faults_text = match &a.dead {
             Some(l) => format!("dead={l}"),

@@ -45,6 +45,7 @@ impl Point {
             detect_delay: 10,
             cores: None,
             core_visit: None,
+            core_work: None,
             receives: None,
             runs,
             seed,

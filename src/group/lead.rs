@@ -292,6 +292,11 @@ where
     fn idle_pass(&mut self, ns: u64) {
         self.idle.add(ns);
     }
+
+    #[inline]
+    fn busy_pass(&mut self, ns: u64) {
+        self.idle.add_busy(ns);
+    }
 }
 
 /// Worker 0's part: the bridge to the caller and the coordinator.

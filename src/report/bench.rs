@@ -68,6 +68,7 @@ pub struct BenchReport<'a> {
     /// With `model_cores`: a core's visit of a node with nothing to do, ns (0: switching
     /// between nodes is free in the model).
     pub model_visit_ns: u64,
+    pub model_work_ns: u64,
     /// The prediction drew o_s, o_r and L per message from the calibration's distributions,
     /// or the fresh estimate's (noisy LogP).
     pub noisy: bool,
@@ -108,6 +109,7 @@ pub fn print(r: &BenchReport) {
         model,
         model_cores,
         model_visit_ns,
+        model_work_ns,
         noisy,
         node_hop,
         cores,
@@ -124,7 +126,8 @@ pub fn print(r: &BenchReport) {
                 "warmup": a.warmup, "window": a.window, "kills": kills, "o_ns": o_ns, "L_ns": l_ns,
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
                 "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
-                "model_cores": model_cores, "model_visit_ns": model_cores.map(|_| model_visit_ns), "noisy_model": noisy,
+                "model_cores": model_cores, "model_visit_ns": model_cores.map(|_| model_visit_ns),
+                "model_work_ns": model_cores.map(|_| model_work_ns), "noisy_model": noisy,
                 "stage_stamps": crate::runtime::node::stages::ON,
                 "loss": a.loss.map_or(0.0, |l| l.p),
             },
@@ -232,7 +235,7 @@ pub fn print(r: &BenchReport) {
         model.unit_ns,
         match model_cores {
             Some(c) if *model_visit_ns > 0 => format!(
-                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time and visiting its nodes in turn, {model_visit_ns} ns a visit of an idle node (measured: the 2-node run's idle passes)",
+                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time and visiting its nodes in turn, {model_visit_ns} ns a visit of an idle node and {model_work_ns} ns more a visit with work after its last send or receive (measured: the 2-node run's passes), a message between nodes of one core without L",
                 a.nodes
             ),
             Some(c) => format!(

@@ -18,7 +18,7 @@ use crate::transport::TransportStats;
 use crate::wire::{DropCounters, WireMessage};
 
 mod workers;
-pub use workers::{IdlePasses, LONGEST_IDLE_PASS_NS, Pool, WorkerHook, run_workers, worker_count};
+pub use workers::{BUSY_BUCKET_NS, IdlePasses, LONGEST_IDLE_PASS_NS, Pool, WorkerHook, run_workers, worker_count};
 
 /// How workers wait when there is nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

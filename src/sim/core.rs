@@ -101,7 +101,7 @@ impl<E: Copy> Core<E> {
         if core.is_none() || self.timing.visit() == 0 {
             return Some(ev);
         }
-        let turn = self.timing.turn(core, to, t.max(port));
+        let turn = self.timing.receive_turn(core, to, t.max(port));
         if turn > t {
             self.cal.push(turn, ev);
             return None;

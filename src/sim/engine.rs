@@ -193,6 +193,12 @@ where
         self.core.timing.set_visit(visit);
     }
 
+    /// Shared cores with a visit cost: a process's visit with work holds its core `work`
+    /// more before the core moves on ([`crate::sim::timing::Timing::set_work`]).
+    pub fn set_work(&mut self, work: Time) {
+        self.core.timing.set_work(work);
+    }
+
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {
@@ -312,7 +318,7 @@ where
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
-                let sent = self.core.timing.send(core, r, t);
+                let sent = self.core.timing.send(core, r, to, t);
                 if core.is_some() && msg.phase() != Phase::Dissemination {
                     // A node reads before it sends the next correction message (shared
                     // cores only: nothing to hand on, and no phase to ask, otherwise).

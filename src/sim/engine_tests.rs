@@ -109,6 +109,7 @@ impl Visit for New<'_> {
         e.receives = x.receives();
         e.set_cores(x.cores());
         e.set_visit(x.visit());
+        e.set_work(x.visit() / 2);
         e.set_noise(x.noise());
         (0..x.seeds)
             .map(|s| {
@@ -136,6 +137,7 @@ impl Visit for Old<'_> {
         e.receives = x.receives();
         e.set_cores(x.cores());
         e.set_visit(x.visit());
+        e.set_work(x.visit() / 2);
         e.set_noise(x.noise());
         (0..x.seeds)
             .map(|s| {

@@ -268,7 +268,7 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
                 h.polled(self, r, now);
                 if let Some((to, msg)) = polled {
                     let tag = h.on_send(r, to, &msg, now);
-                    let sent = self.core.timing.send(core, r, now);
+                    let sent = self.core.timing.send(core, r, to, now);
                     self.ports[r as usize].send_free = sent.next;
                     // The sender may send again then: whatever is queued by then goes out.
                     self.queue_poll(r, sent.next);

@@ -35,6 +35,9 @@ pub struct Experiment {
     /// With shared cores: a core's visit of a process with nothing to do, in model units (0:
     /// cores switch for free; see [`Engine::set_visit`]).
     pub visit: Time,
+    /// With a visit cost: what a process's visit with work holds its core after its last send
+    /// or receive, in model units (see [`Engine::set_work`]).
+    pub work: Time,
 }
 
 impl Experiment {
@@ -65,6 +68,7 @@ where
                     eng.receives = ex.receives;
                     eng.set_cores(ex.cores);
                     eng.set_visit(ex.visit);
+                    eng.set_work(ex.work);
                     eng.set_noise(ex.noise.clone());
                     let mut sum = Summary::new(ex.n);
                     loop {
@@ -104,6 +108,7 @@ where
     eng.receives = ex.receives;
     eng.set_cores(ex.cores);
     eng.set_visit(ex.visit);
+    eng.set_work(ex.work);
     eng.set_noise(ex.noise.clone());
     eng.trace = Some(Vec::new());
     eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, index), ex.max_events);

@@ -291,6 +291,19 @@ impl Noise {
         }
     }
 
+    /// The flight of a message between two processes of one core: no `L` (see
+    /// [`crate::sim::timing`]), only, under loss, the timeouts of its lost copies.
+    #[inline]
+    pub fn flight_local(&self, rng: &mut ProtoRng) -> (Time, bool) {
+        match &self.loss {
+            Some(loss) => {
+                let late = loss.delay(rng);
+                (late, late > 0)
+            }
+            None => (0, false),
+        }
+    }
+
     /// The distributions in another time unit: `o_s` times `fs`, `o_r` times `fr`, `L` times
     /// `fl` (overheads stay at least 1).
     pub fn scaled(&self, fs: f64, fr: f64, fl: f64) -> Noise {

@@ -16,7 +16,13 @@
 //! ([`Timing::set_visit`]) a core also serves its processes in turn, as the runtime's worker
 //! steps its nodes: it visits them round-robin in rank order, a visit of a process with
 //! nothing to do costs `v`, and a process sends or receives only when the core is at it (a
-//! process that just worked keeps the core for what follows at once). The engines keep
+//! process that just worked keeps the core for what follows at once; once it is done, the
+//! core stays `work` more before it moves on, [`Timing::set_work`]; a message that waits for
+//! its process is taken when the round reaches it, [`Timing::receive_turn`]). A message between two
+//! processes of one core does not pay `L`: it is there when its send ends (`L` is the time
+//! between cores: in process, a cache line's move to the receiver's core; over loopback UDP,
+//! the kernel queues the datagram at the receiving socket within the sender's own call, so
+//! a node of the same worker finds it at its next visit). The engines keep
 //! their own per-process state (when each receive port is free) next to the protocol's, for
 //! locality; this type owns the parameters, the noise and the cores.
 
@@ -46,11 +52,19 @@ pub struct Timing {
     core_free: Vec<Time>,
     /// A core's visit of a process with nothing to do (0: a core switches for free).
     visit: Time,
+    /// With a visit cost: what a process's visit with work holds its core after its last
+    /// send or receive, before the core moves on ([`Timing::set_work`]).
+    work: Time,
+    /// Per core: whether the process served last worked (a send or a receive).
+    worked: Vec<bool>,
     /// Per core: its processes, and the index on it (`r / cores`) of the one it served last.
     on_core: Vec<u32>,
     last: Vec<u32>,
     /// Per core: sends and receives the process served last did back to back in its visit.
     burst: Vec<u32>,
+    /// With a visit cost, per process: since when a message has waited for its core's round
+    /// to reach the process (`Time::MAX`: none waits), see [`Timing::receive_turn`].
+    waiting: Vec<Time>,
 }
 
 /// With a visit cost, a core serves one process for at most this many sends and receives in
@@ -83,9 +97,12 @@ impl Timing {
             cores: 0,
             core_free: Vec::new(),
             visit: 0,
+            work: 0,
+            worked: Vec::new(),
             on_core: Vec::new(),
             last: Vec::new(),
             burst: Vec::new(),
+            waiting: Vec::new(),
         }
     }
 
@@ -118,12 +135,23 @@ impl Timing {
         self.on_core = (0..self.cores).map(|k| (n - k).div_ceil(c)).collect();
         self.last = vec![0; self.cores as usize];
         self.burst = vec![0; self.cores as usize];
+        self.worked = vec![false; self.cores as usize];
+        self.waiting = vec![Time::MAX; if self.cores > 0 { n as usize } else { 0 }];
     }
 
     /// Shared cores: a core's visit of a process with nothing to do costs `visit` (0: none;
     /// see the module doc).
     pub fn set_visit(&mut self, visit: Time) {
         self.visit = visit;
+    }
+
+    /// Shared cores with a visit cost: a process's visit with work holds its core `work`
+    /// more after its last send or receive before the core moves on, as a runtime node's
+    /// pass that received polls its transport once more and stamps the board before its
+    /// worker steps the next node (measured: the node-hop run's passes with progress,
+    /// `experiment::bench::node_hop`). 0: the core moves on at once.
+    pub fn set_work(&mut self, work: Time) {
+        self.work = work;
     }
 
     /// The visit cost of shared cores.
@@ -145,6 +173,8 @@ impl Timing {
         self.core_free.fill(0);
         self.last.fill(0);
         self.burst.fill(0);
+        self.worked.fill(false);
+        self.waiting.fill(Time::MAX);
     }
 
     /// The core of process `r` when processes share cores.
@@ -163,7 +193,8 @@ impl Timing {
     /// once the core is free and, with a visit cost, when its round reaches `r`. After its
     /// work for the process it served last, a core visits the next ones in turn, `visit`
     /// each, so process `r` (index `j` on the core, last served `l`, `k` on the core) has it
-    /// at `free + 1 + visit·((j − l − 1) mod k)` and every `k·visit` after; the process served
+    /// at `free + 1 + work + visit·((j − l − 1) mod k)` (`work` once a process worked, see
+    /// [`Timing::set_work`]) and every `k·visit` after; the process served
     /// last keeps it at `free` itself, for [`VISIT_BURST`] sends and receives in a row at
     /// most. (Moving on costs at least one time unit: at the instant
     /// `free` the core is still the last process's, whose follow-up at that instant, a receive
@@ -180,12 +211,35 @@ impl Timing {
         if j == l && ready <= free && self.burst[c] < VISIT_BURST {
             return free;
         }
-        let first = free + 1 + self.visit * Time::from((j + k - l - 1) % k);
+        let tail = if self.worked[c] { self.work } else { 0 };
+        let first = free + 1 + tail + self.visit * Time::from((j + k - l - 1) % k);
         if first >= ready {
             return first;
         }
         let period = self.visit * Time::from(k);
         first + (ready - first).div_ceil(period) * period
+    }
+
+    /// When process `to` may start the receive of a message there since `ready` (its arrival,
+    /// or its port's being free), on `core`: its [`Timing::turn`], counted from when the
+    /// first message began to wait for it, and not before `ready`. An engine that puts the
+    /// message back until that turn ([`crate::sim::core::Core::at_turn`]) asks again when it
+    /// comes; meanwhile the core may have served the processes before `to` faster than
+    /// their visits would have taken, reaching `to` earlier than foreseen. Counted from the
+    /// message's own `ready`, that turn was passed a moment before the message was asked
+    /// about again, and the receive waited a whole round more (on 16 processes of 2 cores,
+    /// one time unit more per visit added 1.5 round trips to the model's broadcast,
+    /// `docs/measurements.md`); a worker's node finds a message that waits in its inbox the
+    /// moment the worker's round comes to it.
+    #[inline]
+    pub fn receive_turn(&mut self, core: Option<usize>, to: Rank, ready: Time) -> Time {
+        if core.is_none() || self.visit == 0 {
+            return self.turn(core, to, ready);
+        }
+        let w = &mut self.waiting[to as usize];
+        let since = (*w).min(ready);
+        *w = since;
+        self.turn(core, to, since).max(ready)
     }
 
     /// With a visit cost: the process `core` served last gives it up after its current work
@@ -209,14 +263,36 @@ impl Timing {
         self.burst[core] = if on { self.burst[core].saturating_add(1) } else { 1 };
         self.core_free[core] = end;
         self.last[core] = j;
+        self.worked[core] = true;
     }
 
-    /// A send of process `r` started at `t` on `core` (which it occupies until the send ends).
+    /// A send of process `r` to `to` started at `t` on `core` (which it occupies until the
+    /// send ends). A message to a process of the same core arrives when the send ends.
     #[inline]
-    pub fn send(&mut self, core: Option<usize>, r: Rank, t: Time) -> Sent {
+    pub fn send(&mut self, core: Option<usize>, r: Rank, to: Rank, t: Time) -> Sent {
+        if core.is_none() && self.noise.is_none() {
+            // The papers' runs: fixed costs, a core per process (the simulator's hot loop).
+            return Sent {
+                end: t + self.t_send,
+                arrive: t + self.t_flight,
+                next: t + self.t_slot,
+            };
+        }
+        self.send_drawn_or_shared(core, r, to, t)
+    }
+
+    /// [`Timing::send`] with noise or shared cores; out of line, so that the fixed-cost send
+    /// inlined into the event loop stays as small as it was.
+    #[inline(never)]
+    fn send_drawn_or_shared(&mut self, core: Option<usize>, r: Rank, to: Rank, t: Time) -> Sent {
+        let local = core.is_some() && to % self.cores == r % self.cores;
         let s = if let Some(nz) = self.noise.as_deref() {
             let send = nz.os.draw(&mut self.nrng).saturating_add(self.logp.gk);
-            let (l, late) = nz.flight(&mut self.nrng);
+            let (l, late) = if local {
+                nz.flight_local(&mut self.nrng)
+            } else {
+                nz.flight(&mut self.nrng)
+            };
             self.late = late;
             Sent {
                 end: t + send,
@@ -226,7 +302,7 @@ impl Timing {
         } else {
             Sent {
                 end: t + self.t_send,
-                arrive: t + self.t_flight,
+                arrive: t + if local { self.t_send } else { self.t_flight },
                 next: t + self.t_slot,
             }
         };
@@ -248,8 +324,11 @@ impl Timing {
         };
         let mut start = arrive.max(port_free);
         if let Some(c) = core {
-            start = self.turn(core, to, start);
+            start = self.receive_turn(core, to, start);
             self.take(c, to, start, start + or);
+            if self.visit > 0 {
+                self.waiting[to as usize] = Time::MAX;
+            }
         }
         (start + or, start + or.max(self.logp.g))
     }
@@ -286,7 +365,7 @@ mod tests {
     #[test]
     fn fixed_costs_are_the_loggp_formulas() {
         let mut t = Timing::new(loggp(5, 2, 3, 4, 1));
-        let s = t.send(None, 0, 10);
+        let s = t.send(None, 0, 1, 10);
         // o_s + G(k-1) = 3; next = max(3, g=4); arrival = 3 + L.
         assert_eq!(
             s,
@@ -307,7 +386,7 @@ mod tests {
         let mut t = Timing::new(loggp(2, 1, 1, 0, 0));
         t.set_cores(4, Some(2));
         assert_eq!((t.core(0), t.core(1), t.core(2)), (Some(0), Some(1), Some(0)));
-        t.send(t.core(0), 0, 0);
+        t.send(t.core(0), 0, 1, 0);
         assert_eq!(t.core_free(Some(0)), 1);
         // Rank 2's receive arriving at 0 waits for the core.
         assert_eq!(t.receive(t.core(2), 2, 0, 0), (2, 2));
@@ -319,6 +398,78 @@ mod tests {
     }
 
     #[test]
+    fn a_message_between_processes_of_one_core_does_not_pay_l() {
+        // 4 processes on 2 cores: ranks 0 and 2 on core 0, 1 and 3 on core 1; L = 5.
+        let mut t = Timing::new(loggp(5, 2, 3, 0, 0));
+        t.set_cores(4, Some(2));
+        let local = t.send(t.core(0), 0, 2, 0);
+        assert_eq!((local.end, local.arrive), (2, 2), "there when the send ends");
+        let across = t.send(t.core(0), 0, 1, 2);
+        assert_eq!((across.end, across.arrive), (4, 9), "L between cores");
+        let back = t.send(t.core(3), 3, 1, 9);
+        assert_eq!(back.arrive, back.end);
+        // Noisy: the same rule with drawn costs (L a constant 5 here, o_s drawn as 2).
+        let fixed = loggp(5, 2, 3, 0, 0);
+        t.set_noise(Some(Arc::new(Noise::from_json(r#"{"L": 5}"#, fixed).unwrap())));
+        let local = t.send(t.core(2), 2, 0, 20);
+        assert_eq!((local.end, local.arrive), (22, 22));
+        let across = t.send(t.core(2), 2, 3, 22);
+        assert_eq!(across.arrive, across.end + 5);
+        // A core per process: every message pays L.
+        t.set_noise(None);
+        t.set_cores(4, None);
+        assert_eq!(t.send(t.core(0), 0, 2, 0).arrive, 7);
+    }
+
+    #[test]
+    fn a_waiting_message_is_taken_when_the_round_reaches_its_process_not_a_round_later() {
+        // One core for ranks 0, 1, 2 (indices 0..3), visits of 10, o_r = 3.
+        let mut t = Timing::new(loggp(5, 2, 3, 0, 0));
+        t.set_cores(3, Some(1));
+        t.set_visit(10);
+        let c = t.core(0);
+        // Rank 0 sends 0..2; a message for rank 2 is there at 1: its turn is foreseen after
+        // a visit of rank 1, at 2 + 1 + 10 = 13, and an engine puts the message back until then.
+        t.send(c, 0, 1, 0);
+        assert_eq!(t.receive_turn(c, 2, 1), 13);
+        // Rank 1 had work instead (a receive 3..6): the round reaches rank 2 at 7, not 13.
+        assert_eq!(t.receive(c, 1, 3, 0), (6, 6));
+        // Asked again at 13, the message has waited since 1: taken now, not a round (30)
+        // later, as counted from 13 alone.
+        assert_eq!(t.turn(c, 2, 13), 7 + 30);
+        assert_eq!(t.receive_turn(c, 2, 13), 13);
+        assert_eq!(t.receive(c, 2, 13, 0), (16, 16));
+        // Taken: the next message for rank 2 waits from its own arrival, for the round's
+        // next pass (ranks 0 and 1 first: 16 + 1 + 2 visits).
+        assert_eq!(t.receive_turn(c, 2, 17), 37);
+    }
+
+    #[test]
+    fn a_visit_with_work_holds_its_core_before_the_core_moves_on() {
+        // One core for ranks 0, 1, 2, visits of 10, a visit with work 4 more.
+        let mut t = Timing::new(loggp(5, 2, 3, 0, 0));
+        t.set_cores(3, Some(1));
+        t.set_visit(10);
+        t.set_work(4);
+        let c = t.core(0);
+        // Nobody worked yet: the round from the start, no tail.
+        assert_eq!(t.turn(c, 1, 0), 1);
+        // Rank 0 sends 0..2: rank 1's turn is after rank 0's tail, 2 + 1 + 4; rank 2's one
+        // visit later; rank 0 itself keeps the core (its burst).
+        t.send(c, 0, 1, 0);
+        assert_eq!(t.turn(c, 1, 0), 7);
+        assert_eq!(t.turn(c, 2, 0), 17);
+        assert_eq!(t.turn(c, 0, 2), 2);
+        // After a reset nobody has worked again.
+        t.reset(1);
+        assert_eq!(t.turn(c, 1, 0), 1);
+        // Without a visit cost there is no round and no tail.
+        t.set_visit(0);
+        t.send(c, 0, 1, 0);
+        assert_eq!(t.turn(c, 1, 0), 2);
+    }
+
+    #[test]
     fn a_core_with_a_visit_cost_serves_its_processes_in_turn() {
         // 7 processes on 2 cores: core 0 has ranks 0, 2, 4, 6 (indices 0..4), visits cost 3.
         let mut t = Timing::new(loggp(2, 1, 1, 0, 0));
@@ -327,7 +478,7 @@ mod tests {
         assert_eq!(t.visit(), 3);
         // Rank 0 sends at 0 (its core was last at index 0, free at 0: it keeps it).
         assert_eq!(t.turn(t.core(0), 0, 0), 0);
-        t.send(t.core(0), 0, 0);
+        t.send(t.core(0), 0, 1, 0);
         // Rank 4 (index 2) is reached one visit after the send ends (index 1 first), moving
         // on costing one unit.
         assert_eq!(t.turn(t.core(4), 4, 0), 1 + 1 + 3);
@@ -352,21 +503,21 @@ mod tests {
         // A burst: back at visits of 3, from the start, rank 0 sends at 0.
         t.set_visit(3);
         t.reset(1);
-        t.send(t.core(0), 0, 0);
+        t.send(t.core(0), 0, 1, 0);
         // ... for VISIT_BURST sends in a row: then the others are visited first.
         let mut at = 1;
         for _ in 1..VISIT_BURST {
             assert_eq!(t.turn(t.core(0), 0, at), at);
-            at = t.send(t.core(0), 0, at).end;
+            at = t.send(t.core(0), 0, 1, at).end;
         }
         assert_eq!(t.turn(t.core(0), 0, at), at + 1 + 9, "a round later");
         assert_eq!(t.turn(t.core(2), 2, at), at + 1);
-        let end = t.send(t.core(2), 2, at + 1).end;
+        let end = t.send(t.core(2), 2, 1, at + 1).end;
         // Rank 0 again after rank 2's visit: a fresh burst.
         assert_eq!(t.turn(t.core(0), 0, end), end + 1 + 2 * 3);
         // A process that hands its core on (after a correction message) waits for its turn
         // even at the instant its work ends.
-        let end = t.send(t.core(0), 0, end + 1 + 2 * 3).end;
+        let end = t.send(t.core(0), 0, 1, end + 1 + 2 * 3).end;
         assert_eq!(t.turn(t.core(0), 0, end), end, "its burst goes on");
         t.hand_on(t.core(0));
         assert_eq!(t.turn(t.core(0), 0, end), end + 1 + 9, "a round later");

@@ -82,7 +82,7 @@ impl Checked {
                 l_ns,
             };
             let m = measure_hop(&setup)?;
-            Some(NodeHop::fold(m.hop_ns, tr_os, tr_or, l_ns, m.visit_ns))
+            Some(NodeHop::fold(m.hop_ns, tr_os, tr_or, l_ns, m.visit_ns, m.busy_ns))
         };
         // The node's overheads: the transport's and the node's own share of each hop.
         let (own_os, own_or) = node_hop.map_or((tr_os, tr_or), |h| h.node_o_ns(tr_os, tr_or));
@@ -146,6 +146,7 @@ impl Checked {
             out.model_cores.map(|cores| SharedCores {
                 cores,
                 visit_ns: out.model_visit_ns,
+                work_ns: out.model_work_ns,
             }),
             out.noise.as_ref(),
             &self.kills,

@@ -26,7 +26,10 @@
 //! without progress, [`crate::runtime::cluster::IdlePasses`]): where a run's nodes outnumber
 //! its workers, a message waits until its worker's round reaches its receiver, which the
 //! processor-sharing model charges at this cost per node visited
-//! ([`crate::sim::timing::Timing::turn`]).
+//! ([`crate::sim::timing::Timing::turn`]); and what a visit with work holds the worker beyond
+//! the node's `o_r` (the receiver's median pass with progress, which is its receive, the
+//! delivery's bookkeeping, one more poll and the board's stamps), which the model charges each
+//! time a core moves on after work ([`crate::sim::timing::Timing::set_work`]).
 
 use std::time::Duration;
 
@@ -34,7 +37,7 @@ use serde::Serialize;
 
 use crate::experiment::algo::{AlgoName, AlgoSpec, resolve_algo};
 use crate::model::BenchModel;
-use crate::runtime::cluster::{ClusterConfig, PollMode};
+use crate::runtime::cluster::{ClusterConfig, IdlePasses, PollMode};
 use crate::runtime::logp::Ci;
 use crate::runtime::{Bench, TransportKind};
 use crate::transport::udp::auth::AuthKey;
@@ -58,6 +61,12 @@ pub struct NodeHop {
     /// left out of the JSON, when not measured).
     #[serde(skip_serializing_if = "is_zero")]
     pub visit_ns: u64,
+    /// What a node's visit with work holds its worker beyond the node's `o_r` (its pass
+    /// polls once more and stamps the board before the worker moves on): the cheapest
+    /// worker's median pass with progress, which in the 2-node run is one receive, less the
+    /// node's `o_r`, ns (0, and left out of the JSON, when not measured).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub work_ns: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -67,19 +76,22 @@ fn is_zero(v: &u64) -> bool {
 impl NodeHop {
     /// The overhead of a node's hop `hop_ns` beyond the transport's `os_ns + l_ns + or_ns`,
     /// split between send and receive in proportion to `os_ns : or_ns`.
-    /// `visit_ns` is the measured visit cost, carried as is.
-    pub fn fold(hop_ns: Ci, os_ns: u64, or_ns: u64, l_ns: u64, visit_ns: u64) -> NodeHop {
+    /// `visit_ns` is the measured visit cost, carried as is; `busy_ns` the measured median pass
+    /// with progress (0: none), of which what the node's `o_r` does not cover is `work_ns`.
+    pub fn fold(hop_ns: Ci, os_ns: u64, or_ns: u64, l_ns: u64, visit_ns: u64, busy_ns: u64) -> NodeHop {
         let transport_hop_ns = os_ns + l_ns + or_ns;
         let overhead_ns = (hop_ns.median.round().max(0.0) as u64).saturating_sub(transport_hop_ns);
         let o = (os_ns + or_ns).max(1);
         let os_share_ns = (overhead_ns * os_ns + o / 2) / o;
+        let or_share_ns = overhead_ns - os_share_ns;
         NodeHop {
             hop_ns,
             transport_hop_ns,
             overhead_ns,
             os_share_ns,
-            or_share_ns: overhead_ns - os_share_ns,
+            or_share_ns,
             visit_ns,
+            work_ns: busy_ns.saturating_sub(or_ns + or_share_ns),
         }
     }
 
@@ -145,6 +157,8 @@ fn hop_bench(s: &HopSetup) -> Result<Bench, String> {
 pub struct Measured {
     pub hop_ns: Ci,
     pub visit_ns: u64,
+    /// The cheapest worker's median pass with progress, ns (0: none).
+    pub busy_ns: u64,
 }
 
 /// Runs the 2-node broadcast and returns its coloring latency and visit cost; an error if any
@@ -171,15 +185,28 @@ pub fn measure(s: &HopSetup) -> Result<Measured, String> {
     Ok(Measured {
         hop_ns,
         visit_ns: cheapest_visit_ns(&res.idle_passes),
+        busy_ns: cheapest_busy_ns(&res.idle_passes),
     })
+}
+
+/// The cheapest worker's median pass with progress, ns (0: no worker had one): in the 2-node
+/// run, the receiver's worker, whose every such pass is one receive and its delivery (the
+/// root's worker also starts the operations and coordinates).
+pub fn cheapest_busy_ns(workers: &[IdlePasses]) -> u64 {
+    cheapest(workers, IdlePasses::busy_ns)
 }
 
 /// The cheapest worker's mean visit of an idle node, ns (0: no worker had an idle pass): the
 /// worker without the coordinator's work on top, which a run's other workers are too.
-pub fn cheapest_visit_ns(workers: &[crate::runtime::cluster::IdlePasses]) -> u64 {
+pub fn cheapest_visit_ns(workers: &[IdlePasses]) -> u64 {
+    cheapest(workers, IdlePasses::visit_ns)
+}
+
+/// The least of `figure` over the workers that have it, rounded to ns (0: none has it).
+fn cheapest(workers: &[IdlePasses], figure: impl Fn(&IdlePasses) -> Option<f64>) -> u64 {
     workers
         .iter()
-        .filter_map(|w| w.visit_ns())
+        .filter_map(figure)
         .min_by(f64::total_cmp)
         .map_or(0, |v| v.round() as u64)
 }
@@ -213,18 +240,23 @@ mod tests {
     #[test]
     fn the_overhead_is_split_in_proportion_to_the_transports_overheads() {
         // Transport hop 1478 + 410 + 569 = 2457 ns; a node's hop of 3449 ns leaves 992 ns.
-        let h = NodeHop::fold(ci(3449.0), 1478, 569, 410, 0);
+        let h = NodeHop::fold(ci(3449.0), 1478, 569, 410, 0, 0);
         assert_eq!((h.transport_hop_ns, h.overhead_ns), (2457, 992));
         assert_eq!(h.os_share_ns + h.or_share_ns, 992);
         assert_eq!(h.os_share_ns, 716, "992 · 1478 / 2047, rounded");
         let (os, or) = h.node_o_ns(1478, 569);
         // The node's hop is then the measured one, exactly.
         assert_eq!(os + 410 + or, 3449);
+        assert_eq!(h.work_ns, 0, "no pass with progress measured");
+        // A receiver's pass with progress of 1200 ns: its node's o_r (569 + 276) and 355 more.
+        let h = NodeHop::fold(ci(3449.0), 1478, 569, 410, 0, 1200);
+        assert_eq!(h.work_ns, 1200 - (569 + 276));
+        assert_eq!(NodeHop::fold(ci(3449.0), 1478, 569, 410, 0, 800).work_ns, 0);
     }
 
     #[test]
     fn a_hop_faster_than_the_transports_adds_nothing() {
-        let h = NodeHop::fold(ci(100.0), 55, 68, 197, 0);
+        let h = NodeHop::fold(ci(100.0), 55, 68, 197, 0, 0);
         assert_eq!((h.overhead_ns, h.os_share_ns, h.or_share_ns), (0, 0, 0));
         assert_eq!(h.node_o_ns(55, 68), (55, 68));
     }
@@ -260,12 +292,26 @@ mod tests {
         assert_eq!(res.idle_passes.len(), b.cluster.workers, "{:?}", res.idle_passes);
         assert_eq!(res.idle_passes.iter().map(|w| w.nodes).sum::<u32>(), 2);
         assert!(cheapest_visit_ns(&res.idle_passes) > 0, "{:?}", res.idle_passes);
+        // The receiver's worker had one pass with progress per operation (its receive),
+        // warmup included; the root's too (each start and its send), at least.
+        let busy = |w: &IdlePasses| w.busy.iter().map(|&c| u64::from(c)).sum::<u64>();
+        assert!(
+            res.idle_passes.iter().all(|w| busy(w) >= OPERATIONS),
+            "{:?}",
+            res.idle_passes
+        );
+        assert!(cheapest_busy_ns(&res.idle_passes) > 0);
     }
 
     #[test]
     fn the_visit_cost_is_the_cheapest_workers_per_node_mean() {
         use crate::runtime::cluster::IdlePasses;
-        let w = |nodes, passes, ns| IdlePasses { nodes, passes, ns };
+        let w = |nodes, passes, ns| IdlePasses {
+            nodes,
+            passes,
+            ns,
+            ..IdlePasses::default()
+        };
         // 300 ns a pass over 1 node (the coordinator's worker) against 400 ns over 2 nodes.
         assert_eq!(cheapest_visit_ns(&[w(1, 10, 3000), w(2, 5, 2000)]), 200);
         // A worker without idle passes (or nodes) says nothing; none at all: 0.

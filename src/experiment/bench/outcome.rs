@@ -26,6 +26,9 @@ pub struct BenchOutcome {
     /// workers step their nodes in turn: the node-hop run's measured visit cost; 0 where the
     /// kernel schedules node processes).
     pub model_visit_ns: u64,
+    /// With `model_visit_ns`: what a node's visit with work holds its worker after its last
+    /// send or receive, ns (the node-hop run's measured passes with progress).
+    pub model_work_ns: u64,
     /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units,
     /// and the injected loss (`bench --loss`).
     pub noise: Option<Arc<Noise>>,
@@ -66,6 +69,10 @@ impl BenchOutcome {
             model_cores: h.model_cores,
             model_visit_ns: match (h.model_cores, h.workers_take_turns, m.node_hop) {
                 (Some(_), true, Some(hop)) => hop.visit_ns,
+                _ => 0,
+            },
+            model_work_ns: match (h.model_cores, h.workers_take_turns, m.node_hop) {
+                (Some(_), true, Some(hop)) if hop.visit_ns > 0 => hop.work_ns,
                 _ => 0,
             },
             noise,

@@ -1,4 +1,4 @@
-use super::{IdlePasses, LONGEST_IDLE_PASS_NS, PollMode};
+use super::{BUSY_BUCKET_NS, IdlePasses, LONGEST_IDLE_PASS_NS, PollMode};
 
 #[test]
 fn only_yield_sends_one_message_per_pass() {
@@ -21,6 +21,21 @@ fn an_idle_pass_as_long_as_an_absence_is_not_a_visit() {
     p.add(LONGEST_IDLE_PASS_NS);
     assert_eq!((p.passes, p.ns), (2, 400));
     assert_eq!(p.visit_ns(), Some(100.0), "200 ns a pass over 2 nodes");
+}
+
+#[test]
+fn a_busy_pass_is_the_median_of_those_with_progress_not_their_mean() {
+    let mut p = IdlePasses::default();
+    assert_eq!(p.busy_ns(), None);
+    for ns in [400, 420, 430, 9_000] {
+        p.add_busy(ns);
+    }
+    // A preemption or a sleep: not a pass.
+    p.add_busy(LONGEST_IDLE_PASS_NS);
+    // The median's bucket, at its middle (the mean would be 2562).
+    assert_eq!(p.busy_ns(), Some(420.0 + BUSY_BUCKET_NS as f64 / 2.0));
+    // Idle passes are apart.
+    assert_eq!((p.passes, p.ns), (0, 0));
 }
 
 /// The simulator's cores with a visit cost serve a process for as many sends in a row as a

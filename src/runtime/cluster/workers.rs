@@ -53,17 +53,35 @@ where
     fn idle_pass(&mut self, ns: u64) {
         let _ = ns;
     }
+
+    /// A pass that made progress took `ns` (measured as [`WorkerHook::idle_pass`]'s, with no
+    /// clock read of its own): on a worker whose one node receives one message a pass, what
+    /// a node's visit with work holds its worker ([`IdlePasses::busy_ns`]). By default:
+    /// ignored.
+    fn busy_pass(&mut self, ns: u64) {
+        let _ = ns;
+    }
 }
 
 /// A worker's passes without progress: how many, and their time (see
-/// [`WorkerHook::idle_pass`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// [`WorkerHook::idle_pass`]); and the times of those with progress
+/// ([`WorkerHook::busy_pass`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct IdlePasses {
     /// The nodes the worker steps in each pass.
     pub nodes: u32,
     pub passes: u64,
     pub ns: u64,
+    /// Passes with progress by time, [`BUSY_BUCKET_NS`] a bucket up to
+    /// [`LONGEST_IDLE_PASS_NS`] (empty: none yet). Their median, not their mean: a pass
+    /// with progress is a few hundred ns and a preemption that lands in one a thousand
+    /// times that, so a few of those would make the mean.
+    #[serde(skip)]
+    pub busy: Vec<u32>,
 }
+
+/// The width of [`IdlePasses::busy`]'s buckets, ns.
+pub const BUSY_BUCKET_NS: u64 = 10;
 
 /// An idle pass this long or longer was not a round of visits but the thread's absence (a
 /// preemption, a sleep of the blocking poll mode): it is not counted.
@@ -76,6 +94,32 @@ impl IdlePasses {
             self.passes += 1;
             self.ns += ns;
         }
+    }
+
+    /// One pass with progress of `ns` (not counted from [`LONGEST_IDLE_PASS_NS`] on: the
+    /// thread was away).
+    pub fn add_busy(&mut self, ns: u64) {
+        if ns < LONGEST_IDLE_PASS_NS {
+            if self.busy.is_empty() {
+                self.busy = vec![0; LONGEST_IDLE_PASS_NS.div_ceil(BUSY_BUCKET_NS) as usize];
+            }
+            let b = &mut self.busy[(ns / BUSY_BUCKET_NS) as usize];
+            *b = b.saturating_add(1);
+        }
+    }
+
+    /// The median pass with progress, ns, to a bucket's width (the bucket's middle; `None`:
+    /// none).
+    pub fn busy_ns(&self) -> Option<f64> {
+        let total: u64 = self.busy.iter().map(|&c| u64::from(c)).sum();
+        let mut seen = 0;
+        for (i, &c) in self.busy.iter().enumerate() {
+            seen += u64::from(c);
+            if total > 0 && 2 * seen >= total {
+                return Some((i as u64 * BUSY_BUCKET_NS) as f64 + BUSY_BUCKET_NS as f64 / 2.0);
+            }
+        }
+        None
     }
 
     /// The mean cost of visiting one node that has nothing to do, ns (`None`: no idle pass).
@@ -175,14 +219,19 @@ where
     fresh.extend(group);
     let mut group = fresh;
     let mut idle_rounds = 0u32;
-    // The start of the last pass if it made no progress: its time is measured to the next
-    // pass's start with the clock read the first node's step needs anyway.
-    let mut idle_since: Option<Instant> = None;
+    // The start of the last pass and whether it made progress: its time is measured to the
+    // next pass's start with the clock read the first node's step needs anyway.
+    let mut last: Option<(Instant, bool)> = None;
     while !ctl.stop.load(Ordering::Relaxed) {
         let mut progress = false;
         let start = Instant::now();
-        if let Some(t) = idle_since.take() {
-            hook.idle_pass(start.saturating_duration_since(t).as_nanos() as u64);
+        if let Some((t, busy)) = last.take() {
+            let ns = start.saturating_duration_since(t).as_nanos() as u64;
+            if busy {
+                hook.busy_pass(ns);
+            } else {
+                hook.idle_pass(ns);
+            }
         }
         for (i, node) in group.iter_mut().enumerate() {
             // A fresh clock per node: timestamps are per event, not per round.
@@ -193,9 +242,10 @@ where
         if progress {
             idle_rounds = 0;
             poll.after_progress();
+            last = Some((start, true));
             continue;
         }
-        idle_since = Some(start);
+        last = Some((start, false));
         idle_rounds = idle_rounds.saturating_add(1);
         poll.idle(idle_rounds, || hook.block(&mut group, idle_rounds));
     }

@@ -103,7 +103,7 @@ impl<'a, V: SimValue> Run<'a, V> {
         if let Some(c) = self.msgs.get_mut(id as usize) {
             *c += 1;
         }
-        let sent = self.timing.send(core, r, now);
+        let sent = self.timing.send(core, r, to, now);
         self.send_free[r as usize] = sent.next;
         // The sender may send again then: whatever is queued by then goes out.
         self.cal.push_late(sent.next, r);
