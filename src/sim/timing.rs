@@ -228,9 +228,9 @@ impl Timing {
     /// their visits would have taken, reaching `to` earlier than foreseen. Counted from the
     /// message's own `ready`, that turn was passed a moment before the message was asked
     /// about again, and the receive waited a whole round more (on 16 processes of 2 cores,
-    /// one time unit more per visit added 1.5 round trips to the model's broadcast,
-    /// `docs/measurements.md`); a worker's node finds a message that waits in its inbox the
-    /// moment the worker's round comes to it.
+    /// one ns more per visit added 1.5 µs to the model's broadcast, `docs/measurements.md`);
+    /// a worker's node finds a message that waits in its inbox the moment the worker's round
+    /// comes to it.
     #[inline]
     pub fn receive_turn(&mut self, core: Option<usize>, to: Rank, ready: Time) -> Time {
         if core.is_none() || self.visit == 0 {
