@@ -305,7 +305,6 @@ mod tests {
 
     #[test]
     fn the_visit_cost_is_the_cheapest_workers_per_node_mean() {
-        use crate::runtime::cluster::IdlePasses;
         let w = |nodes, passes, ns| IdlePasses {
             nodes,
             passes,

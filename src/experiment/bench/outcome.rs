@@ -60,6 +60,12 @@ impl BenchOutcome {
     /// The outcome of a run of `algo` hosted as `h`, counted in `m`, that measured `res`.
     pub(super) fn assemble(algo: Algo, m: RunModel, h: Hosting, res: ClusterResult) -> BenchOutcome {
         let (noise, loss_rto_measured) = measured_timeout(m.noise, &res, m.model.unit_ns);
+        // Workers that step their nodes in turn: the node-hop run's visit and work costs (the
+        // work charge only with a visit cost, as the model has it).
+        let (model_visit_ns, model_work_ns) = match (h.model_cores, h.workers_take_turns, m.node_hop) {
+            (Some(_), true, Some(hop)) if hop.visit_ns > 0 => (hop.visit_ns, hop.work_ns),
+            _ => (0, 0),
+        };
         BenchOutcome {
             algo,
             res,
@@ -67,14 +73,8 @@ impl BenchOutcome {
             cal: m.cal,
             model: m.model,
             model_cores: h.model_cores,
-            model_visit_ns: match (h.model_cores, h.workers_take_turns, m.node_hop) {
-                (Some(_), true, Some(hop)) => hop.visit_ns,
-                _ => 0,
-            },
-            model_work_ns: match (h.model_cores, h.workers_take_turns, m.node_hop) {
-                (Some(_), true, Some(hop)) if hop.visit_ns > 0 => hop.work_ns,
-                _ => 0,
-            },
+            model_visit_ns,
+            model_work_ns,
             noise,
             loss_rto_measured,
             node_hop: m.node_hop,
