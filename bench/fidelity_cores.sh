@@ -11,19 +11,30 @@
 # Each run measures the hop through a node itself (a 2-node run before it, `node_hop` in the
 # JSON) and adds what the node costs beyond the transport to o_s and o_r.
 # -e: each run estimates its own LogP parameters and their distributions instead (2000 ping-pongs).
+# -c DIR: use the calibrations saved in DIR (DIR/udp.json, DIR/inproc.json, as `-s DIR` saves
+# them) instead of calibrating now: two binaries compared on one calibration, or a calibration
+# from another moment of the machine.
 #
 # usage: bench/fidelity_cores.sh [-b FTCOLL] [-i ITERATIONS] [-n "2 4 8 16"] [-t "udp inproc"]
-#                                [-o OUT.jsonl] [-s SAVE_DIR] [-e]
+#                                [-o OUT.jsonl] [-s SAVE_DIR] [-c CAL_DIR] [-e]
 set -euo pipefail
-bin=target/release/ftcoll iters=5000 nodes="2 4 8 16" transports="udp inproc" out="" save="" calibrate=1
-while getopts "b:i:n:t:o:s:e" f; do
+bin=target/release/ftcoll iters=5000 nodes="2 4 8 16" transports="udp inproc" out="" save="" calibrate=1 reuse=""
+while getopts "b:i:n:t:o:s:c:e" f; do
   case $f in
     b) bin=$OPTARG ;; i) iters=$OPTARG ;; n) nodes=$OPTARG ;; t) transports=$OPTARG ;; o) out=$OPTARG ;;
-    s) save=$OPTARG ;; e) calibrate=0 ;;
-    *) echo "usage: $0 [-b FTCOLL] [-i ITERATIONS] [-n NODES] [-t TRANSPORTS] [-o OUT.jsonl] [-s SAVE_DIR] [-e]" >&2; exit 2 ;;
+    s) save=$OPTARG ;; c) reuse=$OPTARG ;; e) calibrate=0 ;;
+    *) echo "usage: $0 [-b FTCOLL] [-i ITERATIONS] [-n NODES] [-t TRANSPORTS] [-o OUT.jsonl] [-s SAVE_DIR] [-c CAL_DIR] [-e]" >&2; exit 2 ;;
   esac
 done
 [[ -x $bin ]] || { echo "fidelity_cores: no ftcoll binary at $bin (cargo build --release)" >&2; exit 2; }
+if [[ -n $reuse ]]; then
+  ((calibrate)) || { echo "fidelity_cores: -c and -e exclude each other" >&2; exit 2; }
+  [[ -z $save ]] || { echo "fidelity_cores: -c and -s exclude each other (-c's calibrations are kept)" >&2; exit 2; }
+  for t in $transports; do
+    [[ -f $reuse/$t.json ]] || { echo "fidelity_cores: no calibration $reuse/$t.json (bench/fidelity_cores.sh -s $reuse saves them)" >&2; exit 2; }
+  done
+  save=$reuse
+fi
 ! "$bin" --version 2>/dev/null | grep -q '+stages' ||
   { echo "fidelity_cores: $bin is a build with the stages feature (its clock reads slow every broadcast): cargo build --release" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "fidelity_cores: needs python3 to print the table" >&2; exit 2; }
@@ -34,8 +45,8 @@ trap 'rm -f "$tmp"; [[ -n $save ]] || rm -rf "$cal"' EXIT
 echo "cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg); $iters iterations per run" >&2
 if ((calibrate)); then
   for t in $transports; do
-    "$bin" logp --transport "$t" --save "$cal/$t.json" >"$cal/$t.logp.txt"
-    echo "calibration $t: $(python3 -c '
+    [[ -n $reuse ]] || "$bin" logp --transport "$t" --save "$cal/$t.json" >"$cal/$t.logp.txt"
+    echo "calibration $t${reuse:+ (saved in $reuse)}: $(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))
 f = lambda k: "{} {:.0f} [{:.0f}, {:.0f}]".format(k, c[k]["median"], c[k]["lo"], c[k]["hi"])

@@ -178,3 +178,52 @@ fn shellcheck_is_clean() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `bench/fidelity_cores.sh -c DIR` runs its table on the calibrations `-s DIR` saved (two
+/// binaries compared on one calibration, or one from another moment of the machine), and a
+/// missing one is a one-line error, exit 2.
+#[test]
+fn the_fidelity_table_reuses_a_saved_calibration() {
+    let fidelity = |args: &[&str]| {
+        let out = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fidelity_cores.sh"))
+            .args(["-b", env!("CARGO_BIN_EXE_ftcoll")])
+            .args(args)
+            .output()
+            .expect("run the script");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let dir = std::env::temp_dir().join(format!("ftcoll-fidelity-cal-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    let (rc, _, err) = fidelity(&["-c", d]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("no calibration") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    let small = ["-n", "2", "-t", "inproc", "-i", "100"];
+    let (rc, out, err) = fidelity(&[&["-s", d][..], &small].concat());
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("| 2 | inproc | none |"), "{out}");
+    let line = |err: &str| -> String {
+        let l = err
+            .lines()
+            .find(|l| l.starts_with("calibration inproc"))
+            .unwrap_or_default();
+        l.split_once(": ").map(|(_, v)| v.to_string()).unwrap_or_default()
+    };
+    let saved = line(&err);
+    assert!(saved.contains("os_ns"), "{err}");
+    let (rc, out, err) = fidelity(&[&["-c", d][..], &small].concat());
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("| 2 | inproc | none |"), "{out}");
+    assert!(err.contains(&format!("calibration inproc (saved in {d})")), "{err}");
+    assert_eq!(line(&err), saved, "the saved calibration, not a new one");
+    // Kept: -c leaves the caller's calibrations where they are.
+    assert!(dir.join("inproc.json").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -179,13 +179,25 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
     let b = small_bench(&["--params", p]);
     let hop = &b["node_hop"];
     assert!(hop["hop_ns"]["median"].as_f64().unwrap() > 0.0, "{b}");
-    let share = |k: &str| hop[k].as_u64().unwrap();
+    let share = |k: &str| hop[k].as_i64().unwrap();
     assert_eq!(
-        share("transport_hop_ns"),
+        share("transport_hop_ns") as u64,
         ns("os_ns") + ns("or_ns") + cal["L_ns"]["median"].as_f64().unwrap().round().max(1.0) as u64
     );
     assert_eq!(share("os_share_ns") + share("or_share_ns"), share("overhead_ns"), "{b}");
-    let (os, or) = (ns("os_ns") + share("os_share_ns"), ns("or_ns") + share("or_share_ns"));
+    // Longer or shorter than the calibration's, the node's hop is the measured one (unless it
+    // is shorter than L + 2 ns: each o keeps 1 ns).
+    let hop_ns = hop["hop_ns"]["median"].as_f64().unwrap().round() as i64;
+    let l_ns = cal["L_ns"]["median"].as_f64().unwrap().round().max(1.0) as i64;
+    assert_eq!(
+        share("transport_hop_ns") + share("overhead_ns"),
+        hop_ns.max(l_ns + 2),
+        "{b}"
+    );
+    let (os, or) = (
+        (ns("os_ns") as i64 + share("os_share_ns")) as u64,
+        (ns("or_ns") as i64 + share("or_share_ns")) as u64,
+    );
     assert_eq!(b["config"]["os_ns"].as_u64().unwrap(), os, "{b}");
     assert_eq!(b["config"]["or_ns"].as_u64().unwrap(), or, "{b}");
     assert_eq!(b["config"]["own_o_ns"].as_u64().unwrap(), ((os + or) / 2).max(1), "{b}");
@@ -233,4 +245,56 @@ fn bench_predicts_noisy_from_its_own_ping_pong_unless_o_or_l_is_given() {
     assert!(given["logp_estimate"].is_object(), "L still estimated: {given}");
     assert_eq!(given["config"]["noisy_model"], false, "{given}");
     assert_eq!(run(&["--o-ns", "300", "--L-ns", "500"])["config"]["noisy_model"], false);
+}
+
+/// A saved calibration whose overheads are longer than a node's hop takes now (saved at a
+/// busier moment of the machine; here the overheads of a fresh one made four times longer)
+/// does not carry its error into the prediction: the node's hop, measured by the run, is
+/// shorter than the calibration's o_s + L + o_r, the difference is taken off o_s and o_r, and
+/// the 2-node prediction is the measured hop again. (Before, a hop could only add to the
+/// calibration's overheads: the prediction was the stale calibration's, 1.5 times the hop.)
+#[test]
+fn a_stale_calibration_with_longer_overheads_is_corrected_by_the_measured_hop() {
+    let path = std::env::temp_dir().join(format!("ftcoll-stale-cal-{}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    let (code, _, err) = ftcoll(&["logp", "--transport", "inproc", "--reps", "200", "--save", p]);
+    assert_eq!(code, 0, "{err}");
+    let mut cal: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for k in ["os_ns", "or_ns"] {
+        for q in ["median", "lo", "hi"] {
+            let v = cal[k][q].as_f64().unwrap();
+            cal[k][q] = serde_json::json!(v * 4.0);
+        }
+    }
+    // Their distributions too (each quantile's value), as a calibration of that moment has them.
+    for k in ["os", "or"] {
+        for q in cal["noise"][k]["quantiles"].as_array_mut().unwrap() {
+            let v = q[1].as_f64().unwrap();
+            q[1] = serde_json::json!(v * 4.0);
+        }
+    }
+    std::fs::write(&path, cal.to_string()).unwrap();
+    let b = small_bench(&["--params", p, "--correction", "none"]);
+    std::fs::remove_file(&path).ok();
+    let hop = &b["node_hop"];
+    let hop_ns = hop["hop_ns"]["median"].as_f64().unwrap();
+    let stale = hop["transport_hop_ns"].as_i64().unwrap();
+    assert!(
+        (stale as f64) > hop_ns,
+        "the stale calibration's hop {stale} ns is longer than the node's {hop_ns}: {b}"
+    );
+    assert!(hop["overhead_ns"].as_i64().unwrap() < 0, "{b}");
+    let c = &b["config"];
+    let model_hop = c["os_ns"].as_u64().unwrap() + c["or_ns"].as_u64().unwrap() + c["L_ns"].as_f64().unwrap() as u64;
+    assert_eq!(
+        model_hop as f64,
+        hop_ns.round().max(c["L_ns"].as_f64().unwrap() + 2.0),
+        "{b}"
+    );
+    let predicted = b["prediction"]["coloring"]["predicted_us"]["p50"].as_f64().unwrap() * 1000.0;
+    let r = predicted / hop_ns;
+    assert!(
+        (0.8..=1.25).contains(&r),
+        "predicted {predicted} ns against a hop of {hop_ns} ns: {b}"
+    );
 }

@@ -111,8 +111,10 @@ fn model_lines(p: &AgreePrediction) -> String {
     if let Some(h) = &p.node_hop {
         let _ = writeln!(
             s,
-            "model: a hop through an ERA node {:.0} ns (a 2-node agreement measured, over the model's hops in it) = the transport's o_s + L + o_r {} ns + the node's own {} ns, charged {} ns to each send and {} ns to each receive",
-            h.hop_ns.median, h.transport_hop_ns, h.overhead_ns, h.os_share_ns, h.or_share_ns
+            "model: a hop through an ERA node {:.0} ns (a 2-node agreement measured, over the model's hops in it) = the transport's o_s + L + o_r {} ns {}",
+            h.hop_ns.median,
+            h.transport_hop_ns,
+            h.own_cost("")
         );
     }
     let _ = writeln!(

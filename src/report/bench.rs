@@ -248,8 +248,10 @@ pub fn print(r: &BenchReport) {
     );
     if let Some(h) = node_hop {
         s += &format!(
-            "model: a node's hop {:.0} ns (measured: 2 nodes, no correction) = the transport's o_s + L + o_r {} ns + the node's own {} ns (protocol, codec, bookkeeping), charged {} ns to each send and {} ns to each receive\n",
-            h.hop_ns.median, h.transport_hop_ns, h.overhead_ns, h.os_share_ns, h.or_share_ns
+            "model: a node's hop {:.0} ns (measured: 2 nodes, no correction) = the transport's o_s + L + o_r {} ns {}\n",
+            h.hop_ns.median,
+            h.transport_hop_ns,
+            h.own_cost("(protocol, codec, bookkeeping)")
         );
     }
     if *noisy {

@@ -18,7 +18,11 @@
 //! `o_s + L + o_r` is the node's own overhead per hop; [`NodeHop::fold`] charges it to `o_s`
 //! and `o_r` in proportion to the transport's (the wire's `L` stays the transport's): each
 //! send and each receive then costs what it costs a node, so a sender with many children is
-//! charged per child. Checked against a 16-core machine (N = 2…16, both transports) in
+//! charged per child. A hop shorter than the transport's sum (a calibration saved with
+//! `logp --save` at a busier moment of the machine: `docs/measurements.md`, "A hop shorter
+//! than its calibration") is folded the same way, the difference taken off `o_s` and `o_r`:
+//! a prediction from the calibration alone would miss the run it predicts by the
+//! calibration's error at every hop. Checked against a 16-core machine (N = 2…16, both transports) in
 //! `docs/measurements.md`, where the other splits (all on the sender, all on the receiver) are
 //! compared too.
 //!
@@ -52,11 +56,15 @@ pub struct NodeHop {
     pub hop_ns: Ci,
     /// The transport's `o_s + L + o_r`, ns.
     pub transport_hop_ns: u64,
-    /// `hop − (o_s + L + o_r)`, at least 0: the node's overhead per hop, ns.
-    pub overhead_ns: u64,
-    /// The shares of it charged to each send and each receive, ns.
-    pub os_share_ns: u64,
-    pub or_share_ns: u64,
+    /// `hop − (o_s + L + o_r)`: the node's overhead per hop, ns. Negative when the node's hop
+    /// took less than the transport's calibration says a hop takes (a calibration saved on a
+    /// busier machine, or one whose ping-pong pays a wake-up a polling node does not): the
+    /// calibration's `o_s` and `o_r` are then too long by that much, and each keeps at least
+    /// 1 ns.
+    pub overhead_ns: i64,
+    /// The shares of it charged to each send and each receive, ns (negative: taken off).
+    pub os_share_ns: i64,
+    pub or_share_ns: i64,
     /// A worker's visit of a node with nothing to do, ns (the cheapest worker's mean; 0, and
     /// left out of the JSON, when not measured).
     #[serde(skip_serializing_if = "is_zero")]
@@ -75,29 +83,56 @@ fn is_zero(v: &u64) -> bool {
 
 impl NodeHop {
     /// The overhead of a node's hop `hop_ns` beyond the transport's `os_ns + l_ns + or_ns`,
-    /// split between send and receive in proportion to `os_ns : or_ns`.
+    /// split between send and receive in proportion to `os_ns : or_ns`: the node's `o_s` and
+    /// `o_r` then make its hop the measured one, longer or shorter than the transport's (the
+    /// wire's `L` stays the transport's; shorter, each `o` keeps at least 1 ns).
     /// `visit_ns` is the measured visit cost, carried as is; `busy_ns` the measured median pass
     /// with progress (0: none), of which what the node's `o_r` does not cover is `work_ns`.
     pub fn fold(hop_ns: Ci, os_ns: u64, or_ns: u64, l_ns: u64, visit_ns: u64, busy_ns: u64) -> NodeHop {
         let transport_hop_ns = os_ns + l_ns + or_ns;
-        let overhead_ns = (hop_ns.median.round().max(0.0) as u64).saturating_sub(transport_hop_ns);
-        let o = (os_ns + or_ns).max(1);
-        let os_share_ns = (overhead_ns * os_ns + o / 2) / o;
-        let or_share_ns = overhead_ns - os_share_ns;
+        let (os, or) = (os_ns as i64, or_ns as i64);
+        let overhead = hop_ns.median.round().max(0.0) as i64 - transport_hop_ns as i64;
+        let o = (os + or).max(1);
+        let os_share_ns = ((overhead as f64 * os as f64 / o as f64).round() as i64).max(1 - os.max(1));
+        let or_share_ns = (overhead - os_share_ns).max(1 - or.max(1));
+        let node_or = (or + or_share_ns) as u64;
         NodeHop {
             hop_ns,
             transport_hop_ns,
-            overhead_ns,
+            overhead_ns: os_share_ns + or_share_ns,
             os_share_ns,
             or_share_ns,
             visit_ns,
-            work_ns: busy_ns.saturating_sub(or_ns + or_share_ns),
+            work_ns: busy_ns.saturating_sub(node_or),
         }
     }
 
-    /// The node's `o_s` and `o_r`: the transport's plus their shares, ns.
+    /// What the report says of the node's own cost per hop after the transport's sum: `what`
+    /// names what it is made of when it is a cost.
+    pub fn own_cost(&self, what: &str) -> String {
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!(" {what}")
+        };
+        if self.overhead_ns >= 0 {
+            format!(
+                "+ the node's own {} ns{what}, charged {} ns to each send and {} ns to each receive",
+                self.overhead_ns, self.os_share_ns, self.or_share_ns
+            )
+        } else {
+            format!(
+                "less {} ns (the calibration's o_s and o_r are longer than a node's hop takes now), taken {} ns off each send and {} ns off each receive",
+                -self.overhead_ns, -self.os_share_ns, -self.or_share_ns
+            )
+        }
+    }
+
+    /// The node's `o_s` and `o_r`: the transport's plus their shares, ns (at least 1 each
+    /// where the transport's is).
     pub fn node_o_ns(&self, os_ns: u64, or_ns: u64) -> (u64, u64) {
-        (os_ns + self.os_share_ns, or_ns + self.or_share_ns)
+        let add = |o: u64, share: i64| (o as i64 + share).max(0) as u64;
+        (add(os_ns, self.os_share_ns), add(or_ns, self.or_share_ns))
     }
 }
 
@@ -255,10 +290,42 @@ mod tests {
     }
 
     #[test]
-    fn a_hop_faster_than_the_transports_adds_nothing() {
+    fn a_hop_faster_than_the_transports_takes_the_difference_off_its_overheads() {
+        // A calibration of 1993 + 513 + 853 = 3359 ns and a node's hop of 2400 ns (a UDP
+        // calibration saved on a busier machine): 959 ns too much, taken off o_s and o_r in
+        // proportion, so that the node's hop is the measured one.
+        let h = NodeHop::fold(ci(2400.0), 1993, 853, 513, 0, 1000);
+        assert_eq!((h.transport_hop_ns, h.overhead_ns), (3359, -959));
+        assert_eq!(h.os_share_ns, -672, "−959 · 1993 / 2846, rounded");
+        assert_eq!(h.os_share_ns + h.or_share_ns, -959);
+        let (os, or) = h.node_o_ns(1993, 853);
+        assert_eq!((os, or), (1321, 566));
+        assert_eq!(os + 513 + or, 2400);
+        // The receiver's busy pass less the node's (shorter) o_r.
+        assert_eq!(h.work_ns, 1000 - 566);
+        // A hop shorter than L alone: the overheads keep 1 ns each (the model's hop is then
+        // L + 2, the least it can be with the transport's L).
         let h = NodeHop::fold(ci(100.0), 55, 68, 197, 0, 0);
-        assert_eq!((h.overhead_ns, h.os_share_ns, h.or_share_ns), (0, 0, 0));
-        assert_eq!(h.node_o_ns(55, 68), (55, 68));
+        assert_eq!((h.os_share_ns, h.or_share_ns, h.overhead_ns), (-54, -67, -121));
+        assert_eq!(h.node_o_ns(55, 68), (1, 1));
+        // Equal hops: nothing moves.
+        let h = NodeHop::fold(ci(320.0), 55, 68, 197, 0, 0);
+        assert_eq!((h.overhead_ns, h.node_o_ns(55, 68)), (0, (55, 68)));
+    }
+
+    #[test]
+    fn the_report_says_whether_the_node_added_to_the_transports_hop_or_took_off_it() {
+        let longer = NodeHop::fold(ci(3449.0), 1478, 569, 410, 0, 0).own_cost("(protocol)");
+        assert_eq!(
+            longer,
+            "+ the node's own 992 ns (protocol), charged 716 ns to each send and 276 ns to each receive"
+        );
+        let shorter = NodeHop::fold(ci(2400.0), 1993, 853, 513, 0, 0).own_cost("(protocol)");
+        assert!(
+            shorter.starts_with("less 959 ns (the calibration's")
+                && shorter.ends_with("taken 672 ns off each send and 287 ns off each receive"),
+            "{shorter}"
+        );
     }
 
     #[test]
