@@ -2,6 +2,8 @@
 //! command (checked here), bad input is one line and exit code 2, and shellcheck finds nothing
 //! (when installed; `.ci/run` installs it).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,12 +18,7 @@ fn run(rel: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) 
         c.env_remove(k);
     }
     c.envs(env.iter().copied());
-    let out = c.output().expect("run the script");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::output(&mut c)
 }
 
 #[test]
@@ -185,16 +182,11 @@ fn shellcheck_is_clean() {
 #[test]
 fn the_fidelity_table_reuses_a_saved_calibration() {
     let fidelity = |args: &[&str]| {
-        let out = Command::new("bash")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fidelity_cores.sh"))
-            .args(["-b", env!("CARGO_BIN_EXE_ftcoll")])
-            .args(args)
-            .output()
-            .expect("run the script");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        common::output(
+            Command::new("bash")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fidelity_cores.sh"))
+                .args(["-b", env!("CARGO_BIN_EXE_ftcoll")])
+                .args(args),
         )
     };
     let dir = std::env::temp_dir().join(format!("ftcoll-fidelity-cal-{}", std::process::id()));

@@ -4,17 +4,19 @@
 
 use std::process::Command;
 
-/// Runs `ftcoll args…`: (exit code, stdout, stderr).
-pub fn ftcoll(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ftcoll"))
-        .args(args)
-        .output()
-        .expect("run ftcoll");
+/// Runs `c` to its end: (exit code, stdout, stderr).
+pub fn output(c: &mut Command) -> (i32, String, String) {
+    let out = c.output().unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `ftcoll args…`: (exit code, stdout, stderr).
+pub fn ftcoll(args: &[&str]) -> (i32, String, String) {
+    output(Command::new(env!("CARGO_BIN_EXE_ftcoll")).args(args))
 }
 
 /// Runs `ftcoll args…`, which must succeed and print one JSON value.

@@ -22,9 +22,9 @@
 //! `logp --save` at a busier moment of the machine: `docs/measurements.md`, "A hop shorter
 //! than its calibration") is folded the same way, the difference taken off `o_s` and `o_r`:
 //! a prediction from the calibration alone would miss the run it predicts by the
-//! calibration's error at every hop. Checked against a 16-core machine (N = 2…16, both transports) in
-//! `docs/measurements.md`, where the other splits (all on the sender, all on the receiver) are
-//! compared too.
+//! calibration's error at every hop. Checked against a 16-core machine (N = 2…16, both
+//! transports) in `docs/measurements.md`, where the other splits (all on the sender, all on
+//! the receiver) are compared too.
 //!
 //! The same run measures what a worker's visit of a node with nothing to do costs (its passes
 //! without progress, [`crate::runtime::cluster::IdlePasses`]): where a run's nodes outnumber
