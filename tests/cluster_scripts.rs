@@ -165,6 +165,7 @@ fn shellcheck_is_clean() {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/fidelity_cores.sh"),
             Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/heartbeat_sharing.sh"),
             Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/trace_vs_model.sh"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/kill_ab.sh"),
         ])
         .output()
         .expect("run shellcheck");
@@ -218,4 +219,38 @@ fn the_fidelity_table_reuses_a_saved_calibration() {
     // Kept: -c leaves the caller's calibrations where they are.
     assert!(dir.join("inproc.json").exists());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bench/kill_ab.sh` runs `agree --procs` with a real SIGKILL per binary and prints one row per
+/// run and a sorted summary per N and binary; a missing binary is one line and exit 2.
+#[test]
+fn the_kill_ab_script_times_a_real_sigkill_per_binary() {
+    let ab = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/kill_ab.sh");
+    let bin = env!("CARGO_BIN_EXE_ftcoll");
+    let (rc, _, err) = common::output(Command::new("bash").arg(&ab).arg("/nonexistent/ftcoll"));
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("no ftcoll binary") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    let (rc, text, err) = common::output(
+        Command::new("bash")
+            .arg(&ab)
+            .args(["-r", "1", "-n", "3", "-a", "300", "-k", "2@150", bin]),
+    );
+    assert_eq!(rc, 0, "{text}{err}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("1 3 "))
+        .unwrap_or_else(|| panic!("no run row: {text}"));
+    let f: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(f.len(), 7, "{row}");
+    let v: Vec<f64> = f[3..].iter().map(|x| x.parse().unwrap_or(f64::NAN)).collect();
+    assert!(v.iter().all(|x| x.is_finite() && *x > 0.0), "{row}");
+    assert!(v[0] <= v[1], "the first success before the first suspicion: {row}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("N=3 ") && l.contains("first success µs")),
+        "no summary: {text}"
+    );
 }

@@ -16,8 +16,8 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::protocol::Rank;
@@ -209,7 +209,11 @@ pub(crate) struct Shared {
     dead_from: Vec<AtomicU64>,
     /// Batches of returns handed over and not yet folded into `window`, in order.
     handoff: Mutex<VecDeque<Batch>>,
-    window: Mutex<Window>,
+    /// `None` in a node process ([`Shared::streaming`]) until its first use, which does not
+    /// come: the process streams its returns to the one that classes them.
+    window: Mutex<Option<Window>>,
+    /// [`Window::new`]'s warm-up and kill.
+    window_of: (u64, Option<AgreeId>),
     /// A node process (`--procs`, `--join`): a kill is a real SIGKILL of the process, first
     /// announced (with its time) by this, which may wait for the SIGKILL or return to have the
     /// process kill itself.
@@ -217,6 +221,22 @@ pub(crate) struct Shared {
     /// A node process: every [`Shared::mark_dead`] is also told to the process that classes
     /// the returns (whose window leaves them out as this process's would).
     pub(crate) on_left_out: Option<LeftOutReport>,
+}
+
+/// The run's [`Window`], locked ([`Shared::window`]).
+pub(crate) struct WindowGuard<'a>(MutexGuard<'a, Option<Window>>);
+
+impl std::ops::Deref for WindowGuard<'_> {
+    type Target = Window;
+    fn deref(&self) -> &Window {
+        self.0.as_ref().expect("built by Shared::built")
+    }
+}
+
+impl std::ops::DerefMut for WindowGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Window {
+        self.0.as_mut().expect("built by Shared::built")
+    }
 }
 
 /// How a node process tells that node `r`'s returns from agreement `from` on do not count.
@@ -228,6 +248,18 @@ pub(crate) type CrashReport = Box<dyn Fn(Rank, u64, &[(AgreeId, Rec)]) + Send + 
 
 impl Shared {
     pub(crate) fn new(base: Instant, n: u32, warmup: u64, kill_id: Option<AgreeId>) -> Self {
+        let sh = Self::streaming(base, n, warmup, kill_id);
+        *sh.window.lock().unwrap_or_else(|e| e.into_inner()) = Some(Window::new(warmup, kill_id));
+        sh
+    }
+
+    /// A node process's (`--procs`, `--join`): its returns go to the process that classes
+    /// them ([`crate::runtime::agree_stream`]), so it holds no [`Window`] (built if it is ever
+    /// asked for). The window's eight histograms (2 MiB, zeroed page by page) would be most of
+    /// the process's private memory, which its SIGKILL unmaps before the kernel closes its
+    /// socket, the moment its peers can notice the crash (docs/measurements.md, "A lean node
+    /// process dies sooner").
+    pub(crate) fn streaming(base: Instant, n: u32, warmup: u64, kill_id: Option<AgreeId>) -> Self {
         Self {
             base,
             dead: (0..n).map(|_| AtomicBool::new(false)).collect(),
@@ -239,7 +271,8 @@ impl Shared {
             inproc: None,
             dead_from: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
             handoff: Mutex::new(VecDeque::new()),
-            window: Mutex::new(Window::new(warmup, kill_id)),
+            window: Mutex::new(None),
+            window_of: (warmup, kill_id),
             on_crash: None,
             on_left_out: None,
         }
@@ -249,8 +282,15 @@ impl Shared {
         t.saturating_duration_since(self.base).as_nanos() as u64
     }
 
-    pub(crate) fn window(&self) -> std::sync::MutexGuard<'_, Window> {
-        self.window.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn window(&self) -> WindowGuard<'_> {
+        self.built(self.window.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn built<'a>(&self, mut g: MutexGuard<'a, Option<Window>>) -> WindowGuard<'a> {
+        if g.is_none() {
+            *g = Some(Window::new(self.window_of.0, self.window_of.1));
+        }
+        WindowGuard(g)
     }
 
     /// Node `r` is dead; its returns from agreement `from` on do not count.
@@ -275,8 +315,8 @@ impl Shared {
             self.window()
         } else {
             match self.window.try_lock() {
-                Ok(w) => w,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Ok(w) => self.built(w),
+                Err(std::sync::TryLockError::Poisoned(e)) => self.built(e.into_inner()),
                 Err(std::sync::TryLockError::WouldBlock) => return,
             }
         };

@@ -286,7 +286,7 @@ pub(crate) fn run_node(
         return Err(format!("--spec: rank {} of {} nodes", s.rank, b.n));
     }
     let first_kill = b.kills.iter().map(|k| b.warmup + k.1).min();
-    let mut sh = Shared::new(base, b.n, b.warmup, first_kill);
+    let mut sh = Shared::streaming(base, b.n, b.warmup, first_kill);
     sh.on_crash = Some(crash_report(out.clone(), parent_kills));
     sh.on_left_out = Some(left_out_report(out.clone()));
     let init = NodeInit {

@@ -40,27 +40,40 @@ fn failure_free_agreements_send_one_slot_datagrams() {
     }
 }
 
-/// Node 0 of two over in-process queues, whose injected kill strikes instead of its first
-/// agreement, and the run's shared state (`base`: the run's start).
-fn node_killed_at_first_agreement(base: Instant) -> (InprocNet, crate::runtime::agree::Shared, Node) {
-    use crate::runtime::agree::{AgreeBench, AgreeTransport, Shared};
-    let n = 2;
-    let b = AgreeBench {
+/// An in-process agreement run of `n` nodes and `iterations` agreements without warm-up, with
+/// `kills`, a 100 µs heartbeat and the given suspicion and operation timeouts.
+fn inproc_bench(
+    n: u32,
+    iterations: u64,
+    kills: Vec<(u32, u64)>,
+    suspect_after: Duration,
+    op_timeout: Duration,
+) -> crate::runtime::agree::AgreeBench {
+    use crate::runtime::agree::{AgreeBench, AgreeTransport};
+    AgreeBench {
         n,
         era: EraConfig::default(),
         transport: AgreeTransport::Inproc,
         workers: 1,
         pin: false,
         warmup: 0,
-        iterations: 1,
+        iterations,
         duration: None,
-        kills: vec![(0, 0)],
+        kills,
         stalls: Vec::new(),
         heartbeat: Duration::from_micros(100),
-        suspect_after: Duration::from_millis(100),
-        op_timeout: Duration::from_secs(1),
+        suspect_after,
+        op_timeout,
         seed: 1,
-    };
+    }
+}
+
+/// Node 0 of two over in-process queues, whose injected kill strikes instead of its first
+/// agreement, and the run's shared state (`base`: the run's start).
+fn node_killed_at_first_agreement(base: Instant) -> (InprocNet, crate::runtime::agree::Shared, Node) {
+    use crate::runtime::agree::Shared;
+    let n = 2;
+    let b = inproc_bench(n, 1, vec![(0, 0)], Duration::from_millis(100), Duration::from_secs(1));
     let (net, mut eps) = InprocNet::new(n, 64);
     let sh = Shared::new(base, n, 0, Some(0));
     let init = NodeInit {
@@ -178,4 +191,62 @@ fn the_generic_loop_agrees_and_its_detector_suspects_a_silent_node() {
         "{suspects:?}"
     );
     assert!(nodes[0].1.heartbeats + nodes[1].1.heartbeats > 0);
+}
+
+/// A node process's nodes (`--procs`, `--join`: a tap, [`Shared::streaming`]) run their
+/// agreements without ever building the run's window: its histograms would be most of the
+/// process's private memory, which a SIGKILL unmaps before the socket closes.
+#[test]
+fn a_node_process_runs_without_building_the_window() {
+    use crate::runtime::agree::Shared;
+    let (n, total) = (2u32, 300u64);
+    let b = inproc_bench(n, total, Vec::new(), Duration::from_secs(10), Duration::from_secs(10));
+    let base = Instant::now();
+    let (_net, eps) = InprocNet::new(n, 64);
+    let sh = Shared::streaming(base, n, 0, None);
+    let mut nodes: Vec<Node> = eps
+        .into_iter()
+        .enumerate()
+        .map(|(r, ep)| {
+            let init = NodeInit {
+                rank: r as Rank,
+                total,
+                deadline: None,
+                kill_id: None,
+                stall: None,
+            };
+            let mut node = Node::new(&b, init, Box::new(ep), base).unwrap();
+            node.tap = Some(Vec::new());
+            node
+        })
+        .collect();
+    for node in &mut nodes {
+        node.start(&sh, Instant::now());
+    }
+    let until = Instant::now() + Duration::from_secs(20);
+    while nodes.iter().any(|nd| !nd.finished) && Instant::now() < until {
+        for node in &mut nodes {
+            node.step(&sh);
+        }
+    }
+    for node in &mut nodes {
+        node.record_returns(&sh, true);
+        assert!(
+            node.finished,
+            "node {} returned {} of {total}",
+            node.rank, node.returned
+        );
+        assert_eq!(
+            node.tap.as_ref().map(Vec::len),
+            Some(total as usize),
+            "every return on the tap"
+        );
+    }
+    assert!(
+        sh.window.lock().unwrap().is_none(),
+        "a node process built the window it never folds into"
+    );
+    // The threads run's shared state has its window from the start.
+    let threads = Shared::new(base, n, 0, None);
+    assert!(threads.window.lock().unwrap().is_some());
 }
