@@ -87,13 +87,13 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
     } else {
         print!("{}", table(b, r, mode, coordinator_rss));
         if let Some(p) = prediction {
-            print!("{}", model_lines(p));
+            print!("{}", model_lines(p, procs.then_some(b.n)));
         }
     }
 }
 
-/// The measured/modeled lines of the table.
-fn model_lines(p: &AgreePrediction) -> String {
+/// The measured/modeled lines of the table; `procs`: the run's node processes (`--procs`).
+fn model_lines(p: &AgreePrediction, procs: Option<u32>) -> String {
     use std::fmt::Write;
     let m = &p.model;
     let mut s = format!(
@@ -129,6 +129,15 @@ fn model_lines(p: &AgreePrediction) -> String {
         ] {
             let _ = writeln!(s, "{:<34}{:>12.2}{:>12.2}{:>10.2}", format!("{what} {q}"), me, pr, ra);
         }
+    }
+    if let (Some(n), Some(c)) = (procs, p.model_cores) {
+        // Measured on the 2-core development machine: threads 1.0-1.2 of the model at
+        // N = 3..8, node processes 1.5-3.3 (docs/measurements.md, "The model where node
+        // processes share cores").
+        let _ = writeln!(
+            s,
+            "note: {n} node processes share {c} cores (plus this coordinator): a message waits until its process next gets a core, and the OS switches processes at a cost the model does not have (it takes turns on the cores for free, and its hop is a 2-node run of threads); compare with a core per process."
+        );
     }
     s
 }
@@ -387,4 +396,47 @@ fn sim_table(sim: &AgreeSim, a: &SimShown, t: &Totals, (height, fanout, bound): 
     );
     let _ = writeln!(s, "simulated {} events in {secs:.2} s", t.events);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::agree_predict::Compared;
+    use crate::model::BenchModel;
+
+    fn prediction(model_cores: Option<u32>) -> AgreePrediction {
+        let c = Compared {
+            measured_p50_us: 30.0,
+            predicted_p50_us: 10.0,
+            ratio_p50: 3.0,
+            measured_p99_us: 90.0,
+            predicted_p99_us: 12.0,
+            ratio_p99: 7.5,
+        };
+        AgreePrediction {
+            model: BenchModel::new(2000, 800, 350),
+            node_hop: None,
+            model_cores,
+            agreements: 500,
+            agreement: c,
+            node: c,
+        }
+    }
+
+    /// Node processes on fewer cores than they are get the note that the model does not
+    /// switch processes; threads on shared workers, or processes with a core each, do not.
+    #[test]
+    fn processes_sharing_cores_are_told_the_model_does_not_switch_them() {
+        let shared = model_lines(&prediction(Some(2)), Some(4));
+        assert!(
+            shared.contains("note: 4 node processes share 2 cores")
+                && shared.contains("compare with a core per process"),
+            "{shared}"
+        );
+        for (cores, procs) in [(Some(2), None), (None, Some(4))] {
+            let text = model_lines(&prediction(cores), procs);
+            assert!(!text.contains("note:"), "{cores:?} {procs:?}: {text}");
+            assert!(text.contains("agreement p50") && text.contains("3.00"), "{text}");
+        }
+    }
 }
