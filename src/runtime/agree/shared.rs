@@ -71,9 +71,7 @@ pub(crate) type CrashReport = Box<dyn Fn(Rank, u64, &[(AgreeId, Rec)]) + Send + 
 
 impl Shared {
     pub(crate) fn new(base: Instant, n: u32, warmup: u64, kill_id: Option<AgreeId>) -> Self {
-        let sh = Self::streaming(base, n, warmup, kill_id);
-        *sh.window.lock().unwrap_or_else(|e| e.into_inner()) = Some(Window::new(warmup, kill_id));
-        sh
+        Self::with_window(base, n, (warmup, kill_id), Some(Window::new(warmup, kill_id)))
     }
 
     /// A node process's (`--procs`, `--join`): its returns go to the process that classes
@@ -83,6 +81,10 @@ impl Shared {
     /// socket, the moment its peers can notice the crash (docs/measurements.md, "A lean node
     /// process dies sooner").
     pub(crate) fn streaming(base: Instant, n: u32, warmup: u64, kill_id: Option<AgreeId>) -> Self {
+        Self::with_window(base, n, (warmup, kill_id), None)
+    }
+
+    fn with_window(base: Instant, n: u32, window_of: (u64, Option<AgreeId>), window: Option<Window>) -> Self {
         Self {
             base,
             dead: (0..n).map(|_| AtomicBool::new(false)).collect(),
@@ -94,8 +96,8 @@ impl Shared {
             inproc: None,
             dead_from: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
             handoff: Mutex::new(VecDeque::new()),
-            window: Mutex::new(None),
-            window_of: (warmup, kill_id),
+            window: Mutex::new(window),
+            window_of,
             on_crash: None,
             on_left_out: None,
         }
