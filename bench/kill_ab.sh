@@ -3,7 +3,7 @@
 # alternated REPS times in one run (drift and load hit every binary alike); prints per run the
 # first suspicion and the first successful agreement after the kill (µs), the node processes'
 # peak resident memory (kB) and the failure-free agreement p50 (µs), then per N and binary the
-# sorted values of each column.
+# sorted values of each column; exits 1 if a run failed (its row says FAILED).
 #   bench/kill_ab.sh [-r REPS] [-n "4 8"] [-a AGREEMENTS] [-k KILL] BINARY...
 #   e.g. bench/kill_ab.sh -r 8 /tmp/ftcoll-old target/release/ftcoll
 set -euo pipefail
@@ -18,7 +18,7 @@ shift $((OPTIND - 1))
 (($# >= 1)) || usage
 for b in "$@"; do [[ -x $b ]] || { echo "kill_ab: no ftcoll binary at $b" >&2; exit 2; }; done
 command -v python3 >/dev/null || { echo "kill_ab: needs python3" >&2; exit 2; }
-tmp=$(mktemp)
+tmp=$(mktemp) failed=0
 trap 'rm -f "$tmp"' EXIT
 echo "cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg); agree --procs --kill $kill, $agreements agreements"
 echo "rep N binary suspicion_us first_success_us node_peak_rss_kb failure_free_p50_us"
@@ -30,7 +30,7 @@ for rep in $(seq "$reps"); do
 import json, sys
 v = json.load(sys.stdin)
 print(v["first_suspicion_after_kill_us"], v["first_success_after_kill_us"], v["peak_rss_kb"],
-      v["classes"][0]["agreement_us"]["p50"])') || row="FAILED"
+      v["classes"][0]["agreement_us"]["p50"])' 2>/dev/null) || { row="FAILED"; failed=$((failed + 1)); }
       echo "$rep $n $b $row" | tee -a "$tmp"
     done
   done
@@ -48,3 +48,4 @@ for (n, b), rows in sorted(runs.items()):
     cols = [sorted(r[i] for r in rows) for i in range(4)]
     print(f"N={n} {b}: " + " | ".join(f"{name} " + " ".join(f"{x:.0f}" for x in c) for name, c in zip(names, cols)))
 PY
+((failed == 0)) || { echo "kill_ab: $failed run(s) failed (rows FAILED above)" >&2; exit 1; }

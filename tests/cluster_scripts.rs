@@ -222,7 +222,8 @@ fn the_fidelity_table_reuses_a_saved_calibration() {
 }
 
 /// `bench/kill_ab.sh` runs `agree --procs` with a real SIGKILL per binary and prints one row per
-/// run and a sorted summary per N and binary; a missing binary is one line and exit 2.
+/// run and a sorted summary per N and binary; a missing binary is one line and exit 2, a run
+/// that failed a FAILED row and exit 1.
 #[test]
 fn the_kill_ab_script_times_a_real_sigkill_per_binary() {
     let ab = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/kill_ab.sh");
@@ -231,6 +232,14 @@ fn the_kill_ab_script_times_a_real_sigkill_per_binary() {
     assert_eq!(rc, 2, "{err}");
     assert!(
         err.contains("no ftcoll binary") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    // A run that fails (here: a "binary" that prints nothing) is a FAILED row and exit 1.
+    let (rc, text, err) = common::output(Command::new("bash").arg(&ab).args(["-r", "1", "-n", "3", "/bin/false"]));
+    assert_eq!(rc, 1, "{text}{err}");
+    assert!(text.contains("1 3 /bin/false FAILED"), "{text}");
+    assert!(
+        err.contains("1 run(s) failed") && err.trim().lines().count() == 1,
         "{err}"
     );
     let (rc, text, err) = common::output(
