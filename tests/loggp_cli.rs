@@ -256,7 +256,9 @@ fn bench_predicts_noisy_from_its_own_ping_pong_unless_o_or_l_is_given() {
 }
 
 /// A saved calibration whose overheads are longer than a node's hop takes now (saved at a
-/// busier moment of the machine; here the overheads of a fresh one made four times longer)
+/// busier moment of the machine; here the overheads of a fresh one made a hundred times
+/// longer, so that the stale sum stays above a node's hop however loaded the machine is: four
+/// times was not, once, on a loaded CI run: 546 ns against a hop of 610)
 /// does not carry its error into the prediction: the node's hop, measured by the run, is
 /// shorter than the calibration's o_s + L + o_r, the difference is taken off o_s and o_r, and
 /// the 2-node prediction is the measured hop again. (Before, a hop could only add to the
@@ -264,19 +266,20 @@ fn bench_predicts_noisy_from_its_own_ping_pong_unless_o_or_l_is_given() {
 /// failed.)
 #[test]
 fn a_stale_calibration_with_longer_overheads_is_corrected_by_the_measured_hop() {
+    const STALE: f64 = 100.0;
     let (path, _, mut cal) = saved_inproc_calibration("stale-cal");
     let p = path.to_str().unwrap();
     for k in ["os_ns", "or_ns"] {
         for q in ["median", "lo", "hi"] {
             let v = cal[k][q].as_f64().unwrap();
-            cal[k][q] = serde_json::json!(v * 4.0);
+            cal[k][q] = serde_json::json!(v * STALE);
         }
     }
     // Their distributions too (each quantile's value), as a calibration of that moment has them.
     for k in ["os", "or"] {
         for q in cal["noise"][k]["quantiles"].as_array_mut().unwrap() {
             let v = q[1].as_f64().unwrap();
-            q[1] = serde_json::json!(v * 4.0);
+            q[1] = serde_json::json!(v * STALE);
         }
     }
     std::fs::write(&path, cal.to_string()).unwrap();
