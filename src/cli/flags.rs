@@ -180,6 +180,11 @@ pub struct SimArgs {
     /// Modeled failure-detector delay (BFB).
     #[arg(long = "detect-delay", default_value_t = 10)]
     pub detect_delay: u64,
+    /// The senders know the processes dead before the operation (their transport has
+    /// suspected them, as `bench`'s runs after a crash): a send to one is refused at once and
+    /// costs nothing [default: LogP, it costs a send as any other].
+    #[arg(long = "known-dead")]
+    pub known_dead: bool,
     /// How receives occupy a process: queued (LogP: one receive at a time, `o` each) or
     /// parallel (Corrected Gossip's model: every message lands `o + L + o` after its send)
     /// [default: queued].
@@ -242,6 +247,7 @@ impl SimArgs {
             online_faults: self.online_faults,
             kill: self.kill.clone(),
             detect_delay: self.detect_delay,
+            known_dead: self.known_dead,
             receives: self.receives.clone(),
             cores: self.cores,
             core_visit: self.core_visit,

@@ -46,6 +46,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         (a.online_faults > 0, "--online-faults"),
         (a.receives.is_some(), "--receives"),
         (a.cores.is_some(), "--cores"),
+        (a.known_dead, "--known-dead"),
     ] {
         if given {
             return Err(format!("{flag} does not apply to the overlay algorithms").into());

@@ -77,6 +77,7 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
         "faults": setup.faults_text,
         "online_faults": ex.faults.online,
         "kills": ex.faults.online_list,
+        "known_dead": ex.faults.known_dead,
         "receives": ex.receives,
         "cores": ex.cores,
         "core_visit": ex.cores.map(|_| ex.visit),
@@ -111,11 +112,16 @@ pub fn table(setup: &Setup, r: &Report, secs: f64) -> String {
     };
     s += &format!("ftcoll sim: {}{recv}\n", setup.algo.describe());
     s += &format!(
-        "nodes={} {}{} faults={} online-faults={}{} runs={} seed={} threads={}\n\n",
+        "nodes={} {}{} faults={}{} online-faults={}{} runs={} seed={} threads={}\n\n",
         ex.n,
         ex.logp,
         if ex.noise.is_some() { " noise=on" } else { "" },
         setup.faults_text,
+        if ex.faults.known_dead {
+            " (known to the senders)"
+        } else {
+            ""
+        },
         ex.faults.online,
         if ex.faults.online_list.is_empty() {
             String::new()

@@ -9,7 +9,7 @@ pub use crate::model::BenchModel;
 use crate::protocol::{ProtoRng, Protocol, SharedInfo};
 use crate::runtime::kill::{Kill, KillPoint};
 use crate::runtime::node::{OsuBcast, RankTimes};
-use crate::sim::{DeadBefore, Engine, Experiment, Faults, Noise, Summary};
+use crate::sim::{DeadBefore, Experiment, Faults, Noise, Summary};
 use crate::wire::WireMessage;
 use crate::wire::dispatch::{Dispatch, Visit};
 use std::sync::Arc;
@@ -27,12 +27,7 @@ impl Visit for PerRank<'_> {
         P::Msg: WireMessage,
     {
         let ex = self.0;
-        let mut eng = Engine::<P>::new(ex.n, ex.logp);
-        eng.receives = ex.receives;
-        eng.set_cores(ex.cores);
-        eng.set_visit(ex.visit);
-        eng.set_work(ex.work);
-        eng.set_noise(ex.noise.clone());
+        let mut eng = crate::sim::montecarlo::engine::<P>(ex);
         let (mut sum, mut ranks) = (Summary::new(ex.n), RankTimes::default());
         for i in 0..ex.runs {
             let st = eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, i), ex.max_events);
@@ -136,6 +131,10 @@ pub fn predict(
                 noise: noise.cloned(),
                 faults: Faults {
                     before: DeadBefore::List(dead),
+                    // A crashed node's peers suspect it in the operation it crashed in (its
+                    // port refuses, or their retries run out); from then on their transports
+                    // refuse a send to it at once.
+                    known_dead: true,
                     ..Faults::default()
                 },
                 runs,

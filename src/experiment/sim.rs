@@ -27,6 +27,8 @@ pub struct SimSpec {
     pub kill: Option<String>,
     /// Modeled failure-detector delay (BFB).
     pub detect_delay: u64,
+    /// The senders know the processes dead before the operation ([`Faults::known_dead`]).
+    pub known_dead: bool,
     /// `queued` or `parallel` [default: queued].
     pub receives: Option<String>,
     /// The processes share this many cores (`None`: a core per process).
@@ -98,6 +100,7 @@ impl Setup {
             online_horizon: horizon,
             online_list,
             detect_delay: a.detect_delay,
+            known_dead: a.known_dead,
         };
         faults.validate(n)?;
         if a.core_visit.is_some() && a.cores.is_none() {

@@ -43,6 +43,7 @@ impl Point {
             online_faults: 0,
             kill: None,
             detect_delay: 10,
+            known_dead: false,
             cores: None,
             core_visit: None,
             core_work: None,

@@ -5,7 +5,9 @@
 //! `max(o_s + G·(k−1), g)` later; the message travels `L`; its receive occupies the receiver
 //! for `o_r`, in arrival order, receives starting at least `max(o_r, g)` apart. A process sends
 //! and receives at the same time but does one of each at a time. Dead processes are passive: a
-//! message to one costs the sender its send and vanishes. Memory is O(P) and nothing is
+//! message to one costs the sender its send and vanishes; where the senders know the processes
+//! dead before the start ([`Faults::known_dead`], as a runtime's transports do once they have
+//! suspected them), a send to one of those costs nothing. Memory is O(P) and nothing is
 //! allocated per event once the buffers have grown (they are reused across runs).
 //!
 //! Shared cores ([`Engine::set_cores`]): the processes run on `C` cores, rank `r` on core
@@ -128,6 +130,9 @@ pub struct Engine<P: Protocol> {
     scratch: Vec<Rank>,
     sends_log: Vec<(Rank, Rank)>,
     fd: bool,
+    /// The run's [`Faults::known_dead`]: a send to a process dead before the start is refused
+    /// at once.
+    known_dead: bool,
     /// How receives occupy a process (see [`Receives`]).
     pub receives: Receives,
     /// When `Some`, every event of the next runs is appended here.
@@ -157,6 +162,7 @@ where
             scratch: Vec::new(),
             sends_log: Vec::new(),
             fd: false,
+            known_dead: false,
             receives: Receives::Queued,
             trace: None,
         }
@@ -311,6 +317,10 @@ where
         }
         let cx = self.cx(shared, r, t);
         match self.nodes[i].poll_send(&cx, rng) {
+            Action::Send { to, msg } if self.known_dead && self.slots[to as usize].death == 0 => {
+                self.refused(r, to, msg, t, st);
+                return;
+            }
             Action::Send { to, msg } => {
                 debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
                 st.messages += 1;
@@ -378,6 +388,31 @@ where
         self.rearm(r, t);
     }
 
+    /// A send of `r` to `to`, dead before the start, that `r`'s transport refuses at once
+    /// ([`Faults::known_dead`]): counted as the runtime counts it (the protocol sent it, and
+    /// the trace says so), but it takes no time and no send slot, reaches no one and feeds no
+    /// modeled failure detector; `r` is asked for its next send at the same instant. With
+    /// shared cores it is work of `r`'s visit, and a correction message still hands the core
+    /// on: the runtime's node reads before it sends the next one whether the transport took
+    /// the message or not (`Pass::poll_transmit`), so its worker visits the others first.
+    #[cold]
+    fn refused(&mut self, r: Rank, to: Rank, msg: P::Msg, t: Time, st: &mut RunStats) {
+        debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
+        st.messages += 1;
+        self.slots[r as usize].sent += 1;
+        if self.trace.is_some() {
+            self.log(t, r, "send", to, msg.label());
+        }
+        let core = self.core(r);
+        self.core.timing.refused(core, r, t);
+        if core.is_some() && msg.phase() != Phase::Dissemination {
+            self.core.timing.hand_on(core);
+        }
+        self.slots[r as usize].poll_pending = true;
+        self.core.cal.push_late(t, r);
+        self.rearm(r, t);
+    }
+
     /// Runs one operation with faults drawn from `faults` using `seed`.
     pub fn run(&mut self, shared: &P::Shared, faults: &Faults, seed: u64, max_events: u64) -> RunStats {
         let n = self.n;
@@ -393,6 +428,7 @@ where
         self.delivered_at.resize(n as usize, Time::MAX);
         let fd = shared.uses_failure_detector();
         self.fd = fd;
+        self.known_dead = faults.known_dead;
         // Each process is created and started in one step, while its state is in cache (an
         // event at time 0 touches its own process's state and the slots only, so the
         // processes above it need not exist yet).

@@ -174,6 +174,7 @@ fn same_as_the_reference(n: u32, gp: LogGP, mode: Mode, seeds: u64, traced: bool
                 online_horizon: 20 * gp.hop(),
                 online_list: if n > 3 { vec![(n / 2, gp.hop() + 1)] } else { Vec::new() },
                 detect_delay: 10 + gp.l,
+                known_dead: false,
             },
             seeds,
             traced,
@@ -242,4 +243,125 @@ fn large_runs_are_the_reference_engines() {
     for n in [4096, 10_000] {
         same_as_the_reference(n, LogGP::from(LogP { l: 2, o: 1 }), Mode::Plain, 1, false);
     }
+}
+
+/// Senders that know the dead ([`Faults::known_dead`]) differ only in their sends to processes
+/// dead before the start: with none dead before (deaths during the run only, which no sender
+/// knows of), every run is the reference engine's, in every mode.
+#[test]
+fn known_dead_changes_nothing_without_processes_dead_before_the_start() {
+    let gp = LogGP::from(LogP { l: 2, o: 1 });
+    for mode in [
+        Mode::Plain,
+        Mode::Cores(5),
+        Mode::Visits(5, 2),
+        Mode::Parallel,
+        Mode::Noisy,
+    ] {
+        for algo in algos() {
+            let faults = |known_dead| Faults {
+                before: DeadBefore::Count(0),
+                online: 2,
+                online_horizon: 20 * gp.hop(),
+                online_list: vec![(7, gp.hop() + 1)],
+                detect_delay: 10 + gp.l,
+                known_dead,
+            };
+            let runs = |known_dead| Runs {
+                n: 64,
+                gp,
+                mode,
+                faults: faults(known_dead),
+                seeds: 2,
+                traced: true,
+            };
+            let known = algo.dispatch(64, gp, New(&runs(true))).unwrap();
+            let old = algo.dispatch(64, gp, Old(&runs(false))).unwrap();
+            for (a, b) in known.iter().zip(&old) {
+                assert!(!a.stats.aborted, "{algo:?} {mode:?}");
+                assert_eq!(a, b, "{algo:?} {mode:?}");
+            }
+        }
+    }
+}
+
+/// One run of a binomial tree with checked correction over 8 processes, rank 1 (the root's first
+/// child) dead before the start, with or without senders that know it; its trace.
+fn root_child_dead(known_dead: bool, mode: Mode) -> Outcome {
+    use crate::protocol::bcast::Start;
+    use crate::protocol::bcast::correction::Correction;
+    use crate::topology::{Order, TreeKind};
+    let gp = LogGP::from(LogP { l: 2, o: 1 });
+    let algo = Algo::CorrectedTree {
+        tree: TreeKind::Binomial,
+        order: Order::Interleaved,
+        correction: Correction::Checked,
+        start: Start::Synchronized,
+    };
+    let runs = Runs {
+        n: 8,
+        gp,
+        mode,
+        faults: Faults {
+            before: DeadBefore::List(vec![1]),
+            known_dead,
+            ..Faults::default()
+        },
+        seeds: 1,
+        traced: true,
+    };
+    let mut out = algo.dispatch(8, gp, New(&runs)).unwrap();
+    assert!(!out[0].stats.aborted);
+    out.remove(0)
+}
+
+/// The times of `r`'s sends in a trace, with their receivers.
+fn sends_of(o: &Outcome, r: Rank) -> Vec<(Time, Rank)> {
+    o.trace
+        .iter()
+        .filter(|t| t.node == r && t.event == "send")
+        .map(|t| (t.time, t.peer))
+        .collect()
+}
+
+/// A send to a known dead process takes no time: the root's tree message to rank 2 leaves at
+/// the instant of the refused one to rank 1 (LogP: one `o` later), so rank 2 delivers at
+/// `o + L + o`; both count the message to rank 1, as the runtime does.
+#[test]
+fn a_send_to_a_known_dead_process_costs_nothing() {
+    let (logp, known) = (root_child_dead(false, Mode::Plain), root_child_dead(true, Mode::Plain));
+    assert_eq!(&sends_of(&logp, 0)[..3], [(0, 1), (1, 2), (2, 4)]);
+    assert_eq!(&sends_of(&known, 0)[..3], [(0, 1), (0, 2), (1, 4)]);
+    assert_eq!(known.per_process[2].1, 4, "rank 2 delivers at o + L + o");
+    assert_eq!(logp.per_process[2].1, 5);
+    assert!(known.stats.coloring < logp.stats.coloring, "{known:?} {logp:?}");
+    let to_1 = |o: &Outcome| o.trace.iter().filter(|t| t.event == "send" && t.peer == 1).count();
+    assert!(to_1(&known) >= 2, "the tree message and a correction message to rank 1");
+    // Nothing reaches the dead process with known senders; without, it loses what it is sent.
+    let lost = |o: &Outcome| o.trace.iter().filter(|t| t.event == "lost").count();
+    assert_eq!(lost(&known), 0);
+    assert_eq!(lost(&logp), to_1(&logp));
+}
+
+/// With cores that visit their processes in turn, a refused tree message keeps the sender's
+/// visit (the runtime's node forwards on at once), a refused correction message ends it (the
+/// node reads before its next correction message, and its worker visits the others first).
+#[test]
+fn a_refused_correction_message_hands_the_core_on_and_a_tree_message_does_not() {
+    let known = root_child_dead(true, Mode::Visits(2, 3));
+    let root = sends_of(&known, 0);
+    assert_eq!((root[0], root[1].1), ((0, 1), 2));
+    assert_eq!(root[1].0, 0, "the tree message to rank 2 in the same visit: {root:?}");
+    let refused = known
+        .trace
+        .iter()
+        .position(|t| t.event == "send" && t.peer == 1 && t.label != "tree")
+        .expect("a correction message to rank 1");
+    let (t, from) = (known.trace[refused].time, known.trace[refused].node);
+    let next = sends_of(&known, from).into_iter().find(|s| s.0 >= t && s.1 != 1);
+    let next = next.expect("the sender sends on");
+    assert!(
+        next.0 > t,
+        "rank {from}'s next send after its refused one at {t}: {next:?}"
+    );
 }

@@ -34,6 +34,12 @@ pub struct Faults {
     /// Modeled failure detector: a process that sent to a dead process, or that had sent to a
     /// process that dies, suspects it this long after (used by BFB).
     pub detect_delay: Time,
+    /// The senders know the processes dead before the start: their transport has suspected
+    /// them and refuses a send to one at once (ftcoll's transports do, from the first
+    /// operation after a crash on), so such a send costs its sender nothing and takes no send
+    /// slot (see [`crate::sim::Engine`]). `false`, the papers' LogP (Corrected Trees §2.2,
+    /// "a message to a dead process costs the sender its send"): it costs a send as any other.
+    pub known_dead: bool,
 }
 
 impl Default for Faults {
@@ -44,6 +50,7 @@ impl Default for Faults {
             online_horizon: 1,
             online_list: Vec::new(),
             detect_delay: 10,
+            known_dead: false,
         }
     }
 }

@@ -91,6 +91,7 @@ fn digest<L: Copy + Into<EngineParams>>(logp: LogP, engine_params: L) -> u64 {
                 online_horizon: 30 * logp.hop() as Time,
                 online_list: Vec::new(),
                 detect_delay: 10,
+                known_dead: false,
             };
             let runs = algo
                 .dispatch(
@@ -200,6 +201,7 @@ fn noisy_mode_with_degenerate_distributions_is_the_deterministic_engine() {
                 online_horizon: 30 * gp.hop(),
                 online_list: Vec::new(),
                 detect_delay: 10,
+                known_dead: false,
             };
             algo.dispatch(n, gp, NoisyVsFixed { n, gp, faults }).unwrap();
         }

@@ -48,6 +48,22 @@ impl Experiment {
     }
 }
 
+/// An engine set up for `ex`: its processes, costs, receives, shared cores and noise (the
+/// fault plan is given to each run).
+pub fn engine<P>(ex: &Experiment) -> Engine<P>
+where
+    P: Protocol,
+    P::Shared: SharedInfo,
+{
+    let mut eng = Engine::<P>::new(ex.n, ex.logp);
+    eng.receives = ex.receives;
+    eng.set_cores(ex.cores);
+    eng.set_visit(ex.visit);
+    eng.set_work(ex.work);
+    eng.set_noise(ex.noise.clone());
+    eng
+}
+
 /// Runs the experiment; `progress` is called with the number of runs completed so far.
 pub fn run_many<P>(shared: &P::Shared, ex: &Experiment, progress: &(dyn Fn(u64) + Sync)) -> Summary
 where
@@ -64,12 +80,7 @@ where
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let mut eng = Engine::<P>::new(ex.n, ex.logp);
-                    eng.receives = ex.receives;
-                    eng.set_cores(ex.cores);
-                    eng.set_visit(ex.visit);
-                    eng.set_work(ex.work);
-                    eng.set_noise(ex.noise.clone());
+                    let mut eng = engine::<P>(ex);
                     let mut sum = Summary::new(ex.n);
                     loop {
                         let start = next.fetch_add(chunk, Ordering::Relaxed);
@@ -104,12 +115,7 @@ where
     P: Protocol,
     P::Shared: SharedInfo,
 {
-    let mut eng = Engine::<P>::new(ex.n, ex.logp);
-    eng.receives = ex.receives;
-    eng.set_cores(ex.cores);
-    eng.set_visit(ex.visit);
-    eng.set_work(ex.work);
-    eng.set_noise(ex.noise.clone());
+    let mut eng = engine::<P>(ex);
     eng.trace = Some(Vec::new());
     eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, index), ex.max_events);
     eng.trace.take().unwrap_or_default()

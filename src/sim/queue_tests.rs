@@ -77,6 +77,7 @@ fn same_with_the_heap(n: u32, gp: LogGP, mode: Mode, seeds: u64) {
                 online_horizon: 20 * gp.hop(),
                 online_list: Vec::new(),
                 detect_delay: 10 + gp.l,
+                known_dead: false,
             },
             seeds,
         };

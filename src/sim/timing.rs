@@ -255,6 +255,17 @@ impl Timing {
         }
     }
 
+    /// A send of process `r` at `t` that its transport refused at once (a receiver known to
+    /// be dead, [`crate::sim::Faults::known_dead`]): it takes no time, but it is work of `r`'s
+    /// visit on `core` (which goes on, or ends at [`Timing::hand_on`], as after a send).
+    #[inline]
+    pub fn refused(&mut self, core: Option<usize>, r: Rank, t: Time) {
+        if let Some(c) = core {
+            let end = t.max(self.core_free[c]);
+            self.take(c, r, t, end);
+        }
+    }
+
     /// Process `r` works on `core` until `end`.
     #[inline]
     fn take(&mut self, core: usize, r: Rank, start: Time, end: Time) {
