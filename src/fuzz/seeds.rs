@@ -140,7 +140,13 @@ pub fn wire_era() -> Vec<Vec<u8>> {
                 ballot: Ballot::<And64>::bottom(),
             },
         ),
-        picked(Some(0), &EraMsg::<And64>::ResultRequest { id: 9 }),
+        picked(
+            Some(0),
+            &EraMsg::<And64>::ResultRequest {
+                id: 9,
+                dead: RankSet::of([1, 3]),
+            },
+        ),
         // The compact form (its id is the header's sequence).
         compact(&EraMsg::Up {
             id: SEQ,

@@ -4,7 +4,8 @@
 //! at most [`MAX_SET`] long. Two forms of UP and DOWN, both always decoded:
 //!
 //! ```text
-//! EraMsg<V>   0 (Up) · id u64 · ballot  | 1 (Down) · id u64 · ballot  | 2 (ResultRequest) · id u64
+//! EraMsg<V>   0 (Up) · id u64 · ballot  | 1 (Down) · id u64 · ballot
+//!           | 2 (ResultRequest) · id u64 · dead set
 //!           | compact: 0x10 | flags · value · [rb gap] · [failed cset · [acked cset]]
 //! ballot      value · failed set · acked (0 = ⊥ | 1 · set) · returned_below u64
 //! set         len u16 (<= MAX_SET) · len × rank u32
@@ -265,7 +266,10 @@ fn decode_body<V: WireValue>(body: &[u8], n: u32, seq: Option<u64>) -> Result<Er
                 id,
                 ballot: get_ballot(&mut r, n)?,
             },
-            2 => EraMsg::ResultRequest { id },
+            2 => EraMsg::ResultRequest {
+                id,
+                dead: get_set(&mut r, n, "era.dead")?,
+            },
             _ => return Err(DecodeError::BadField("era.tag")),
         }
     };
@@ -291,9 +295,10 @@ impl<V: WireValue> WireMessage for EraMsg<V> {
                 w.u64(*id);
                 put_ballot(&mut w, ballot);
             }
-            EraMsg::ResultRequest { id } => {
+            EraMsg::ResultRequest { id, dead } => {
                 w.u8(2);
                 w.u64(*id);
+                put_set(&mut w, dead);
             }
         }
         w.len()

@@ -16,9 +16,21 @@
 //!   process's view: a process whose parent died sends its UP to its new parent, which may
 //!   not have detected that death yet (found by the asynchronous property test; `Decision`
 //!   sends to `Children ∪ RequestedResult`, so failure-free runs send nothing more).
-//! - Part 2's DOWN rule is also accepted by a root (`Parent = ⊥`): a root receives DOWN only
-//!   in answer to its RESULT_REQUESTs (Theorem 5's proof: "wait for the c UP or DOWN messages";
-//!   Theorem 4: "a root process decides in ERA Part 2").
+//! - Part 2's DOWN rule is also accepted by a root (`Parent = ⊥`), from a process it sent a
+//!   RESULT_REQUEST for that agreement, and from no other: a new root's request may reach a
+//!   process that has decided, which answers DOWN (Theorem 5's proof: "wait for the c UP or
+//!   DOWN messages"; Theorem 4: "a root process decides in ERA Part 2"), but a DOWN that a
+//!   dead elder sent before this process became root (to it as a child, or to it as a
+//!   requester) may arrive after, and taking it would decide the dead root's value while a
+//!   live process had returned a later root's (found by an audit against Theorem 2, replayed
+//!   in `tests.rs`, `a_new_root_ignores_a_stale_down_from_a_dead_elder`).
+//! - A RESULT_REQUEST carries the processes its sender knows dead, which the receiver marks
+//!   dead (Part 4) before it answers. Part 2 marks only the ranks below the requester: a
+//!   grandchild asked after its parent `c` died (Part 4's second loop) still takes `c` for
+//!   its parent (`c` is above the new root), answers UP, and then accepts a DOWN that `c`
+//!   sent before it died, deciding the old root's value while the new root decides another
+//!   (the same audit; `tests.rs`, `a_grandchild_asked_by_a_new_root_learns_its_parent_died`).
+//!   Only dead processes are ever marked dead (Lemma 1), so the set marks nothing wrongly.
 //! - Part 4's first loop tests `q = Parent(S'_p, p)` (the old view: in the new one `q` is dead).
 //! - The processes marked dead by a RESULT_REQUEST (all `r < q`, Part 2) are "discovered dead"
 //!   and go through Part 4, so an agreement whose parent was among them re-sends its UP.
@@ -43,14 +55,15 @@ pub enum EraMsg<V> {
     Up { id: AgreeId, ballot: Ballot<V> },
     /// A decision going down the tree (or answering a request).
     Down { id: AgreeId, ballot: Ballot<V> },
-    /// A new root asks whether a decision was reached, or for a lost contribution.
-    ResultRequest { id: AgreeId },
+    /// A new root asks whether a decision was reached, or for a lost contribution; `dead`:
+    /// the processes it knows dead when it asks (see [`Era`]'s notes on Part 2).
+    ResultRequest { id: AgreeId, dead: RankSet },
 }
 
 impl<V> EraMsg<V> {
     pub fn id(&self) -> AgreeId {
         match self {
-            EraMsg::Up { id, .. } | EraMsg::Down { id, .. } | EraMsg::ResultRequest { id } => *id,
+            EraMsg::Up { id, .. } | EraMsg::Down { id, .. } | EraMsg::ResultRequest { id, .. } => *id,
         }
     }
 
@@ -119,6 +132,9 @@ struct Pending<V> {
     current: Ballot<V>,
     contributed: RankSet,
     requested: RankSet,
+    /// The processes this one sent a RESULT_REQUEST for the agreement (as its root): the
+    /// only ones whose DOWN a root takes.
+    asked: RankSet,
 }
 
 /// After the decision only `Result` is kept (§4: the other variables are reclaimed).
@@ -396,7 +412,7 @@ impl<V: Value> Era<V> {
         match msg {
             EraMsg::Up { id, ballot } => self.recv_up(from, id, ballot),
             EraMsg::Down { id, ballot } => self.recv_down(from, id, ballot),
-            EraMsg::ResultRequest { id } => self.recv_request(from, id),
+            EraMsg::ResultRequest { id, dead } => self.recv_request(from, id, &dead),
         }
     }
 
@@ -422,19 +438,34 @@ impl<V: Value> Era<V> {
 
     /// Rule Recv(DOWN(a, v)) from q.
     fn recv_down(&mut self, q: Rank, id: AgreeId, v: Ballot<V>) {
-        if matches!(self.slots.get(&id), Some(Slot::Decided { .. })) {
-            return;
-        }
+        let asked = match self.slots.get(&id) {
+            Some(Slot::Decided { .. }) => return,
+            Some(Slot::Pending(p)) => p.asked.contains(q),
+            None => false,
+        };
         let parent = self.parent(id);
-        if parent == Some(q) || parent.is_none() {
+        if parent == Some(q) || (parent.is_none() && asked) {
             self.decision(id, v);
         } else {
             self.counters.ignored_down += 1;
         }
     }
 
-    /// Rule Recv(RESULT_REQUEST(a)) from q.
-    fn recv_request(&mut self, q: Rank, id: AgreeId) {
+    /// Sends a RESULT_REQUEST for agreement `id` to `to`, with the processes this one knows
+    /// dead, and remembers that `to` was asked.
+    fn request(&mut self, id: AgreeId, to: Rank) {
+        if let Some(Slot::Pending(p)) = self.slots.get_mut(&id) {
+            p.asked.insert(to);
+        }
+        let dead = self.known.clone();
+        self.send(to, EraMsg::ResultRequest { id, dead });
+    }
+
+    /// Rule Recv(RESULT_REQUEST(a)) from q, after marking dead what the requester knows dead.
+    fn recv_request(&mut self, q: Rank, id: AgreeId, dead: &RankSet) {
+        for &r in dead.as_slice() {
+            self.on_dead(r);
+        }
         let tree = self.tree_for(id);
         let newly: Vec<Rank> = (0..q)
             .filter(|&r| tree.is_member(r) && !self.dead[r as usize])
@@ -531,8 +562,8 @@ impl<V: Value> Era<V> {
             },
         );
         if let Some(Slot::Pending(p)) = old {
-            for mut set in [p.contributed, p.requested] {
-                if self.spare.len() < SPARE_SETS {
+            for mut set in [p.contributed, p.requested, p.asked] {
+                if self.spare.len() < SPARE_SETS && set.capacity() > 0 {
                     set.clear();
                     self.spare.push(set);
                 }
@@ -642,6 +673,7 @@ fn new_pending<V: Value>(spare: &mut Vec<RankSet>) -> Slot<V> {
         current: Ballot::bottom(),
         contributed: spare.pop().unwrap_or_default(),
         requested: spare.pop().unwrap_or_default(),
+        asked: RankSet::new(),
     })
 }
 

@@ -64,7 +64,6 @@ impl RankSet {
     }
 
     /// Ranks the set can hold without allocating.
-    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.0.capacity()
     }

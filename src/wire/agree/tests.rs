@@ -41,7 +41,14 @@ fn every_message_round_trips() {
             id: u64::MAX,
             ballot: Ballot::bottom(),
         },
-        EraMsg::ResultRequest { id: 9 },
+        EraMsg::ResultRequest {
+            id: 9,
+            dead: RankSet::new(),
+        },
+        EraMsg::ResultRequest {
+            id: 10,
+            dead: RankSet::of([0, 5, 99]),
+        },
     ] {
         round_trip(m);
     }
@@ -120,13 +127,15 @@ fn random_bytes_never_panic() {
     }
 }
 
+/// A random set of at most `max` ranks below `N`.
+fn set(rng: &mut ProtoRng, max: u32) -> RankSet {
+    let k = rng.below(max + 1);
+    RankSet::of((0..k).map(|_| rng.below(N)))
+}
+
 /// A random ballot: failed and acknowledged sets from empty to a little past what the
 /// compact form takes, `returned_below` at the id, below it, above it, or ⊥.
 fn random_ballot<V: Value>(rng: &mut ProtoRng, id: u64, value: V) -> Ballot<V> {
-    fn set(rng: &mut ProtoRng, max: u32) -> RankSet {
-        let k = rng.below(max + 1);
-        RankSet::of((0..k).map(|_| rng.below(N)))
-    }
     let failed = set(rng, COMPACT_RANKS as u32 + 3);
     let acked = match rng.below(3) {
         0 => None,
@@ -154,7 +163,7 @@ fn random_msg<V: Value>(rng: &mut ProtoRng, value: V) -> EraMsg<V> {
         _ => rng.next_u64(),
     };
     match rng.below(5) {
-        0 => EraMsg::ResultRequest { id },
+        0 => EraMsg::ResultRequest { id, dead: set(rng, 64) },
         1 | 2 => EraMsg::Up {
             id,
             ballot: random_ballot(rng, id, value),

@@ -48,7 +48,7 @@ impl<V: Value> Era<V> {
                         p.status = Status::Gathering;
                     }
                     for n in kids {
-                        self.send(n, EraMsg::ResultRequest { id });
+                        self.request(id, n);
                     }
                 }
                 Some(par) => {
@@ -61,7 +61,7 @@ impl<V: Value> Era<V> {
         }
         for (id, kids) in grandkids {
             for n in kids {
-                self.send(n, EraMsg::ResultRequest { id });
+                self.request(id, n);
             }
         }
         for id in ids {
