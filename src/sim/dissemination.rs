@@ -202,9 +202,9 @@ pub fn reorganize(n: u32, f: usize, at: u64) -> Reorg {
     }
     let mut slowest = Some(0u64);
     for &src in &live {
-        let id = sys.machines()[src].id();
+        let origin = sys.machines()[src].origin();
         for &p in &live {
-            match sys.machines()[p].known_at(id, seq) {
+            match sys.machines()[p].known_at(origin, seq) {
                 Some(c) if slowest.is_some() => slowest = slowest.map(|s| s.max(c + 1 - start)),
                 _ => slowest = None,
             }
@@ -295,6 +295,102 @@ mod tests {
                         r.gather_after.is_some_and(|g| g <= u64::from(run_len(n - 1))),
                         "n={n} f={f}"
                     );
+                }
+            }
+        }
+    }
+
+    /// `n` machines, `f` failing at clock `fail`, machine `b` broadcasting item `seq` at clock
+    /// `at` (when it is live then); runs well past the reorganization.
+    fn failure_and_broadcast(n: u32, tolerance: Tolerance, f: usize, fail: u64, b: usize, at: u64) -> Rounds {
+        let mut sys = Rounds::new(n, tolerance, true);
+        sys.fail(f, fail);
+        let end = fail.max(at) + 4 * u64::from(run_len(n)) + 16;
+        while sys.clock() < end {
+            if sys.clock() == at && (b != f || at < fail) {
+                sys.machine_mut(b).broadcast(7);
+            }
+            sys.round();
+        }
+        sys
+    }
+
+    /// A broadcast around a failure, from any machine, the one that takes over the failed
+    /// machine's identity among them: every live machine reorganizes once, drops nothing, and
+    /// knows the item. (Items renamed with their machine named a machine the reorganized system
+    /// does not have: messages carrying them were dropped, each drop taken for a failure, and
+    /// the system reorganized again and again, down to no machine at all.)
+    #[test]
+    fn a_broadcast_across_a_reorganization_reorganizes_once_and_arrives() {
+        for n in 3..=20u32 {
+            let l = u64::from(run_len(n));
+            let fail = 2 * l + 1;
+            for f in 0..n as usize {
+                for b in [n as usize - 1, (f + 1) % n as usize] {
+                    for at in fail.saturating_sub(l + 2)..=fail + l + 2 {
+                        let sys = failure_and_broadcast(n, Tolerance::OneFault, f, fail, b, at);
+                        let ctx = format!("n={n} f={f} b={b} at={at}");
+                        for (p, m) in sys.machines().iter().enumerate().filter(|&(p, _)| p != f) {
+                            assert_eq!(m.reorganizations(), 1, "{ctx}: machine {p}");
+                            assert_eq!(m.dropped(), 0, "{ctx}: machine {p}");
+                            if b != f {
+                                assert!(m.known_at(b as Rank, 7).is_some(), "{ctx}: machine {p}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The machine that takes the failed one's identity keeps its own items' origin: its
+    /// broadcast after the reorganization is not taken for the failed machine's item of the
+    /// same sequence, which every live machine had known since before the failure.
+    #[test]
+    fn the_successor_of_a_failed_identity_starts_items_of_its_own() {
+        let n = 8u32;
+        let mut sys = Rounds::new(n, Tolerance::OneFault, true);
+        sys.machine_mut(1).broadcast(1);
+        sys.fail(1, 6);
+        while sys.machines()[7].reorganizations() == 0 {
+            sys.round();
+        }
+        assert_eq!((sys.machines()[7].id(), sys.machines()[7].origin()), (1, 7));
+        let after = sys.clock();
+        sys.machine_mut(7).broadcast(1);
+        for _ in 0..3 * run_len(n) {
+            sys.round();
+        }
+        for p in (0..n as usize).filter(|&p| p != 1) {
+            let m = &sys.machines()[p];
+            assert!(
+                m.known_at(1, 1).is_some_and(|c| c < 6),
+                "machine {p}: the failed one's item"
+            );
+            assert!(m.known_at(7, 1).is_some_and(|c| c >= after), "machine {p}: the new one");
+        }
+    }
+
+    /// §4's first strategy (`⌈log n⌉`-round forwarding, reorganizing): a broadcast started
+    /// within `⌈log n⌉` rounds before the failure may be damaged, and it is started again after
+    /// the reorganization: every live machine knows it in the end, whichever machine failed.
+    #[test]
+    fn the_first_strategy_restarts_the_broadcasts_a_failure_damaged() {
+        for n in 3..=16u32 {
+            let l = u64::from(run_len(n));
+            let fail = 2 * l + 2;
+            for f in 0..n as usize {
+                for b in (0..n as usize).filter(|&b| b != f) {
+                    for at in fail + 1 - l..=fail {
+                        let sys = failure_and_broadcast(n, Tolerance::None, f, fail, b, at);
+                        for (p, m) in sys.machines().iter().enumerate().filter(|&(p, _)| p != f) {
+                            assert_eq!(m.reorganizations(), 1, "n={n} f={f} b={b} at={at} machine {p}");
+                            assert!(
+                                m.known_at(b as Rank, 7).is_some(),
+                                "n={n} f={f} b={b} at={at}: machine {p} never learned it"
+                            );
+                        }
+                    }
                 }
             }
         }

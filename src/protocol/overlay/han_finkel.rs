@@ -14,8 +14,23 @@
 //! dates it to the previous round; every message carries the earliest failure known
 //! (`f`, `failtime`), the earliest time winning; every machine reorganizes at
 //! `failtime + ⌈log n⌉ + 3` (Theorem 3): `n` becomes `n − 1`, machine `n − 1` takes the failed
-//! machine's identity, and the round restarts at 0. Items still being forwarded then are
-//! restarted (§4's first strategy); new broadcasts wait while a reorganization is scheduled.
+//! machine's identity, and the round restarts at 0. New broadcasts wait while a
+//! reorganization is scheduled. Broadcasts the failure may have damaged start again from every
+//! holder: with `⌈log n⌉`-round forwarding (§4's first strategy) every item known from
+//! `failtime − ⌈log n⌉ + 1` on ("a failure that occurs at time t could damage broadcasts
+//! started as early as time t − ⌈log n⌉ + 1"), which have stopped being forwarded long before
+//! the reorganization; with single-fault forwarding (the second strategy) the items still
+//! being forwarded.
+//!
+//! An item is named by `(origin, seq)` where `origin` is the identity its machine had at the
+//! start ([`HanFinkel::origin`]), which a reorganization does not change: the identity
+//! machine `n − 1` takes over routes messages (§4: "destination tables might need to be
+//! modified"), but the items it started before stay `n − 1`'s, which the new system still
+//! accepts, and the ones it starts after are not taken for the failed machine's items of the
+//! same `seq`. (Renamed with the machine, an item of `n − 1` in flight at the reorganization
+//! named a machine the new system does not have: every receiver dropped the message and took
+//! the silence for a failure, and the system reorganized again and again; found by an audit
+//! against §4.)
 
 use std::collections::HashMap;
 
@@ -68,6 +83,10 @@ pub enum Tolerance {
 pub struct HanFinkel {
     i: Rank,
     n: u32,
+    /// The identity this machine had at the start: the origin of the items it starts.
+    origin: Rank,
+    /// The machines at the start: origins are below it.
+    n0: u32,
     tolerance: Tolerance,
     reorganizing: bool,
     /// Monotone, one per round (the procedure's `clock`).
@@ -96,6 +115,8 @@ impl HanFinkel {
         Self {
             i,
             n,
+            origin: i,
+            n0: n,
             tolerance,
             reorganizing,
             clock: 0,
@@ -115,6 +136,12 @@ impl HanFinkel {
     /// This machine's identity (changes when it takes a failed machine's).
     pub fn id(&self) -> Rank {
         self.i
+    }
+
+    /// The origin of the items this machine starts: its identity at the start, which a
+    /// reorganization does not change.
+    pub fn origin(&self) -> Rank {
+        self.origin
     }
 
     /// The number of machines it believes in.
@@ -187,8 +214,8 @@ impl HanFinkel {
     }
 
     fn start(&mut self, seq: u32) {
-        if self.learn(self.i, seq) {
-            self.pending.push((self.i, seq, self.clock));
+        if self.learn(self.origin, seq) {
+            self.pending.push((self.origin, seq, self.clock));
         }
     }
 
@@ -199,13 +226,23 @@ impl HanFinkel {
             if self.i == self.n - 1 {
                 self.i = self.f;
             }
-            self.failtime = None;
+            let failtime = self.failtime.take().unwrap_or(self.clock);
+            let damaged_from = failtime.saturating_sub(u64::from(run_len(self.n)).saturating_sub(1));
             self.reorganize = None;
             self.n -= 1;
             self.round = 0;
             self.reorganizations += 1;
             // Broadcasts the failure may have damaged start again from every holder.
             let now = self.clock;
+            if self.tolerance == Tolerance::None {
+                self.pending.clear();
+                self.pending.extend(
+                    self.delivered
+                        .iter()
+                        .filter(|&&(_, _, at)| at >= damaged_from)
+                        .map(|&(origin, seq, _)| (origin, seq, now)),
+                );
+            }
             for p in &mut self.pending {
                 p.2 = now;
             }
@@ -279,7 +316,7 @@ impl HanFinkel {
         let span = self.span();
         m.items
             .iter()
-            .all(|it| it.origin < self.n && u32::from(it.age) < span && u64::from(it.age) <= self.clock)
+            .all(|it| it.origin < self.n0 && u32::from(it.age) < span && u64::from(it.age) <= self.clock)
             && m.fail.is_none_or(|(f, t)| f < self.n && t <= self.clock)
     }
 }
