@@ -82,6 +82,28 @@ fn dead_count(setup: &Setup) -> u32 {
 
 /// Runs `ftcoll model`.
 pub fn run(a: &SimArgs) -> Result<(), String> {
+    // The closed forms take the algorithm, the size, LogP/LogGP and the dead count; a flag of
+    // the simulator's runs would be silently ignored.
+    for (given, flag) in [
+        (a.cores.is_some(), "--cores"),
+        (a.core_visit.is_some(), "--core-visit"),
+        (a.core_work.is_some(), "--core-work"),
+        (a.known_dead, "--known-dead"),
+        (a.loggp.noise.is_some(), "--noise"),
+        (a.receives.is_some(), "--receives"),
+        (a.online_faults > 0, "--online-faults"),
+        (a.kill.is_some(), "--kill"),
+        (a.trace.is_some(), "--trace"),
+        (a.threads.is_some(), "--threads"),
+        (a.max_events.is_some(), "--max-events"),
+        (a.allow_aborts, "--allow-aborts"),
+    ] {
+        if given {
+            return Err(format!(
+                "{flag} applies to `ftcoll sim` runs, not to the closed forms of `ftcoll model`"
+            ));
+        }
+    }
     let setup = a.setup()?;
     let preds = predict(&setup)?;
     if a.json {
