@@ -141,8 +141,11 @@ impl BmgOverlay {
         from < ids
             && match *msg {
                 OverlayMsg::Ring(m) => m.ident() < ids,
+                // No rule sends level 0 (Algorithm 2 introduces from level 1 on; level 0 is
+                // the ring's, set by Algorithm 1): a level-0 message is corrupted, and taken
+                // it would overwrite `CW[0]`/`CCW[0]` of a quiet process without waking it.
                 OverlayMsg::Bmg(BmgMsg::Up { ident, hop } | BmgMsg::Dn { ident, hop }) => {
-                    ident < ids && usize::from(hop) < self.bmg.cw.len()
+                    ident < ids && hop >= 1 && usize::from(hop) < self.bmg.cw.len()
                 }
             }
     }
@@ -277,6 +280,11 @@ mod tests {
         assert_eq!(p.ring.succ, None);
         p.on_message(0, OverlayMsg::Bmg(BmgMsg::Up { ident: 2, hop: 2 }), &mut out);
         assert_eq!((p.dropped(), p.bmg.ccw[2]), (3, Some(2)));
+        // Level 0 is the ring's: no rule sends it, so it is corrupted and changes nothing.
+        let ccw0 = p.bmg.ccw[0];
+        p.on_message(0, OverlayMsg::Bmg(BmgMsg::Up { ident: 3, hop: 0 }), &mut out);
+        p.on_message(0, OverlayMsg::Bmg(BmgMsg::Dn { ident: 3, hop: 0 }), &mut out);
+        assert_eq!((p.dropped(), p.bmg.ccw[0]), (5, ccw0));
     }
 
     #[test]
