@@ -314,6 +314,33 @@ fn bench_json_reports_latencies_consistency_and_prediction() {
     );
 }
 
+/// A node dead from the start (`--kill R`): its senders learn it from the first datagram its
+/// closed port refuses (every port of a local run is bound before any node starts), not after
+/// their retries run out. Until they did, the sends to it filled their windows and then their
+/// deferred queues, and the run failed: 30–143 operations with unsent messages in every run of
+/// `ftcoll bench --kill 1`, about 34 000 sends refused at a full window, exit 1.
+#[test]
+fn a_node_dead_from_the_start_costs_no_operation() {
+    let v = json(&[
+        "bench",
+        "--nodes",
+        "8",
+        "--kill",
+        "1",
+        "--iterations",
+        "2000",
+        "--warmup",
+        "200",
+        "--no-model",
+        "--json",
+    ]);
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["dropped_ops"], 0, "{v}");
+    assert_eq!(v["transport"]["window_full"], 0, "{v}");
+    assert!(v["transport"]["refused_probes"].as_u64().is_some_and(|r| r >= 1), "{v}");
+    assert_eq!(v["dead_nodes"], serde_json::json!([1]));
+}
+
 /// `--version` names the commit the binary was built from (`build.rs`), so that results name
 /// the binary that made them rather than the checkout of whoever ran it, and whether it stamps
 /// the forwarding path (feature `stages`: `cargo bench --bench stages --features stages`

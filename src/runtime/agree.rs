@@ -274,7 +274,12 @@ pub(crate) fn prepare(b: &AgreeBench) -> Result<AgreeRun, String> {
             )
         }
         AgreeTransport::Udp => {
-            let (_, eps) = UdpTransport::bind_ephemeral_local(b.n, UdpConfig::default())
+            // Every port is bound before any node starts (`UdpConfig::bound_at_start`).
+            let cfg = UdpConfig {
+                bound_at_start: true,
+                ..UdpConfig::default()
+            };
+            let (_, eps) = UdpTransport::bind_ephemeral_local(b.n, cfg)
                 .map_err(|e| format!("cannot bind UDP sockets on 127.0.0.1: {e}"))?;
             (
                 eps.into_iter().map(|e| Box::new(e) as Box<dyn Transport>).collect(),

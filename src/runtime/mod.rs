@@ -112,6 +112,10 @@ pub fn endpoints_bounded(
                 max_retries: suspect_after.map_or(UdpConfig::default().max_retries, |b| {
                     UdpConfig::default().retries_for(b)
                 }),
+                // Every port is bound here before any node starts: a node dead from the
+                // start refuses its first datagram, and its senders suspect it then instead
+                // of filling their windows to it until the retries run out.
+                bound_at_start: true,
                 ..UdpConfig::default()
             };
             let (_, ts) = UdpTransport::bind_ephemeral_local(n, cfg)

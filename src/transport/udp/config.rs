@@ -30,6 +30,14 @@ pub struct UdpConfig {
     /// An ICMP "port unreachable" for a peer is a hint, not a proof: the peer is probed and
     /// suspected only if no authenticated datagram comes from it within this time.
     pub probe_timeout: Duration,
+    /// Every peer's port was bound before this endpoint learned its address (the table came
+    /// from bound sockets: [`super::UdpTransport::bind_ephemeral_local`], a local cluster's),
+    /// so an ICMP "port unreachable" for a peer not heard from yet means its process closed
+    /// the port, as for one heard from: it is probed, or suspected at once when the error
+    /// quotes DATA in flight. `false`: an address may name a port not bound yet (a hostfile
+    /// given ahead of the processes), and such an error is ignored until the peer has
+    /// spoken (the retransmission timeouts still detect a peer that never does).
+    pub bound_at_start: bool,
     /// FENCE datagrams sent to a suspected peer after the first, one per `rto_max`, so that a
     /// lost FENCE does not leave it alive and cut off (every datagram it still sends is
     /// answered with a FENCE too, at most one per `rto_min`).
@@ -107,6 +115,7 @@ impl Default for UdpConfig {
             stall_memory: Duration::from_secs(60),
             silence_max: Duration::from_secs(2),
             probe_timeout: Duration::from_millis(50),
+            bound_at_start: false,
             fence_repeats: 20,
             window: REORDER as usize,
             ack_delay: Duration::from_micros(200),

@@ -150,7 +150,8 @@ impl Reliable {
         };
         let p = r as usize;
         let peer = &self.peers[p];
-        if p == self.rank as usize || !peer.heard || peer.suspected || self.fenced_by.is_some() {
+        let unheard = !peer.heard && !self.cfg.bound_at_start;
+        if p == self.rank as usize || unheard || peer.suspected || self.fenced_by.is_some() {
             return;
         }
         let probed = peer.probe_due.is_some();

@@ -266,6 +266,18 @@ fn a_closed_peer_port_is_suspected_quickly_but_only_after_it_answered() {
     let start = Instant::now();
     a.send(2, b"to the never-bound", start).unwrap();
     a.send(1, b"to the dead", start).unwrap();
+    // A retransmission is what draws the ICMP error when the first send raced the close.
+    let suspects = first_suspects(a, start, |a| {
+        let _ = a.send(1, b"again", Instant::now());
+    });
+    assert_eq!(suspects, vec![1], "after {:?}", start.elapsed());
+    assert!(start.elapsed() < MS(500), "{:?}", start.elapsed());
+    assert_eq!((a.stats().refused, a.stats().refused_probes), (0, 1), "{:?}", a.stats());
+}
+
+/// Polls `a` until it suspects someone or a second has passed since `start`, calling `each`
+/// after every poll; the peers of the first suspicions.
+fn first_suspects(a: &mut UdpTransport, start: Instant, mut each: impl FnMut(&mut UdpTransport)) -> Vec<u32> {
     let mut suspects = Vec::new();
     while start.elapsed() < MS(1_000) && suspects.is_empty() {
         a.poll(Instant::now(), &mut |d| {
@@ -274,12 +286,34 @@ fn a_closed_peer_port_is_suspected_quickly_but_only_after_it_answered() {
             }
         })
         .unwrap();
-        // A retransmission is what draws the ICMP error when the first send raced the close.
-        let _ = a.send(1, b"again", Instant::now());
+        each(a);
     }
+    suspects
+}
+
+/// Where every port was bound before the table was handed out ([`UdpConfig::bound_at_start`],
+/// a local cluster's), a peer that never answered and whose port is closed (a node dead from
+/// the start) is suspected as soon as the error quotes DATA in flight, long before the
+/// retransmission timeouts (set far away to tell them apart).
+#[test]
+fn where_every_port_was_bound_first_a_closed_port_never_heard_is_suspected_quickly() {
+    let cfg = UdpConfig {
+        rto_initial: Duration::from_secs(5),
+        rto_min: Duration::from_secs(5),
+        rto_max: Duration::from_secs(5),
+        probe_timeout: Duration::from_secs(5),
+        bound_at_start: true,
+        ..UdpConfig::default()
+    };
+    let mut eps = local(2, cfg);
+    drop(eps.pop());
+    let a = &mut eps[0];
+    let start = Instant::now();
+    a.send(1, b"to the dead from the start", start).unwrap();
+    let suspects = first_suspects(a, start, |_| {});
     assert_eq!(suspects, vec![1], "after {:?}", start.elapsed());
     assert!(start.elapsed() < MS(500), "{:?}", start.elapsed());
-    assert_eq!((a.stats().refused, a.stats().refused_probes), (0, 1), "{:?}", a.stats());
+    assert_eq!(a.stats().refused_probes, 1, "{:?}", a.stats());
 }
 
 #[test]
