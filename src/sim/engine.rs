@@ -317,10 +317,6 @@ where
         }
         let cx = self.cx(shared, r, t);
         match self.nodes[i].poll_send(&cx, rng) {
-            Action::Send { to, msg } if self.known_dead && self.slots[to as usize].death == 0 => {
-                self.refused(r, to, msg, t, st);
-                return;
-            }
             Action::Send { to, msg } => {
                 debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
                 st.messages += 1;
@@ -328,12 +324,30 @@ where
                 if self.trace.is_some() {
                     self.log(t, r, "send", to, msg.label());
                 }
-                let sent = self.core.timing.send(core, r, to, t);
+                // A send to a process dead before the start that the sender's transport
+                // refuses at once ([`Faults::known_dead`]): counted and traced as the runtime
+                // counts it, but it takes no time and no send slot and reaches no one; with
+                // shared cores it is work of the sender's visit.
+                let refused = self.known_dead && self.slots[to as usize].death == 0;
+                let sent = if refused {
+                    self.core.timing.refused(core, r, t);
+                    None
+                } else {
+                    Some(self.core.timing.send(core, r, to, t))
+                };
                 if core.is_some() && msg.phase() != Phase::Dissemination {
-                    // A node reads before it sends the next correction message (shared
-                    // cores only: nothing to hand on, and no phase to ask, otherwise).
+                    // A node reads before it sends the next correction message, whether its
+                    // transport took the one before or refused it (shared cores only:
+                    // nothing to hand on, and no phase to ask, otherwise).
                     self.core.timing.hand_on(core);
                 }
+                self.slots[i].poll_pending = true;
+                let Some(sent) = sent else {
+                    // Refused: the sender is asked for its next send at this instant.
+                    self.core.cal.push_late(t, r);
+                    self.rearm(r, t);
+                    return;
+                };
                 st.quiescence = st.quiescence.max(sent.end);
                 if self.core.timing.noisy() || core.is_some() {
                     // The receive takes the receiver's port (and core) when the message arrives.
@@ -376,7 +390,6 @@ where
                 if self.fd {
                     self.sends_log.push((r, to));
                 }
-                self.slots[i].poll_pending = true;
                 self.core.cal.push_late(sent.next, r);
             }
             Action::Sleep(s) => {
@@ -385,31 +398,6 @@ where
             }
             Action::Wait => {}
         }
-        self.rearm(r, t);
-    }
-
-    /// A send of `r` to `to`, dead before the start, that `r`'s transport refuses at once
-    /// ([`Faults::known_dead`]): counted as the runtime counts it (the protocol sent it, and
-    /// the trace says so), but it takes no time and no send slot, reaches no one and feeds no
-    /// modeled failure detector; `r` is asked for its next send at the same instant. With
-    /// shared cores it is work of `r`'s visit, and a correction message still hands the core
-    /// on: the runtime's node reads before it sends the next one whether the transport took
-    /// the message or not (`Pass::poll_transmit`), so its worker visits the others first.
-    #[cold]
-    fn refused(&mut self, r: Rank, to: Rank, msg: P::Msg, t: Time, st: &mut RunStats) {
-        debug_assert!(to < self.n && to != r, "rank {r} sent to {to}");
-        st.messages += 1;
-        self.slots[r as usize].sent += 1;
-        if self.trace.is_some() {
-            self.log(t, r, "send", to, msg.label());
-        }
-        let core = self.core(r);
-        self.core.timing.refused(core, r, t);
-        if core.is_some() && msg.phase() != Phase::Dissemination {
-            self.core.timing.hand_on(core);
-        }
-        self.slots[r as usize].poll_pending = true;
-        self.core.cal.push_late(t, r);
         self.rearm(r, t);
     }
 

@@ -222,16 +222,19 @@ fn shared_cores_parallel_receives_and_noise_run_as_with_one_record_per_process()
     }
 }
 
+/// Each mode once, on 5 cores where cores are shared.
+const EVERY_MODE: [Mode; 5] = [
+    Mode::Plain,
+    Mode::Cores(5),
+    Mode::Visits(5, 2),
+    Mode::Parallel,
+    Mode::Noisy,
+];
+
 /// The trace, event by event, is the reference engine's.
 #[test]
 fn traces_are_the_reference_engines_event_for_event() {
-    for mode in [
-        Mode::Plain,
-        Mode::Cores(5),
-        Mode::Visits(5, 2),
-        Mode::Parallel,
-        Mode::Noisy,
-    ] {
+    for mode in EVERY_MODE {
         same_as_the_reference(64, LogGP::from(LogP { l: 2, o: 1 }), mode, 2, true);
     }
 }
@@ -251,13 +254,7 @@ fn large_runs_are_the_reference_engines() {
 #[test]
 fn known_dead_changes_nothing_without_processes_dead_before_the_start() {
     let gp = LogGP::from(LogP { l: 2, o: 1 });
-    for mode in [
-        Mode::Plain,
-        Mode::Cores(5),
-        Mode::Visits(5, 2),
-        Mode::Parallel,
-        Mode::Noisy,
-    ] {
+    for mode in EVERY_MODE {
         for algo in algos() {
             let faults = |known_dead| Faults {
                 before: DeadBefore::Count(0),
