@@ -341,6 +341,64 @@ fn a_node_dead_from_the_start_costs_no_operation() {
     assert_eq!(v["dead_nodes"], serde_json::json!([1]));
 }
 
+/// A crash inside the measured window splits the report where each crash starts: every
+/// measured operation in one segment, each segment beside the model's prediction for it
+/// (its crashed nodes dead from its start), nothing failed in any; without a crash inside the
+/// window there is no split.
+#[test]
+fn crashes_split_the_report_into_segments_each_beside_its_model() {
+    let args = |kill: &'static str| {
+        [
+            "bench",
+            "--nodes",
+            "4",
+            "--kill",
+            kill,
+            "--iterations",
+            "1500",
+            "--warmup",
+            "200",
+            "--o-ns",
+            "1000",
+            "--L-ns",
+            "1000",
+            "--json",
+        ]
+    };
+    let v = json(&args("1@700,2@1400:sent=1"));
+    assert_eq!(v["violations"], 0, "{v}");
+    let segs = v["segments"].as_array().unwrap_or_else(|| panic!("{v}"));
+    let ops: Vec<_> = segs.iter().map(|s| (s["ops"].clone(), s["dead"].clone())).collect();
+    use serde_json::json as j;
+    assert_eq!(
+        ops,
+        [
+            (j!([200, 700]), j!([])),
+            (j!([700, 1400]), j!([1])),
+            (j!([1400, 1700]), j!([1, 2]))
+        ]
+    );
+    let counted: u64 = segs.iter().map(|s| s["measured_ops"].as_u64().unwrap()).sum();
+    assert_eq!(counted, v["measured_ops"].as_u64().unwrap(), "{v}");
+    assert_eq!(segs[0]["measured_ops"], 500);
+    let (mut runs, mut msgs) = (0.0, 0.0);
+    for s in segs {
+        assert_eq!((&s["timeouts"], &s["violated_ops"]), (&j!(0), &j!(0)), "{s}");
+        let p = &s["prediction"];
+        let r = p["runs"].as_f64().unwrap_or_else(|| panic!("{s}"));
+        assert!(
+            r >= 1.0 && p["coloring"]["ratio"]["p50"].as_f64().is_some_and(|x| x > 0.0),
+            "{s}"
+        );
+        runs += r;
+        msgs += r * p["messages_per_op"].as_f64().unwrap();
+    }
+    let pooled = v["prediction"]["messages_per_op"].as_f64().unwrap();
+    assert!((msgs / runs - pooled).abs() < 1e-9, "{msgs}/{runs} vs {pooled}");
+    let v = json(&args("1"));
+    assert_eq!(v["segments"], j!([]), "dead from the start: one regime");
+}
+
 /// `--version` names the commit the binary was built from (`build.rs`), so that results name
 /// the binary that made them rather than the checkout of whoever ran it, and whether it stamps
 /// the forwarding path (feature `stages`: `cargo bench --bench stages --features stages`

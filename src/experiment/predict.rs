@@ -7,7 +7,7 @@ use crate::experiment::simulate as runner;
 pub use crate::model::BenchModel;
 
 use crate::protocol::{ProtoRng, Protocol, SharedInfo};
-use crate::runtime::kill::{Kill, KillPoint};
+use crate::runtime::kill::{Kill, Segment};
 use crate::runtime::node::{OsuBcast, RankTimes};
 use crate::sim::{DeadBefore, Experiment, Faults, Noise, Summary};
 use crate::wire::WireMessage;
@@ -58,14 +58,6 @@ fn simulate_per_rank(setup: &Setup) -> Result<(Summary, RankTimes), String> {
     Ok((s, ranks))
 }
 
-/// `noise`: each message's `o_s`, `o_r` and `L` drawn from these distributions (in the model's
-/// units), so that p99 and p99.9 mean something (noisy LogP); `None`: fixed.
-/// `cores`: the nodes share that many cores (rank r on core r mod cores, as the runtime's
-/// workers serve their nodes; see [`crate::sim::Engine::set_cores`]); `None`: a core per node.
-/// The simulator's prediction for the measured operations `warmup..warmup + iterations`: nodes
-/// dead from the start are dead in every run, and a node crashed during iteration I is dead in
-/// the share of runs that stands for the measured operations from I on (the runs are split
-/// over the segments between crashes in proportion to their lengths).
 /// LogP `o` on hosts that share `cores` cores (processor sharing): each of `nodes`
 /// busy-polling nodes runs `cores / nodes` of the time, so a message's `o` of CPU time takes
 /// `o · nodes / cores` of wall time. Unchanged with a core per node (or `cores` unset).
@@ -87,6 +79,15 @@ pub struct SharedCores {
     pub work_ns: u64,
 }
 
+/// The simulator's prediction for the measured operations `warmup..warmup + iterations`
+/// (`measured`), segment by segment between crashes ([`crate::runtime::kill::segments`]):
+/// nodes dead from the start are dead in every run, and a node crashed during iteration I is
+/// dead in the runs that stand for the segments from I on (the runs are shared out over the
+/// segments in proportion to their lengths, so the pooled figures are the whole window's).
+/// `noise`: each message's `o_s`, `o_r` and `L` drawn from these distributions (in the model's
+/// units), so that p99 and p99.9 mean something (noisy LogP); `None`: fixed.
+/// `cores`: the nodes share cores ([`SharedCores`], see [`crate::sim::Engine::set_cores`]);
+/// `None`: a core per node.
 pub fn predict(
     algo: &Algo,
     n: u32,
@@ -96,33 +97,23 @@ pub fn predict(
     kills: &[Kill],
     measured: (u64, u64),
 ) -> Result<Prediction, String> {
-    const RUNS: u64 = 200;
-    let (first, end) = (measured.0, measured.0 + measured.1);
-    let mut cuts: Vec<(u64, u32)> = kills.iter().filter_map(|k| Some((k.iteration()?, k.rank))).collect();
-    cuts.sort_unstable();
-    let mut dead: Vec<u32> = kills
-        .iter()
-        .filter(|k| k.point == KillPoint::Start)
-        .map(|k| k.rank)
-        .collect();
-    let mut segments: Vec<(Vec<u32>, u64)> = Vec::new();
-    let mut at = first;
-    for &(iter, rank) in &cuts {
-        if iter > at && at < end {
-            segments.push((dead.clone(), iter.min(end) - at));
-            at = iter.min(end);
-        }
-        dead.push(rank);
-    }
-    if at < end {
-        segments.push((dead.clone(), end - at));
-    }
-    let total: u64 = segments.iter().map(|s| s.1).sum::<u64>().max(1);
+    // Enough runs that the p50 of a window half before and half after a crash does not jump
+    // between the two regimes from run to run (it did with 200) and a segment's p99.9 rests
+    // on more than one run: 2000 up to 64 nodes, fewer beyond (a run's events grow with n),
+    // at least 200; shared out in proportion to the segments' lengths, at least one each.
+    let runs_total = (128_000 / u64::from(n.max(1))).clamp(200, 2000);
+    let segments = crate::runtime::kill::segments(kills, measured.0, measured.0 + measured.1);
+    let total: u64 = segments.iter().map(|s| s.ops.end - s.ops.start).sum::<u64>().max(1);
     let mut summary: Option<Summary> = None;
     // Per rank, pooled over the segments' runs (each stands for its share of the operations).
     let mut ranks = RankTimes::default();
-    for (dead, len) in segments {
-        let runs = (RUNS * len).div_ceil(total).max(1);
+    let mut per_segment = Vec::with_capacity(segments.len());
+    let u = model.unit_ns as f64;
+    let ns = |p: crate::sim::stats::Percentiles| [p.p50 * u, p.p99 * u, p.p999 * u];
+    for seg in segments {
+        let len = seg.ops.end - seg.ops.start;
+        let runs = (runs_total * len).div_ceil(total).max(1);
+        let dead = seg.dead.clone();
         let setup = Setup {
             algo: algo.clone(),
             experiment: Experiment {
@@ -158,14 +149,20 @@ pub fn predict(
         };
         let (s, r) = simulate_per_rank(&setup)?;
         ranks.merge(&r);
+        let rep = s.report();
+        per_segment.push(SegmentPrediction {
+            segment: seg,
+            runs,
+            coloring: ns(rep.coloring_latency),
+            quiescence: ns(rep.quiescence_latency),
+            messages: rep.messages_per_process.mean * f64::from(n),
+        });
         match summary.as_mut() {
             Some(all) => all.merge(&s),
             None => summary = Some(s),
         }
     }
     let s = summary.ok_or("no measured operations to predict")?;
-    let u = model.unit_ns as f64;
-    let ns = |p: crate::sim::stats::Percentiles| [p.p50 * u, p.p99 * u, p.p999 * u];
     let r = s.report();
     Ok(Prediction {
         coloring: ns(r.coloring_latency),
@@ -177,7 +174,24 @@ pub fn predict(
             max: o.max * u,
         }),
         per_rank: ranks.means_by_rank().into_iter().map(|m| m.map(|m| m * u)).collect(),
+        segments: per_segment,
     })
+}
+
+/// The prediction for one stretch of the measured operations between crashes
+/// ([`crate::runtime::kill::segments`]), its crashed nodes dead from its start: what a run
+/// with crashes is compared with, segment by segment (pooled, a window half before and half
+/// after a crash has its p50 between two regimes, where neither the model nor the machine
+/// has many operations).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SegmentPrediction {
+    pub segment: Segment,
+    /// The simulator's runs that stand for it.
+    pub runs: u64,
+    /// p50, p99 and p99.9 (ns).
+    pub coloring: [f64; 3],
+    pub quiescence: [f64; 3],
+    pub messages: f64,
 }
 
 /// The simulator's p50, p99 and p99.9 (ns) and mean messages per operation.
@@ -192,6 +206,8 @@ pub struct Prediction {
     /// Each rank's mean delivery time (ns) by rank (`None`: dead in every run): where the
     /// model misses, rank by rank, against the run's own.
     pub per_rank: Vec<Option<f64>>,
+    /// The same, segment by segment between crashes (one segment without crashes).
+    pub segments: Vec<SegmentPrediction>,
 }
 
 #[cfg(test)]
@@ -290,6 +306,46 @@ mod tests {
         assert_eq!(split.coloring[0], 2.0 * (4.0 * 2400.0 + 1000.0 + 800.0));
     }
 
+    /// Differential: segment by segment, a crash's prediction is that of a run without the
+    /// crash before it and that of a run with the node dead from the start after it (a
+    /// corrected tree without noise: every run the same, whatever their number), and the
+    /// pooled figures are the segments' weighted by their runs.
+    #[test]
+    fn a_crash_splits_the_prediction_into_its_two_regimes() {
+        let m = BenchModel::new(800, 600, 1000);
+        let n = 8;
+        let algo = resolve_algo(&AlgoSpec::new(AlgoName::CorrectedTree), n, m.mean_logp(), 0).unwrap();
+        let at = |k: &str, window| predict(&algo, n, &m, None, None, &parse_kills(k, n).unwrap(), window).unwrap();
+        let split = at("1@6000:sent=0", (1000, 10_000));
+        let (before, after) = (at("", (1000, 5000)), at("1", (6000, 5000)));
+        let [a, b] = &split.segments[..] else {
+            panic!("{:?}", split.segments)
+        };
+        assert_eq!(
+            (a.segment.ops.clone(), b.segment.ops.clone()),
+            (1000..6000, 6000..11_000)
+        );
+        assert_eq!(
+            (a.segment.dead.as_slice(), b.segment.dead.as_slice()),
+            (&[][..], &[1][..])
+        );
+        assert_eq!(
+            (a.coloring, a.quiescence, a.messages),
+            (before.coloring, before.quiescence, before.messages)
+        );
+        assert_eq!(
+            (b.coloring, b.quiescence, b.messages),
+            (after.coloring, after.quiescence, after.messages)
+        );
+        assert_ne!(a.quiescence, b.quiescence, "the crash changes the operation");
+        assert_eq!(a.runs, b.runs);
+        let pooled = (a.messages * a.runs as f64 + b.messages * b.runs as f64) / (a.runs + b.runs) as f64;
+        assert!((split.messages - pooled).abs() < 1e-9, "{} vs {pooled}", split.messages);
+        // Without a crash inside the window: one segment, the whole prediction.
+        assert_eq!(before.segments.len(), 1);
+        assert_eq!(before.segments[0].coloring, before.coloring);
+    }
+
     #[test]
     fn o_stretches_only_when_nodes_outnumber_the_shared_cores() {
         assert_eq!(shared_o_ns(1272, 4, None), 1272, "a core per node");
@@ -361,7 +417,8 @@ mod tests {
                 logp: m.loggp,
                 noise: None,
                 faults: Faults::default(),
-                runs: 200,
+                // The prediction's own runs (one segment: no crash).
+                runs: p.segments[0].runs,
                 seed: 1,
                 threads: 1,
                 max_events: Experiment::default_max_events(n),

@@ -216,7 +216,7 @@ where
         epoch: Instant::now(),
     };
     let pool = cfg.pool();
-    let mut lead = Some(Lead::new(cfg, requests, pending, offers));
+    let mut lead = Some(Lead::new(cfg, requests, pending, offers, kills.clone()));
     // As many workers as members, broadcast nodes or not: an agreements-only group's
     // workers step the members' agreements and agreement streams, member `r` on worker
     // `r % k` as the broadcast nodes.

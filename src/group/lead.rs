@@ -319,6 +319,8 @@ pub(super) struct Lead {
     stream: Option<Streaming>,
     /// The agreement values of the batch of requests being read (kept for its capacity).
     values: Vec<(u32, u64)>,
+    /// The group's planned crashes: a stream's results are also split where one starts.
+    kills: Vec<crate::runtime::kill::Kill>,
 }
 
 impl Lead {
@@ -327,6 +329,7 @@ impl Lead {
         requests: mpsc::Receiver<Request>,
         pending: Pending,
         offers: Vec<Offer>,
+        kills: Vec<crate::runtime::kill::Kill>,
     ) -> Self {
         let coord = Coordinator::new(&cfg);
         Lead {
@@ -341,6 +344,7 @@ impl Lead {
             next_stream: None,
             stream: None,
             values: Vec::new(),
+            kills,
         }
     }
 
@@ -467,7 +471,10 @@ impl Lead {
             ..self.cfg.clone()
         };
         sh.streaming.store(true, Ordering::Relaxed);
-        self.stream = Some(Streaming::new(req, Coordinator::starting_at(&cfg, first)));
+        self.stream = Some(Streaming::new(
+            req,
+            Coordinator::starting_at(&cfg, first).split_at(&self.kills),
+        ));
     }
 
     /// Names the roots of the stream's next operations, then lets the coordinator start and

@@ -157,6 +157,7 @@ pub fn print(r: &BenchReport) {
                     .map(|r| json!({"rank": r.rank, "measured": r.measured / 1e3, "model": r.model / 1e3, "ratio": r.ratio()}))
                     .collect::<Vec<_>>(),
             })),
+            "segments": super::segments::json(res, pred.as_ref()),
             "transport": res.transport,
             "acks_per_data": acks_per_data(a.transport, &res.transport),
             "drops": res.drops,
@@ -353,6 +354,7 @@ pub fn print(r: &BenchReport) {
             );
         }
     }
+    s += &super::segments::text(res, pred.as_ref());
     if a.procs && a.nodes as usize > cores {
         let how = match poll {
             PollMode::Blocking => "they block on their sockets and the OS wakes them",
@@ -418,7 +420,7 @@ pub fn print(r: &BenchReport) {
 }
 
 /// Percentiles of a histogram in µs.
-fn pcts(h: &Histogram<u64>) -> serde_json::Value {
+pub(super) fn pcts(h: &Histogram<u64>) -> serde_json::Value {
     let us = |v: u64| v as f64 / 1000.0;
     json!({
         "t_min": us(h.min()), "p50": us(h.value_at_quantile(0.5)), "avg": h.mean() / 1000.0,
@@ -497,9 +499,9 @@ fn row(name: &str, h: &Histogram<u64>) -> String {
     )
 }
 
-const QS: [f64; 3] = [0.5, 0.99, 0.999];
+pub(super) const QS: [f64; 3] = [0.5, 0.99, 0.999];
 
-fn compare(h: &Histogram<u64>, pred: &[f64; 3]) -> serde_json::Value {
+pub(super) fn compare(h: &Histogram<u64>, pred: &[f64; 3]) -> serde_json::Value {
     let m: Vec<f64> = QS.iter().map(|&q| h.value_at_quantile(q) as f64).collect();
     json!({
         "measured_us": {"p50": m[0] / 1e3, "p99": m[1] / 1e3, "p99.9": m[2] / 1e3},

@@ -7,3 +7,4 @@ pub mod bench;
 pub mod bootstrap;
 pub mod output;
 pub mod plot;
+pub mod segments;

@@ -164,6 +164,25 @@ pub struct ClusterResult {
     /// Per worker of a local run, its passes without progress ([`IdlePasses`]; empty for a
     /// launched or multi-process run).
     pub idle_passes: Vec<IdlePasses>,
+    /// The measured operations again, split where a crash starts
+    /// ([`crate::runtime::kill::segments`]; empty without a crash inside the window): what a
+    /// run with a crash is compared with the model by, segment by segment.
+    pub segments: Vec<SegmentResult>,
+}
+
+/// What a run measured in one stretch of its operations between crashes.
+#[derive(Debug)]
+pub struct SegmentResult {
+    /// Its operations (sequence numbers, as `--kill R@I` counts) and the nodes dead for all
+    /// of them.
+    pub segment: crate::runtime::kill::Segment,
+    pub coloring: Histogram<u64>,
+    pub quiescence: Histogram<u64>,
+    pub messages: Histogram<u64>,
+    /// Operations abandoned at the timeout, and operations whose live nodes did not all
+    /// deliver exactly once.
+    pub timeouts: u64,
+    pub violated_ops: u64,
 }
 
 impl ClusterResult {
@@ -196,6 +215,7 @@ impl ClusterResult {
             clock_uncertainty_ns: None,
             clocks: Vec::new(),
             idle_passes: Vec::new(),
+            segments: Vec::new(),
         }
     }
 
@@ -305,6 +325,28 @@ impl Coordinator {
             timeouts_in_a_row: 0,
             res: ClusterResult::empty(),
         }
+    }
+
+    /// Also records the measured operations segment by segment between the crashes of
+    /// `kills` ([`ClusterResult::segments`]; nothing when no crash falls inside the window).
+    /// Their iterations are sequence numbers, as the nodes' kills count them.
+    pub(crate) fn split_at(mut self, kills: &[crate::runtime::kill::Kill]) -> Self {
+        let segs = crate::runtime::kill::segments(kills, self.warmup, self.total);
+        self.res.segments = if segs.len() > 1 {
+            segs.into_iter()
+                .map(|segment| SegmentResult {
+                    segment,
+                    coloring: hist(),
+                    quiescence: hist(),
+                    messages: hist(),
+                    timeouts: 0,
+                    violated_ops: 0,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self
     }
 
     /// A coordinator whose operations are numbered from `first` on (a group's stream, after
@@ -435,6 +477,7 @@ impl Coordinator {
             }
             let mut msgs = 0u64;
             let mut dropped = false;
+            let violations_before = r.violations;
             for (i, nb) in ctl.boards.iter().enumerate() {
                 let Some(b) = nb.get(seq) else {
                     if Self::live_for(ctl, i, seq) {
@@ -458,12 +501,20 @@ impl Coordinator {
                 }
             }
             r.dropped_ops += u64::from(dropped);
-            r.coloring.saturating_record(colored.saturating_sub(start).max(1));
+            let coloring = colored.saturating_sub(start).max(1);
             // A delivery is activity of the operation: quiescence is never before coloring
             // (`--procs` reports may carry a `last_ns` older than a later delivery stamp).
-            r.quiescence
-                .saturating_record(last.max(colored).saturating_sub(start).max(1));
+            let quiescence = last.max(colored).saturating_sub(start).max(1);
+            r.coloring.saturating_record(coloring);
+            r.quiescence.saturating_record(quiescence);
             r.messages.saturating_record(msgs.max(1));
+            if let Some(sg) = r.segments.iter_mut().find(|sg| sg.segment.ops.contains(&seq)) {
+                sg.coloring.saturating_record(coloring);
+                sg.quiescence.saturating_record(quiescence);
+                sg.messages.saturating_record(msgs.max(1));
+                sg.timeouts += u64::from(abandoned);
+                sg.violated_ops += u64::from(r.violations > violations_before);
+            }
         }
         self.cur += 1;
         ctl.retired.store(self.cur, Ordering::Release);

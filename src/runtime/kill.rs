@@ -110,6 +110,45 @@ pub fn format_kills(kills: &[Kill]) -> String {
     }
 }
 
+/// A stretch of a run's measured operations between crashes: operations `ops` (counted from
+/// the run's first, warmup included, as `--kill R@I` counts), with `dead` the nodes dead for
+/// all of it (dead from the start, or crashed in an operation before `ops.start`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Segment {
+    pub ops: std::ops::Range<u64>,
+    pub dead: Vec<u32>,
+}
+
+/// The measured operations `first..end` split where a crash starts: a node crashed in
+/// operation I is alive in the segment before I and dead from the one starting at I on (the
+/// operation it dies in is the first of a segment). One segment without crashes inside the
+/// window; none when the window is empty.
+pub fn segments(kills: &[Kill], first: u64, end: u64) -> Vec<Segment> {
+    let mut cuts: Vec<(u64, u32)> = kills.iter().filter_map(|k| Some((k.iteration()?, k.rank))).collect();
+    cuts.sort_unstable();
+    let mut dead: Vec<u32> = kills
+        .iter()
+        .filter(|k| k.point == KillPoint::Start)
+        .map(|k| k.rank)
+        .collect();
+    let mut out = Vec::new();
+    let mut at = first;
+    for &(iter, rank) in &cuts {
+        if iter > at && at < end {
+            out.push(Segment {
+                ops: at..iter.min(end),
+                dead: dead.clone(),
+            });
+            at = iter.min(end);
+        }
+        dead.push(rank);
+    }
+    if at < end {
+        out.push(Segment { ops: at..end, dead });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +168,27 @@ mod tests {
         assert_eq!(k[2].point, KillPoint::OnReceive { iter: 2 });
         assert_eq!(k[3].point, KillPoint::AfterSends { iter: 7, k: 2 });
         assert_eq!(k[3].iteration(), Some(7));
+    }
+
+    /// The default bench's kill splits its measured operations in two; a kill in the warmup
+    /// or at the first measured operation kills for all of them; one after the window none.
+    #[test]
+    fn crashes_split_the_measured_operations() {
+        let seg = |spec: &str| segments(&parse_kills(spec, 8).unwrap(), 1000, 11_000);
+        let s = |ops: std::ops::Range<u64>, dead: &[u32]| Segment {
+            ops,
+            dead: dead.to_vec(),
+        };
+        assert_eq!(seg(""), [s(1000..11_000, &[])]);
+        assert_eq!(seg("1@6000"), [s(1000..6000, &[]), s(6000..11_000, &[1])]);
+        assert_eq!(
+            seg("3, 1@6000:sent=1, 2@9000"),
+            [s(1000..6000, &[3]), s(6000..9000, &[3, 1]), s(9000..11_000, &[3, 1, 2])]
+        );
+        assert_eq!(seg("1@500, 2@1000"), [s(1000..11_000, &[1, 2])]);
+        assert_eq!(seg("1@11000"), [s(1000..11_000, &[])]);
+        assert_eq!(seg("1@7000, 2@7000"), [s(1000..7000, &[]), s(7000..11_000, &[1, 2])]);
+        assert!(segments(&[], 5, 5).is_empty());
     }
 
     #[test]

@@ -76,11 +76,12 @@ fn drive(
     agent: &mut ParentAgent,
     ctl: &Control,
     cfg: &ClusterConfig,
+    kills: &[Kill],
     epoch: Instant,
     now_ns: &dyn Fn() -> u64,
     each: &mut dyn FnMut(&Control, &[u32]),
 ) -> ClusterResult {
-    let mut coord = Coordinator::new(cfg);
+    let mut coord = Coordinator::new(cfg).split_at(kills);
     let started = Instant::now();
     loop {
         agent.pump(ctl, now_ns);
@@ -134,7 +135,7 @@ pub fn coordinate_joined(
         agent.wait(Duration::from_millis(1));
     }
     await_nodes(&mut agent, &ctl, kills, &now_ns, join_timeout, &mut || Ok(()))?;
-    let res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |_, _| {});
+    let res = drive(&mut agent, &ctl, cfg, kills, epoch, &now_ns, &mut |_, _| {});
     if agent.refused_hellos > 0 {
         eprintln!(
             "ftcoll: the coordinator at {addr} refused {} hello(s) not sealed for this run (replayed or forged)",
@@ -231,7 +232,7 @@ pub fn run_parent(
     // Falsely suspected nodes: fenced by a peer (their exit report says so) or declared
     // crashed here for their silence without a planned crash; each counted once.
     let mut falsely = vec![false; n as usize];
-    let mut res = drive(&mut agent, &ctl, cfg, epoch, &now_ns, &mut |ctl, silent| {
+    let mut res = drive(&mut agent, &ctl, cfg, kills, epoch, &now_ns, &mut |ctl, silent| {
         for &r in silent {
             // Declared crashed: make it so, and count it unless its crash was planned.
             procs.kill(r as usize);
