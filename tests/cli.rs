@@ -341,6 +341,31 @@ fn a_node_dead_from_the_start_costs_no_operation() {
     assert_eq!(v["dead_nodes"], serde_json::json!([1]));
 }
 
+/// The same with one process per node: each node process bound its port before the
+/// coordinator handed out the table, so a peer's closed port is a dead node's from the first
+/// refusal. Before the node processes took it so (`UdpConfig::bound_at_start`), their senders
+/// met a full window to the dead rank about 250 000 times a run until their retries ran out.
+#[test]
+fn a_node_process_dead_from_the_start_is_suspected_at_its_first_refusal() {
+    let v = json(&[
+        "bench",
+        "--procs",
+        "--nodes",
+        "4",
+        "--kill",
+        "1",
+        "--iterations",
+        "500",
+        "--warmup",
+        "50",
+        "--no-model",
+        "--json",
+    ]);
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["transport"]["window_full"], 0, "{v}");
+    assert!(v["transport"]["refused_probes"].as_u64().is_some_and(|r| r >= 1), "{v}");
+}
+
 /// A crash inside the measured window splits the report where each crash starts: every
 /// measured operation in one segment, each segment beside the model's prediction for it
 /// (its crashed nodes dead from its start), nothing failed in any; without a crash inside the

@@ -225,6 +225,10 @@ pub fn child(spec_json: &str) -> Result<(), String> {
         None => return Err(format!("--spec: rank {} of {} nodes", s.rank, s.peers.len())),
     };
     let sock = UdpTransport::bind_socket(at).map_err(|e| format!("cannot bind {at}: {e}"))?;
+    // A table that came after this process said its bound port came after every node's did
+    // (the parent waits for all): a closed port is then a dead node's
+    // (`UdpConfig::bound_at_start`). A table given up front may name ports not bound yet.
+    let bound_first = s.peers.is_empty();
     if s.peers.is_empty() {
         let me = sock
             .local_addr()
@@ -242,6 +246,7 @@ pub fn child(spec_json: &str) -> Result<(), String> {
         // Each generation its own job id: a straggler datagram of the last one is dropped.
         let cfg = UdpConfig {
             job: crate::transport::ids::agree_generation(s.generation),
+            bound_at_start: bound_first,
             ..UdpConfig::default()
         };
         let own = sock

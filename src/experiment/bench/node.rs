@@ -239,9 +239,19 @@ impl NodeRunSpec {
                 Duration::from_secs(60),
             )?),
             // The socket the rendezvous published, kept: no other program took its port.
+            // Every node published its bound port before the directory gave anyone the table:
+            // a closed port is a dead node's (`UdpConfig::bound_at_start`).
             (None, _, Some(sock)) => Some(Box::new(
-                UdpTransport::from_bound(rank, &spec.peers, udp_config(&spec), sock)
-                    .map_err(|e| format!("cannot use the rendezvous socket {}: {e}", spec.peers[rank as usize]))?,
+                UdpTransport::from_bound(
+                    rank,
+                    &spec.peers,
+                    crate::transport::udp::UdpConfig {
+                        bound_at_start: true,
+                        ..udp_config(&spec)
+                    },
+                    sock,
+                )
+                .map_err(|e| format!("cannot use the rendezvous socket {}: {e}", spec.peers[rank as usize]))?,
             )),
             // `bench --procs`: bind a port, report it over the control plane, get the table.
             (None, _, None) if spec.peers.is_empty() => {

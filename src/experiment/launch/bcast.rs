@@ -171,7 +171,12 @@ pub fn node_endpoint(
         ));
     }
     spec.peers = peers;
-    let cfg = crate::runtime::procs::udp_config(spec);
+    // The coordinator hands out the table once every node has bound its port and said so: a
+    // closed port is a dead node's (`UdpConfig::bound_at_start`).
+    let cfg = crate::transport::udp::UdpConfig {
+        bound_at_start: true,
+        ..crate::runtime::procs::udp_config(spec)
+    };
     let t = UdpTransport::from_socket(spec.rank, sock, &spec.peers, cfg)
         .map_err(|e| format!("cannot open the endpoint at {me}: {e}"))?;
     Ok(Box::new(t))

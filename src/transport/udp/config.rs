@@ -31,7 +31,9 @@ pub struct UdpConfig {
     /// suspected only if no authenticated datagram comes from it within this time.
     pub probe_timeout: Duration,
     /// Every peer's port was bound before this endpoint learned its address (the table came
-    /// from bound sockets: [`super::UdpTransport::bind_ephemeral_local`], a local cluster's),
+    /// from bound sockets: [`super::UdpTransport::bind_ephemeral_local`], a local cluster's;
+    /// or each node process reported or published its bound port before anyone got the
+    /// table: `bench --procs`, `--rendezvous`, an `agree --procs` node that chose its port),
     /// so an ICMP "port unreachable" for a peer not heard from yet means its process closed
     /// the port, as for one heard from: it is probed, or suspected at once when the error
     /// quotes DATA in flight. `false`: an address may name a port not bound yet (a hostfile
