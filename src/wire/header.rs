@@ -3,7 +3,7 @@
 //! ```text
 //! offset size field
 //!  0     4    magic "FTCL"
-//!  4     1    version (1)
+//!  4     1    version (2)
 //!  5     1    kind (see wire::kind)
 //!  6     2    flags (0)
 //!  8     8    job id
@@ -22,7 +22,9 @@ use super::kind;
 /// The first four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"FTCL";
 /// The wire format's version.
-pub const VERSION: u8 = 1;
+/// 2 since 2026-11-28: an ERA RESULT_REQUEST carries the requester's known-dead set
+/// (`wire::agree`); a build that reads version 1 would take it as malformed.
+pub const VERSION: u8 = 2;
 /// Bytes of the header.
 pub const HEADER_LEN: usize = 36;
 
@@ -190,7 +192,8 @@ mod tests {
 
     #[test]
     fn header_bad_version() {
-        for v in [0, 2, 0xFF] {
+        // 1: the layout before an ERA request carried its known-dead set.
+        for v in [0, 1, VERSION + 1, 0xFF] {
             let mut d = datagram();
             d[4] = v;
             assert_eq!(decode(&d), Err(DecodeError::BadVersion));
