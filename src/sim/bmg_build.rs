@@ -5,8 +5,12 @@
 //!
 //! A run ends once the processes' states are legitimate and every process has stayed quiet
 //! and legitimate for `closure_phases` phases (a few refresh periods, so every process has
-//! re-run its spontaneous rules and every older message has been consumed): closure, Lemmas
-//! A.2 and A.7. Each time a legitimate state is lost again is counted in `breaks`: from a
+//! re-run its spontaneous rules) and until every message that was in the channels when that
+//! began has been consumed: closure, Lemmas A.2 and A.7. (Under the asynchronous scheduler a
+//! process consumes one message a phase; where more than that keep coming, as to a node of
+//! a high fan-in from quiet processes refreshing, the older messages are never all consumed
+//! and the run is not reported closed, whatever its states look like: `backlog` says how
+//! deep the channels were when it ended.) Each time a legitimate state is lost again is counted in `breaks`: from a
 //! clean start there must be none; from a corrupted one, messages still in the channels may
 //! break a state that only looked legitimate (its channels were not, Definition A.3).
 
@@ -63,8 +67,11 @@ pub struct Convergence {
     pub max_received: u64,
     /// Messages dropped by processes as invalid, or sent to no process.
     pub dropped: u64,
-    /// Did the configuration stay legitimate and quiet for `closure_phases`?
+    /// Did the configuration stay legitimate and quiet for `closure_phases`, and until every
+    /// message in the channels when that began was consumed?
     pub closed: bool,
+    /// The most messages waiting for one process when the run ended.
+    pub backlog: u64,
 }
 
 /// A random message for a corrupted channel: any kind, identifiers up to `n + 1` (some out of
@@ -172,6 +179,9 @@ impl Build {
             ..Convergence::default()
         };
         let mut quiet_at = None;
+        // Per live process, the consumptions after which every message that was in its
+        // channels when the quiet window began is consumed (FIFO: they come first).
+        let mut owed: Vec<u64> = Vec::new();
         let mut was_legit = false;
         let goal = self.mended.goal();
         while self.sys.phase() - phase0 < self.cfg.max_phases {
@@ -215,12 +225,23 @@ impl Build {
             }
             was_legit = legit;
             quiet_at = match (legit && self.loud == 0, quiet_at) {
-                (true, None) => Some(phase),
+                (true, None) => {
+                    owed = (0..self.live.len() as u32)
+                        .map(|p| self.sys.received(p) + self.sys.queued(p))
+                        .collect();
+                    Some(phase)
+                }
                 (true, at) => at,
                 (false, _) => None,
             };
+            let consumed = |sys: &Phased<BmgOverlay>, live: &[bool]| {
+                owed.iter()
+                    .enumerate()
+                    .all(|(p, &o)| !live[p] || sys.received(p as u32) >= o)
+            };
             if let Some(at) = quiet_at
                 && phase >= at + self.cfg.closure_phases
+                && consumed(&self.sys, &self.live)
             {
                 c.quiet_phases = Some(at);
                 c.closed = true;
@@ -228,6 +249,11 @@ impl Build {
             }
         }
         c.dropped = self.dropped() - dropped0;
+        c.backlog = (0..self.live.len() as u32)
+            .filter(|&p| self.live[p as usize])
+            .map(|p| self.sys.queued(p))
+            .max()
+            .unwrap_or(0);
         c
     }
 
@@ -275,6 +301,28 @@ mod tests {
 
     fn tree(shape: LaunchShape, seed: u64) -> LaunchTree {
         LaunchTree::build(shape, 1 << 20, &mut ProtoRng::new(seed)).unwrap()
+    }
+
+    /// A star whose leaves, quiet, refresh faster than the asynchronous scheduler lets its
+    /// centre consume (one message a phase): the centre's channels grow without end, and the
+    /// run is never reported closed however legitimate the states look (it was, with tens of
+    /// thousands of messages waiting). With a slower refresh the same star closes with its
+    /// channels drained.
+    #[test]
+    fn a_flooded_centre_is_never_closed() {
+        let star = |k: u32| LaunchTree::from_parents((0..=k).map(|p| (p > 0).then_some(0)).collect()).unwrap();
+        let at = |k: u32, refresh: u32| {
+            let cfg = BuildRun {
+                refresh,
+                max_phases: 6000,
+                ..clean(Scheduler::Asynchronous)
+            };
+            run(&star(k), &cfg, &mut ProtoRng::new(1))
+        };
+        let flooded = at(24, 4);
+        let calm = at(24, 256);
+        assert!(!flooded.closed && flooded.backlog > 1000, "{flooded:?}");
+        assert!(calm.closed && calm.backlog < 24, "{calm:?}");
     }
 
     #[test]

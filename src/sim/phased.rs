@@ -106,6 +106,11 @@ impl<P: Guarded> Phased<P> {
         self.received[p as usize]
     }
 
+    /// Messages waiting in process `p`'s incoming channels.
+    pub fn queued(&self, p: Rank) -> u64 {
+        self.queues[p as usize].len() as u64
+    }
+
     /// The most messages consumed by a single process (BMG paper Figure 3).
     pub fn max_received(&self) -> u64 {
         self.received.iter().copied().max().unwrap_or(0)
