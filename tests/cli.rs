@@ -409,6 +409,7 @@ fn crashes_split_the_report_into_segments_each_beside_its_model() {
     let (mut runs, mut msgs) = (0.0, 0.0);
     for s in segs {
         assert_eq!((&s["timeouts"], &s["violated_ops"]), (&j!(0), &j!(0)), "{s}");
+        assert_eq!(s["not_crashed"], j!([]), "every planned crash happened: {s}");
         let p = &s["prediction"];
         let r = p["runs"].as_f64().unwrap_or_else(|| panic!("{s}"));
         assert!(
@@ -422,6 +423,33 @@ fn crashes_split_the_report_into_segments_each_beside_its_model() {
     assert!((msgs / runs - pooled).abs() < 1e-9, "{msgs}/{runs} vs {pooled}");
     let v = json(&args("1"));
     assert_eq!(v["segments"], j!([]), "dead from the start: one regime");
+}
+
+/// A planned crash the node never reaches (a leaf asked to die after 50 sends of one
+/// operation) is named in its segment: the segment's model has the node dead, the run did not.
+#[test]
+fn a_planned_crash_that_never_happened_is_named_in_its_segment() {
+    let v = json(&[
+        "bench",
+        "--nodes",
+        "4",
+        "--kill",
+        "3@300:sent=50",
+        "--iterations",
+        "500",
+        "--warmup",
+        "50",
+        "--o-ns",
+        "1000",
+        "--L-ns",
+        "1000",
+        "--json",
+    ]);
+    assert_eq!(v["dead_nodes"], serde_json::json!([]), "{v}");
+    let segs = v["segments"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(segs.len(), 2, "{v}");
+    assert_eq!(segs[0]["not_crashed"], serde_json::json!([]));
+    assert_eq!(segs[1]["not_crashed"], serde_json::json!([3]), "{v}");
 }
 
 /// `--version` names the commit the binary was built from (`build.rs`), so that results name

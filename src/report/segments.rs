@@ -11,6 +11,18 @@ use super::bench::{QS, compare, pcts};
 use crate::experiment::predict::{Prediction, SegmentPrediction};
 use crate::runtime::cluster::{ClusterResult, SegmentResult};
 
+/// The ranks a segment has dead (as planned) that were alive when the run ended: a crash
+/// planned for a point the node never reached (`R@I:sent=K` on a node that sends fewer than K
+/// messages of operation I), which the segment's model still has dead.
+fn not_crashed(seg: &SegmentResult, res: &ClusterResult) -> Vec<u32> {
+    seg.segment
+        .dead
+        .iter()
+        .copied()
+        .filter(|r| !res.dead_nodes.contains(r))
+        .collect()
+}
+
 /// The model's segment for a measured one (the same operations), if it predicted one.
 fn model_of<'a>(seg: &SegmentResult, pred: Option<&'a Prediction>) -> Option<&'a SegmentPrediction> {
     pred?.segments.iter().find(|p| p.segment == seg.segment)
@@ -25,7 +37,8 @@ pub fn json(res: &ClusterResult, pred: Option<&Prediction>) -> serde_json::Value
             json!({
                 "ops": [s.segment.ops.start, s.segment.ops.end],
                 "dead": s.segment.dead,
-                "measured_ops": s.coloring.len(),
+                "not_crashed": not_crashed(s, res),
+                "measured_ops": s.coloring.len() + s.unstarted,
                 "timeouts": s.timeouts,
                 "violated_ops": s.violated_ops,
                 "coloring_latency_us": pcts(&s.coloring),
@@ -82,12 +95,19 @@ pub fn text(res: &ClusterResult, pred: Option<&Prediction>) -> String {
             "  {:<15}{:<8}{:>7}  {}{}{:>8.2} {:>6}\n",
             format!("{}..{}", seg.segment.ops.start, seg.segment.ops.end),
             dead,
-            seg.coloring.len(),
+            seg.coloring.len() + seg.unstarted,
             cell(&seg.coloring, 0, p.map(|p| &p.coloring)),
             cell(&seg.coloring, 1, p.map(|p| &p.coloring)),
             seg.messages.mean(),
             p.map_or("-".to_string(), |p| format!("{:.2}", p.messages)),
         );
+        let alive = not_crashed(seg, res);
+        if !alive.is_empty() {
+            s += &format!(
+                "  {:<30}  (planned dead but alive at the end, dead in the model: {:?})\n",
+                "", alive
+            );
+        }
         if seg.timeouts > 0 || seg.violated_ops > 0 {
             s += &format!(
                 "  {:<30}  ({} timed out, {} with a violation)\n",

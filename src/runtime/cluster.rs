@@ -183,6 +183,9 @@ pub struct SegmentResult {
     /// deliver exactly once.
     pub timeouts: u64,
     pub violated_ops: u64,
+    /// Operations never started because their root had crashed (counted measured and timed
+    /// out, without latencies: a group stream's roots may include a crashed member).
+    pub unstarted: u64,
 }
 
 impl ClusterResult {
@@ -341,6 +344,7 @@ impl Coordinator {
                     messages: hist(),
                     timeouts: 0,
                     violated_ops: 0,
+                    unstarted: 0,
                 })
                 .collect()
         } else {
@@ -432,6 +436,10 @@ impl Coordinator {
                 if seq >= self.warmup {
                     self.res.measured += 1;
                     self.res.timeouts += 1;
+                    if let Some(sg) = self.res.segments.iter_mut().find(|sg| sg.segment.ops.contains(&seq)) {
+                        sg.timeouts += 1;
+                        sg.unstarted += 1;
+                    }
                 }
                 self.cur += 1;
                 ctl.retired.store(self.cur, Ordering::Release);

@@ -8,11 +8,12 @@
 //! re-run its spontaneous rules) and until every message that was in the channels when that
 //! began has been consumed: closure, Lemmas A.2 and A.7. (Under the asynchronous scheduler a
 //! process consumes one message a phase; where more than that keep coming, as to a node of
-//! a high fan-in from quiet processes refreshing, the older messages are never all consumed
-//! and the run is not reported closed, whatever its states look like: `backlog` says how
-//! deep the channels were when it ended.) Each time a legitimate state is lost again is counted in `breaks`: from a
-//! clean start there must be none; from a corrupted one, messages still in the channels may
-//! break a state that only looked legitimate (its channels were not, Definition A.3).
+//! a high fan-in from quiet processes refreshing, its channels grow without end. The older
+//! messages still come first, so closure waits until they are consumed, however legitimate
+//! the states look meanwhile; `backlog` says how deep the channels were when the run ended.)
+//! Each time a legitimate state is lost again is counted in `breaks`: from a clean start there
+//! must be none; from a corrupted one, messages still in the channels may break a state that
+//! only looked legitimate (its channels were not, Definition A.3).
 
 use serde::Serialize;
 
@@ -304,24 +305,30 @@ mod tests {
     }
 
     /// A star whose leaves, quiet, refresh faster than the asynchronous scheduler lets its
-    /// centre consume (one message a phase): the centre's channels grow without end, and the
-    /// run is never reported closed however legitimate the states look (it was, with tens of
-    /// thousands of messages waiting). With a slower refresh the same star closes with its
-    /// channels drained.
+    /// centre consume (one message a phase): the centre's channels grow without end. The run
+    /// is not reported closed before the messages waiting when its states became legitimate
+    /// and quiet are consumed (it was at once, with 11 617 waiting), and when it is, its
+    /// backlog shows the growth. With a slower refresh the same star closes with its channels
+    /// drained.
     #[test]
-    fn a_flooded_centre_is_never_closed() {
+    fn a_flooded_centre_is_not_closed_before_its_older_messages_are_consumed() {
         let star = |k: u32| LaunchTree::from_parents((0..=k).map(|p| (p > 0).then_some(0)).collect()).unwrap();
-        let at = |k: u32, refresh: u32| {
+        let at = |k: u32, refresh: u32, max_phases: u64| {
             let cfg = BuildRun {
                 refresh,
-                max_phases: 6000,
+                max_phases,
                 ..clean(Scheduler::Asynchronous)
             };
             run(&star(k), &cfg, &mut ProtoRng::new(1))
         };
-        let flooded = at(24, 4);
-        let calm = at(24, 256);
+        let flooded = at(24, 4, 6000);
         assert!(!flooded.closed && flooded.backlog > 1000, "{flooded:?}");
+        let later = at(24, 4, 100_000);
+        assert!(
+            later.closed && later.backlog > flooded.backlog,
+            "{later:?} after {flooded:?}"
+        );
+        let calm = at(24, 256, 6000);
         assert!(calm.closed && calm.backlog < 24, "{calm:?}");
     }
 
