@@ -222,6 +222,11 @@ impl ClusterResult {
         }
     }
 
+    /// The segment that holds operation `seq` (none without a crash inside the window).
+    fn segment_of(&mut self, seq: u64) -> Option<&mut SegmentResult> {
+        self.segments.iter_mut().find(|sg| sg.segment.ops.contains(&seq))
+    }
+
     /// Adds one node's transport counters.
     pub fn add_transport(&mut self, t: &TransportStats) {
         let s = &mut self.transport;
@@ -436,7 +441,7 @@ impl Coordinator {
                 if seq >= self.warmup {
                     self.res.measured += 1;
                     self.res.timeouts += 1;
-                    if let Some(sg) = self.res.segments.iter_mut().find(|sg| sg.segment.ops.contains(&seq)) {
+                    if let Some(sg) = self.res.segment_of(seq) {
                         sg.timeouts += 1;
                         sg.unstarted += 1;
                     }
@@ -516,12 +521,13 @@ impl Coordinator {
             r.coloring.saturating_record(coloring);
             r.quiescence.saturating_record(quiescence);
             r.messages.saturating_record(msgs.max(1));
-            if let Some(sg) = r.segments.iter_mut().find(|sg| sg.segment.ops.contains(&seq)) {
+            let violated = r.violations > violations_before;
+            if let Some(sg) = r.segment_of(seq) {
                 sg.coloring.saturating_record(coloring);
                 sg.quiescence.saturating_record(quiescence);
                 sg.messages.saturating_record(msgs.max(1));
                 sg.timeouts += u64::from(abandoned);
-                sg.violated_ops += u64::from(r.violations > violations_before);
+                sg.violated_ops += u64::from(violated);
             }
         }
         self.cur += 1;
