@@ -112,6 +112,8 @@ fn measure(n: u32, runs: u64, threads: usize) -> (f64, f64, f64) {
         cores: None,
         visit: 0,
         work: 0,
+        local_work: None,
+        local_receive: None,
     };
     let t = Instant::now();
     let s = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});

@@ -167,29 +167,36 @@ fn model_prints_predictions() {
     assert!(v.to_string().contains("T_opt"), "{v}");
 }
 
+/// `sim --nodes 64 --cores 4 --runs 20 --json` with `extra`: the shared-core cases below.
+fn sim_64_on_4_cores(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "sim",
+        "--nodes",
+        "64",
+        "--cores",
+        "4",
+        "--runs",
+        "20",
+        "--json",
+        "--no-progress",
+    ];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
 /// `sim --cores C --core-visit U`: cores that visit their processes in turn at a cost make
 /// the same runs slower than cores that switch for free, and the JSON says which model ran.
 #[test]
 fn sim_cores_that_visit_in_turn_are_slower_than_free_switching() {
     let run = |visit: &str, work: &str| {
-        let mut args = vec![
-            "sim",
-            "--nodes",
-            "64",
-            "--cores",
-            "4",
-            "--runs",
-            "20",
-            "--json",
-            "--no-progress",
-        ];
+        let mut args = vec![];
         if !visit.is_empty() {
             args.extend(["--core-visit", visit]);
         }
         if !work.is_empty() {
             args.extend(["--core-work", work]);
         }
-        json(&args)
+        sim_64_on_4_cores(&args)
     };
     let (free, visiting, working) = (run("", ""), run("3", ""), run("3", "2"));
     assert_eq!(free["config"]["core_visit"], 0, "{free}");
@@ -201,6 +208,31 @@ fn sim_cores_that_visit_in_turn_are_slower_than_free_switching() {
     // A visit with work that holds its core after the work: slower again.
     assert!(p50(&working) > p50(&visiting), "{working} {visiting}");
     for v in [&free, &visiting, &working] {
+        assert_eq!(v["aborted_runs"], 0, "{v}");
+    }
+}
+
+/// `sim --core-local-work U --core-local-receive U`: messages between processes of one core
+/// at their own costs (the receive includes the sender's tail, so a visit that only sent owes
+/// none). Cheaper, the same runs are faster; dearer, slower; the JSON says which costs ran.
+#[test]
+fn sim_messages_within_a_core_at_their_own_costs() {
+    let run = |local: &[&str]| {
+        let mut args = vec!["--core-visit", "3", "--core-work", "4", "--o", "5", "--L", "9"];
+        args.extend_from_slice(local);
+        sim_64_on_4_cores(&args)
+    };
+    let plain = run(&[]);
+    let cheaper = run(&["--core-local-work", "1", "--core-local-receive", "1"]);
+    let dearer = run(&["--core-local-work", "40", "--core-local-receive", "60"]);
+    assert_eq!(plain["config"]["core_local_work"], 4, "{plain}");
+    assert_eq!(plain["config"]["core_local_receive"], 5, "{plain}");
+    assert_eq!(cheaper["config"]["core_local_work"], 1, "{cheaper}");
+    assert_eq!(cheaper["config"]["core_local_receive"], 1, "{cheaper}");
+    let p50 = |v: &serde_json::Value| v["coloring_latency"]["p50"].as_f64().unwrap();
+    assert!(p50(&cheaper) < p50(&plain), "{cheaper} {plain}");
+    assert!(p50(&dearer) > p50(&plain), "{dearer} {plain}");
+    for v in [&plain, &cheaper, &dearer] {
         assert_eq!(v["aborted_runs"], 0, "{v}");
     }
 }
@@ -227,6 +259,10 @@ fn misuse_is_one_line_and_exit_2() {
         &["sim", "--nodes", "abc"],
         &["sim", "--core-visit", "3"],
         &["sim", "--cores", "2", "--core-work", "3"],
+        &["sim", "--core-local-receive", "3"],
+        &["sim", "--cores", "2", "--core-local-work", "3"],
+        &["sim", "--cores", "2", "--core-local-receive", "0"],
+        &["model", "--nodes", "64", "--core-local-receive", "2"],
         &["model", "--nodes", "1"],
         &["model", "--nodes", "64", "--cores", "2"],
         &["model", "--nodes", "64", "--known-dead"],

@@ -85,6 +85,8 @@ fn simulated(correction: Correction, dead: &[u32]) -> (f64, bool, f64) {
         cores: None,
         visit: 0,
         work: 0,
+        local_work: None,
+        local_receive: None,
     };
     let sim = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});
     assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");

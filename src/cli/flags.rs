@@ -204,6 +204,18 @@ pub struct SimArgs {
     /// after a receive (bench's model uses its measured `node_hop.work_ns`) [default: 0].
     #[arg(long = "core-work", value_name = "U", value_parser = clap::value_parser!(u64).range(0..=1u64 << 32))]
     pub core_work: Option<u64>,
+    /// With --core-visit: a visit that received only from its own core holds its core U time
+    /// units after its last send or receive instead of --core-work's (bench's model uses its
+    /// measured `node_hop.local_work_ns`) [default: --core-work's].
+    #[arg(long = "core-local-work", value_name = "U", value_parser = clap::value_parser!(u64).range(0..=1u64 << 32))]
+    pub core_local_work: Option<u64>,
+    /// With --cores: a message from a process of the same core costs its receiver U time
+    /// units instead of o_r, everything from the end of the sender's send (so a visit that
+    /// only sent then holds its core nothing more), as a worker's node finds a message its own
+    /// core just handled in its cache (bench's model uses its measured `node_hop.local_or_ns`)
+    /// [default: o_r, and --core-work after every visit with work].
+    #[arg(long = "core-local-receive", value_name = "U", value_parser = clap::value_parser!(u64).range(1..=1u64 << 32))]
+    pub core_local_receive: Option<u64>,
     /// Monte Carlo runs.
     #[arg(long, default_value_t = 1000)]
     pub runs: u64,
@@ -252,6 +264,8 @@ impl SimArgs {
             cores: self.cores,
             core_visit: self.core_visit,
             core_work: self.core_work,
+            core_local_work: self.core_local_work,
+            core_local_receive: self.core_local_receive,
             runs: self.runs,
             seed: self.seed,
             threads: self.threads,

@@ -88,6 +88,8 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
         (a.cores.is_some(), "--cores"),
         (a.core_visit.is_some(), "--core-visit"),
         (a.core_work.is_some(), "--core-work"),
+        (a.core_local_work.is_some(), "--core-local-work"),
+        (a.core_local_receive.is_some(), "--core-local-receive"),
         (a.known_dead, "--known-dead"),
         (a.loggp.noise.is_some(), "--noise"),
         (a.receives.is_some(), "--receives"),

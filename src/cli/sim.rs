@@ -82,6 +82,8 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
         "cores": ex.cores,
         "core_visit": ex.cores.map(|_| ex.visit),
         "core_work": ex.cores.map(|_| ex.work),
+        "core_local_work": ex.cores.map(|_| ex.local_work.unwrap_or(ex.work)),
+        "core_local_receive": ex.cores.map(|_| ex.local_receive.unwrap_or(ex.logp.or)),
         "runs": ex.runs,
         "seed": ex.seed,
         "threads": ex.threads,

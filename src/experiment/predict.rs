@@ -71,12 +71,16 @@ pub fn shared_o_ns(o_ns: u64, nodes: u32, cores: Option<u32>) -> u64 {
 /// Nodes that share cores, as a local run's workers serve them: `cores` cores (rank r on core
 /// r mod cores), each visiting its nodes in turn, a visit of a node with nothing to do costing
 /// `visit_ns` (measured: [`crate::experiment::bench::node_hop`]; 0: switching is free), a
-/// visit with work holding its core `work_ns` after its last send or receive.
+/// visit with work holding its core `work_ns` after its last send or receive (`local_work_ns`
+/// when it received only from its own core), and a receive of a message from a node of the
+/// same core costing `local_or_ns` (0, with `local_work_ns`: not measured, `o_r`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SharedCores {
     pub cores: u32,
     pub visit_ns: u64,
     pub work_ns: u64,
+    pub local_work_ns: u64,
+    pub local_or_ns: u64,
 }
 
 /// The simulator's prediction for the measured operations `warmup..warmup + iterations`
@@ -144,6 +148,14 @@ pub fn predict(
                     }
                 }),
                 work: cores.map_or(0, |c| (c.work_ns + model.unit_ns.max(1) / 2) / model.unit_ns.max(1)),
+                // Measured on one core (else as any); a measured receive never rounds to free.
+                local_work: cores
+                    .filter(|c| c.local_or_ns > 0)
+                    .map(|c| (c.local_work_ns + model.unit_ns.max(1) / 2) / model.unit_ns.max(1)),
+                local_receive: cores.and_then(|c| {
+                    let u = model.unit_ns.max(1);
+                    (c.local_or_ns > 0).then(|| ((c.local_or_ns + u / 2) / u).max(1))
+                }),
             },
             faults_text: String::new(),
         };
@@ -426,6 +438,8 @@ mod tests {
                 cores: None,
                 visit: 0,
                 work: 0,
+                local_work: None,
+                local_receive: None,
             };
             let traces = algo.dispatch(n, m.loggp, Traces(&ex)).unwrap();
             let mut per_rank = vec![0u64; n as usize];

@@ -38,6 +38,11 @@ pub struct SimSpec {
     /// With `core_visit`: what a process's visit with work holds its core after its last send
     /// or receive (`Timing::set_work`).
     pub core_work: Option<u64>,
+    /// With `core_visit`: what a visit that received only from its own core holds its core
+    /// after its work, and with `cores` the receive of a message from a process of the same
+    /// core, time units (`Timing::set_local`; `None`: `core_work`, `o_r`).
+    pub core_local_work: Option<u64>,
+    pub core_local_receive: Option<u64>,
     /// Monte Carlo runs.
     pub runs: u64,
     /// Base seed.
@@ -106,6 +111,18 @@ impl Setup {
         if a.core_visit.is_some() && a.cores.is_none() {
             return Err("--core-visit is the cost of a shared core's visit: give --cores too".into());
         }
+        if a.core_local_receive.is_some() && a.cores.is_none() {
+            return Err(
+                "--core-local-receive is the cost of a receive from a process of the same core: give --cores too"
+                    .into(),
+            );
+        }
+        if a.core_local_work.is_some() && a.core_visit.is_none() {
+            return Err(
+                "--core-local-work is what a shared core's visit that received only from its own core costs after it: give --cores and --core-visit too"
+                    .into(),
+            );
+        }
         if a.core_work.is_some() && a.core_visit.is_none() {
             return Err(
                 "--core-work is what a shared core's visit with work costs after it: give --cores and --core-visit too"
@@ -144,6 +161,8 @@ impl Setup {
             cores: a.cores,
             visit: a.core_visit.unwrap_or(0),
             work: a.core_work.unwrap_or(0),
+            local_work: a.core_local_work,
+            local_receive: a.core_local_receive,
         };
         let faults_text = match &a.dead {
             Some(l) => format!("dead={l}"),

@@ -47,6 +47,8 @@ impl Point {
             cores: None,
             core_visit: None,
             core_work: None,
+            core_local_work: None,
+            core_local_receive: None,
             receives: None,
             runs,
             seed,

@@ -69,6 +69,8 @@ pub struct BenchReport<'a> {
     /// between nodes is free in the model).
     pub model_visit_ns: u64,
     pub model_work_ns: u64,
+    pub model_local_work_ns: u64,
+    pub model_local_or_ns: u64,
     /// The prediction drew o_s, o_r and L per message from the calibration's distributions,
     /// or the fresh estimate's (noisy LogP).
     pub noisy: bool,
@@ -110,6 +112,8 @@ pub fn print(r: &BenchReport) {
         model_cores,
         model_visit_ns,
         model_work_ns,
+        model_local_work_ns,
+        model_local_or_ns,
         noisy,
         node_hop,
         cores,
@@ -127,7 +131,10 @@ pub fn print(r: &BenchReport) {
                 "own_o_ns": own_o_ns, "shared_cores": a.shared_cores,
                 "os_ns": model.os_ns, "or_ns": model.or_ns, "unit_ns": model.unit_ns,
                 "model_cores": model_cores, "model_visit_ns": model_cores.map(|_| model_visit_ns),
-                "model_work_ns": model_cores.map(|_| model_work_ns), "noisy_model": noisy,
+                "model_work_ns": model_cores.map(|_| model_work_ns),
+                "model_local_work_ns": model_cores.map(|_| model_local_work_ns),
+                "model_local_or_ns": model_cores.map(|_| if *model_local_or_ns > 0 { *model_local_or_ns } else { model.or_ns }),
+                "noisy_model": noisy,
                 "stage_stamps": crate::runtime::node::stages::ON,
                 "loss": a.loss.map_or(0.0, |l| l.p),
             },
@@ -236,8 +243,15 @@ pub fn print(r: &BenchReport) {
         model.unit_ns,
         match model_cores {
             Some(c) if *model_visit_ns > 0 => format!(
-                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time and visiting its nodes in turn, {model_visit_ns} ns a visit of an idle node and {model_work_ns} ns more a visit with work after its last send or receive (measured: the 2-node run's passes), a message between nodes of one core without L",
-                a.nodes
+                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time and visiting its nodes in turn, {model_visit_ns} ns a visit of an idle node and {model_work_ns} ns more a visit with work after its last send or receive (measured: the 2-node run's passes), a message between nodes of one core without L{}",
+                a.nodes,
+                if *model_local_or_ns > 0 {
+                    format!(
+                        ", received in {model_local_or_ns} ns, and {model_local_work_ns} ns more a visit that received only from its own core, nothing more a visit that only sent (measured: one core's 2-node run)"
+                    )
+                } else {
+                    String::new()
+                },
             ),
             Some(c) => format!(
                 "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time",
@@ -254,6 +268,14 @@ pub fn print(r: &BenchReport) {
             h.transport_hop_ns,
             h.own_cost("(protocol, codec, bookkeeping)")
         );
+        if let Some(local) = h.local_hop_ns {
+            s += &format!(
+                "model: one core's hop {:.0} ns (measured: the 2 nodes on one worker) = the node's send + {} ns, a receive from the same core; the core is held {} ns more after a visit that received one (that run's passes beyond the hop)\n",
+                local.median,
+                h.local_or_ns,
+                h.local_work_ns.unwrap_or(0)
+            );
+        }
     }
     if *noisy {
         s += if cal.is_some() {

@@ -205,6 +205,13 @@ where
         self.core.timing.set_work(work);
     }
 
+    /// Shared cores: a visit that received only from its own core holds its core `work_local`
+    /// after its work, and a message from a process of the same core costs its receiver
+    /// `or_local` (`None`: as any; [`crate::sim::timing::Timing::set_local`]).
+    pub fn set_local(&mut self, work_local: Option<Time>, or_local: Option<Time>) {
+        self.core.timing.set_local(work_local, or_local);
+    }
+
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {
@@ -476,7 +483,7 @@ where
                     let Some(Ev::Msg { from, msg, .. }) = self.core.at_turn(core, to, t, port, ev) else {
                         continue;
                     };
-                    let (end, free) = self.core.timing.receive(core, to, t, port);
+                    let (end, free) = self.core.timing.receive(core, from, to, t, port);
                     if queued && alive {
                         self.slots[i].recv_free = free;
                     }

@@ -24,6 +24,8 @@ enum Mode {
     Cores(u32),
     /// Shared cores that visit their processes in turn, at this cost a visit.
     Visits(u32, Time),
+    /// The same, with messages within a core at their own costs (`Engine::set_local`).
+    Local(u32, Time),
     Parallel,
     Noisy,
 }
@@ -60,14 +62,21 @@ impl Runs {
     }
     fn cores(&self) -> Option<u32> {
         match self.mode {
-            Mode::Cores(c) | Mode::Visits(c, _) => Some(c),
+            Mode::Cores(c) | Mode::Visits(c, _) | Mode::Local(c, _) => Some(c),
             _ => None,
         }
     }
     fn visit(&self) -> Time {
         match self.mode {
-            Mode::Visits(_, v) => v,
+            Mode::Visits(_, v) | Mode::Local(_, v) => v,
             _ => 0,
+        }
+    }
+    /// With `Mode::Local`: a visit's tail after receiving within its core, and such a receive.
+    fn local(&self) -> (Option<Time>, Option<Time>) {
+        match self.mode {
+            Mode::Local(_, v) => (Some(v / 3), Some((self.gp.or / 2).max(1))),
+            _ => (None, None),
         }
     }
     fn receives(&self) -> Receives {
@@ -110,6 +119,8 @@ impl Visit for New<'_> {
         e.set_cores(x.cores());
         e.set_visit(x.visit());
         e.set_work(x.visit() / 2);
+        let (work_local, or_local) = x.local();
+        e.set_local(work_local, or_local);
         e.set_noise(x.noise());
         (0..x.seeds)
             .map(|s| {
@@ -138,6 +149,8 @@ impl Visit for Old<'_> {
         e.set_cores(x.cores());
         e.set_visit(x.visit());
         e.set_work(x.visit() / 2);
+        let (work_local, or_local) = x.local();
+        e.set_local(work_local, or_local);
         e.set_noise(x.noise());
         (0..x.seeds)
             .map(|s| {
@@ -216,17 +229,24 @@ fn every_algorithm_runs_as_with_one_record_per_process() {
 #[test]
 fn shared_cores_parallel_receives_and_noise_run_as_with_one_record_per_process() {
     for gp in params() {
-        for mode in [Mode::Cores(7), Mode::Visits(7, 3), Mode::Parallel, Mode::Noisy] {
+        for mode in [
+            Mode::Cores(7),
+            Mode::Visits(7, 3),
+            Mode::Local(7, 5),
+            Mode::Parallel,
+            Mode::Noisy,
+        ] {
             same_as_the_reference(120, gp, mode, 2, false);
         }
     }
 }
 
 /// Each mode once, on 5 cores where cores are shared.
-const EVERY_MODE: [Mode; 5] = [
+const EVERY_MODE: [Mode; 6] = [
     Mode::Plain,
     Mode::Cores(5),
     Mode::Visits(5, 2),
+    Mode::Local(5, 4),
     Mode::Parallel,
     Mode::Noisy,
 ];

@@ -350,7 +350,7 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
                 }
                 Item::Early(Ev::Die(r)) => h.on_die(self, r, now),
                 Item::Early(Ev::Arrive(i)) => {
-                    let to = self.slab[i as usize].as_ref().map_or(0, |f| f.to);
+                    let (from, to) = self.slab[i as usize].as_ref().map_or((0, 0), |f| (f.from, f.to));
                     if !self.alive(to) {
                         self.slab[i as usize] = None;
                         self.free.push(i);
@@ -358,7 +358,7 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
                     }
                     let core = self.core.timing.core(to);
                     let port = &mut self.ports[to as usize];
-                    let (end, free) = self.core.timing.receive(core, to, now, port.recv_free);
+                    let (end, free) = self.core.timing.receive(core, from, to, now, port.recv_free);
                     port.recv_free = free;
                     self.core.cal.push(end, Ev::Handle(i));
                 }

@@ -35,9 +35,14 @@ pub struct Experiment {
     /// With shared cores: a core's visit of a process with nothing to do, in model units (0:
     /// cores switch for free; see [`Engine::set_visit`]).
     pub visit: Time,
-    /// With a visit cost: what a process's visit with work holds its core after its last send
-    /// or receive, in model units (see [`Engine::set_work`]).
+    /// With a visit cost: what a process's visit that received holds its core after its last
+    /// send or receive, in model units (see [`Engine::set_work`]).
     pub work: Time,
+    /// With shared cores: what a visit that received only from its own core holds its core
+    /// after its work, and the receive of a message from a process of the same core, in model
+    /// units (`None`: `work`, `o_r`; see [`Engine::set_local`]).
+    pub local_work: Option<Time>,
+    pub local_receive: Option<Time>,
 }
 
 impl Experiment {
@@ -60,6 +65,7 @@ where
     eng.set_cores(ex.cores);
     eng.set_visit(ex.visit);
     eng.set_work(ex.work);
+    eng.set_local(ex.local_work, ex.local_receive);
     eng.set_noise(ex.noise.clone());
     eng
 }

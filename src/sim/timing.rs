@@ -17,12 +17,14 @@
 //! steps its nodes: it visits them round-robin in rank order, a visit of a process with
 //! nothing to do costs `v`, and a process sends or receives only when the core is at it (a
 //! process that just worked keeps the core for what follows at once; once it is done, the
-//! core stays `work` more before it moves on, [`Timing::set_work`]; a message that waits for
-//! its process is taken when the round reaches it, [`Timing::receive_turn`]). A message between two
-//! processes of one core does not pay `L`: it is there when its send ends (`L` is the time
-//! between cores: in process, a cache line's move to the receiver's core; over loopback UDP,
-//! the kernel queues the datagram at the receiving socket within the sender's own call, so
-//! a node of the same worker finds it at its next visit). The engines keep
+//! core stays `work` more before it moves on, [`Timing::set_work`], or `work_local` after a
+//! visit that had no message from another core, [`Timing::set_local`]; a message that waits
+//! for its process is taken when the round reaches it, [`Timing::receive_turn`]). A message
+//! between two processes of one core does not pay `L`: it is there when its send ends (`L` is
+//! the time between cores: in process, a cache line's move to the receiver's core; over
+//! loopback UDP, the kernel queues the datagram at the receiving socket within the sender's
+//! own call, so a node of the same worker finds it at its next visit), and its receive may
+//! cost other than `o_r` ([`Timing::set_local`]). The engines keep
 //! their own per-process state (when each receive port is free) next to the protocol's, for
 //! locality; this type owns the parameters, the noise and the cores.
 
@@ -55,8 +57,13 @@ pub struct Timing {
     /// With a visit cost: what a process's visit with work holds its core after its last
     /// send or receive, before the core moves on ([`Timing::set_work`]).
     work: Time,
-    /// Per core: whether the process served last worked (a send or a receive).
-    worked: Vec<bool>,
+    /// The same after a visit that received only from its own core, and the receive of a
+    /// message from a process of the same core ([`Timing::set_local`]; `None`: `work`, `o_r`).
+    work_local: Option<Time>,
+    or_local: Option<Time>,
+    /// Per core: what the visit of the process served last holds the core after its work (0:
+    /// it did none).
+    owed: Vec<Time>,
     /// Per core: its processes, and the index on it (`r / cores`) of the one it served last.
     on_core: Vec<u32>,
     last: Vec<u32>,
@@ -98,7 +105,9 @@ impl Timing {
             core_free: Vec::new(),
             visit: 0,
             work: 0,
-            worked: Vec::new(),
+            work_local: None,
+            or_local: None,
+            owed: Vec::new(),
             on_core: Vec::new(),
             last: Vec::new(),
             burst: Vec::new(),
@@ -135,7 +144,7 @@ impl Timing {
         self.on_core = (0..self.cores).map(|k| (n - k).div_ceil(c)).collect();
         self.last = vec![0; self.cores as usize];
         self.burst = vec![0; self.cores as usize];
-        self.worked = vec![false; self.cores as usize];
+        self.owed = vec![0; self.cores as usize];
         self.waiting = vec![Time::MAX; if self.cores > 0 { n as usize } else { 0 }];
     }
 
@@ -152,6 +161,22 @@ impl Timing {
     /// `experiment::bench::node_hop`). 0: the core moves on at once.
     pub fn set_work(&mut self, work: Time) {
         self.work = work;
+    }
+
+    /// Shared cores: messages between processes of one core, as one core's 2-node run
+    /// measures them (`experiment::bench::node_hop`). The receive of a message from a process
+    /// of the same core costs `or_local` instead of `o_r` (noisy mode scales the drawn `o_r`
+    /// by `or_local / o_r`): everything from the end of the sender's send to the end of the
+    /// receive, so with it a visit that only sent holds its core nothing after its sends. A
+    /// visit that received only from its own core holds it `work_local` instead of `work`:
+    /// where a message and the books it touches never left the core (over loopback UDP the
+    /// sender's own `sendto` ran the receiving side of the stack; in process the cache lines
+    /// stay), a delivery's books cost less than after a message from another core. `None`:
+    /// `work` after every visit with work (`work_local`), `o_r` for every receive
+    /// (`or_local`).
+    pub fn set_local(&mut self, work_local: Option<Time>, or_local: Option<Time>) {
+        self.work_local = work_local;
+        self.or_local = or_local;
     }
 
     /// The visit cost of shared cores.
@@ -173,7 +198,7 @@ impl Timing {
         self.core_free.fill(0);
         self.last.fill(0);
         self.burst.fill(0);
-        self.worked.fill(false);
+        self.owed.fill(0);
         self.waiting.fill(Time::MAX);
     }
 
@@ -193,7 +218,8 @@ impl Timing {
     /// once the core is free and, with a visit cost, when its round reaches `r`. After its
     /// work for the process it served last, a core visits the next ones in turn, `visit`
     /// each, so process `r` (index `j` on the core, last served `l`, `k` on the core) has it
-    /// at `free + 1 + work + visit·((j − l − 1) mod k)` (`work` once a process worked, see
+    /// at `free + 1 + work + visit·((j − l − 1) mod k)` (`work` once a process worked, or
+    /// `work_local` after a visit that received only from its own core, see
     /// [`Timing::set_work`]) and every `k·visit` after; the process served
     /// last keeps it at `free` itself, for [`VISIT_BURST`] sends and receives in a row at
     /// most. (Moving on costs at least one time unit: at the instant
@@ -211,7 +237,7 @@ impl Timing {
         if j == l && ready <= free && self.burst[c] < VISIT_BURST {
             return free;
         }
-        let tail = if self.worked[c] { self.work } else { 0 };
+        let tail = self.owed[c];
         let first = free + 1 + tail + self.visit * Time::from((j + k - l - 1) % k);
         if first >= ready {
             return first;
@@ -262,19 +288,30 @@ impl Timing {
     pub fn refused(&mut self, core: Option<usize>, r: Rank, t: Time) {
         if let Some(c) = core {
             let end = t.max(self.core_free[c]);
-            self.take(c, r, t, end);
+            self.take(c, r, t, end, false, false);
         }
     }
 
-    /// Process `r` works on `core` until `end`.
+    /// Process `r` works on `core` until `end`; `received`: the work is a receive, `across`: of
+    /// a message from another core. The visit then owes `work` after it; with the costs
+    /// within a core set ([`Timing::set_local`]), `work_local` after a visit that received
+    /// only from its own core, and with `or_local` nothing after one that only sent.
     #[inline]
-    fn take(&mut self, core: usize, r: Rank, start: Time, end: Time) {
+    fn take(&mut self, core: usize, r: Rank, start: Time, end: Time, received: bool, across: bool) {
         let j = r / self.cores;
         let on = self.last[core] == j && start == self.core_free[core];
         self.burst[core] = if on { self.burst[core].saturating_add(1) } else { 1 };
         self.core_free[core] = end;
         self.last[core] = j;
-        self.worked[core] = true;
+        let tail = if !received {
+            // With a receive within a core measured, the tail of a visit that only sent is in it.
+            if self.or_local.is_some() { 0 } else { self.work }
+        } else if across {
+            self.work
+        } else {
+            self.work_local.unwrap_or(self.work)
+        };
+        self.owed[core] = if on { self.owed[core].max(tail) } else { tail };
     }
 
     /// A send of process `r` to `to` started at `t` on `core` (which it occupies until the
@@ -318,25 +355,38 @@ impl Timing {
             }
         };
         if let Some(c) = core {
-            self.take(c, r, t, s.end);
+            self.take(c, r, t, s.end, false, false);
         }
         s
     }
 
-    /// The receive by process `to` of a message that reached it at `arrive`, whose receive
-    /// port is free at `port_free` (pass 0 when receives do not queue) and which runs on
-    /// `core` (if it is alive and shares one): when the receive ends, and when the port is
-    /// free again.
+    /// The receive by process `to` of a message from `from` that reached it at `arrive`,
+    /// whose receive port is free at `port_free` (pass 0 when receives do not queue) and
+    /// which runs on `core` (if it is alive and shares one): when the receive ends, and when
+    /// the port is free again.
     #[inline]
-    pub fn receive(&mut self, core: Option<usize>, to: Rank, arrive: Time, port_free: Time) -> (Time, Time) {
-        let or = match self.noise.as_deref() {
-            Some(nz) => nz.or.draw(&mut self.nrng),
-            None => self.t_or,
+    pub fn receive(
+        &mut self,
+        core: Option<usize>,
+        from: Rank,
+        to: Rank,
+        arrive: Time,
+        port_free: Time,
+    ) -> (Time, Time) {
+        let local = core.is_some() && from % self.cores.max(1) == to % self.cores.max(1);
+        let or = match (self.noise.as_deref(), self.or_local.filter(|_| local)) {
+            (Some(nz), None) => nz.or.draw(&mut self.nrng),
+            (Some(nz), Some(l)) => {
+                let drawn = u128::from(nz.or.draw(&mut self.nrng)) * u128::from(l) / u128::from(self.t_or.max(1));
+                Time::try_from(drawn).unwrap_or(Time::MAX)
+            }
+            (None, Some(l)) => l,
+            (None, None) => self.t_or,
         };
         let mut start = arrive.max(port_free);
         if let Some(c) = core {
             start = self.receive_turn(core, to, start);
-            self.take(c, to, start, start + or);
+            self.take(c, to, start, start + or, true, !local);
             if self.visit > 0 {
                 self.waiting[to as usize] = Time::MAX;
             }
@@ -387,9 +437,9 @@ mod tests {
             }
         );
         // Port free at 20: start 20, end 23, next receive not before 20 + max(3, 4).
-        assert_eq!(t.receive(None, 1, 18, 20), (23, 24));
+        assert_eq!(t.receive(None, 0, 1, 18, 20), (23, 24));
         assert_eq!(t.receive_fixed(18, 20), (23, 24));
-        assert_eq!(t.receive(None, 1, 18, 0), (21, 22));
+        assert_eq!(t.receive(None, 0, 1, 18, 0), (21, 22));
     }
 
     #[test]
@@ -400,7 +450,7 @@ mod tests {
         t.send(t.core(0), 0, 1, 0);
         assert_eq!(t.core_free(Some(0)), 1);
         // Rank 2's receive arriving at 0 waits for the core.
-        assert_eq!(t.receive(t.core(2), 2, 0, 0), (2, 2));
+        assert_eq!(t.receive(t.core(2), 0, 2, 0, 0), (2, 2));
         assert_eq!(t.core_free(Some(0)), 2);
         t.reset(1);
         assert_eq!(t.core_free(Some(0)), 0);
@@ -444,12 +494,12 @@ mod tests {
         t.send(c, 0, 1, 0);
         assert_eq!(t.receive_turn(c, 2, 1), 13);
         // Rank 1 had work instead (a receive 3..6): the round reaches rank 2 at 7, not 13.
-        assert_eq!(t.receive(c, 1, 3, 0), (6, 6));
+        assert_eq!(t.receive(c, 0, 1, 3, 0), (6, 6));
         // Asked again at 13, the message has waited since 1: taken now, not a round (30)
         // later, as counted from 13 alone.
         assert_eq!(t.turn(c, 2, 13), 7 + 30);
         assert_eq!(t.receive_turn(c, 2, 13), 13);
-        assert_eq!(t.receive(c, 2, 13, 0), (16, 16));
+        assert_eq!(t.receive(c, 0, 2, 13, 0), (16, 16));
         // Taken: the next message for rank 2 waits from its own arrival, for the round's
         // next pass (ranks 0 and 1 first: 16 + 1 + 2 visits).
         assert_eq!(t.receive_turn(c, 2, 17), 37);
@@ -504,7 +554,7 @@ mod tests {
             assert!(t.turn(t.core(r), r, 1) > 1, "rank {r}");
         }
         // A receive by rank 2 (index 1) arriving at 0 starts when the core reaches it, at 2.
-        assert_eq!(t.receive(t.core(2), 2, 0, 0), (3, 3));
+        assert_eq!(t.receive(t.core(2), 0, 2, 0, 0), (3, 3));
         // Core 1 (ranks 1, 3, 5, at index 0 since the start) is untouched.
         assert_eq!(t.turn(t.core(3), 3, 0), 1);
         assert_eq!(t.turn(t.core(5), 5, 0), 4);
@@ -533,5 +583,37 @@ mod tests {
         t.hand_on(t.core(0));
         assert_eq!(t.turn(t.core(0), 0, end), end + 1 + 9, "a round later");
         assert_eq!(t.turn(t.core(2), 2, end), end + 1);
+    }
+
+    #[test]
+    fn messages_within_a_core_cost_what_one_cores_hop_measured() {
+        // Ranks 0, 2 on core 0 and 1, 3 on core 1; L = 5, o_s = 2, o_r = 3; visits of 10,
+        // a visit with work 4 more, or 1 more after receiving from its own core only, whose
+        // receive from the same core costs 2.
+        let mut t = Timing::new(loggp(5, 2, 3, 0, 0));
+        t.set_cores(4, Some(2));
+        t.set_visit(10);
+        t.set_work(4);
+        t.set_local(Some(1), Some(2));
+        let c0 = t.core(0);
+        // Rank 0 sends to rank 2 (there at 2): its visit only sent, so the core moves on to
+        // rank 2 at once (one unit) and the receive takes 2.
+        let s = t.send(c0, 0, 2, 0);
+        assert_eq!(s.arrive, 2);
+        assert_eq!(t.receive_turn(c0, 2, 2), 2 + 1);
+        assert_eq!(t.receive(c0, 0, 2, 2, 0), (5, 5));
+        // Rank 2's visit received from its own core only: rank 0's turn after 1 more.
+        assert_eq!(t.turn(c0, 0, 6), 5 + 1 + 1);
+        // A message from rank 1 (core 1) to rank 0: o_r, and the visit then owes 4.
+        assert_eq!(t.receive(c0, 1, 0, 7, 0), (10, 10));
+        assert_eq!(t.turn(c0, 2, 10), 10 + 1 + 4);
+        // A send after it in the same visit keeps that charge.
+        let end = t.send(c0, 0, 3, 10).end;
+        assert_eq!(t.turn(c0, 2, end), end + 1 + 4);
+        // Unset: every receive costs o_r and every visit with work owes `work` (as before).
+        t.set_local(None, None);
+        t.reset(1);
+        t.send(c0, 0, 2, 0);
+        assert_eq!(t.receive(c0, 0, 2, 2, 0), (2 + 1 + 4 + 3, 2 + 1 + 4 + 3));
     }
 }

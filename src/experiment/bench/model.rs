@@ -40,7 +40,8 @@ impl Checked {
     /// Sets up o and L (given, calibrated or measured, with the node's own hop measured on
     /// this machine for a local or `procs` run whose o and L were not given) and the model
     /// the protocols and the prediction use; `poll` is how the run's workers wait.
-    pub(super) fn run_model(&self, env: &BenchEnv, poll: PollMode) -> Result<RunModel, String> {
+    /// `cores`: the machine's.
+    pub(super) fn run_model(&self, env: &BenchEnv, poll: PollMode, cores: usize) -> Result<RunModel, String> {
         let a = &self.spec;
         let cal = a.params.as_deref().map(Calibration::load).transpose()?;
         // --o-ns gives one o (o_s = o_r); a calibration and the estimate give both.
@@ -80,9 +81,11 @@ impl Checked {
                 os_ns: tr_os,
                 or_ns: tr_or,
                 l_ns,
+                // Workers that step nodes in turn: messages between nodes of one core.
+                one_core: self.workers(cores).1.is_some() && self.workers_take_turns(poll),
             };
             let m = measure_hop(&setup)?;
-            Some(NodeHop::fold(m.hop_ns, tr_os, tr_or, l_ns, m.visit_ns, m.busy_ns))
+            Some(NodeHop::fold(m.hop_ns, tr_os, tr_or, l_ns, m.visit_ns, m.busy_ns).with_local(m.local, tr_os))
         };
         // The node's overheads: the transport's and the node's own share of each hop.
         let (own_os, own_or) = node_hop.map_or((tr_os, tr_or), |h| h.node_o_ns(tr_os, tr_or));
@@ -147,6 +150,8 @@ impl Checked {
                 cores,
                 visit_ns: out.model_visit_ns,
                 work_ns: out.model_work_ns,
+                local_work_ns: out.model_local_work_ns,
+                local_or_ns: out.model_local_or_ns,
             }),
             out.noise.as_ref(),
             &self.kills,

@@ -34,6 +34,17 @@
 //! the node's `o_r` (the receiver's median pass with progress, which is its receive, the
 //! delivery's bookkeeping, one more poll and the board's stamps), which the model charges each
 //! time a core moves on after work ([`crate::sim::timing::Timing::set_work`]).
+//!
+//! Where the run's nodes share cores, a second 2-node run with both nodes on one worker
+//! measures messages between nodes of one core: its hop (the root's send, the worker's move
+//! to the other node, that node's receive of a message its own core just handled: over
+//! loopback UDP the sender's `sendto` ran the receiving side of the stack, in process the
+//! message's cache lines never left the core) and its worker's passes with progress, each
+//! holding a whole operation, which exceed the hop by what a visit holds the core when no
+//! message came from another core. The model takes both ([`NodeHop::with_local`],
+//! [`crate::sim::timing::Timing::set_local`]): the cross-core run's `work_ns` stays the
+//! charge after a visit that received from another core, whose books miss the cache too
+//! (`docs/measurements.md`, "Messages between nodes of one core").
 
 use std::time::Duration;
 
@@ -75,6 +86,20 @@ pub struct NodeHop {
     /// node's `o_r`, ns (0, and left out of the JSON, when not measured).
     #[serde(skip_serializing_if = "is_zero")]
     pub work_ns: u64,
+    /// Where the run's nodes share cores: the 2-node hop with both nodes on one worker
+    /// (median, 95 % interval), ns (`None`, and left out of the JSON: not measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_hop_ns: Option<Ci>,
+    /// What a visit that received only from its own core holds its worker after its work:
+    /// the one worker's median pass with progress (the root's start and send, the other
+    /// node's receive and delivery) less the hop, ns (left out of the JSON with
+    /// `local_or_ns`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_work_ns: Option<u64>,
+    /// What the model's receive of a message from a node of the same core costs: that hop
+    /// less the node's `o_s`, ns, at least 1 (0, and left out of the JSON: not measured).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub local_or_ns: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -104,6 +129,30 @@ impl NodeHop {
             or_share_ns,
             visit_ns,
             work_ns: busy_ns.saturating_sub(node_or),
+            local_hop_ns: None,
+            local_work_ns: None,
+            local_or_ns: 0,
+        }
+    }
+
+    /// With one core's 2-node run (`None`: not measured): its hop and its worker's median
+    /// pass with progress (0: none). In the model that hop is the root's send (the node's
+    /// `o_s`; `os_ns`: the transport's) and the receive from the same core, which is the rest
+    /// (at least 1 ns): the root's visit after its send, the worker's move and the receive
+    /// itself. A pass with progress holds the whole operation (the root's start and send, the
+    /// other node's receive and delivery), so it exceeds the hop by what the receiving visit
+    /// holds the core after its delivery (and the pass's own start): a visit that received
+    /// only from its own core then holds its core that long
+    /// ([`crate::sim::timing::Timing::set_local`]).
+    pub fn with_local(self, local: Option<(Ci, u64)>, os_ns: u64) -> NodeHop {
+        let Some((hop, busy)) = local else { return self };
+        let node_os = (os_ns as i64 + self.os_share_ns).max(0) as u64;
+        let hop_ns = hop.median.round().max(0.0) as u64;
+        NodeHop {
+            local_hop_ns: Some(hop),
+            local_work_ns: Some(busy.saturating_sub(hop_ns)),
+            local_or_ns: hop_ns.saturating_sub(node_os).max(1),
+            ..self
         }
     }
 
@@ -148,22 +197,24 @@ pub struct HopSetup {
     pub os_ns: u64,
     pub or_ns: u64,
     pub l_ns: u64,
+    /// The run's nodes share cores: measure one core's hop too ([`Measured::local`]).
+    pub one_core: bool,
 }
 
-/// The 2-node run of `s`: a broadcast without correction, one message per operation.
-fn hop_bench(s: &HopSetup) -> Result<Bench, String> {
+/// The 2-node run of `s` on `workers` workers (at most 2): a broadcast without correction,
+/// one message per operation.
+fn hop_bench(s: &HopSetup, workers: usize) -> Result<Bench, String> {
     let model = BenchModel::new(s.os_ns, s.or_ns, s.l_ns);
     let spec = AlgoSpec {
         correction: Some("none".into()),
         ..AlgoSpec::new(AlgoName::CorrectedTree)
     };
     let algo = resolve_algo(&spec, 2, model.mean_logp(), 0)?;
-    let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
     let bench = Bench {
         algo,
         cluster: ClusterConfig {
             nodes: 2,
-            workers: cores.min(2),
+            workers,
             poll: s.poll,
             warmup: OPERATIONS / 10,
             iterations: OPERATIONS,
@@ -194,17 +245,39 @@ pub struct Measured {
     pub visit_ns: u64,
     /// The cheapest worker's median pass with progress, ns (0: none).
     pub busy_ns: u64,
+    /// With [`HopSetup::one_core`]: the hop with both nodes on one worker, and that worker's
+    /// median pass with progress, ns (0: none).
+    pub local: Option<(Ci, u64)>,
 }
 
-/// Runs the 2-node broadcast and returns its coloring latency and visit cost; an error if any
-/// operation failed (a violation, a timeout, a dropped or unrun operation): no figure from a
-/// bad run.
+/// Runs the 2-node broadcast (a worker per node where the machine has two cores, and with
+/// [`HopSetup::one_core`] again on one worker) and returns its coloring latency and visit
+/// cost; an error if any operation failed (a violation, a timeout, a dropped or unrun
+/// operation): no figure from a bad run.
 pub fn measure(s: &HopSetup) -> Result<Measured, String> {
-    let res = super::local::run(&hop_bench(s)?, None).map_err(|e| format!("the node-hop calibration: {e}"))?;
+    let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
+    let (hop_ns, res) = hop(s, cores.min(2))?;
+    let local = if s.one_core {
+        let (h, r) = hop(s, 1)?;
+        Some((h, cheapest_busy_ns(&r.idle_passes)))
+    } else {
+        None
+    };
+    Ok(Measured {
+        hop_ns,
+        visit_ns: cheapest_visit_ns(&res.idle_passes),
+        busy_ns: cheapest_busy_ns(&res.idle_passes),
+        local,
+    })
+}
+
+/// One 2-node run on `workers` workers: its coloring latency's median with its 95 % interval.
+fn hop(s: &HopSetup, workers: usize) -> Result<(Ci, crate::runtime::cluster::ClusterResult), String> {
+    let res = super::local::run(&hop_bench(s, workers)?, None).map_err(|e| format!("the node-hop calibration: {e}"))?;
     let bad = res.violations + res.timeouts + res.dropped_ops + res.not_run;
     if bad > 0 || res.measured == 0 {
         return Err(format!(
-            "the node-hop calibration (2 nodes, {:?}) failed: {} violations, {} timeouts, {} dropped and {} unrun of {} operations",
+            "the node-hop calibration (2 nodes on {workers} worker(s), {:?}) failed: {} violations, {} timeouts, {} dropped and {} unrun of {} operations",
             s.transport, res.violations, res.timeouts, res.dropped_ops, res.not_run, OPERATIONS
         ));
     }
@@ -217,11 +290,7 @@ pub fn measure(s: &HopSetup) -> Result<Measured, String> {
         lo: h.value_at_quantile((0.5 - half).max(0.0)) as f64,
         hi: h.value_at_quantile((0.5 + half).min(1.0)) as f64,
     };
-    Ok(Measured {
-        hop_ns,
-        visit_ns: cheapest_visit_ns(&res.idle_passes),
-        busy_ns: cheapest_busy_ns(&res.idle_passes),
-    })
+    Ok((hop_ns, res))
 }
 
 /// The cheapest worker's median pass with progress, ns (0: no worker had one): in the 2-node
@@ -261,6 +330,7 @@ mod tests {
             os_ns,
             or_ns,
             l_ns,
+            one_core: false,
         }
     }
 
@@ -334,7 +404,7 @@ mod tests {
         // A runner that measured something else (extra messages, operations left unrun,
         // warmup counted) would skew every model built on it.
         let s = inproc_setup(100, 100, 200);
-        let b = hop_bench(&s).unwrap();
+        let b = hop_bench(&s, 2).unwrap();
         assert_eq!((b.cluster.nodes, b.cluster.window, b.kills.len()), (2, 1, 0));
         let res = super::super::local::run(&b, None).unwrap();
         assert_eq!(res.measured, OPERATIONS);
@@ -389,9 +459,42 @@ mod tests {
     fn the_measured_hop_is_at_least_the_transports_wire_and_completes_every_operation() {
         let est = crate::runtime::logp::estimate(TransportKind::Inproc, 200, 8).unwrap();
         let s = inproc_setup(est.o_send_ns, est.o_recv_ns, est.l_ns);
-        let hop = measure(&s).unwrap().hop_ns;
+        let m = measure(&s).unwrap();
+        let hop = m.hop_ns;
         assert!(hop.lo <= hop.median && hop.median <= hop.hi, "{hop:?}");
         // One message crosses between two threads: never faster than a cache line's trip.
         assert!(hop.median >= 20.0, "{hop:?}");
+        assert_eq!(m.local, None, "one core's hop only where nodes share cores");
+        // Nodes that share cores: one core's hop too, a send and a receive at least.
+        let m = measure(&HopSetup { one_core: true, ..s }).unwrap();
+        let (local, _) = m.local.expect("measured");
+        assert!(local.lo <= local.median && local.median <= local.hi, "{local:?}");
+        assert!(local.median >= 20.0, "{local:?}");
+    }
+
+    #[test]
+    fn one_cores_run_gives_the_receive_from_the_same_core_and_the_tail_of_its_visit() {
+        // Transport o_s 847, L 265, o_r 382 and a node's hop of 2101 ns: the node's o_s is
+        // 847 + 418. One core's hop of 1720 ns leaves 455 ns for the receive; its worker's
+        // median pass with progress of 2000 ns, 280 ns of tail.
+        let h = NodeHop::fold(ci(2101.0), 847, 382, 265, 262, 1335);
+        assert_eq!(
+            (h.os_share_ns, h.local_or_ns, h.local_work_ns, h.local_hop_ns),
+            (418, 0, None, None)
+        );
+        let l = h.with_local(Some((ci(1720.0), 2000)), 847);
+        assert_eq!(l.local_or_ns, 1720 - (847 + 418));
+        assert_eq!(l.local_work_ns, Some(280));
+        assert_eq!(l.local_hop_ns, Some(ci(1720.0)));
+        assert_eq!(
+            (l.work_ns, l.visit_ns, l.os_share_ns),
+            (h.work_ns, 262, 418),
+            "the rest is kept"
+        );
+        // A hop no longer than the node's send: the receive still costs something.
+        assert_eq!(h.with_local(Some((ci(1000.0), 2000)), 847).local_or_ns, 1);
+        // No pass with progress: no tail.
+        assert_eq!(h.with_local(Some((ci(1720.0), 0)), 847).local_work_ns, Some(0));
+        assert_eq!(h.with_local(None, 847), h);
     }
 }

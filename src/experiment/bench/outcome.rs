@@ -27,8 +27,14 @@ pub struct BenchOutcome {
     /// kernel schedules node processes).
     pub model_visit_ns: u64,
     /// With `model_visit_ns`: what a node's visit with work holds its worker after its last
-    /// send or receive, ns (the node-hop run's measured passes with progress).
+    /// send or receive, ns (the node-hop run's measured passes with progress), and
+    /// `model_local_work_ns` when the visit had no message from another core (one core's
+    /// 2-node run's passes beyond its hop; `model_work_ns` when not measured).
     pub model_work_ns: u64,
+    pub model_local_work_ns: u64,
+    /// With `model_visit_ns`: the model's receive of a message from a node of the same core,
+    /// ns (one core's 2-node hop beyond the node's send; 0: not measured, `o_r`).
+    pub model_local_or_ns: u64,
     /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units,
     /// and the injected loss (`bench --loss`).
     pub noise: Option<Arc<Noise>>,
@@ -62,10 +68,16 @@ impl BenchOutcome {
         let (noise, loss_rto_measured) = measured_timeout(m.noise, &res, m.model.unit_ns);
         // Workers that step their nodes in turn: the node-hop run's visit and work costs (the
         // work charge only with a visit cost, as the model has it).
-        let (model_visit_ns, model_work_ns) = match (h.model_cores, h.workers_take_turns, m.node_hop) {
-            (Some(_), true, Some(hop)) if hop.visit_ns > 0 => (hop.visit_ns, hop.work_ns),
-            _ => (0, 0),
-        };
+        let (model_visit_ns, model_work_ns, model_local_work_ns, model_local_or_ns) =
+            match (h.model_cores, h.workers_take_turns, m.node_hop) {
+                (Some(_), true, Some(hop)) if hop.visit_ns > 0 => (
+                    hop.visit_ns,
+                    hop.work_ns,
+                    hop.local_work_ns.unwrap_or(hop.work_ns),
+                    hop.local_or_ns,
+                ),
+                _ => (0, 0, 0, 0),
+            };
         BenchOutcome {
             algo,
             res,
@@ -75,6 +87,8 @@ impl BenchOutcome {
             model_cores: h.model_cores,
             model_visit_ns,
             model_work_ns,
+            model_local_work_ns,
+            model_local_or_ns,
             noise,
             loss_rto_measured,
             node_hop: m.node_hop,

@@ -76,20 +76,10 @@ impl Checked {
         } else {
             PollMode::Busy
         });
-        let m = self.run_model(env, poll)?;
+        let m = self.run_model(env, poll, cores)?;
         let dead = kills.iter().filter(|k| k.point == KillPoint::Start).count() as u32;
         let algo = resolve_algo(&a.alg, a.nodes, m.model.mean_logp(), dead)?;
-        let (workers, model_cores) = match self.runner {
-            // Nodes that share cores take turns on them: the model does too (a core does one
-            // send or receive at a time).
-            Runner::Local => {
-                let w = a.workers.unwrap_or(cores).min(a.nodes as usize).max(1);
-                (w, (w < a.nodes as usize).then_some(w as u32))
-            }
-            Runner::Procs => (a.nodes as usize, (a.nodes as usize > cores).then_some(cores as u32)),
-            // Launched runs model their hosts with --shared-cores instead.
-            Runner::Coordinator | Runner::Node { .. } => (a.nodes as usize, None),
-        };
+        let (workers, model_cores) = self.workers(cores);
         let bench = Bench {
             algo: algo.clone(),
             cluster: ClusterConfig {
@@ -136,12 +126,34 @@ impl Checked {
             workers,
             poll,
             model_cores,
-            // Workers that poll (busy, or adaptive while it spins) go round their nodes; ones
-            // that yield or sleep wait on the kernel, which no visit cost describes.
-            workers_take_turns: self.runner == Runner::Local && matches!(poll, PollMode::Busy | PollMode::Adaptive),
+            workers_take_turns: self.workers_take_turns(poll),
             cores,
         };
         Ok(Ran::Measured(Box::new(BenchOutcome::assemble(algo, m, hosting, res))))
+    }
+
+    /// The run's workers on a machine of `cores` cores, and the cores the model's nodes share
+    /// (`None`: a core per node).
+    pub(super) fn workers(&self, cores: usize) -> (usize, Option<u32>) {
+        let a = &self.spec;
+        match self.runner {
+            // Nodes that share cores take turns on them: the model does too (a core does one
+            // send or receive at a time).
+            Runner::Local => {
+                let w = a.workers.unwrap_or(cores).min(a.nodes as usize).max(1);
+                (w, (w < a.nodes as usize).then_some(w as u32))
+            }
+            Runner::Procs => (a.nodes as usize, (a.nodes as usize > cores).then_some(cores as u32)),
+            // Launched runs model their hosts with --shared-cores instead.
+            Runner::Coordinator | Runner::Node { .. } => (a.nodes as usize, None),
+        }
+    }
+
+    /// Whether the model's shared cores are workers that step their nodes in turn: a local
+    /// run's workers that poll (busy, or adaptive while it spins); ones that yield or sleep
+    /// wait on the kernel, which no visit cost describes.
+    pub(super) fn workers_take_turns(&self, poll: PollMode) -> bool {
+        self.runner == Runner::Local && matches!(poll, PollMode::Busy | PollMode::Adaptive)
     }
 
     /// The job's key (generated for a local or `procs` run); a `boot` run's session key.

@@ -330,14 +330,14 @@ pub(super) fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRu
             Item::Late(r) => run.pump(r, now),
             Item::Early(Ev::Die(r)) => run.kill(r, now),
             Item::Early(Ev::Arrive(i)) => {
-                let to = run.slab[i as usize].as_ref().map(|f| f.to).unwrap_or(0);
+                let (from, to) = run.slab[i as usize].as_ref().map_or((0, 0), |f| (f.from, f.to));
                 if !run.alive[to as usize] {
                     run.slab[i as usize] = None;
                     run.free.push(i);
                     continue;
                 }
                 let core = run.timing.core(to);
-                let (end, free) = run.timing.receive(core, to, now, run.recv_free[to as usize]);
+                let (end, free) = run.timing.receive(core, from, to, now, run.recv_free[to as usize]);
                 run.recv_free[to as usize] = free;
                 run.cal.push(end, Ev::Handle(i));
             }

@@ -136,6 +136,11 @@ where
         self.core.timing.set_work(work);
     }
 
+    /// As [`crate::sim::Engine::set_local`].
+    pub fn set_local(&mut self, work_local: Option<Time>, or_local: Option<Time>) {
+        self.core.timing.set_local(work_local, or_local);
+    }
+
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {
@@ -339,7 +344,7 @@ where
                     else {
                         continue;
                     };
-                    let (end, free) = self.core.timing.receive(core, to, t, port);
+                    let (end, free) = self.core.timing.receive(core, from, to, t, port);
                     if queued && alive {
                         self.procs[i].slot.recv_free = free;
                     }
