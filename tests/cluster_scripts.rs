@@ -166,6 +166,7 @@ fn shellcheck_is_clean() {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/heartbeat_sharing.sh"),
             Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/trace_vs_model.sh"),
             Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/kill_ab.sh"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/shared_cores_ab.sh"),
         ])
         .output()
         .expect("run shellcheck");
@@ -262,4 +263,66 @@ fn the_kill_ab_script_times_a_real_sigkill_per_binary() {
             .any(|l| l.starts_with("N=3 ") && l.contains("first success µs")),
         "no summary: {text}"
     );
+}
+
+/// `bench/shared_cores_ab.sh` runs each of its configurations (nodes outnumbering workers) once
+/// per binary and repetition and prints one row each, the model's shared-core parameters
+/// included, and a count of p50 ratios within the band over the pooled ratios and every
+/// crashed segment; no binary or one that is not executable is one line and exit 2.
+#[test]
+fn the_shared_cores_ab_script_prints_a_row_per_configuration_and_the_band_count() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    }
+    let ab = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/shared_cores_ab.sh");
+    for args in [&[][..], &["/nonexistent/ftcoll"]] {
+        let (rc, _, err) = common::output(Command::new("bash").arg(&ab).args(args));
+        assert_eq!(rc, 2, "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let bin = env!("CARGO_BIN_EXE_ftcoll");
+    let (rc, text, err) = common::output(Command::new("bash").arg(&ab).args(["-r", "1", "-i", "300", bin]));
+    assert_eq!(rc, 0, "{text}{err}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("1 | ")).collect();
+    let configs = std::fs::read_to_string(&ab)
+        .unwrap()
+        .lines()
+        .filter(|l| l.trim_start().starts_with("\"--nodes "))
+        .count();
+    assert!(configs >= 10, "{configs}");
+    assert_eq!(rows.len(), configs, "one row per configuration: {text}");
+    let mut ratios = 0;
+    for r in &rows {
+        let f: Vec<&str> = r.split(" | ").collect();
+        assert_eq!(f[2], "B1", "{r}");
+        assert!(f[3].starts_with("pooled "), "{r}");
+        // The model's shared-core parameters; measured wherever nodes share a worker (on
+        // this 2-core machine, every configuration; on a larger one, the one-worker ones).
+        let model = f.last().unwrap();
+        assert!(model.starts_with("visit "), "{r}");
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if f[1].contains("--workers 1") || cores <= 2 {
+            assert!(!model.contains("None"), "{r}");
+        }
+        ratios += 1 + f
+            .iter()
+            .filter(|s| s.starts_with("dead=") && !s.starts_with("dead=-"))
+            .count();
+        // A run with a crash has a segment before it and one after.
+        if f[1].contains("--kill 1@") {
+            assert!(f.iter().any(|s| s.starts_with("dead=1 ")), "{r}");
+        }
+    }
+    let summary = text
+        .lines()
+        .find(|l| l.starts_with("B1 "))
+        .unwrap_or_else(|| panic!("no summary: {text}"));
+    let (inside, of) = summary
+        .rsplit_once(": ")
+        .and_then(|(_, c)| c.split_once(" of "))
+        .unwrap_or_else(|| panic!("{summary}"));
+    let (inside, of): (usize, usize) = (inside.parse().unwrap(), of.parse().unwrap());
+    assert_eq!(of, ratios, "{summary}");
+    assert!(inside <= of, "{summary}");
 }
