@@ -36,6 +36,7 @@ configs=(
   "--nodes 4 --kill none --transport inproc"
   "--nodes 8 --kill none --transport inproc"
   "--nodes 8 --correction none --kill none --transport inproc"
+  "--nodes 8 --workers 1 --kill none --transport inproc"
   "--nodes 8 --kill 1@$kill_at --transport inproc"
   "--nodes 16 --kill none --transport inproc"
 )

@@ -247,7 +247,7 @@ pub fn print(r: &BenchReport) {
                 a.nodes,
                 if *model_local_or_ns > 0 {
                     format!(
-                        ", received in {model_local_or_ns} ns, and {model_local_work_ns} ns more a visit that received only from its own core, nothing more a visit that only sent (measured: one core's 2-node run)"
+                        ", received in {model_local_or_ns} ns, and {model_local_work_ns} ns more a visit that received only from its own core, nothing more a visit that only sent (measured: one core's 2- and 3-node runs)"
                     )
                 } else {
                     String::new()
@@ -270,9 +270,11 @@ pub fn print(r: &BenchReport) {
         );
         if let Some(local) = h.local_hop_ns {
             s += &format!(
-                "model: one core's hop {:.0} ns (measured: the 2 nodes on one worker) = the node's send + {} ns, a receive from the same core; the core is held {} ns more after a visit that received one (that run's passes beyond the hop)\n",
+                "model: one core's hop {:.0} ns (measured: 2 nodes on one worker) = the node's send + {} ns, a receive from the same core; 3 nodes on one worker, the root sending to both, {} = two such hops + {} ns the first receiver's visit held the core after its receive\n",
                 local.median,
                 h.local_or_ns,
+                h.local_fanout_ns
+                    .map_or("-".to_string(), |f| format!("{:.0} ns", f.median)),
                 h.local_work_ns.unwrap_or(0)
             );
         }

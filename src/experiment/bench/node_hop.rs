@@ -35,13 +35,14 @@
 //! delivery's bookkeeping, one more poll and the board's stamps), which the model charges each
 //! time a core moves on after work ([`crate::sim::timing::Timing::set_work`]).
 //!
-//! Where the run's nodes share cores, a second 2-node run with both nodes on one worker
-//! measures messages between nodes of one core: its hop (the root's send, the worker's move
-//! to the other node, that node's receive of a message its own core just handled: over
-//! loopback UDP the sender's `sendto` ran the receiving side of the stack, in process the
-//! message's cache lines never left the core) and its worker's passes with progress, each
-//! holding a whole operation, which exceed the hop by what a visit holds the core when no
-//! message came from another core. The model takes both ([`NodeHop::with_local`],
+//! Where the run's nodes share cores, two more runs with all nodes on one worker measure
+//! messages between nodes of one core. The 2-node run's hop is the root's send, the worker's
+//! move to the other node and that node's receive of a message its own core just handled
+//! (over loopback UDP the sender's `sendto` ran the receiving side of the stack, in process
+//! the message's cache lines never left the core). A 3-node run, whose root sends to both
+//! others, colors its last node after the root's two sends, the first receiver's visit and
+//! the second's receive: two such hops and what the first receiving visit held the core
+//! after its receive. The model takes both ([`NodeHop::with_local`],
 //! [`crate::sim::timing::Timing::set_local`]): the cross-core run's `work_ns` stays the
 //! charge after a visit that received from another core, whose books miss the cache too
 //! (`docs/measurements.md`, "Messages between nodes of one core").
@@ -90,10 +91,14 @@ pub struct NodeHop {
     /// (median, 95 % interval), ns (`None`, and left out of the JSON: not measured).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_hop_ns: Option<Ci>,
-    /// What a visit that received only from its own core holds its worker after its work:
-    /// the one worker's median pass with progress (the root's start and send, the other
-    /// node's receive and delivery) less the hop, ns (left out of the JSON with
-    /// `local_or_ns`).
+    /// Where the run's nodes share cores: the 3-node coloring latency with all three on one
+    /// worker, the root sending to both others (median, 95 % interval), ns (`None`, and left
+    /// out of the JSON: not measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_fanout_ns: Option<Ci>,
+    /// What a visit that received only from its own core holds its worker after its receive:
+    /// the 3-node run's latency beyond two of the 2-node run's hops, ns, at least 0 (left out
+    /// of the JSON with `local_or_ns`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_work_ns: Option<u64>,
     /// What the model's receive of a message from a node of the same core costs: that hop
@@ -130,28 +135,32 @@ impl NodeHop {
             visit_ns,
             work_ns: busy_ns.saturating_sub(node_or),
             local_hop_ns: None,
+            local_fanout_ns: None,
             local_work_ns: None,
             local_or_ns: 0,
         }
     }
 
-    /// With one core's 2-node run (`None`: not measured): its hop and its worker's median
-    /// pass with progress (0: none). In the model that hop is the root's send (the node's
-    /// `o_s`; `os_ns`: the transport's) and the receive from the same core, which is the rest
-    /// (at least 1 ns): the root's visit after its send, the worker's move and the receive
-    /// itself. A pass with progress holds the whole operation (the root's start and send, the
-    /// other node's receive and delivery), so it exceeds the hop by what the receiving visit
-    /// holds the core after its delivery (and the pass's own start): a visit that received
-    /// only from its own core then holds its core that long
-    /// ([`crate::sim::timing::Timing::set_local`]).
-    pub fn with_local(self, local: Option<(Ci, u64)>, os_ns: u64) -> NodeHop {
-        let Some((hop, busy)) = local else { return self };
+    /// With one core's runs (`None`: not measured): the 2-node hop and the 3-node latency,
+    /// all nodes on one worker. In the model that hop is the root's send (the node's `o_s`;
+    /// `os_ns`: the transport's) and the receive from the same core, which is the rest (at
+    /// least 1 ns): the root's visit after its send, the worker's move and the receive
+    /// itself. The 3-node root sends twice, then its worker visits the first receiver, which
+    /// receives and holds the core a while, and the second, which receives: two hops and
+    /// that while, which is then what a visit that received only from its own core holds its
+    /// core after its work ([`crate::sim::timing::Timing::set_local`]). Where the first
+    /// receiving visit held the core for less than the medians' noise, it is 0.
+    pub fn with_local(self, local: Option<LocalHops>, os_ns: u64) -> NodeHop {
+        let Some(LocalHops { hop, fanout }) = local else {
+            return self;
+        };
         let node_os = (os_ns as i64 + self.os_share_ns).max(0) as u64;
-        let hop_ns = hop.median.round().max(0.0) as u64;
+        let ns = |c: Ci| c.median.round().max(0.0) as u64;
         NodeHop {
             local_hop_ns: Some(hop),
-            local_work_ns: Some(busy.saturating_sub(hop_ns)),
-            local_or_ns: hop_ns.saturating_sub(node_os).max(1),
+            local_fanout_ns: Some(fanout),
+            local_work_ns: Some(ns(fanout).saturating_sub(2 * ns(hop))),
+            local_or_ns: ns(hop).saturating_sub(node_os).max(1),
             ..self
         }
     }
@@ -197,23 +206,24 @@ pub struct HopSetup {
     pub os_ns: u64,
     pub or_ns: u64,
     pub l_ns: u64,
-    /// The run's nodes share cores: measure one core's hop too ([`Measured::local`]).
+    /// The run's nodes share cores: measure one core's runs too ([`Measured::local`]).
     pub one_core: bool,
 }
 
-/// The 2-node run of `s` on `workers` workers (at most 2): a broadcast without correction,
-/// one message per operation.
-fn hop_bench(s: &HopSetup, workers: usize) -> Result<Bench, String> {
+/// The run of `s` over `nodes` nodes (2, or 3 for one core's fan-out) on `workers` workers
+/// (at most 2): a broadcast without correction, one message to each other node per
+/// operation.
+fn hop_bench(s: &HopSetup, nodes: u32, workers: usize) -> Result<Bench, String> {
     let model = BenchModel::new(s.os_ns, s.or_ns, s.l_ns);
     let spec = AlgoSpec {
         correction: Some("none".into()),
         ..AlgoSpec::new(AlgoName::CorrectedTree)
     };
-    let algo = resolve_algo(&spec, 2, model.mean_logp(), 0)?;
+    let algo = resolve_algo(&spec, nodes, model.mean_logp(), 0)?;
     let bench = Bench {
         algo,
         cluster: ClusterConfig {
-            nodes: 2,
+            nodes,
             workers,
             poll: s.poll,
             warmup: OPERATIONS / 10,
@@ -245,21 +255,31 @@ pub struct Measured {
     pub visit_ns: u64,
     /// The cheapest worker's median pass with progress, ns (0: none).
     pub busy_ns: u64,
-    /// With [`HopSetup::one_core`]: the hop with both nodes on one worker, and that worker's
-    /// median pass with progress, ns (0: none).
-    pub local: Option<(Ci, u64)>,
+    /// With [`HopSetup::one_core`]: the runs with all nodes on one worker.
+    pub local: Option<LocalHops>,
+}
+
+/// One core's runs: coloring latencies (median, 95 % interval), ns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LocalHops {
+    /// 2 nodes on one worker: one message.
+    pub hop: Ci,
+    /// 3 nodes on one worker, the root sending to both others.
+    pub fanout: Ci,
 }
 
 /// Runs the 2-node broadcast (a worker per node where the machine has two cores, and with
-/// [`HopSetup::one_core`] again on one worker) and returns its coloring latency and visit
-/// cost; an error if any operation failed (a violation, a timeout, a dropped or unrun
-/// operation): no figure from a bad run.
+/// [`HopSetup::one_core`] again on one worker, and 3 nodes on one worker) and returns its
+/// coloring latency and visit cost; an error if any operation failed (a violation, a
+/// timeout, a dropped or unrun operation): no figure from a bad run.
 pub fn measure(s: &HopSetup) -> Result<Measured, String> {
     let cores = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
-    let (hop_ns, res) = hop(s, cores.min(2))?;
+    let (hop_ns, res) = hop(s, 2, cores.min(2))?;
     let local = if s.one_core {
-        let (h, r) = hop(s, 1)?;
-        Some((h, cheapest_busy_ns(&r.idle_passes)))
+        Some(LocalHops {
+            hop: hop(s, 2, 1)?.0,
+            fanout: hop(s, 3, 1)?.0,
+        })
     } else {
         None
     };
@@ -271,13 +291,15 @@ pub fn measure(s: &HopSetup) -> Result<Measured, String> {
     })
 }
 
-/// One 2-node run on `workers` workers: its coloring latency's median with its 95 % interval.
-fn hop(s: &HopSetup, workers: usize) -> Result<(Ci, crate::runtime::cluster::ClusterResult), String> {
-    let res = super::local::run(&hop_bench(s, workers)?, None).map_err(|e| format!("the node-hop calibration: {e}"))?;
+/// One run of `nodes` nodes on `workers` workers: its coloring latency's median with its
+/// 95 % interval.
+fn hop(s: &HopSetup, nodes: u32, workers: usize) -> Result<(Ci, crate::runtime::cluster::ClusterResult), String> {
+    let res = super::local::run(&hop_bench(s, nodes, workers)?, None)
+        .map_err(|e| format!("the node-hop calibration: {e}"))?;
     let bad = res.violations + res.timeouts + res.dropped_ops + res.not_run;
     if bad > 0 || res.measured == 0 {
         return Err(format!(
-            "the node-hop calibration (2 nodes on {workers} worker(s), {:?}) failed: {} violations, {} timeouts, {} dropped and {} unrun of {} operations",
+            "the node-hop calibration ({nodes} nodes on {workers} worker(s), {:?}) failed: {} violations, {} timeouts, {} dropped and {} unrun of {} operations",
             s.transport, res.violations, res.timeouts, res.dropped_ops, res.not_run, OPERATIONS
         ));
     }
@@ -332,6 +354,17 @@ mod tests {
             l_ns,
             one_core: false,
         }
+    }
+
+    /// Runs a calibration bench and checks that every operation ran and completed.
+    fn run_clean(b: &Bench) -> crate::runtime::cluster::ClusterResult {
+        let res = super::super::local::run(b, None).unwrap();
+        assert_eq!(res.measured, OPERATIONS);
+        assert_eq!(
+            (res.violations, res.timeouts, res.not_run, res.dropped_ops),
+            (0, 0, 0, 0)
+        );
+        res
     }
 
     fn ci(m: f64) -> Ci {
@@ -404,14 +437,9 @@ mod tests {
         // A runner that measured something else (extra messages, operations left unrun,
         // warmup counted) would skew every model built on it.
         let s = inproc_setup(100, 100, 200);
-        let b = hop_bench(&s, 2).unwrap();
+        let b = hop_bench(&s, 2, 2).unwrap();
         assert_eq!((b.cluster.nodes, b.cluster.window, b.kills.len()), (2, 1, 0));
-        let res = super::super::local::run(&b, None).unwrap();
-        assert_eq!(res.measured, OPERATIONS);
-        assert_eq!(
-            (res.violations, res.timeouts, res.not_run, res.dropped_ops),
-            (0, 0, 0, 0)
-        );
+        let res = run_clean(&b);
         assert_eq!(
             res.coloring.len(),
             OPERATIONS,
@@ -467,34 +495,69 @@ mod tests {
         assert_eq!(m.local, None, "one core's hop only where nodes share cores");
         // Nodes that share cores: one core's hop too, a send and a receive at least.
         let m = measure(&HopSetup { one_core: true, ..s }).unwrap();
-        let (local, _) = m.local.expect("measured");
-        assert!(local.lo <= local.median && local.median <= local.hi, "{local:?}");
-        assert!(local.median >= 20.0, "{local:?}");
+        let local = m.local.expect("measured");
+        for c in [local.hop, local.fanout] {
+            assert!(c.lo <= c.median && c.median <= c.hi, "{local:?}");
+            assert!(c.median >= 20.0, "{local:?}");
+        }
+        // The 3-node run's last node is colored after its root's second send at least.
+        assert!(local.fanout.median > local.hop.median, "{local:?}");
     }
 
     #[test]
-    fn one_cores_run_gives_the_receive_from_the_same_core_and_the_tail_of_its_visit() {
+    fn one_cores_fanout_run_sends_from_the_root_to_both_others_on_one_worker() {
+        // What [`NodeHop::with_local`] reads into the 3-node latency: the root sends both
+        // messages, one to each other node, and nobody else sends.
+        let s = inproc_setup(100, 100, 200);
+        let b = hop_bench(&s, 3, 1).unwrap();
+        assert_eq!((b.cluster.nodes, b.cluster.workers, b.cluster.window), (3, 1, 1));
+        let res = run_clean(&b);
+        assert_eq!(
+            (res.messages.min(), res.messages.max()),
+            (2, 2),
+            "two messages per operation"
+        );
+        assert_eq!(res.transport.sent, 2 * (OPERATIONS + OPERATIONS / 10));
+        let crate::protocol::bcast::algo::Algo::CorrectedTree { tree, order, .. } = b.algo else {
+            panic!("the calibration broadcasts a corrected tree: {:?}", b.algo)
+        };
+        let logp = BenchModel::new(100, 100, 200).mean_logp();
+        let tree = crate::topology::Tree::build(tree, order, 3, logp).unwrap();
+        assert_eq!(tree.children(0), [1, 2], "the root's children, in the order it sends");
+    }
+
+    #[test]
+    fn one_cores_runs_give_the_receive_from_the_same_core_and_the_tail_of_its_visit() {
         // Transport o_s 847, L 265, o_r 382 and a node's hop of 2101 ns: the node's o_s is
-        // 847 + 418. One core's hop of 1720 ns leaves 455 ns for the receive; its worker's
-        // median pass with progress of 2000 ns, 280 ns of tail.
+        // 847 + 418. One core's hop of 1720 ns leaves 455 ns for the receive; its 3-node
+        // run of 3720 ns, two hops and 280 ns of tail after the first receive.
         let h = NodeHop::fold(ci(2101.0), 847, 382, 265, 262, 1335);
         assert_eq!(
             (h.os_share_ns, h.local_or_ns, h.local_work_ns, h.local_hop_ns),
             (418, 0, None, None)
         );
-        let l = h.with_local(Some((ci(1720.0), 2000)), 847);
+        let local = |hop, fanout| {
+            Some(LocalHops {
+                hop: ci(hop),
+                fanout: ci(fanout),
+            })
+        };
+        let l = h.with_local(local(1720.0, 3720.0), 847);
         assert_eq!(l.local_or_ns, 1720 - (847 + 418));
         assert_eq!(l.local_work_ns, Some(280));
-        assert_eq!(l.local_hop_ns, Some(ci(1720.0)));
+        assert_eq!(
+            (l.local_hop_ns, l.local_fanout_ns),
+            (Some(ci(1720.0)), Some(ci(3720.0)))
+        );
         assert_eq!(
             (l.work_ns, l.visit_ns, l.os_share_ns),
             (h.work_ns, 262, 418),
             "the rest is kept"
         );
         // A hop no longer than the node's send: the receive still costs something.
-        assert_eq!(h.with_local(Some((ci(1000.0), 2000)), 847).local_or_ns, 1);
-        // No pass with progress: no tail.
-        assert_eq!(h.with_local(Some((ci(1720.0), 0)), 847).local_work_ns, Some(0));
+        assert_eq!(h.with_local(local(1000.0, 2000.0), 847).local_or_ns, 1);
+        // A 3-node run within two hops: no tail.
+        assert_eq!(h.with_local(local(1720.0, 3400.0), 847).local_work_ns, Some(0));
         assert_eq!(h.with_local(None, 847), h);
     }
 }

@@ -29,7 +29,7 @@ pub struct BenchOutcome {
     /// With `model_visit_ns`: what a node's visit with work holds its worker after its last
     /// send or receive, ns (the node-hop run's measured passes with progress), and
     /// `model_local_work_ns` when the visit had no message from another core (one core's
-    /// 2-node run's passes beyond its hop; `model_work_ns` when not measured).
+    /// 3-node run beyond two of its 2-node hops; `model_work_ns` when not measured).
     pub model_work_ns: u64,
     pub model_local_work_ns: u64,
     /// With `model_visit_ns`: the model's receive of a message from a node of the same core,
