@@ -163,8 +163,8 @@ impl Timing {
         self.work = work;
     }
 
-    /// Shared cores: messages between processes of one core, as one core's 2-node run
-    /// measures them (`experiment::bench::node_hop`). The receive of a message from a process
+    /// Shared cores: messages between processes of one core, as one core's 2- and 3-node
+    /// runs measure them (`experiment::bench::node_hop`). The receive of a message from a process
     /// of the same core costs `or_local` instead of `o_r` (noisy mode scales the drawn `o_r`
     /// by `or_local / o_r`): everything from the end of the sender's send to the end of the
     /// receive, so with it a visit that only sent holds its core nothing after its sends. A
