@@ -114,6 +114,7 @@ fn measure(n: u32, runs: u64, threads: usize) -> (f64, f64, f64) {
         work: 0,
         local_work: None,
         local_receive: None,
+        poll_per_source: 0,
     };
     let t = Instant::now();
     let s = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});

@@ -157,48 +157,6 @@ fn message_rate(kind: TransportKind, secs: f64) -> f64 {
     received.load(Ordering::Relaxed) as f64 / secs
 }
 
-/// An in-process endpoint with `rings` rings (as many peers each sent it one message, drained):
-/// the median cost of its idle poll and of a poll that receives one 8-byte message its last
-/// peer sent just before, ns, over `rounds` of each, one thread.
-fn inproc_poll_by_rings(rings: u32, rounds: usize) -> (f64, f64) {
-    let (_net, mut eps) = ftcoll::transport::inproc::InprocNet::new(rings + 1, 256);
-    let now = Instant::now();
-    let mut got = 0usize;
-    let mut rx = eps.remove(0);
-    for ep in eps.iter_mut() {
-        ep.send(0, &[7u8; 8], now).expect("send");
-    }
-    while got < rings as usize {
-        rx.poll(now, &mut |d| got += usize::from(matches!(d, Delivery::Message { .. })))
-            .expect("poll");
-    }
-    let last = eps.last_mut().expect("a peer");
-    // Batches of 64 polls per clock read: a clock read is as long as a few idle polls.
-    const BATCH: usize = 64;
-    let mut idle = Vec::with_capacity(rounds / BATCH + 1);
-    let mut one = Vec::with_capacity(rounds / BATCH + 1);
-    for _ in 0..rounds.div_ceil(BATCH) {
-        let t = Instant::now();
-        for _ in 0..BATCH {
-            let n = rx.poll(now, &mut |_| {}).expect("poll");
-            assert_eq!(n, 0, "an idle poll delivers nothing");
-        }
-        idle.push(t.elapsed().as_nanos() as u64);
-        let mut ns = 0u64;
-        for _ in 0..BATCH {
-            last.send(0, &[7u8; 8], now).expect("send");
-            let t = Instant::now();
-            let mut n = 0;
-            rx.poll(now, &mut |d| n += usize::from(matches!(d, Delivery::Message { .. })))
-                .expect("poll");
-            ns += t.elapsed().as_nanos() as u64;
-            assert_eq!(n, 1, "the message sent just before");
-        }
-        one.push(ns);
-    }
-    (median(idle) / BATCH as f64, median(one) / BATCH as f64)
-}
-
 fn main() {
     cores();
     let quick = std::env::args().any(|a| a == "--quick");
@@ -229,7 +187,7 @@ fn main() {
     println!("in-process poll by the endpoint's rings, one thread, {rounds} polls each (median ns)");
     println!("  rings   idle poll   poll receiving one message");
     for rings in [1, 2, 3, 4, 8, 16, 31] {
-        let (idle, one) = inproc_poll_by_rings(rings, rounds);
+        let (idle, one) = ftcoll::runtime::ring_poll::polls_by_rings(rings, rounds).expect("ring poll");
         println!("  {rings:>5}   {idle:>9.1}   {one:>9.1}");
     }
 }

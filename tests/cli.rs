@@ -237,6 +237,43 @@ fn sim_messages_within_a_core_at_their_own_costs() {
     }
 }
 
+/// `sim --core-poll-per-source U`: a visit costs more for each process beyond the first
+/// that sends to its process, learned over the first runs. With the checked correction a
+/// process hears from its ring neighbours too, so the same runs are slower, more so at a
+/// higher cost, and the same with more threads; without correction each process hears from
+/// its parent alone and nothing changes.
+#[test]
+fn sim_visits_cost_more_per_sender_beyond_the_first() {
+    let run = |per: &str, extra: &[&str]| {
+        let mut args = vec!["--core-visit", "3", "--core-work", "2", "--o", "5", "--L", "9"];
+        if !per.is_empty() {
+            args.extend(["--core-poll-per-source", per]);
+        }
+        args.extend_from_slice(extra);
+        sim_64_on_4_cores(&args)
+    };
+    let plain = run("", &[]);
+    let some = run("0.5", &[]);
+    let more = run("4", &[]);
+    assert_eq!(plain["config"]["core_poll_per_source"], 0.0, "{plain}");
+    assert_eq!(some["config"]["core_poll_per_source"], 0.5, "{some}");
+    let p50 = |v: &serde_json::Value| v["coloring_latency"]["p50"].as_f64().unwrap();
+    assert!(p50(&some) > p50(&plain), "{some} {plain}");
+    assert!(p50(&more) > p50(&some), "{more} {some}");
+    let (one, three) = (run("4", &["--threads", "1"]), run("4", &["--threads", "3"]));
+    for k in ["coloring_latency", "quiescence_latency", "messages_per_process"] {
+        assert_eq!(one[k], three[k], "{k}: {one} {three}");
+    }
+    let (tree, tree_dear) = (run("", &["--correction", "none"]), run("4", &["--correction", "none"]));
+    assert_eq!(
+        tree["coloring_latency"], tree_dear["coloring_latency"],
+        "{tree} {tree_dear}"
+    );
+    for v in [&plain, &some, &more, &one, &three, &tree, &tree_dear] {
+        assert_eq!(v["aborted_runs"], 0, "{v}");
+    }
+}
+
 #[test]
 fn misuse_is_one_line_and_exit_2() {
     for args in [
@@ -262,6 +299,21 @@ fn misuse_is_one_line_and_exit_2() {
         &["sim", "--core-local-receive", "3"],
         &["sim", "--cores", "2", "--core-local-work", "3"],
         &["sim", "--cores", "2", "--core-local-receive", "0"],
+        &["sim", "--cores", "2", "--core-poll-per-source", "3"],
+        &["sim", "--cores", "2", "--core-visit", "3", "--core-poll-per-source=-1"],
+        &["sim", "--cores", "2", "--core-visit", "3", "--core-poll-per-source=nan"],
+        &[
+            "sim",
+            "--nodes",
+            "5000",
+            "--cores",
+            "2",
+            "--core-visit",
+            "3",
+            "--core-poll-per-source",
+            "1",
+        ],
+        &["model", "--nodes", "64", "--core-poll-per-source", "2"],
         &["model", "--nodes", "64", "--core-local-receive", "2"],
         &["model", "--nodes", "1"],
         &["model", "--nodes", "64", "--cores", "2"],

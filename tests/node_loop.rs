@@ -87,6 +87,7 @@ fn simulated(correction: Correction, dead: &[u32]) -> (f64, bool, f64) {
         work: 0,
         local_work: None,
         local_receive: None,
+        poll_per_source: 0,
     };
     let sim = run_many::<CorrectedTree<0>>(&shared, &ex, &|_| {});
     assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");

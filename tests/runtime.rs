@@ -212,6 +212,7 @@ fn message_counts_stay_near_the_simulators() {
         work: 0,
         local_work: None,
         local_receive: None,
+        poll_per_source: 0,
     };
     let sim = run_many::<ftcoll::protocol::bcast::corrected_tree::CorrectedTree<0>>(&shared, &ex, &|_| {});
     assert_eq!(sim.aborted_runs, 0, "the simulation hit its event cap");

@@ -304,6 +304,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         model_work_ns: out.model_work_ns,
         model_local_work_ns: out.model_local_work_ns,
         model_local_or_ns: out.model_local_or_ns,
+        model_ring_poll_ns: out.model_ring_poll_ns,
         // Loss alone (a fixed o and L) is not drawn from measured distributions.
         noisy: out.noise.as_ref().is_some_and(|n| n.loss.is_none() || !n.is_constant()),
         node_hop: out.node_hop,

@@ -216,6 +216,13 @@ pub struct SimArgs {
     /// [default: o_r, and --core-work after every visit with work].
     #[arg(long = "core-local-receive", value_name = "U", value_parser = clap::value_parser!(u64).range(1..=1u64 << 32))]
     pub core_local_receive: Option<u64>,
+    /// With --core-visit: a process's visit (idle, or before its work) costs U time units more
+    /// for each process beyond the first that has sent it a message, as a worker's node reads
+    /// one in-process ring per peer that ever sent to it on every poll (bench's model uses its
+    /// measured `node_hop.ring_poll_ns`); a decimal number. The senders are those of the
+    /// first 64 runs [default: 0].
+    #[arg(long = "core-poll-per-source", value_name = "U", value_parser = parse_units)]
+    pub core_poll_per_source: Option<f64>,
     /// Monte Carlo runs.
     #[arg(long, default_value_t = 1000)]
     pub runs: u64,
@@ -266,6 +273,7 @@ impl SimArgs {
             core_work: self.core_work,
             core_local_work: self.core_local_work,
             core_local_receive: self.core_local_receive,
+            core_poll_per_source: self.core_poll_per_source,
             runs: self.runs,
             seed: self.seed,
             threads: self.threads,
@@ -396,5 +404,13 @@ pub fn reject_unused(a: &OverlayArgs) -> Result<(), String> {
     match a.given() {
         Some(flag) => Err(format!("{flag} applies to --algo bmg-build only")),
         None => Ok(()),
+    }
+}
+
+/// A non-negative decimal number of time units (at most 2^32).
+fn parse_units(v: &str) -> Result<f64, String> {
+    match v.trim().parse::<f64>() {
+        Ok(u) if u.is_finite() && (0.0..=4_294_967_296.0).contains(&u) => Ok(u),
+        _ => Err(format!("'{v}' is not a number of time units from 0 to 2^32")),
     }
 }

@@ -90,6 +90,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
         (a.core_work.is_some(), "--core-work"),
         (a.core_local_work.is_some(), "--core-local-work"),
         (a.core_local_receive.is_some(), "--core-local-receive"),
+        (a.core_poll_per_source.is_some(), "--core-poll-per-source"),
         (a.known_dead, "--known-dead"),
         (a.loggp.noise.is_some(), "--noise"),
         (a.receives.is_some(), "--receives"),

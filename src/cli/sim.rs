@@ -84,6 +84,7 @@ pub fn json_report(setup: &Setup, r: &Report, secs: f64) -> serde_json::Value {
         "core_work": ex.cores.map(|_| ex.work),
         "core_local_work": ex.cores.map(|_| ex.local_work.unwrap_or(ex.work)),
         "core_local_receive": ex.cores.map(|_| ex.local_receive.unwrap_or(ex.logp.or)),
+        "core_poll_per_source": ex.cores.map(|_| ex.poll_per_source as f64 / 1000.0),
         "runs": ex.runs,
         "seed": ex.seed,
         "threads": ex.threads,

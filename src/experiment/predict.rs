@@ -27,7 +27,7 @@ impl Visit for PerRank<'_> {
         P::Msg: WireMessage,
     {
         let ex = self.0;
-        let mut eng = crate::sim::montecarlo::engine::<P>(ex);
+        let mut eng = crate::sim::montecarlo::engine::<P>(shared, ex);
         let (mut sum, mut ranks) = (Summary::new(ex.n), RankTimes::default());
         for i in 0..ex.runs {
             let st = eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, i), ex.max_events);
@@ -73,14 +73,18 @@ pub fn shared_o_ns(o_ns: u64, nodes: u32, cores: Option<u32>) -> u64 {
 /// `visit_ns` (measured: [`crate::experiment::bench::node_hop`]; 0: switching is free), a
 /// visit with work holding its core `work_ns` after its last send or receive (`local_work_ns`
 /// when it received only from its own core), and a receive of a message from a node of the
-/// same core costing `local_or_ns` (0, with `local_work_ns`: not measured, `o_r`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// same core costing `local_or_ns` (0, with `local_work_ns`: not measured, `o_r`), and each
+/// visit costing `ring_poll_ns` more per node beyond the first that sends to its node (an
+/// in-process poll reads one ring per sender; 0: not measured, or a transport without
+/// per-sender polls).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SharedCores {
     pub cores: u32,
     pub visit_ns: u64,
     pub work_ns: u64,
     pub local_work_ns: u64,
     pub local_or_ns: u64,
+    pub ring_poll_ns: f64,
 }
 
 /// The simulator's prediction for the measured operations `warmup..warmup + iterations`
@@ -155,6 +159,10 @@ pub fn predict(
                 local_receive: cores.and_then(|c| {
                     let u = model.unit_ns.max(1);
                     (c.local_or_ns > 0).then(|| ((c.local_or_ns + u / 2) / u).max(1))
+                }),
+                // In thousandths of a unit: a few ns a ring against units of several.
+                poll_per_source: cores.map_or(0, |c| {
+                    (c.ring_poll_ns.max(0.0) * 1000.0 / model.unit_ns.max(1) as f64).round() as u64
                 }),
             },
             faults_text: String::new(),
@@ -440,6 +448,7 @@ mod tests {
                 work: 0,
                 local_work: None,
                 local_receive: None,
+                poll_per_source: 0,
             };
             let traces = algo.dispatch(n, m.loggp, Traces(&ex)).unwrap();
             let mut per_rank = vec![0u64; n as usize];

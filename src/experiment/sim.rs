@@ -43,6 +43,9 @@ pub struct SimSpec {
     /// core, time units (`Timing::set_local`; `None`: `core_work`, `o_r`).
     pub core_local_work: Option<u64>,
     pub core_local_receive: Option<u64>,
+    /// With `core_visit`: what a process's visit costs more per process beyond the first that
+    /// sends to it, time units (`Timing::set_poll_per_source`).
+    pub core_poll_per_source: Option<f64>,
     /// Monte Carlo runs.
     pub runs: u64,
     /// Base seed.
@@ -123,6 +126,18 @@ impl Setup {
                     .into(),
             );
         }
+        if a.core_poll_per_source.is_some() && a.core_visit.is_none() {
+            return Err(
+                "--core-poll-per-source is what a shared core's visit costs per process that sends to its process: give --cores and --core-visit too"
+                    .into(),
+            );
+        }
+        if a.core_poll_per_source.is_some_and(|u| u > 0.0) && n > crate::sim::timing::MAX_SOURCE_PROCESSES {
+            return Err(format!(
+                "--core-poll-per-source keeps each process's senders: at most {} processes",
+                crate::sim::timing::MAX_SOURCE_PROCESSES
+            ));
+        }
         if a.core_work.is_some() && a.core_visit.is_none() {
             return Err(
                 "--core-work is what a shared core's visit with work costs after it: give --cores and --core-visit too"
@@ -163,6 +178,7 @@ impl Setup {
             work: a.core_work.unwrap_or(0),
             local_work: a.core_local_work,
             local_receive: a.core_local_receive,
+            poll_per_source: a.core_poll_per_source.map_or(0, |u| (u * 1000.0).round() as u64),
         };
         let faults_text = match &a.dead {
             Some(l) => format!("dead={l}"),

@@ -49,6 +49,7 @@ impl Point {
             core_work: None,
             core_local_work: None,
             core_local_receive: None,
+            core_poll_per_source: None,
             receives: None,
             runs,
             seed,

@@ -71,6 +71,9 @@ pub struct BenchReport<'a> {
     pub model_work_ns: u64,
     pub model_local_work_ns: u64,
     pub model_local_or_ns: u64,
+    /// With `model_visit_ns`: what each node beyond the first that sends to a node adds to its
+    /// visits, ns (0: nothing).
+    pub model_ring_poll_ns: f64,
     /// The prediction drew o_s, o_r and L per message from the calibration's distributions,
     /// or the fresh estimate's (noisy LogP).
     pub noisy: bool,
@@ -114,6 +117,7 @@ pub fn print(r: &BenchReport) {
         model_work_ns,
         model_local_work_ns,
         model_local_or_ns,
+        model_ring_poll_ns,
         noisy,
         node_hop,
         cores,
@@ -134,6 +138,7 @@ pub fn print(r: &BenchReport) {
                 "model_work_ns": model_cores.map(|_| model_work_ns),
                 "model_local_work_ns": model_cores.map(|_| model_local_work_ns),
                 "model_local_or_ns": model_cores.map(|_| if *model_local_or_ns > 0 { *model_local_or_ns } else { model.or_ns }),
+                "model_ring_poll_ns": model_cores.map(|_| *model_ring_poll_ns),
                 "noisy_model": noisy,
                 "stage_stamps": crate::runtime::node::stages::ON,
                 "loss": a.loss.map_or(0.0, |l| l.p),
@@ -243,11 +248,19 @@ pub fn print(r: &BenchReport) {
         model.unit_ns,
         match model_cores {
             Some(c) if *model_visit_ns > 0 => format!(
-                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time and visiting its nodes in turn, {model_visit_ns} ns a visit of an idle node and {model_work_ns} ns more a visit with work after its last send or receive (measured: the 2-node run's passes), a message between nodes of one core without L{}",
+                "{} nodes on {c} cores (rank r on core r mod {c}), a core doing one send or receive at a time and visiting its nodes in turn, {model_visit_ns} ns a visit of an idle node and {model_work_ns} ns more a visit with work after its last send or receive (measured: the 2-node run's passes), a message between nodes of one core without L{}{}",
                 a.nodes,
                 if *model_local_or_ns > 0 {
                     format!(
                         ", received in {model_local_or_ns} ns, and {model_local_work_ns} ns more a visit that received only from its own core, nothing more a visit that only sent (measured: one core's 2- and 3-node runs)"
+                    )
+                } else {
+                    String::new()
+                },
+                if *model_ring_poll_ns > 0.0 {
+                    format!(
+                        ", and {model_ring_poll_ns:.1} ns more a visit for each node beyond the first that sends to its node (an in-process poll reads a ring per sender; measured: an idle poll with {} rings against one)",
+                        a.nodes.saturating_sub(1)
                     )
                 } else {
                     String::new()

@@ -25,6 +25,7 @@ pub mod logp;
 pub mod logp_remote;
 pub mod node;
 pub mod procs;
+pub mod ring_poll;
 pub mod watch;
 
 use serde::Serialize;

@@ -212,6 +212,18 @@ where
         self.core.timing.set_local(work_local, or_local);
     }
 
+    /// Shared cores with a visit cost: a process's visit costs `milli / 1000` units more per
+    /// process beyond the first that sends to it, learned from the runs that follow until
+    /// [`Self::freeze_sources`] ([`crate::sim::timing::Timing::set_poll_per_source`]).
+    pub fn set_poll_per_source(&mut self, milli: u64) {
+        self.core.timing.set_poll_per_source(self.n, milli);
+    }
+
+    /// Keeps the senders learned so far ([`crate::sim::timing::Timing::freeze_sources`]).
+    pub fn freeze_sources(&mut self) {
+        self.core.timing.freeze_sources();
+    }
+
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {

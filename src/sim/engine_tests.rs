@@ -26,6 +26,9 @@ enum Mode {
     Visits(u32, Time),
     /// The same, with messages within a core at their own costs (`Engine::set_local`).
     Local(u32, Time),
+    /// Visits at this cost, and this many thousandths of a unit more per sender beyond the
+    /// first (`Engine::set_poll_per_source`), learned over the seeds' runs.
+    Sources(u32, Time, u64),
     Parallel,
     Noisy,
 }
@@ -62,13 +65,19 @@ impl Runs {
     }
     fn cores(&self) -> Option<u32> {
         match self.mode {
-            Mode::Cores(c) | Mode::Visits(c, _) | Mode::Local(c, _) => Some(c),
+            Mode::Cores(c) | Mode::Visits(c, _) | Mode::Local(c, _) | Mode::Sources(c, _, _) => Some(c),
             _ => None,
         }
     }
     fn visit(&self) -> Time {
         match self.mode {
-            Mode::Visits(_, v) | Mode::Local(_, v) => v,
+            Mode::Visits(_, v) | Mode::Local(_, v) | Mode::Sources(_, v, _) => v,
+            _ => 0,
+        }
+    }
+    fn poll_per_source(&self) -> u64 {
+        match self.mode {
+            Mode::Sources(_, _, m) => m,
             _ => 0,
         }
     }
@@ -121,6 +130,7 @@ impl Visit for New<'_> {
         e.set_work(x.visit() / 2);
         let (work_local, or_local) = x.local();
         e.set_local(work_local, or_local);
+        e.set_poll_per_source(x.poll_per_source());
         e.set_noise(x.noise());
         (0..x.seeds)
             .map(|s| {
@@ -151,6 +161,7 @@ impl Visit for Old<'_> {
         e.set_work(x.visit() / 2);
         let (work_local, or_local) = x.local();
         e.set_local(work_local, or_local);
+        e.set_poll_per_source(x.poll_per_source());
         e.set_noise(x.noise());
         (0..x.seeds)
             .map(|s| {
@@ -233,6 +244,7 @@ fn shared_cores_parallel_receives_and_noise_run_as_with_one_record_per_process()
             Mode::Cores(7),
             Mode::Visits(7, 3),
             Mode::Local(7, 5),
+            Mode::Sources(7, 3, 1500),
             Mode::Parallel,
             Mode::Noisy,
         ] {
@@ -242,11 +254,12 @@ fn shared_cores_parallel_receives_and_noise_run_as_with_one_record_per_process()
 }
 
 /// Each mode once, on 5 cores where cores are shared.
-const EVERY_MODE: [Mode; 6] = [
+const EVERY_MODE: [Mode; 7] = [
     Mode::Plain,
     Mode::Cores(5),
     Mode::Visits(5, 2),
     Mode::Local(5, 4),
+    Mode::Sources(5, 2, 700),
     Mode::Parallel,
     Mode::Noisy,
 ];

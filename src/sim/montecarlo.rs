@@ -43,7 +43,18 @@ pub struct Experiment {
     /// units (`None`: `work`, `o_r`; see [`Engine::set_local`]).
     pub local_work: Option<Time>,
     pub local_receive: Option<Time>,
+    /// With a visit cost: what a process's visit costs more per process beyond the first that
+    /// sends to it, in thousandths of a unit (0: nothing; see [`Engine::set_poll_per_source`]).
+    /// Its senders are those of the experiment's first [`SOURCE_WARMUP_RUNS`] runs, run once
+    /// more before the others by every engine ([`engine`]), so the result does not depend on
+    /// the threads.
+    pub poll_per_source: u64,
 }
+
+/// Runs an engine makes before an experiment's to learn which processes send to which
+/// ([`Experiment::poll_per_source`]), as a benchmark's warm-up operations make the in-process
+/// transport's rings before the measured ones.
+pub const SOURCE_WARMUP_RUNS: u64 = 64;
 
 impl Experiment {
     /// The default event cap for `n` processes: generous for every protocol's normal runs,
@@ -54,8 +65,9 @@ impl Experiment {
 }
 
 /// An engine set up for `ex`: its processes, costs, receives, shared cores and noise (the
-/// fault plan is given to each run).
-pub fn engine<P>(ex: &Experiment) -> Engine<P>
+/// fault plan is given to each run); with [`Experiment::poll_per_source`], it has run the
+/// experiment's first [`SOURCE_WARMUP_RUNS`] runs to learn the senders and kept them.
+pub fn engine<P>(shared: &P::Shared, ex: &Experiment) -> Engine<P>
 where
     P: Protocol,
     P::Shared: SharedInfo,
@@ -67,6 +79,13 @@ where
     eng.set_work(ex.work);
     eng.set_local(ex.local_work, ex.local_receive);
     eng.set_noise(ex.noise.clone());
+    if ex.poll_per_source > 0 && ex.cores.is_some() {
+        eng.set_poll_per_source(ex.poll_per_source);
+        for i in 0..SOURCE_WARMUP_RUNS.min(ex.runs.max(1)) {
+            eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, i), ex.max_events);
+        }
+        eng.freeze_sources();
+    }
     eng
 }
 
@@ -86,7 +105,7 @@ where
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let mut eng = engine::<P>(ex);
+                    let mut eng = engine::<P>(shared, ex);
                     let mut sum = Summary::new(ex.n);
                     loop {
                         let start = next.fetch_add(chunk, Ordering::Relaxed);
@@ -121,7 +140,7 @@ where
     P: Protocol,
     P::Shared: SharedInfo,
 {
-    let mut eng = engine::<P>(ex);
+    let mut eng = engine::<P>(shared, ex);
     eng.trace = Some(Vec::new());
     eng.run(shared, &ex.faults, ProtoRng::run_seed(ex.seed, index), ex.max_events);
     eng.trace.take().unwrap_or_default()

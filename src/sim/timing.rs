@@ -72,7 +72,24 @@ pub struct Timing {
     /// With a visit cost, per process: since when a message has waited for its core's round
     /// to reach the process (`Time::MAX`: none waits), see [`Timing::receive_turn`].
     waiting: Vec<Time>,
+    /// With a visit cost: what a process's visit costs more for each process beyond the first
+    /// that has sent it a message, in thousandths of a unit (0: nothing;
+    /// [`Timing::set_poll_per_source`]).
+    source_poll_milli: u64,
+    /// While sources are learned: per process, a bitmap (`source_words` words) of the
+    /// processes that have sent it a message.
+    sources: Vec<u64>,
+    source_words: usize,
+    learning: bool,
+    /// Per process: what its visit costs beyond `visit` for its sources (empty: nothing).
+    extra: Vec<Time>,
+    /// Per core: the sum of its processes' `extra`.
+    core_extra: Vec<Time>,
 }
+
+/// The most processes whose sources [`Timing::set_poll_per_source`] keeps (a bitmap of
+/// `n` bits per process).
+pub const MAX_SOURCE_PROCESSES: u32 = 4096;
 
 /// With a visit cost, a core serves one process for at most this many sends and receives in
 /// a row before it visits the others, as a runtime worker's node sends at most this many
@@ -112,6 +129,12 @@ impl Timing {
             last: Vec::new(),
             burst: Vec::new(),
             waiting: Vec::new(),
+            source_poll_milli: 0,
+            sources: Vec::new(),
+            source_words: 0,
+            learning: false,
+            extra: Vec::new(),
+            core_extra: Vec::new(),
         }
     }
 
@@ -146,6 +169,60 @@ impl Timing {
         self.burst = vec![0; self.cores as usize];
         self.owed = vec![0; self.cores as usize];
         self.waiting = vec![Time::MAX; if self.cores > 0 { n as usize } else { 0 }];
+        self.set_poll_per_source(n, self.source_poll_milli);
+    }
+
+    /// Shared cores with a visit cost: a process's visit (idle, or before its work) costs
+    /// `milli / 1000` units more for each process beyond the first that has sent it a message,
+    /// as a runtime node's poll reads one in-process ring per peer that ever sent to it
+    /// (`transport::inproc`: a ring is made at a pair's first message and kept; measured,
+    /// `experiment::bench::node_hop`). The senders are learned from the sends that follow
+    /// (across runs: [`Timing::reset`] keeps them) until [`Timing::freeze_sources`]. A
+    /// process's first source costs nothing: the visit cost and `o_r` were measured on a node
+    /// with one. 0, or no shared cores: nothing (and nothing is kept). At most
+    /// [`MAX_SOURCE_PROCESSES`] processes.
+    pub fn set_poll_per_source(&mut self, n: u32, milli: u64) {
+        let on = milli > 0 && self.cores > 0;
+        assert!(
+            !on || n <= MAX_SOURCE_PROCESSES,
+            "sources are kept for at most {MAX_SOURCE_PROCESSES} processes"
+        );
+        self.source_poll_milli = milli;
+        self.source_words = if on { n.div_ceil(64) as usize } else { 0 };
+        self.sources = vec![0; self.source_words * if on { n as usize } else { 0 }];
+        self.extra = vec![0; if on { n as usize } else { 0 }];
+        self.core_extra = vec![0; if on { self.cores as usize } else { 0 }];
+        self.learning = on;
+    }
+
+    /// Stops learning senders: the visit costs stay as the sends so far made them.
+    pub fn freeze_sources(&mut self) {
+        self.learning = false;
+    }
+
+    /// What process `r`'s visit costs beyond the visit cost for its sources (0 without them).
+    #[inline]
+    pub fn source_extra(&self, r: Rank) -> Time {
+        self.extra.get(r as usize).copied().unwrap_or(0)
+    }
+
+    /// `from` sent to `to`: while learning, `to` has one more source if `from` is new.
+    #[inline]
+    fn note_source(&mut self, from: Rank, to: Rank) {
+        let w = self.source_words;
+        let (word, bit) = (to as usize * w + from as usize / 64, 1u64 << (from % 64));
+        if self.sources[word] & bit != 0 {
+            return;
+        }
+        self.sources[word] |= bit;
+        let count: u64 = self.sources[to as usize * w..(to as usize + 1) * w]
+            .iter()
+            .map(|b| u64::from(b.count_ones()))
+            .sum();
+        let new = (self.source_poll_milli * count.saturating_sub(1) + 500) / 1000;
+        let c = (to % self.cores) as usize;
+        let old = std::mem::replace(&mut self.extra[to as usize], new);
+        self.core_extra[c] = self.core_extra[c] - old + new;
     }
 
     /// Shared cores: a core's visit of a process with nothing to do costs `visit` (0: none;
@@ -220,7 +297,9 @@ impl Timing {
     /// each, so process `r` (index `j` on the core, last served `l`, `k` on the core) has it
     /// at `free + 1 + work + visit·((j − l − 1) mod k)` (`work` once a process worked, or
     /// `work_local` after a visit that received only from its own core, see
-    /// [`Timing::set_work`]) and every `k·visit` after; the process served
+    /// [`Timing::set_work`]) and every `k·visit` after (with sources,
+    /// [`Timing::set_poll_per_source`], each visit costs its process's more, and `r`'s
+    /// own poll comes before its work); the process served
     /// last keeps it at `free` itself, for [`VISIT_BURST`] sends and receives in a row at
     /// most. (Moving on costs at least one time unit: at the instant
     /// `free` the core is still the last process's, whose follow-up at that instant, a receive
@@ -238,11 +317,19 @@ impl Timing {
             return free;
         }
         let tail = self.owed[c];
-        let first = free + 1 + tail + self.visit * Time::from((j + k - l - 1) % k);
+        let steps = (j + k - l - 1) % k;
+        let mut first = free + 1 + tail + self.visit * Time::from(steps);
+        let mut period = self.visit * Time::from(k);
+        if !self.extra.is_empty() {
+            // Each process visited on the way polls its sources, and so does `r` before its
+            // work; a round polls every process's.
+            let rank = |idx: u32| (idx * self.cores) as usize + c;
+            first += (1..=steps).map(|s| self.extra[rank((l + s) % k)]).sum::<Time>() + self.extra[r as usize];
+            period += self.core_extra[c];
+        }
         if first >= ready {
             return first;
         }
-        let period = self.visit * Time::from(k);
         first + (ready - first).div_ceil(period) * period
     }
 
@@ -356,6 +443,9 @@ impl Timing {
         };
         if let Some(c) = core {
             self.take(c, r, t, s.end, false, false);
+            if self.learning {
+                self.note_source(r, to);
+            }
         }
         s
     }
@@ -583,6 +673,53 @@ mod tests {
         t.hand_on(t.core(0));
         assert_eq!(t.turn(t.core(0), 0, end), end + 1 + 9, "a round later");
         assert_eq!(t.turn(t.core(2), 2, end), end + 1);
+    }
+
+    #[test]
+    fn a_visit_costs_more_for_each_sender_beyond_the_first_once_learned() {
+        // One core for ranks 0, 1, 2 (indices 0..3), visits of 10, o_s = 2; each sender beyond
+        // a process's first costs its visits 2.5 units (rounded per process).
+        let mut t = Timing::new(loggp(5, 2, 3, 0, 0));
+        t.set_cores(3, Some(1));
+        t.set_visit(10);
+        t.set_poll_per_source(3, 2500);
+        let c = t.core(0);
+        // Rank 0 sends to 1 (its first sender: nothing more), then to 2.
+        t.send(c, 0, 1, 0);
+        assert_eq!(t.source_extra(1), 0);
+        assert_eq!(t.turn(c, 2, 0), 2 + 1 + 10, "rank 1's visit costs the plain visit");
+        // Rank 2 sends to 1 too: rank 1 now has two senders, and its visits cost 2.5 more (3,
+        // rounded); rank 2's own turn after it includes that, and so does a round.
+        t.send(c, 2, 1, 20);
+        assert_eq!(t.source_extra(1), 3);
+        assert_eq!((t.source_extra(0), t.source_extra(2)), (0, 0));
+        assert_eq!(t.turn(c, 0, 22), 22 + 1);
+        assert_eq!(
+            t.turn(c, 1, 22),
+            22 + 1 + 10 + 3,
+            "rank 0's visit, then rank 1's own poll"
+        );
+        assert_eq!(
+            t.turn(c, 1, 40),
+            36 + (10 + 10 + 13),
+            "a round later: every visit and the extra"
+        );
+        // A repeated sender changes nothing; after the freeze, a new one does not count.
+        t.send(c, 2, 1, 60);
+        assert_eq!(t.source_extra(1), 3);
+        t.freeze_sources();
+        t.send(c, 1, 0, 80);
+        t.send(c, 2, 0, 90);
+        assert_eq!(t.source_extra(0), 0, "learned no more");
+        // A reset (the next run) keeps what was learned: the rings stay.
+        t.reset(2);
+        assert_eq!(t.source_extra(1), 3);
+        // Without shared cores nothing is kept.
+        t.set_cores(3, None);
+        t.set_poll_per_source(3, 2500);
+        t.send(None, 0, 1, 0);
+        t.send(None, 2, 1, 0);
+        assert_eq!(t.source_extra(1), 0);
     }
 
     #[test]

@@ -83,9 +83,18 @@ impl Checked {
                 l_ns,
                 // Workers that step nodes in turn: messages between nodes of one core.
                 one_core: self.workers(cores).1.is_some() && self.workers_take_turns(poll),
+                // In process, a receiver reads a ring per node that ever sent to it (below
+                // `DIRECT_MAX` ranks; above, a doorbell word per 64 senders): up to its
+                // other nodes'.
+                rings: (a.transport == TransportKind::Inproc && a.nodes <= crate::transport::inproc::DIRECT_MAX)
+                    .then(|| a.nodes - 1),
             };
             let m = measure_hop(&setup)?;
-            Some(NodeHop::fold(m.hop_ns, tr_os, tr_or, l_ns, m.visit_ns, m.busy_ns).with_local(m.local, tr_os))
+            Some(
+                NodeHop::fold(m.hop_ns, tr_os, tr_or, l_ns, m.visit_ns, m.busy_ns)
+                    .with_local(m.local, tr_os)
+                    .with_ring_poll(m.ring_poll_ns),
+            )
         };
         // The node's overheads: the transport's and the node's own share of each hop.
         let (own_os, own_or) = node_hop.map_or((tr_os, tr_or), |h| h.node_o_ns(tr_os, tr_or));
@@ -152,6 +161,7 @@ impl Checked {
                 work_ns: out.model_work_ns,
                 local_work_ns: out.model_local_work_ns,
                 local_or_ns: out.model_local_or_ns,
+                ring_poll_ns: out.model_ring_poll_ns,
             }),
             out.noise.as_ref(),
             &self.kills,

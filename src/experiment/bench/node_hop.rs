@@ -105,6 +105,13 @@ pub struct NodeHop {
     /// less the node's `o_s`, ns, at least 1 (0, and left out of the JSON: not measured).
     #[serde(skip_serializing_if = "is_zero")]
     pub local_or_ns: u64,
+    /// Where the run's in-process nodes share cores: what each ring beyond the first adds to
+    /// a node's poll, ns (an idle endpoint's poll with as many rings as a node of the run can
+    /// have, against one: [`crate::runtime::ring_poll::per_ring_ns`]); the model charges it
+    /// per sender beyond the first on every visit (`None`, and left out of the JSON: not
+    /// measured, or a transport whose poll reads no ring per sender).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring_poll_ns: Option<f64>,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -138,7 +145,13 @@ impl NodeHop {
             local_fanout_ns: None,
             local_work_ns: None,
             local_or_ns: 0,
+            ring_poll_ns: None,
         }
+    }
+
+    /// With the measured cost of a poll's ring beyond the first (`None`: not measured).
+    pub fn with_ring_poll(self, ring_poll_ns: Option<f64>) -> NodeHop {
+        NodeHop { ring_poll_ns, ..self }
     }
 
     /// With one core's runs (`None`: not measured): the 2-node hop and the 3-node latency,
@@ -208,6 +221,10 @@ pub struct HopSetup {
     pub l_ns: u64,
     /// The run's nodes share cores: measure one core's runs too ([`Measured::local`]).
     pub one_core: bool,
+    /// With `one_core`, in process with a ring per sender: the most rings a node of the run
+    /// can have (its other nodes), to measure what each one beyond the first costs a poll
+    /// ([`Measured::ring_poll_ns`]; `None`: not measured).
+    pub rings: Option<u32>,
 }
 
 /// The run of `s` over `nodes` nodes (2, or 3 for one core's fan-out) on `workers` workers
@@ -257,6 +274,8 @@ pub struct Measured {
     pub busy_ns: u64,
     /// With [`HopSetup::one_core`]: the runs with all nodes on one worker.
     pub local: Option<LocalHops>,
+    /// With [`HopSetup::rings`]: what each ring beyond the first adds to an idle poll, ns.
+    pub ring_poll_ns: Option<f64>,
 }
 
 /// One core's runs: coloring latencies (median, 95 % interval), ns.
@@ -283,11 +302,16 @@ pub fn measure(s: &HopSetup) -> Result<Measured, String> {
     } else {
         None
     };
+    let ring_poll_ns = match s.rings {
+        Some(most) if s.one_core && most >= 2 => Some(crate::runtime::ring_poll::per_ring_ns(most)?),
+        _ => None,
+    };
     Ok(Measured {
         hop_ns,
         visit_ns: cheapest_visit_ns(&res.idle_passes),
         busy_ns: cheapest_busy_ns(&res.idle_passes),
         local,
+        ring_poll_ns,
     })
 }
 
@@ -353,6 +377,7 @@ mod tests {
             or_ns,
             l_ns,
             one_core: false,
+            rings: None,
         }
     }
 

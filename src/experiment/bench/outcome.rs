@@ -35,6 +35,10 @@ pub struct BenchOutcome {
     /// With `model_visit_ns`: the model's receive of a message from a node of the same core,
     /// ns (one core's 2-node hop beyond the node's send; 0: not measured, `o_r`).
     pub model_local_or_ns: u64,
+    /// With `model_visit_ns`: what each node beyond the first that sends to a node adds to
+    /// the node's visits, ns (an in-process poll reads a ring per sender: the node-hop
+    /// calibration's `ring_poll_ns`; 0: not measured, or not in process).
+    pub model_ring_poll_ns: f64,
     /// Noisy LogP: the calibration's distributions of o_s, o_r and L, in the model's units,
     /// and the injected loss (`bench --loss`).
     pub noise: Option<Arc<Noise>>,
@@ -68,15 +72,16 @@ impl BenchOutcome {
         let (noise, loss_rto_measured) = measured_timeout(m.noise, &res, m.model.unit_ns);
         // Workers that step their nodes in turn: the node-hop run's visit and work costs (the
         // work charge only with a visit cost, as the model has it).
-        let (model_visit_ns, model_work_ns, model_local_work_ns, model_local_or_ns) =
+        let (model_visit_ns, model_work_ns, model_local_work_ns, model_local_or_ns, model_ring_poll_ns) =
             match (h.model_cores, h.workers_take_turns, m.node_hop) {
                 (Some(_), true, Some(hop)) if hop.visit_ns > 0 => (
                     hop.visit_ns,
                     hop.work_ns,
                     hop.local_work_ns.unwrap_or(hop.work_ns),
                     hop.local_or_ns,
+                    hop.ring_poll_ns.unwrap_or(0.0),
                 ),
-                _ => (0, 0, 0, 0),
+                _ => (0, 0, 0, 0, 0.0),
             };
         BenchOutcome {
             algo,
@@ -89,6 +94,7 @@ impl BenchOutcome {
             model_work_ns,
             model_local_work_ns,
             model_local_or_ns,
+            model_ring_poll_ns,
             noise,
             loss_rto_measured,
             node_hop: m.node_hop,

@@ -141,6 +141,13 @@ where
         self.core.timing.set_local(work_local, or_local);
     }
 
+    /// Shared cores with a visit cost: a process's visit costs `milli / 1000` units more per
+    /// process beyond the first that sends to it, learned from the runs that follow
+    /// ([`crate::sim::timing::Timing::set_poll_per_source`]).
+    pub fn set_poll_per_source(&mut self, milli: u64) {
+        self.core.timing.set_poll_per_source(self.n, milli);
+    }
+
     /// The core of process `r` in shared-cores mode.
     #[inline]
     fn core(&self, r: Rank) -> Option<usize> {
