@@ -46,6 +46,14 @@
 //! [`crate::sim::timing::Timing::set_local`]): the cross-core run's `work_ns` stays the
 //! charge after a visit that received from another core, whose books miss the cache too
 //! (`docs/measurements.md`, "Messages between nodes of one core").
+//!
+//! Where in-process nodes share cores, one more measurement: what each ring beyond the first
+//! costs an idle poll ([`crate::runtime::ring_poll::per_ring_ns`], with as many rings as the
+//! run's nodes less one). A node's poll reads one ring per node that ever sent to it, the
+//! 2-node run's node has one, and a node of the checked correction hears from most of the
+//! others; the model charges the cost on every visit, per sender beyond the first
+//! ([`NodeHop::with_ring_poll`], [`crate::sim::timing::Timing::set_poll_per_source`];
+//! `docs/measurements.md`, "The rings a checked node polls").
 
 use std::time::Duration;
 
