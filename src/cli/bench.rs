@@ -43,6 +43,8 @@ pub struct BenchArgs {
     /// Unmeasured operations first.
     #[arg(long, default_value_t = 1_000)]
     pub warmup: u64,
+    // The bracketed option in the help is its syntax, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Crashes: R (dead from the start), R@I[:recv] (dies on iteration I's first message),
     /// R@I:sent=K (after sending K messages of iteration I), comma-separated; `none` for no
     /// crash [default: rank 1, the root's first child, dies on receiving mid-run].

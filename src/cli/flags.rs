@@ -59,6 +59,8 @@ pub struct AlgoArgs {
     /// Tree numbering [default: interleaved].
     #[arg(long, value_enum)]
     pub order: Option<OrderArg>,
+    // The bracketed option in the help is its syntax, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Correction: none, opportunistic:D, optimized:D, checked, failproof:F, delayed[:DELAY]
     /// [default: checked].
     #[arg(long)]
@@ -66,6 +68,8 @@ pub struct AlgoArgs {
     /// Correction start [default: synchronized].
     #[arg(long, value_enum)]
     pub start: Option<StartArg>,
+    // The bracketed option in the help is its syntax, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Corrected-gossip variant: ocg, ccg or fcg[:F] [default: ccg].
     #[arg(long)]
     pub variant: Option<String>,

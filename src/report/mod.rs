@@ -1,4 +1,4 @@
-//! What a run prints and writes: the tables and JSON objects of `bench` ([`bench`]), `agree`
+//! What a run prints and writes: the tables and JSON objects of `bench` ([`bench`](mod@bench)), `agree`
 //! ([`agree`]) and `bootstrap --kill` ([`bootstrap`]), the HdrHistogram log and other output
 //! files ([`output`]), and figures ([`plot`]).
 

@@ -10,7 +10,7 @@
 //! given agreement; they then stop dead (the endpoint is closed, nothing more is sent).
 //!
 //! Every return is recorded on the process's one monotonic clock and classed online by
-//! [`Window`] as in the paper's §5.1 (failure-free, failure-detecting, stabilizing,
+//! [`Window`](crate::runtime::agree_window::Window) as in the paper's §5.1 (failure-free, failure-detecting, stabilizing,
 //! post-failure): nothing is kept per agreement, so memory per node is constant however many
 //! agreements run (`--duration`).
 

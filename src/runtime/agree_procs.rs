@@ -209,7 +209,7 @@ pub(crate) fn lines_of(input: impl Read + Send + 'static) -> mpsc::Receiver<Stri
     rx
 }
 
-/// `ftcoll agree-node`: one node process (a kill: see [`crash_report`]). It runs generations
+/// `ftcoll agree-node`: one node process (a kill: see `crash_report`). It runs generations
 /// until its stdin closes: after each, a `next SPEC` line starts the next one in the same
 /// process.
 pub fn child(spec_json: &str) -> Result<(), String> {

@@ -106,7 +106,7 @@ impl Window {
     }
 
     /// Adds `rank`'s return of agreement `id`; `dead(r, i)` tells whether node `r`'s return
-    /// of agreement `i` must be left out (see [`Window::finalize`]).
+    /// of agreement `i` must be left out (see `Window::finalize`).
     pub fn record(&mut self, rank: Rank, id: AgreeId, r: Rec, dead: &dyn Fn(Rank, AgreeId) -> bool) {
         if id < self.below {
             self.late += 1;

@@ -1,13 +1,13 @@
 //! The runtime bootstrap (`docs/overlay.md`): a node given only its rank, the job's size and
 //! its launch-tree parent's address runs the sans-IO [`BootMachine`] (the overlay built with
 //! the BMG paper's Algorithms 1 and 2, then Han–Finkel's all-gather of addresses) in the
-//! generic node loop ([`Driver`]) over its UDP socket ([`socket::Sealed`], which learns the
+//! generic node loop ([`Driver`]) over its UDP socket (`socket::Sealed`, which learns the
 //! address of a rank from the source of its datagrams), until every node has the whole
 //! address table, without a coordinator.
 //!
 //! Phases of the overlay are ticks of `tick` real time (counted, `docs/architecture.md`,
 //! decision 3). Datagrams may be lost: the overlay repairs itself and the all-gather re-sends;
-//! [`BootConfig::drop_every`] injects losses with a transport wrapper ([`lossy::Lossy`]).
+//! [`BootConfig::drop_every`] injects losses with a transport wrapper (`lossy::Lossy`).
 
 mod lossy;
 pub(crate) mod socket;

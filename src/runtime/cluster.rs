@@ -1,6 +1,6 @@
 //! A local cluster: W worker threads, pinned to cores (spawned first, pinned inside the thread
 //! so no mask is inherited), each owning a set of nodes and polling them ([`run_workers`],
-//! the one worker loop, run by a `group::Group`); and the [`Coordinator`] that worker 0 runs
+//! the one worker loop, run by a `group::Group`); and the `Coordinator` that worker 0 runs
 //! (a group's lead) or a launched run's coordinator drives: it starts operations back to back
 //! (a barrier between iterations, as osu_bcast does, or a window of K in flight), checks
 //! consistency and records latencies.

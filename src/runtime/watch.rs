@@ -1,11 +1,11 @@
 //! A booted node's watch (failure notices and repair): after the bootstrap
 //! ([`crate::runtime::bootstrap`]) the node keeps its socket, its address table and its overlay
 //! state, and drives the sans-IO [`WatchMachine`] (one phase and one notice round per `tick`)
-//! with the shared heartbeat [`Detector`] beside it:
+//! with the shared heartbeat [`Detector`](crate::protocol::Detector) beside it:
 //! - the detector watches the BMG neighbours: a heartbeat when nothing else went to one for
 //!   `heartbeat`, a neighbour silent for `suspect_after` is suspected, and so at once is a
 //!   neighbour whose port draws an ICMP "port unreachable" (`IP_RECVERR`,
-//!   [`crate::transport::udp::icmp`]; every peer answered during the bootstrap, so a refusal
+//!   `transport/udp/icmp.rs`; every peer answered during the bootstrap, so a refusal
 //!   means its process died);
 //! - the machine spreads what it suspects, and forwards what it hears, as failure notices
 //!   (Han–Finkel's `Disseminate` over the members without the dead one, `⌈log m⌉ + 2`

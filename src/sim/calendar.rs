@@ -1,6 +1,6 @@
 //! A calendar (bucket) queue for integer virtual time: O(1) insert and pop for events within
 //! a window of the current time; events further ahead (timers, the synchronized start of a
-//! correction, long receive queues) wait in a list per instant ([`far`]) and enter the ring
+//! correction, long receive queues) wait in a list per instant (`calendar/far.rs`) and enter the ring
 //! as it reaches them. No allocation once the buckets and lists have grown to their working
 //! size.
 

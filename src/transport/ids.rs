@@ -11,11 +11,11 @@
 //!
 //! | experiment | job id | session key from |
 //! |---|---|---|
-//! | `bench`, threads | [`bench`]`(seed)` | [`fresh_session`] (a nonce drawn by the run) |
+//! | `bench`, threads | [`bench`](fn@bench)`(seed)` | [`fresh_session`] (a nonce drawn by the run) |
 //! | the node hop measured before a `bench` run | [`node_hop`]`()` | [`fresh_session`] |
-//! | `bench --procs` | [`bench`]`(seed)` | [`fresh_session`], handed to the children in their key file |
-//! | `bench --join`, `node --join`, `agree --join` | [`bench`]`(seed)`, [`agree`]`(seed)` | rank 0's nonce ([`run_nonce`]), sent in its challenge |
-//! | `node --rendezvous`, `--hostfile`, `--verbs-dir`, `bench --boot` | [`bench`]`(seed)` or `--job` | [`RunId::session_key`] of [`RunId::resolve`] |
+//! | `bench --procs` | [`bench`](fn@bench)`(seed)` | [`fresh_session`], handed to the children in their key file |
+//! | `bench --join`, `node --join`, `agree --join` | [`bench`](fn@bench)`(seed)`, [`agree`]`(seed)` | rank 0's nonce ([`run_nonce`]), sent in its challenge |
+//! | `node --rendezvous`, `--hostfile`, `--verbs-dir`, `bench --boot` | [`bench`](fn@bench)`(seed)` or `--job` | [`RunId::session_key`] of [`RunId::resolve`] |
 //! | `agree --procs`, `stress agree --procs` | [`agree_generation`]`(generation)` | unauthenticated (loopback; the pipes are the control plane) |
 //! | `bootstrap`, `bootstrap --kill` | [`bootstrap`]`(launcher pid, nodes)` | [`RunId::session_key`] of [`bootstrap_run_id`], under [`fresh_session`] |
 //! | `boot-node` (hand-started) | `--job` | [`RunId::session_key`] of [`RunId::resolve`] |
@@ -27,7 +27,7 @@
 //! The job-id families differ in their top 16 bits (`0xF7C0`, `0xA6EE`, `0x6770`, `0x3E3B`, `0x40B0`) where they
 //! are built from a seed; the others are small numbers (a pid, a port, a generation's hash
 //! with `0xA6EE` in its low bits). Run ids: `--run-id STR`, else the launcher's
-//! ([`LAUNCHERS`]: Slurm `SLURM_JOB_ID`.`SLURM_STEP_ID`, PMIx `PMIX_NAMESPACE` as Open MPI's
+//! (`LAUNCHERS`: Slurm `SLURM_JOB_ID`.`SLURM_STEP_ID`, PMIx `PMIX_NAMESPACE` as Open MPI's
 //! `mpirun` exports it, older Open MPI `OMPI_MCA_ess_base_jobid`), else, unkeyed only,
 //! `default` with a warning.
 
@@ -146,7 +146,7 @@ impl RunId {
         })
     }
 
-    /// The id the launcher gives this process, if any ([`LAUNCHERS`]).
+    /// The id the launcher gives this process, if any (`LAUNCHERS`).
     pub fn from_env() -> Option<RunId> {
         LAUNCHERS.iter().find_map(|(vars, source)| {
             let parts: Vec<String> = vars

@@ -18,7 +18,7 @@ pub struct Op<M> {
 }
 
 /// The broadcast family's datagrams: header, `M`'s body, the operation's payload. The
-/// node's machine writes the payload ([`Endpoint::encode`]); [`Framing::encode`] alone
+/// node's machine writes the payload ([`Endpoint::encode`](crate::runtime::driver::Endpoint::encode)); [`Framing::encode`] alone
 /// writes a datagram with none.
 pub struct Datagrams<M>(PhantomData<fn() -> M>);
 

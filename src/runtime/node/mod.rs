@@ -1,11 +1,11 @@
 //! One node of the runtime: the generic node loop ([`crate::runtime::driver::Driver`])
 //! driving the broadcast family's machine over the window of operations in flight
-//! ([`ops`]), over a [`Transport`], in real time (`docs/architecture.md`, decisions 1–2, 6).
+//! (`ops`), over a [`Transport`], in real time (`docs/architecture.md`, decisions 1–2, 6).
 //!
 //! A pass ([`Node::step`]) is: retire what the coordinator declared over; a root starts the
 //! operations it may ([`Event::Input`]) and sends their first messages before it reads its
 //! socket; then, while datagrams keep arriving (bounded), one poll of the transport (each
-//! datagram checked and admitted by the machine, see [`ops`]), the transport's verdicts
+//! datagram checked and admitted by the machine, see `ops`), the transport's verdicts
 //! ([`Event::Suspect`]) and a fence, the due timers ([`Event::Timer`]), and a send phase
 //! ([`crate::runtime::driver::Driver::transmit_to`], oldest operation first, at most
 //! `sends_per_step` messages).

@@ -51,7 +51,7 @@ impl Reliable {
         self.wheel.schedule(p as u32, now + self.cfg.rto_max);
     }
 
-    /// A suspicion made above the transport: as [`Reliable::suspect`] (traffic stopped, the
+    /// A suspicion made above the transport: as `Reliable::suspect` (traffic stopped, the
     /// FENCE sent and repeated) but not reported back nor counted as the transport's own;
     /// nothing if `p` is already suspected or out of range.
     pub fn enforce(&mut self, p: u32, now: Instant) {
