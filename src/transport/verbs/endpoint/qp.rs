@@ -117,7 +117,7 @@ impl Drop for QpSet {
     }
 }
 
-/// Moves an endpoint's QPs to the error state (see [`VerbsTransport::kill_switch`]).
+/// Moves an endpoint's QPs to the error state (see [`VerbsTransport::kill_switch`](super::VerbsTransport::kill_switch)).
 pub struct KillSwitch(pub(super) Arc<QpSet>);
 
 impl KillSwitch {
