@@ -201,7 +201,7 @@ impl Timing {
     }
 
     /// What process `r`'s visit costs beyond the visit cost for its sources (0 without them).
-    #[inline]
+    #[cfg(test)]
     pub fn source_extra(&self, r: Rank) -> Time {
         self.extra.get(r as usize).copied().unwrap_or(0)
     }
