@@ -2,7 +2,8 @@
 # A measured run's messages beside the model's, one command: runs `ftcoll bench --kill none
 # --trace` (a binary built with `cargo build --release --features trace`), reads the model
 # parameters the run used from its JSON (o_s, o_r, L; with more nodes than workers, the shared
-# cores and the visit cost), runs the model's operation with the same parameters and algorithm
+# cores, the visit cost, the costs within one core and per ring polled), runs the model's
+# operation with the same parameters and algorithm
 # (`ftcoll sim --runs 1 --faults 0 --trace`, fixed costs, times in ns), and prints
 # `bench/trace_summary.py`'s table: every event's time from the operation's start over the
 # measured operations (p10, p50, p90) with the model's beside it.
@@ -35,6 +36,13 @@ flags = ["--nodes", c["nodes"], "--os", c["os_ns"], "--or", c["or_ns"], "--L", c
 if c.get("model_cores"):
     flags += ["--cores", c["model_cores"], "--core-visit", c.get("model_visit_ns") or 0,
               "--core-work", c.get("model_work_ns") or 0]
+    # The same terms bench's own prediction used: within one core, and per ring polled.
+    if c.get("model_local_work_ns") is not None:
+        flags += ["--core-local-work", c["model_local_work_ns"]]
+    if c.get("model_local_or_ns") is not None:
+        flags += ["--core-local-receive", c["model_local_or_ns"]]
+    if c.get("model_ring_poll_ns") and c.get("model_visit_ns"):
+        flags += ["--core-poll-per-source", "%.3f" % c["model_ring_poll_ns"]]
 print(" ".join(str(f) for f in flags))
 PY
 )"
