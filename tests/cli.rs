@@ -351,6 +351,55 @@ fn misuse_is_one_line_and_exit_2() {
         &["logp", "--n", "1"],
         &["logp", "--size", "0"],
         &["bogus"],
+        // Wall-clock times are at most a year; longer ones overflowed `Instant + Duration`.
+        &[
+            "agree",
+            "--nodes",
+            "4",
+            "--transport",
+            "inproc",
+            "--duration",
+            "18446744073709551615",
+        ],
+        &["stress", "agree", "--duration", "31536001"],
+        &["bootstrap", "--nodes", "2", "--timeout-s", "18446744073709551615"],
+        &["bootstrap", "--nodes", "2", "--tick-us", "18446744073709551615"],
+        &["bench", "--op-timeout-ms", "31536000001"],
+        &["logp", "--expected-L-ns", "0"],
+        // LogGP's g at most 2^32, as L and o (a larger one wrapped around).
+        &["sim", "--nodes", "16", "--g", "18446744073709551615"],
+        &["agree", "--sim", "--nodes", "8", "--g", "4294967297"],
+        &["sim", "--nodes", "16", "--G", "1", "--bytes", "18446744073709551615"],
+        // A crash past the run's last iteration (warm-up included) would never happen.
+        &[
+            "bench",
+            "--transport",
+            "inproc",
+            "--nodes",
+            "4",
+            "--iterations",
+            "20",
+            "--warmup",
+            "2",
+            "--kill",
+            "1@22",
+        ],
+        // Flags that would be ignored are refused.
+        &["sim", "--nodes", "16", "--algo", "bmg-build", "--faults", "5"],
+        &["sim", "--nodes", "16", "--algo", "dissemination", "--L", "7"],
+        &["sim", "--nodes", "16", "--algo", "failure-notices", "--noise", "x.json"],
+        &["sim", "--nodes", "16", "--algo", "bmg-build", "--max-events", "10"],
+        &["sim", "--nodes", "16", "--algo", "bmg-build", "--crashes", "15"],
+        &["sim", "--nodes", "16", "--detect-delay", "5"],
+        &["model", "--nodes", "16", "--algo", "bfb", "--detect-delay", "5"],
+        &["agree", "--sim", "--nodes", "8", "--warmup", "3"],
+        &["agree", "--nodes", "4", "--transport", "inproc", "--runs", "5"],
+        &["agree", "--nodes", "4", "--transport", "inproc", "--value", "union"],
+        &["agree", "--nodes", "4", "--transport", "inproc", "--workers", "0"],
+        // Rank lists name each rank once, and at least one.
+        &["sim", "--nodes", "16", "--dead", ","],
+        &["sim", "--nodes", "16", "--dead", "1,1"],
+        &["sim", "--nodes", "16", "--kill", "1@5,1@6"],
     ] {
         let (code, _, err) = ftcoll(args);
         assert_eq!(code, 2, "{args:?}: {err}");

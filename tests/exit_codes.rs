@@ -172,3 +172,47 @@ fn misuse_still_exits_2_not_1() {
     assert_eq!(code, 2, "{err}");
     assert!(last_line(&err).starts_with("ftcoll: error: "), "{err}");
 }
+
+/// A report that cannot be written (a full disk, a pipe whose reader has gone) ends as any
+/// other error: one line on stderr and exit code 2 (`println!` panicked there, exit 101 with
+/// a backtrace's worth of lines).
+#[test]
+fn a_failed_write_to_stdout_is_one_line_and_exit_2() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let bin = env!("CARGO_BIN_EXE_ftcoll");
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        for args in [&["model", "--nodes", "16"][..], &["sim", "--help"]] {
+            let out = Command::new(bin)
+                .args(args)
+                .stdout(full.try_clone().unwrap())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.starts_with("ftcoll: error: cannot write to standard output: "),
+                "{err}"
+            );
+        }
+    }
+    // `ftcoll launch-tree --nodes 100000 | head -c 10`: a megabyte of lines into a pipe closed
+    // after ten bytes.
+    let mut child = Command::new(bin)
+        .args(["launch-tree", "--nodes", "100000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot write to standard output") && err.contains("Broken pipe"),
+        "{err}"
+    );
+}

@@ -269,3 +269,40 @@ fn bad_input_is_a_one_line_error() {
     assert!(!out.exists(), "no image is written on bad input");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Latencies so far apart that the axis' ends or span are no finite number (with the legend's
+/// headroom on a log axis) are refused in one line; plotters' tick search looped on them. A
+/// span of 200 decades still draws.
+#[test]
+fn compare_refuses_values_too_far_apart_to_plot() {
+    let d = scratch("far");
+    let report = |p50: f64| {
+        let q = |x: f64| serde_json::json!({"p50": x, "p99": 2.0, "p99.9": 3.0});
+        serde_json::json!({"prediction": {
+            "coloring": {"measured_us": q(p50), "predicted_us": q(1.0)},
+            "quiescence": {"measured_us": q(1.0), "predicted_us": q(1.0)},
+        }})
+        .to_string()
+    };
+    let out = d.join("x.svg");
+    for (i, (p50, fits)) in [
+        (1e200, true),
+        (1e-200, true),
+        (1e250, false),
+        (1e-250, false),
+        (1e307, false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = d.join(format!("r{i}.json"));
+        std::fs::write(&file, report(p50)).unwrap();
+        let args = ["plot", "compare", s(&file), "--out", s(&out)];
+        if fits {
+            ok(&args);
+        } else {
+            usage_error(&args, "too far apart to plot");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

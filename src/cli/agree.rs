@@ -104,6 +104,17 @@ pub fn run(a: &AgreeArgs) -> Result<(), crate::cli::failure::Failure> {
             (l.bytes.is_some(), "--bytes"),
             (l.noise.is_some(), "--noise"),
             (a.cores.is_some(), "--cores"),
+            // The simulator's own flags; given at their defaults they change nothing.
+            (a.l != 2, "--L"),
+            (a.o != 1, "--o"),
+            (a.runs != 100, "--runs"),
+            (a.random_kills != 0, "--random-kills"),
+            (a.kill_horizon.is_some(), "--kill-horizon"),
+            (a.detect_delay != 20, "--detect-delay"),
+            (a.detect_jitter != 0, "--detect-jitter"),
+            (a.max_events != 1 << 40, "--max-events"),
+            (a.value != ValueName::And64, "--value"),
+            (a.no_ack, "--no-ack"),
         ];
         if let Some((_, flag)) = sim_only.iter().find(|(given, _)| *given) {
             return Err(format!("{flag} applies to --sim only").into());

@@ -1,6 +1,7 @@
 //! The flags of `ftcoll agree` (simulated with `--sim`, else on the network) and the values
 //! `stress agree` shares.
 
+use crate::cli::flags::{WALL_MAX_MS, WALL_MAX_S, WALL_MAX_US};
 use crate::runtime::agree::DEFAULT_SUSPECT_AFTER;
 use clap::{Args, ValueEnum};
 
@@ -53,35 +54,35 @@ pub struct AgreeArgs {
     #[arg(long, requires = "join")]
     pub bind: Option<std::net::IpAddr>,
     /// With --join: how long to wait for every rank to join, ms.
-    #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
+    #[arg(long = "join-timeout-ms", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_MS), conflicts_with = "sim")]
     pub join_timeout_ms: u64,
     /// Network benchmark: run this many seconds instead of --agreements (a soak).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_S), conflicts_with = "sim")]
     pub duration: Option<u64>,
     /// Network benchmark: transport.
-    #[arg(long, value_enum, default_value = "udp")]
+    #[arg(long, value_enum, default_value = "udp", conflicts_with = "sim")]
     pub transport: TransportName,
     /// Network benchmark: warm-up agreements before the measured ones.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, conflicts_with = "sim")]
     pub warmup: u64,
     /// Network benchmark: worker threads [default: min(nodes, cores)].
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sim")]
     pub workers: Option<usize>,
     /// Network benchmark: do not pin workers to cores.
-    #[arg(long = "no-pin")]
+    #[arg(long = "no-pin", conflicts_with = "sim")]
     pub no_pin: bool,
     /// Network benchmark: heartbeat period to tree neighbours, µs. A node blocked on a dead
     /// neighbour probes it after half a period (a closed port then answers with ICMP at once);
     /// a link that carries agreements needs none, so busy runs send few heartbeats [default:
     /// 50 when every node has a core of its own (and with --join), 50 times the nodes per
     /// core when nodes share cores].
-    #[arg(long = "heartbeat-us")]
+    #[arg(long = "heartbeat-us", value_parser = clap::value_parser!(u64).range(..=WALL_MAX_US), conflicts_with = "sim")]
     pub heartbeat_us: Option<u64>,
     /// Network benchmark: a neighbour silent this long is suspected, ms.
-    #[arg(long = "suspect-ms", default_value_t = DEFAULT_SUSPECT_AFTER.as_millis() as u64)]
+    #[arg(long = "suspect-ms", default_value_t = DEFAULT_SUSPECT_AFTER.as_millis() as u64, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_MS), conflicts_with = "sim")]
     pub suspect_ms: u64,
     /// Network benchmark: give up when no agreement returns for this long, ms.
-    #[arg(long = "op-timeout-ms", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long = "op-timeout-ms", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=WALL_MAX_MS), conflicts_with = "sim")]
     pub op_timeout_ms: u64,
     /// Network benchmark: skip the model (ERA in the LogGP simulator with this machine's o_s,
     /// o_r and L, measured by a ping-pong on the run's transport before it).

@@ -55,6 +55,9 @@ pub fn bench(a: &AgreeArgs) -> Result<AgreeBench, String> {
     if a.duration == Some(0) {
         return Err("--duration must be positive".into());
     }
+    if a.workers == Some(0) {
+        return Err("--workers must be at least 1".into());
+    }
     if a.duration.is_some() && a.kill.is_some() {
         return Err("--duration runs are failure-free soaks: drop --kill".into());
     }

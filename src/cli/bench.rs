@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 
 use clap::Args;
 
-use crate::cli::flags::AlgoArgs;
+use crate::cli::flags::{AlgoArgs, WALL_MAX_MS, WALL_MAX_NS};
 use crate::cli::values::{PollArg, TransportArg};
 use crate::experiment::bench::Runner;
 use crate::experiment::bench::{BenchEnv, BenchSpec, Ran};
@@ -70,7 +70,7 @@ pub struct BenchArgs {
     #[arg(long = "shared-cores")]
     pub shared_cores: Option<u32>,
     /// An operation not complete after this many ms is abandoned and counted.
-    #[arg(long = "op-timeout-ms", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long = "op-timeout-ms", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=WALL_MAX_MS))]
     pub op_timeout_ms: u64,
     /// Seed (gossip targets, job id).
     #[arg(long, default_value_t = 1)]
@@ -114,7 +114,7 @@ pub struct BenchArgs {
     pub loss: f64,
     /// Emulated one-way link delay in ns, held in the UDP transport on receive (for kernels
     /// without `netem`; the netns script passes it) [default: 0, off; --join runs only].
-    #[arg(long = "emulate-delay-ns", default_value_t = 0)]
+    #[arg(long = "emulate-delay-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_delay_ns: u64,
     /// Uniform jitter added to --emulate-delay-ns, ns.
     #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
@@ -139,7 +139,7 @@ pub struct BenchArgs {
     pub run_id: Option<String>,
     /// With --join: how long to wait for every rank to join (and the longest silence of the
     /// coordinator a node accepts), ms.
-    #[arg(long = "join-timeout-ms", default_value_t = 60_000)]
+    #[arg(long = "join-timeout-ms", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_MS))]
     pub join_timeout_ms: u64,
     #[command(flatten)]
     pub verbs: crate::cli::verbs::VerbsArgs,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
+use crate::cli::flags::{WALL_MAX_MS, WALL_MAX_S, WALL_MAX_US};
 use crate::experiment::launch::boot::{BootLaunch, Detector, run_once};
 use crate::runtime::bootstrap::{BootConfig, BootReport, boot};
 
@@ -30,16 +31,16 @@ pub struct BootNodeArgs {
     #[arg(long, default_value_t = 1)]
     pub job: u64,
     /// One overlay phase, in microseconds.
-    #[arg(long = "tick-us", default_value_t = 1000)]
+    #[arg(long = "tick-us", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_US))]
     pub tick_us: u64,
     /// A quiet node refreshes every R phases.
     #[arg(long, default_value_t = 16)]
     pub refresh: u32,
     /// Keep serving this long after the table is complete, in milliseconds.
-    #[arg(long = "linger-ms", default_value_t = 300)]
+    #[arg(long = "linger-ms", default_value_t = 300, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_MS))]
     pub linger_ms: u64,
     /// Give up after this many seconds.
-    #[arg(long = "timeout-s", default_value_t = 30)]
+    #[arg(long = "timeout-s", default_value_t = 30, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_S))]
     pub timeout_s: u64,
     /// After booting, watch the BMG neighbours, spread failure notices and repair the overlay,
     /// printing a JSON report line at each change, until stdin closes (`bootstrap --kill`).
@@ -63,10 +64,10 @@ pub struct BootNodeArgs {
 #[derive(Args, Debug, Clone)]
 pub struct DetectorArgs {
     /// With --watch/--kill: heartbeat period to BMG neighbours, in milliseconds.
-    #[arg(long = "heartbeat-ms", default_value_t = 20)]
+    #[arg(long = "heartbeat-ms", default_value_t = 20, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_MS))]
     pub heartbeat_ms: u64,
     /// With --watch/--kill: a neighbour silent this long is suspected, in milliseconds.
-    #[arg(long = "suspect-ms", default_value_t = 500)]
+    #[arg(long = "suspect-ms", default_value_t = 500, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_MS))]
     pub suspect_ms: u64,
 }
 
@@ -77,10 +78,10 @@ pub struct BootstrapArgs {
     #[arg(long, default_value = "8")]
     pub nodes: String,
     /// One overlay phase, in microseconds.
-    #[arg(long = "tick-us", default_value_t = 1000)]
+    #[arg(long = "tick-us", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_US))]
     pub tick_us: u64,
     /// Give up after this many seconds.
-    #[arg(long = "timeout-s", default_value_t = 30)]
+    #[arg(long = "timeout-s", default_value_t = 30, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_S))]
     pub timeout_s: u64,
     /// One JSON object per run instead of the table.
     #[arg(long)]

@@ -9,6 +9,18 @@ use crate::experiment::sim::{Setup, SimSpec};
 use crate::protocol::bcast::Start;
 use crate::topology::Order;
 
+/// The longest wall-clock time a flag may give (a run's duration, a timeout, a tick, an
+/// emulated delay): a year, in each flag's unit. Longer ones overflowed the clock's arithmetic
+/// (`Instant + Duration` panicked for `agree --duration 18446744073709551615`, a tick in µs
+/// wrapped around in ns) and no run lasts that long.
+pub const WALL_MAX_S: u64 = 365 * 24 * 3600;
+/// [`WALL_MAX_S`] in ms.
+pub const WALL_MAX_MS: u64 = WALL_MAX_S * 1000;
+/// [`WALL_MAX_S`] in µs.
+pub const WALL_MAX_US: u64 = WALL_MAX_MS * 1000;
+/// [`WALL_MAX_S`] in ns.
+pub const WALL_MAX_NS: u64 = WALL_MAX_US * 1000;
+
 /// The broadcast algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -160,17 +172,18 @@ pub struct SimArgs {
     /// Number of processes P (N).
     #[arg(long, default_value_t = 65536)]
     pub nodes: u32,
-    /// LogP latency L.
-    #[arg(long = "L", default_value_t = 2)]
-    pub l: u64,
-    /// LogP overhead o (> 0).
-    #[arg(long = "o", default_value_t = 1)]
-    pub o: u64,
+    /// LogP latency L [default: 2].
+    #[arg(long = "L")]
+    pub l: Option<u64>,
+    /// LogP overhead o (> 0) [default: 1].
+    #[arg(long = "o")]
+    pub o: Option<u64>,
     #[command(flatten)]
     pub loggp: LoggpArgs,
-    /// Processes dead before the operation: a count (5), a percentage (1%) or a fraction (0.01).
-    #[arg(long, default_value = "1%")]
-    pub faults: String,
+    /// Processes dead before the operation: a count (5), a percentage (1%) or a fraction (0.01)
+    /// [default: 1%].
+    #[arg(long)]
+    pub faults: Option<String>,
     /// These ranks are dead before the operation (comma-separated; overrides --faults).
     #[arg(long)]
     pub dead: Option<String>,
@@ -181,9 +194,9 @@ pub struct SimArgs {
     /// Specific online failures: RANK@TIME,... (TIME 0: dead before the operation).
     #[arg(long)]
     pub kill: Option<String>,
-    /// Modeled failure-detector delay (BFB).
-    #[arg(long = "detect-delay", default_value_t = 10)]
-    pub detect_delay: u64,
+    /// Modeled failure-detector delay (BFB) [default: 10].
+    #[arg(long = "detect-delay")]
+    pub detect_delay: Option<u64>,
     /// The senders know the processes dead before the operation (their transport has
     /// suspected them, as `bench`'s runs after a crash): a send to one is refused at once and
     /// costs nothing [default: LogP, it costs a send as any other].
@@ -262,14 +275,14 @@ impl SimArgs {
         SimSpec {
             alg: self.alg.spec(),
             nodes: self.nodes,
-            l: self.l,
-            o: self.o,
+            l: self.l.unwrap_or(2),
+            o: self.o.unwrap_or(1),
             loggp: self.loggp.spec(),
-            faults: self.faults.clone(),
+            faults: self.faults.clone().unwrap_or_else(|| "1%".into()),
             dead: self.dead.clone(),
             online_faults: self.online_faults,
             kill: self.kill.clone(),
-            detect_delay: self.detect_delay,
+            detect_delay: self.detect_delay.unwrap_or(10),
             known_dead: self.known_dead,
             receives: self.receives.clone(),
             cores: self.cores,
@@ -288,6 +301,10 @@ impl SimArgs {
     /// Validates the flags into a simulation setup; errors are one line.
     pub fn setup(&self) -> Result<Setup, String> {
         reject_unused(&self.overlay)?;
+        if self.detect_delay.is_some() && self.alg.algo != AlgoArg::Bfb {
+            // The other algorithms have no failure detector to delay.
+            return Err("--detect-delay applies to --algo bfb only (its modeled failure detector)".into());
+        }
         Setup::from_spec(&self.spec())
     }
 }
@@ -373,7 +390,8 @@ pub struct OverlayArgs {
     #[arg(long = "max-phases")]
     pub max_phases: Option<u64>,
     /// bmg-build: after convergence, crash K random processes for good, one at a time, each
-    /// followed by the repair (the launch tree mended, N one less) [default: 0].
+    /// followed by the repair (the launch tree mended, N one less); at most --nodes − 2, and
+    /// all but two of a smaller size's processes [default: 0].
     #[arg(long)]
     pub crashes: Option<u32>,
 }

@@ -3,6 +3,7 @@
 
 use clap::Args;
 
+use crate::cli::flags::{WALL_MAX_NS, WALL_MAX_S};
 use crate::cli::values::{PollArg, TransportArg};
 use crate::experiment::logp::{self, LogpSpec};
 
@@ -37,7 +38,7 @@ pub struct LogpArgs {
     pub udp_port: u16,
     /// Emulated one-way link delay in ns, held in the UDP transport on receive (for kernels
     /// without `netem`; the netns script passes it) [default: 0, off].
-    #[arg(long = "emulate-delay-ns", default_value_t = 0)]
+    #[arg(long = "emulate-delay-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_delay_ns: u64,
     /// Uniform jitter added to --emulate-delay-ns, ns.
     #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
@@ -48,7 +49,7 @@ pub struct LogpArgs {
     #[arg(long, value_enum, default_value = "busy")]
     pub poll: PollArg,
     /// The L you expect (e.g. an emulated link's netem delay), ns: the ratio is printed.
-    #[arg(long = "expected-L-ns")]
+    #[arg(long = "expected-L-ns", value_parser = clap::value_parser!(u64).range(1..=WALL_MAX_NS))]
     pub expected_l_ns: Option<u64>,
     /// Between processes (hosts): exchange addresses or QP data through this directory; rank 0
     /// measures every other rank, the others answer.
@@ -65,7 +66,7 @@ pub struct LogpArgs {
     #[arg(long, default_value = "127.0.0.1", requires = "rendezvous")]
     pub bind: std::net::IpAddr,
     /// With --rendezvous: how long to wait for the other processes, in seconds.
-    #[arg(long = "rendezvous-timeout", default_value_t = 60, requires = "rendezvous")]
+    #[arg(long = "rendezvous-timeout", default_value_t = 60, requires = "rendezvous", value_parser = clap::value_parser!(u64).range(..=WALL_MAX_S))]
     pub rendezvous_timeout: u64,
     #[command(flatten)]
     pub verbs: crate::cli::verbs::VerbsArgs,

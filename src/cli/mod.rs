@@ -35,6 +35,31 @@ use args::{Cli, Command};
 
 pub use failure::{EXIT_ABORTED, EXIT_FAILED, EXIT_USAGE, Failure};
 
+/// Makes a failed write to standard output (a full disk, a pipe whose reader has gone, as
+/// `ftcoll launch-tree --nodes 100000 | head -1`) end the process as every other error does:
+/// one line `ftcoll: error: cannot write to standard output: ...` on stderr and exit code 2.
+/// The commands print their reports with `println!`, which panics on such a failure, in any
+/// of them; other panics keep the default hook. For the binary (`main.rs`), not the library.
+pub fn exit_cleanly_on_stdout_failure() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied());
+        if let Some(why) = msg.and_then(|m| m.strip_prefix("failed printing to stdout: ")) {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "ftcoll: error: cannot write to standard output: {why}"
+            );
+            std::process::exit(EXIT_USAGE);
+        }
+        default(info)
+    }));
+}
+
 /// Parses `argv` and runs the command; returns the process exit code.
 pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     let cli = match Cli::try_parse_from(argv) {
@@ -44,7 +69,10 @@ pub fn main_with_args(argv: impl IntoIterator<Item = std::ffi::OsString>) -> i32
                 ErrorKind::DisplayHelp
                 | ErrorKind::DisplayVersion
                 | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-                    let _ = e.print();
+                    if let Err(why) = e.print() {
+                        eprintln!("ftcoll: error: cannot write to standard output: {why}");
+                        return EXIT_USAGE;
+                    }
                     if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
                         EXIT_USAGE
                     } else {

@@ -100,6 +100,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
         (a.threads.is_some(), "--threads"),
         (a.max_events.is_some(), "--max-events"),
         (a.allow_aborts, "--allow-aborts"),
+        (a.detect_delay.is_some(), "--detect-delay"),
     ] {
         if given {
             return Err(format!(

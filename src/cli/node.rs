@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::flags::AlgoArgs;
+use crate::cli::flags::{AlgoArgs, WALL_MAX_MS, WALL_MAX_NS};
 use crate::cli::values::{PollArg, TransportArg};
 use crate::experiment::bench::node::{NodeEnv, NodeRunSpec};
 
@@ -73,11 +73,11 @@ pub struct NodeArgs {
     #[arg(long = "key-file")]
     pub key_file: Option<std::path::PathBuf>,
     /// Give up when the coordinator has not answered within this many ms.
-    #[arg(long = "control-timeout-ms", default_value_t = 30_000)]
+    #[arg(long = "control-timeout-ms", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_MS))]
     pub control_timeout_ms: u64,
     /// Emulated one-way link delay in ns, held in the UDP transport on receive (for kernels
     /// without `netem`; the netns script passes it) [default: 0, off].
-    #[arg(long = "emulate-delay-ns", default_value_t = 0)]
+    #[arg(long = "emulate-delay-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_delay_ns: u64,
     /// Uniform jitter added to --emulate-delay-ns, ns.
     #[arg(long = "emulate-jitter-ns", default_value_t = 0)]

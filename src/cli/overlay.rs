@@ -47,6 +47,17 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         (a.receives.is_some(), "--receives"),
         (a.cores.is_some(), "--cores"),
         (a.known_dead, "--known-dead"),
+        (a.faults.is_some(), "--faults"),
+        (a.l.is_some(), "--L"),
+        (a.o.is_some(), "--o"),
+        (a.loggp.os.is_some(), "--os"),
+        (a.loggp.or.is_some(), "--or"),
+        (a.loggp.g.is_some(), "--g"),
+        (a.loggp.big_g.is_some(), "--G"),
+        (a.loggp.bytes.is_some(), "--bytes"),
+        (a.loggp.noise.is_some(), "--noise"),
+        (a.detect_delay.is_some(), "--detect-delay"),
+        (a.max_events.is_some(), "--max-events"),
     ] {
         if given {
             return Err(format!("{flag} does not apply to the overlay algorithms").into());

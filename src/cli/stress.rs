@@ -10,6 +10,7 @@
 use clap::{Args, Subcommand};
 
 use crate::cli::agree_args::TransportName;
+use crate::cli::flags::{WALL_MAX_MS, WALL_MAX_S, WALL_MAX_US};
 use crate::experiment::stress::{self, StressSpec};
 use crate::runtime::agree::AgreeTransport;
 
@@ -28,7 +29,7 @@ pub enum StressWhat {
 #[derive(Args, Debug, Clone)]
 pub struct StressAgreeArgs {
     /// How long to run, seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_S))]
     pub duration: u64,
     /// Nodes per generation.
     #[arg(long, default_value_t = 8)]
@@ -44,9 +45,9 @@ pub struct StressAgreeArgs {
     /// Kills per generation at most (at least 1).
     #[arg(long = "max-kills", default_value_t = 2)]
     pub max_kills: u32,
-    #[arg(long = "heartbeat-us", default_value_t = 100)]
+    #[arg(long = "heartbeat-us", default_value_t = 100, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_US))]
     pub heartbeat_us: u64,
-    #[arg(long = "suspect-ms", default_value_t = 100)]
+    #[arg(long = "suspect-ms", default_value_t = 100, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_MS))]
     pub suspect_ms: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

@@ -179,6 +179,13 @@ pub fn resolve_algo(g: &AlgoSpec, n: u32, logp: LogP, dead: u32) -> Result<Algo,
 
 /// The LogGP parameters of `--L --o` and the LogGP flags (LogP when none is given).
 pub fn loggp(logp: LogP, a: &LoggpSpec) -> Result<LogGP, String> {
+    // Each at most 2^32, as `--L` and `--o` (`LogP::MAX`): a time far beyond wrapped around
+    // in the engines' sums (`--g 18446744073709551615` made broadcasts faster).
+    for (flag, v) in [("--os", a.os), ("--or", a.or), ("--g", a.g)] {
+        if let Some(v) = v.filter(|&v| v > LogP::MAX) {
+            return Err(format!("{flag} must be at most {} (got {v})", LogP::MAX));
+        }
+    }
     let gp = LogGP::new(
         logp.l,
         a.os.unwrap_or(logp.o),

@@ -112,17 +112,22 @@ pub fn dead(s: &str) -> Result<DeadBefore, String> {
     Ok(DeadBefore::Count(num(s, "fault count")?))
 }
 
-/// A comma-separated list of ranks.
+/// A comma-separated list of ranks, each once (an empty list is no list: `--dead ""` would
+/// have overridden `--faults` with nobody dead).
 pub fn ranks(s: &str) -> Result<Vec<u32>, String> {
-    s.split(',')
+    let v: Vec<u32> = s
+        .split(',')
         .filter(|x| !x.trim().is_empty())
         .map(|x| num(x, "rank"))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    once_each(v.iter().copied(), "dead")?;
+    Ok(v)
 }
 
-/// A comma-separated list of `RANK@TIME`.
+/// A comma-separated list of `RANK@TIME`, each rank once.
 pub fn kills(s: &str) -> Result<Vec<(u32, Time)>, String> {
-    s.split(',')
+    let v: Vec<(u32, Time)> = s
+        .split(',')
         .filter(|x| !x.trim().is_empty())
         .map(|x| {
             let (r, t) = x
@@ -130,7 +135,23 @@ pub fn kills(s: &str) -> Result<Vec<(u32, Time)>, String> {
                 .ok_or_else(|| format!("invalid kill '{x}' (expected RANK@TIME)"))?;
             Ok((num(r, "rank")?, num(t, "time")?))
         })
-        .collect()
+        .collect::<Result<_, String>>()?;
+    once_each(v.iter().map(|k| k.0), "killed")?;
+    Ok(v)
+}
+
+/// Errors if `ranks` is empty or names a rank twice (`what`: what the list makes them).
+fn once_each(ranks: impl Iterator<Item = u32>, what: &str) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for r in ranks {
+        if !seen.insert(r) {
+            return Err(format!("rank {r} is listed twice as {what}"));
+        }
+    }
+    if seen.is_empty() {
+        return Err(format!("no rank listed as {what}"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -148,6 +169,10 @@ mod tests {
         assert_eq!(correction("delayed"), Ok(Correction::Delayed { delay: None }));
         assert_eq!(dead("1%"), Ok(DeadBefore::Fraction(0.01)));
         assert_eq!(dead("3"), Ok(DeadBefore::Count(3)));
+        assert_eq!(ranks("3, 1"), Ok(vec![3, 1]));
+        assert!(ranks("").is_err() && ranks(",").is_err() && ranks("1,1").is_err());
+        assert_eq!(kills("1@5,2@0"), Ok(vec![(1, 5), (2, 0)]));
+        assert!(kills("").is_err() && kills("1@5,1@6").unwrap_err().contains("rank 1 is listed twice"));
         assert!(dead("100%").is_err() && dead("1.5").is_err() && dead("x").is_err());
         assert_eq!(kills("3@10,4@0"), Ok(vec![(3, 10), (4, 0)]));
         assert!(kills("3").is_err());

@@ -106,8 +106,8 @@ impl LogGP {
             return Err(format!("G must be a finite number >= 0, got {big_g}"));
         }
         let v = (big_g * bytes.saturating_sub(1) as f64).round();
-        if v >= Time::MAX as f64 / 4.0 {
-            return Err(format!("G·(k-1) = {v} is too large"));
+        if v > LogP::MAX as f64 {
+            return Err(format!("G·(k-1) = {v} is too large (at most {})", LogP::MAX));
         }
         Ok(v as Time)
     }
@@ -223,6 +223,8 @@ mod tests {
         assert!(LogGP::gk_for(-1.0, 8).is_err());
         assert!(LogGP::gk_for(f64::NAN, 8).is_err());
         assert_eq!(LogGP::gk_for(2.0, 0), Ok(0));
+        assert_eq!(LogGP::gk_for(1.0, LogP::MAX + 1), Ok(LogP::MAX));
+        assert!(LogGP::gk_for(1.0, LogP::MAX + 2).is_err(), "at most 2^32, as L and o");
         assert_eq!(q.to_string(), "L=10 o_s=3 o_r=1 g=5 G(k-1)=4");
         assert_eq!(LogGP::from(LogP { l: 2, o: 1 }).to_string(), "L=2 o=1");
     }

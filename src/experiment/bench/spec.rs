@@ -215,6 +215,21 @@ impl BenchSpec {
         } else {
             parse_kills(&kill_text, a.nodes)?
         };
+        // Iterations count from the first warm-up operation: one past the run's last would
+        // never happen, and the run would pass as if it had crashed nobody.
+        let ops = a.warmup.saturating_add(a.iterations);
+        if let Some((k, i)) = kills
+            .iter()
+            .find_map(|k| Some((k, k.iteration()?)).filter(|&(_, i)| i >= ops))
+        {
+            return Err(format!(
+                "--kill {}@{i}: the run's iterations are 0 to {} (--warmup {} then --iterations {}), so this crash would never happen",
+                k.rank,
+                ops - 1,
+                a.warmup,
+                a.iterations
+            ));
+        }
         Ok(Checked {
             runner,
             spec: a,

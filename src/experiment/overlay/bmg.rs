@@ -79,6 +79,13 @@ pub fn bmg(a: &OverlaySpec) -> Result<(), Failure> {
     if refresh == 0 {
         return Err("--refresh must be at least 1".to_string().into());
     }
+    if crashes > a.nodes.saturating_sub(2) {
+        return Err(format!(
+            "--crashes {crashes}: at most --nodes − 2 = {} (a repaired overlay keeps two processes)",
+            a.nodes.saturating_sub(2)
+        )
+        .into());
+    }
     let cfg = |scheduler, n: u32| BuildRun {
         scheduler,
         refresh,

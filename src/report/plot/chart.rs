@@ -147,6 +147,14 @@ pub fn render(chart: &Chart, path: &Path) -> Result<(), String> {
     let pts = || chart.lines.iter().flat_map(|l| l.points.iter());
     let x = bounds(pts().map(|p| p.0), chart.x_axis, "x")?;
     let y = headroom(bounds(pts().map(|p| p.1), chart.y_axis, "y")?, chart);
+    // Values so far apart that a range's end or its span is no finite number (1e250 beside
+    // 1e-1 on a log axis, with the legend's headroom) left plotters' tick search looping.
+    for ((lo, hi), name, axis) in [(x, "x", chart.x_axis), (y, "y", chart.y_axis)] {
+        let ratio = axis == Axis::Linear || (hi / lo).is_finite();
+        if !(lo.is_finite() && hi.is_finite() && (hi - lo).is_finite() && ratio) {
+            return Err(format!("the {name} values are too far apart to plot"));
+        }
+    }
     register_font()?;
     let fail = |e: String| format!("cannot draw {}: {e}", path.display());
     match format {
