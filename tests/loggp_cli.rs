@@ -226,6 +226,19 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
     ]);
     assert_eq!(v["aborted_runs"], 0);
     assert_eq!(v["config"]["noise"], true);
+    // A calibration of another transport or message size would predict another machine.
+    for (args, what) in [
+        (&["--transport", "udp"][..], "'inproc' transport and this run's is udp"),
+        (
+            &["--transport", "inproc", "--size", "64"],
+            "messages are 8 bytes and this run's 64",
+        ),
+    ] {
+        let (code, _, err) = ftcoll(&[&["bench", "--nodes", "2", "--params", p][..], args].concat());
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
     std::fs::remove_file(&path).ok();
     for args in [
         &["bench", "--params", "/nonexistent/cal.json"][..],

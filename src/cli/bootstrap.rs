@@ -50,7 +50,8 @@ pub struct BootNodeArgs {
     pub detector: DetectorArgs,
     /// `on`: the datagrams carry the MAC of the job key in FTCOLL_KEY; without a key the
     /// node keeps to loopback (a non-loopback --bind is refused). `off`: no MAC, anywhere,
-    /// with a warning.
+    /// with a warning where a non-loopback address is involved (on loopback, `bootstrap`'s
+    /// many nodes would each print it).
     #[arg(long, value_enum, default_value = "on")]
     pub auth: crate::cli::auth::AuthMode,
     /// This launch's id, the same on every node of it and new for each launch: with a key,

@@ -36,6 +36,29 @@ pub struct RunModel {
     pub l_ns: u64,
 }
 
+/// Errors unless calibration `c` was measured on `transport` with `size`-byte messages: o and L
+/// of another transport or size would predict another machine (a UDP calibration was taken for
+/// an in-process run without a word).
+fn fits_run(c: &Calibration, transport: TransportKind, size: usize) -> Result<(), String> {
+    let run = serde_json::to_value(transport)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    if c.transport != run {
+        return Err(format!(
+            "--params: the calibration is of the '{}' transport and this run's is {run} (ftcoll logp --transport {run} --save FILE makes one)",
+            c.transport.escape_debug()
+        ));
+    }
+    if c.size != size {
+        return Err(format!(
+            "--params: the calibration's messages are {} bytes and this run's {size} (ftcoll logp --size {size} --save FILE makes one)",
+            c.size
+        ));
+    }
+    Ok(())
+}
+
 impl Checked {
     /// Sets up o and L (given, calibrated or measured, with the node's own hop measured on
     /// this machine for a local or `procs` run whose o and L were not given) and the model
@@ -44,6 +67,9 @@ impl Checked {
     pub(super) fn run_model(&self, env: &BenchEnv, poll: PollMode, cores: usize) -> Result<RunModel, String> {
         let a = &self.spec;
         let cal = a.params.as_deref().map(Calibration::load).transpose()?;
+        if let Some(c) = &cal {
+            fits_run(c, a.transport, a.size)?;
+        }
         // --o-ns gives one o (o_s = o_r); a calibration and the estimate give both.
         let cal_ns = cal.as_ref().map(|c| c.os_or_l_ns());
         let given_o = a.o_ns.map(|o| (o, o)).or(cal_ns.map(|(os, or, _)| (os, or)));

@@ -130,17 +130,23 @@ fn joined(a: &BenchSpec) -> Result<(BenchSpec, Option<u32>), String> {
         }
         return Ok((adj, None));
     }
+    // The flag the user gave: --boot launches like --join.
+    let flag = if a.boot.is_some() { "--boot" } else { "--join" };
     if a.procs {
-        return Err("--join and --procs exclude each other (the launcher starts the processes)".into());
+        return Err(format!(
+            "{flag} and --procs exclude each other (the launcher starts the processes)"
+        ));
     }
     if a.transport == TransportKind::Inproc {
-        return Err("--join needs --transport udp or verbs (processes do not share memory)".into());
+        return Err(format!(
+            "{flag} needs --transport udp or verbs (processes do not share memory)"
+        ));
     }
     let (rank, n) = match a.rank {
         Some(r) => (r, a.nodes),
-        None => rank_from_env().ok_or(
-            "--join needs this process's rank: give --rank (and --nodes), or run under Slurm, Open MPI or a PMI launcher",
-        )?,
+        None => rank_from_env().ok_or(format!(
+            "{flag} needs this process's rank: give --rank (and --nodes), or run under Slurm, Open MPI or a PMI launcher"
+        ))?,
     };
     if n < 2 || rank >= n {
         return Err(format!(
