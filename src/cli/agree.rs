@@ -2,7 +2,10 @@
 //! (ULFM's `benchagree` loop), failures before or during them, latency, messages and
 //! critical-path steps as percentiles, the properties of §2.1 checked on every return.
 
-use crate::cli::agree_args::{AgreeArgs, RebalanceName, ValueName};
+use crate::cli::agree_args::{
+    AgreeArgs, RebalanceName, SIM_DEFAULT_DETECT_DELAY, SIM_DEFAULT_L, SIM_DEFAULT_MAX_EVENTS, SIM_DEFAULT_O,
+    SIM_DEFAULT_RUNS, ValueName,
+};
 
 use crate::experiment::agree::simulate;
 use crate::model::LogP;
@@ -105,14 +108,14 @@ pub fn run(a: &AgreeArgs) -> Result<(), crate::cli::failure::Failure> {
             (l.noise.is_some(), "--noise"),
             (a.cores.is_some(), "--cores"),
             // The simulator's own flags; given at their defaults they change nothing.
-            (a.l != 2, "--L"),
-            (a.o != 1, "--o"),
-            (a.runs != 100, "--runs"),
+            (a.l != SIM_DEFAULT_L, "--L"),
+            (a.o != SIM_DEFAULT_O, "--o"),
+            (a.runs != SIM_DEFAULT_RUNS, "--runs"),
             (a.random_kills != 0, "--random-kills"),
             (a.kill_horizon.is_some(), "--kill-horizon"),
-            (a.detect_delay != 20, "--detect-delay"),
+            (a.detect_delay != SIM_DEFAULT_DETECT_DELAY, "--detect-delay"),
             (a.detect_jitter != 0, "--detect-jitter"),
-            (a.max_events != 1 << 40, "--max-events"),
+            (a.max_events != SIM_DEFAULT_MAX_EVENTS, "--max-events"),
             (a.value != ValueName::And64, "--value"),
             (a.no_ack, "--no-ack"),
         ];

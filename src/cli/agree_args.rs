@@ -6,6 +6,14 @@ use crate::runtime::agree::DEFAULT_SUSPECT_AFTER;
 use clap::{Args, ValueEnum};
 
 /// The agreed value's type and `F`.
+/// `--sim`'s defaults, which the network benchmark also checks its flags against: a
+/// simulator flag given to it at another value would be ignored.
+pub const SIM_DEFAULT_L: u64 = 2;
+pub const SIM_DEFAULT_O: u64 = 1;
+pub const SIM_DEFAULT_RUNS: u64 = 100;
+pub const SIM_DEFAULT_DETECT_DELAY: u64 = 20;
+pub const SIM_DEFAULT_MAX_EVENTS: u64 = 1 << 40;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ValueName {
     /// Bitwise AND of a 32-bit word (MPIX_Comm_agree).
@@ -95,16 +103,16 @@ pub struct AgreeArgs {
     #[arg(long, default_value = "bin")]
     pub tree: String,
     /// LogP latency L.
-    #[arg(long = "L", default_value_t = 2)]
+    #[arg(long = "L", default_value_t = SIM_DEFAULT_L)]
     pub l: u64,
     /// LogP overhead o (> 0).
-    #[arg(long = "o", default_value_t = 1)]
+    #[arg(long = "o", default_value_t = SIM_DEFAULT_O)]
     pub o: u64,
     /// Agreements per process per run, back to back.
     #[arg(long, default_value_t = 100)]
     pub agreements: u64,
     /// Monte Carlo runs.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = SIM_DEFAULT_RUNS)]
     pub runs: u64,
     /// Failures. --sim: R (dead before), R@T (dies at time T), R@msg:K (dies on its K-th
     /// received message), comma-separated. Network: R@I, rank R dies instead of entering
@@ -124,7 +132,7 @@ pub struct AgreeArgs {
     #[arg(long = "kill-horizon")]
     pub kill_horizon: Option<u64>,
     /// Failure detection delay after a death.
-    #[arg(long = "detect-delay", default_value_t = 20)]
+    #[arg(long = "detect-delay", default_value_t = SIM_DEFAULT_DETECT_DELAY)]
     pub detect_delay: u64,
     /// Extra uniform random detection delay in [0, J].
     #[arg(long = "detect-jitter", default_value_t = 0)]
@@ -155,7 +163,7 @@ pub struct AgreeArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Per-run event cap (a run over it is counted as aborted).
-    #[arg(long = "max-events", default_value_t = 1 << 40)]
+    #[arg(long = "max-events", default_value_t = SIM_DEFAULT_MAX_EVENTS)]
     pub max_events: u64,
     /// Print one JSON object instead of the table.
     #[arg(long)]
