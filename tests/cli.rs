@@ -366,6 +366,8 @@ fn misuse_is_one_line_and_exit_2() {
         &["bootstrap", "--nodes", "2", "--tick-us", "18446744073709551615"],
         &["bench", "--op-timeout-ms", "31536000001"],
         &["logp", "--expected-L-ns", "0"],
+        &["bench", "--o-ns", "18446744073709551615"],
+        &["bench", "--L-ns", "31536000000000001"],
         // LogGP's g at most 2^32, as L and o (a larger one wrapped around).
         &["sim", "--nodes", "16", "--g", "18446744073709551615"],
         &["agree", "--sim", "--nodes", "8", "--g", "4294967297"],

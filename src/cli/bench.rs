@@ -54,10 +54,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
     pub window: u64,
     /// LogP o in ns for the protocols' time unit and the prediction [default: measured].
-    #[arg(long = "o-ns")]
+    #[arg(long = "o-ns", value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub o_ns: Option<u64>,
     /// LogP L in ns [default: measured].
-    #[arg(long = "L-ns")]
+    #[arg(long = "L-ns", value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub l_ns: Option<u64>,
     /// A calibration saved by `ftcoll logp --save FILE`: its o (mean of o_s and o_r) and L
     /// instead of a fresh estimate (--o-ns/--L-ns still win).

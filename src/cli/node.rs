@@ -49,10 +49,10 @@ pub struct NodeArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// LogP o in ns (the protocols' time unit).
-    #[arg(long = "o-ns", default_value_t = 1000)]
+    #[arg(long = "o-ns", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub o_ns: u64,
     /// LogP L in ns.
-    #[arg(long = "L-ns", default_value_t = 2000)]
+    #[arg(long = "L-ns", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub l_ns: u64,
     /// LogGP send overhead o_s in ns [default: --o-ns].
     #[arg(long = "os-ns")]
