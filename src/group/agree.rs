@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::Event;
 use crate::protocol::agree::{And64, Era, EraConfig};
-use crate::protocol::{DetectorConfig, Event as Input, Machine, Rank, Time};
+use crate::protocol::{DetectorConfig, Event as Input, Machine, Rank};
 use crate::runtime::Endpoints;
 use crate::runtime::agree::EraFraming;
 use crate::runtime::driver::Driver;
@@ -312,8 +312,8 @@ fn detector(heartbeat: Duration, suspect_after: Duration) -> Result<DetectorConf
         ));
     }
     Ok(DetectorConfig {
-        heartbeat: heartbeat.as_nanos() as Time,
-        suspect_after: suspect_after.as_nanos() as Time,
+        heartbeat: super::nanos(heartbeat),
+        suspect_after: super::nanos(suspect_after),
     })
 }
 

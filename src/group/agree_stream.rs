@@ -109,6 +109,11 @@ impl Group {
         if let Some(r) = (0..self.n).find(|&r| self.is_dead(r)) {
             return Err(self.member(r).err().unwrap_or(GroupError::Dead(r)));
         }
+        // As a `Stream` of no operations is refused: such a stream waited `op_timeout` for an
+        // agreement that never came and returned nothing measured.
+        if s.agreements == 0 && s.duration.is_none() {
+            return Err(GroupError::BadStream("no agreements".into()));
+        }
         let c = self.agree_cfg;
         let b = AgreeBench {
             n: self.n,

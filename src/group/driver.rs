@@ -46,10 +46,8 @@ struct Setup {
 
 /// Builds the endpoints, starts the thread, and waits until its members are up.
 pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
+    // (`GroupBuilder::check` refused impossible settings.)
     let n = b.n;
-    if n < 2 {
-        return Err(GroupError::Setup(format!("a group needs at least 2 members, not {n}")));
-    }
     let job = b.job.unwrap_or_else(|| crate::transport::ids::group(b.seed));
     #[allow(unused_mut)]
     let mut eps = match b.endpoints.take() {
@@ -74,9 +72,9 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
             .map(|(r, (t, d))| (wrap(r as u32, t), d))
             .collect();
     }
-    // Agreements run over endpoints of their own (another job id), for groups whose ERA
-    // messages fit a datagram.
-    let agreements = if b.agreements && n <= MAX_AGREE_MEMBERS {
+    // Agreements run over endpoints of their own (another job id); their ERA messages fit a
+    // datagram (the builder refused agreements among more than `MAX_AGREE_MEMBERS`).
+    let agreements = if b.agreements {
         let job = crate::transport::ids::group_agree(b.seed);
         // Authenticated as the broadcasts are: an agreement message or heartbeat without the
         // job key is dropped and counted, never fed to ERA or the failure detector.

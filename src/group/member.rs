@@ -40,7 +40,7 @@ pub use bcast::MemberCounters;
 pub use spec::MemberSpec;
 
 use super::agree::Agreements;
-use super::{Event, GroupError, NOT_FENCED};
+use super::{Event, GroupError, MAX_WALL, NOT_FENCED, nanos};
 use crate::model::{LogGP, LogP};
 use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::agree::MAX_NODES as MAX_AGREE_NODES;
@@ -166,6 +166,21 @@ impl Member {
                 spec.logp.0, spec.op_timeout
             )));
         }
+        if spec.broadcasts {
+            // As a group's builder: the algorithm with the command line's limits, and a model
+            // whose times the protocols can add up (`GroupBuilder::logp`'s bounds).
+            spec.algo
+                .check()
+                .map_err(|e| setup(format!("the broadcast algorithm: {e}")))?;
+            let (o, l) = spec.logp;
+            let l_units = nanos(l).saturating_add(nanos(o) / 2) / nanos(o).max(1);
+            if o > MAX_WALL || l_units > LogP::MAX {
+                return Err(setup(format!(
+                    "the broadcasts' overhead o ({o:?}) must be at most {MAX_WALL:?} and their latency L ({l:?}) at most {} times o",
+                    LogP::MAX
+                )));
+            }
+        }
         if spec.broadcasts && spec.algo == crate::protocol::bcast::algo::Algo::Bfb {
             // A member decides alone when an operation is over for it: delivered and its
             // protocol finished. BFB's finishes only at the root (a coordinator that sees
@@ -222,7 +237,7 @@ impl Member {
                     // Rank 0's model, on the coordinator's clock (as a joined benchmark's).
                     let tick_ns = p.o_ns.max(1);
                     let model: LogGP = LogP {
-                        l: (p.l_ns + tick_ns / 2) / tick_ns,
+                        l: p.l_ns.saturating_add(tick_ns / 2) / tick_ns,
                         o: 1,
                     }
                     .into();

@@ -62,7 +62,7 @@ use crate::model::{LogGP, LogP};
 use crate::protocol::bcast::Start;
 use crate::protocol::bcast::algo::Algo;
 use crate::protocol::bcast::correction::Correction;
-use crate::runtime::board::Control;
+use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::cluster::PollMode;
 use crate::runtime::kill::Kill;
 use crate::runtime::{Endpoints, TransportKind};
@@ -219,13 +219,15 @@ impl GroupBuilder {
     }
 
     /// The LogP overhead `o` and latency `L` the protocols count their waits in (default
-    /// 1 µs and 2 µs).
+    /// 1 µs and 2 µs): `o` is the unit, `L` rounded to units of it. [`GroupBuilder::build`]
+    /// refuses an `o` beyond [`MAX_WALL`] and an `L` beyond [`LogP::MAX`] units (arithmetic
+    /// here saturates, so that absurd values reach that check instead of overflowing).
     pub fn logp(mut self, o: Duration, l: Duration) -> Self {
-        let o_ns = (o.as_nanos() as u64).max(1);
-        let l_ns = l.as_nanos() as u64;
+        let o_ns = nanos(o).max(1);
+        let l_ns = nanos(l);
         self.tick_ns = o_ns;
         self.model = LogP {
-            l: (l_ns + o_ns / 2) / o_ns,
+            l: l_ns.saturating_add(o_ns / 2) / o_ns,
             o: 1,
         }
         .into();
@@ -234,20 +236,22 @@ impl GroupBuilder {
 
     /// The protocols' LogGP parameters `model`, counted in units of `unit` (at least 1 ns) of
     /// real time: [`GroupBuilder::logp`] with separate send and receive overheads, as a
-    /// benchmark models its transport (`docs/architecture.md`, model time).
+    /// benchmark models its transport (`docs/architecture.md`, model time). Each time at most
+    /// [`LogP::MAX`] units and the unit at most [`MAX_WALL`], or [`GroupBuilder::build`] refuses.
     pub fn loggp(mut self, model: LogGP, unit: Duration) -> Self {
         self.model = model;
-        self.tick_ns = (unit.as_nanos() as u64).max(1);
+        self.tick_ns = nanos(unit).max(1);
         self
     }
 
-    /// Worker threads the members are spread over, member `r` on worker `r % k` (default 1;
-    /// at most one per member), its broadcast node and its agreements alike. Worker 0 also
+    /// Worker threads the members are spread over, member `r` on worker `r % k` (default 1,
+    /// at least 1, or [`GroupBuilder::build`] refuses; at most one per member is started),
+    /// its broadcast node and its agreements alike. Worker 0 also
     /// starts and retires the broadcasts and hands each member's agreement values to its
     /// worker. An agreement then runs on all `k` workers at once: busy-polling workers
     /// ([`PollMode::Busy`]) and a caller spinning on [`Group::poll`] need `k + 1` cores.
     pub fn workers(mut self, k: usize) -> Self {
-        self.workers = k.max(1);
+        self.workers = k;
         self
     }
 
@@ -281,7 +285,9 @@ impl GroupBuilder {
     }
 
     /// Crashes injected at given operations (fault injection, as `bench --kill`): each member
-    /// named dies where its [`Kill`] says, counted from the group's first broadcast.
+    /// named dies where its [`Kill`] says, counted from the group's first broadcast. Each
+    /// member at most once, and no [`KillPoint::SigKill`](crate::runtime::kill::KillPoint)
+    /// (a thread cannot be killed as a process is), or [`GroupBuilder::build`] refuses.
     pub fn kills(mut self, kills: Vec<Kill>) -> Self {
         self.kills = kills;
         self
@@ -308,13 +314,15 @@ impl GroupBuilder {
         self
     }
 
-    /// Broadcasts in flight at once (default 8, at most 32).
+    /// Broadcasts in flight at once (default 8; 1 to 32, as a [`Stream`]'s, or
+    /// [`GroupBuilder::build`] refuses).
     pub fn window(mut self, k: u64) -> Self {
         self.window = k;
         self
     }
 
-    /// A broadcast not delivered everywhere after this is reported timed out (default 10 s).
+    /// A broadcast not delivered everywhere after this is reported timed out (default 10 s;
+    /// one beyond `u64::MAX` ns, 584 years, is never).
     pub fn op_timeout(mut self, t: Duration) -> Self {
         self.op_timeout = t;
         self
@@ -365,10 +373,107 @@ impl GroupBuilder {
         self
     }
 
-    /// Starts the group's thread and its members.
+    /// Starts the group's thread and its members, once [`GroupBuilder::check`] found the
+    /// settings possible.
     pub fn build(self) -> Result<Group, GroupError> {
+        self.check()?;
         driver::start(self)
     }
+
+    /// Refuses settings the group cannot run as asked, before anything is built: a value out
+    /// of range is an error, never clamped into range nor ignored (a caller who asked for a
+    /// window of 1000 would otherwise measure another run than the one asked for).
+    fn check(&self) -> Result<(), GroupError> {
+        let n = self.n;
+        let setup = |e: String| Err(GroupError::Setup(e));
+        if n < 2 {
+            return setup(format!("a group needs at least 2 members, not {n}"));
+        }
+        if let Err(e) = self.algo.check() {
+            return setup(format!("the broadcast algorithm: {e}"));
+        }
+        // The protocols add and multiply these (as the simulator does): bounded as `--L`
+        // and `--o` are, so that no sum of them wraps around.
+        let m = self.model;
+        for (what, v) in [("L", m.l), ("o_s", m.os), ("o_r", m.or), ("g", m.g), ("G·(k-1)", m.gk)] {
+            if v > LogP::MAX {
+                return setup(format!(
+                    "the model's {what} is {v} units, at most {} (LogP::MAX) are allowed",
+                    LogP::MAX
+                ));
+            }
+        }
+        if m.os == 0 || m.or == 0 {
+            return setup("the model's overheads o_s and o_r must be at least 1 unit".into());
+        }
+        if self.tick_ns > nanos(MAX_WALL) {
+            return setup(format!(
+                "the model's unit of {:?} is longer than {MAX_WALL:?}",
+                Duration::from_nanos(self.tick_ns)
+            ));
+        }
+        let max_window = WINDOW as u64 / 2;
+        if self.window == 0 || self.window > max_window {
+            return setup(format!("a window of {}, not in 1..={max_window}", self.window));
+        }
+        if self.workers == 0 {
+            return setup("a group needs at least 1 worker thread, not 0".into());
+        }
+        // ERA's messages name up to `n - 1` failed ranks and must fit one datagram.
+        let max = driver::MAX_AGREE_MEMBERS;
+        if n > max && !self.broadcasts {
+            return setup(format!(
+                "a group without broadcasts only agrees, and agreements need at most {max} members, not {n}"
+            ));
+        }
+        if n > max && self.agreements {
+            return setup(format!(
+                "agreements need at most {max} members, not {n}: build a group of broadcasts only with .agreements(false)"
+            ));
+        }
+        self.check_kills()?;
+        // The broadcast endpoints and nodes the group allocates, against what this host offers
+        // (a group of u32::MAX members aborted the process on a failed allocation).
+        if self.endpoints.is_none() && self.broadcasts {
+            use crate::experiment::bench::host::{Layout, check_named};
+            use crate::experiment::limits;
+            let layout = Layout::Local(self.transport);
+            check_named("Group::builder(n) with n =", n, layout, limits::memory(), limits::fds())
+                .map_err(GroupError::Setup)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a kill no member would carry out: of a rank out of range, a second of one
+    /// member (only the first would happen), or a real `SIGKILL` (for processes only).
+    fn check_kills(&self) -> Result<(), GroupError> {
+        let mut seen = std::collections::HashSet::new();
+        for k in &self.kills {
+            let r = k.rank;
+            if r >= self.n {
+                return Err(GroupError::NoSuchMember(r));
+            }
+            if !seen.insert(r) {
+                return Err(GroupError::Setup(format!("member {r} is killed twice")));
+            }
+            if matches!(k.point, crate::runtime::kill::KillPoint::SigKill { .. }) {
+                return Err(GroupError::Setup(format!(
+                    "member {r}'s kill is a SIGKILL, which needs a process of its own (a group's members are threads)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The longest wall-clock unit of the model a group takes: a year, as the command line's
+/// wall-clock flags (`cli::flags::WALL_MAX_S`); no protocol waits that long per step.
+pub const MAX_WALL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `d` in nanoseconds, `u64::MAX` beyond (about 584 years): a caller's duration is never
+/// truncated (`as_nanos() as u64` made a timeout of 2^64 ns and a bit last 1.2 ms).
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A group of `n` members in this process; see the [module documentation](self).
@@ -451,7 +556,12 @@ impl Group {
         self.n
     }
 
-    /// The longest payload one broadcast carries.
+    /// The longest payload one broadcast carries, [`Group::broadcast`]'s and
+    /// [`Group::stream`]'s alike: what is left of a datagram beside the header and the
+    /// algorithm's longest message body. A few bytes more still fit beside the shorter bodies
+    /// of some messages (a small run's, with small counted times), so a stream of them may
+    /// run cleanly; but the messages whose bodies are longest (a later time, a correction that
+    /// names failed ranks) could not be sent, so both refuse it.
     pub fn max_payload(&self) -> usize {
         self.max_payload
     }

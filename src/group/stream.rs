@@ -213,6 +213,8 @@ impl Group {
     /// did not deliver exactly once, intact), timeouts, and the members' counters (since the
     /// group was built). Their sequence numbers follow the broadcasts asked before; their
     /// deliveries go to `s.payloads`, not to [`Group::next_event`] (crashes still do).
+    /// Payloads longer than [`Group::max_payload`] ([`Payloads::max_len`]) are refused with
+    /// [`GroupError::TooLarge`], as [`Group::broadcast`] refuses them.
     ///
     /// ```
     /// use ftcoll::group::{Group, Stream};
@@ -247,6 +249,20 @@ impl Group {
             .checked_add(s.ops)
             .filter(|t| t.checked_add(self.next_seq).is_some_and(|e| e < u64::MAX / 2))
             .ok_or_else(|| GroupError::BadStream("too many operations".into()))?;
+        // Every member's payloads, made before anything starts: one that says it writes more
+        // than a datagram carries is refused as `broadcast` refuses those bytes (they would
+        // not be sent, and every operation would time out).
+        let payloads: Vec<Box<dyn Payloads>> = (0..self.n).map(&mut s.payloads).collect();
+        if let Some(len) = payloads
+            .iter()
+            .filter_map(|p| p.max_len())
+            .find(|&len| len > self.max_payload)
+        {
+            return Err(GroupError::TooLarge {
+                len,
+                max: self.max_payload,
+            });
+        }
         let first = self.next_seq;
         let (tx, rx) = mpsc::channel();
         self.request(super::driver::Request::Stream(StreamReq {
@@ -256,7 +272,7 @@ impl Group {
             window: s.window,
             roots: std::mem::take(&mut s.roots),
             give_up_after: s.give_up_after,
-            payloads: (0..self.n).map(&mut s.payloads).collect(),
+            payloads,
             reply: tx,
         }))?;
         self.next_seq += total;

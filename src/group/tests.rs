@@ -655,3 +655,177 @@ fn a_udp_group_member_hung_for_less_than_suspect_after_is_not_suspected() {
     }
     assert!(!g.is_dead(0));
 }
+
+/// The setup error of building `b` (a group built is a failure).
+fn refused(b: GroupBuilder) -> String {
+    match b.build() {
+        Err(GroupError::Setup(e)) => {
+            assert!(!e.contains('\n'), "{e}");
+            e
+        }
+        Err(e) => panic!("not a setup error: {e:?}"),
+        Ok(_) => panic!("built"),
+    }
+}
+
+/// An algorithm beyond the command line's limits is refused at build: FCG or a failure-proof
+/// correction tolerating more failures than its correctors hold made the first broadcast
+/// panic a worker (and every later call say `Closed`), and a gossip time near `u64::MAX`
+/// overflowed the gossip phase's end.
+#[test]
+fn an_algorithm_beyond_the_command_lines_limits_is_refused_at_build() {
+    use crate::protocol::bcast::corrected_gossip::Variant;
+    let b = |algo| Group::builder(4).algo(algo);
+    let e = refused(b(Algo::CorrectedGossip {
+        variant: Variant::Fcg { f: 100 },
+        t: 20,
+    }));
+    assert!(e.contains("fcg:F supports F <= 3"), "{e}");
+    let e = refused(b(Algo::CorrectedTree {
+        tree: TreeKind::Binomial,
+        order: Order::Interleaved,
+        correction: Correction::FailProof { f: 100 },
+        start: Start::Synchronized,
+    }));
+    assert!(e.contains("failproof:F supports F <= 3"), "{e}");
+    let e = refused(b(Algo::CorrectedGossip {
+        variant: Variant::Ccg,
+        t: u64::MAX,
+    }));
+    assert!(e.contains("gossip rounds T must be at most"), "{e}");
+    // Within the limits, it broadcasts.
+    let mut g = b(Algo::CorrectedGossip {
+        variant: Variant::Fcg { f: 3 },
+        t: 20,
+    })
+    .build()
+    .unwrap();
+    let seq = g.broadcast(1, b"fcg").unwrap();
+    assert_eq!(until_completed(&mut g, seq).1, Some(false));
+}
+
+/// A model out of range is refused at build, and the builder never overflows on the way:
+/// `logp(2^40 s, Duration::MAX)` panicked inside `GroupBuilder::logp`.
+#[test]
+fn a_model_out_of_range_is_refused_at_build_without_overflowing() {
+    let e = refused(Group::builder(4).logp(Duration::from_secs(1 << 40), Duration::MAX));
+    assert!(e.contains("unit"), "{e}");
+    let e = refused(Group::builder(4).logp(Duration::from_nanos(1), Duration::MAX));
+    assert!(
+        e.contains("the model's L is") && e.contains("at most 4294967296"),
+        "{e}"
+    );
+    let e = refused(Group::builder(4).loggp(
+        LogGP {
+            g: LogP::MAX + 1,
+            ..LogP { l: 2, o: 1 }.into()
+        },
+        Duration::from_micros(1),
+    ));
+    assert!(e.contains("the model's g is"), "{e}");
+    // A huge timeout is no error: saturated, it is never reached.
+    let mut g = Group::builder(3)
+        .op_timeout(Duration::MAX)
+        .failure_detector(Duration::from_millis(1), Duration::MAX)
+        .build()
+        .unwrap();
+    let seq = g.broadcast(0, b"x").unwrap();
+    assert_eq!(until_completed(&mut g, seq).1, Some(false));
+}
+
+/// Agreements among more members than an ERA message has room for are refused at build,
+/// telling the caller to build without them: `Group::builder(129).build()` succeeded and
+/// `agree` then said the group had been built without agreements.
+#[test]
+fn agreements_among_too_many_members_are_refused_at_build() {
+    let e = refused(Group::builder(129));
+    assert!(
+        e.contains("at most 128 members") && e.contains(".agreements(false)"),
+        "{e}"
+    );
+    // Neither broadcasts nor agreements: nothing such a group could do.
+    for b in [
+        Group::builder(129).broadcasts(false),
+        Group::builder(129).broadcasts(false).agreements(false),
+    ] {
+        let e = refused(b);
+        assert!(e.contains("without broadcasts only agrees"), "{e}");
+    }
+    let mut g = Group::builder(129).agreements(false).build().unwrap();
+    assert_eq!(g.agree(0, 1), Err(GroupError::NoAgreements));
+    assert!(Group::builder(128).build().is_ok());
+}
+
+/// A group whose endpoints would not fit this host's memory is refused at build:
+/// `Group::local(u32::MAX)` aborted the process on a failed allocation.
+#[test]
+fn a_group_too_large_for_this_host_is_refused_at_build() {
+    if crate::experiment::limits::memory().is_none() {
+        return; // (No limit to read here: nothing is refused.)
+    }
+    assert!(Group::local(u32::MAX).is_err());
+    let e = refused(Group::builder(u32::MAX).agreements(false));
+    assert!(
+        e.contains("n = 4294967295 needs about") && e.contains("in-process endpoints"),
+        "{e}"
+    );
+}
+
+/// Kills no member would carry out are refused at build, not dropped: of a rank out of
+/// range, a second kill of one member, a real `SIGKILL` (processes only).
+#[test]
+fn kills_no_member_would_carry_out_are_refused_at_build() {
+    use crate::runtime::kill::KillPoint;
+    let kill = |rank, point| Kill { rank, point };
+    let b = |kills| Group::builder(4).kills(kills);
+    assert!(matches!(
+        b(vec![kill(4, KillPoint::Start)]).build(),
+        Err(GroupError::NoSuchMember(4))
+    ));
+    let e = refused(b(vec![
+        kill(2, KillPoint::OnReceive { iter: 3 }),
+        kill(2, KillPoint::Start),
+    ]));
+    assert!(e.contains("member 2 is killed twice"), "{e}");
+    let e = refused(b(vec![kill(2, KillPoint::SigKill { iter: 3 })]));
+    assert!(e.contains("SIGKILL"), "{e}");
+    assert!(
+        b(vec![kill(2, KillPoint::Start), kill(3, KillPoint::Start)])
+            .build()
+            .is_ok()
+    );
+}
+
+/// A window or worker count out of range is refused at build, as a stream's window is,
+/// instead of being clamped (0 became 1, 1000 became 32).
+#[test]
+fn a_window_or_worker_count_out_of_range_is_refused_at_build() {
+    for w in [0, 33, 1000] {
+        let e = refused(Group::builder(4).window(w));
+        assert!(e.contains(&format!("a window of {w}, not in 1..=32")), "{e}");
+    }
+    let e = refused(Group::builder(4).workers(0));
+    assert!(e.contains("at least 1 worker"), "{e}");
+    assert!(Group::builder(4).window(32).workers(2).build().is_ok());
+}
+
+/// A stream whose payloads are longer than a broadcast carries is refused at once with the
+/// error a broadcast of those bytes gets; it ran until every operation timed out (100 000
+/// bytes) or ran cleanly beyond the stated limit (`max_payload() + 1`).
+#[test]
+fn a_stream_of_payloads_longer_than_a_broadcast_carries_is_refused() {
+    let mut g = Group::builder(4).agreements(false).build().unwrap();
+    let max = g.max_payload();
+    for len in [100_000, max + 1] {
+        assert_eq!(
+            g.stream(Stream::generated(5, len)).unwrap_err(),
+            GroupError::TooLarge { len, max }
+        );
+        assert_eq!(
+            g.broadcast(0, &vec![0; len]).unwrap_err(),
+            GroupError::TooLarge { len, max }
+        );
+    }
+    let res = g.stream(Stream::generated(5, max)).unwrap();
+    assert_eq!((res.measured, res.violations, res.timeouts), (5, 0, 0));
+}

@@ -399,7 +399,7 @@ impl AgreeWorker {
             let idle = sh
                 .ns(Instant::now())
                 .saturating_sub(sh.last_return.load(Ordering::Acquire));
-            if idle > self.op_timeout.as_nanos() as u64 {
+            if u128::from(idle) > self.op_timeout.as_nanos() {
                 sh.abort.store(true, Ordering::Release);
             }
         }

@@ -327,8 +327,9 @@ impl Coordinator {
             warmup: cfg.warmup,
             next_allow: 0,
             cur: 0,
-            op_timeout_ns: cfg.op_timeout.as_nanos() as u64,
-            idle_ns: cfg.idle.as_nanos() as u64,
+            // Saturated, never truncated: a timeout of 2^64 ns and a bit is not 1.2 ms.
+            op_timeout_ns: u64::try_from(cfg.op_timeout.as_nanos()).unwrap_or(u64::MAX),
+            idle_ns: u64::try_from(cfg.idle.as_nanos()).unwrap_or(u64::MAX),
             give_up_after: cfg.give_up_after,
             timeouts_in_a_row: 0,
             res: ClusterResult::empty(),

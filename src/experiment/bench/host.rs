@@ -67,9 +67,21 @@ pub fn check_against(
     memory: Option<(u64, &'static str)>,
     fds: Option<u64>,
 ) -> Result<(), String> {
+    check_named("--nodes", nodes, layout, memory, fds)
+}
+
+/// [`check_against`], its errors naming the count of nodes `flag` (a library's caller gave
+/// no `--nodes`: `Group::build` checks its members this way).
+pub fn check_named(
+    flag: &str,
+    nodes: u32,
+    layout: Layout,
+    memory: Option<(u64, &'static str)>,
+    fds: Option<u64>,
+) -> Result<(), String> {
     let n = u64::from(nodes);
-    let mem = |need: u64, what: &str| limits::check_memory_against("--nodes", n, need, what, memory);
-    let fd = |need: u64, what: &str| limits::check_fds_against("--nodes", n, need, what, fds);
+    let mem = |need: u64, what: &str| limits::check_memory_against(flag, n, need, what, memory);
+    let fd = |need: u64, what: &str| limits::check_fds_against(flag, n, need, what, fds);
     match layout {
         Layout::Joined => mem(udp_node(n), "this node's UDP endpoint"),
         Layout::Procs => {

@@ -98,3 +98,17 @@ fn a_broadcasting_group_runs_an_agreement_stream_and_goes_on() {
         }
     }
 }
+
+/// A stream of no agreements is refused, as a [`crate::group::Stream`] of no operations is:
+/// it waited `op_timeout` and returned nothing measured.
+#[test]
+fn a_stream_of_no_agreements_is_refused() {
+    let mut g = Group::builder(3).broadcasts(false).agreements(false).build().unwrap();
+    assert!(matches!(
+        g.agree_stream(AgreeStream {
+            op_timeout: Duration::from_secs(5),
+            ..AgreeStream::new(0)
+        }),
+        Err(GroupError::BadStream(e)) if e == "no agreements"
+    ));
+}

@@ -20,7 +20,7 @@ pub(super) fn serve_rendezvous(spec: &MemberSpec, job: u64, flags: Arc<Flags>) -
         .map_err(|e| format!("cannot bind the coordinator at {}: {e}", spec.coordinator))?;
     agent.set_key(spec.key.clone());
     let (epoch, epoch_unix_ns) = (Instant::now(), crate::runtime::procs::unix_ns());
-    let ns = |d: Duration| (d.as_nanos() as u64).max(1);
+    let ns = |d: Duration| crate::group::nanos(d).max(1);
     agent
         .launch(JobParams {
             o_ns: ns(spec.logp.0),

@@ -159,6 +159,30 @@ fn an_impossible_member_is_refused_with_one_line() {
         });
         assert!(e.contains("idle heartbeat") && !e.contains('\n'), "{e}");
     }
+    // An algorithm beyond the command line's limits (the member's thread panicked on its
+    // first broadcast, or overflowed the gossip phase's end), a model whose times overflow.
+    use crate::protocol::bcast::algo::Algo;
+    use crate::protocol::bcast::corrected_gossip::Variant;
+    for (variant, t, says) in [
+        (Variant::Fcg { f: 100 }, 20, "fcg:F supports F <= 3"),
+        (Variant::Ccg, u64::MAX, "gossip rounds T must be at most"),
+    ] {
+        let e = bad(MemberSpec {
+            algo: Algo::CorrectedGossip { variant, t },
+            ..MemberSpec::new(0, 2, at)
+        });
+        assert!(e.contains(says) && !e.contains('\n'), "{e}");
+    }
+    let e = bad(MemberSpec {
+        logp: (Duration::from_secs(1 << 40), Duration::MAX),
+        ..MemberSpec::new(0, 2, at)
+    });
+    assert!(e.contains("overhead o") && !e.contains('\n'), "{e}");
+    let e = bad(MemberSpec {
+        logp: (Duration::from_nanos(1), Duration::MAX),
+        ..MemberSpec::new(0, 2, at)
+    });
+    assert!(e.contains("latency L") && !e.contains('\n'), "{e}");
 }
 
 /// Rank 0 serves only the rendezvous: once every member has joined, the others agree without

@@ -4,10 +4,10 @@
 
 use serde::Serialize;
 
-use crate::model::Time;
+use crate::model::{LogP, Time};
 use crate::protocol::bcast::Start;
 use crate::protocol::bcast::corrected_gossip::Variant;
-use crate::protocol::bcast::correction::Correction;
+use crate::protocol::bcast::correction::{Correction, MAX_FAILPROOF_F};
 use crate::topology::{Order, TreeKind};
 
 /// A fully resolved algorithm.
@@ -33,6 +33,44 @@ pub enum Algo {
 }
 
 impl Algo {
+    /// Whether the algorithm can run, with the command line's limits (`experiment::spec`):
+    /// a failure-proof correction or FCG tolerates at most [`MAX_FAILPROOF_F`] failures (its
+    /// correctors hold that much knowledge, `FAILPROOF_CAP`; more tripped their assertion in
+    /// a worker), and a time it counts (gossip's `T`, OCG's `C`, a correction's delay) is at
+    /// most [`LogP::MAX`], as `L` and `o` are (a `T` near `u64::MAX` overflowed the gossip
+    /// phase's end). An [`Algo`] built in code, not parsed, is checked here before it runs
+    /// (`Group`, `MemberSpec`); errors are one line.
+    pub fn check(&self) -> Result<(), String> {
+        let time = |what: &str, v: Time| {
+            if v > LogP::MAX {
+                return Err(format!("{what} must be at most {} (got {v})", LogP::MAX));
+            }
+            Ok(())
+        };
+        let failproof = |what: &str, f: u32| {
+            if f > MAX_FAILPROOF_F {
+                return Err(format!("{what} supports F <= {MAX_FAILPROOF_F}, got {f}"));
+            }
+            Ok(())
+        };
+        match self {
+            Algo::CorrectedTree { correction, .. } => match *correction {
+                Correction::FailProof { f } => failproof("failproof:F", f),
+                Correction::Delayed { delay: Some(d) } => time("delayed:DELAY", d),
+                _ => Ok(()),
+            },
+            Algo::CorrectedGossip { variant, t } => {
+                time("the gossip rounds T", *t)?;
+                match *variant {
+                    Variant::Fcg { f } => failproof("fcg:F", f),
+                    Variant::Ocg { c } => time("the correction time C", c),
+                    Variant::Gos | Variant::Ccg => Ok(()),
+                }
+            }
+            Algo::Big | Algo::Bfb | Algo::TreeAck { .. } => Ok(()),
+        }
+    }
+
     /// A short human description.
     pub fn describe(&self) -> String {
         match self {
@@ -97,5 +135,45 @@ pub fn corr_name(c: &Correction) -> String {
         Correction::FailProof { f } => format!("failproof:{f}"),
         Correction::Delayed { delay: None } => "delayed".into(),
         Correction::Delayed { delay: Some(d) } => format!("delayed:{d}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_takes_the_command_lines_limits() {
+        let gossip = |variant, t| Algo::CorrectedGossip { variant, t };
+        let tree = |correction| Algo::CorrectedTree {
+            tree: TreeKind::Binomial,
+            order: Order::Interleaved,
+            correction,
+            start: Start::Synchronized,
+        };
+        for ok in [
+            gossip(Variant::Ccg, LogP::MAX),
+            gossip(Variant::Fcg { f: MAX_FAILPROOF_F }, 20),
+            gossip(Variant::Ocg { c: LogP::MAX }, 20),
+            tree(Correction::FailProof { f: MAX_FAILPROOF_F }),
+            tree(Correction::Delayed { delay: Some(LogP::MAX) }),
+            Algo::Big,
+        ] {
+            assert_eq!(ok.check(), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            gossip(Variant::Ccg, u64::MAX),
+            gossip(Variant::Gos, LogP::MAX + 1),
+            gossip(Variant::Fcg { f: 100 }, 20),
+            gossip(Variant::Ocg { c: LogP::MAX + 1 }, 20),
+            tree(Correction::FailProof { f: MAX_FAILPROOF_F + 1 }),
+            tree(Correction::Delayed { delay: Some(u64::MAX) }),
+        ] {
+            let e = bad.check().unwrap_err();
+            assert!(
+                !e.contains('\n') && e.contains("at most") || e.contains("F <="),
+                "{bad:?}: {e}"
+            );
+        }
     }
 }

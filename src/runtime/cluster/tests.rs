@@ -1,4 +1,6 @@
-use super::{BUSY_BUCKET_NS, IdlePasses, LONGEST_IDLE_PASS_NS, PollMode};
+use std::time::Duration;
+
+use super::{BUSY_BUCKET_NS, ClusterConfig, Coordinator, IdlePasses, LONGEST_IDLE_PASS_NS, PollMode};
 
 #[test]
 fn only_yield_sends_one_message_per_pass() {
@@ -45,4 +47,28 @@ fn the_models_burst_is_a_polling_workers_sends_per_pass() {
     for p in [PollMode::Busy, PollMode::Adaptive] {
         assert_eq!(p.sends_per_pass(), crate::sim::timing::VISIT_BURST, "{p:?}");
     }
+}
+
+/// A caller's timeout beyond `u64::MAX` ns is saturated, not truncated: `as_nanos() as u64`
+/// made 2^64 ns and a bit a timeout of 1.2 ms.
+#[test]
+fn an_op_timeout_beyond_u64_nanoseconds_saturates() {
+    let cfg = ClusterConfig {
+        nodes: 2,
+        workers: 1,
+        poll: PollMode::Blocking,
+        warmup: 0,
+        iterations: 1,
+        window: 1,
+        payload_len: 0,
+        tick_ns: 1,
+        job: 1,
+        seed: 1,
+        op_timeout: Duration::new(18_446_744_073, 710_551_616),
+        idle: Duration::MAX,
+        pin: false,
+        give_up_after: None,
+    };
+    let c = Coordinator::new(&cfg);
+    assert_eq!((c.op_timeout_ns, c.idle_ns), (u64::MAX, u64::MAX));
 }

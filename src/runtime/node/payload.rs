@@ -16,6 +16,12 @@ pub trait Payloads: Send {
     /// This node delivered operation `(root, seq)`, whose payload is `bytes` (exactly once
     /// per operation, the root included).
     fn deliver(&mut self, root: u32, seq: u64, bytes: &[u8]);
+    /// The longest payload [`Payloads::source`] writes, if known (`None`: unknown): a group's
+    /// stream refuses one longer than its broadcasts carry before it starts, as a broadcast
+    /// of too many bytes is refused, instead of running until every operation timed out.
+    fn max_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The payload byte `i` of operation `seq` (checked at every receiver).
@@ -48,6 +54,10 @@ impl Payloads for Generated {
     }
 
     fn deliver(&mut self, _root: u32, _seq: u64, _bytes: &[u8]) {}
+
+    fn max_len(&self) -> Option<usize> {
+        Some(self.len)
+    }
 }
 
 #[cfg(test)]
