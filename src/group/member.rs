@@ -166,6 +166,14 @@ impl Member {
                 spec.logp.0, spec.op_timeout
             )));
         }
+        if spec.broadcasts && spec.logp.0.max(spec.logp.1).as_nanos() > u128::from(LogP::MAX) {
+            return Err(setup(format!(
+                "the broadcasts' overhead o ({:?}) and latency L ({:?}) must be at most {} ns each (LogP::MAX)",
+                spec.logp.0,
+                spec.logp.1,
+                LogP::MAX
+            )));
+        }
         if spec.broadcasts && spec.algo == crate::protocol::bcast::algo::Algo::Bfb {
             // A member decides alone when an operation is over for it: delivered and its
             // protocol finished. BFB's finishes only at the root (a coordinator that sees
@@ -220,12 +228,7 @@ impl Member {
                 Some(j) => {
                     let bjob = crate::transport::ids::member_broadcasts(spec.seed);
                     // Rank 0's model, on the coordinator's clock (as a joined benchmark's).
-                    let tick_ns = p.o_ns.max(1);
-                    let model: LogGP = LogP {
-                        l: (p.l_ns + tick_ns / 2) / tick_ns,
-                        o: 1,
-                    }
-                    .into();
+                    let (model, tick_ns) = rank0_model(p.o_ns, p.l_ns)?;
                     // The algorithm builds for this many members with this model (an
                     // impossible tree is refused here, so the thread's build cannot fail),
                     // and bounds the payload.
@@ -441,6 +444,9 @@ impl Member {
     /// Ends the member's thread (after its linger) and rank 0's rendezvous.
     fn stop(&mut self) {
         self.flags.stop.store(true, Ordering::Release);
+        // Rung as a request is: an idle thread sleeps up to its idle heartbeat period
+        // (`suspect_after / 8` by default: seconds, or years) and would only then see `stop`.
+        let _ = self.bell.send(&[1]);
         for t in [self.thread.take(), self.coordinator.take()].into_iter().flatten() {
             let _ = t.join();
         }
@@ -473,6 +479,22 @@ pub enum Left {
 const LEFT_UNACKNOWLEDGED: u8 = 0;
 /// [`Flags::left`]: left with everything acknowledged.
 const LEFT_FLUSHED: u8 = 1;
+
+/// The broadcasts' model from rank 0's `o` and `L` (ns, as its rendezvous sent them): `L`
+/// in units of `o`, and `o` in ns (the unit). Rank 0 checked its own against
+/// [`LogP::MAX`] ns; a datagram that passed the run's checks but carries more (another
+/// build's rank 0, say) is refused here rather than overflow.
+fn rank0_model(o_ns: u64, l_ns: u64) -> Result<(LogGP, u64), String> {
+    if o_ns > LogP::MAX || l_ns > LogP::MAX {
+        return Err(format!(
+            "rank 0's broadcast overhead o ({o_ns} ns) or latency L ({l_ns} ns) is above {} ns (LogP::MAX)",
+            LogP::MAX
+        ));
+    }
+    let tick_ns = o_ns.max(1);
+    let l = (l_ns + tick_ns / 2) / tick_ns;
+    Ok((LogP { l, o: 1 }.into(), tick_ns))
+}
 
 /// The longest payload an algorithm's datagrams carry.
 struct MaxPayload;
