@@ -176,7 +176,7 @@ impl Member {
             let l_units = nanos(l).saturating_add(nanos(o) / 2) / nanos(o).max(1);
             if o > MAX_WALL || l_units > LogP::MAX {
                 return Err(setup(format!(
-                    "the broadcasts' overhead o ({o:?}) must be at most {MAX_WALL:?} and their latency L ({l:?}) at most {} times o",
+                    "the broadcasts' overhead o ({o:?}) must be at most {MAX_WALL:?} and their latency L ({l:?}) at most {} times o (LogP::MAX)",
                     LogP::MAX
                 )));
             }
@@ -235,12 +235,7 @@ impl Member {
                 Some(j) => {
                     let bjob = crate::transport::ids::member_broadcasts(spec.seed);
                     // Rank 0's model, on the coordinator's clock (as a joined benchmark's).
-                    let tick_ns = p.o_ns.max(1);
-                    let model: LogGP = LogP {
-                        l: p.l_ns.saturating_add(tick_ns / 2) / tick_ns,
-                        o: 1,
-                    }
-                    .into();
+                    let (model, tick_ns) = rank0_model(p.o_ns, p.l_ns)?;
                     // The algorithm builds for this many members with this model (an
                     // impossible tree is refused here, so the thread's build cannot fail),
                     // and bounds the payload.
@@ -456,6 +451,9 @@ impl Member {
     /// Ends the member's thread (after its linger) and rank 0's rendezvous.
     fn stop(&mut self) {
         self.flags.stop.store(true, Ordering::Release);
+        // Rung as a request is: an idle thread sleeps up to its idle heartbeat period
+        // (`suspect_after / 8` by default: seconds, or years) and would only then see `stop`.
+        let _ = self.bell.send(&[1]);
         for t in [self.thread.take(), self.coordinator.take()].into_iter().flatten() {
             let _ = t.join();
         }
@@ -488,6 +486,23 @@ pub enum Left {
 const LEFT_UNACKNOWLEDGED: u8 = 0;
 /// [`Flags::left`]: left with everything acknowledged.
 const LEFT_FLUSHED: u8 = 1;
+
+/// The broadcasts' model from rank 0's `o` and `L` (ns, as its rendezvous sent them): `L`
+/// in units of `o`, and `o` in ns (the unit). Rank 0 checked its own as `Member::join` does
+/// (`o` at most [`MAX_WALL`], `L` at most [`LogP::MAX`] times `o`); a datagram that passed
+/// the run's checks but carries more (another build's rank 0, say) is refused here rather
+/// than overflow.
+fn rank0_model(o_ns: u64, l_ns: u64) -> Result<(LogGP, u64), String> {
+    let tick_ns = o_ns.max(1);
+    let l = l_ns.saturating_add(tick_ns / 2) / tick_ns;
+    if tick_ns > nanos(MAX_WALL) || l > LogP::MAX {
+        return Err(format!(
+            "rank 0's broadcast overhead o ({o_ns} ns) must be at most {MAX_WALL:?} and its latency L ({l_ns} ns) at most {} times o (LogP::MAX)",
+            LogP::MAX
+        ));
+    }
+    Ok((LogP { l, o: 1 }.into(), tick_ns))
+}
 
 /// The longest payload an algorithm's datagrams carry.
 struct MaxPayload;

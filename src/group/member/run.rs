@@ -232,7 +232,8 @@ impl Run {
     /// finished is not one that failed.
     /// Whether everything was acknowledged (not: `linger` passed, or it was fenced meanwhile).
     fn leave(&mut self, mut bcasts: Option<&mut dyn Broadcasts>, failed: &Failed, tx: &mpsc::Sender<Event>) -> bool {
-        let end = Instant::now() + self.linger;
+        // A linger past what an `Instant` holds has no end (`Duration::MAX`: until flushed).
+        let end = Instant::now().checked_add(self.linger);
         self.agreements.leave();
         let mut stops = Vec::new();
         loop {
@@ -256,7 +257,7 @@ impl Run {
                 }
             }
             let flushed = self.agreements.flushed() && bcasts.as_deref().is_none_or(|b| b.flushed());
-            if flushed || now >= end {
+            if flushed || end.is_some_and(|e| now >= e) {
                 return flushed;
             }
             if !progress {

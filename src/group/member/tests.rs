@@ -712,3 +712,147 @@ fn a_member_the_group_agreed_had_failed_stops_as_fenced() {
     }
     assert_eq!(failed, [1, 1], "each survivor reports it once");
 }
+
+/// Two members (of `spec`'s making) agree once, stay `idle` (their threads asleep once what
+/// the agreement sent is acknowledged) and leave one after the other: how each left and how
+/// long its `leave` took.
+fn agree_once_and_leave(idle: Duration, spec: impl Fn(u32, SocketAddr) -> MemberSpec) -> Vec<(Left, Duration)> {
+    let at = coordinator();
+    let mut ms: Vec<Member> = join_all((0..2).map(|r| spec(r, at)).collect())
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for m in ms.iter_mut() {
+        m.agree(u64::MAX).unwrap();
+    }
+    for m in ms.iter_mut() {
+        assert_eq!(agreed(m, 0, &mut Vec::new()), (u64::MAX, vec![]));
+    }
+    std::thread::sleep(idle);
+    ms.into_iter()
+        .rev()
+        .map(|m| {
+            let t = Instant::now();
+            let left = m.leave();
+            (left, t.elapsed())
+        })
+        .collect()
+}
+
+/// A member that leaves wakes its thread at once, however long it would sleep when idle:
+/// with a 5 s idle heartbeat an idle member's leave took up to 5 s (the thread saw `stop`
+/// only at its next beat), and with a detector that never suspects it never returned.
+#[test]
+fn a_member_leaves_at_once_however_long_its_thread_would_sleep() {
+    let slow = [
+        (
+            Duration::from_millis(50),
+            Duration::from_secs(20),
+            Some(Duration::from_secs(5)),
+        ),
+        (Duration::from_secs(1), Duration::MAX, None),
+    ];
+    for (heartbeat, suspect_after, idle_heartbeat) in slow {
+        let left = agree_once_and_leave(Duration::from_millis(300), |r, at| MemberSpec {
+            heartbeat,
+            suspect_after,
+            idle_heartbeat,
+            ..MemberSpec::new(r, 2, at)
+        });
+        for (how, took) in left {
+            assert_eq!(how, Left::Flushed, "suspect_after {suspect_after:?}");
+            // Milliseconds; the bound is for a loaded machine.
+            assert!(
+                took < Duration::from_secs(1),
+                "suspect_after {suspect_after:?}: left in {took:?}"
+            );
+        }
+    }
+}
+
+/// A linger past what an `Instant` holds is no end: the members leave once flushed, as with
+/// any linger (the thread's deadline overflowed: it panicked, and `leave` said
+/// `Unacknowledged`).
+#[test]
+fn a_linger_past_what_an_instant_holds_leaves_once_flushed() {
+    let left = agree_once_and_leave(Duration::ZERO, |r, at| MemberSpec {
+        linger: Duration::MAX,
+        ..MemberSpec::new(r, 2, at)
+    });
+    for (how, took) in left {
+        assert_eq!(how, Left::Flushed);
+        assert!(took < Duration::from_secs(1), "left in {took:?}");
+    }
+}
+
+/// A join timeout past what an `Instant` holds is no deadline: rank 0 waits for the others
+/// however long they take (its deadline overflowed: `join` panicked).
+#[test]
+fn a_join_timeout_past_what_an_instant_holds_waits_without_a_deadline() {
+    let at = coordinator();
+    let first = std::thread::spawn(move || {
+        Member::join(MemberSpec {
+            timeout: Duration::MAX,
+            ..MemberSpec::new(0, 2, at)
+        })
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let one = Member::join(MemberSpec {
+        timeout: Duration::from_secs(20),
+        ..MemberSpec::new(1, 2, at)
+    })
+    .unwrap();
+    let zero = first.join().unwrap().unwrap();
+    assert_eq!((zero.rank(), one.rank()), (0, 1));
+}
+
+/// A LogP beyond [`crate::model::LogP::MAX`] ns is refused at rank 0's join, and one that
+/// reaches a member from rank 0's rendezvous anyway is refused at that member's join (its
+/// conversion to the model's units overflowed: every member's join panicked).
+#[test]
+fn a_logp_out_of_range_is_refused_at_rank_0_and_from_rank_0() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+
+    let at = coordinator();
+    for logp in [
+        (Duration::from_secs(1 << 40), Duration::MAX),
+        (Duration::from_nanos(1), Duration::from_nanos((1 << 32) + 1)),
+    ] {
+        match Member::join(MemberSpec {
+            logp,
+            timeout: Duration::from_millis(300),
+            ..MemberSpec::new(0, 2, at)
+        }) {
+            Err(GroupError::Setup(e)) => assert!(e.contains("LogP::MAX") && !e.contains('\n'), "{e}"),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("joined with {logp:?}"),
+        }
+    }
+    // Rank 0's rendezvous as another build's might serve it: L of u64::MAX ns.
+    let spec0 = MemberSpec {
+        logp: (Duration::from_nanos(2), Duration::from_nanos(u64::MAX)),
+        timeout: Duration::from_secs(5),
+        ..MemberSpec::new(0, 2, at)
+    };
+    let job = crate::transport::ids::members(spec0.seed);
+    let flags = Arc::new(super::Flags {
+        fenced_by: AtomicU32::new(crate::group::NOT_FENCED),
+        stop: AtomicBool::new(false),
+        left: AtomicU8::new(super::LEFT_UNACKNOWLEDGED),
+    });
+    let service = super::rendezvous::serve_rendezvous(&spec0, job, flags.clone()).unwrap();
+    let zero = std::thread::spawn(move || super::rendezvous::join_both(&spec0, job).map(|_| ()));
+    let r = Member::join(MemberSpec {
+        timeout: Duration::from_secs(5),
+        ..MemberSpec::new(1, 2, at)
+    });
+    match r {
+        Err(GroupError::Setup(e)) => assert!(e.contains("rank 0's") && !e.contains('\n'), "{e}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("joined with rank 0's L of u64::MAX ns"),
+    }
+    zero.join().unwrap().unwrap();
+    flags.stop.store(true, Ordering::Release);
+    service.join().unwrap();
+}

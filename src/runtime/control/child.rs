@@ -103,7 +103,8 @@ impl ChildAgent {
         let mut params = None;
         let mut missing = n;
         let mut buf = vec![0u8; 2048];
-        let deadline = Instant::now() + timeout;
+        // A timeout past what an `Instant` holds is no deadline (`Duration::MAX`: wait on).
+        let deadline = Instant::now().checked_add(timeout);
         let mut last_sent: Option<Instant> = None;
         let long_term = self.key.clone();
         let knock = crate::transport::udp::auth::fresh_nonce().map_err(|e| format!("cannot draw a nonce: {e}"))?;
@@ -113,7 +114,7 @@ impl ChildAgent {
         let mut hello: Option<(Option<AuthKey>, Option<[u8; 16]>)> = (!challenge).then(|| (long_term.clone(), None));
         while missing > 0 {
             let now = Instant::now();
-            if now > deadline {
+            if deadline.is_some_and(|d| now > d) {
                 return Err(match hello {
                     None => format!(
                         "rendezvous with the coordinator at {}: no challenge came back after {timeout:?} (is it up, with the same key and job?)",
@@ -202,7 +203,8 @@ impl ChildAgent {
             .collect();
         let mut got = Gather::new(self.rank, self.n, Dir::Down);
         let mut buf = vec![0u8; 2048];
-        let deadline = Instant::now() + timeout;
+        // As in `table`: a timeout past what an `Instant` holds is no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         let mut last_sent: Option<Instant> = None;
         // Resent with a growing pause: all n ranks repeat their whole set until the last rank
         // is in, so a fixed short period would flood the coordinator of a large run.
@@ -210,7 +212,7 @@ impl ChildAgent {
         let mut problem: Option<String> = None;
         while got.missing() > 0 {
             let now = Instant::now();
-            if now > deadline {
+            if deadline.is_some_and(|d| now > d) {
                 return Err(format!(
                     "verbs connection data through the coordinator at {}: {} of {} peers missing after {timeout:?}{}",
                     self.parent,
