@@ -25,7 +25,7 @@ pub mod defaults;
 pub mod failure;
 pub mod flood;
 pub mod launch;
-pub mod limits;
+pub use crate::runtime::limits;
 pub mod logp;
 pub mod overlay;
 pub mod predict;

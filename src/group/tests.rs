@@ -760,7 +760,7 @@ fn agreements_among_too_many_members_are_refused_at_build() {
 /// `Group::local(u32::MAX)` aborted the process on a failed allocation.
 #[test]
 fn a_group_too_large_for_this_host_is_refused_at_build() {
-    if crate::experiment::limits::memory().is_none() {
+    if crate::runtime::limits::memory().is_none() {
         return; // (No limit to read here: nothing is refused.)
     }
     assert!(Group::local(u32::MAX).is_err());
