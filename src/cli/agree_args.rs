@@ -5,15 +5,20 @@ use crate::cli::flags::{WALL_MAX_MS, WALL_MAX_S, WALL_MAX_US};
 use crate::runtime::agree::DEFAULT_SUSPECT_AFTER;
 use clap::{Args, ValueEnum};
 
-/// The agreed value's type and `F`.
-/// `--sim`'s defaults, which the network benchmark also checks its flags against: a
-/// simulator flag given to it at another value would be ignored.
+// `--sim`'s defaults, which the network benchmark also checks its flags against: a
+// simulator flag given to it at another value would be ignored.
+/// `--sim`'s default L.
 pub const SIM_DEFAULT_L: u64 = 2;
+/// `--sim`'s default o.
 pub const SIM_DEFAULT_O: u64 = 1;
+/// `--sim`'s default number of runs.
 pub const SIM_DEFAULT_RUNS: u64 = 100;
+/// `--sim`'s default failure-detection delay.
 pub const SIM_DEFAULT_DETECT_DELAY: u64 = 20;
+/// `--sim`'s default event cap per run.
 pub const SIM_DEFAULT_MAX_EVENTS: u64 = 1 << 40;
 
+/// The agreed value's type and `F`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ValueName {
     /// Bitwise AND of a 32-bit word (MPIX_Comm_agree).

@@ -117,7 +117,7 @@ pub struct BenchArgs {
     #[arg(long = "emulate-delay-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_delay_ns: u64,
     /// Uniform jitter added to --emulate-delay-ns, ns.
-    #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
+    #[arg(long = "emulate-jitter-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_jitter_ns: u64,
     /// A launched run bootstrapped by the BMG overlay: this node's `IP:PORT` (its
     /// data address afterwards); with --boot-parent, the only address a node is given. Rank 0

@@ -85,11 +85,12 @@ pub struct AlgoArgs {
     /// Corrected-gossip variant: ocg, ccg or fcg[:F] [default: ccg].
     #[arg(long)]
     pub variant: Option<String>,
-    /// Gossip rounds T (virtual time at which gossip stops) [default: the paper's T_opt].
-    #[arg(long = "gossip-rounds")]
+    /// Gossip rounds T (virtual time at which gossip stops; at most 2^32) [default: the
+    /// paper's T_opt].
+    #[arg(long = "gossip-rounds", value_parser = clap::value_parser!(u64).range(..=crate::model::LogP::MAX))]
     pub gossip_rounds: Option<u64>,
-    /// OCG correction time C [default: Claim 2's C = K·O + L + O, plus one O].
-    #[arg(long = "correction-time")]
+    /// OCG correction time C (at most 2^32) [default: Claim 2's C = K·O + L + O, plus one O].
+    #[arg(long = "correction-time", value_parser = clap::value_parser!(u64).range(..=crate::model::LogP::MAX))]
     pub correction_time: Option<u64>,
 }
 

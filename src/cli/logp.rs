@@ -41,7 +41,7 @@ pub struct LogpArgs {
     #[arg(long = "emulate-delay-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_delay_ns: u64,
     /// Uniform jitter added to --emulate-delay-ns, ns.
-    #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
+    #[arg(long = "emulate-jitter-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_jitter_ns: u64,
     /// With --between: how both hosts wait for datagrams (`blocking` sleeps in the kernel, as
     /// `bench --poll blocking` nodes do, and the wake-up then counts in L; every other mode

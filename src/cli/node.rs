@@ -55,10 +55,10 @@ pub struct NodeArgs {
     #[arg(long = "L-ns", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub l_ns: u64,
     /// LogGP send overhead o_s in ns [default: --o-ns].
-    #[arg(long = "os-ns")]
+    #[arg(long = "os-ns", value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub os_ns: Option<u64>,
     /// LogGP receive overhead o_r in ns [default: --o-ns].
-    #[arg(long = "or-ns")]
+    #[arg(long = "or-ns", value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub or_ns: Option<u64>,
     /// Broadcast payload in bytes.
     #[arg(long, default_value_t = 8)]
@@ -80,7 +80,7 @@ pub struct NodeArgs {
     #[arg(long = "emulate-delay-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_delay_ns: u64,
     /// Uniform jitter added to --emulate-delay-ns, ns.
-    #[arg(long = "emulate-jitter-ns", default_value_t = 0)]
+    #[arg(long = "emulate-jitter-ns", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=WALL_MAX_NS))]
     pub emulate_jitter_ns: u64,
     /// Drop this fraction of the datagrams this node receives (`bench --loss`; UDP, a node
     /// of `bench --procs`) [default: 0].

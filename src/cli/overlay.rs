@@ -58,6 +58,12 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         (a.loggp.noise.is_some(), "--noise"),
         (a.detect_delay.is_some(), "--detect-delay"),
         (a.max_events.is_some(), "--max-events"),
+        (a.threads.is_some(), "--threads"),
+        (a.core_visit.is_some(), "--core-visit"),
+        (a.core_work.is_some(), "--core-work"),
+        (a.core_local_work.is_some(), "--core-local-work"),
+        (a.core_local_receive.is_some(), "--core-local-receive"),
+        (a.core_poll_per_source.is_some(), "--core-poll-per-source"),
     ] {
         if given {
             return Err(format!("{flag} does not apply to the overlay algorithms").into());

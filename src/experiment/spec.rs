@@ -120,7 +120,7 @@ pub fn ranks(s: &str) -> Result<Vec<u32>, String> {
         .filter(|x| !x.trim().is_empty())
         .map(|x| num(x, "rank"))
         .collect::<Result<_, _>>()?;
-    once_each(v.iter().copied(), "dead")?;
+    once_each(v.iter().copied(), "--dead")?;
     Ok(v)
 }
 
@@ -136,20 +136,20 @@ pub fn kills(s: &str) -> Result<Vec<(u32, Time)>, String> {
             Ok((num(r, "rank")?, num(t, "time")?))
         })
         .collect::<Result<_, String>>()?;
-    once_each(v.iter().map(|k| k.0), "killed")?;
+    once_each(v.iter().map(|k| k.0), "--kill")?;
     Ok(v)
 }
 
-/// Errors if `ranks` is empty or names a rank twice (`what`: what the list makes them).
-fn once_each(ranks: impl Iterator<Item = u32>, what: &str) -> Result<(), String> {
+/// Errors if `ranks` is empty or names a rank twice (`flag`: the list's).
+fn once_each(ranks: impl Iterator<Item = u32>, flag: &str) -> Result<(), String> {
     let mut seen = std::collections::HashSet::new();
     for r in ranks {
         if !seen.insert(r) {
-            return Err(format!("rank {r} is listed twice as {what}"));
+            return Err(format!("rank {r} is listed twice in {flag}"));
         }
     }
     if seen.is_empty() {
-        return Err(format!("no rank listed as {what}"));
+        return Err(format!("{flag} lists no rank"));
     }
     Ok(())
 }
@@ -172,7 +172,12 @@ mod tests {
         assert_eq!(ranks("3, 1"), Ok(vec![3, 1]));
         assert!(ranks("").is_err() && ranks(",").is_err() && ranks("1,1").is_err());
         assert_eq!(kills("1@5,2@0"), Ok(vec![(1, 5), (2, 0)]));
-        assert!(kills("").is_err() && kills("1@5,1@6").unwrap_err().contains("rank 1 is listed twice"));
+        assert!(
+            kills("").is_err()
+                && kills("1@5,1@6")
+                    .unwrap_err()
+                    .contains("rank 1 is listed twice in --kill")
+        );
         assert!(dead("100%").is_err() && dead("1.5").is_err() && dead("x").is_err());
         assert_eq!(kills("3@10,4@0"), Ok(vec![(3, 10), (4, 0)]));
         assert!(kills("3").is_err());

@@ -5,7 +5,11 @@ use std::time::Duration;
 
 use super::{GroupBuilder, GroupError, driver};
 use crate::model::LogP;
+use crate::protocol::bcast::algo::Algo;
+use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::board::WINDOW;
+use crate::wire::WireMessage;
+use crate::wire::dispatch::{Dispatch, Visit};
 
 impl GroupBuilder {
     /// Refuses settings the group cannot run as asked, before anything is built: a value out
@@ -54,11 +58,6 @@ impl GroupBuilder {
                 "a group without broadcasts only agrees, and agreements need at most {max} members, not {n}"
             ));
         }
-        if n > max && self.agreements {
-            return setup(format!(
-                "agreements need at most {max} members, not {n}: build a group of broadcasts only with .agreements(false)"
-            ));
-        }
         self.check_kills()?;
         // The broadcast endpoints and nodes the group allocates, against what this host offers
         // (a group of u32::MAX members aborted the process on a failed allocation).
@@ -102,4 +101,28 @@ pub const MAX_WALL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// truncated (`as_nanos() as u64` made a timeout of 2^64 ns and a bit last 1.2 ms).
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The longest payload a broadcast of `algo` among `n` members carries, whatever its
+/// messages name (a group's [`super::Group::max_payload`], before a group is built): what is
+/// left of one datagram beside the header and the algorithm's longest message body. An
+/// impossible algorithm for `n` is an error.
+pub fn max_payload_of(algo: &Algo, n: u32) -> Result<usize, String> {
+    // The bound depends on the message type only; the model just lets the algorithm build.
+    algo.dispatch(n, LogP { l: 2, o: 1 }, MaxPayload)
+}
+
+/// The longest payload an algorithm's datagrams carry.
+pub(super) struct MaxPayload;
+
+impl Visit for MaxPayload {
+    type Out = usize;
+    fn visit<P>(self, _: &P::Shared) -> usize
+    where
+        P: Protocol,
+        P::Shared: SharedInfo,
+        P::Msg: WireMessage,
+    {
+        super::max_payload::<P::Msg>()
+    }
 }

@@ -72,9 +72,9 @@ pub(super) fn start(mut b: GroupBuilder) -> Result<Group, GroupError> {
             .map(|(r, (t, d))| (wrap(r as u32, t), d))
             .collect();
     }
-    // Agreements run over endpoints of their own (another job id); their ERA messages fit a
-    // datagram (the builder refused agreements among more than `MAX_AGREE_MEMBERS`).
-    let agreements = if b.agreements {
+    // Agreements run over endpoints of their own (another job id), for groups whose ERA
+    // messages fit a datagram (above `MAX_AGREE_MEMBERS`, `Group::agree` says so).
+    let agreements = if b.agreements && n <= MAX_AGREE_MEMBERS {
         let job = crate::transport::ids::group_agree(b.seed);
         // Authenticated as the broadcasts are: an agreement message or heartbeat without the
         // job key is dropped and counted, never fed to ERA or the failure detector.

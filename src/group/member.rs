@@ -40,16 +40,15 @@ pub use bcast::MemberCounters;
 pub use spec::MemberSpec;
 
 use super::agree::Agreements;
+use super::checks::MaxPayload;
 use super::{Event, GroupError, MAX_WALL, NOT_FENCED, nanos};
 use crate::model::{LogGP, LogP};
-use crate::protocol::{Protocol, SharedInfo};
 use crate::runtime::agree::MAX_NODES as MAX_AGREE_NODES;
 use crate::runtime::control::ChildAgent;
 use crate::runtime::control::child::Joined;
 use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
-use crate::wire::WireMessage;
-use crate::wire::dispatch::{Dispatch, Visit};
+use crate::wire::dispatch::Dispatch;
 use rendezvous::{join_both, serve_rendezvous};
 use run::Run;
 
@@ -502,21 +501,6 @@ fn rank0_model(o_ns: u64, l_ns: u64) -> Result<(LogGP, u64), String> {
         ));
     }
     Ok((LogP { l, o: 1 }.into(), tick_ns))
-}
-
-/// The longest payload an algorithm's datagrams carry.
-struct MaxPayload;
-
-impl Visit for MaxPayload {
-    type Out = usize;
-    fn visit<P>(self, _: &P::Shared) -> usize
-    where
-        P: Protocol,
-        P::Shared: SharedInfo,
-        P::Msg: WireMessage,
-    {
-        super::max_payload::<P::Msg>()
-    }
 }
 
 /// A member's broadcast endpoint once joined, for its thread.

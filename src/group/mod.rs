@@ -50,8 +50,8 @@ mod stream;
 mod tests;
 
 pub use agree_stream::AgreeStream;
-pub use checks::MAX_WALL;
 pub(crate) use checks::nanos;
+pub use checks::{MAX_WALL, max_payload_of};
 pub use member::{Left, Member, MemberCounters, MemberSpec};
 pub use stream::Stream;
 
@@ -554,13 +554,15 @@ impl Group {
     /// ```
     pub fn agree(&mut self, member: u32, value: u64) -> Result<u64, GroupError> {
         self.member(member)?;
-        if !self.agrees {
-            return Err(GroupError::NoAgreements);
-        }
+        // Above the limit a group builds its broadcasts only (asked for agreements or not):
+        // the caller hears why, not that they were turned off.
         if self.n > driver::MAX_AGREE_MEMBERS {
             return Err(GroupError::TooManyToAgree {
                 max: driver::MAX_AGREE_MEMBERS,
             });
+        }
+        if !self.agrees {
+            return Err(GroupError::NoAgreements);
         }
         self.request(driver::Request::Agree { member, value })?;
         let id = &mut self.agreements[member as usize];

@@ -737,12 +737,14 @@ fn a_model_out_of_range_is_refused_at_build_without_overflowing() {
 /// telling the caller to build without them: `Group::builder(129).build()` succeeded and
 /// `agree` then said the group had been built without agreements.
 #[test]
-fn agreements_among_too_many_members_are_refused_at_build() {
-    let e = refused(Group::builder(129));
-    assert!(
-        e.contains("at most 128 members") && e.contains(".agreements(false)"),
-        "{e}"
-    );
+fn more_members_than_agreements_allow_broadcast_and_agree_says_why() {
+    // Broadcasts among 129 build (a group above ERA's limit has broadcasts only), and its
+    // `agree` says why, whether agreements were asked for or not: it said "built without
+    // agreements", as if the caller had turned them off.
+    for b in [Group::builder(129), Group::builder(129).agreements(false)] {
+        let mut g = b.build().unwrap();
+        assert_eq!(g.agree(0, 1), Err(GroupError::TooManyToAgree { max: 128 }));
+    }
     // Neither broadcasts nor agreements: nothing such a group could do.
     for b in [
         Group::builder(129).broadcasts(false),
@@ -751,7 +753,7 @@ fn agreements_among_too_many_members_are_refused_at_build() {
         let e = refused(b);
         assert!(e.contains("without broadcasts only agrees"), "{e}");
     }
-    let mut g = Group::builder(129).agreements(false).build().unwrap();
+    let mut g = Group::builder(8).agreements(false).build().unwrap();
     assert_eq!(g.agree(0, 1), Err(GroupError::NoAgreements));
     assert!(Group::builder(128).build().is_ok());
 }

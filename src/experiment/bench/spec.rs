@@ -214,6 +214,19 @@ impl BenchSpec {
             return Err("--shared-cores applies to launched runs (--join or --boot), e.g. on the netns cluster".into());
         }
         host::check(&a)?;
+        // (After the host check: the probe builds the algorithm for the run's nodes.) A payload
+        // fits one datagram beside the algorithm's longest message (BFB's names the
+        // ranks it excludes): a larger one ran while the messages were short and could not be
+        // sent once they were not.
+        let probe = crate::experiment::algo::resolve_algo(&a.alg, a.nodes, crate::model::LogP { l: 2, o: 1 }, 0)?;
+        let max = crate::group::max_payload_of(&probe, a.nodes)?;
+        if a.size > max {
+            return Err(format!(
+                "--size {}: at most {max} bytes fit one datagram beside {}'s longest message",
+                a.size,
+                probe.describe()
+            ));
+        }
         let runner = Runner::pick(a.procs, join_rank);
         let kill_text = a.kill.clone().unwrap_or_else(|| default_kills(&a));
         let kills = if kill_text == "none" {

@@ -171,7 +171,7 @@ mod tests {
         ] {
             let e = bad.check().unwrap_err();
             assert!(
-                !e.contains('\n') && e.contains("at most") || e.contains("F <="),
+                !e.contains('\n') && (e.contains("at most") || e.contains("F <=")),
                 "{bad:?}: {e}"
             );
         }
