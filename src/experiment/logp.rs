@@ -144,10 +144,7 @@ pub fn run(a: &LogpSpec) -> Result<(), String> {
                     .then(|| netgauge(a.transport, a.n, 1024, a.reps))
                     .transpose()?
                     .map(|q| ((q.g_ns - p.g_ns) / (1024 - a.size) as f64).max(0.0));
-                let name = serde_json::to_value(a.transport)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default();
+                let name = a.transport.name().to_string();
                 calibration = Some(Calibration::from_samples(name, a.size, &rtt, &os, &or, p.g_ns, big_g)?);
             }
             (p, Estimate::from_samples(&mut rtt, &mut os, &mut or))
@@ -306,10 +303,7 @@ fn remote_calibration(a: &LogpSpec, peers: &[PeerLogp], raw: &[RoundTrips]) -> R
         or.extend_from_slice(o);
     }
     let g_ns = peers.iter().map(|p| p.prtt.g_ns).sum::<f64>() / peers.len().max(1) as f64;
-    let name = serde_json::to_value(a.transport)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
+    let name = a.transport.name().to_string();
     Calibration::from_samples(name, a.size, &rtt, &os, &or, g_ns, None)
 }
 

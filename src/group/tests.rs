@@ -733,9 +733,8 @@ fn a_model_out_of_range_is_refused_at_build_without_overflowing() {
     assert_eq!(until_completed(&mut g, seq).1, Some(false));
 }
 
-/// Agreements among more members than an ERA message has room for are refused at build,
-/// telling the caller to build without them: `Group::builder(129).build()` succeeded and
-/// `agree` then said the group had been built without agreements.
+/// Above the members an ERA message has room for, a group broadcasts and its `agree` says
+/// why (`TooManyToAgree`); one without broadcasts, which could do nothing, is refused.
 #[test]
 fn more_members_than_agreements_allow_broadcast_and_agree_says_why() {
     // Broadcasts among 129 build (a group above ERA's limit has broadcasts only), and its

@@ -53,6 +53,17 @@ pub enum TransportKind {
     Verbs,
 }
 
+impl TransportKind {
+    /// The name JSON gives it (`udp`, `inproc`, `verbs`), as a saved calibration records it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Udp => "udp",
+            TransportKind::Inproc => "inproc",
+            TransportKind::Verbs => "verbs",
+        }
+    }
+}
+
 /// A benchmark to run on a local cluster (by `experiment::bench::local`, a group's stream).
 #[derive(Clone, Debug, Serialize)]
 pub struct Bench {
@@ -128,4 +139,18 @@ pub fn endpoints_bounded(
                 .collect()
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TransportKind;
+
+    /// A calibration records the name JSON gives the transport, and `bench --params` compares
+    /// it with [`TransportKind::name`]: the two must agree.
+    #[test]
+    fn the_transports_name_is_its_json_name() {
+        for t in [TransportKind::Udp, TransportKind::Inproc, TransportKind::Verbs] {
+            assert_eq!(serde_json::to_value(t).unwrap(), t.name());
+        }
+    }
 }

@@ -40,10 +40,7 @@ pub struct RunModel {
 /// of another transport or size would predict another machine (a UDP calibration was taken for
 /// an in-process run without a word).
 fn fits_run(c: &Calibration, transport: TransportKind, size: usize) -> Result<(), String> {
-    let run = serde_json::to_value(transport)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
+    let run = transport.name();
     if c.transport != run {
         return Err(format!(
             "--params: the calibration is of the '{}' transport and this run's is {run} (ftcoll logp --transport {run} --save FILE makes one)",
