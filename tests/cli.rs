@@ -415,6 +415,17 @@ fn misuse_is_one_line_and_exit_2() {
     }
 }
 
+/// An `L` the protocols cannot count (more than 2^32 of the model's unit, o/16) is refused
+/// up front naming the flag that gave it, not by the group's build in the model's words.
+#[test]
+fn bench_names_the_flag_of_an_l_too_long_for_its_o() {
+    let (code, _, err) = ftcoll(&["bench", "--nodes", "2", "--o-ns", "1", "--L-ns", "5000000000"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("ftcoll: error: --L-ns (5000000000 ns)"), "{err}");
+    assert!(err.contains("at most 4294967296 ns"), "{err}");
+}
+
 /// `bench --json` on six nodes, 60 measured operations, rank 2 crashing in the 30th.
 fn bench_six_nodes_rank_2_dies(extra: &[&str]) -> serde_json::Value {
     let mut args = vec![

@@ -127,6 +127,21 @@ impl Checked {
             shared_o_ns(own_or, a.nodes, a.shared_cores),
             l_ns,
         );
+        if model.loggp.l > crate::model::LogP::MAX {
+            // The protocols count in units of o/16 (`BenchModel::RESOLUTION`); the group's
+            // build refuses such an L too, but in words that name no flag.
+            let from = if a.l_ns.is_some() {
+                "--L-ns"
+            } else {
+                "the calibration's L"
+            };
+            return Err(format!(
+                "{from} ({l_ns} ns) is too long for an overhead of {} ns: L may be at most {} ns, 2^32 of the model's time unit ({} ns)",
+                model.os_ns.min(model.or_ns),
+                u128::from(crate::model::LogP::MAX) * u128::from(model.unit_ns),
+                model.unit_ns
+            ));
+        }
         let o_ns = model.mean_o_ns();
         // A calibration that gave every parameter also gives their distributions, and so does
         // the estimate when it measured them all: the prediction then draws each message's
