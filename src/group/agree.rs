@@ -198,6 +198,19 @@ impl Agreements {
         self
     }
 
+    /// The members' peers start independently of them (processes, each starting its member
+    /// when it has the group's table) within `within` from now: until then a member's
+    /// detector does not suspect a neighbour it has not heard from yet, which may still be
+    /// starting ([`Driver::expect_starts`]); one that went silent after it spoke is
+    /// suspected as ever.
+    pub(super) fn expecting_starts(mut self, within: Duration) -> Self {
+        let now = Instant::now();
+        for m in self.members.iter_mut().flatten() {
+            m.drv.expect_starts(now, within);
+        }
+        self
+    }
+
     /// For a thread that waits on its single member's endpoint beside others: its descriptor
     /// and when its timers are due ([`crate::transport::Transport::readiness`]).
     pub(super) fn readiness(&self) -> Option<(std::os::fd::BorrowedFd<'_>, Option<Instant>)> {

@@ -8,16 +8,22 @@
 //! of its process, for as long as its member lives), every member (rank 0's too) joins there
 //! with its data sockets' addresses (one for agreements, one for broadcasts: it joins as rank
 //! `r` and `n + r` of a table of `2n`), authenticated by the challenge–response of the control
-//! plane when a key is given, and seals its datagrams with the run's session key. After that
-//! rank 0 has no part: ERA is fully distributed (§2), so an agreement needs no coordinator and
-//! survives rank 0's death like any other member's; so do broadcasts.
+//! plane when a key is given, and seals its datagrams with the run's session key. The last
+//! address sends the table to every member at once, and when rank 0 leaves its rendezvous
+//! says farewell (the table once more, then STOP: [`crate::runtime::control::ParentAgent::farewell`]),
+//! so that a member still joining neither waits for its timeout nor for its clock probes to
+//! go unanswered. After that rank 0 has no part: ERA is fully distributed (§2), so an
+//! agreement needs no coordinator and survives rank 0's death like any other member's; so do
+//! broadcasts.
 //!
 //! Each member runs its ERA instance on a thread of its own with the group's driver
 //! ([`super::agree`]: the same codec, send queue and heartbeat failure detector over ERA's
 //! tree neighbours). A member learns of a failure from its transport (retries exhausted, a
 //! closed port) or its detector (a neighbour silent too long), and from the failed set of an
 //! agreement; a suspicion is enforced where the suspect runs by the transport's FENCE
-//! (fail-stop: a fenced member stops, and its own calls then say so).
+//! (fail-stop: a fenced member stops, and its own calls then say so). The members start
+//! independently, so a neighbour not heard from yet is given a start window before the
+//! detector suspects it ([`start_window`]; ERA §2's detector suspects only dead processes).
 //!
 //! Broadcasts are collective, as MPI's are ([`Member::broadcast`]): every member calls them in
 //! the same order with the same root, so a member's `k`-th call is operation `k` of one
@@ -43,9 +49,11 @@ use super::agree::Agreements;
 use super::checks::MaxPayload;
 use super::{Event, GroupError, MAX_WALL, NOT_FENCED, nanos};
 use crate::model::{LogGP, LogP};
+use crate::protocol::detector::GAP_CEILING;
 use crate::runtime::agree::MAX_NODES as MAX_AGREE_NODES;
 use crate::runtime::control::ChildAgent;
 use crate::runtime::control::child::Joined;
+use crate::runtime::control::clock::SYNC_GIVE_UP;
 use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::dispatch::Dispatch;
@@ -220,6 +228,11 @@ impl Member {
                 auth: spec.key.as_ref().map(|k| k.session(&p.run)),
                 loss: spec.loss,
                 max_retries: spec.transport_retries(),
+                // Every member bound its sockets before it sent their addresses to rank 0: a
+                // port unreachable from a peer not heard from yet means it closed them (it
+                // left or died before it started), not that it has yet to bind them, and the
+                // detector waits for peers that may still be starting (`start_window`).
+                bound_at_start: true,
                 ..UdpConfig::default()
             };
             let open = |sock, peers: &[std::net::SocketAddr], job| {
@@ -229,7 +242,8 @@ impl Member {
             };
             let tp = open(sock, &peers[..n as usize], job)?;
             let a = Agreements::one(rank, n, tp, job, spec.heartbeat, spec.suspect_after)?
-                .idle_heartbeat(spec.heartbeat, idle);
+                .idle_heartbeat(spec.heartbeat, idle)
+                .expecting_starts(start_window(spec.suspect_after));
             let b = match broadcasting {
                 Some(j) => {
                     let bjob = crate::transport::ids::member_broadcasts(spec.seed);
@@ -288,6 +302,8 @@ impl Member {
             flags: flags.clone(),
             _agent: agent,
         };
+        #[cfg(test)]
+        std::thread::sleep(START_LATE.get());
         let thread = match std::thread::Builder::new()
             .name("ftcoll-member".into())
             .spawn(move || run.start(bcasts))
@@ -486,6 +502,18 @@ const LEFT_UNACKNOWLEDGED: u8 = 0;
 /// [`Flags::left`]: left with everything acknowledged.
 const LEFT_FLUSHED: u8 = 1;
 
+/// How long after a member got the group's table its detector gives a neighbour it has not
+/// heard from yet to start ([`Agreements::expecting_starts`]): the others got the table at
+/// about the same time (rank 0 sends it to all when the last address comes), then each times
+/// its clock against rank 0 before its thread starts heartbeating, which takes up to
+/// [`SYNC_GIVE_UP`] when rank 0 is gone (it left as soon as it joined). At least that, and at
+/// least the detector's ceiling ([`GAP_CEILING`] × `suspect_after`), the longest it lets any
+/// peer be silent: a member that never starts is suspected no later than a slow one would be.
+fn start_window(suspect_after: Duration) -> Duration {
+    let ceiling = u32::try_from(GAP_CEILING).unwrap_or(u32::MAX);
+    suspect_after.saturating_mul(ceiling).max(SYNC_GIVE_UP)
+}
+
 /// The broadcasts' model from rank 0's `o` and `L` (ns, as its rendezvous sent them): `L`
 /// in units of `o`, and `o` in ns (the unit). Rank 0 checked its own as `Member::join` does
 /// (`o` at most [`MAX_WALL`], `L` at most [`LogP::MAX`] times `o`); a datagram that passed
@@ -532,5 +560,15 @@ struct Flags {
     left: std::sync::atomic::AtomicU8,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: how long [`Member::join`] on this thread waits, once it has the table, before
+    /// it starts the member's thread (a process slow to start: descheduled, or timing its
+    /// clock against a rank 0 that is gone).
+    pub(crate) static START_LATE: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+#[cfg(test)]
+mod join_tests;
 #[cfg(test)]
 mod tests;

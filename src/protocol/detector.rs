@@ -18,6 +18,16 @@
 //!   one then already (it owes a word: a neighbour that died while this process waits on it
 //!   is found half a period sooner).
 //!
+//! A peer never heard from is not one that went silent: its process may not have started
+//! yet. ERA assumes a detector that suspects only dead processes (§2, "only dead processes
+//! are suspected at any time"), which heartbeats give only once the suspect had a chance to
+//! send its first one. Where processes start independently (a group of processes, each
+//! starting its member once it has the group's table), the driver gives a start window
+//! ([`Detector::expect_starts`]): until it ends, a watched peer not heard from since this
+//! detector began is not suspected however long it was watched; after it, or once the peer
+//! has spoken, the rules below apply as ever. Without a window (the benchmarks' nodes, which
+//! start together) nothing changes.
+//!
 //! The bound adapts per peer, as phi-accrual detectors do with the inter-arrival times they
 //! observe: it is [`GAP_FACTOR`] × the longest gap between two datagrams of that watched peer
 //! seen recently (a decaying maximum, halved every [`GAP_HALF_LIFE`] × `suspect_after`), never
@@ -68,6 +78,10 @@ pub struct Detector {
     forgiven: Vec<bool>,
     /// The peers watched at the last check.
     watching: Vec<Rank>,
+    /// Per peer, whether anything came from it since this detector began.
+    spoke: Vec<bool>,
+    /// Until then, a peer that has not spoken is not suspected ([`Detector::expect_starts`]).
+    starting_until: Time,
     suspects: VecDeque<Rank>,
     beats: VecDeque<Rank>,
 }
@@ -83,6 +97,8 @@ impl Detector {
             pinged: vec![None; n as usize],
             forgiven: vec![false; n as usize],
             watching: Vec::new(),
+            spoke: vec![false; n as usize],
+            starting_until: 0,
             suspects: VecDeque::new(),
             beats: VecDeque::new(),
         }
@@ -98,6 +114,14 @@ impl Detector {
     /// the slowest period its peers use).
     pub fn set_heartbeat(&mut self, heartbeat: Time) {
         self.cfg.heartbeat = heartbeat;
+    }
+
+    /// The peers start independently of this process, within `until` (the driver's time): a
+    /// watched peer that has not spoken yet is not suspected before then, but a peer that went
+    /// silent after it spoke is, as ever (see the module's doc: a process never heard from
+    /// may still be starting, ERA §2's detector suspects only dead ones).
+    pub fn expect_starts(&mut self, until: Time) {
+        self.starting_until = until;
     }
 
     /// `peer` was last heard at `at` by a layer below (its transport: a datagram held behind
@@ -118,7 +142,9 @@ impl Detector {
         let Some(&last) = self.last_heard.get(p) else {
             return;
         };
-        if self.watching.contains(&peer) {
+        // (A first word within the start window ends a start, not a gap.)
+        let starting = !self.spoke[p] && now < self.starting_until;
+        if self.watching.contains(&peer) && !starting {
             let gap = now.saturating_sub(last);
             if gap > self.learned(p, now) {
                 self.gap[p] = (gap, now);
@@ -126,6 +152,7 @@ impl Detector {
         }
         self.last_heard[p] = now;
         self.forgiven[p] = false;
+        self.spoke[p] = true;
     }
 
     /// The gap learned for peer `p`, decayed to `now`.
@@ -199,7 +226,9 @@ impl Detector {
     pub fn check(&mut self, now: Time, watched: &[Rank], skip: impl Fn(Rank) -> bool) {
         for &p in watched {
             if !self.watching.contains(&p) {
-                self.heard(p, now);
+                // Timed from now (nothing heard: this peer has not spoken any more than before).
+                self.last_heard[p as usize] = now;
+                self.forgiven[p as usize] = false;
             }
         }
         self.watching.clear();
@@ -207,7 +236,8 @@ impl Detector {
         let after = self.cfg.suspect_after;
         for &p in watched {
             let silent = now.saturating_sub(self.last_heard[p as usize]);
-            if silent >= self.bound(p, now) {
+            let starting = now < self.starting_until && !self.spoke[p as usize];
+            if silent >= self.bound(p, now) && !starting {
                 self.suspects.push_back(p);
             } else if self.owes_word(p, now, silent) && !skip(p) {
                 self.beats.push_back(p);
@@ -348,6 +378,44 @@ mod tests {
         d.rest(600);
         d.check(650, &[3], |_| false);
         assert!(drain(&mut d).0.is_empty());
+    }
+
+    #[test]
+    fn a_peer_not_heard_from_yet_is_not_suspected_within_the_start_window() {
+        // Peers may start until 1000; 1 and 2 are watched from 0.
+        let mut d = Detector::new(4, CFG, 0);
+        d.expect_starts(1_000);
+        d.check(0, &[1, 2], |_| false);
+        // 2 speaks at 50 and then goes silent: suspected as ever, window or not. 1, which has
+        // not spoken, is not, however long watched, and still gets its heartbeats.
+        d.heard(2, 50);
+        d.check(150, &[1, 2], |_| false);
+        assert_eq!(drain(&mut d), (vec![2], vec![1]));
+        d.check(999, &[1], |_| false);
+        assert_eq!(drain(&mut d).0, Vec::<Rank>::new());
+        // At the window's end, a peer that never spoke is suspected.
+        d.check(1_000, &[1], |_| false);
+        assert_eq!(drain(&mut d).0, [1]);
+        // A late first word ends a start, not a gap: nothing learned, the bound stays the
+        // floor, and from then on the peer is timed as any other.
+        let mut d = Detector::new(4, CFG, 0);
+        d.expect_starts(1_000);
+        d.check(0, &[1], |_| false);
+        d.heard(1, 700);
+        assert_eq!(d.bound(1, 700), 100);
+        d.check(799, &[1], |_| false);
+        assert!(drain(&mut d).0.is_empty());
+        d.check(800, &[1], |_| false);
+        assert_eq!(
+            drain(&mut d).0,
+            [1],
+            "silent suspect_after after it spoke, in the window"
+        );
+        // Without a window (the default), a peer that never spoke is suspected at the bound.
+        let mut d = Detector::new(4, CFG, 0);
+        d.check(0, &[1], |_| false);
+        d.check(100, &[1], |_| false);
+        assert_eq!(drain(&mut d).0, [1]);
     }
 
     #[test]

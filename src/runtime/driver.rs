@@ -195,6 +195,15 @@ impl<F: Framing> Driver<F> {
         self.check_every = heartbeat / 4;
     }
 
+    /// The peers start independently of this node, within `within` of `now`: until then a
+    /// watched peer not heard from yet is not suspected by the detector
+    /// ([`Detector::expect_starts`]).
+    pub fn expect_starts(&mut self, now: Instant, within: Duration) {
+        let t = self.ns(now);
+        self.det
+            .expect_starts(t.saturating_add(Time::try_from(within.as_nanos()).unwrap_or(Time::MAX)));
+    }
+
     /// Moves the driver's buffers into memory of the calling thread (nodes made by one
     /// thread and driven by others would share cache lines otherwise).
     pub fn settle(&mut self) {

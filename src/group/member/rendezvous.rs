@@ -38,6 +38,9 @@ pub(super) fn serve_rendezvous(spec: &MemberSpec, job: u64, flags: Arc<Flags>) -
                 agent.serve(&ctl, &now_ns);
                 agent.wait(Duration::from_millis(5));
             }
+            // Members still joining (rank 0 leaves as soon as its own join returned, or its
+            // join failed) get the table once more, or are told that none will come.
+            agent.farewell();
         })
         .map_err(|e| format!("cannot start the rendezvous thread: {e}"))
 }

@@ -9,13 +9,13 @@ use crate::group::{Event, GroupError};
 use crate::transport::udp::auth::AuthKey;
 
 /// A loopback address with a port free a moment ago, for rank 0's rendezvous.
-fn coordinator() -> SocketAddr {
+pub(super) fn coordinator() -> SocketAddr {
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     s.local_addr().unwrap()
 }
 
 /// Every member of `specs` joins at once (each join waits for all); in rank order.
-fn join_all(specs: Vec<MemberSpec>) -> Vec<Result<Member, GroupError>> {
+pub(super) fn join_all(specs: Vec<MemberSpec>) -> Vec<Result<Member, GroupError>> {
     let hs: Vec<_> = specs
         .into_iter()
         .map(|s| std::thread::spawn(move || Member::join(s)))
@@ -25,7 +25,7 @@ fn join_all(specs: Vec<MemberSpec>) -> Vec<Result<Member, GroupError>> {
 
 /// Waits for member `m`'s return of agreement `id`: its value and failed set; the members it
 /// reported failed meanwhile go to `failed`.
-fn agreed(m: &mut Member, id: u64, failed: &mut Vec<u32>) -> (u64, Vec<u32>) {
+pub(super) fn agreed(m: &mut Member, id: u64, failed: &mut Vec<u32>) -> (u64, Vec<u32>) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());

@@ -164,6 +164,13 @@ impl ChildAgent {
             }
             let chunk = opened(self.key.as_ref(), d).and_then(|body| join::decode(body, self.job, self.n));
             let Some((first, addrs, p)) = chunk.filter(|c| run.is_none_or(|r| c.2.run == r)) else {
+                if self.stopped(d) {
+                    // The coordinator's farewell (`ParentAgent::farewell`): no table will come.
+                    return Err(format!(
+                        "rendezvous with the coordinator at {}: it stopped serving (rank 0 left) with {missing} of {n} addresses still missing here",
+                        self.parent
+                    ));
+                }
                 self.invalid += 1;
                 continue;
             };
@@ -184,6 +191,15 @@ impl ChildAgent {
         self.last_heard = Instant::now();
         let params = params.expect("a complete table came with parameters");
         Ok((table.into_iter().flatten().collect(), params))
+    }
+
+    /// Is `d` the coordinator's STOP, sealed with this agent's key?
+    pub(super) fn stopped(&self, d: &[u8]) -> bool {
+        let body = opened(self.key.as_ref(), d);
+        matches!(
+            body.and_then(|b| decode(b, self.job, self.n.max(1))),
+            Some((_, Msg::Stop))
+        )
     }
 
     /// The verbs connection data of a launched run, relayed by the coordinator

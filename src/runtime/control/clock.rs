@@ -6,6 +6,14 @@ use super::{ChildAgent, recv_within};
 use crate::wire::control::{Msg, decode};
 use crate::wire::mac::opened;
 
+/// How long a clock probe waits for its answer.
+const PROBE_WAIT: Duration = Duration::from_millis(20);
+/// Probes in a row without an answer after which [`ChildAgent::sync_clock`] gives up.
+const SILENT_PROBES: u32 = 10;
+/// The longest [`ChildAgent::sync_clock`] waits on a coordinator that stopped answering
+/// (gone without its farewell, a crash): its silent probes' waits.
+pub const SYNC_GIVE_UP: Duration = PROBE_WAIT.saturating_mul(SILENT_PROBES);
+
 impl ChildAgent {
     /// Estimates this process's clock offset to the parent by ping-pong (Cristian's method:
     /// the probe with the smallest round trip wins; the uncertainty is half of it), tells the
@@ -14,20 +22,27 @@ impl ChildAgent {
         let mut best: Option<(u64, i64)> = None;
         let mut buf = [0u8; 128];
         let mut silent = 0;
+        let mut stopped = false;
         for _ in 0..probes {
-            if silent >= 10 {
+            if silent >= SILENT_PROBES || stopped {
                 break; // Nobody answers (yet): the main loop's timeout decides.
             }
             silent += 1;
             let t1 = now_ns();
             self.send(&Msg::Ping { t1 });
-            let deadline = Instant::now() + Duration::from_millis(20);
+            let deadline = Instant::now() + PROBE_WAIT;
             while Instant::now() < deadline {
                 // Sleep in the kernel until the answer comes: spinning here would compete for
                 // the core with the very processes whose answers we time.
                 let Ok((len, from)) = recv_within(&self.sock, &mut buf, deadline) else {
                     continue;
                 };
+                if from == self.parent && self.stopped(&buf[..len]) {
+                    // The coordinator stopped serving (`ParentAgent::farewell`): no answer
+                    // will come; what was measured stands.
+                    stopped = true;
+                    break;
+                }
                 let body = opened(self.key.as_ref(), &buf[..len]);
                 let (true, Some(body)) = (from == self.parent, body) else {
                     self.invalid += 1;
@@ -50,7 +65,7 @@ impl ChildAgent {
         }
         let (rtt, offset) = best.unwrap_or((u64::MAX, 0));
         let unc = rtt / 2;
-        for _ in 0..3 {
+        for _ in 0..if stopped { 0 } else { 3 } {
             self.send(&Msg::Clock {
                 offset,
                 uncertainty: unc,

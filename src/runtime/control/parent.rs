@@ -230,6 +230,27 @@ impl ParentAgent {
         }
     }
 
+    /// Has every child's data address come in?
+    fn table_complete(&self) -> bool {
+        self.addrs.iter().all(Option::is_some)
+    }
+
+    /// The rendezvous ends (its coordinator leaves: [`crate::group::Member`]'s rank 0): every
+    /// child that joined gets the whole table once more, if it is complete (its copy may have
+    /// been lost), then [`Msg::Stop`]. A child still waiting for the table then fails at once
+    /// and says why ([`ChildAgent::join`](super::ChildAgent::join)), rather than at its
+    /// timeout; one still timing its clock against this coordinator stops probing
+    /// ([`ChildAgent::sync_clock`](super::ChildAgent::sync_clock)) rather than wait out ten
+    /// probes' silence.
+    pub fn farewell(&self) {
+        if self.table_complete() {
+            for a in self.children.iter().flatten() {
+                self.send_table(*a);
+            }
+        }
+        self.stop();
+    }
+
     /// The control address.
     pub fn addr(&self) -> std::io::Result<SocketAddr> {
         self.sock.local_addr()
@@ -397,8 +418,18 @@ impl ParentAgent {
                 }
                 Msg::Clock { offset, uncertainty } => self.clocks[r] = Some((offset, uncertainty)),
                 Msg::Join { addr } => {
+                    let complete = self.table_complete();
                     self.addrs[r] = Some(addr);
-                    self.send_table(from);
+                    if !complete && self.table_complete() {
+                        // The last address: every child that joined gets the table now, not
+                        // at its next hello (up to 5 ms later, or never if this coordinator
+                        // is gone by then: a rank 0 that leaves as soon as it joined).
+                        for a in self.children.iter().flatten() {
+                            self.send_table(*a);
+                        }
+                    } else {
+                        self.send_table(from);
+                    }
                 }
                 _ => self.invalid += 1,
             }

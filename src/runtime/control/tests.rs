@@ -316,3 +316,102 @@ fn an_idle_node_that_joined_keeps_its_parent_hearing_from_it() {
     // About one word per KEEPALIVE once heard.
     assert!((3..=6).contains(&words), "{words} datagrams in {:?}", KEEPALIVE * 5);
 }
+
+/// A loopback socket standing in for a child's control socket (reads time out after 2 s).
+fn raw_child() -> std::net::UdpSocket {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s
+}
+
+/// The coordinator serves what came until `done` says so (at most 5 s).
+fn serve_until(parent: &mut ParentAgent, ctl: &Control, done: impl Fn(&ParentAgent) -> bool) {
+    let t = Instant::now();
+    while !done(parent) {
+        assert!(t.elapsed() < Duration::from_secs(5), "the coordinator heard nothing");
+        parent.wait(Duration::from_millis(5));
+        parent.serve(ctl, &|| 0);
+    }
+}
+
+/// The address that completes the table sends it to every child that joined, not only to the
+/// one whose address it was: the others had it only at their next hello, and never when the
+/// coordinator stopped serving meanwhile (a group's rank 0 that leaves as soon as it joined).
+#[test]
+fn the_last_address_sends_the_table_to_every_child_that_joined() {
+    let (job, n) = (0x7AB1E, 2u32);
+    let mut parent = ParentAgent::bind("127.0.0.1:0".parse().unwrap(), job, n).unwrap();
+    parent.set_params(JobParams {
+        o_ns: 1000,
+        l_ns: 2000,
+        epoch_unix_ns: 1,
+        run: [5; 16],
+    });
+    let at = parent.addr().unwrap();
+    let ctl = Control::new(n);
+    let kids = [raw_child(), raw_child()];
+    let hello = |r: u32| {
+        let me = kids[r as usize].local_addr().unwrap();
+        let m = crate::wire::mac::sealed(None, &encode(job, r, &Msg::Join { addr: me }));
+        kids[r as usize].send_to(&m, at).unwrap();
+    };
+    hello(0);
+    serve_until(&mut parent, &ctl, |p| p.joined() == 1);
+    hello(1);
+    serve_until(&mut parent, &ctl, |p| p.joined() == 2);
+    let want: Vec<_> = kids.iter().map(|k| k.local_addr().unwrap()).collect();
+    for (r, kid) in kids.iter().enumerate() {
+        // Child 0 said hello once, before the table was complete, and never again.
+        let mut buf = [0u8; 2048];
+        let len = kid
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("child {r}: no table: {e}"));
+        let body = crate::wire::mac::opened(None, &buf[..len]).unwrap();
+        let (first, addrs, _) = crate::wire::join::decode(body, job, n).unwrap();
+        assert_eq!((first, addrs), (0, want.clone()), "child {r}");
+    }
+}
+
+/// A coordinator that stops serving says so: a child still waiting for the table fails at once
+/// and says why, not at its timeout (here 30 s); a child timing its clock stops probing.
+#[test]
+fn a_coordinator_that_stops_serving_says_so_to_its_children() {
+    let (job, n) = (0xFA2E, 3u32);
+    let mut parent = ParentAgent::bind("127.0.0.1:0".parse().unwrap(), job, n).unwrap();
+    parent
+        .launch(JobParams {
+            o_ns: 1000,
+            l_ns: 2000,
+            epoch_unix_ns: 1,
+            run: [6; 16],
+        })
+        .unwrap();
+    let at = parent.addr().unwrap();
+    let ctl = Control::new(n);
+    let joining = std::thread::spawn(move || {
+        let mut a = ChildAgent::new(at, job, 1, n).unwrap();
+        let t = Instant::now();
+        let e = a.join("127.0.0.1:9".parse().unwrap(), Duration::from_secs(30));
+        (e.map(|_| ()), t.elapsed())
+    });
+    // Rank 1 joined; 0 and 2 never do.
+    serve_until(&mut parent, &ctl, |p| p.joined() == 1);
+    parent.farewell();
+    let (e, took) = joining.join().unwrap();
+    let e = e.unwrap_err();
+    assert!(e.contains("stopped serving") && e.contains("3 of 3 addresses"), "{e}");
+    assert!(took < Duration::from_secs(20), "failed after {took:?}");
+    // A child timing its clock against a coordinator that says farewell after the first
+    // probe sends no more probes (it sent ten, 20 ms apart, before giving up on silence),
+    // and no clock report to a coordinator that is gone.
+    let coord = raw_child();
+    let mut child = ChildAgent::new(coord.local_addr().unwrap(), job, 1, n).unwrap();
+    let timing = std::thread::spawn(move || child.sync_clock(&|| 0, 100));
+    let mut buf = [0u8; 2048];
+    let (_, from) = coord.recv_from(&mut buf).unwrap();
+    let stop = crate::wire::mac::sealed(None, &encode(job, 0, &Msg::Stop));
+    coord.send_to(&stop, from).unwrap();
+    assert_eq!(timing.join().unwrap(), (0, u64::MAX / 2));
+    coord.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    assert!(coord.recv(&mut buf).is_err(), "a datagram after the farewell");
+}
