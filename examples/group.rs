@@ -39,7 +39,7 @@ fn main() -> Result<(), GroupError> {
                     println!("broadcast {seq} is over{}", if timed_out { " (timed out)" } else { "" });
                     break;
                 }
-                Event::Completed { .. } | Event::Agreed { .. } => {}
+                Event::Completed { .. } | Event::Agreed { .. } | Event::RootMismatch { .. } => {}
             }
         }
     }

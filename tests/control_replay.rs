@@ -50,6 +50,7 @@ fn a_hello_of_an_earlier_run_is_refused_and_the_run_completes() {
     let job = ftcoll::experiment::launch::job::bench(11);
     let hello = Msg::Join {
         addr: "127.0.0.1:9".parse().unwrap(),
+        shape: 0,
     };
     let recorded = sealed(Some(&key), &encode(job, 2, &hello));
     let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -86,6 +86,11 @@ pub const TARGETS: &[Target] = &[
         seeds: seeds::join,
     },
     Target {
+        name: "refusal",
+        run: targets::refusal,
+        seeds: seeds::refusal,
+    },
+    Target {
         name: "conn_relay",
         run: targets::conn_relay,
         seeds: seeds::conn_relay,

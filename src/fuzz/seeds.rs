@@ -276,7 +276,7 @@ pub fn control() -> Vec<Vec<u8>> {
             offset: -5,
             uncertainty: 3,
         },
-        Msg::Join { addr },
+        Msg::Join { addr, shape: 7 },
     ];
     msgs.iter().map(|m| with_n(N, &control::encode(JOB, 3, m))).collect()
 }
@@ -293,6 +293,39 @@ pub fn join() -> Vec<Vec<u8>> {
         run: [7; 16],
     };
     vec![with_n(4, &join::encode(JOB, 4, 1, &addrs, &p))]
+}
+
+pub fn refusal() -> Vec<Vec<u8>> {
+    use crate::wire::shape::{GroupShape, encode_refusal};
+    let shape = |algo| GroupShape {
+        algo,
+        in_flight: 32,
+        max_payload: 1000,
+    };
+    vec![
+        encode_refusal(
+            JOB,
+            1,
+            &shape(Some(crate::protocol::bcast::algo::Algo::CorrectedTree {
+                tree: crate::topology::TreeKind::Binomial,
+                order: crate::topology::Order::Interleaved,
+                correction: crate::protocol::bcast::correction::Correction::Checked,
+                start: crate::protocol::bcast::Start::Synchronized,
+            })),
+        )
+        .to_vec(),
+        encode_refusal(JOB, 2, &shape(Some(crate::protocol::bcast::algo::Algo::Big))).to_vec(),
+        encode_refusal(
+            JOB,
+            3,
+            &GroupShape {
+                algo: None,
+                in_flight: 0,
+                max_payload: 0,
+            },
+        )
+        .to_vec(),
+    ]
 }
 
 pub fn conn_relay() -> Vec<Vec<u8>> {

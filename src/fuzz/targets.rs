@@ -214,6 +214,20 @@ pub fn join(data: &[u8]) -> u64 {
     }
 }
 
+/// `refusal`: rank 0's refusal of a member whose group shape differs, of job [`JOB`]; a
+/// decoded one must re-encode to itself.
+pub fn refusal(data: &[u8]) -> u64 {
+    match wire::shape::decode_refusal(data, JOB) {
+        Some((rank, shape)) => {
+            let again = wire::shape::encode_refusal(JOB, rank, &shape);
+            assert_eq!(&again[..], data);
+            let _ = shape.differences(&shape);
+            100 + u64::from(data.get(24).copied().unwrap_or(0)) + u64::from(data.get(36).copied().unwrap_or(0))
+        }
+        None => 1,
+    }
+}
+
 /// `conn_relay`: byte 0 is `n`, the rest a verbs connection-data chunk of job [`JOB`]; a
 /// decoded chunk must re-encode to itself and be taken by a reassembly of its rank.
 pub fn conn_relay(data: &[u8]) -> u64 {

@@ -29,7 +29,9 @@
 //! the same order with the same root, so a member's `k`-th call is operation `k` of one
 //! sequence over all roots (Corrected Gossip Claim 1) with nobody to number them; the same
 //! thread steps the member's broadcast node ([`bcast`]), which forwards what it hears before
-//! its own call comes.
+//! its own call comes, and reports a call that names another root than the one heard
+//! ([`Event::RootMismatch`]). A member that joins with another broadcast algorithm, window or
+//! payload limit than rank 0's is refused at the rendezvous ([`rendezvous`]).
 
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -57,7 +59,7 @@ use crate::runtime::control::clock::SYNC_GIVE_UP;
 use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::dispatch::Dispatch;
-use rendezvous::{join_both, serve_rendezvous};
+use rendezvous::{join_both, serve_rendezvous, shape_of};
 use run::Run;
 
 /// One process's member of a group of processes: broadcasts and agreements with the others,
@@ -203,18 +205,25 @@ impl Member {
             )));
         }
         let job = crate::transport::ids::members(spec.seed);
-        let flags = Arc::new(Flags {
-            fenced_by: AtomicU32::new(NOT_FENCED),
-            stop: AtomicBool::new(false),
-            left: std::sync::atomic::AtomicU8::new(LEFT_UNACKNOWLEDGED),
-        });
+        // What every member must have the same (an impossible algorithm for `n` is refused).
+        let shape = shape_of(&spec).map_err(|e| setup(format!("the broadcast algorithm: {e}")))?;
+        let flags = Arc::new(Flags::new());
         let coordinator = if rank == 0 {
-            Some(serve_rendezvous(&spec, job, flags.clone()).map_err(setup)?)
+            Some(serve_rendezvous(&spec, &shape, job, flags.clone()).map_err(setup)?)
         } else {
             None
         };
         let joined = (|| {
-            let (agreeing, broadcasting) = join_both(&spec, job)?;
+            let (agreeing, broadcasting) = join_both(&spec, &shape, job).map_err(|e| {
+                // Rank 0 says whom it refused, which the others wait for in vain.
+                match flags.refused.load(Ordering::Acquire) {
+                    NONE_REFUSED => e,
+                    r => format!(
+                        "{e} (rank 0 refused member {r}: it joined with other group parameters than this group's, {})",
+                        shape.summary()
+                    ),
+                }
+            })?;
             let Joined {
                 sock,
                 mut agent,
@@ -386,7 +395,11 @@ impl Member {
     /// Calls this member's next broadcast, rooted at `root`, and returns its operation (0, 1,
     /// ... the same at every member): at the root it sends `bytes`; elsewhere `bytes` is not
     /// used and [`Event::Delivered`] hands over the root's. Broadcasts are collective, as
-    /// MPI's are: every member calls each one, in the same order, naming the same root.
+    /// MPI's are: every member calls each one, in the same order, naming the same root. A
+    /// member whose call names another root than the one the operation's datagrams come from
+    /// reports it once, [`Event::RootMismatch`] (the callers' error: the other root's datagrams
+    /// are dropped and counted, `MemberCounters::root_mismatch`; heard before the call, that
+    /// root was followed and delivered).
     ///
     /// A member forwards and delivers what it hears before its own call comes; its
     /// [`Event::Completed`] says when the operation is over here (delivered and this member's
@@ -558,8 +571,27 @@ struct Flags {
     stop: AtomicBool,
     /// How it left: [`LEFT_FLUSHED`] once its thread left with everything acknowledged.
     left: std::sync::atomic::AtomicU8,
+    /// Rank 0: the last member its rendezvous refused (another shape), or [`NONE_REFUSED`].
+    refused: AtomicU32,
 }
 
+impl Flags {
+    /// Not fenced, not stopping, not left, no member refused.
+    fn new() -> Self {
+        Flags {
+            fenced_by: AtomicU32::new(NOT_FENCED),
+            stop: AtomicBool::new(false),
+            left: std::sync::atomic::AtomicU8::new(LEFT_UNACKNOWLEDGED),
+            refused: AtomicU32::new(NONE_REFUSED),
+        }
+    }
+}
+
+/// [`Flags::refused`]: no member refused.
+const NONE_REFUSED: u32 = u32::MAX;
+
+#[cfg(test)]
+mod mismatch_tests;
 #[cfg(test)]
 thread_local! {
     /// Tests: how long [`Member::join`] on this thread waits, once it has the table, before

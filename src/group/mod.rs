@@ -99,6 +99,20 @@ pub enum Event {
         value: u64,
         failed: Vec<u32>,
     },
+    /// A group of processes' `member` called broadcast `seq` naming `root`, and heard it
+    /// from `heard`: the members named different roots for one collective broadcast (an
+    /// error, as in MPI). Reported once per operation, at each member that hears the other
+    /// root (its datagrams are dropped, counted in `MemberCounters::root_mismatch`); a
+    /// member that heard `heard` first delivered its bytes before its call named `root`.
+    /// The operation is over as usual ([`Event::Completed`]: timed out where nothing of the
+    /// root followed came). Never reported within one process ([`Group::broadcast`] names
+    /// its root once for all).
+    RootMismatch {
+        member: u32,
+        seq: u64,
+        root: u32,
+        heard: u32,
+    },
 }
 
 /// Why a group call failed.

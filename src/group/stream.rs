@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -214,7 +215,9 @@ impl Group {
     /// group was built). Their sequence numbers follow the broadcasts asked before; their
     /// deliveries go to `s.payloads`, not to [`Group::next_event`] (crashes still do).
     /// Payloads longer than [`Group::max_payload`] ([`Payloads::max_len`]) are refused with
-    /// [`GroupError::TooLarge`], as [`Group::broadcast`] refuses them.
+    /// [`GroupError::TooLarge`], as [`Group::broadcast`] refuses them; those of a [`Payloads`]
+    /// that states no length are checked as its source writes them, and the stream then ends
+    /// with that error (their operations time out: the bytes are not sent).
     ///
     /// ```
     /// use ftcoll::group::{Group, Stream};
@@ -263,6 +266,18 @@ impl Group {
                 max: self.max_payload,
             });
         }
+        // One that states no length is checked as it writes: the stream then says so.
+        let longest = Arc::new(AtomicUsize::new(0));
+        let payloads = payloads
+            .into_iter()
+            .map(|inner| {
+                Box::new(Bounded {
+                    inner,
+                    max: self.max_payload,
+                    longest: longest.clone(),
+                }) as Box<dyn Payloads>
+            })
+            .collect();
         let first = self.next_seq;
         let (tx, rx) = mpsc::channel();
         self.request(super::driver::Request::Stream(StreamReq {
@@ -301,6 +316,89 @@ impl Group {
         for p in parts {
             res.add_counters(p);
         }
-        Ok(res)
+        match longest.load(Ordering::Acquire) {
+            0 => Ok(res),
+            len => Err(GroupError::TooLarge {
+                len,
+                max: self.max_payload,
+            }),
+        }
+    }
+}
+
+/// A member's payloads whose source wrote more than a broadcast carries, noted in `longest`
+/// (the longest such, 0: none): a [`Payloads`] that states no [`Payloads::max_len`] cannot be
+/// refused before the stream starts, and its bytes would not be sent (the operation times out
+/// with only a drop counted), so the stream's caller is told at its end, as
+/// [`Group::broadcast`] refuses those bytes.
+struct Bounded {
+    inner: Box<dyn Payloads>,
+    max: usize,
+    longest: Arc<AtomicUsize>,
+}
+
+impl Payloads for Bounded {
+    fn source(&mut self, seq: u64, out: &mut Vec<u8>) {
+        self.inner.source(seq, out);
+        if out.len() > self.max {
+            self.longest.fetch_max(out.len(), Ordering::AcqRel);
+        }
+    }
+
+    fn admit(&mut self, seq: u64, bytes: &[u8]) -> bool {
+        self.inner.admit(seq, bytes)
+    }
+
+    fn deliver(&mut self, root: u32, seq: u64, bytes: &[u8]) {
+        self.inner.deliver(root, seq, bytes);
+    }
+
+    fn max_len(&self) -> Option<usize> {
+        self.inner.max_len()
+    }
+
+    fn wrong_root(&mut self, seq: u64, named: u32, heard: u32) {
+        self.inner.wrong_root(seq, named, heard);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes of `len` at the root, no length stated up front.
+    struct Unstated(usize);
+
+    impl Payloads for Unstated {
+        fn source(&mut self, _: u64, out: &mut Vec<u8>) {
+            out.resize(self.0, 7);
+        }
+        fn admit(&mut self, _: u64, _: &[u8]) -> bool {
+            true
+        }
+        fn deliver(&mut self, _: u32, _: u64, _: &[u8]) {}
+    }
+
+    /// A stream whose payloads state no length and write more than a broadcast carries ends
+    /// with the error a broadcast of those bytes gets (it returned a result of timeouts, the
+    /// bytes never sent); within the limit it runs cleanly.
+    #[test]
+    fn a_stream_of_unstated_payloads_longer_than_a_broadcast_carries_is_refused() {
+        let mut g = Group::builder(4)
+            .agreements(false)
+            .op_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let max = g.max_payload();
+        let stream = |len: usize| Stream {
+            payloads: Box::new(move |_| Box::new(Unstated(len))),
+            ..Stream::generated(3, 0)
+        };
+        assert_eq!(
+            g.stream(stream(100_000)).unwrap_err(),
+            GroupError::TooLarge { len: 100_000, max }
+        );
+        let res = g.stream(stream(max)).unwrap();
+        assert_eq!((res.measured, res.violations, res.timeouts), (3, 0, 0));
     }
 }

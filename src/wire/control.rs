@@ -51,8 +51,10 @@ pub enum Msg {
     Clock { offset: i64, uncertainty: u64 },
     /// Child → parent: my data (transport) address; asks for the address table. In a
     /// launched run this is the node's hello, sealed with the key of the coordinator's
-    /// challenge (`runtime::control`).
-    Join { addr: SocketAddr },
+    /// challenge (`runtime::control`). `shape`: the [`super::shape::GroupShape::fingerprint`]
+    /// of what this member must share with its group (0: none stated), which the coordinator
+    /// compares with its own.
+    Join { addr: SocketAddr, shape: u64 },
     /// Child → parent (launched run): asks for the coordinator's challenge; `nonce` is the
     /// node's fresh nonce, which keys the answer.
     Knock { nonce: [u8; 16] },
@@ -108,9 +110,9 @@ pub fn encode(job: u64, rank: u32, m: &Msg) -> [u8; LEN] {
         Msg::Ping { t1 } => (7, t1, 0, 0, 0, 0, 0),
         Msg::Pong { t1, t2 } => (8, t1, t2, 0, 0, 0, 0),
         Msg::Clock { offset, uncertainty } => (9, offset as u64, uncertainty, 0, 0, 0, 0),
-        Msg::Join { addr } => {
+        Msg::Join { addr, shape } => {
             let (hi, lo, fam) = addr::split(&addr);
-            (10, u64::from(addr.port()), hi, lo, 0, 0, fam)
+            (10, u64::from(addr.port()), hi, lo, shape, 0, fam)
         }
         Msg::Knock { nonce } => {
             let (x, y) = halves(&nonce);
@@ -180,8 +182,9 @@ pub fn decode(buf: &[u8], job: u64, n: u32) -> Option<(u32, Msg)> {
             offset: seq as i64,
             uncertainty: a,
         },
-        10 if c == 0 && d == 0 => Msg::Join {
+        10 if d == 0 => Msg::Join {
             addr: addr::join(a, bb, flags, seq)?,
+            shape: c,
         },
         11 if bb == 0 && c == 0 && d == 0 && flags == 0 => Msg::Knock { nonce: whole(seq, a) },
         12 if d == 0 && flags == 0 => Msg::Challenge {
@@ -224,9 +227,11 @@ mod tests {
             },
             Msg::Join {
                 addr: "10.1.2.3:4567".parse().unwrap(),
+                shape: 0,
             },
             Msg::Join {
                 addr: "[2001:db8::7]:9".parse().unwrap(),
+                shape: u64::MAX,
             },
             Msg::Knock { nonce: [0xA5; 16] },
             Msg::Challenge {
@@ -265,6 +270,7 @@ mod tests {
         };
         let join = Msg::Join {
             addr: "10.1.2.3:4567".parse().unwrap(),
+            shape: 0,
         };
         for (m, hex) in [
             (

@@ -11,7 +11,8 @@
 //!   the job's size `n`. [`dispatch`] maps a broadcast algorithm to its protocol type and
 //!   codec.
 //! - The control plane of multi-process runs: [`control`] datagrams, the [`join`] address
-//!   table (with [`addr`]esses), verbs connection records ([`conn`]) and their relay chunks
+//!   table (with [`addr`]esses), a group's [`shape`] (what its members must share, and rank
+//!   0's refusal of a member that differs), verbs connection records ([`conn`]) and their relay chunks
 //!   ([`conn_relay`]), the agreement return stream ([`stream`]), LogP probes ([`probe`]), and
 //!   the sealed lines of `agree --join`'s TCP streams ([`join_line`]).
 //! - [`mac`]: the job key, the keyed MAC and the one sealing of datagrams (a tag slot that
@@ -34,6 +35,7 @@ pub mod kind;
 pub mod mac;
 pub mod overlay;
 pub mod probe;
+pub mod shape;
 pub mod stream;
 pub mod watch;
 

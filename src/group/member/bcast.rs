@@ -7,7 +7,10 @@
 //! the same root, so the `k`-th call is operation `k` everywhere and the operations are
 //! numbered in one sequence over all roots (Corrected Gossip Claim 1) with nobody to number
 //! them. A member may hear an operation before its own call names it: the datagram names its
-//! root ([`Control::learn_roots`]), and the member forwards and delivers at once. The root may
+//! root ([`Control::learn_roots`]), and the member forwards and delivers at once; a call that
+//! names another root than the one heard, or a datagram that names another root than the
+//! call (or than the first datagram, before the call), is the callers' error, reported once
+//! per operation ([`Event::RootMismatch`]; the datagram is dropped and counted). The root may
 //! start a call's operation once it is at most [`IN_FLIGHT`] past the oldest one this member
 //! has not finished.
 //!
@@ -21,7 +24,7 @@
 //! member that lags either: what comes past that member's window (64) is dropped and counted
 //! (`too_far`), and those operations time out there.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -77,6 +80,10 @@ pub struct MemberCounters {
     pub too_far: u64,
     /// Broadcast datagrams whose header named another sender than the transport's.
     pub spoofed: u64,
+    /// Broadcast datagrams that named another root for their operation than this member's
+    /// call did (or, before its call, than an earlier datagram did): dropped, and the
+    /// operation reported once ([`Event::RootMismatch`]).
+    pub root_mismatch: u64,
     /// Broadcast messages not sent: the destination was suspected (owed nothing).
     pub to_suspected: u64,
     /// Broadcast messages dropped because the send queue was full (the operation fails).
@@ -111,6 +118,26 @@ pub(super) struct Bcasts<'s, P: Protocol> {
     /// Operations over here before this member knew their root (neither called nor heard, a
     /// later one heard): their [`Event::Completed`] waits for the call that names the root.
     owed: VecDeque<u64>,
+    /// Roots named differently for one operation ([`Disagreements`]).
+    roots: Roots,
+}
+
+/// What the node heard of roots that differ, as `(seq, root known, root heard)`
+/// ([`Payloads::wrong_root`]), until the member's thread looks.
+type Disagreements = Arc<Mutex<Vec<(u64, u32, u32)>>>;
+
+/// What a member knows of the roots its operations were heard with, to compare them with its
+/// calls' ([`Event::RootMismatch`]).
+#[derive(Default)]
+struct Roots {
+    /// From the node.
+    heard: Disagreements,
+    /// Operations over here before their call, heard: `(seq, root heard)`, oldest first.
+    retired_heard: VecDeque<(u64, u32)>,
+    /// Operations not yet called: another root heard than the first one (the first holds).
+    other: BTreeMap<u64, u32>,
+    /// Operations reported, once each; forgotten once called and over.
+    reported: BTreeSet<u64>,
 }
 
 /// A call waiting for the window.
@@ -136,6 +163,7 @@ struct MemberPayloads {
     max: usize,
     pending: Pending,
     events: mpsc::Sender<Event>,
+    disagreements: Disagreements,
 }
 
 impl Payloads for MemberPayloads {
@@ -156,6 +184,13 @@ impl Payloads for MemberPayloads {
             seq,
             bytes: bytes.to_vec(),
         });
+    }
+
+    fn wrong_root(&mut self, seq: u64, named: u32, heard: u32) {
+        self.disagreements
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((seq, named, heard));
     }
 }
 
@@ -179,11 +214,13 @@ where
 {
     pub(super) fn new(shared: &'s P::Shared, s: Setup, events: mpsc::Sender<Event>) -> Self {
         let payloads: Pending = Arc::default();
+        let roots = Roots::default();
         let carried = MemberPayloads {
             rank: s.rank,
             max: s.max,
             pending: payloads.clone(),
             events: events.clone(),
+            disagreements: roots.heard.clone(),
         };
         let node = Node::<P>::new(s.rank, s.n, s.transport, Box::new(carried), None, s.seed, None);
         Bcasts {
@@ -208,6 +245,7 @@ where
             events,
             timed_out: 0,
             owed: VecDeque::new(),
+            roots,
         }
     }
 
@@ -222,9 +260,10 @@ where
     /// Lets the node start (at the root) or check the root of (elsewhere) call `c`.
     fn admit_call(&mut self, c: Call) {
         // Heard before it was called (or over already): its datagrams named the root, which
-        // the slot holds (a root that differs is the callers' mistake: the deliveries name
-        // the sender's). Otherwise the call names it; an aborted one no member.
+        // the slot holds (a root that differs is the callers' mistake, reported: the
+        // deliveries name the sender's). Otherwise the call names it; an aborted one no member.
         let heard = c.seq < self.retired || self.board().get(c.seq).is_some();
+        self.check_call(c, heard);
         if !heard {
             self.ctl.set_root(c.seq, if c.aborted { NO_ROOT } else { c.root });
             if c.aborted {
@@ -235,6 +274,66 @@ where
             self.called_at[c.seq as usize % WINDOW] = (c.seq, c.at);
         }
         self.ctl.allowed.store(c.seq + 1, Ordering::Release);
+    }
+
+    /// Compares call `c`'s root with the roots its operation was heard with (`heard`: before
+    /// the call) and reports the first that differs.
+    fn check_call(&mut self, c: Call, heard: bool) {
+        let r = &mut self.roots;
+        while r.retired_heard.front().is_some_and(|&(s, _)| s < c.seq) {
+            r.retired_heard.pop_front();
+        }
+        let learned = match r.retired_heard.front() {
+            Some(&(s, root)) if s == c.seq => {
+                r.retired_heard.pop_front();
+                Some(root)
+            }
+            // Over before its root was known: nothing heard to compare.
+            _ if c.seq < self.retired => None,
+            _ => heard.then(|| self.ctl.root_of(c.seq)),
+        };
+        let other = r.other.remove(&c.seq);
+        while r.other.first_key_value().is_some_and(|(&s, _)| s < c.seq) {
+            r.other.pop_first();
+        }
+        let differs = match learned {
+            Some(l) if l != c.root => Some(l),
+            _ => other.filter(|&o| o != c.root),
+        };
+        if let Some(h) = differs {
+            self.mismatch(c.seq, c.root, h);
+        }
+    }
+
+    /// Reports once that operation `seq`, called here with `root`, was heard from `heard`.
+    fn mismatch(&mut self, seq: u64, root: u32, heard: u32) {
+        if self.roots.reported.insert(seq) {
+            let _ = self.events.send(Event::RootMismatch {
+                member: self.rank,
+                seq,
+                root,
+                heard,
+            });
+        }
+    }
+
+    /// Takes what the node heard of roots that differ: reported for an operation called here,
+    /// kept for its call otherwise; forgets what is called and over.
+    fn disagreements(&mut self) {
+        let heard = std::mem::take(&mut *self.roots.heard.lock().unwrap_or_else(|e| e.into_inner()));
+        for (seq, known, other) in heard {
+            if seq < self.allowed() {
+                // Called here (its root is the one the call named, or one heard before the
+                // call, reported then).
+                self.mismatch(seq, known, other);
+            } else {
+                self.roots.other.entry(seq).or_insert(other);
+            }
+        }
+        let done = self.retired.min(self.allowed());
+        while self.roots.reported.first().is_some_and(|&s| s < done) {
+            self.roots.reported.pop_first();
+        }
     }
 
     /// Retires, oldest first, the operations over here; whether any was.
@@ -271,7 +370,12 @@ where
                 }
                 _ => self.ctl.root_of(seq),
             };
-            let root_known = seq < self.ctl.allowed.load(Ordering::Relaxed) || b.is_some();
+            let called = seq < self.ctl.allowed.load(Ordering::Relaxed);
+            let root_known = called || b.is_some();
+            if !called && b.is_some() {
+                // Over before its call: the call compares its root with this one.
+                self.roots.retired_heard.push_back((seq, root));
+            }
             self.payloads.lock().unwrap_or_else(|e| e.into_inner()).remove(&seq);
             self.retired += 1;
             self.ctl.retired.store(self.retired, Ordering::Release);
@@ -334,6 +438,7 @@ where
             progress = true;
         }
         progress |= self.node.step(&self.params, &self.ctl, now);
+        self.disagreements();
         progress | self.retire(now)
     }
 
@@ -364,6 +469,7 @@ where
         c.stale = st.stale;
         c.too_far = st.too_far;
         c.spoofed = st.spoofed;
+        c.root_mismatch = st.wrong_root;
         c.to_suspected = st.to_suspected;
         c.send_overflow = st.deferred_overflow;
         c.timed_out = self.timed_out;

@@ -1,24 +1,55 @@
 //! A group of processes' rendezvous through rank 0 ([`super::Member::join`]): rank 0 serves
 //! the address table and the run's parameters at the coordinator's address, and every member
-//! joins it with its data sockets' addresses.
+//! joins it with its data sockets' addresses and the fingerprint of what it must share with
+//! the others ([`GroupShape`]): rank 0 refuses a member with another, which then fails at
+//! once naming both (admitted, it would decode none of the others' broadcasts, and only time
+//! out).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Flags, MemberSpec};
 use crate::runtime::board::Control;
 use crate::runtime::control::ParentAgent;
-use crate::runtime::control::child::{Joined, join_with_socket};
+use crate::runtime::control::child::{JoinAs, Joined};
 use crate::runtime::join::JobParams;
+use crate::wire::shape::GroupShape;
 
-/// Rank 0's rendezvous: binds the coordinator's address and answers joins until `stop`.
-pub(super) fn serve_rendezvous(spec: &MemberSpec, job: u64, flags: Arc<Flags>) -> Result<JoinHandle<()>, String> {
+/// What every member of `spec`'s group must have the same: whether it broadcasts, with which
+/// algorithm, how many broadcasts in flight and payloads up to what (the one checked build of
+/// the algorithm for `n` members: an impossible one is an error). Rank 0's LogP is not part
+/// of it: every member is given rank 0's ([`MemberSpec::logp`]).
+pub(super) fn shape_of(spec: &MemberSpec) -> Result<GroupShape, String> {
+    if !spec.broadcasts {
+        return Ok(GroupShape {
+            algo: None,
+            in_flight: 0,
+            max_payload: 0,
+        });
+    }
+    let max = crate::group::checks::max_payload_of(&spec.algo, spec.n)?;
+    Ok(GroupShape {
+        algo: Some(spec.algo.clone()),
+        in_flight: super::bcast::IN_FLIGHT as u32,
+        max_payload: u32::try_from(max).unwrap_or(u32::MAX),
+    })
+}
+
+/// Rank 0's rendezvous: binds the coordinator's address and answers joins until `stop`;
+/// refuses one that states another `shape` (the last refused rank goes to `flags.refused`).
+pub(super) fn serve_rendezvous(
+    spec: &MemberSpec,
+    shape: &GroupShape,
+    job: u64,
+    flags: Arc<Flags>,
+) -> Result<JoinHandle<()>, String> {
     let n = table_len(spec);
     let mut agent = ParentAgent::bind(spec.coordinator, job, n)
         .map_err(|e| format!("cannot bind the coordinator at {}: {e}", spec.coordinator))?;
     agent.set_key(spec.key.clone());
+    agent.set_shape(Some(shape.clone()));
     let (epoch, epoch_unix_ns) = (Instant::now(), crate::runtime::procs::unix_ns());
     let ns = |d: Duration| crate::group::nanos(d).max(1);
     agent
@@ -29,6 +60,7 @@ pub(super) fn serve_rendezvous(spec: &MemberSpec, job: u64, flags: Arc<Flags>) -
             run: crate::transport::ids::run_nonce()?,
         })
         .map_err(|e| format!("cannot draw the coordinator's nonce: {e}"))?;
+    let members = spec.n;
     std::thread::Builder::new()
         .name("ftcoll-rendezvous".into())
         .spawn(move || {
@@ -36,6 +68,10 @@ pub(super) fn serve_rendezvous(spec: &MemberSpec, job: u64, flags: Arc<Flags>) -
             let now_ns = || epoch.elapsed().as_nanos() as u64;
             while !flags.stop.load(Ordering::Acquire) {
                 agent.serve(&ctl, &now_ns);
+                if let Some(r) = agent.last_refused {
+                    // A broadcast socket joins as `n + r`.
+                    flags.refused.store(r % members, Ordering::Release);
+                }
                 agent.wait(Duration::from_millis(5));
             }
             // Members still joining (rank 0 leaves as soon as its own join returned, or its
@@ -51,12 +87,31 @@ fn table_len(spec: &MemberSpec) -> u32 {
     if spec.broadcasts { 2 * spec.n } else { spec.n }
 }
 
+/// What a join given up (the other socket's failed) says: the other's error is the one told.
+const GIVEN_UP: &str = "given up";
+
 /// Joins rank 0's rendezvous with this member's agreement socket (as rank `r`) and, with
 /// broadcasts, its broadcast socket (as rank `n + r`) at once: each join waits for the whole
-/// table.
-pub(super) fn join_both(spec: &MemberSpec, job: u64) -> Result<(Joined, Option<Joined>), String> {
+/// table, and both give up as soon as one fails (rank 0 refused this member's `shape`).
+pub(super) fn join_both(spec: &MemberSpec, shape: &GroupShape, job: u64) -> Result<(Joined, Option<Joined>), String> {
     let n = table_len(spec);
-    let join = |r| join_with_socket(spec.coordinator, spec.bind, job, r, n, spec.key.clone(), spec.timeout);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let how = JoinAs {
+        coordinator: spec.coordinator,
+        bind: spec.bind,
+        job,
+        key: spec.key.clone(),
+        timeout: spec.timeout,
+        shape: Some(shape.clone()),
+        cancel: Some(cancel.clone()),
+    };
+    let join = |r| {
+        let j = how.join(r, n);
+        if j.is_err() {
+            cancel.store(true, Ordering::Release);
+        }
+        j
+    };
     if !spec.broadcasts {
         return Ok((join(spec.rank)?, None));
     }
@@ -66,6 +121,10 @@ pub(super) fn join_both(spec: &MemberSpec, job: u64) -> Result<(Joined, Option<J
         let b = b
             .join()
             .map_err(|_| "the broadcast socket's join panicked".to_string())?;
-        Ok((a?, Some(b?)))
+        match (a, b) {
+            (Ok(a), Ok(b)) => Ok((a, Some(b))),
+            (Err(e), Err(f)) if e.ends_with(GIVEN_UP) => Err(f),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        }
     })
 }

@@ -812,7 +812,7 @@ fn a_join_timeout_past_what_an_instant_holds_waits_without_a_deadline() {
 #[test]
 fn a_logp_out_of_range_is_refused_at_rank_0_and_from_rank_0() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+    use std::sync::atomic::Ordering;
 
     let at = coordinator();
     for logp in [
@@ -836,13 +836,10 @@ fn a_logp_out_of_range_is_refused_at_rank_0_and_from_rank_0() {
         ..MemberSpec::new(0, 2, at)
     };
     let job = crate::transport::ids::members(spec0.seed);
-    let flags = Arc::new(super::Flags {
-        fenced_by: AtomicU32::new(crate::group::NOT_FENCED),
-        stop: AtomicBool::new(false),
-        left: AtomicU8::new(super::LEFT_UNACKNOWLEDGED),
-    });
-    let service = super::rendezvous::serve_rendezvous(&spec0, job, flags.clone()).unwrap();
-    let zero = std::thread::spawn(move || super::rendezvous::join_both(&spec0, job).map(|_| ()));
+    let flags = Arc::new(super::Flags::new());
+    let shape = super::rendezvous::shape_of(&spec0).unwrap();
+    let service = super::rendezvous::serve_rendezvous(&spec0, &shape, job, flags.clone()).unwrap();
+    let zero = std::thread::spawn(move || super::rendezvous::join_both(&spec0, &shape, job).map(|_| ()));
     let r = Member::join(MemberSpec {
         timeout: Duration::from_secs(5),
         ..MemberSpec::new(1, 2, at)

@@ -1,7 +1,8 @@
 //! The node process's side of the control channel.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{challenge_key, hello_key, recv_within};
@@ -13,6 +14,7 @@ use crate::wire::control::{Msg, decode, encode};
 use crate::wire::join::{self, JobParams};
 use crate::wire::mac::AuthKey;
 use crate::wire::mac::{opened, sealed};
+use crate::wire::shape::{self, GroupShape};
 
 /// The node process's side: applies the parent's commands to its local [`Control`] and reports
 /// its board.
@@ -35,6 +37,11 @@ pub struct ChildAgent {
     last_word: Instant,
     /// Control datagrams dropped as invalid.
     pub invalid: u64,
+    /// What this node must share with its group (a group's member): its hello states the
+    /// fingerprint, and the coordinator's refusal names the coordinator's.
+    shape: Option<GroupShape>,
+    /// Set by another thread: the rendezvous gives up at once.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl ChildAgent {
@@ -61,6 +68,8 @@ impl ChildAgent {
             last_flush: Instant::now(),
             last_word: Instant::now(),
             invalid: 0,
+            shape: None,
+            cancel: None,
         })
     }
 
@@ -112,8 +121,12 @@ impl ChildAgent {
         // Once challenged: the hello's key and the run's nonce (without a challenge: the
         // run's key, and any nonce).
         let mut hello: Option<(Option<AuthKey>, Option<[u8; 16]>)> = (!challenge).then(|| (long_term.clone(), None));
+        let fingerprint = self.shape.as_ref().map_or(0, GroupShape::fingerprint);
         while missing > 0 {
             let now = Instant::now();
+            if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Acquire)) {
+                return Err(format!("rendezvous with the coordinator at {}: given up", self.parent));
+            }
             if deadline.is_some_and(|d| now > d) {
                 return Err(match hello {
                     None => format!(
@@ -129,7 +142,13 @@ impl ChildAgent {
             if last_sent.is_none_or(|t| now.duration_since(t) > Duration::from_millis(5)) {
                 let (key, m) = match &hello {
                     None => (long_term.as_ref(), Msg::Knock { nonce: knock }),
-                    Some((k, _)) => (k.as_ref(), Msg::Join { addr: me }),
+                    Some((k, _)) => (
+                        k.as_ref(),
+                        Msg::Join {
+                            addr: me,
+                            shape: fingerprint,
+                        },
+                    ),
                 };
                 let _ = self
                     .sock
@@ -161,6 +180,18 @@ impl ChildAgent {
             };
             if challenge.is_some() {
                 continue; // A repeated challenge.
+            }
+            if let Some(theirs) = opened(self.key.as_ref(), d)
+                .filter(|b| shape::is_refusal(b))
+                .and_then(|b| shape::decode_refusal(b, self.job))
+                .filter(|&(r, _)| r == self.rank)
+                .map(|(_, s)| s)
+            {
+                let mine = self.shape.as_ref().map_or_else(String::new, |m| m.differences(&theirs));
+                return Err(format!(
+                    "the coordinator at {} refused this member: its group differs ({mine})",
+                    self.parent
+                ));
             }
             let chunk = opened(self.key.as_ref(), d).and_then(|body| join::decode(body, self.job, self.n));
             let Some((first, addrs, p)) = chunk.filter(|c| run.is_none_or(|r| c.2.run == r)) else {
@@ -271,6 +302,17 @@ impl ChildAgent {
     /// run is unauthenticated; tags are then zero).
     pub fn set_key(&mut self, key: Option<AuthKey>) {
         self.key = key;
+    }
+
+    /// States `shape` in this node's hello: a coordinator with another refuses the join, and
+    /// [`ChildAgent::join`] fails at once naming both.
+    pub fn set_shape(&mut self, shape: Option<GroupShape>) {
+        self.shape = shape;
+    }
+
+    /// [`ChildAgent::join`] gives up at once when `cancel` is set (by another thread).
+    pub fn set_cancel(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.cancel = cancel;
     }
 
     /// Has the parent answered yet?
@@ -403,34 +445,69 @@ pub struct Joined {
     pub params: JobParams,
 }
 
-/// Binds this process's data socket and joins the coordinator at `coordinator` as `rank` of
-/// `n` in job `job` (until the table is complete or `timeout` passes): [`Joined`].
+/// How a process joins its coordinator ([`JoinAs::join`]): where, with which key and shape.
+#[derive(Clone)]
+pub struct JoinAs {
+    pub coordinator: SocketAddr,
+    /// The IP the data socket binds [default: the interface toward the coordinator].
+    pub bind: Option<IpAddr>,
+    pub job: u64,
+    pub key: Option<AuthKey>,
+    pub timeout: Duration,
+    /// What the process must share with its group ([`ChildAgent::set_shape`]).
+    pub shape: Option<GroupShape>,
+    /// Gives the join up at once when set ([`ChildAgent::set_cancel`]).
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl JoinAs {
+    /// Binds this process's data socket and joins the coordinator as `rank` of `n` (until the
+    /// table is complete, the coordinator refuses this shape, or the timeout passes):
+    /// [`Joined`].
+    pub fn join(&self, rank: u32, n: u32) -> Result<Joined, String> {
+        let coordinator = self.coordinator;
+        let ip = match self.bind {
+            Some(ip) => ip,
+            None => crate::transport::local_ip::local_ip_toward(coordinator)
+                .map_err(|e| format!("no route to the coordinator {coordinator}: {e}"))?,
+        };
+        let sock = crate::transport::udp::UdpTransport::bind_socket(SocketAddr::new(ip, 0))
+            .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
+        let me = sock
+            .local_addr()
+            .map_err(|e| format!("cannot read the address bound on {ip}: {e}"))?;
+        let mut agent = ChildAgent::new(coordinator, self.job, rank, n).map_err(|e| format!("control socket: {e}"))?;
+        agent.set_key(self.key.clone());
+        agent.set_shape(self.shape.clone());
+        agent.set_cancel(self.cancel.clone());
+        let (peers, params) = agent.join(me, self.timeout)?;
+        Ok(Joined {
+            sock,
+            agent,
+            peers,
+            params,
+        })
+    }
+}
+
+/// [`JoinAs::join`] with no shape stated and no cancel.
 pub fn join_with_socket(
     coordinator: SocketAddr,
     bind: Option<IpAddr>,
     job: u64,
     rank: u32,
     n: u32,
-    key: Option<crate::wire::mac::AuthKey>,
+    key: Option<AuthKey>,
     timeout: Duration,
 ) -> Result<Joined, String> {
-    let ip = match bind {
-        Some(ip) => ip,
-        None => crate::transport::local_ip::local_ip_toward(coordinator)
-            .map_err(|e| format!("no route to the coordinator {coordinator}: {e}"))?,
-    };
-    let sock = crate::transport::udp::UdpTransport::bind_socket(SocketAddr::new(ip, 0))
-        .map_err(|e| format!("cannot bind a UDP port on {ip}: {e}"))?;
-    let me = sock
-        .local_addr()
-        .map_err(|e| format!("cannot read the address bound on {ip}: {e}"))?;
-    let mut agent = ChildAgent::new(coordinator, job, rank, n).map_err(|e| format!("control socket: {e}"))?;
-    agent.set_key(key);
-    let (peers, params) = agent.join(me, timeout)?;
-    Ok(Joined {
-        sock,
-        agent,
-        peers,
-        params,
-    })
+    JoinAs {
+        coordinator,
+        bind,
+        job,
+        key,
+        timeout,
+        shape: None,
+        cancel: None,
+    }
+    .join(rank, n)
 }

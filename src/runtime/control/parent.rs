@@ -13,6 +13,7 @@ use crate::wire::control::{Msg, decode, encode};
 use crate::wire::join::{self, JobParams};
 use crate::wire::mac::AuthKey;
 use crate::wire::mac::{opened, sealed};
+use crate::wire::shape::{self, GroupShape};
 
 /// The parent's side: turns reports into board entries for the coordinator and sends its
 /// commands.
@@ -46,6 +47,12 @@ pub struct ParentAgent {
     /// Hellos ([`Msg::Join`]) refused: not sealed with this run's hello key (recorded in
     /// another run, or forged); counted apart from [`ParentAgent::invalid`].
     pub refused_hellos: u64,
+    /// What every joining member must share with this group (its fingerprint, and the
+    /// refusal that names it); `None`: any hello is admitted.
+    shape: Option<(u64, GroupShape)>,
+    /// Hellos refused because they stated another shape; the last such rank.
+    pub refused_shapes: u64,
+    pub last_refused: Option<u32>,
 }
 
 /// What a launched run's coordinator challenges its nodes with.
@@ -98,6 +105,9 @@ impl ParentAgent {
             launch: None,
             invalid: 0,
             refused_hellos: 0,
+            shape: None,
+            refused_shapes: 0,
+            last_refused: None,
         })
     }
 
@@ -147,6 +157,13 @@ impl ParentAgent {
     /// run is unauthenticated; tags are then zero).
     pub fn set_key(&mut self, key: Option<AuthKey>) {
         self.key = key;
+    }
+
+    /// Admits only joins that state `shape`'s fingerprint ([`Msg::Join`]): another is not
+    /// entered in the table, is counted ([`ParentAgent::refused_shapes`]) and is answered with
+    /// a refusal that carries `shape` ([`shape::encode_refusal`]).
+    pub fn set_shape(&mut self, shape: Option<GroupShape>) {
+        self.shape = shape.map(|s| (s.fingerprint(), s));
     }
 
     /// From now on, answers every join with the address table and `p`.
@@ -367,6 +384,17 @@ impl ParentAgent {
                 }
                 continue;
             }
+            if let (Msg::Join { shape: theirs, .. }, Some((mine, ours))) = (m, &self.shape)
+                && theirs != *mine
+            {
+                // Another group's member, or one built with other parameters: not admitted
+                // (it would decode none of the others' datagrams); told why, with ours.
+                self.refused_shapes += 1;
+                self.last_refused = Some(rank);
+                let refusal = shape::encode_refusal(self.job, rank, ours);
+                let _ = self.sock.send_to(&sealed(self.key.as_ref(), &refusal), from);
+                continue;
+            }
             let r = rank as usize;
             match self.children[r] {
                 None => self.children[r] = Some(from),
@@ -417,7 +445,7 @@ impl ParentAgent {
                     let _ = self.sock.send_to(&sealed(self.key.as_ref(), &pong), from);
                 }
                 Msg::Clock { offset, uncertainty } => self.clocks[r] = Some((offset, uncertainty)),
-                Msg::Join { addr } => {
+                Msg::Join { addr, .. } => {
                     let complete = self.table_complete();
                     self.addrs[r] = Some(addr);
                     if !complete && self.table_complete() {

@@ -352,7 +352,7 @@ fn the_last_address_sends_the_table_to_every_child_that_joined() {
     let kids = [raw_child(), raw_child()];
     let hello = |r: u32| {
         let me = kids[r as usize].local_addr().unwrap();
-        let m = crate::wire::mac::sealed(None, &encode(job, r, &Msg::Join { addr: me }));
+        let m = crate::wire::mac::sealed(None, &encode(job, r, &Msg::Join { addr: me, shape: 0 }));
         kids[r as usize].send_to(&m, at).unwrap();
     };
     hello(0);

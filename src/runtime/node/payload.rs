@@ -22,6 +22,14 @@ pub trait Payloads: Send {
     fn max_len(&self) -> Option<usize> {
         None
     }
+    /// A valid datagram of operation `seq` named root `heard` where this node knows `named`
+    /// (where roots are learned, [`crate::runtime::board::Control::learn_roots`]: named by
+    /// its caller, or learned from an earlier datagram of the operation): the callers named
+    /// different roots for one operation. The datagram is dropped and counted
+    /// ([`super::NodeStats::wrong_root`]); this hook lets the caller hear of it.
+    fn wrong_root(&mut self, seq: u64, named: u32, heard: u32) {
+        let _ = (seq, named, heard);
+    }
 }
 
 /// The payload byte `i` of operation `seq` (checked at every receiver).

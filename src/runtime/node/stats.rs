@@ -16,6 +16,10 @@ pub struct NodeStats {
     pub too_far: u64,
     /// Messages whose header sender differs from the transport's sender.
     pub spoofed: u64,
+    /// Messages of an operation whose root this node knows (its caller named it, or an
+    /// earlier datagram did, [`crate::runtime::board::Control::learn_roots`]) naming another
+    /// root: the callers disagree ([`super::Payloads::wrong_root`]).
+    pub wrong_root: u64,
     /// Sends refused because the peer is suspected.
     pub to_suspected: u64,
     /// Sends deferred by a full retransmit window.
@@ -34,6 +38,7 @@ impl Default for NodeStats {
             stale: 0,
             too_far: 0,
             spoofed: 0,
+            wrong_root: 0,
             to_suspected: 0,
             backpressure: 0,
             deferred_overflow: 0,

@@ -30,6 +30,14 @@ where
         match self.ops.filter.admit(OpId { root: 0, seq: h.seq }) {
             Admission::Live => {}
             Admission::Stale => {
+                // Over here: where roots are learned, one that differs from the root it was
+                // over with (still in its slot) is the callers' disagreement, not a late copy.
+                let s = &self.ops.slots[slot_index(h.seq)];
+                if self.ctl.learn_roots && s.seq == h.seq && s.root != h.root && P::Msg::decode(body, n).is_ok() {
+                    stats.wrong_root += 1;
+                    self.ops.payloads.wrong_root(h.seq, s.root, h.root);
+                    return Got::Dropped;
+                }
                 stats.stale += 1;
                 return Got::Dropped;
             }
@@ -46,11 +54,19 @@ where
             Some(r) => Some(r),
             // Not yet called here: the datagram names its root (written to the slot once its
             // body and payload are admitted, below), which is never this node (only its own
-            // call makes it a root).
-            None if self.ctl.learn_roots && h.seq >= self.ctl.allowed.load(Ordering::Acquire) => None,
+            // call makes it a root), unless an earlier datagram of the operation named it
+            // already: that one holds (the operation's instance here is that root's).
+            None if self.ctl.learn_roots && h.seq >= self.ctl.allowed.load(Ordering::Acquire) => {
+                let s = &self.ops.slots[slot_index(h.seq)];
+                (s.seq == h.seq && s.proto.is_some()).then_some(s.root)
+            }
             None => Some(self.ctl.root_of(h.seq)),
         };
-        if named.map_or(h.root == rank, |r| r != h.root) {
+        let wrong = named.map_or(h.root == rank, |r| r != h.root);
+        // Where roots are learned, a root that differs from the one known is the callers'
+        // disagreement, told apart from a bad datagram once the body decodes.
+        let disagree = wrong && self.ctl.learn_roots && named.is_some();
+        if wrong && !disagree {
             stats.drops.count(DecodeError::BadField("root"));
             return Got::Dropped;
         }
@@ -61,6 +77,11 @@ where
                 return Got::Dropped;
             }
         };
+        if let Some(r) = named.filter(|_| disagree) {
+            stats.wrong_root += 1;
+            self.ops.payloads.wrong_root(h.seq, r, h.root);
+            return Got::Dropped;
+        }
         if !self.ops.payloads.admit(h.seq, payload) {
             if let Some(b) = self.board.get(h.seq) {
                 b.bad_payload.fetch_add(1, Ordering::Relaxed);
