@@ -461,8 +461,11 @@ impl Coordinator {
             }
             match ctl.boards[r].get(seq) {
                 Some(b) => {
-                    let d = b.delivered_ns.load(Ordering::Relaxed);
-                    if d == 0 {
+                    // A node stamps its delivery's count, then its time (Release): a time seen
+                    // with no count yet is a delivery being published (its thread may lose
+                    // its core in between, past `idle`), not one that went wrong.
+                    let d = b.delivered_ns.load(Ordering::Acquire);
+                    if d == 0 || b.deliveries.load(Ordering::Relaxed) == 0 {
                         all_delivered = false;
                     }
                     colored = colored.max(d);

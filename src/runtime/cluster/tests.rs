@@ -72,3 +72,47 @@ fn an_op_timeout_beyond_u64_nanoseconds_saturates() {
     let c = Coordinator::new(&cfg);
     assert_eq!((c.op_timeout_ns, c.idle_ns), (u64::MAX, u64::MAX));
 }
+
+/// A delivery's time seen before its count (the node thread stamps the count, then the time,
+/// and may lose its core in between for longer than `idle`) is a delivery being published:
+/// the operation waits for it, and is no violation once the count is there. Before, such an
+/// operation was over at `idle` with a violation (`1 violations, 0 timeouts` in a node-hop
+/// calibration on a loaded machine).
+#[test]
+fn a_delivery_half_published_is_waited_for_not_a_violation() {
+    let cfg = ClusterConfig {
+        nodes: 2,
+        workers: 1,
+        poll: PollMode::Blocking,
+        warmup: 0,
+        iterations: 1,
+        window: 1,
+        payload_len: 0,
+        tick_ns: 1,
+        job: 1,
+        seed: 1,
+        op_timeout: Duration::from_secs(3600),
+        idle: Duration::ZERO,
+        pin: false,
+        give_up_after: None,
+    };
+    let mut c = Coordinator::new(&cfg);
+    let ctl = crate::runtime::board::Control::new(2);
+    let epoch = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(2));
+    use std::sync::atomic::Ordering;
+    ctl.started_ns[0].store(1, Ordering::Release);
+    for r in 0..2 {
+        let b = ctl.boards[r].claim(0);
+        b.delivered_ns.store(2, Ordering::Release);
+        b.last_ns.store(2, Ordering::Relaxed);
+        b.finished.store(true, Ordering::Release);
+    }
+    // Rank 0's count is there, rank 1's not yet.
+    ctl.boards[0].claim(0).deliveries.store(1, Ordering::Relaxed);
+    assert!(c.tick(&ctl, epoch), "still running");
+    assert_eq!((c.retired(), c.result().violations), (0, 0), "waited for");
+    ctl.boards[1].claim(0).deliveries.store(1, Ordering::Relaxed);
+    assert!(!c.tick(&ctl, epoch), "over");
+    assert_eq!((c.retired(), c.result().violations, c.result().timeouts), (1, 0, 0));
+}

@@ -421,12 +421,14 @@ impl ParentAgent {
                         continue;
                     }
                     let b = ctl.boards[r].claim(seq);
-                    b.delivered_ns.store(delivered_ns, Ordering::Relaxed);
                     b.last_ns.store(last_ns, Ordering::Relaxed);
                     b.sent.store(sent, Ordering::Relaxed);
                     b.deliveries.store(u32::from(deliveries), Ordering::Relaxed);
                     b.bad_payload.store(u32::from(bad), Ordering::Relaxed);
                     b.send_drops.store(u32::from(dropped), Ordering::Relaxed);
+                    // Last, releasing the rest: the coordinator reads the report from the time
+                    // on (`Coordinator::tick`), as a node thread's own stamps.
+                    b.delivered_ns.store(delivered_ns, Ordering::Release);
                     if started_ns != 0 {
                         ctl.started_ns[(seq % WINDOW as u64) as usize].store(started_ns, Ordering::Release);
                     }

@@ -353,8 +353,10 @@ where
         }
         for (seq, ns) in self.ops.unpublished.drain(..) {
             let b = self.board.claim(seq);
-            b.delivered_ns.store(ns, Ordering::Relaxed);
+            // The count before the time, which releases it: the coordinator takes a delivery
+            // as made once it sees the time (`Coordinator::tick`).
             b.deliveries.fetch_add(1, Ordering::Relaxed);
+            b.delivered_ns.store(ns, Ordering::Release);
             b.touch(ns);
         }
     }
