@@ -298,6 +298,7 @@ pub fn join() -> Vec<Vec<u8>> {
 pub fn refusal() -> Vec<Vec<u8>> {
     use crate::wire::shape::{GroupShape, encode_refusal};
     let shape = |algo| GroupShape {
+        members: 4,
         algo,
         in_flight: 32,
         max_payload: 1000,
@@ -319,6 +320,7 @@ pub fn refusal() -> Vec<Vec<u8>> {
             JOB,
             3,
             &GroupShape {
+                members: 4,
                 algo: None,
                 in_flight: 0,
                 max_payload: 0,

@@ -34,12 +34,13 @@
 //! payload limit than rank 0's is refused at the rendezvous ([`rendezvous`]).
 
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod bcast;
+mod flags;
 mod rendezvous;
 mod run;
 mod spec;
@@ -59,6 +60,7 @@ use crate::runtime::control::clock::SYNC_GIVE_UP;
 use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::dispatch::Dispatch;
+use flags::{Flags, LEFT_FLUSHED, NONE_REFUSED};
 use rendezvous::{join_both, serve_rendezvous, shape_of};
 use run::Run;
 
@@ -510,21 +512,17 @@ pub enum Left {
     Fenced { by: u32 },
 }
 
-/// [`Flags::left`]: not yet left, or left unacknowledged.
-const LEFT_UNACKNOWLEDGED: u8 = 0;
-/// [`Flags::left`]: left with everything acknowledged.
-const LEFT_FLUSHED: u8 = 1;
-
 /// How long after a member got the group's table its detector gives a neighbour it has not
-/// heard from yet to start ([`Agreements::expecting_starts`]): the others got the table at
-/// about the same time (rank 0 sends it to all when the last address comes), then each times
-/// its clock against rank 0 before its thread starts heartbeating, which takes up to
-/// [`SYNC_GIVE_UP`] when rank 0 is gone (it left as soon as it joined). At least that, and at
-/// least the detector's ceiling ([`GAP_CEILING`] × `suspect_after`), the longest it lets any
-/// peer be silent: a member that never starts is suspected no later than a slow one would be.
-fn start_window(suspect_after: Duration) -> Duration {
+/// heard from yet to start ([`Agreements::expecting_starts`]): the detector's ceiling
+/// ([`GAP_CEILING`] × `suspect_after`, the longest it lets any peer be silent: a member that
+/// never starts is suspected no later than a slow one would be) *after* the longest a peer
+/// may take to start once it has the table, [`SYNC_GIVE_UP`] (timing its clock against a rank
+/// 0 that is gone: it left as soon as it joined). The sum, not the larger: the window counts
+/// from this member's table, and a peer may get its own later (a lost copy, asked for again)
+/// and only then spend up to [`SYNC_GIVE_UP`] before it heartbeats.
+pub(super) fn start_window(suspect_after: Duration) -> Duration {
     let ceiling = u32::try_from(GAP_CEILING).unwrap_or(u32::MAX);
-    suspect_after.saturating_mul(ceiling).max(SYNC_GIVE_UP)
+    SYNC_GIVE_UP.saturating_add(suspect_after.saturating_mul(ceiling))
 }
 
 /// The broadcasts' model from rank 0's `o` and `L` (ns, as its rendezvous sent them): `L`
@@ -561,34 +559,6 @@ struct BcastSetup {
     /// Kept open, as [`Run::_agent`].
     _agent: ChildAgent,
 }
-
-/// What a member's caller and its threads share.
-struct Flags {
-    /// Who fenced this member (`NOT_FENCED`: no one), set by its thread before it reports
-    /// itself failed.
-    fenced_by: AtomicU32,
-    /// The member leaves: its thread and rank 0's rendezvous end.
-    stop: AtomicBool,
-    /// How it left: [`LEFT_FLUSHED`] once its thread left with everything acknowledged.
-    left: std::sync::atomic::AtomicU8,
-    /// Rank 0: the last member its rendezvous refused (another shape), or [`NONE_REFUSED`].
-    refused: AtomicU32,
-}
-
-impl Flags {
-    /// Not fenced, not stopping, not left, no member refused.
-    fn new() -> Self {
-        Flags {
-            fenced_by: AtomicU32::new(NOT_FENCED),
-            stop: AtomicBool::new(false),
-            left: std::sync::atomic::AtomicU8::new(LEFT_UNACKNOWLEDGED),
-            refused: AtomicU32::new(NONE_REFUSED),
-        }
-    }
-}
-
-/// [`Flags::refused`]: no member refused.
-const NONE_REFUSED: u32 = u32::MAX;
 
 #[cfg(test)]
 mod mismatch_tests;

@@ -1,5 +1,6 @@
-//! What every member of a group of processes must have the same ([`GroupShape`]: whether it
-//! broadcasts, with which algorithm, how many operations in flight, payloads up to what),
+//! What every member of a group of processes must have the same ([`GroupShape`]: how many
+//! members, whether it broadcasts, with which algorithm, how many operations in flight,
+//! payloads up to what),
 //! and rank 0's refusal of a member that joined with another ([`encode_refusal`]).
 //!
 //! A joining member states its shape's [`GroupShape::fingerprint`] in its control `Join`
@@ -9,10 +10,10 @@
 //! decode none of the others' datagrams, and only time out).
 //!
 //! Layout of a shape ([`SHAPE_LEN`] bytes, little-endian): broadcasts (1: 0 or 1), 3 reserved
-//! zero bytes, operations in flight (4), longest payload (4), then the algorithm: tag (1),
-//! tree (1), order (1), start (1), correction or variant (1), 3 reserved zero bytes, the
-//! tree's parameter (4), the correction's or variant's parameter (8), gossip's `T` (8).
-//! Without broadcasts every later byte is zero. A refusal: magic `FTCR`, version, 3 reserved
+//! zero bytes, members (4), operations in flight (4), longest payload (4), then the
+//! algorithm: tag (1), tree (1), order (1), start (1), correction or variant (1), 3 reserved
+//! zero bytes, the tree's parameter (4), the correction's or variant's parameter (8),
+//! gossip's `T` (8). Without broadcasts every byte after the members is zero. A refusal: magic `FTCR`, version, 3 reserved
 //! zero bytes, job (8), the refused rank (4), 4 reserved zero bytes, then the shape. Every
 //! field is checked on decode.
 
@@ -24,15 +25,18 @@ use crate::protocol::bcast::correction::Correction;
 use crate::topology::{Order, TreeKind};
 
 /// Bytes of an encoded [`GroupShape`].
-pub const SHAPE_LEN: usize = 40;
+pub const SHAPE_LEN: usize = 44;
 const MAGIC: [u8; 4] = *b"FTCR";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 /// Bytes of a refusal.
 pub const REFUSAL_LEN: usize = 24 + SHAPE_LEN;
 
 /// What must be the same at every member of a group of processes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupShape {
+    /// How many members the group has (a member started with another count would join in
+    /// another member's place).
+    pub members: u32,
     /// The broadcast algorithm; `None`: the group does not broadcast (agreements only).
     pub algo: Option<Algo>,
     /// Broadcasts a member may have in flight past its oldest one not over (0 without).
@@ -47,9 +51,12 @@ impl GroupShape {
         let mut o = [0u8; SHAPE_LEN];
         let mut w = Writer::new(&mut o);
         let Some(algo) = &self.algo else {
+            w.bytes(&[0; 4]);
+            w.u32(self.members);
             return o;
         };
         w.bytes(&[1, 0, 0, 0]);
+        w.u32(self.members);
         w.u32(self.in_flight);
         w.u32(self.max_payload);
         let f = AlgoFields::of(algo);
@@ -68,8 +75,10 @@ impl GroupShape {
         }
         let mut r = Reader::new(buf);
         let head: [u8; 4] = r.array().ok()?;
+        let members = r.u32().ok()?;
         if head == [0; 4] {
-            return buf.iter().all(|&b| b == 0).then_some(GroupShape {
+            return buf[8..].iter().all(|&b| b == 0).then_some(GroupShape {
+                members,
                 algo: None,
                 in_flight: 0,
                 max_payload: 0,
@@ -97,6 +106,7 @@ impl GroupShape {
         let algo = f.algo()?;
         // Canonical bytes only: a field the algorithm does not have is zero.
         (AlgoFields::of(&algo) == f).then_some(GroupShape {
+            members,
             algo: Some(algo),
             in_flight,
             max_payload,
@@ -117,9 +127,10 @@ impl GroupShape {
     /// The shape in words, one line.
     pub fn summary(&self) -> String {
         match &self.algo {
-            None => "agreements only, no broadcasts".into(),
+            None => format!("{} members, agreements only, no broadcasts", self.members),
             Some(a) => format!(
-                "broadcasts with {}, {} in flight, payloads up to {} bytes",
+                "{} members, broadcasts with {}, {} in flight, payloads up to {} bytes",
+                self.members,
                 a.describe(),
                 self.in_flight,
                 self.max_payload
@@ -132,6 +143,9 @@ impl GroupShape {
     pub fn differences(&self, theirs: &GroupShape) -> String {
         let algo = |a: &Option<Algo>| a.as_ref().map_or("none (agreements only)".into(), Algo::describe);
         let mut out = Vec::new();
+        if self.members != theirs.members {
+            out.push(format!("{} members at rank 0, {} here", theirs.members, self.members));
+        }
         if self.algo != theirs.algo {
             out.push(format!(
                 "broadcast algorithm {} at rank 0, {} here",
@@ -386,15 +400,26 @@ mod tests {
         let mut out: Vec<_> = algos
             .into_iter()
             .map(|a| GroupShape {
+                members: 5,
                 algo: Some(a),
                 in_flight: 32,
                 max_payload: 1000,
             })
             .collect();
         out.push(GroupShape {
+            members: 5,
             algo: None,
             in_flight: 0,
             max_payload: 0,
+        });
+        // The same but for the members' count.
+        out.push(GroupShape {
+            members: 6,
+            ..out[0].clone()
+        });
+        out.push(GroupShape {
+            members: 1,
+            ..out[out.len() - 2].clone()
         });
         out
     }
@@ -457,5 +482,32 @@ mod tests {
         assert!(d.contains("32 broadcasts in flight at rank 0, 16 here"), "{d}");
         assert!(d.contains("payloads up to 1000 bytes at rank 0, 9 here"), "{d}");
         assert!(!d.contains('\n'));
+        let more = GroupShape {
+            members: 7,
+            ..all[0].clone()
+        };
+        let d = more.differences(&all[0]);
+        assert_eq!(d, "5 members at rank 0, 7 here");
+        assert!(all[0].summary().starts_with("5 members, broadcasts with"));
+    }
+
+    /// A shape without broadcasts is zero past its members' count; any other byte there, or
+    /// a count in the reserved bytes, is refused.
+    #[test]
+    fn a_shape_without_broadcasts_is_canonical() {
+        let s = GroupShape {
+            members: 3,
+            algo: None,
+            in_flight: 0,
+            max_payload: 0,
+        };
+        let b = s.encode();
+        assert_eq!(&b[4..8], &3u32.to_le_bytes());
+        assert_eq!(GroupShape::decode(&b), Some(s));
+        for i in (1..4).chain(8..SHAPE_LEN) {
+            let mut c = b;
+            c[i] = 1;
+            assert_eq!(GroupShape::decode(&c), None, "byte {i}");
+        }
     }
 }

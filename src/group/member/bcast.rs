@@ -136,8 +136,70 @@ struct Roots {
     retired_heard: VecDeque<(u64, u32)>,
     /// Operations not yet called: another root heard than the first one (the first holds).
     other: BTreeMap<u64, u32>,
-    /// Operations reported, once each; forgotten once called and over.
+    /// Operations called here: the root the call named (an aborted call's too: the caller's
+    /// rank, never [`NO_ROOT`]), until the operation's slot may hold another ([`Roots::horizon`]).
+    called: BTreeMap<u64, u32>,
+    /// Operations reported, once each: kept as long as the node may still hear the
+    /// operation's datagrams (its slot may still hold it: [`Roots::horizon`]).
     reported: BTreeSet<u64>,
+}
+
+impl Roots {
+    /// The oldest operation whose slot may still hold it once `retired` are over here (a slot
+    /// is reused only by an operation [`WINDOW`] later, admitted once this one is over): the
+    /// node's reports of older ones are late copies of a disagreement reported already (or
+    /// that came too late to report), and are dropped.
+    fn horizon(retired: u64) -> u64 {
+        retired.saturating_sub(WINDOW as u64)
+    }
+
+    /// Notes that operation `seq` was called here naming `root`.
+    fn note_call(&mut self, seq: u64, root: u32) {
+        self.called.insert(seq, root);
+    }
+
+    /// Whether operation `seq` is to be reported now: not reported before.
+    fn first_report(&mut self, seq: u64) -> bool {
+        self.reported.insert(seq)
+    }
+
+    /// Takes what the node heard of roots that differ (`(seq, root known, root heard)`), with
+    /// `allowed` operations called and `retired` over here: returns the disagreements of
+    /// operations called here not yet reported, as `(seq, the call's root, the other root)`;
+    /// keeps those of operations not yet called for their call ([`Roots::other`]); forgets
+    /// what no datagram can bring up again.
+    fn take_heard(&mut self, allowed: u64, retired: u64) -> Vec<(u64, u32, u32)> {
+        let heard = std::mem::take(&mut *self.heard.lock().unwrap_or_else(|e| e.into_inner()));
+        let horizon = Self::horizon(retired);
+        let mut out = Vec::new();
+        for (seq, known, other) in heard {
+            if seq >= allowed {
+                self.other.entry(seq).or_insert(other);
+                continue;
+            }
+            // Called here: the report names the call's root, and the other one the node saw
+            // (the slot's, heard before the call, or the datagram's); an aborted call's slot
+            // names no root (`NO_ROOT`), never reported as one.
+            let Some(&root) = self.called.get(&seq).filter(|_| seq >= horizon) else {
+                continue;
+            };
+            let heard = if known != root && known != NO_ROOT {
+                known
+            } else {
+                other
+            };
+            if heard != root && heard != NO_ROOT && self.first_report(seq) {
+                out.push((seq, root, heard));
+            }
+        }
+        while self.reported.first().is_some_and(|&s| s < horizon) {
+            self.reported.pop_first();
+        }
+        while self.called.first_key_value().is_some_and(|(&s, _)| s < horizon) {
+            self.called.pop_first();
+        }
+        out
+    }
 }
 
 /// A call waiting for the window.
@@ -280,6 +342,7 @@ where
     /// the call) and reports the first that differs.
     fn check_call(&mut self, c: Call, heard: bool) {
         let r = &mut self.roots;
+        r.note_call(c.seq, c.root);
         while r.retired_heard.front().is_some_and(|&(s, _)| s < c.seq) {
             r.retired_heard.pop_front();
         }
@@ -307,32 +370,25 @@ where
 
     /// Reports once that operation `seq`, called here with `root`, was heard from `heard`.
     fn mismatch(&mut self, seq: u64, root: u32, heard: u32) {
-        if self.roots.reported.insert(seq) {
-            let _ = self.events.send(Event::RootMismatch {
-                member: self.rank,
-                seq,
-                root,
-                heard,
-            });
+        if self.roots.first_report(seq) {
+            self.tell(seq, root, heard);
         }
     }
 
-    /// Takes what the node heard of roots that differ: reported for an operation called here,
-    /// kept for its call otherwise; forgets what is called and over.
+    fn tell(&self, seq: u64, root: u32, heard: u32) {
+        let _ = self.events.send(Event::RootMismatch {
+            member: self.rank,
+            seq,
+            root,
+            heard,
+        });
+    }
+
+    /// Takes what the node heard of roots that differ: reported (once) for an operation
+    /// called here, kept for its call otherwise ([`Roots::take_heard`]).
     fn disagreements(&mut self) {
-        let heard = std::mem::take(&mut *self.roots.heard.lock().unwrap_or_else(|e| e.into_inner()));
-        for (seq, known, other) in heard {
-            if seq < self.allowed() {
-                // Called here (its root is the one the call named, or one heard before the
-                // call, reported then).
-                self.mismatch(seq, known, other);
-            } else {
-                self.roots.other.entry(seq).or_insert(other);
-            }
-        }
-        let done = self.retired.min(self.allowed());
-        while self.roots.reported.first().is_some_and(|&s| s < done) {
-            self.roots.reported.pop_first();
+        for (seq, root, heard) in self.roots.take_heard(self.allowed(), self.retired) {
+            self.tell(seq, root, heard);
         }
     }
 
@@ -475,3 +531,6 @@ where
         c.timed_out = self.timed_out;
     }
 }
+
+#[cfg(test)]
+mod roots_tests;

@@ -127,8 +127,8 @@ fn a_member_that_starts_late_is_not_suspected_before_it_could_have_started() {
 }
 
 /// A member that has its table but does not start is suspected all the same by its watching
-/// neighbour once the start window ends (`GAP_CEILING` × `suspect_after`, 800 ms: not at
-/// `suspect_after`, 100 ms), and when it does start it finds itself fenced; the others agree
+/// neighbour once the start window ends (`SYNC_GIVE_UP` + `GAP_CEILING` × `suspect_after`,
+/// 1 s: not at `suspect_after`, 100 ms), and when it does start it finds itself fenced; the others agree
 /// without it.
 #[test]
 fn a_member_that_never_starts_is_suspected_once_the_start_window_ends() {
@@ -156,4 +156,25 @@ fn a_member_that_never_starts_is_suspected_once_the_start_window_ends() {
         let want: &[u32] = if m.rank() == 0 { &[] } else { &[2] };
         assert_eq!(failed, want, "member {}", m.rank());
     }
+}
+
+/// The start window is the longest a peer may take to start once it has the table (timing
+/// its clock against a rank 0 that is gone) plus the detector's ceiling, not the larger of
+/// the two: a peer that got its table later than this member still has the whole ceiling
+/// after its start. (Before, with `suspect_after` of 100 ms: 800 ms, leaving such a peer
+/// 600 ms.)
+#[test]
+fn the_start_window_is_the_clock_sync_plus_the_detectors_ceiling() {
+    use crate::protocol::detector::GAP_CEILING;
+    use crate::runtime::control::clock::SYNC_GIVE_UP;
+    let ceiling = u32::try_from(GAP_CEILING).unwrap();
+    for ms in [1, 10, 100, 1000] {
+        let s = Duration::from_millis(ms);
+        assert_eq!(
+            super::start_window(s),
+            SYNC_GIVE_UP + s * ceiling,
+            "suspect_after {s:?}"
+        );
+    }
+    assert_eq!(super::start_window(Duration::MAX), Duration::MAX, "saturates");
 }

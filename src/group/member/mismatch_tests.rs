@@ -98,6 +98,18 @@ fn members_that_name_different_roots_for_one_broadcast_are_told() {
         assert!(c.root_mismatch >= 1, "member {me}: {c:?}");
         assert_eq!(c.invalid, 0, "member {me}: counted apart from invalid datagrams");
     }
+    // Later copies of the other root's datagrams (retransmissions, corrections) are not
+    // reported again, nor with the roots swapped.
+    let quiet = Instant::now() + Duration::from_secs(1);
+    for m in ms.iter_mut() {
+        while let Some(e) = m.next_event(quiet.saturating_duration_since(Instant::now())) {
+            assert!(
+                !matches!(e, Event::RootMismatch { .. }),
+                "member {}: reported again: {e:?}",
+                m.rank()
+            );
+        }
+    }
 }
 
 /// A member whose call names another root than the one it already heard the broadcast from
@@ -145,6 +157,26 @@ fn a_member_whose_late_call_names_another_root_than_it_heard_is_told() {
             m.rank()
         );
     }
+}
+
+/// A member started with another count of members than rank 0's is refused at once, naming
+/// both counts (before, its sockets joined as other members' ranks: its broadcast socket's
+/// `n' + r` is another member's slot).
+#[test]
+fn a_member_with_another_count_of_members_is_refused_naming_both() {
+    let at = coordinator();
+    let zero = MemberSpec {
+        timeout: Duration::from_secs(3),
+        ..MemberSpec::new(0, 2, at)
+    };
+    let one = MemberSpec {
+        timeout: Duration::from_secs(60),
+        ..MemberSpec::new(1, 3, at)
+    };
+    let (one, zero) = refused_pair(zero, one);
+    assert!(one.contains("refused this member"), "{one}");
+    assert!(one.contains("2 members at rank 0, 3 here"), "{one}");
+    assert!(zero.contains("rank 0 refused member 1"), "{zero}");
 }
 
 /// The one-line error of a join refused for another group shape, and of rank 0's join, which

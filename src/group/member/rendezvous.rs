@@ -17,13 +17,15 @@ use crate::runtime::control::child::{JoinAs, Joined};
 use crate::runtime::join::JobParams;
 use crate::wire::shape::GroupShape;
 
-/// What every member of `spec`'s group must have the same: whether it broadcasts, with which
+/// What every member of `spec`'s group must have the same: how many members (one started
+/// with another count would join in another's place), whether it broadcasts, with which
 /// algorithm, how many broadcasts in flight and payloads up to what (the one checked build of
 /// the algorithm for `n` members: an impossible one is an error). Rank 0's LogP is not part
 /// of it: every member is given rank 0's ([`MemberSpec::logp`]).
 pub(super) fn shape_of(spec: &MemberSpec) -> Result<GroupShape, String> {
     if !spec.broadcasts {
         return Ok(GroupShape {
+            members: spec.n,
             algo: None,
             in_flight: 0,
             max_payload: 0,
@@ -31,6 +33,7 @@ pub(super) fn shape_of(spec: &MemberSpec) -> Result<GroupShape, String> {
     }
     let max = crate::group::checks::max_payload_of(&spec.algo, spec.n)?;
     Ok(GroupShape {
+        members: spec.n,
         algo: Some(spec.algo.clone()),
         in_flight: super::bcast::IN_FLIGHT as u32,
         max_payload: u32::try_from(max).unwrap_or(u32::MAX),
@@ -50,6 +53,8 @@ pub(super) fn serve_rendezvous(
         .map_err(|e| format!("cannot bind the coordinator at {}: {e}", spec.coordinator))?;
     agent.set_key(spec.key.clone());
     agent.set_shape(Some(shape.clone()));
+    // Rank 0 may leave as soon as its own join returned: the others get the table at once.
+    agent.set_table_to_all(true);
     let (epoch, epoch_unix_ns) = (Instant::now(), crate::runtime::procs::unix_ns());
     let ns = |d: Duration| crate::group::nanos(d).max(1);
     agent

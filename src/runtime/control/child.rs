@@ -187,9 +187,13 @@ impl ChildAgent {
                 .filter(|&(r, _)| r == self.rank)
                 .map(|(_, s)| s)
             {
-                let mine = self.shape.as_ref().map_or_else(String::new, |m| m.differences(&theirs));
+                // Without a shape of its own (stated none): the coordinator's, in words.
+                let why = self.shape.as_ref().map_or_else(
+                    || format!("the coordinator's: {}", theirs.summary()),
+                    |m| m.differences(&theirs),
+                );
                 return Err(format!(
-                    "the coordinator at {} refused this member: its group differs ({mine})",
+                    "the coordinator at {} refused this member: its group differs ({why})",
                     self.parent
                 ));
             }
@@ -198,7 +202,7 @@ impl ChildAgent {
                 if self.stopped(d) {
                     // The coordinator's farewell (`ParentAgent::farewell`): no table will come.
                     return Err(format!(
-                        "rendezvous with the coordinator at {}: it stopped serving (rank 0 left) with {missing} of {n} addresses still missing here",
+                        "rendezvous with the coordinator at {}: the coordinator stopped serving with {missing} of {n} addresses still missing here",
                         self.parent
                     ));
                 }

@@ -53,6 +53,9 @@ pub struct ParentAgent {
     /// Hellos refused because they stated another shape; the last such rank.
     pub refused_shapes: u64,
     pub last_refused: Option<u32>,
+    /// The last address sends the table to every child that joined, at once
+    /// ([`ParentAgent::set_table_to_all`]); otherwise each child gets it at its next hello.
+    table_to_all: bool,
 }
 
 /// What a launched run's coordinator challenges its nodes with.
@@ -108,6 +111,7 @@ impl ParentAgent {
             shape: None,
             refused_shapes: 0,
             last_refused: None,
+            table_to_all: false,
         })
     }
 
@@ -247,25 +251,42 @@ impl ParentAgent {
         }
     }
 
+    /// Sends the table to every child that joined as soon as the last address comes in, not
+    /// at each child's next hello (up to 5 ms later, or never if this coordinator is gone by
+    /// then: a group's rank 0 that leaves as soon as it joined). Off by default: the burst is
+    /// children × ⌈n / 56⌉ datagrams at once, which a bench coordinator does not need.
+    pub fn set_table_to_all(&mut self, on: bool) {
+        self.table_to_all = on;
+    }
+
     /// Has every child's data address come in?
     fn table_complete(&self) -> bool {
         self.addrs.iter().all(Option::is_some)
     }
 
     /// The rendezvous ends (its coordinator leaves: [`crate::group::Member`]'s rank 0): every
-    /// child that joined gets the whole table once more, if it is complete (its copy may have
-    /// been lost), then [`Msg::Stop`]. A child still waiting for the table then fails at once
+    /// child that joined gets the whole table a few more times, if it is complete (its copy
+    /// may have been lost), then [`Msg::Stop`], a few times too (a child that has the whole
+    /// table has returned and reads no STOP; one that lost a chunk of every copy, or the
+    /// STOP, is still told). A child still waiting for the table then fails at once
     /// and says why ([`ChildAgent::join`](super::ChildAgent::join)), rather than at its
     /// timeout; one still timing its clock against this coordinator stops probing
     /// ([`ChildAgent::sync_clock`](super::ChildAgent::sync_clock)) rather than wait out ten
     /// probes' silence.
     pub fn farewell(&self) {
+        const COPIES: usize = 3;
         if self.table_complete() {
-            for a in self.children.iter().flatten() {
-                self.send_table(*a);
+            for _ in 0..COPIES {
+                for a in self.children.iter().flatten() {
+                    self.send_table(*a);
+                }
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
-        self.stop();
+        for _ in 0..COPIES {
+            self.stop();
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// The control address.
@@ -450,10 +471,9 @@ impl ParentAgent {
                 Msg::Join { addr, .. } => {
                     let complete = self.table_complete();
                     self.addrs[r] = Some(addr);
-                    if !complete && self.table_complete() {
-                        // The last address: every child that joined gets the table now, not
-                        // at its next hello (up to 5 ms later, or never if this coordinator
-                        // is gone by then: a rank 0 that leaves as soon as it joined).
+                    if self.table_to_all && !complete && self.table_complete() {
+                        // The last address: every child that joined gets the table now
+                        // ([`ParentAgent::set_table_to_all`]).
                         for a in self.children.iter().flatten() {
                             self.send_table(*a);
                         }

@@ -334,13 +334,23 @@ fn serve_until(parent: &mut ParentAgent, ctl: &Control, done: impl Fn(&ParentAge
     }
 }
 
-/// The address that completes the table sends it to every child that joined, not only to the
-/// one whose address it was: the others had it only at their next hello, and never when the
-/// coordinator stopped serving meanwhile (a group's rank 0 that leaves as soon as it joined).
+/// Where asked to ([`ParentAgent::set_table_to_all`]: a group's rendezvous), the address that
+/// completes the table sends it to every child that joined, not only to the one whose address
+/// it was: the others had it only at their next hello, and never when the coordinator stopped
+/// serving meanwhile (a group's rank 0 that leaves as soon as it joined). Not asked (bench's
+/// coordinator), only the last child gets it, as before: no burst of children × chunks.
 #[test]
 fn the_last_address_sends_the_table_to_every_child_that_joined() {
-    let (job, n) = (0x7AB1E, 2u32);
+    for to_all in [true, false] {
+        last_address_sends_the_table(to_all);
+    }
+}
+
+/// A loopback coordinator of `job` for `n` children with parameters (no launch), sending the
+/// table to all at the last address where `to_all`; its address.
+fn table_server(job: u64, n: u32, to_all: bool) -> (ParentAgent, std::net::SocketAddr) {
     let mut parent = ParentAgent::bind("127.0.0.1:0".parse().unwrap(), job, n).unwrap();
+    parent.set_table_to_all(to_all);
     parent.set_params(JobParams {
         o_ns: 1000,
         l_ns: 2000,
@@ -348,6 +358,12 @@ fn the_last_address_sends_the_table_to_every_child_that_joined() {
         run: [5; 16],
     });
     let at = parent.addr().unwrap();
+    (parent, at)
+}
+
+fn last_address_sends_the_table(to_all: bool) {
+    let (job, n) = (0x7AB1E, 2u32);
+    let (mut parent, at) = table_server(job, n, to_all);
     let ctl = Control::new(n);
     let kids = [raw_child(), raw_child()];
     let hello = |r: u32| {
@@ -363,6 +379,11 @@ fn the_last_address_sends_the_table_to_every_child_that_joined() {
     for (r, kid) in kids.iter().enumerate() {
         // Child 0 said hello once, before the table was complete, and never again.
         let mut buf = [0u8; 2048];
+        if r == 0 && !to_all {
+            kid.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+            assert!(kid.recv(&mut buf).is_err(), "a table to child 0 unasked");
+            continue;
+        }
         let len = kid
             .recv(&mut buf)
             .unwrap_or_else(|e| panic!("child {r}: no table: {e}"));
@@ -412,6 +433,51 @@ fn a_coordinator_that_stops_serving_says_so_to_its_children() {
     let stop = crate::wire::mac::sealed(None, &encode(job, 0, &Msg::Stop));
     coord.send_to(&stop, from).unwrap();
     assert_eq!(timing.join().unwrap(), (0, u64::MAX / 2));
+    // Probes sent before the STOP came (20 ms apart: a loaded machine may take longer to
+    // deliver it) are fine; a clock report is not.
     coord.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
-    assert!(coord.recv(&mut buf).is_err(), "a datagram after the farewell");
+    while let Ok(len) = coord.recv(&mut buf) {
+        let m = crate::wire::mac::opened(None, &buf[..len]).and_then(|b| crate::wire::control::decode(b, job, n));
+        assert!(matches!(m, Some((1, Msg::Ping { .. }))), "after the farewell: {m:?}");
+    }
+}
+
+/// A farewell sends the complete table several times, then the STOP several times: a child
+/// whose copy was lost gets one before any STOP, and a child that has the whole table succeeds
+/// however many STOPs follow.
+#[test]
+fn a_farewell_repeats_the_table_before_its_stops_and_a_child_with_the_table_succeeds() {
+    let (job, n) = (0xFA2E, 2u32);
+    let (mut parent, at) = table_server(job, n, true);
+    let ctl = Control::new(n);
+    let raw = raw_child();
+    let me = raw.local_addr().unwrap();
+    let m = crate::wire::mac::sealed(None, &encode(job, 0, &Msg::Join { addr: me, shape: 0 }));
+    raw.send_to(&m, at).unwrap();
+    serve_until(&mut parent, &ctl, |p| p.joined() == 1);
+    let mut child = ChildAgent::new(at, job, 1, n).unwrap();
+    let joining = std::thread::spawn(move || child.rendezvous("127.0.0.1:9".parse().unwrap(), Duration::from_secs(30)));
+    serve_until(&mut parent, &ctl, |p| p.joined() == 2);
+    let mut buf = [0u8; 2048];
+    // The raw child's copy from the last address is "lost".
+    let _ = raw.recv(&mut buf).unwrap();
+    parent.farewell();
+    let (addrs, _) = joining.join().unwrap().expect("a child with the whole table succeeds");
+    assert_eq!(addrs.len(), 2);
+    let (mut tables, mut stops) = (0, 0);
+    raw.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    while let Ok(len) = raw.recv(&mut buf) {
+        let body = crate::wire::mac::opened(None, &buf[..len]).unwrap();
+        if crate::wire::join::decode(body, job, n).is_some() {
+            assert_eq!(stops, 0, "a table after a STOP");
+            tables += 1;
+        } else {
+            assert!(matches!(
+                crate::wire::control::decode(body, job, n),
+                Some((0, Msg::Stop))
+            ));
+            stops += 1;
+        }
+    }
+    assert!(tables >= 2 && stops >= 2, "{tables} tables, {stops} stops");
 }
