@@ -78,6 +78,7 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                     "retransmits": r.transport.retransmits, "acks_sent": r.transport.acks_sent,
                     "window_full": r.transport.window_full, "suspected": r.transport.suspected,
                     "refused": r.transport.refused, "refused_probes": r.transport.refused_probes,
+                    "died_on_host": r.transport.died_on_host,
                     "heartbeats": r.heartbeats,
                 },
                 "prediction": prediction,

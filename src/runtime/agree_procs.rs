@@ -32,6 +32,7 @@ use crate::runtime::agree_stream::{self, BATCH, FLUSH_MS};
 use crate::runtime::agree_window::Rec;
 use crate::runtime::procs::aligned_epoch;
 use crate::transport::Transport;
+use crate::transport::death_watch::Watching;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::DropCounters;
 
@@ -61,6 +62,10 @@ pub struct ChildSpec {
     pub seed: u64,
     /// Generation of the group (`stress agree --procs`); 0 for `agree --procs`.
     pub generation: u64,
+    /// The generation's death board, when the node processes share this host
+    /// ([`crate::transport::death_watch`]; `None`: none, as for launched nodes).
+    #[serde(default)]
+    pub death_board: Option<String>,
 }
 
 /// One node process's result line.
@@ -92,6 +97,9 @@ pub struct ChildResult {
     /// datagrams, refused PROBEs.
     #[serde(default)]
     pub counters: [u64; 4],
+    /// Peers suspected because their process died on this host (the death board).
+    #[serde(default)]
+    pub died_on_host: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -252,10 +260,24 @@ pub fn child(spec_json: &str) -> Result<(), String> {
         let own = sock
             .try_clone()
             .map_err(|e| format!("cannot reuse the node's socket: {e}"))?;
-        let tp = UdpTransport::from_socket(s.rank, own, &s.peers, cfg)
+        let mut tp = UdpTransport::from_socket(s.rank, own, &s.peers, cfg)
             .map_err(|e| format!("cannot open the endpoint at {}: {e}", s.peers[s.rank as usize]))?;
+        // The generation's death board (node processes of one host): this thread holds the
+        // rank's mutexes until the generation ends (dropped: left), a kill tells the peers
+        // at once.
+        let watching = match &s.death_board {
+            Some(path) => {
+                let w = Watching::start(std::path::Path::new(path), s.rank, s.peers.len() as u32)
+                    .map_err(|e| format!("cannot join the death board {path}: {e}"))?;
+                tp.watch_deaths(w.watch());
+                Some(w)
+            }
+            None => None,
+        };
         let base = aligned_epoch(s.epoch_unix_ns);
-        match run_node(&s, &rx, &out, base, Box::new(tp), true)? {
+        let next = run_node(&s, &rx, &out, base, Box::new(tp), true)?;
+        drop(watching);
+        match next {
             Some(next) => s = next,
             None => return Ok(()),
         }
@@ -382,6 +404,7 @@ fn result(node: &Node) -> ChildResult {
         heartbeats: node.drv.heartbeats,
         transport: [t.sent, t.received, t.retransmits, t.suspected],
         counters: [t.window_full, t.acks_sent, t.refused, t.refused_probes],
+        died_on_host: t.died_on_host,
         drops: node.drv.drops,
         digests: node.digests.clone(),
         peak_rss_kb: peak_rss_kb(),

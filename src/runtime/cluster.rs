@@ -250,6 +250,7 @@ impl ClusterResult {
         s.fenced += t.fenced;
         s.spurious_retransmits += t.spurious_retransmits;
         s.beats_sent += t.beats_sent;
+        s.died_on_host += t.died_on_host;
         s.timeouts += t.timeouts;
         s.timeout_wait_ns += t.timeout_wait_ns;
     }

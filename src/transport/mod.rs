@@ -2,6 +2,7 @@
 //! one process, lock-free queues) and `udp` (one non-blocking socket per node, made reliable
 //! here). Both move opaque byte strings between ranks of one job; encoding is [`crate::wire`]'s.
 
+pub mod death_watch;
 pub mod ids;
 pub mod inproc;
 pub mod local_ip;
@@ -104,6 +105,9 @@ pub struct TransportStats {
     /// with nothing behind it costs (what `bench --loss`'s model charges per lost copy).
     pub timeouts: u64,
     pub timeout_wait_ns: u64,
+    /// Peers suspected because their process died on this host, told before their port
+    /// closed ([`death_watch`]).
+    pub died_on_host: u64,
     /// Heartbeats sent outside the reliable stream ([`Transport::beat`]: UDP's PROBEs), not
     /// counted in `sent`.
     pub beats_sent: u64,

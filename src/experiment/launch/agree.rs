@@ -256,7 +256,48 @@ pub(crate) fn spec_of(
         op_timeout_ms: b.op_timeout.as_millis() as u64,
         seed: b.seed,
         generation,
+        death_board: None,
     }
+}
+
+/// The death boards of a local launch ([`crate::transport::death_watch`]): one file per
+/// generation in a private directory, removed with it. `None` where the group is larger
+/// than a board holds (the ICMP refusals and heartbeats still tell deaths).
+struct DeathBoards {
+    dir: std::path::PathBuf,
+    n: u32,
+}
+
+impl DeathBoards {
+    fn new(n: u32) -> Result<Option<Self>, String> {
+        if n > crate::transport::death_watch::MAX_RANKS {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            dir: super::private_dir("ftcoll-deaths")?,
+            n,
+        }))
+    }
+
+    /// The board of generation `g`, created now.
+    fn board(&self, g: u64) -> Result<String, String> {
+        let path = self.dir.join(format!("generation-{g}"));
+        crate::transport::death_watch::DeathBoard::create(&path, self.n)
+            .map_err(|e| format!("cannot create the death board {}: {e}", path.display()))?;
+        Ok(path.to_string_lossy().into_owned())
+    }
+}
+
+impl Drop for DeathBoards {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `spec` with generation `g`'s death board, if there are boards.
+fn with_board(mut spec: ChildSpec, board: &Option<String>) -> ChildSpec {
+    spec.death_board = board.clone();
+    spec
 }
 
 /// Runs the benchmark with one `exe agree-node` process per node.
@@ -272,8 +313,10 @@ pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
     }
     let all: Vec<u32> = (0..b.n).collect();
     let peers = c.bound(&all)?;
+    let boards = DeathBoards::new(b.n)?;
+    let board = boards.as_ref().map(|d| d.board(0)).transpose()?;
     for r in 0..b.n {
-        c.send_spec(r, &spec_of(b, r, &peers, c.epoch_unix_ns, 0))?;
+        c.send_spec(r, &with_board(spec_of(b, r, &peers, c.epoch_unix_ns, 0), &board))?;
     }
     let started = c.start(START_TIMEOUT)?;
     let o = c.collect(started, idle_limit(b), window_of(b));
@@ -310,6 +353,7 @@ pub fn stress(
     let n = b.n;
     let mut peers: Vec<SocketAddr> = vec![SocketAddr::from(([127, 0, 0, 1], 0)); n as usize];
     let mut c = Cluster::new(exe, n, unix_ns());
+    let boards = DeathBoards::new(n)?;
     let mut fresh: Vec<u32> = (0..n).collect();
     let mut g = 0u64;
     loop {
@@ -323,8 +367,9 @@ pub fn stress(
         for (&r, a) in fresh.iter().zip(c.bound(&fresh)?) {
             peers[r as usize] = a;
         }
+        let board = boards.as_ref().map(|d| d.board(g)).transpose()?;
         for r in 0..n {
-            c.send_spec(r, &spec_of(&gb, r, &peers, c.epoch_unix_ns, g))?;
+            c.send_spec(r, &with_board(spec_of(&gb, r, &peers, c.epoch_unix_ns, g), &board))?;
         }
         let newcomers = fresh.len() as u32;
         let started = c.start(START_TIMEOUT)?;
@@ -403,6 +448,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         transport.acks_sent += r.counters[1];
         transport.refused += r.counters[2];
         transport.refused_probes += r.counters[3];
+        transport.died_on_host += r.died_on_host;
         suspicions += r.suspected.len() as u64;
         for &p in &r.suspected {
             if let Some(f) = falsely.get_mut(p as usize)

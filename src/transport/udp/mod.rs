@@ -46,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
+use super::death_watch::DeathWatch;
 use super::{Delivery, SendError, Transport, TransportStats};
 
 mod config;
@@ -173,6 +174,9 @@ pub struct UdpTransport {
     rbuf: Box<[u8]>,
     /// The last poll stopped before the socket was empty: more may be waiting.
     backlog: bool,
+    /// Peers of this host whose processes died, told by their robust mutexes before their
+    /// ports close ([`crate::transport::death_watch`]; `None`: not watched).
+    deaths: Option<DeathWatch>,
 }
 
 impl std::fmt::Debug for UdpTransport {
@@ -206,6 +210,14 @@ impl UdpTransport {
         let socket = new_socket(&addr)?;
         socket.bind(&addr.into())?;
         Ok(socket.into())
+    }
+
+    /// Reads the deaths of peers on this host at every poll
+    /// ([`crate::transport::death_watch`]): each is suspected at once, as a peer silent past
+    /// its retransmissions is (counted in `TransportStats::died_on_host`). A transport
+    /// waiting in [`Transport::wait`] sees them when it wakes.
+    pub fn watch_deaths(&mut self, deaths: DeathWatch) {
+        self.deaths = Some(deaths);
     }
 
     /// Builds the endpoint of `rank` on `sock`, already bound at `peers[rank]` (best from
@@ -281,6 +293,7 @@ impl UdpTransport {
             link,
             rbuf: vec![0; MAX_DATAGRAM + 1].into_boxed_slice(),
             backlog: false,
+            deaths: None,
         })
     }
 
@@ -368,6 +381,9 @@ impl Transport for UdpTransport {
         self.link
             .socket_mut()
             .take_refused(&mut |addr, quoted| core.on_refused(addr, quoted, now));
+        if let Some(deaths) = &mut self.deaths {
+            deaths.take(|p| core.on_died(p, now));
+        }
         delivered += self.core.on_timers(now, sink);
         transmit(&mut self.core, &mut self.link);
         Ok(delivered)

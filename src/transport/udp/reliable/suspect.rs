@@ -38,6 +38,17 @@ impl Reliable {
         self.fence_off(p, now);
     }
 
+    /// The process of peer `p` died on this host (its robust mutex said so,
+    /// [`crate::transport::death_watch`]): suspected at once, as after its retransmissions;
+    /// nothing if it is suspected already, is this endpoint, or is out of range.
+    pub fn on_died(&mut self, p: u32, now: Instant) {
+        if self.peers.get(p as usize).is_none_or(|peer| peer.suspected) || p == self.rank {
+            return;
+        }
+        self.stats.died_on_host += 1;
+        self.suspect(p as usize, now);
+    }
+
     /// Stops all traffic to `p` and fences it: a FENCE now, repeated `fence_repeats` times
     /// `rto_max` apart.
     fn fence_off(&mut self, p: usize, now: Instant) {
