@@ -265,13 +265,19 @@ pub fn child(spec_json: &str) -> Result<(), String> {
         // The generation's death board (node processes of one host): this thread holds the
         // rank's mutexes until the generation ends (dropped: left), a kill tells the peers
         // at once.
+        // Without it (another C library's mutex layout, a board that cannot be mapped) the
+        // node runs as before: deaths are seen from the closed port and the heartbeats.
         let watching = match &s.death_board {
-            Some(path) => {
-                let w = Watching::start(std::path::Path::new(path), s.rank, s.peers.len() as u32)
-                    .map_err(|e| format!("cannot join the death board {path}: {e}"))?;
-                tp.watch_deaths(w.watch());
-                Some(w)
-            }
+            Some(path) => match Watching::start(std::path::Path::new(path), s.rank, s.peers.len() as u32) {
+                Ok(w) => {
+                    tp.watch_deaths(w.watch());
+                    Some(w)
+                }
+                Err(e) => {
+                    eprintln!("ftcoll agree-node {}: no death board ({path}: {e})", s.rank);
+                    None
+                }
+            },
             None => None,
         };
         let base = aligned_epoch(s.epoch_unix_ns);

@@ -8,7 +8,7 @@
 //! ([`DeathWatch::take`]); no thread of theirs has to be woken and scheduled (one blocked
 //! waiter per peer, tried first, told later than the ICMP refusal on two shared cores:
 //! docs/measurements.md, "Deaths on this host"). The ICMP refusal of the closed port
-//! ([`super::udp::icmp`]) comes only after the memory is gone ("The port closes first", "A
+//! (`transport/udp/icmp.rs`) comes only after the memory is gone ("The port closes first", "A
 //! lean node process dies sooner"), a heartbeat timeout later still.
 //!
 //! The evidence is the kernel's and cannot be forged by a datagram, but it is only a
