@@ -358,6 +358,39 @@ fn procs_mode_survives_a_sigkill() {
     per_agreement_rows(&v, 300);
 }
 
+/// Without the death board (`FTCOLL_DEATH_BOARD=off`, for A/B runs) the survivors learn of
+/// a SIGKILL from the closed port: it refused a datagram a survivor had in flight to it (DATA
+/// not yet acknowledged, or the PROBE an earlier refusal triggered), and the ICMP error's
+/// quote of it proved it.
+#[test]
+fn procs_mode_without_the_death_board_sees_the_closed_port() {
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
+    let args = [
+        "agree",
+        "--procs",
+        "--nodes",
+        "4",
+        "--warmup",
+        "20",
+        "--agreements",
+        "300",
+        "--kill",
+        "2@100",
+        "--json",
+    ];
+    let (code, out, err) = common::output(
+        std::process::Command::new(env!("CARGO_BIN_EXE_ftcoll"))
+            .args(args)
+            .env("FTCOLL_DEATH_BOARD", "off"),
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((&v["disagreements"], &v["unfinished"]), (&0.into(), &0.into()), "{v}");
+    let c = &v["transport_counters"];
+    assert_eq!(c["died_on_host"], 0, "no board: {v}");
+    assert!(c["refused_probes"].as_u64().unwrap() >= 1, "{v}");
+}
+
 #[test]
 fn a_stalled_live_process_is_fenced_not_left_to_disagree() {
     let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());

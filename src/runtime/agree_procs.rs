@@ -274,7 +274,14 @@ pub fn child(spec_json: &str) -> Result<(), String> {
                     Some(w)
                 }
                 Err(e) => {
-                    eprintln!("ftcoll agree-node {}: no death board ({path}: {e})", s.rank);
+                    // Once per process (its generations all get boards alike).
+                    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+                    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        eprintln!(
+                            "ftcoll agree-node {}: no death board ({path}: {e}): deaths are seen from the closed port",
+                            s.rank
+                        );
+                    }
                     None
                 }
             },

@@ -203,24 +203,88 @@ impl DeathBoard {
                 self.n
             )));
         }
-        // SAFETY: an initialized process-shared robust mutex within the mapping.
-        check(unsafe { libc::pthread_mutex_lock(self.mutex(r)) })?;
-        // SAFETY: gettid(2) takes no argument and cannot fail.
-        let tid = unsafe { libc::gettid() } as u32;
+        let m = self.mutex(r);
+        // SAFETY: an initialized process-shared robust mutex within the mapping. A try, not a
+        // wait: rank `r`'s mutex is free on a fresh board, and one held (or left owner-dead)
+        // means the board is used twice.
+        match unsafe { libc::pthread_mutex_trylock(m) } {
+            0 => {}
+            libc::EOWNERDEAD => {
+                // SAFETY: EOWNERDEAD hands this thread the mutex (and links it into this
+                // thread's robust list): made consistent and unlocked, which unlinks it, before
+                // the board may be unmapped.
+                unsafe {
+                    libc::pthread_mutex_consistent(m);
+                    libc::pthread_mutex_unlock(m);
+                }
+                return Err(io::Error::other(format!(
+                    "rank {r}'s mutex was held by a process that died: a board used twice"
+                )));
+            }
+            libc::EBUSY => {
+                return Err(io::Error::other(format!(
+                    "rank {r} is held by another process: a board used twice"
+                )));
+            }
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
         let held = Held {
             board: self.clone(),
             rank: r,
             left: false,
             _thread: PhantomData,
         };
-        if self.word(r).load(Ordering::Acquire) & FUTEX_TID_MASK != tid & FUTEX_TID_MASK {
-            // Not glibc's layout: the word read would not be the kernel's.
+        if !self.kernel_marks(m) {
+            // (`held` leaves on return: its peers read nothing of this rank.)
             return Err(io::Error::other(
-                "this C library's mutex does not start with its futex word: no death board",
+                "the kernel would not mark this C library's mutex when its owner dies (its robust list does not hold it, or the mutex does not start with its futex word): no death board",
             ));
         }
         self.flag(r, 0).store(1, Ordering::Release);
         Ok(held)
+    }
+}
+
+/// The kernel's robust-list head of a thread (`struct robust_list_head`,
+/// `include/uapi/linux/futex.h`).
+#[repr(C)]
+struct RobustListHead {
+    list: usize,
+    futex_offset: libc::c_long,
+    list_op_pending: usize,
+}
+
+impl DeathBoard {
+    /// Whether the kernel marks mutex `m`, just locked by this thread, if this thread dies:
+    /// the newest entry of this thread's robust list (`get_robust_list(2)`; glibc puts a
+    /// robust mutex it locks at the list's head) plus the list's futex offset is `m`'s first
+    /// word, which holds this thread's id. Without a robust list (a kernel or emulator
+    /// without it), or another layout, nothing would ever be marked.
+    fn kernel_marks(&self, m: *mut libc::pthread_mutex_t) -> bool {
+        let mut head: *const RobustListHead = std::ptr::null();
+        let mut len: libc::size_t = 0;
+        // SAFETY: get_robust_list(2) for the calling thread (pid 0) writes a pointer and a
+        // length into the two live locals passed.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_get_robust_list,
+                0,
+                &mut head as *mut *const RobustListHead,
+                &mut len as *mut libc::size_t,
+            )
+        };
+        if rc != 0 || head.is_null() || len != size_of::<RobustListHead>() {
+            return false;
+        }
+        // SAFETY: the head the kernel registered for this thread, in this thread's own
+        // memory (the C library's thread descriptor), alive while the thread is; read once.
+        let h = unsafe { std::ptr::read_volatile(head) };
+        let word = (h.list & !1).wrapping_add_signed(h.futex_offset as isize);
+        // SAFETY: gettid(2) takes no argument and cannot fail.
+        let tid = unsafe { libc::gettid() } as u32;
+        // SAFETY: `m` is within the mapping and aligned for a u32 (see `word`).
+        let own = unsafe { &*m.cast::<AtomicU32>() }.load(Ordering::Acquire) & FUTEX_TID_MASK;
+        word == m as usize && own == tid & FUTEX_TID_MASK
     }
 }
 
@@ -272,27 +336,41 @@ impl Drop for Held {
     }
 }
 
+/// Ranks a [`DeathWatch::take`] reads at most: a poll of a node of a large launch reads a
+/// few words, not one per rank (128 ranks: every 8th poll sees each).
+pub const SCAN: u32 = 16;
+
 /// One rank's view of the others' deaths: reads their futex words ([`DeathWatch::take`]).
 pub struct DeathWatch {
     board: Arc<DeathBoard>,
     me: u32,
     /// Ranks already told.
     told: Vec<bool>,
+    /// Where the next scan starts.
+    next: u32,
 }
 
 impl DeathWatch {
     /// Rank `me`'s watch of the board's other ranks.
     pub fn new(board: Arc<DeathBoard>, me: u32) -> Self {
         let told = (0..board.n).map(|r| r == me).collect();
-        Self { board, me, told }
+        Self {
+            board,
+            me,
+            told,
+            next: 0,
+        }
     }
 
-    /// Hands each rank whose process died (its mutex owner-dead, and it had not left) since
-    /// the last call to `f`, once: a read of one word per rank not yet told, in cache while
-    /// nothing happens.
+    /// Hands each rank whose process died (its mutex owner-dead, and it had not left) to `f`,
+    /// once: a read of the words of the next [`SCAN`] ranks in turn (all of them in a board of
+    /// at most `SCAN` ranks), in cache while nothing happens.
     #[inline]
     pub fn take(&mut self, mut f: impl FnMut(u32)) {
-        for r in 0..self.board.n {
+        let n = self.board.n;
+        for _ in 0..n.min(SCAN) {
+            let r = self.next;
+            self.next = if r + 1 == n { 0 } else { r + 1 };
             if self.told[r as usize] {
                 continue;
             }

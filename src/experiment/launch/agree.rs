@@ -268,23 +268,46 @@ struct DeathBoards {
     n: u32,
 }
 
+/// Set to `off`, launches make no death board (A/B runs against the closed port's ICMP).
+pub const DEATH_BOARD_ENV: &str = "FTCOLL_DEATH_BOARD";
+
 impl DeathBoards {
-    fn new(n: u32) -> Result<Option<Self>, String> {
-        if n > crate::transport::death_watch::MAX_RANKS {
-            return Ok(None);
+    /// The boards of a launch of `n` processes; `None` where there are none, said on stderr
+    /// when it is not asked for (the run goes on: deaths are then seen from the closed port).
+    fn new(n: u32) -> Option<Self> {
+        if n > crate::transport::death_watch::MAX_RANKS || std::env::var(DEATH_BOARD_ENV).is_ok_and(|v| v == "off") {
+            return None;
         }
-        Ok(Some(Self {
-            dir: super::private_dir("ftcoll-deaths")?,
-            n,
-        }))
+        match super::private_dir("ftcoll-deaths") {
+            Ok(dir) => Some(Self { dir, n }),
+            Err(e) => {
+                eprintln!("ftcoll: warning: no death board ({e}): deaths are seen from the closed port");
+                None
+            }
+        }
     }
 
-    /// The board of generation `g`, created now.
-    fn board(&self, g: u64) -> Result<String, String> {
+    /// The board of generation `g`, created now (`None`, said on stderr, if it cannot be).
+    fn board(&self, g: u64) -> Option<String> {
         let path = self.dir.join(format!("generation-{g}"));
-        crate::transport::death_watch::DeathBoard::create(&path, self.n)
-            .map_err(|e| format!("cannot create the death board {}: {e}", path.display()))?;
-        Ok(path.to_string_lossy().into_owned())
+        match crate::transport::death_watch::DeathBoard::create(&path, self.n) {
+            Ok(()) => Some(path.to_string_lossy().into_owned()),
+            Err(e) => {
+                eprintln!(
+                    "ftcoll: warning: no death board ({}: {e}): deaths are seen from the closed port",
+                    path.display()
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Once every process of a generation is ready (each has mapped its board), the board's file
+/// goes: the mappings stay, and no file per generation piles up in a long stress run.
+fn unlink_board(board: &Option<String>) {
+    if let Some(path) = board {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -313,12 +336,13 @@ pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
     }
     let all: Vec<u32> = (0..b.n).collect();
     let peers = c.bound(&all)?;
-    let boards = DeathBoards::new(b.n)?;
-    let board = boards.as_ref().map(|d| d.board(0)).transpose()?;
+    let boards = DeathBoards::new(b.n);
+    let board = boards.as_ref().and_then(|d| d.board(0));
     for r in 0..b.n {
         c.send_spec(r, &with_board(spec_of(b, r, &peers, c.epoch_unix_ns, 0), &board))?;
     }
     let started = c.start(START_TIMEOUT)?;
+    unlink_board(&board);
     let o = c.collect(started, idle_limit(b), window_of(b));
     // The end: closing stdin stops every node.
     c.close_inputs();
@@ -353,7 +377,7 @@ pub fn stress(
     let n = b.n;
     let mut peers: Vec<SocketAddr> = vec![SocketAddr::from(([127, 0, 0, 1], 0)); n as usize];
     let mut c = Cluster::new(exe, n, unix_ns());
-    let boards = DeathBoards::new(n)?;
+    let boards = DeathBoards::new(n);
     let mut fresh: Vec<u32> = (0..n).collect();
     let mut g = 0u64;
     loop {
@@ -367,12 +391,13 @@ pub fn stress(
         for (&r, a) in fresh.iter().zip(c.bound(&fresh)?) {
             peers[r as usize] = a;
         }
-        let board = boards.as_ref().map(|d| d.board(g)).transpose()?;
+        let board = boards.as_ref().and_then(|d| d.board(g));
         for r in 0..n {
             c.send_spec(r, &with_board(spec_of(&gb, r, &peers, c.epoch_unix_ns, g), &board))?;
         }
         let newcomers = fresh.len() as u32;
         let started = c.start(START_TIMEOUT)?;
+        unlink_board(&board);
         let o = c.collect(started, idle_limit(b), window_of(&gb));
         // The shrink at every survivor: all ranks but the agreed failed set.
         let survivors: Vec<&ChildResult> = (0..n as usize)

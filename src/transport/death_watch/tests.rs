@@ -127,8 +127,16 @@ fn a_sigkilled_holder_is_told_dead() {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
+    /// Kills the child however the test ends.
+    struct Child(std::process::Child);
+    impl Drop for Child {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let (_dir, path) = board(2);
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "transport::death_watch::tests::a_sigkilled_holder_is_told_dead",
@@ -140,6 +148,7 @@ fn a_sigkilled_holder_is_told_dead() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let mut child = Child(child);
     // The child makes a file once it holds rank 0.
     let held = format!("{}.held", path.display());
     let t0 = Instant::now();
@@ -148,7 +157,6 @@ fn a_sigkilled_holder_is_told_dead() {
             break;
         }
         if t0.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
             panic!("the child did not start");
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -158,13 +166,13 @@ fn a_sigkilled_holder_is_told_dead() {
     let mut w = DeathWatch::new(b, 1);
     assert!(told_within(&mut w, 1, Duration::ZERO).is_empty(), "alive");
     // SAFETY: kill(2) of our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGKILL) };
     let t0 = Instant::now();
     let mut seen = Vec::new();
     while seen.is_empty() && t0.elapsed() < Duration::from_secs(10) {
         w.take(|r| seen.push(r));
     }
-    child.wait().unwrap();
+    child.0.wait().unwrap();
     assert_eq!(seen, vec![0], "the killed holder");
 }
 
@@ -182,4 +190,43 @@ fn open_refuses_what_is_not_a_board() {
     assert!(DeathBoard::create(&dir.path().join("big"), MAX_RANKS + 1).is_err());
     assert!(DeathBoard::create(&path, 4).is_err(), "never over an existing file");
     assert!(DeathBoard::open(&path, 4).unwrap().hold(4).is_err());
+    // A rank held already (a board used twice) is refused, not waited for.
+    let b = DeathBoard::open(&path, 4).unwrap();
+    let _one = b.hold(1).unwrap();
+    let e = std::thread::scope(|s| s.spawn(|| b.hold(1).err()).join().unwrap()).expect("held twice");
+    assert!(e.to_string().contains("held by another"), "{e}");
+}
+
+/// In a board of more than [`SCAN`] ranks a take reads [`SCAN`] of them in turn: a death is
+/// told within a round of takes, once.
+#[test]
+fn a_large_board_is_read_a_few_ranks_per_take() {
+    let n = 2 * SCAN + 8;
+    let (_dir, path) = board(n);
+    let p = path.clone();
+    std::thread::spawn(move || {
+        let b = DeathBoard::open(&p, n).unwrap();
+        std::mem::forget(b.hold(n - 3).unwrap());
+    })
+    .join()
+    .unwrap();
+    let b = DeathBoard::open(&path, n).unwrap();
+    let _me = b.hold(0).unwrap();
+    let mut w = DeathWatch::new(b, 0);
+    let mut seen = Vec::new();
+    let mut takes = 0;
+    while seen.is_empty() && takes < 10 {
+        w.take(|r| seen.push(r));
+        takes += 1;
+    }
+    assert_eq!(seen, vec![n - 3]);
+    assert_eq!(
+        takes,
+        n.div_ceil(SCAN),
+        "the dead rank is in the last scan of the first round"
+    );
+    for _ in 0..10 {
+        w.take(|r| seen.push(r));
+    }
+    assert_eq!(seen, vec![n - 3], "told once");
 }

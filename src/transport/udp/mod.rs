@@ -371,6 +371,12 @@ impl Transport for UdpTransport {
     }
 
     fn poll(&mut self, now: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> io::Result<usize> {
+        // A death on this host first: the earliest and strongest evidence (a peer whose port
+        // has closed since is then suspected for it, not for the ICMP error).
+        if let Some(deaths) = &mut self.deaths {
+            let core = &mut self.core;
+            deaths.take(|p| core.on_died(p, now));
+        }
         // One receive loop per kind of link, so that the socket's has no impairment in it.
         let (mut delivered, backlog, _) = match &mut self.link {
             UdpLink::Direct(s) => receive(&mut self.core, s, &mut self.rbuf, now, sink)?,
@@ -381,9 +387,6 @@ impl Transport for UdpTransport {
         self.link
             .socket_mut()
             .take_refused(&mut |addr, quoted| core.on_refused(addr, quoted, now));
-        if let Some(deaths) = &mut self.deaths {
-            deaths.take(|p| core.on_died(p, now));
-        }
         delivered += self.core.on_timers(now, sink);
         transmit(&mut self.core, &mut self.link);
         Ok(delivered)
