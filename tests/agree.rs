@@ -315,22 +315,25 @@ fn stress_agree_runs_for_its_duration_without_disagreement() {
     assert_eq!(code, 2, "{err}");
 }
 
+/// Four node processes, 300 agreements after 20, rank 2 SIGKILLed at the 100th.
+const PROCS_KILL: &[&str] = &[
+    "agree",
+    "--procs",
+    "--nodes",
+    "4",
+    "--warmup",
+    "20",
+    "--agreements",
+    "300",
+    "--kill",
+    "2@100",
+    "--json",
+];
+
 #[test]
 fn procs_mode_survives_a_sigkill() {
     let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
-    let v = json(&[
-        "agree",
-        "--procs",
-        "--nodes",
-        "4",
-        "--warmup",
-        "20",
-        "--agreements",
-        "300",
-        "--kill",
-        "2@100",
-        "--json",
-    ]);
+    let v = json(PROCS_KILL);
     assert_eq!(v["procs"], true, "{v}");
     assert_eq!(v["disagreements"], 0, "{v}");
     assert_eq!(v["invalid"], 0, "{v}");
@@ -365,22 +368,9 @@ fn procs_mode_survives_a_sigkill() {
 #[test]
 fn procs_mode_without_the_death_board_sees_the_closed_port() {
     let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
-    let args = [
-        "agree",
-        "--procs",
-        "--nodes",
-        "4",
-        "--warmup",
-        "20",
-        "--agreements",
-        "300",
-        "--kill",
-        "2@100",
-        "--json",
-    ];
     let (code, out, err) = common::output(
         std::process::Command::new(env!("CARGO_BIN_EXE_ftcoll"))
-            .args(args)
+            .args(PROCS_KILL)
             .env("FTCOLL_DEATH_BOARD", "off"),
     );
     assert_eq!(code, 0, "{err}");
