@@ -42,6 +42,8 @@ mod agree;
 mod agree_stream;
 mod checks;
 mod driver;
+mod error;
+mod event;
 mod lead;
 mod member;
 mod shared;
@@ -52,6 +54,8 @@ mod tests;
 pub use agree_stream::AgreeStream;
 pub(crate) use checks::nanos;
 pub use checks::{MAX_WALL, max_payload_of};
+pub use error::GroupError;
+pub use event::Event;
 pub use member::{Left, Member, MemberCounters, MemberSpec};
 pub use stream::Stream;
 
@@ -71,97 +75,6 @@ use crate::runtime::kill::Kill;
 use crate::runtime::{Endpoints, TransportKind};
 use crate::topology::{Order, TreeKind};
 use crate::transport::udp::auth::AuthKey;
-
-/// What happened in the group, in the order the group's thread saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// `member` delivered broadcast `seq` of `root`, whose payload is `bytes` (once per
-    /// member and broadcast; the root delivers its own).
-    Delivered {
-        member: u32,
-        root: u32,
-        seq: u64,
-        bytes: Vec<u8>,
-    },
-    /// Broadcast `seq` of `root` is over: every live member delivered it, or it timed out
-    /// (`timed_out`) before some did.
-    Completed { root: u32, seq: u64, timed_out: bool },
-    /// Member `rank` crashed (crash-stop: it sends and delivers nothing more): killed by
-    /// [`Group::kill`], or fenced because a peer's transport or failure detector suspected
-    /// it (fail-stop enforcement: see [`Group::fenced_by`]). Reported once per member.
-    Failed { rank: u32 },
-    /// `member` returned from agreement `id` (its `id`-th [`Group::agree`], from 0): the AND
-    /// of the live members' values, and the failed members agreed on (the same at every
-    /// member that returns).
-    Agreed {
-        member: u32,
-        id: u64,
-        value: u64,
-        failed: Vec<u32>,
-    },
-    /// A group of processes' `member` called broadcast `seq` naming `root`, and heard it
-    /// from `heard`: the members named different roots for one collective broadcast (an
-    /// error, as in MPI). Reported once per operation, at each member that hears the other
-    /// root (its datagrams are dropped, counted in `MemberCounters::root_mismatch`); a
-    /// member that heard `heard` first delivered its bytes before its call named `root`.
-    /// The operation is over as usual ([`Event::Completed`]: timed out where nothing of the
-    /// root followed came). Never reported within one process ([`Group::broadcast`] names
-    /// its root once for all).
-    RootMismatch {
-        member: u32,
-        seq: u64,
-        root: u32,
-        heard: u32,
-    },
-}
-
-/// Why a group call failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GroupError {
-    /// The group could not be set up (sockets, an impossible tree, ...).
-    Setup(String),
-    /// No member has this rank.
-    NoSuchMember(u32),
-    /// The member has crashed.
-    Dead(u32),
-    /// The member was fenced: member `by`'s transport or detector suspected it (silent too
-    /// long), so it stopped, as fail-stop enforcement requires; the others go on without it.
-    Fenced { rank: u32, by: u32 },
-    /// The payload is longer than one datagram of the chosen algorithm carries.
-    TooLarge { len: usize, max: usize },
-    /// Agreements need at most `max` members (an ERA message must fit one datagram).
-    TooManyToAgree { max: u32 },
-    /// The group was built without agreements ([`GroupBuilder::agreements`]).
-    NoAgreements,
-    /// The group was built without broadcasts ([`GroupBuilder::broadcasts`]).
-    NoBroadcasts,
-    /// A [`Stream`] that cannot run (no operations, a window out of range, no roots).
-    BadStream(String),
-    /// The group's thread is gone.
-    Closed,
-}
-
-impl std::fmt::Display for GroupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GroupError::Setup(e) => write!(f, "cannot set the group up: {e}"),
-            GroupError::NoSuchMember(r) => write!(f, "no member {r}"),
-            GroupError::Dead(r) => write!(f, "member {r} has crashed"),
-            GroupError::Fenced { rank, by } => write!(
-                f,
-                "member {rank} was fenced: member {by} suspected it, so it stopped (fail-stop)"
-            ),
-            GroupError::TooLarge { len, max } => write!(f, "payload of {len} bytes, at most {max} fit"),
-            GroupError::TooManyToAgree { max } => write!(f, "agreements need at most {max} members"),
-            GroupError::NoAgreements => f.write_str("the group was built without agreements"),
-            GroupError::NoBroadcasts => f.write_str("the group was built without broadcasts"),
-            GroupError::BadStream(e) => write!(f, "cannot run the stream: {e}"),
-            GroupError::Closed => f.write_str("the group's thread is gone"),
-        }
-    }
-}
-
-impl std::error::Error for GroupError {}
 
 /// How to build a [`Group`]; from [`Group::builder`].
 pub struct GroupBuilder {

@@ -9,6 +9,7 @@ pub mod agree;
 pub mod agree_join;
 pub mod bcast;
 pub mod boot;
+mod death_boards;
 pub mod job;
 pub mod joined;
 pub mod spawn;
