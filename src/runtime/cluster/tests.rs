@@ -49,11 +49,9 @@ fn the_models_burst_is_a_polling_workers_sends_per_pass() {
     }
 }
 
-/// A caller's timeout beyond `u64::MAX` ns is saturated, not truncated: `as_nanos() as u64`
-/// made 2^64 ns and a bit a timeout of 1.2 ms.
-#[test]
-fn an_op_timeout_beyond_u64_nanoseconds_saturates() {
-    let cfg = ClusterConfig {
+/// Two nodes, one operation, no warm-up, with the coordinator's `op_timeout` and `idle`.
+fn one_op(op_timeout: Duration, idle: Duration) -> ClusterConfig {
+    ClusterConfig {
         nodes: 2,
         workers: 1,
         poll: PollMode::Blocking,
@@ -64,11 +62,18 @@ fn an_op_timeout_beyond_u64_nanoseconds_saturates() {
         tick_ns: 1,
         job: 1,
         seed: 1,
-        op_timeout: Duration::new(18_446_744_073, 710_551_616),
-        idle: Duration::MAX,
+        op_timeout,
+        idle,
         pin: false,
         give_up_after: None,
-    };
+    }
+}
+
+/// A caller's timeout beyond `u64::MAX` ns is saturated, not truncated: `as_nanos() as u64`
+/// made 2^64 ns and a bit a timeout of 1.2 ms.
+#[test]
+fn an_op_timeout_beyond_u64_nanoseconds_saturates() {
+    let cfg = one_op(Duration::new(18_446_744_073, 710_551_616), Duration::MAX);
     let c = Coordinator::new(&cfg);
     assert_eq!((c.op_timeout_ns, c.idle_ns), (u64::MAX, u64::MAX));
 }
@@ -80,23 +85,7 @@ fn an_op_timeout_beyond_u64_nanoseconds_saturates() {
 /// calibration on a loaded machine).
 #[test]
 fn a_delivery_half_published_is_waited_for_not_a_violation() {
-    let cfg = ClusterConfig {
-        nodes: 2,
-        workers: 1,
-        poll: PollMode::Blocking,
-        warmup: 0,
-        iterations: 1,
-        window: 1,
-        payload_len: 0,
-        tick_ns: 1,
-        job: 1,
-        seed: 1,
-        op_timeout: Duration::from_secs(3600),
-        idle: Duration::ZERO,
-        pin: false,
-        give_up_after: None,
-    };
-    let mut c = Coordinator::new(&cfg);
+    let mut c = Coordinator::new(&one_op(Duration::from_secs(3600), Duration::ZERO));
     let ctl = crate::runtime::board::Control::new(2);
     let epoch = std::time::Instant::now();
     std::thread::sleep(Duration::from_millis(2));
