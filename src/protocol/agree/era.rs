@@ -224,6 +224,12 @@ pub struct Era<V> {
     /// Emptied `Contributed` and `Requested` sets of decided agreements, reused by the next
     /// pending ones (no allocation per agreement once warm).
     spare: Vec<RankSet>,
+    /// The last epoch's first id and the decided failed set last weighed against its tree
+    /// ([`Era::rebalance`]): every agreement after a failure decides the same set, which
+    /// changes nothing until another failure is agreed.
+    weighed: Option<(AgreeId, RankSet)>,
+    /// Decided failed sets weighed against a tree ([`Era::weighings`]).
+    weighings: u64,
 }
 
 /// Sets kept in [`Era`]'s `spare` at most.
@@ -269,6 +275,8 @@ impl<V: Value> Era<V> {
             counters: EraCounters::default(),
             kids: Vec::new(),
             spare: Vec::new(),
+            weighed: None,
+            weighings: 0,
         })
     }
 
@@ -284,6 +292,12 @@ impl<V: Value> Era<V> {
     /// How many times the tree was rebuilt.
     pub fn rebalances(&self) -> usize {
         self.epochs.len() - 1
+    }
+
+    /// How many decided failed sets were weighed against the current tree for a rebuild
+    /// (ERA §5.1): once per newly agreed set of failures, not once per agreement.
+    pub fn weighings(&self) -> u64 {
+        self.weighings
     }
 
     /// Agreements whose state is stored here (pending or decided and not yet collected).
@@ -611,58 +625,6 @@ impl<V: Value> Era<V> {
         }
         self.rebalance(id, v);
     }
-
-    fn rebalance(&mut self, id: AgreeId, v: &Ballot<V>) {
-        if self.cfg.rebalance == Rebalance::Off || self.cfg.window != 1 {
-            return;
-        }
-        let (last_from, _) = self.epochs[self.epochs.len() - 1];
-        if id < last_from {
-            return;
-        }
-        let tree = self.tree_for(id);
-        let agreed: Vec<Rank> = v
-            .failed
-            .as_slice()
-            .iter()
-            .copied()
-            .filter(|&r| tree.is_member(r))
-            .collect();
-        if agreed.is_empty() {
-            return;
-        }
-        let mut common = vec![false; self.dead.len()];
-        for &r in &agreed {
-            common[r as usize] = true;
-        }
-        let survivors: Vec<Rank> = tree
-            .members()
-            .iter()
-            .copied()
-            .filter(|&r| !common[r as usize])
-            .collect();
-        if !survivors.contains(&self.me) {
-            return;
-        }
-        let fresh = EraTree::new(tree.shape(), survivors, self.dead.len() as Rank);
-        let go = match self.cfg.rebalance {
-            Rebalance::Off => false,
-            Rebalance::Always => true,
-            Rebalance::Degenerated => {
-                let (h, f) = tree.mended_shape(&common);
-                let (hb, fb) = fresh.shape_stats();
-                h > hb + 1 || f > 2 * fb
-            }
-        };
-        if go {
-            self.epochs.push((id + 1, fresh));
-            // Old epochs no agreement can use any more are dropped.
-            let lowest = self.slots.first_key().unwrap_or(id + 1).min(id + 1);
-            while self.epochs.len() > 1 && self.epochs[1].0 <= lowest {
-                self.epochs.remove(0);
-            }
-        }
-    }
 }
 
 /// A new agreement's variables (ERA Part 1's initial values), its two sets taken from
@@ -678,5 +640,6 @@ fn new_pending<V: Value>(spare: &mut Vec<RankSet>) -> Slot<V> {
 }
 
 mod failures;
+mod rebalance;
 #[cfg(test)]
 mod tests;

@@ -312,6 +312,64 @@ fn rebalancing_rebuilds_a_degenerated_tree_identically() {
     assert!(live.iter().all(|&r| !net.alive[r] || net.eras[r].rebalances() == 1));
 }
 
+/// ERA §5.1: the stabilizing agreement pays for weighing (and maybe rebuilding) the tree,
+/// the post-failure ones after it do not. Every agreement after a failure decides the same
+/// failed set again; each process weighs a set once, not once per agreement (before, each
+/// weighed it at every decision: O(n) per process and agreement, 9× a failure-free
+/// agreement's cost at 32 processes in `cargo bench --bench era_cost`). The trees are the
+/// same as [`rebalancing_rebuilds_a_degenerated_tree_identically`] finds.
+#[test]
+fn a_failed_set_is_weighed_once_not_at_every_agreement() {
+    for mode in [Rebalance::Degenerated, Rebalance::Always] {
+        let n = 15;
+        let mut net = Net::new(
+            n,
+            EraConfig {
+                rebalance: mode,
+                ..cfg(Shape::Flat(Flat::Binary))
+            },
+        );
+        let live = |net: &Net| -> Vec<usize> { (0..n as usize).filter(|&r| net.alive[r]).collect() };
+        net.run(&mut ProtoRng::new(3), 10, 0);
+        assert!(net.eras.iter().all(|e| e.weighings() == 0), "{mode:?}: failure-free");
+        for r in [1, 2] {
+            net.kill(r);
+        }
+        net.run(&mut ProtoRng::new(5), 40, 0);
+        net.check(40, "weighed");
+        // One weighing per newly decided set: {1, 2}, or {1} then {1, 2}; not one per
+        // agreement (30 here).
+        for r in live(&net) {
+            let w = net.eras[r].weighings();
+            assert!(
+                (1..=2).contains(&w),
+                "{mode:?}: process {r} weighed {w} sets in 30 agreements"
+            );
+        }
+        for r in [3, 4, 5] {
+            net.kill(r);
+        }
+        net.run(&mut ProtoRng::new(6), 80, 0);
+        net.check(80, "weighed twice");
+        // At most one more per failure newly decided (3, 4 and 5), not one per agreement (40).
+        for r in live(&net) {
+            let w = net.eras[r].weighings();
+            assert!(
+                (2..=5).contains(&w),
+                "{mode:?}: process {r} weighed {w} sets in 70 agreements"
+            );
+        }
+        let members: Vec<Vec<Rank>> = live(&net)
+            .into_iter()
+            .map(|r| net.eras[r].tree().members().to_vec())
+            .collect();
+        assert!(
+            members.iter().all(|m| m == &members[0]),
+            "{mode:?}: same tree everywhere"
+        );
+    }
+}
+
 #[test]
 fn bad_input_is_dropped_and_counted() {
     let mut e: Era<And32> = Era::new(1, 4, EraConfig::default()).unwrap();
