@@ -198,3 +198,74 @@ fn clap_is_used_in_the_cli_only() {
     }
     assert!(found.is_empty(), "clap outside src/cli/:\n{}", found.join("\n"));
 }
+
+/// Whether `parent`'s text declares module `name` (`mod name;`, any visibility and
+/// attributes before it) or names `file` in a `#[path = "..."]`.
+fn declares(parent: &str, name: &str, file: &str) -> bool {
+    parent.lines().any(|l| {
+        let l = l.trim();
+        let rest = l
+            .strip_prefix("pub ")
+            .or_else(|| l.strip_prefix("pub(crate) "))
+            .unwrap_or(l);
+        rest.strip_prefix("mod ")
+            .and_then(|m| m.strip_suffix(';'))
+            .is_some_and(|m| m.trim() == name)
+            || (l.starts_with("#[path") && l.contains(&format!("\"{file}\"")))
+    })
+}
+
+/// Every `.rs` file under `src/` is a module of the crate: a file no `mod` names compiles to
+/// nothing, and a test file that is not a module runs no test (experiment/agree_predict's
+/// tests went unrun that way until 2026-12-06).
+#[test]
+fn every_source_file_is_a_module() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut orphans = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).expect("under src/");
+        if rel == Path::new("lib.rs") || rel == Path::new("main.rs") {
+            continue;
+        }
+        let file = rel.file_name().and_then(|n| n.to_str()).expect("a file name");
+        // `a/b/c.rs` and `a/b/c/mod.rs` are module `c` of `a/b.rs` or `a/b/mod.rs`.
+        let (name, dir) = match file {
+            "mod.rs" => {
+                let d = rel.parent().expect("a folder");
+                (d.file_name().and_then(|n| n.to_str()).expect("a name"), d.parent())
+            }
+            _ => (file.trim_end_matches(".rs"), rel.parent()),
+        };
+        let parents: Vec<PathBuf> = match dir {
+            Some(d) if d != Path::new("") => vec![src.join(d).with_extension("rs"), src.join(d).join("mod.rs")],
+            _ => vec![src.join("lib.rs"), src.join("main.rs")],
+        };
+        // Or a sibling names it with `#[path]` (a test file beside the file it tests).
+        let siblings = files.iter().filter(|g| g.parent() == f.parent() && *g != f);
+        let found = parents
+            .iter()
+            .chain(siblings)
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .any(|t| declares(&t, name, file));
+        if !found {
+            orphans.push(format!("src/{}", rel.display()));
+        }
+    }
+    assert!(files.len() > 100, "the scan found {} files", files.len());
+    assert!(orphans.is_empty(), "files no module declares:\n{}", orphans.join("\n"));
+}
+
+#[test]
+fn a_module_is_declared_by_mod_or_a_path() {
+    assert!(declares("#[cfg(test)]\nmod tests;\n", "tests", "tests.rs"));
+    assert!(declares("pub mod agree;", "agree", "agree.rs"));
+    assert!(declares("pub(crate) mod ring;", "ring", "ring.rs"));
+    assert!(declares(
+        "#[path = \"x_tests.rs\"]\nmod tests;",
+        "x_tests",
+        "x_tests.rs"
+    ));
+    assert!(!declares("// mod tests;\nmod testsuite;", "tests", "tests.rs"));
+}

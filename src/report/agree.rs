@@ -7,7 +7,7 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::experiment::agree::Totals;
-use crate::experiment::agree_predict::AgreePrediction;
+use crate::experiment::agree_predict::{AgreePrediction, Compared};
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport};
 use crate::sim::agree::AgreeSim;
 use crate::sim::stats::Dist;
@@ -123,13 +123,19 @@ fn model_lines(p: &AgreePrediction, procs: Option<u32>) -> String {
         "{:<34}{:>12}{:>12}{:>10}",
         "failure-free (µs)", "measured", "modeled", "ratio"
     );
-    for (what, c) in [("agreement", &p.agreement), ("per node", &p.node)] {
-        for (q, me, pr, ra) in [
-            ("p50", c.measured_p50_us, c.predicted_p50_us, c.ratio_p50),
-            ("p99", c.measured_p99_us, c.predicted_p99_us, c.ratio_p99),
-        ] {
-            let _ = writeln!(s, "{:<34}{:>12.2}{:>12.2}{:>10.2}", format!("{what} {q}"), me, pr, ra);
-        }
+    compared_rows(&mut s, &p.agreement, &p.node);
+    if let Some(pf) = &p.post_failure {
+        let _ = writeln!(
+            s,
+            "{:<34}{:>12}{:>12}{:>10}",
+            "post-failure (µs)", "measured", "modeled", "ratio"
+        );
+        compared_rows(&mut s, &pf.agreement, &pf.node);
+        let _ = writeln!(
+            s,
+            "model: post-failure, {} agreements with the killed nodes dead from the start, after the detecting and stabilizing ones",
+            pf.agreements
+        );
     }
     if let (Some(n), Some(c)) = (procs, p.model_cores) {
         // Measured on the 2-core development machine: threads 1.0-1.2 of the model at
@@ -141,6 +147,19 @@ fn model_lines(p: &AgreePrediction, procs: Option<u32>) -> String {
         );
     }
     s
+}
+
+/// The p50 and p99 rows of one class: per agreement, then per node.
+fn compared_rows(s: &mut String, agreement: &Compared, node: &Compared) {
+    use std::fmt::Write;
+    for (what, c) in [("agreement", agreement), ("per node", node)] {
+        for (q, me, pr, ra) in [
+            ("p50", c.measured_p50_us, c.predicted_p50_us, c.ratio_p50),
+            ("p99", c.measured_p99_us, c.predicted_p99_us, c.ratio_p99),
+        ] {
+            let _ = writeln!(s, "{:<34}{:>12.2}{:>12.2}{:>10.2}", format!("{what} {q}"), me, pr, ra);
+        }
+    }
 }
 
 /// Where the nodes run.
@@ -402,7 +421,7 @@ fn sim_table(sim: &AgreeSim, a: &SimShown, t: &Totals, (height, fanout, bound): 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::agree_predict::Compared;
+    use crate::experiment::agree_predict::PostFailure;
     use crate::model::BenchModel;
 
     fn prediction(model_cores: Option<u32>) -> AgreePrediction {
@@ -421,7 +440,40 @@ mod tests {
             agreements: 500,
             agreement: c,
             node: c,
+            post_failure: None,
         }
+    }
+
+    /// A run that killed nodes prints its post-failure agreements beside their model, after
+    /// the failure-free ones; one without has no such rows.
+    #[test]
+    fn the_post_failure_class_is_printed_beside_its_model() {
+        let mut p = prediction(None);
+        assert!(!model_lines(&p, None).contains("post-failure"));
+        let c = Compared {
+            measured_p50_us: 5.5,
+            predicted_p50_us: 2.0,
+            ratio_p50: 2.75,
+            measured_p99_us: 9.0,
+            predicted_p99_us: 3.0,
+            ratio_p99: 3.0,
+        };
+        p.post_failure = Some(PostFailure {
+            agreements: 498,
+            agreement: c,
+            node: c,
+        });
+        let text = model_lines(&p, None);
+        let (ff, pf) = text.split_once("post-failure (µs)").expect("a post-failure table");
+        assert!(ff.contains("failure-free (µs)"), "{text}");
+        assert!(
+            pf.contains("agreement p50") && pf.contains("5.50") && pf.contains("2.75"),
+            "{text}"
+        );
+        assert!(
+            pf.contains("498 agreements with the killed nodes dead from the start"),
+            "{text}"
+        );
     }
 
     /// Node processes on fewer cores than they are get the note that the model does not

@@ -201,6 +201,11 @@ struct Agreements<'a, V: SimValue> {
     /// (agreement, rank, fingerprint) of returns that differ from the first.
     conflicts: Vec<(AgreeId, Rank, u64)>,
     returned: Vec<u64>,
+    /// Only the post-failure agreements are measured ([`run_post_failure`]).
+    post_failure_only: bool,
+    /// The first agreement a process returned from with a failure not acknowledged (the
+    /// failure-detecting agreement of ERA §5.1).
+    detecting: Option<AgreeId>,
     out: AgreeRun,
     nb: Vec<Rank>,
     rng: ProtoRng,
@@ -282,6 +287,13 @@ impl<V: SimValue> Harness<Era<V>> for Agreements<'_, V> {
 }
 
 impl<V: SimValue> Agreements<'_, V> {
+    /// Whether agreement `id` is measured: every one, or ([`run_post_failure`]) only those
+    /// after the failure-detecting agreement and the stabilizing one after it, as the runtime's
+    /// `agree` classes them (`runtime::agree_window`).
+    fn measured(&self, id: AgreeId) -> bool {
+        !self.post_failure_only || self.detecting.is_some_and(|d| id > d + 1)
+    }
+
     fn detect_time(&mut self, eng: &Net<V>, x: Rank) -> Time {
         let j = if self.sim.detect_jitter > 0 {
             u64::from(
@@ -295,16 +307,22 @@ impl<V: SimValue> Agreements<'_, V> {
     }
 
     fn on_return(&mut self, eng: &Net<V>, r: Rank, o: &Outcome<V>, now: Time) {
-        let v = &mut self.out.violations;
         if o.id != self.returned[r as usize] {
-            v.irrevocability += 1;
+            self.out.violations.irrevocability += 1;
             return;
         }
         self.returned[r as usize] += 1;
-        self.out.process_latency.record(now - self.entered[r as usize]);
         if !o.ok() {
             self.out.not_acknowledged += 1;
+            // Blocking agreements (a window of 1) return in order everywhere: every return of
+            // agreement i comes before any of i + 1, so the detecting agreement is known
+            // before any return it classes.
+            self.detecting = Some(self.detecting.map_or(o.id, |d| d.min(o.id)));
         }
+        if self.measured(o.id) {
+            self.out.process_latency.record(now - self.entered[r as usize]);
+        }
+        let v = &mut self.out.violations;
         if o.failed.as_slice().iter().any(|&f| eng.alive(f)) {
             v.failed_set += 1;
         }
@@ -389,6 +407,19 @@ impl AgreeSim {
 
 /// Runs one experiment with seed `seed`.
 pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, String> {
+    run::<V>(sim, seed, false)
+}
+
+/// As [`run_once`], with only the post-failure agreements measured (ERA §5.1's classes):
+/// those after the first agreement that returned a failure not acknowledged and the
+/// stabilizing agreement after it. Its latencies, messages and steps are theirs (empty if no
+/// agreement failed or none came after the stabilizing one); its other fields are the whole
+/// run's.
+pub fn run_post_failure<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, String> {
+    run::<V>(sim, seed, true)
+}
+
+fn run<V: SimValue>(sim: &AgreeSim, seed: u64, post_failure_only: bool) -> Result<AgreeRun, String> {
     sim.validate()?;
     let n = sim.n;
     let k = sim.agreements as usize;
@@ -417,6 +448,8 @@ pub fn run_once<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeRun, Stri
         fingerprint: vec![0; k],
         conflicts: Vec::new(),
         returned: vec![0; n as usize],
+        post_failure_only,
+        detecting: None,
         out: AgreeRun {
             latency: Dist::new(1),
             process_latency: Dist::new(1),
@@ -498,12 +531,14 @@ fn finish<V: SimValue>(mut run: Agreements<'_, V>, eng: &Net<V>) -> AgreeRun {
         if run.first_entry[id] == Time::MAX {
             continue;
         }
-        run.out
-            .latency
-            .record(run.last_return[id].saturating_sub(run.first_entry[id]));
-        run.out.messages.record(run.msgs[id]);
-        run.out.steps.record(u64::from(run.steps[id]));
-        run.out.max_sent_per_process.record(u64::from(run.sent_max[id]));
+        if run.measured(id as AgreeId) {
+            run.out
+                .latency
+                .record(run.last_return[id].saturating_sub(run.first_entry[id]));
+            run.out.messages.record(run.msgs[id]);
+            run.out.steps.record(u64::from(run.steps[id]));
+            run.out.max_sent_per_process.record(u64::from(run.sent_max[id]));
+        }
         if run.out.dead == 0 {
             run.out.failure_free_agreements += 1;
             run.out.max_steps_failure_free = run.out.max_steps_failure_free.max(run.steps[id]);

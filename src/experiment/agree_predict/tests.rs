@@ -83,3 +83,68 @@ fn shared_cores_are_the_workers_or_the_host_cores_when_fewer_than_the_nodes() {
     assert_eq!(model_cores(&bench(8, 1), true, 4), Some(4));
     assert_eq!(model_cores(&bench(4, 1), true, 4), None);
 }
+
+#[test]
+fn the_post_failure_class_is_the_fourth() {
+    assert_eq!(crate::runtime::agree_window::CLASS_NAMES[POST_FAILURE], "post-failure");
+}
+
+/// Differential, simulator against closed form and against a smaller group: three
+/// processes of a binary tree whose leaf 2 is dead from the start agree, after the detecting
+/// and the stabilizing agreement, as two do failure-free (3 hops from the first entry to
+/// the last return, as above), and a run where no one dies has no post-failure agreement.
+#[test]
+fn post_failure_agreements_of_three_with_a_dead_leaf_are_those_of_two() {
+    let model = BenchModel::new(700, 300, 250);
+    let hop = model.loggp.hop();
+    let mut three = simulated(&bench(3, 3), &model, None, 40);
+    three.kills = vec![Kill {
+        rank: 2,
+        at: KillAt::Before,
+    }];
+    let pf = run_post_failure::<And64>(&three, 1).unwrap();
+    assert!(!pf.aborted && pf.violations.total() == 0);
+    assert_eq!(pf.not_acknowledged, 2, "both survivors told once");
+    // Agreements 0 (detecting) and 1 (stabilizing) left out.
+    assert_eq!(pf.latency.histogram().len(), 38);
+    let two = run_once::<And64>(&simulated(&bench(2, 2), &model, None, 40), 1).unwrap();
+    assert_eq!(pf.latency.percentiles().p50, two.latency.percentiles().p50);
+    assert_eq!(pf.latency.percentiles().p50, (3 * hop) as f64);
+    let all = run_once::<And64>(&three, 1).unwrap();
+    assert_eq!(all.latency.histogram().len(), 40, "run_once measures every agreement");
+    let none = run_post_failure::<And64>(&simulated(&bench(3, 3), &model, None, 40), 1).unwrap();
+    assert!(none.latency.histogram().is_empty() && none.process_latency.histogram().is_empty());
+}
+
+/// A real run that kills a node gets its post-failure class compared with the simulator's
+/// post-failure agreements of the same model; one that kills none gets no such comparison.
+#[test]
+fn a_run_with_a_kill_has_its_post_failure_agreements_modeled() {
+    let mut b = bench(4, 2);
+    b.kills = vec![(3, 20)];
+    let r = crate::experiment::agree_local::run(&b).expect("runs");
+    assert_eq!((r.disagreements, r.unfinished), (0, 0));
+    let measured = &r.classes[POST_FAILURE];
+    assert!(!measured.agreement.is_empty(), "post-failure agreements measured");
+    let model = BenchModel::new(900, 400, 300);
+    let p = compare(&b, &r, model, Some(2)).unwrap().expect("a prediction");
+    let pf = p.post_failure.expect("the post-failure class modeled");
+    let mut sim = simulated(&b, &model, Some(2), measured.agreement.len());
+    sim.agreements += 2;
+    sim.kills = vec![Kill {
+        rank: 3,
+        at: KillAt::Before,
+    }];
+    let run = run_post_failure::<And64>(&sim, b.seed).unwrap();
+    let unit_us = model.unit_ns as f64 / 1000.0;
+    assert_eq!(pf.agreements, run.latency.histogram().len());
+    assert_eq!(pf.agreement.predicted_p50_us, run.latency.percentiles().p50 * unit_us);
+    assert_eq!(
+        pf.node.measured_p99_us,
+        measured.node.value_at_quantile(0.99) as f64 / 1000.0
+    );
+    b.kills.clear();
+    let r = crate::experiment::agree_local::run(&b).expect("runs");
+    let p = compare(&b, &r, model, Some(2)).unwrap().expect("a prediction");
+    assert_eq!(p.post_failure, None);
+}
