@@ -199,19 +199,49 @@ fn clap_is_used_in_the_cli_only() {
     assert!(found.is_empty(), "clap outside src/cli/:\n{}", found.join("\n"));
 }
 
-/// Whether `parent`'s text declares module `name` (`mod name;`, any visibility and
-/// attributes before it) or names `file` in a `#[path = "..."]`.
-fn declares(parent: &str, name: &str, file: &str) -> bool {
-    parent.lines().any(|l| {
+/// A line of code without its trailing `//` comment and leading attributes (`#[...]`).
+fn code_of(line: &str) -> &str {
+    let mut l = line.split("//").next().unwrap_or("").trim();
+    while let Some(rest) = l.strip_prefix("#[") {
+        match rest.find(']') {
+            Some(i) => l = rest[i + 1..].trim_start(),
+            None => return "",
+        }
+    }
+    l
+}
+
+/// Whether `parent`'s text declares module `name` as a file module: `mod name;` with any
+/// visibility and attributes (a `#[path]` on it names another file: not counted).
+fn declares_mod(parent: &str, name: &str) -> bool {
+    let lines: Vec<&str> = parent.lines().collect();
+    lines.iter().enumerate().any(|(i, raw)| {
+        let l = code_of(raw);
+        let l = match l.strip_prefix("pub") {
+            Some(r) if r.starts_with('(') => r.find(')').map_or("", |j| r[j + 1..].trim_start()),
+            Some(r) if r.starts_with(' ') => r.trim_start(),
+            _ => l,
+        };
+        let pathed = raw.trim_start().starts_with("#[path") || i > 0 && lines[i - 1].trim_start().starts_with("#[path");
+        !pathed
+            && l.strip_prefix("mod ")
+                .and_then(|m| m.strip_suffix(';'))
+                .is_some_and(|m| m.trim() == name)
+    })
+}
+
+/// Whether a file's text declares a module at `file` beside it: `#[path = "file"]` before a
+/// `mod ...;` (the path of a file module declared in a file that is not `mod.rs` is relative
+/// to that file's folder).
+fn paths_to(text: &str, file: &str) -> bool {
+    let lines: Vec<&str> = text.lines().collect();
+    lines.iter().enumerate().any(|(i, l)| {
         let l = l.trim();
-        let rest = l
-            .strip_prefix("pub ")
-            .or_else(|| l.strip_prefix("pub(crate) "))
-            .unwrap_or(l);
-        rest.strip_prefix("mod ")
-            .and_then(|m| m.strip_suffix(';'))
-            .is_some_and(|m| m.trim() == name)
-            || (l.starts_with("#[path") && l.contains(&format!("\"{file}\"")))
+        l.starts_with(&format!("#[path = \"{file}\"]"))
+            && lines[i..]
+                .iter()
+                .take(3)
+                .any(|m| code_of(m).contains("mod ") && code_of(m).ends_with(';'))
     })
 }
 
@@ -242,13 +272,18 @@ fn every_source_file_is_a_module() {
             Some(d) if d != Path::new("") => vec![src.join(d).with_extension("rs"), src.join(d).join("mod.rs")],
             _ => vec![src.join("lib.rs"), src.join("main.rs")],
         };
-        // Or a sibling names it with `#[path]` (a test file beside the file it tests).
-        let siblings = files.iter().filter(|g| g.parent() == f.parent() && *g != f);
-        let found = parents
+        let declared = parents
             .iter()
-            .chain(siblings)
             .filter_map(|p| std::fs::read_to_string(p).ok())
-            .any(|t| declares(&t, name, file));
+            .any(|t| declares_mod(&t, name));
+        // Or a file beside it (not `mod.rs`) names it with `#[path]` (a test file beside the
+        // file it tests).
+        let found = declared
+            || files
+                .iter()
+                .filter(|g| g.parent() == f.parent() && *g != f && !g.ends_with("mod.rs"))
+                .filter_map(|g| std::fs::read_to_string(g).ok())
+                .any(|t| paths_to(&t, file));
         if !found {
             orphans.push(format!("src/{}", rel.display()));
         }
@@ -259,13 +294,20 @@ fn every_source_file_is_a_module() {
 
 #[test]
 fn a_module_is_declared_by_mod_or_a_path() {
-    assert!(declares("#[cfg(test)]\nmod tests;\n", "tests", "tests.rs"));
-    assert!(declares("pub mod agree;", "agree", "agree.rs"));
-    assert!(declares("pub(crate) mod ring;", "ring", "ring.rs"));
-    assert!(declares(
-        "#[path = \"x_tests.rs\"]\nmod tests;",
-        "x_tests",
+    assert!(declares_mod("#[cfg(test)]\nmod tests;\n", "tests"));
+    assert!(declares_mod("#[cfg(test)] mod tests;", "tests"));
+    assert!(declares_mod("pub mod agree;", "agree"));
+    assert!(declares_mod("pub(crate) mod ring;", "ring"));
+    assert!(declares_mod("pub(in crate::x) mod ring; // the ring", "ring"));
+    assert!(!declares_mod("// mod tests;\nmod testsuite;", "tests"));
+    assert!(
+        !declares_mod("#[path = \"x_tests.rs\"]\nmod tests;", "tests"),
+        "names x_tests.rs"
+    );
+    assert!(paths_to(
+        "#[cfg(test)]\n#[path = \"x_tests.rs\"]\nmod tests;",
         "x_tests.rs"
     ));
-    assert!(!declares("// mod tests;\nmod testsuite;", "tests", "tests.rs"));
+    assert!(!paths_to("#[path = \"x_tests.rs\"]\nmod tests;", "y_tests.rs"));
+    assert!(!paths_to("let s = \"x_tests.rs\";", "x_tests.rs"));
 }

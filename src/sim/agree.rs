@@ -314,9 +314,9 @@ impl<V: SimValue> Agreements<'_, V> {
         self.returned[r as usize] += 1;
         if !o.ok() {
             self.out.not_acknowledged += 1;
-            // Blocking agreements (a window of 1) return in order everywhere: every return of
-            // agreement i comes before any of i + 1, so the detecting agreement is known
-            // before any return it classes.
+            // Each process returns its agreements in order and a decided ballot's failures
+            // are acknowledged or not alike everywhere, so with a window of 1 the detecting
+            // agreement is known before any return it classes.
             self.detecting = Some(self.detecting.map_or(o.id, |d| d.min(o.id)));
         }
         if self.measured(o.id) {
@@ -421,6 +421,9 @@ pub fn run_post_failure<V: SimValue>(sim: &AgreeSim, seed: u64) -> Result<AgreeR
 
 fn run<V: SimValue>(sim: &AgreeSim, seed: u64, post_failure_only: bool) -> Result<AgreeRun, String> {
     sim.validate()?;
+    if post_failure_only && sim.era.window != 1 {
+        return Err("post-failure agreements are classed for blocking agreements only (a window of 1)".into());
+    }
     let n = sim.n;
     let k = sim.agreements as usize;
     let mut eras: Vec<Era<V>> = Vec::with_capacity(n as usize);

@@ -147,4 +147,19 @@ fn a_run_with_a_kill_has_its_post_failure_agreements_modeled() {
     let r = crate::experiment::agree_local::run(&b).expect("runs");
     let p = compare(&b, &r, model, Some(2)).unwrap().expect("a prediction");
     assert_eq!(p.post_failure, None);
+    // Kills at two agreements: the run's post-failure class holds the second one's
+    // detecting and stabilizing agreements, which a model of both dead from the start has not.
+    b.kills = vec![(3, 20), (2, 40)];
+    let r = crate::experiment::agree_local::run(&b).expect("runs");
+    assert!(!r.classes[POST_FAILURE].agreement.is_empty());
+    let p = compare(&b, &r, model, Some(2)).unwrap().expect("a prediction");
+    assert_eq!(p.post_failure, None, "kills at two agreements are not compared");
+}
+
+#[test]
+fn post_failure_agreements_are_classed_for_blocking_agreements_only() {
+    let mut sim = simulated(&bench(3, 3), &BenchModel::new(700, 300, 250), None, 10);
+    sim.era.window = 2;
+    let e = run_post_failure::<And64>(&sim, 1).unwrap_err();
+    assert!(e.contains("window of 1"), "{e}");
 }

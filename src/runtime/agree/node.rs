@@ -147,6 +147,17 @@ pub const DIGEST_BLOCK: u64 = 4096;
 /// A 64-bit digest of an outcome (value, failed set, unacknowledged set) that returns
 /// compare across nodes and processes: a fixed multiply-xorshift mix of its words, cheap
 /// enough for every return (it runs before the next contribution goes out).
+/// The node that checks agreement `id`'s value ([`valid`]): the first rank from `id mod n` on,
+/// cyclically, that the decided failed set does not name, so every node that returned `id`
+/// names the same one and a live one checks it (unless it died since the decision: that
+/// agreement then goes unchecked).
+pub(super) fn checker(n: Rank, id: AgreeId, failed: &crate::protocol::agree::RankSet) -> Option<Rank> {
+    let n64 = u64::from(n.max(1));
+    (0..u64::from(n))
+        .map(|k| ((id % n64 + k) % n64) as Rank)
+        .find(|&r| !failed.contains(r))
+}
+
 fn fingerprint(o: &Outcome<And64>) -> u64 {
     fn mix(h: u64, x: u64) -> u64 {
         let h = (h ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -325,10 +336,16 @@ impl Node {
         let d = &mut self.digests[block];
         *d = d.rotate_left(5) ^ fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ id;
         self.last_failed.clear();
-        self.last_failed.extend((0..self.n).filter(|&r| o.failed.contains(r)));
-        let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
-        if !valid(self.seed, self.n, id, value, &dead) {
-            self.invalid += 1;
+        self.last_failed
+            .extend(o.failed.as_slice().iter().copied().filter(|&r| r < self.n));
+        // The value's check is O(n) (every rank's contribution): one node makes it per
+        // agreement, not each (O(n²) per agreement at n nodes, on the nodes' cores and not in
+        // the model: 6 % of a failure-free agreement at 64 nodes on this 2-core machine).
+        if checker(self.n, id, &o.failed) == Some(self.rank) {
+            let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
+            if !valid(self.seed, self.n, id, value, &dead) {
+                self.invalid += 1;
+            }
         }
     }
 

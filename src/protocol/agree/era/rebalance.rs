@@ -35,13 +35,15 @@ impl<V: Value> Era<V> {
             return;
         }
         self.weighed = Some((last_from, v.failed.clone()));
-        let agreed: Vec<Rank> = v
-            .failed
-            .as_slice()
-            .iter()
-            .copied()
-            .filter(|&r| self.tree_for(id).is_member(r))
-            .collect();
+        let agreed: Vec<Rank> = {
+            let tree = self.tree_for(id);
+            v.failed
+                .as_slice()
+                .iter()
+                .copied()
+                .filter(|&r| tree.is_member(r))
+                .collect()
+        };
         if agreed.is_empty() {
             return;
         }

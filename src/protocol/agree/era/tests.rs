@@ -316,8 +316,8 @@ fn rebalancing_rebuilds_a_degenerated_tree_identically() {
 /// the post-failure ones after it do not. Every agreement after a failure decides the same
 /// failed set again; each process weighs a set once, not once per agreement (before, each
 /// weighed it at every decision: O(n) per process and agreement, 9× a failure-free
-/// agreement's cost at 32 processes in `cargo bench --bench era_cost`). The trees are the
-/// same as [`rebalancing_rebuilds_a_degenerated_tree_identically`] finds.
+/// agreement's cost at 32 processes in `cargo bench --bench era_cost`); every live process
+/// ends with the same tree.
 #[test]
 fn a_failed_set_is_weighed_once_not_at_every_agreement() {
     for mode in [Rebalance::Degenerated, Rebalance::Always] {
