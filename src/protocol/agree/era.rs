@@ -230,6 +230,8 @@ pub struct Era<V> {
     weighed: Option<(AgreeId, RankSet)>,
     /// Decided failed sets weighed against a tree ([`Era::weighings`]).
     weighings: u64,
+    /// Trees rebuilt ([`Era::rebalances`]).
+    rebuilds: usize,
 }
 
 /// Sets kept in [`Era`]'s `spare` at most.
@@ -277,6 +279,7 @@ impl<V: Value> Era<V> {
             spare: Vec::new(),
             weighed: None,
             weighings: 0,
+            rebuilds: 0,
         })
     }
 
@@ -289,9 +292,10 @@ impl<V: Value> Era<V> {
         &self.epochs[self.epochs.len() - 1].1
     }
 
-    /// How many times the tree was rebuilt.
+    /// How many times the tree was rebuilt (old epochs are dropped once no agreement can use
+    /// them, so this is counted, not the epochs left).
     pub fn rebalances(&self) -> usize {
-        self.epochs.len() - 1
+        self.rebuilds
     }
 
     /// How many decided failed sets were weighed against the current tree for a rebuild

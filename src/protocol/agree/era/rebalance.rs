@@ -73,6 +73,7 @@ impl<V: Value> Era<V> {
             }
         };
         if go {
+            self.rebuilds += 1;
             self.epochs.push((id + 1, fresh));
             // Old epochs no agreement can use any more are dropped.
             let lowest = self.slots.first_key().unwrap_or(id + 1).min(id + 1);

@@ -370,6 +370,31 @@ fn a_failed_set_is_weighed_once_not_at_every_agreement() {
     }
 }
 
+/// `rebalances` counts the rebuilds, not the epochs kept: three failures one after another,
+/// each agreed on and rebuilt after (`Always`), are three rebuilds though the older trees were
+/// dropped once no agreement could use them (before, it said 1).
+#[test]
+fn rebuilds_are_counted_after_old_trees_are_dropped() {
+    let n = 15;
+    let mut net = Net::new(
+        n,
+        EraConfig {
+            rebalance: Rebalance::Always,
+            ..cfg(Shape::Flat(Flat::Binary))
+        },
+    );
+    for (phase, r) in [1, 2, 3].into_iter().enumerate() {
+        net.kill(r);
+        let upto = 10 * (phase as u64 + 1);
+        net.run(&mut ProtoRng::new(7 + phase as u64), upto, 0);
+        net.check(upto, "rebuilds");
+    }
+    for r in (0..n as usize).filter(|&r| net.alive[r]) {
+        assert_eq!(net.eras[r].rebalances(), 3, "process {r}");
+        assert!(net.eras[r].epochs.len() < 4, "process {r} kept every tree");
+    }
+}
+
 #[test]
 fn bad_input_is_dropped_and_counted() {
     let mut e: Era<And32> = Era::new(1, 4, EraConfig::default()).unwrap();
