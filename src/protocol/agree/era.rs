@@ -384,12 +384,6 @@ impl<V: Value> Era<V> {
         }
         let id = self.next_id;
         self.next_id += 1;
-        let contribution = Ballot {
-            value,
-            failed: self.known_dead(),
-            acked: Some(self.acked.clone()),
-            returned_below: self.returned_below,
-        };
         let me = self.me;
         let spare = &mut self.spare;
         match self.slots.get_or_insert_with(id, || new_pending(spare)) {
@@ -402,7 +396,10 @@ impl<V: Value> Era<V> {
             Slot::Pending(p) => {
                 p.status = Status::Gathering;
                 p.contributed.insert(me);
-                p.current.fold(&contribution);
+                // Folded in place, without a ballot of copies: the contribution's failed set
+                // is `S_p`, its acknowledged set this process's, its prefix `returned_below`.
+                p.current
+                    .fold_parts(&value, &self.known, Some(&self.acked), self.returned_below);
                 self.spontaneous(id);
             }
         }
@@ -595,12 +592,15 @@ impl<V: Value> Era<V> {
 
     /// The user's call of agreement `id` returns `v` (early return).
     fn returned(&mut self, id: AgreeId, v: &Ballot<V>) {
-        let acked = v.acked.clone().unwrap_or_default();
+        let unacknowledged = match &v.acked {
+            Some(acked) => v.failed.minus(acked),
+            None => v.failed.clone(),
+        };
         self.done.push_back(Outcome {
             id,
             value: v.value.clone(),
             failed: v.failed.clone(),
-            unacknowledged: v.failed.minus(&acked),
+            unacknowledged,
         });
         while self.returned_below < self.next_id
             && (self.returned_below < self.floor

@@ -184,14 +184,22 @@ impl<V: Value> Value for Ballot<V> {
     }
 
     fn fold(&mut self, o: &Self) {
-        self.value.fold(&o.value);
-        self.failed.union_with(&o.failed);
-        match (&mut self.acked, &o.acked) {
+        self.fold_parts(&o.value, &o.failed, o.acked.as_ref(), o.returned_below);
+    }
+}
+
+impl<V: Value> Ballot<V> {
+    /// `self ← F(self, b)` for the ballot `b` of these parts, without building it (a
+    /// process folds its own contribution from its state, not from copies of it).
+    pub fn fold_parts(&mut self, value: &V, failed: &RankSet, acked: Option<&RankSet>, returned_below: AgreeId) {
+        self.value.fold(value);
+        self.failed.union_with(failed);
+        match (&mut self.acked, acked) {
             (Some(a), Some(b)) => a.intersect_with(b),
             (a @ None, Some(b)) => *a = Some(b.clone()),
             (_, None) => {}
         }
-        self.returned_below = self.returned_below.min(o.returned_below);
+        self.returned_below = self.returned_below.min(returned_below);
     }
 }
 
