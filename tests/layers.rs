@@ -222,7 +222,13 @@ fn declares_mod(parent: &str, name: &str) -> bool {
             Some(r) if r.starts_with(' ') => r.trim_start(),
             _ => l,
         };
-        let pathed = raw.trim_start().starts_with("#[path") || i > 0 && lines[i - 1].trim_start().starts_with("#[path");
+        // A `#[path]` on it, on its line or on any attribute line right above it.
+        let pathed = raw.contains("#[path")
+            || lines[..i]
+                .iter()
+                .rev()
+                .take_while(|a| a.trim_start().starts_with("#["))
+                .any(|a| a.contains("#[path"));
         !pathed
             && l.strip_prefix("mod ")
                 .and_then(|m| m.strip_suffix(';'))

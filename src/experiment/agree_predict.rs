@@ -154,12 +154,15 @@ fn compare_with_hop(
     sim.validate()?;
     let run = checked(run_once::<And64>(&sim, b.seed)?, "this run")?;
     let (agreement, node) = against(ff, &run, &model);
-    // The run's report does not depend on this second model: a failure of it is told, not
-    // the run's failure.
-    let post_failure = post_failure(b, r, &model, model_cores).unwrap_or_else(|e| {
-        eprintln!("ftcoll: warning: no model of the post-failure agreements: {e}");
-        None
-    });
+    // The run's report does not depend on this second model: one that did not complete is
+    // told, not the run's failure; one that saw a violation of ERA's properties fails it.
+    let post_failure = match post_failure(b, r, &model, model_cores) {
+        Err(e) if !e.contains("violations") => {
+            eprintln!("ftcoll: warning: no model of the post-failure agreements: {e}");
+            None
+        }
+        p => p?,
+    };
     Ok(Some(AgreePrediction {
         model,
         node_hop,
@@ -206,10 +209,18 @@ fn post_failure(
         })
         .collect();
     sim.validate()?;
-    let run = checked(
-        run_post_failure::<And64>(&sim, b.seed)?,
-        "this run's post-failure agreements",
-    )?;
+    let run = run_post_failure::<And64>(&sim, b.seed)?;
+    if run.violations.total() != 0 {
+        return Err(format!(
+            "the model of this run's post-failure agreements saw {} violations",
+            run.violations.total()
+        ));
+    }
+    if run.aborted {
+        return Err(
+            "the model of this run's post-failure agreements did not complete (aborted at the event cap)".into(),
+        );
+    }
     if run.latency.histogram().is_empty() {
         return Ok(None);
     }

@@ -122,7 +122,8 @@ pub struct AgreeBenchReport {
     pub classes: Vec<Class>,
     /// Agreements where two live nodes returned different outcomes (must be 0).
     pub disagreements: u64,
-    /// Returns whose value misses a live node's contribution (must be 0).
+    /// Agreements whose value misses a live node's contribution (must be 0), each checked by
+    /// one node that lives through the run (`runtime::agree::node::checker`).
     pub invalid: u64,
     /// Live nodes that did not return every agreement (timed out).
     pub unfinished: u64,

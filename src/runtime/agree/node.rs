@@ -106,6 +106,9 @@ pub(crate) struct Node {
     kill_id: Option<AgreeId>,
     /// An injected stall not yet taken: the agreement it comes before, and its length.
     stall: Option<(AgreeId, Duration)>,
+    /// The ranks the run kills or stalls (sorted): none of them checks a value ([`checker`]),
+    /// since a node that dies takes its count with it.
+    doomed: Vec<Rank>,
     /// Stalled (doing nothing at all) until then.
     stalled_until: Option<Instant>,
     seed: u64,
@@ -144,20 +147,20 @@ const FOLD_AT: usize = 64;
 /// Agreements per outcome digest.
 pub const DIGEST_BLOCK: u64 = 4096;
 
-/// A 64-bit digest of an outcome (value, failed set, unacknowledged set) that returns
-/// compare across nodes and processes: a fixed multiply-xorshift mix of its words, cheap
-/// enough for every return (it runs before the next contribution goes out).
 /// The node that checks agreement `id`'s value ([`valid`]): the first rank from `id mod n` on,
-/// cyclically, that the decided failed set does not name, so every node that returned `id`
-/// names the same one and a live one checks it (unless it died since the decision: that
-/// agreement then goes unchecked).
-pub(super) fn checker(n: Rank, id: AgreeId, failed: &crate::protocol::agree::RankSet) -> Option<Rank> {
+/// cyclically, that neither the decided failed set names nor the run kills or stalls
+/// (`doomed`, sorted), so every node that returned `id` and lives names the same one, and it
+/// lives to report its count (unless a false suspicion fences it: its checks are then lost).
+pub(super) fn checker(n: Rank, id: AgreeId, failed: &crate::protocol::agree::RankSet, doomed: &[Rank]) -> Option<Rank> {
     let n64 = u64::from(n.max(1));
     (0..u64::from(n))
         .map(|k| ((id % n64 + k) % n64) as Rank)
-        .find(|&r| !failed.contains(r))
+        .find(|&r| !failed.contains(r) && doomed.binary_search(&r).is_err())
 }
 
+/// A 64-bit digest of an outcome (value, failed set, unacknowledged set) that returns
+/// compare across nodes and processes: a fixed multiply-xorshift mix of its words, cheap
+/// enough for every return (it runs before the next contribution goes out).
 fn fingerprint(o: &Outcome<And64>) -> u64 {
     fn mix(h: u64, x: u64) -> u64 {
         let h = (h ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -208,6 +211,17 @@ impl Node {
             entry: None,
             kill_id: init.kill_id,
             stall: init.stall,
+            doomed: {
+                let mut d: Vec<Rank> = b
+                    .kills
+                    .iter()
+                    .map(|k| k.0)
+                    .chain(b.stalls.iter().map(|t| t.rank))
+                    .collect();
+                d.sort_unstable();
+                d.dedup();
+                d
+            },
             stalled_until: None,
             seed: b.seed,
             returned: 0,
@@ -340,8 +354,9 @@ impl Node {
             .extend(o.failed.as_slice().iter().copied().filter(|&r| r < self.n));
         // The value's check is O(n) (every rank's contribution): one node makes it per
         // agreement, not each (O(n²) per agreement at n nodes, on the nodes' cores and not in
-        // the model: 6 % of a failure-free agreement at 64 nodes on this 2-core machine).
-        if checker(self.n, id, &o.failed) == Some(self.rank) {
+        // the model: 18 % of a failure-free agreement's p50 at 64 nodes on this 2-core
+        // machine, docs/measurements.md).
+        if checker(self.n, id, &o.failed, &self.doomed) == Some(self.rank) {
             let dead = |r: Rank| o.failed.contains(r) || sh.dead[r as usize].load(Ordering::Acquire);
             if !valid(self.seed, self.n, id, value, &dead) {
                 self.invalid += 1;

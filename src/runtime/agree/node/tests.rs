@@ -252,26 +252,28 @@ fn a_node_process_runs_without_building_the_window() {
 }
 
 /// Each agreement's value is checked by one node, the same at every node: `id mod n`, or the
-/// next rank the decided failed set does not name; over `n` agreements each live node checks
-/// as many as it is `id mod n` for plus those of the dead ranks before it.
+/// next rank that neither the decided failed set names nor the run kills or stalls; over `n`
+/// agreements each other node checks as many as it is `id mod n` for plus those of the
+/// skipped ranks before it.
 #[test]
 fn one_live_node_checks_each_agreements_value() {
     use crate::protocol::agree::RankSet;
     let none = RankSet::new();
-    assert_eq!(checker(4, 0, &none), Some(0));
-    assert_eq!(checker(4, 6, &none), Some(2));
+    assert_eq!(checker(4, 0, &none, &[]), Some(0));
+    assert_eq!(checker(4, 6, &none, &[]), Some(2));
     let dead = RankSet::of([2, 3]);
-    assert_eq!(checker(4, 2, &dead), Some(0), "wraps past the dead 2 and 3");
-    assert_eq!(checker(4, 1, &dead), Some(1));
-    assert_eq!(checker(2, 5, &RankSet::of([0, 1])), None, "no one left");
+    assert_eq!(checker(4, 2, &dead, &[]), Some(0), "wraps past the dead 2 and 3");
+    assert_eq!(checker(4, 1, &dead, &[]), Some(1));
+    assert_eq!(checker(4, 1, &dead, &[1]), Some(0), "1 will be killed: 0 checks");
+    assert_eq!(checker(2, 5, &RankSet::of([0, 1]), &[]), None, "no one left");
     let mut checks = [0u32; 8];
-    let dead = RankSet::of([3, 4]);
+    let dead = RankSet::of([3]);
     for id in 0..800u64 {
-        checks[checker(8, id, &dead).unwrap() as usize] += 1;
+        checks[checker(8, id, &dead, &[4]).unwrap() as usize] += 1;
     }
     assert_eq!(checks, [100, 100, 100, 0, 0, 300, 100, 100]);
     assert_eq!(
-        checker(u32::MAX, u64::MAX, &none),
+        checker(u32::MAX, u64::MAX, &none, &[]),
         Some((u64::MAX % u64::from(u32::MAX)) as u32)
     );
 }
