@@ -53,6 +53,47 @@ mod flag {
     pub const RB_TOP: u8 = 0x08;
 }
 
+/// A decoded set's ranks before they become a [`RankSet`]: on the stack up to
+/// [`COMPACT_RANKS`] (every set of a compact body), so a decoded set allocates at most once,
+/// for its own ranks, and not at all up to [`RankSet::INLINE`] ranks.
+enum SetBuf {
+    Inline(usize, [u32; COMPACT_RANKS]),
+    Heap(Vec<u32>),
+}
+
+impl SetBuf {
+    fn new(len: usize) -> Self {
+        if len <= COMPACT_RANKS {
+            SetBuf::Inline(0, [0; COMPACT_RANKS])
+        } else {
+            SetBuf::Heap(Vec::with_capacity(len))
+        }
+    }
+
+    /// Room for the `len` given to [`SetBuf::new`] is there.
+    fn push(&mut self, r: u32) {
+        match self {
+            SetBuf::Inline(n, a) if *n < COMPACT_RANKS => {
+                a[*n] = r;
+                *n += 1;
+            }
+            SetBuf::Inline(n, a) => {
+                let mut v = a[..*n].to_vec();
+                v.push(r);
+                *self = SetBuf::Heap(v);
+            }
+            SetBuf::Heap(v) => v.push(r),
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            SetBuf::Inline(n, a) => &a[..*n],
+            SetBuf::Heap(v) => v,
+        }
+    }
+}
+
 fn put_set(w: &mut Writer<'_>, s: &RankSet) {
     if s.len() > MAX_SET {
         w.u16(u16::MAX);
@@ -69,11 +110,11 @@ fn get_set(r: &mut Reader<'_>, n: u32, what: &'static str) -> Result<RankSet, De
     if len > MAX_SET {
         return Err(DecodeError::BadField(what));
     }
-    let mut v = Vec::with_capacity(len);
+    let mut v = SetBuf::new(len);
     for _ in 0..len {
         v.push(r.rank(n)?);
     }
-    RankSet::from_sorted(v).ok_or(DecodeError::BadField(what))
+    RankSet::from_sorted_slice(v.as_slice()).ok_or(DecodeError::BadField(what))
 }
 
 fn put_cset(w: &mut Writer<'_>, s: &RankSet) {
@@ -90,7 +131,7 @@ fn get_cset(r: &mut Reader<'_>, n: u32, what: &'static str) -> Result<RankSet, D
     if len > MAX_SET as u64 {
         return Err(DecodeError::BadField(what));
     }
-    let mut v = Vec::with_capacity(len as usize);
+    let mut v = SetBuf::new(len as usize);
     let mut next = 0u64;
     for _ in 0..len {
         let rank = next.checked_add(r.varint()?).ok_or(DecodeError::RankOutOfRange)?;
@@ -101,7 +142,7 @@ fn get_cset(r: &mut Reader<'_>, n: u32, what: &'static str) -> Result<RankSet, D
         next = rank + 1;
     }
     // (Strictly increasing by construction.)
-    RankSet::from_sorted(v).ok_or(DecodeError::BadField(what))
+    RankSet::from_sorted_slice(v.as_slice()).ok_or(DecodeError::BadField(what))
 }
 
 /// A value type ERA can carry.

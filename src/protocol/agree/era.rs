@@ -47,6 +47,7 @@ pub use super::slots::AgreeId;
 use super::slots::IdMap;
 use super::value::{Ballot, RankSet, Value};
 use crate::protocol::Rank;
+use ranks::Ranks;
 
 /// ERA's messages (Part 2).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,11 +131,11 @@ enum Status {
 struct Pending<V> {
     status: Status,
     current: Ballot<V>,
-    contributed: RankSet,
-    requested: RankSet,
+    contributed: Ranks,
+    requested: Ranks,
     /// The processes this one sent a RESULT_REQUEST for the agreement (as its root): the
     /// only ones whose DOWN a root takes.
-    asked: RankSet,
+    asked: Ranks,
 }
 
 /// After the decision only `Result` is kept (§4: the other variables are reclaimed).
@@ -223,7 +224,7 @@ pub struct Era<V> {
     kids: Vec<Rank>,
     /// Emptied `Contributed` and `Requested` sets of decided agreements, reused by the next
     /// pending ones (no allocation per agreement once warm).
-    spare: Vec<RankSet>,
+    spare: Vec<Ranks>,
     /// The last epoch's first id and the decided failed set last weighed against its tree
     /// ([`Era::rebalance`]): every agreement after a failure decides the same set, which
     /// changes nothing until another failure is agreed.
@@ -633,17 +634,18 @@ impl<V: Value> Era<V> {
 
 /// A new agreement's variables (ERA Part 1's initial values), its two sets taken from
 /// `spare` (empty) where it has some.
-fn new_pending<V: Value>(spare: &mut Vec<RankSet>) -> Slot<V> {
+fn new_pending<V: Value>(spare: &mut Vec<Ranks>) -> Slot<V> {
     Slot::Pending(Pending {
         status: Status::NotContributed,
         current: Ballot::bottom(),
         contributed: spare.pop().unwrap_or_default(),
         requested: spare.pop().unwrap_or_default(),
-        asked: RankSet::new(),
+        asked: Ranks::default(),
     })
 }
 
 mod failures;
+mod ranks;
 mod rebalance;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ pub mod era;
 mod era_machine;
 pub mod era_tree;
 pub mod membership;
+mod rank_set;
 pub mod slots;
 pub mod value;
 

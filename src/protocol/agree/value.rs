@@ -3,6 +3,7 @@
 
 use std::hash::Hash;
 
+pub use super::rank_set::RankSet;
 use super::slots::AgreeId;
 use crate::protocol::{ProtoRng, Rank};
 
@@ -37,112 +38,6 @@ impl Value for And64 {
     }
     fn fold(&mut self, other: &Self) {
         self.0 &= other.0;
-    }
-}
-
-/// A set of ranks, kept sorted and without duplicates; as a [`Value`], `F` is set union.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RankSet(Vec<Rank>);
-
-impl RankSet {
-    /// The empty set.
-    pub fn new() -> Self {
-        Self(Vec::new())
-    }
-
-    /// The set of these ranks (any order, duplicates allowed).
-    pub fn of(ranks: impl IntoIterator<Item = Rank>) -> Self {
-        let mut v: Vec<Rank> = ranks.into_iter().collect();
-        v.sort_unstable();
-        v.dedup();
-        Self(v)
-    }
-
-    /// From a strictly increasing list; `None` otherwise (used by the wire decoder).
-    pub fn from_sorted(v: Vec<Rank>) -> Option<Self> {
-        v.windows(2).all(|w| w[0] < w[1]).then_some(Self(v))
-    }
-
-    /// Ranks the set can hold without allocating.
-    pub(crate) fn capacity(&self) -> usize {
-        self.0.capacity()
-    }
-
-    /// Empties the set, keeping its allocation.
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
-
-    /// Adds `r`; returns whether it was new.
-    pub fn insert(&mut self, r: Rank) -> bool {
-        match self.0.binary_search(&r) {
-            Ok(_) => false,
-            Err(i) => {
-                self.0.insert(i, r);
-                true
-            }
-        }
-    }
-
-    pub fn contains(&self, r: Rank) -> bool {
-        self.0.binary_search(&r).is_ok()
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The ranks in increasing order.
-    pub fn as_slice(&self) -> &[Rank] {
-        &self.0
-    }
-
-    /// `self ← self ∪ other` (linear merge).
-    pub fn union_with(&mut self, other: &RankSet) {
-        if other.0.iter().all(|r| self.contains(*r)) {
-            return;
-        }
-        let mut out = Vec::with_capacity(self.0.len() + other.0.len());
-        let (mut i, mut j) = (0, 0);
-        let (a, b) = (&self.0, &other.0);
-        while i < a.len() || j < b.len() {
-            let x = match (a.get(i), b.get(j)) {
-                (Some(&x), Some(&y)) if x == y => {
-                    i += 1;
-                    j += 1;
-                    x
-                }
-                (Some(&x), Some(&y)) if x < y => {
-                    i += 1;
-                    x
-                }
-                (Some(_) | None, Some(&y)) => {
-                    j += 1;
-                    y
-                }
-                (Some(&x), None) => {
-                    i += 1;
-                    x
-                }
-                (None, None) => break,
-            };
-            out.push(x);
-        }
-        self.0 = out;
-    }
-
-    /// `self ← self ∩ other`.
-    pub fn intersect_with(&mut self, other: &RankSet) {
-        self.0.retain(|r| other.contains(*r));
-    }
-
-    /// `self \ other`.
-    pub fn minus(&self, other: &RankSet) -> RankSet {
-        RankSet(self.0.iter().copied().filter(|r| !other.contains(*r)).collect())
     }
 }
 

@@ -4,7 +4,7 @@
 use super::{Era, EraMsg, Slot, Status};
 use crate::protocol::Rank;
 use crate::protocol::agree::slots::AgreeId;
-use crate::protocol::agree::value::{RankSet, Value};
+use crate::protocol::agree::value::Value;
 
 impl<V: Value> Era<V> {
     /// ERA Part 4: process `q` is discovered dead (failure detector, or a RESULT_REQUEST).
@@ -44,7 +44,8 @@ impl<V: Value> Era<V> {
                 None => {
                     let kids = self.children(id, self.me);
                     if let Some(Slot::Pending(p)) = self.slots.get_mut(&id) {
-                        p.contributed = RankSet::of([self.me]);
+                        p.contributed.clear();
+                        p.contributed.insert(self.me);
                         p.status = Status::Gathering;
                     }
                     for n in kids {
