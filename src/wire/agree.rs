@@ -54,8 +54,9 @@ mod flag {
 }
 
 /// A decoded set's ranks before they become a [`RankSet`]: on the stack up to
-/// [`COMPACT_RANKS`] (every set of a compact body), so a decoded set allocates at most once,
-/// for its own ranks, and not at all up to [`RankSet::INLINE`] ranks.
+/// [`COMPACT_RANKS`] (every set of a compact body), so such a set allocates at most once, for
+/// its own ranks, and not at all up to [`RankSet::INLINE`] ranks; a longer one (the
+/// self-contained form) twice, its vector here and its shared ranks.
 enum SetBuf {
     Inline(usize, [u32; COMPACT_RANKS]),
     Heap(Vec<u32>),

@@ -1,8 +1,8 @@
 //! ERA Part 1's per-agreement sets that grow one rank per message (`Contributed`,
 //! `Requested`, and the ranks a new root asked): a sorted vector changed in place, its
 //! allocation reused by the next agreement ([`super::Era`]'s spares). The sets a ballot
-//! carries are shared [`RankSet`](crate::protocol::agree::RankSet)s instead, copied at every
-//! send and never changed in place.
+//! carries are [`RankSet`](crate::protocol::agree::RankSet)s instead (inline up to two ranks,
+//! shared beyond), copied at every send and never changed in place.
 
 use crate::protocol::Rank;
 
