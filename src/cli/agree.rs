@@ -74,6 +74,7 @@ pub fn experiment(a: &AgreeArgs) -> Result<AgreeSim, String> {
         loggp: (gp != logp.into()).then_some(gp),
         noise,
         cores: a.cores,
+        visit: 0,
         agreements: a.agreements,
         detect_delay: a.detect_delay,
         detect_jitter: a.detect_jitter,

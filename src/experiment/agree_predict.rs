@@ -12,11 +12,16 @@
 //! that takes beyond the transport's `o_s + L + o_r` (the ERA step, codec, the runtime's
 //! bookkeeping) is charged to `o_s` and `o_r` in proportion to them.
 //!
+//! Where the nodes share a run's workers, a core visits its nodes in turn, as a worker steps
+//! its share (not so node processes, which the kernel schedules):
+//! a visit of a node with nothing to do costs what the 2-node calibration's workers sampled
+//! (`AgreeBenchReport::idle_visit_ns`), and a message waits for its node's turn
+//! ([`crate::sim::timing::Timing::set_visit`], the processor sharing `bench`'s model has too).
 //! What the model leaves out, explicitly: the runtime's heartbeats (one per `--heartbeat-us`
 //! per tree neighbour a node waits on, sharing the nodes' cores and sockets; by default their
 //! period grows with the nodes per core, [`crate::runtime::agree::shared_heartbeat`], so a
 //! core carries about as many as with a core per node), the coordinator's bookkeeping of
-//! returns, and the wake-up of a node that polls its ring while idle. Failure classes are
+//! returns, and what a visit with work holds its worker beyond the node's hop. Failure classes are
 //! not predicted but the post-failure one (the simulator's failure detector is modeled by a
 //! fixed delay, the runtime's by heartbeats, so the detecting and stabilizing agreements are
 //! not): with the run's killed nodes dead from the start and found at once, the agreements
@@ -104,8 +109,10 @@ pub fn model_cores(b: &AgreeBench, procs: bool, host_cores: usize) -> Option<u32
     (c.max(1) < n).then_some(c.max(1) as u32)
 }
 
-/// The simulated counterpart of `b` under `model`: `agreements` failure-free agreements.
-pub fn simulated(b: &AgreeBench, model: &BenchModel, cores: Option<u32>, agreements: u64) -> AgreeSim {
+/// The simulated counterpart of `b` under `model`: `agreements` failure-free agreements; on
+/// shared `cores`, a core's visit of an idle node costs `visit_ns` (0: nothing).
+pub fn simulated(b: &AgreeBench, model: &BenchModel, cores: Option<u32>, visit_ns: u64, agreements: u64) -> AgreeSim {
+    let unit = model.unit_ns.max(1);
     AgreeSim {
         n: b.n,
         era: b.era,
@@ -113,6 +120,12 @@ pub fn simulated(b: &AgreeBench, model: &BenchModel, cores: Option<u32>, agreeme
         loggp: Some(model.loggp),
         noise: None,
         cores,
+        // (A measured visit is at least a unit: a core does not switch for free.)
+        visit: if cores.is_some() {
+            ((visit_ns + unit / 2) / unit).max(u64::from(visit_ns > 0))
+        } else {
+            0
+        },
         agreements: agreements.clamp(1, MAX_AGREEMENTS),
         detect_delay: 0,
         detect_jitter: 0,
@@ -150,11 +163,14 @@ fn compare_with_hop(
     else {
         return Ok(None);
     };
-    let sim = simulated(b, &model, model_cores, ff.agreement.len());
+    // The idle visit the 2-node calibration sampled (bench's processor sharing charges the
+    // same: a message waits for its node's turn in its worker's round).
+    let visit_ns = node_hop.as_ref().map_or(0, |h| h.visit_ns);
+    let sim = simulated(b, &model, model_cores, visit_ns, ff.agreement.len());
     sim.validate()?;
     let run = checked(run_once::<And64>(&sim, b.seed)?, "this run")?;
     let (agreement, node) = against(ff, &run, &model);
-    let post_failure = post_failure(b, r, &model, model_cores)?;
+    let post_failure = post_failure(b, r, &model, model_cores, visit_ns)?;
     Ok(Some(AgreePrediction {
         model,
         node_hop,
@@ -177,6 +193,7 @@ fn post_failure(
     r: &AgreeBenchReport,
     model: &BenchModel,
     model_cores: Option<u32>,
+    visit_ns: u64,
 ) -> Result<Option<PostFailure>, String> {
     // The runtime classes from the first kill on: kills at other agreements put their own
     // detecting and stabilizing agreements in its post-failure class, and a stalled node
@@ -189,7 +206,7 @@ fn post_failure(
     else {
         return Ok(None);
     };
-    let mut sim = simulated(b, model, model_cores, pf.agreement.len());
+    let mut sim = simulated(b, model, model_cores, visit_ns, pf.agreement.len());
     // The detecting and the stabilizing agreement come first.
     sim.agreements += 2;
     sim.kills = b
@@ -276,7 +293,11 @@ pub fn predict(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> Result<Opti
         AgreeTransport::Verbs => return Ok(None),
     };
     let e = crate::runtime::logp::estimate(kind, 2000, ERA_MESSAGE_BYTES)?;
-    let hop = NodeHop::fold(two_node_hop(b, &e)?, e.o_send_ns, e.o_recv_ns, e.l_ns, 0, 0);
+    let (two, visit_ns) = two_node_hop(b, &e)?;
+    // Node processes are not visited in turn by a worker but scheduled by the kernel: no
+    // visit cost for them (as `bench` charges one only where workers take turns).
+    let visit_ns = if procs { 0 } else { visit_ns };
+    let hop = NodeHop::fold(two, e.o_send_ns, e.o_recv_ns, e.l_ns, visit_ns, 0);
     let (os, or) = hop.node_o_ns(e.o_send_ns, e.o_recv_ns);
     let model = BenchModel::new(os, or, e.l_ns);
     let host = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
@@ -288,9 +309,10 @@ const HOP_AGREEMENTS: u64 = 2000;
 
 /// One hop through an ERA node (median and 95 % interval, ns): the failure-free agreement
 /// latency of 2 nodes of `b`'s kind, measured, divided by the hops the simulator's 2-node
-/// agreement takes (its latency under the transport's model `e` over `o_s + L + o_r`); an
-/// error if that run saw any failure.
-fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<Ci, String> {
+/// agreement takes (its latency under the transport's model `e` over `o_s + L + o_r`), and
+/// the visit of an idle node its workers sampled (ns, 0 if none did); an error if that run
+/// saw any failure.
+fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<(Ci, u64), String> {
     let two = AgreeBench {
         n: 2,
         workers: b.workers.clamp(1, 2),
@@ -320,7 +342,7 @@ fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<Ci
     }
     // The simulator's 2-node agreement under the transport alone, in hops.
     let transport = BenchModel::new(e.o_send_ns, e.o_recv_ns, e.l_ns);
-    let sim = simulated(&two, &transport, None, MAX_AGREEMENTS);
+    let sim = simulated(&two, &transport, None, 0, MAX_AGREEMENTS);
     sim.validate()?;
     let run = run_once::<And64>(&sim, two.seed)?;
     if run.aborted || run.violations.total() != 0 {
@@ -331,11 +353,12 @@ fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<Ci
     let h = &ff.agreement;
     let half = 0.98 / (h.len().max(1) as f64).sqrt();
     let at = |q: f64| h.value_at_quantile(q.clamp(0.0, 1.0)) as f64 / hops;
-    Ok(Ci {
+    let hop = Ci {
         median: at(0.5),
         lo: at(0.5 - half),
         hi: at(0.5 + half),
-    })
+    };
+    Ok((hop, r.idle_visit_ns.map_or(0, |v| v.round() as u64)))
 }
 
 #[cfg(test)]

@@ -103,9 +103,12 @@ fn model_lines(p: &AgreePrediction, procs: Option<u32>) -> String {
         m.or_ns,
         m.l_ns,
         crate::experiment::agree_predict::ERA_MESSAGE_BYTES,
-        match p.model_cores {
-            Some(c) => format!("the nodes sharing {c} cores"),
-            None => "a core per node".to_string(),
+        match (p.model_cores, p.node_hop.as_ref().map_or(0, |h| h.visit_ns)) {
+            (Some(c), 0) => format!("the nodes sharing {c} cores"),
+            (Some(c), v) => format!(
+                "the nodes sharing {c} cores, each visiting its nodes in turn, {v} ns a visit of an idle node (sampled: the 2-node run's idle passes)"
+            ),
+            (None, _) => "a core per node".to_string(),
         },
         p.agreements
     );

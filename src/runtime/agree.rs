@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use crate::protocol::Rank;
 use crate::protocol::agree::{AgreeId, And64, EraConfig, SimValue};
 use crate::runtime::agree_window::Class;
+use crate::runtime::cluster::IdlePasses;
 use crate::transport::inproc::InprocNet;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::transport::{Transport, TransportStats};
@@ -154,6 +155,10 @@ pub struct AgreeBenchReport {
     pub bad_lines: u64,
     /// Across hosts (`--join`): the largest uncertainty of a node's clock offset to rank 0.
     pub clock_uncertainty_ns: Option<u64>,
+    /// What a worker's visit of an idle node cost, ns: the cheapest worker's mean over its
+    /// sampled idle passes, per node it steps (`None`: no worker sampled one; runs of node
+    /// processes have none).
+    pub idle_visit_ns: Option<f64>,
     /// Across hosts (`--join`): connections rank 0 refused (no valid hello in time, too long,
     /// a rank taken, over the cap).
     pub refused_streams: Option<u64>,
@@ -341,6 +346,9 @@ impl AgreeRun {
                 deadline,
                 op_timeout: self.op_timeout,
                 idle_passes: 0,
+                passes: 0,
+                window: None,
+                idle: IdlePasses::default(),
             })
             .collect();
         (shares, AgreeFinish { sh: self.sh, started })
@@ -356,7 +364,24 @@ pub(crate) struct AgreeWorker {
     deadline: Option<Instant>,
     op_timeout: Duration,
     idle_passes: u32,
+    /// Passes so far, for the sampling of idle visits below.
+    passes: u32,
+    /// The sampled window of passes in progress: its start (`None`: at the next pass's, the
+    /// last one made progress), and its passes so far, none with progress.
+    window: Option<(Option<Instant>, u32)>,
+    /// Sampled windows without progress, per node visited: what a visit of a node with
+    /// nothing to do costs (the processor-sharing model's visit cost,
+    /// `experiment/agree_predict.rs`).
+    idle: IdlePasses,
 }
+
+/// Every this many passes a worker times a window of [`SAMPLED_PASSES`] idle passes in a row
+/// (two clock reads amortized over the window's passes, one more for each pass with progress
+/// while it waits for them): the idle visit cost without a clock read per pass.
+const SAMPLE_EVERY: u32 = 1024;
+
+/// Passes in a sampled window.
+const SAMPLED_PASSES: u32 = 8;
 
 impl AgreeWorker {
     /// In the worker's own thread: settles the share's buffers in its memory, waits for
@@ -385,11 +410,14 @@ impl AgreeWorker {
     /// `op_timeout`: abandoned).
     #[inline]
     pub(crate) fn pass(&mut self) -> Option<bool> {
+        self.sample();
         let sh = &*self.sh;
         let mut progress = false;
         for node in self.nodes.iter_mut() {
             progress |= node.step(sh);
         }
+        self.sampled(progress);
+        let sh = &*self.sh;
         if sh.finished.load(Ordering::Acquire) >= sh.live.load(Ordering::Acquire) || sh.abort.load(Ordering::Acquire) {
             return None;
         }
@@ -407,14 +435,53 @@ impl AgreeWorker {
         Some(progress)
     }
 
+    /// Before a pass: every [`SAMPLE_EVERY`] passes opens a sampled window, which closes
+    /// once [`SAMPLED_PASSES`] passes in a row made no progress (a pass with progress
+    /// starts it again, [`AgreeWorker::sampled`]), counting them as idle passes.
+    #[inline]
+    fn sample(&mut self) {
+        self.passes = self.passes.wrapping_add(1);
+        match self.window {
+            None if self.passes.is_multiple_of(SAMPLE_EVERY) => self.window = Some((Some(Instant::now()), 0)),
+            Some((None, _)) => self.window = Some((Some(Instant::now()), 0)),
+            Some((Some(start), idle)) if idle == SAMPLED_PASSES => {
+                // A pass as long as an idle one may be was the thread's absence (a
+                // preemption): the window does not count. Counted per node visited.
+                let per_pass = start.elapsed().as_nanos() as u64 / u64::from(SAMPLED_PASSES);
+                if per_pass < crate::runtime::cluster::LONGEST_IDLE_PASS_NS {
+                    self.idle.add(per_pass / self.nodes.len().max(1) as u64);
+                }
+                self.window = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// After a pass: a window being sampled counts it, or starts again at the next pass's
+    /// start if it made progress (so a window is always its passes, start to start).
+    #[inline]
+    fn sampled(&mut self, progress: bool) {
+        if let Some((start, idle)) = &mut self.window {
+            if progress {
+                (*start, *idle) = (None, 0);
+            } else {
+                *idle += 1;
+            }
+        }
+    }
+
     /// The share's ranks, in the order it steps them.
     #[cfg(test)]
     pub(crate) fn ranks(&self) -> Vec<Rank> {
         self.nodes.iter().map(|n| n.rank).collect()
     }
 
-    /// The share's nodes, for [`AgreeFinish::finish`].
+    /// The share's nodes, for [`AgreeFinish::finish`] (its sampled idle passes go to the
+    /// run's [`Shared`]).
     pub(crate) fn into_nodes(self) -> Vec<Node> {
+        // (Its passes are counted per node visited.)
+        let idle = IdlePasses { nodes: 1, ..self.idle };
+        self.sh.idle.lock().expect("not poisoned").push(idle);
         self.nodes
     }
 }
@@ -444,6 +511,12 @@ pub(crate) fn after_kill(kill_ns: u64, times: impl Iterator<Item = u64>) -> Opti
     (kill_ns != u64::MAX)
         .then(|| times.filter(|&t| t >= kill_ns).min().map(|t| t - kill_ns))
         .flatten()
+}
+
+/// The cheapest worker's mean visit of an idle node, ns (`None`: no worker sampled an idle
+/// pass).
+fn cheapest_visit_ns(workers: &[IdlePasses]) -> Option<f64> {
+    workers.iter().filter_map(IdlePasses::visit_ns).min_by(f64::total_cmp)
 }
 
 fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
@@ -498,6 +571,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         late: w.late,
         bad_lines: 0,
         clock_uncertainty_ns: None,
+        idle_visit_ns: cheapest_visit_ns(&sh.idle.lock().expect("not poisoned")),
         refused_streams: None,
     }
 }

@@ -61,6 +61,10 @@ pub struct AgreeSim {
     pub noise: Option<Arc<Noise>>,
     /// The processes share this many cores (rank `r` on core `r mod C`); `None`: a core each.
     pub cores: Option<u32>,
+    /// With shared cores: a core's visit of a process with nothing to do, time units (0: a
+    /// core switches for free); a core then serves its processes in turn, as a runtime
+    /// worker steps its nodes ([`crate::sim::timing::Timing::set_visit`]).
+    pub visit: Time,
     /// Agreements per process, entered back to back.
     pub agreements: u64,
     /// Failure detection delay after a death (per watcher), plus uniform `[0, jitter]`.
@@ -434,6 +438,7 @@ fn run<V: SimValue>(sim: &AgreeSim, seed: u64, post_failure_only: bool) -> Resul
     let mut eng: Net<V> = MachineEngine::new(eras, sim.params(), sim.window(), seed, sim.max_events);
     eng.timing().set_noise(sim.noise.clone());
     eng.timing().set_cores(n, sim.cores);
+    eng.timing().set_visit(sim.visit);
     let mut h = Agreements {
         sim,
         seed,

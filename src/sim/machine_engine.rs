@@ -357,6 +357,13 @@ impl<M: Machine, T: Copy> MachineEngine<M, T> {
                         continue;
                     }
                     let core = self.core.timing.core(to);
+                    // With a visit cost the receive starts when the core's round reaches
+                    // `to`: the arrival is put back until then, the core serving the others
+                    // meanwhile (as the broadcast engine does).
+                    let recv_free = self.ports[to as usize].recv_free;
+                    if self.core.at_turn(core, to, now, recv_free, Ev::Arrive(i)).is_none() {
+                        continue;
+                    }
                     let port = &mut self.ports[to as usize];
                     let (end, free) = self.core.timing.receive(core, from, to, now, port.recv_free);
                     port.recv_free = free;

@@ -35,7 +35,7 @@ fn the_prediction_is_the_simulator_run_of_the_same_model_in_microseconds() {
         .expect("failure-free agreements");
     let ff = &r.classes[0];
     assert_eq!(p.agreements, ff.agreement.len());
-    let sim = simulated(&b, &model, Some(2), ff.agreement.len());
+    let sim = simulated(&b, &model, Some(2), 0, ff.agreement.len());
     let run = run_once::<And64>(&sim, b.seed).unwrap();
     assert!(!run.aborted, "aborted at the event cap");
     let unit_us = model.unit_ns as f64 / 1000.0;
@@ -57,7 +57,7 @@ fn the_modeled_agreement_is_no_faster_than_its_critical_path() {
     for n in [2u32, 5, 16] {
         let b = bench(n, n as usize);
         let model = BenchModel::new(700, 300, 250);
-        let sim = simulated(&b, &model, None, 20);
+        let sim = simulated(&b, &model, None, 0, 20);
         let run = run_once::<And64>(&sim, 1).unwrap();
         assert!(!run.aborted && run.violations.total() == 0);
         let (height, _) = EraTree::full(b.era.shape, n).shape_stats();
@@ -97,7 +97,7 @@ fn the_post_failure_class_is_the_fourth() {
 fn post_failure_agreements_of_three_with_a_dead_leaf_are_those_of_two() {
     let model = BenchModel::new(700, 300, 250);
     let hop = model.loggp.hop();
-    let mut three = simulated(&bench(3, 3), &model, None, 40);
+    let mut three = simulated(&bench(3, 3), &model, None, 0, 40);
     three.kills = vec![Kill {
         rank: 2,
         at: KillAt::Before,
@@ -107,12 +107,12 @@ fn post_failure_agreements_of_three_with_a_dead_leaf_are_those_of_two() {
     assert_eq!(pf.not_acknowledged, 2, "both survivors told once");
     // Agreements 0 (detecting) and 1 (stabilizing) left out.
     assert_eq!(pf.latency.histogram().len(), 38);
-    let two = run_once::<And64>(&simulated(&bench(2, 2), &model, None, 40), 1).unwrap();
+    let two = run_once::<And64>(&simulated(&bench(2, 2), &model, None, 0, 40), 1).unwrap();
     assert_eq!(pf.latency.percentiles().p50, two.latency.percentiles().p50);
     assert_eq!(pf.latency.percentiles().p50, (3 * hop) as f64);
     let all = run_once::<And64>(&three, 1).unwrap();
     assert_eq!(all.latency.histogram().len(), 40, "run_once measures every agreement");
-    let none = run_post_failure::<And64>(&simulated(&bench(3, 3), &model, None, 40), 1).unwrap();
+    let none = run_post_failure::<And64>(&simulated(&bench(3, 3), &model, None, 0, 40), 1).unwrap();
     assert!(none.latency.histogram().is_empty() && none.process_latency.histogram().is_empty());
 }
 
@@ -129,7 +129,7 @@ fn a_run_with_a_kill_has_its_post_failure_agreements_modeled() {
     let model = BenchModel::new(900, 400, 300);
     let p = compare(&b, &r, model, Some(2)).unwrap().expect("a prediction");
     let pf = p.post_failure.expect("the post-failure class modeled");
-    let mut sim = simulated(&b, &model, Some(2), measured.agreement.len());
+    let mut sim = simulated(&b, &model, Some(2), 0, measured.agreement.len());
     sim.agreements += 2;
     sim.kills = vec![Kill {
         rank: 3,
@@ -158,8 +158,25 @@ fn a_run_with_a_kill_has_its_post_failure_agreements_modeled() {
 
 #[test]
 fn post_failure_agreements_are_classed_for_blocking_agreements_only() {
-    let mut sim = simulated(&bench(3, 3), &BenchModel::new(700, 300, 250), None, 10);
+    let mut sim = simulated(&bench(3, 3), &BenchModel::new(700, 300, 250), None, 0, 10);
     sim.era.window = 2;
     let e = run_post_failure::<And64>(&sim, 1).unwrap_err();
     assert!(e.contains("window of 1"), "{e}");
+}
+
+#[test]
+fn a_two_node_run_samples_the_visit_of_an_idle_node() {
+    // What the processor-sharing model charges per node a core passes by: the workers'
+    // sampled windows of passes without progress, per node visited.
+    let b = AgreeBench {
+        iterations: 2000,
+        ..bench(2, 2)
+    };
+    let r = crate::experiment::agree_local::run(&b).expect("runs");
+    assert_eq!((r.disagreements, r.unfinished), (0, 0));
+    let v = r.idle_visit_ns.expect("an idle window sampled");
+    assert!(
+        v > 0.0 && v < crate::runtime::cluster::LONGEST_IDLE_PASS_NS as f64,
+        "{v}"
+    );
 }

@@ -464,6 +464,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         late: w.late,
         bad_lines,
         clock_uncertainty_ns: None,
+        idle_visit_ns: None,
         refused_streams: None,
     }
 }

@@ -18,7 +18,7 @@ use crate::protocol::Rank;
 /// docs/measurements.md). Larger sets are shared (`Arc`: a copy is a reference count). Why
 /// two ranks and 16 bytes, not more inline: a ballot copied whole at every message, and the
 /// failure-free agreements carry only empty sets; a 24-byte set with four inline ranks made
-/// them 4–8 % slower, with five (a byte for the length) 20–25 %. A change builds a new set, so the
+/// them 4–7 % slower, with five (a byte for the length) 20–25 %. A change builds a new set, so the
 /// sets that grow one rank per message (ERA's `Contributed` and `Requested`) are kept apart,
 /// in place (`era/ranks.rs`).
 #[derive(Clone)]

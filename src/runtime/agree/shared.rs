@@ -44,6 +44,9 @@ pub(crate) struct Shared {
     /// A node process: every [`Shared::mark_dead`] is also told to the process that classes
     /// the returns (whose window leaves them out as this process's would).
     pub(crate) on_left_out: Option<LeftOutReport>,
+    /// Each worker's sampled idle passes, handed over when its share ends
+    /// ([`super::AgreeWorker`]): what a visit of an idle node costs.
+    pub(super) idle: Mutex<Vec<crate::runtime::cluster::IdlePasses>>,
 }
 
 /// The run's [`Window`], locked ([`Shared::window`]).
@@ -97,6 +100,7 @@ impl Shared {
             dead_from: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
             handoff: Mutex::new(VecDeque::new()),
             window: Mutex::new(window),
+            idle: Mutex::new(Vec::new()),
             window_of,
             on_crash: None,
             on_left_out: None,

@@ -21,6 +21,7 @@ fn base(n: Rank, shape: &str) -> AgreeSim {
         loggp: None,
         noise: None,
         cores: None,
+        visit: 0,
         agreements: 6,
         detect_delay: 20,
         detect_jitter: 0,
@@ -100,6 +101,7 @@ fn the_shared_engine_runs_era_exactly_as_its_old_driver() {
                     for cores in [None, Some(3)] {
                         let s = AgreeSim {
                             cores,
+                            visit: 0,
                             ..costs(&faults(n, &base(n, shape), fault), cost)
                         };
                         for seed in [1, 8] {

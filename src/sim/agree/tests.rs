@@ -15,6 +15,7 @@ fn sim(n: Rank, shape: &str, agreements: u64) -> AgreeSim {
         loggp: None,
         noise: None,
         cores: None,
+        visit: 0,
         agreements,
         detect_delay: 20,
         detect_jitter: 0,
@@ -222,6 +223,7 @@ fn loggp_as_logp_constant_noise_and_a_core_each_give_the_logp_run_exactly() {
             },
             AgreeSim {
                 cores: Some(n),
+                visit: 0,
                 ..base.clone()
             },
         ];
@@ -260,6 +262,7 @@ fn one_shared_core_does_every_send_and_receive_in_turn() {
     };
     let shared = AgreeSim {
         cores: Some(1),
+        visit: 0,
         ..own.clone()
     };
     let a = run_once::<And64>(&own, 5).unwrap();
@@ -274,4 +277,34 @@ fn one_shared_core_does_every_send_and_receive_in_turn() {
         b.latency.percentiles().p50
     );
     assert!(a.latency.percentiles().p50 < work);
+}
+
+#[test]
+fn a_visit_cost_on_shared_cores_slows_agreements_and_without_shared_cores_changes_nothing() {
+    // Shared cores: a core visits its processes in turn, so a message waits for its
+    // receiver's turn; the same run with every visit free is faster, with the same messages.
+    let p50 = |r: &AgreeRun| r.latency.percentiles().p50;
+    let run = |s: &AgreeSim| {
+        let r = run_once::<And64>(s, 3).unwrap();
+        assert!(!r.aborted, "aborted at the event cap");
+        assert_eq!(r.violations.total(), 0);
+        r
+    };
+    let mut shared = sim(16, "bin", 30);
+    shared.cores = Some(2);
+    let free = run(&shared);
+    shared.visit = 5;
+    let visited = run(&shared);
+    assert!(p50(&visited) > p50(&free), "{} against {}", p50(&visited), p50(&free));
+    assert_eq!(visited.messages.percentiles().p50, free.messages.percentiles().p50);
+    // Seven more processes a core passes by per round at most, each visit 5 units: a
+    // message waits at most a round more per hop, 8 hops up and down a tree of 16.
+    assert!(p50(&visited) <= p50(&free) + 8.0 * 8.0 * 5.0 + 1.0);
+    // A core each: no rounds, the visit cost is not charged.
+    let mut own = sim(16, "bin", 30);
+    let alone = run(&own);
+    own.visit = 5;
+    let charged = run(&own);
+    assert_eq!(alone.latency.percentiles(), charged.latency.percentiles());
+    assert_eq!(alone.events, charged.events);
 }
