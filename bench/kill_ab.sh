@@ -38,14 +38,22 @@ done
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$tmp" <<'PY'
 import collections, sys
+def num(x):
+    # A run may measure no value (`None` in its row: no suspicion or success after the kill).
+    try:
+        return float(x)
+    except ValueError:
+        return None
 runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     f = line.split()
     if len(f) == 7:
-        runs[(int(f[1]), f[2])].append([float(x) for x in f[3:]])
+        runs[(int(f[1]), f[2])].append([num(x) for x in f[3:]])
 names = ["suspicion µs", "first success µs", "node peak RSS kB", "failure-free p50 µs"]
 for (n, b), rows in sorted(runs.items()):
-    cols = [sorted(r[i] for r in rows) for i in range(4)]
-    print(f"N={n} {b}: " + " | ".join(f"{name} " + " ".join(f"{x:.0f}" for x in c) for name, c in zip(names, cols)))
+    cols = [sorted(r[i] for r in rows if r[i] is not None) for i in range(4)]
+    gaps = [sum(r[i] is None for r in rows) for i in range(4)]
+    print(f"N={n} {b}: " + " | ".join(f"{name} " + " ".join(f"{x:.0f}" for x in c) + (f" ({g} none)" if g else "")
+                                     for name, c, g in zip(names, cols, gaps)))
 PY
 ((failed == 0)) || { echo "kill_ab: $failed run(s) failed (rows FAILED above)" >&2; exit 1; }

@@ -247,8 +247,14 @@ impl Node {
         }
         self.suspicions += 1;
         self.suspected.push(peer);
-        // On the pass's clock, as the returns it makes are recorded.
-        self.first_suspect_ns.get_or_insert(t);
+        // Stamped now, not on the pass's clock `t`: a pass that read its clock before a crash
+        // it learns of here (preempted in between; the kill is stamped before its signal)
+        // would date the suspicion before the kill, and it would not count as one after it
+        // (`after_kill`; seen once as a null `first_suspicion_after_kill_us` in
+        // `bench/kill_ab.sh` on a loaded machine). One clock read per node and run.
+        if self.first_suspect_ns.is_none() {
+            self.first_suspect_ns = Some(self.drv.ns(Instant::now()));
+        }
         // Its returns from about here on may not have spread (it may be a step either side).
         sh.mark_dead(peer, self.era.next_id().saturating_sub(2));
         if !sh.dead[peer as usize].swap(true, Ordering::AcqRel) {
