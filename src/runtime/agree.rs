@@ -513,12 +513,6 @@ pub(crate) fn after_kill(kill_ns: u64, times: impl Iterator<Item = u64>) -> Opti
         .flatten()
 }
 
-/// The cheapest worker's mean visit of an idle node, ns (`None`: no worker sampled an idle
-/// pass).
-fn cheapest_visit_ns(workers: &[IdlePasses]) -> Option<f64> {
-    workers.iter().filter_map(IdlePasses::visit_ns).min_by(f64::total_cmp)
-}
-
 fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
     sh.fold(true);
     let mut w = sh.window();
@@ -571,7 +565,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         late: w.late,
         bad_lines: 0,
         clock_uncertainty_ns: None,
-        idle_visit_ns: cheapest_visit_ns(&sh.idle.lock().expect("not poisoned")),
+        idle_visit_ns: IdlePasses::cheapest(&sh.idle.lock().expect("not poisoned"), IdlePasses::visit_ns),
         refused_streams: None,
     }
 }

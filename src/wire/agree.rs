@@ -53,46 +53,27 @@ mod flag {
     pub const RB_TOP: u8 = 0x08;
 }
 
-/// A decoded set's ranks before they become a [`RankSet`]: on the stack up to
-/// [`COMPACT_RANKS`] (every set of a compact body), so such a set allocates at most once, for
-/// its own ranks, and not at all up to [`RankSet::INLINE`] ranks; a longer one (the
-/// self-contained form) twice, its vector here and its shared ranks.
-enum SetBuf {
-    Inline(usize, [u32; COMPACT_RANKS]),
-    Heap(Vec<u32>),
-}
-
-impl SetBuf {
-    fn new(len: usize) -> Self {
-        if len <= COMPACT_RANKS {
-            SetBuf::Inline(0, [0; COMPACT_RANKS])
-        } else {
-            SetBuf::Heap(Vec::with_capacity(len))
-        }
+/// Decodes `len` ranks with `next` into a [`RankSet`]: on the stack up to [`COMPACT_RANKS`]
+/// (every set of a compact body), so such a set allocates at most once, for its own ranks,
+/// and not at all up to [`RankSet::INLINE`] ranks; a longer one (the self-contained form)
+/// twice, a vector here and its shared ranks.
+fn decode_set(
+    len: usize,
+    what: &'static str,
+    mut next: impl FnMut() -> Result<u32, DecodeError>,
+) -> Result<RankSet, DecodeError> {
+    let mut stack = [0u32; COMPACT_RANKS];
+    let mut heap = Vec::new();
+    let ranks: &mut [u32] = if len <= COMPACT_RANKS {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, 0);
+        &mut heap
+    };
+    for r in ranks.iter_mut() {
+        *r = next()?;
     }
-
-    /// Room for the `len` given to [`SetBuf::new`] is there.
-    fn push(&mut self, r: u32) {
-        match self {
-            SetBuf::Inline(n, a) if *n < COMPACT_RANKS => {
-                a[*n] = r;
-                *n += 1;
-            }
-            SetBuf::Inline(n, a) => {
-                let mut v = a[..*n].to_vec();
-                v.push(r);
-                *self = SetBuf::Heap(v);
-            }
-            SetBuf::Heap(v) => v.push(r),
-        }
-    }
-
-    fn as_slice(&self) -> &[u32] {
-        match self {
-            SetBuf::Inline(n, a) => &a[..*n],
-            SetBuf::Heap(v) => v,
-        }
-    }
+    RankSet::from_sorted_slice(ranks).ok_or(DecodeError::BadField(what))
 }
 
 fn put_set(w: &mut Writer<'_>, s: &RankSet) {
@@ -111,11 +92,7 @@ fn get_set(r: &mut Reader<'_>, n: u32, what: &'static str) -> Result<RankSet, De
     if len > MAX_SET {
         return Err(DecodeError::BadField(what));
     }
-    let mut v = SetBuf::new(len);
-    for _ in 0..len {
-        v.push(r.rank(n)?);
-    }
-    RankSet::from_sorted_slice(v.as_slice()).ok_or(DecodeError::BadField(what))
+    decode_set(len, what, || r.rank(n))
 }
 
 fn put_cset(w: &mut Writer<'_>, s: &RankSet) {
@@ -132,18 +109,16 @@ fn get_cset(r: &mut Reader<'_>, n: u32, what: &'static str) -> Result<RankSet, D
     if len > MAX_SET as u64 {
         return Err(DecodeError::BadField(what));
     }
-    let mut v = SetBuf::new(len as usize);
     let mut next = 0u64;
-    for _ in 0..len {
+    // (Strictly increasing by construction.)
+    decode_set(len as usize, what, || {
         let rank = next.checked_add(r.varint()?).ok_or(DecodeError::RankOutOfRange)?;
         if rank >= u64::from(n) {
             return Err(DecodeError::RankOutOfRange);
         }
-        v.push(rank as u32);
         next = rank + 1;
-    }
-    // (Strictly increasing by construction.)
-    RankSet::from_sorted_slice(v.as_slice()).ok_or(DecodeError::BadField(what))
+        Ok(rank as u32)
+    })
 }
 
 /// A value type ERA can carry.

@@ -360,13 +360,9 @@ pub fn cheapest_visit_ns(workers: &[IdlePasses]) -> u64 {
     cheapest(workers, IdlePasses::visit_ns)
 }
 
-/// The least of `figure` over the workers that have it, rounded to ns (0: none has it).
+/// [`IdlePasses::cheapest`] rounded to ns (0: none has it).
 fn cheapest(workers: &[IdlePasses], figure: impl Fn(&IdlePasses) -> Option<f64>) -> u64 {
-    workers
-        .iter()
-        .filter_map(figure)
-        .min_by(f64::total_cmp)
-        .map_or(0, |v| v.round() as u64)
+    IdlePasses::cheapest(workers, figure).map_or(0, |v| v.round() as u64)
 }
 
 #[cfg(test)]

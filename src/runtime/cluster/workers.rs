@@ -122,6 +122,13 @@ impl IdlePasses {
         None
     }
 
+    /// The least of `figure` over the workers that have it (`None`: none has it): the
+    /// cheapest worker is the one without the coordinator's work on top, which a run's
+    /// other workers are too.
+    pub fn cheapest(workers: &[IdlePasses], figure: impl Fn(&IdlePasses) -> Option<f64>) -> Option<f64> {
+        workers.iter().filter_map(figure).min_by(f64::total_cmp)
+    }
+
     /// The mean cost of visiting one node that has nothing to do, ns (`None`: no idle pass).
     pub fn visit_ns(&self) -> Option<f64> {
         (self.passes > 0 && self.nodes > 0).then(|| self.ns as f64 / self.passes as f64 / f64::from(self.nodes))
