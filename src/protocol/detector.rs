@@ -73,6 +73,8 @@ pub struct Detector {
     last_sent: Vec<Time>,
     /// When each peer last sent this process a heartbeat (it watches this process).
     pinged: Vec<Option<Time>>,
+    /// When each peer was last probed ([`Detector::probe`]).
+    probed: Vec<Option<Time>>,
     /// Per peer, whether its current silence was already forgiven by a [`Detector::rest`]
     /// (cleared when it is heard from).
     forgiven: Vec<bool>,
@@ -95,6 +97,7 @@ impl Detector {
             gap: vec![(0, now); n as usize],
             last_sent: vec![now; n as usize],
             pinged: vec![None; n as usize],
+            probed: vec![None; n as usize],
             forgiven: vec![false; n as usize],
             watching: Vec::new(),
             spoke: vec![false; n as usize],
@@ -274,6 +277,24 @@ impl Detector {
         }
     }
 
+    /// The driver has reason to doubt peer `p` (its machine's [`crate::protocol::Machine::poll_doubt`]:
+    /// a message came around it): whether to send it a heartbeat now, a probe, rather than
+    /// wait for the next check's. A dead peer's transport answers a probe at once where it
+    /// can (a closed port's refusal, a gone endpoint, an error completion), which is a
+    /// suspicion as any other; a live one takes it as a heartbeat. At most one probe per
+    /// peer every `heartbeat / 4` (a doubt repeated by every message that comes around the
+    /// same peer is one probe).
+    pub fn probe(&mut self, p: Rank, now: Time) -> bool {
+        let Some(last) = self.probed.get_mut(p as usize) else {
+            return false;
+        };
+        if last.is_some_and(|t| now.saturating_sub(t) < self.cfg.heartbeat / 4) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+
     /// The next peer suspected by the last check.
     pub fn poll_suspect(&mut self) -> Option<Rank> {
         self.suspects.pop_front()
@@ -299,6 +320,23 @@ mod tests {
         let s = std::iter::from_fn(|| d.poll_suspect()).collect();
         let b = std::iter::from_fn(|| d.poll_beat()).collect();
         (s, b)
+    }
+
+    /// A doubted peer is probed at once, then at most once every quarter heartbeat (10 / 4
+    /// here), each peer on its own; a rank out of range never.
+    #[test]
+    fn a_doubted_peer_is_probed_at_most_once_a_quarter_period() {
+        let mut d = Detector::new(4, CFG, 0);
+        assert!(d.probe(2, 100));
+        assert!(!d.probe(2, 101), "probed a moment ago");
+        assert!(d.probe(3, 101), "another peer");
+        assert!(d.probe(2, 102));
+        assert!(!d.probe(4, 103), "out of range");
+        assert_eq!(
+            drain(&mut d),
+            (vec![], vec![]),
+            "a probe is the driver's heartbeat, not the check's"
+        );
     }
 
     #[test]

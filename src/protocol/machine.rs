@@ -66,6 +66,14 @@ pub trait Machine {
     }
     /// The next output for the user, if any.
     fn poll_output(&mut self) -> Option<Self::Output>;
+
+    /// The next peer the machine has reason to think dead (a message that came around it,
+    /// ERA's [`crate::protocol::agree::Era::poll_doubt`]), if any: no verdict, but its
+    /// driver's failure detector probes it now ([`crate::protocol::Detector::probe`]) rather
+    /// than at its next heartbeat. By default: none.
+    fn poll_doubt(&mut self) -> Option<Rank> {
+        None
+    }
 }
 
 /// A broadcast [`Protocol`] instance as a [`Machine`]: input `()` starts the operation at

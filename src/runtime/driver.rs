@@ -22,9 +22,10 @@
 //!    node fenced it (fail-stop enforcement), the transport has stopped, and the caller
 //!    must stop the node as a crash;
 //! 4. [`Driver::transmit`] ([`Driver::transmit_to`]): what the machine queued is encoded and
-//!    sent. A peer whose window is full ([`SendError::WindowFull`]) gets its messages queued,
-//!    in order, and only it waits (a slow peer must not hold up heartbeats to the others, who
-//!    would then suspect this node): the [`Outbox`].
+//!    sent, then the peers it doubts are probed ([`Driver::probe`]). A peer whose window is
+//!    full ([`SendError::WindowFull`]) gets its messages queued, in order, and only it waits
+//!    (a slow peer must not hold up heartbeats to the others, who would then suspect this
+//!    node): the [`Outbox`].
 //!
 //! [`Event::Message`]: crate::protocol::Event::Message
 //! [`Event::Suspect`]: crate::protocol::Event::Suspect
@@ -129,6 +130,9 @@ pub struct Driver<F> {
     /// Protocol messages handed to the transport (queued ones included).
     pub messages: u64,
     pub heartbeats: u64,
+    /// Heartbeats sent as probes of doubted peers ([`Driver::probe`]; counted in
+    /// `heartbeats` too).
+    pub probes: u64,
     _family: PhantomData<fn() -> F>,
 }
 
@@ -160,6 +164,7 @@ impl<F: Framing> Driver<F> {
             received: 0,
             messages: 0,
             heartbeats: 0,
+            probes: 0,
             _family: PhantomData,
         }
     }
@@ -290,20 +295,39 @@ impl<F: Framing> Driver<F> {
             self.suspects.push_back((p, Verdict::Silence));
         }
         while let Some(p) = self.det.poll_beat() {
-            // Outside the reliable stream where the transport can (no window slot, nothing
-            // queued behind it); otherwise as a message.
-            if self.tp.beat(p, now) {
-                self.heartbeats += 1;
-                self.det.sent(p, t);
-                continue;
-            }
-            let mut buf = std::mem::take(&mut self.buf);
-            buf.resize(F::MAX_DATAGRAM, 0);
-            if let Some(len) = F::heartbeat(self.job, self.rank, &mut buf) {
-                self.heartbeats += 1;
-                self.send_bytes(p, &buf[..len], now);
-            }
-            self.buf = buf;
+            self.beat(p, now, t);
+        }
+    }
+
+    /// A heartbeat to `p`: outside the reliable stream where the transport can (no window
+    /// slot, nothing queued behind it); otherwise as a message.
+    fn beat(&mut self, p: Rank, now: Instant, t: Time) {
+        if self.tp.beat(p, now) {
+            self.heartbeats += 1;
+            self.det.sent(p, t);
+            return;
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(F::MAX_DATAGRAM, 0);
+        if let Some(len) = F::heartbeat(self.job, self.rank, &mut buf) {
+            self.heartbeats += 1;
+            self.send_bytes(p, &buf[..len], now);
+        }
+        self.buf = buf;
+    }
+
+    /// The machine doubts `peer` ([`Machine::poll_doubt`]): a heartbeat goes to it now if
+    /// the detector says so ([`Detector::probe`]; counted in `probes`), and a dead peer's
+    /// transport answers with a suspicion ([`Driver::poll_suspect`]) instead of the detector
+    /// timing it out.
+    pub fn probe(&mut self, peer: Rank, now: Instant) {
+        if !F::HEARTBEATS || peer >= self.n || peer == self.rank {
+            return;
+        }
+        let t = self.ns(now);
+        if self.det.probe(peer, t) {
+            self.probes += 1;
+            self.beat(peer, now, t);
         }
     }
 
@@ -383,6 +407,11 @@ impl<F: Framing> Driver<F> {
                 e.sent(to, r);
             }
             self.buf = buf;
+        }
+        // What the messages just handled made the machine doubt is probed after its own
+        // messages left (they are the agreement's critical path; the probe is the detector's).
+        while let Some(p) = e.poll_doubt() {
+            self.probe(p, now);
         }
         if self.marking && (sent || flushed) {
             // Leaving: what went out now (new messages, or the backlog a full window had

@@ -182,6 +182,8 @@ pub struct EraCounters {
     pub foreign: u64,
     /// DOWN messages ignored by the DOWN rule (not from the parent).
     pub ignored_down: u64,
+    /// Processes doubted: an UP came around them ([`Era::poll_doubt`]).
+    pub doubts: u64,
 }
 
 /// `Parent(S_p, p)` and `Children(S_p, p)` (§2) of this process, computed once per epoch and
@@ -233,6 +235,9 @@ pub struct Era<V> {
     weighings: u64,
     /// Trees rebuilt ([`Era::rebalances`]).
     rebuilds: usize,
+    /// Processes this one has reason to think dead, for its failure detector to probe
+    /// ([`Era::poll_doubt`]); each live in `S_p` and at most once.
+    doubts: Vec<Rank>,
 }
 
 /// Sets kept in [`Era`]'s `spare` at most.
@@ -281,6 +286,7 @@ impl<V: Value> Era<V> {
             weighed: None,
             weighings: 0,
             rebuilds: 0,
+            doubts: Vec::new(),
         })
     }
 
@@ -435,20 +441,25 @@ impl<V: Value> Era<V> {
     /// Rule Recv(UP(a, v)) from q.
     fn recv_up(&mut self, q: Rank, id: AgreeId, v: Ballot<V>) {
         let spare = &mut self.spare;
-        let down = match self.slots.get_or_insert_with(id, || new_pending(spare)) {
+        let (down, asked) = match self.slots.get_or_insert_with(id, || new_pending(spare)) {
             Slot::Pending(p) => {
                 if p.status != Status::Broadcasting {
                     p.current.fold(&v);
                     p.contributed.insert(q);
                 }
                 p.requested.insert(q);
-                None
+                (None, p.asked.contains(q))
             }
-            Slot::Decided { result, .. } => Some(result.clone()),
+            Slot::Decided { result, .. } => (Some(result.clone()), true),
         };
         match down {
             Some(ballot) => self.send(q, EraMsg::Down { id, ballot }),
-            None => self.spontaneous(id),
+            None => {
+                if !asked {
+                    self.doubt_around(id, q);
+                }
+                self.spontaneous(id)
+            }
         }
     }
 

@@ -2,7 +2,8 @@
 //! agree on (procedure Agreement, [`Era::agree`]), a message goes to [`Era::on_message`], a
 //! suspicion to [`Era::on_dead`] (ERA Part 4), and the output is each returned agreement's
 //! [`Outcome`] ([`Era::poll_outcome`]). ERA keeps no timer: its failure detector is the
-//! driver's ([`crate::protocol::detector`]).
+//! driver's ([`crate::protocol::detector`]), which probes the processes ERA doubts
+//! ([`Era::poll_doubt`]).
 
 use super::era::{AgreeError, Era, EraMsg, Outcome};
 use super::value::Value;
@@ -37,6 +38,11 @@ impl<V: Value> Machine for Era<V> {
     #[inline]
     fn poll_output(&mut self) -> Option<Outcome<V>> {
         self.poll_outcome()
+    }
+
+    #[inline]
+    fn poll_doubt(&mut self) -> Option<Rank> {
+        Era::poll_doubt(self)
     }
 }
 

@@ -92,6 +92,10 @@ impl<M: Machine> Machine for Plain<'_, M> {
     fn poll_output(&mut self) -> Option<M::Output> {
         self.0.poll_output()
     }
+    #[inline]
+    fn poll_doubt(&mut self) -> Option<Rank> {
+        self.0.poll_doubt()
+    }
 }
 
 impl<F: Framing, M: Machine<Msg = F::Msg>> Endpoint<F> for Plain<'_, M> {}

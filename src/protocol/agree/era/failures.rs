@@ -1,5 +1,5 @@
-//! ERA Part 4, failures ([`Era::on_dead`]), and the neighbourhood the failure detector watches
-//! ([`Era::neighbours`], §2).
+//! ERA Part 4, failures ([`Era::on_dead`]), the neighbourhood the failure detector watches
+//! ([`Era::neighbours`], §2), and the processes it should probe at once ([`Era::poll_doubt`]).
 
 use super::{Era, EraMsg, Slot, Status};
 use crate::protocol::Rank;
@@ -38,6 +38,7 @@ impl<V: Value> Era<V> {
         }
         self.dead[q as usize] = true;
         self.known.insert(q);
+        self.doubts.retain(|&d| d != q);
         self.version += 1;
         for id in lost_parent {
             match self.parent(id) {
@@ -97,5 +98,102 @@ impl<V: Value> Era<V> {
         }
         out.sort_unstable();
         out.dedup();
+    }
+
+    /// An UP for agreement `id` came from `q`, unasked: if `q` is not a child of this process
+    /// in its view, `q` sent it here because its own view has this process for its parent,
+    /// i.e. `q` knows dead the processes between them, of which `Parent(S_p, q)` in this
+    /// view is the nearest, alive here still. ERA waits for that process's contribution
+    /// until this process's own failure detector finds it (Part 4; §2: "the local failure
+    /// detector monitors only the processes appearing in its neighborhood"), which a
+    /// heartbeat detector does only after a timeout: it is doubted ([`Era::poll_doubt`]), for
+    /// the detector to probe now. §5.1 ("Impact of Failures") finds the failure-detecting
+    /// agreement's cost "strongly correlated to the network layer timeout and the
+    /// propagation latency of failure information in the failure detector infrastructure":
+    /// here failure information travels with the agreement's own messages. A doubt is no
+    /// suspicion: the rules and `S_p` are as they were until the detector reports one.
+    pub(super) fn doubt_around(&mut self, id: AgreeId, q: Rank) {
+        self.refresh_view(id);
+        if self.view.kids.binary_search(&q).is_ok() {
+            return;
+        }
+        let Some(c) = self.tree_for(id).parent(&self.dead, q) else {
+            return;
+        };
+        if c != self.me && !self.dead[c as usize] && !self.doubts.contains(&c) {
+            self.doubts.push(c);
+            self.counters.doubts += 1;
+        }
+    }
+
+    /// The next process doubted (an UP came around it, unasked) and not marked dead since,
+    /// if any: the driver's failure detector probes it ([`crate::protocol::Detector::probe`]);
+    /// nothing changes here until the detector reports it ([`Era::on_dead`]).
+    pub fn poll_doubt(&mut self) -> Option<Rank> {
+        self.doubts.pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::agree::{And64, EraConfig};
+
+    /// A leaf `g` under a child `c` of the root 0 in the default tree of `n` processes.
+    fn grandchild(n: Rank) -> (Rank, Rank) {
+        let era: Era<And64> = Era::new(0, n, EraConfig::default()).unwrap();
+        let (tree, alive) = (era.tree(), vec![false; n as usize]);
+        let mut kids = Vec::new();
+        (1..n)
+            .find_map(|g| {
+                tree.children(&alive, g, &mut kids);
+                let c = tree.parent(&alive, g)?;
+                (kids.is_empty() && c != 0 && tree.parent(&alive, c) == Some(0)).then_some((c, g))
+            })
+            .expect("a grandchild of the root")
+    }
+
+    /// An UP that came around a child (its sender knows the child dead, the root does not)
+    /// makes the root doubt that child, once per doubt polled, and changes nothing else: the
+    /// root still waits for the child. A child's own UP is no doubt, nor is the grandchild's
+    /// once the root's detector reported the child dead (it is the root's child then).
+    #[test]
+    fn an_up_that_came_around_a_child_makes_the_root_doubt_it() {
+        let n = 8;
+        let (c, g) = grandchild(n);
+        let mut root: Era<And64> = Era::new(0, n, EraConfig::default()).unwrap();
+        let mut leaf: Era<And64> = Era::new(g, n, EraConfig::default()).unwrap();
+        leaf.on_dead(c);
+        leaf.agree(And64(!0)).unwrap();
+        let (to, up) = leaf.poll_send().expect("the leaf's UP");
+        assert_eq!(to, 0, "the leaf's UP goes around its dead parent {c}");
+        root.agree(And64(!0)).unwrap();
+        while root.poll_send().is_some() {}
+        root.on_message(g, up.clone());
+        assert_eq!(root.poll_doubt(), Some(c));
+        assert_eq!(root.poll_doubt(), None);
+        assert_eq!(root.counters.doubts, 1);
+        assert!(!root.known_dead().contains(c), "a doubt is no suspicion");
+        assert!(
+            root.poll_outcome().is_none() && root.poll_send().is_none(),
+            "the root waits for {c}"
+        );
+
+        // A child's own UP.
+        let mut child: Era<And64> = Era::new(c, n, EraConfig::default()).unwrap();
+        child.on_message(g, up.clone());
+        assert_eq!(child.poll_doubt(), None, "{g} is {c}'s child");
+
+        // The detector reports the child: the grandchild is the root's child, and a doubt
+        // raised before the report is withdrawn.
+        let mut told: Era<And64> = Era::new(0, n, EraConfig::default()).unwrap();
+        told.agree(And64(!0)).unwrap();
+        told.on_message(g, up.clone());
+        told.on_dead(c);
+        assert_eq!(told.poll_doubt(), None, "withdrawn once {c} is known dead");
+        root.on_dead(c);
+        root.on_message(g, up);
+        assert_eq!(root.poll_doubt(), None);
+        assert_eq!(root.counters.doubts, 1);
     }
 }

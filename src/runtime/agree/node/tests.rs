@@ -277,3 +277,61 @@ fn one_live_node_checks_each_agreements_value() {
         Some((u64::MAX % u64::from(u32::MAX)) as u32)
     );
 }
+
+/// A node whose dead child was routed around is probed at once, and found dead by the
+/// transport: the root of eight nodes over in-process queues, with a 1 s heartbeat (its own
+/// detector would not find the child for half a second), gets the UP of a leaf that knows
+/// its parent dead; its next two steps probe that parent and take the transport's
+/// suspicion, with no time passing for any heartbeat.
+#[test]
+fn a_child_routed_around_is_probed_and_suspected_without_a_heartbeat() {
+    let n = 8;
+    let base = Instant::now();
+    let mut b = inproc_bench(n, 10, Vec::new(), Duration::from_secs(10), Duration::from_secs(10));
+    b.heartbeat = Duration::from_secs(1);
+    let era: Era<And64> = Era::new(0, n, b.era).unwrap();
+    let (tree, none) = (era.tree(), vec![false; n as usize]);
+    let mut kids = Vec::new();
+    let (c, g) = (1..n)
+        .find_map(|g| {
+            tree.children(&none, g, &mut kids);
+            let c = tree.parent(&none, g)?;
+            (kids.is_empty() && c != 0 && tree.parent(&none, c) == Some(0)).then_some((c, g))
+        })
+        .expect("a grandchild of the root");
+    let (net, mut eps) = InprocNet::new(n, 64);
+    let sh = Shared::new(base, n, 0, None);
+    let ep0 = eps.remove(0);
+    let init = NodeInit {
+        rank: 0,
+        total: 10,
+        deadline: None,
+        kill_id: None,
+        stall: None,
+    };
+    let mut root = Node::new(&b, init, Box::new(ep0), base).unwrap();
+    root.start(&sh, Instant::now());
+    root.step(&sh);
+    assert!(root.suspected.is_empty());
+
+    // The child dies (as an injected kill makes it); the leaf found out and sends its UP
+    // to the root.
+    net.kill(c);
+    sh.dead[c as usize].store(true, Ordering::Release);
+    let mut leaf: Era<And64> = Era::new(g, n, b.era).unwrap();
+    leaf.on_dead(c);
+    leaf.agree(contribution(b.seed, g, 0, true)).unwrap();
+    let (to, up) = leaf.poll_send().expect("the leaf's UP");
+    assert_eq!(to, 0);
+    let mut buf = vec![0u8; EraFraming::MAX_DATAGRAM];
+    let len = EraFraming::encode(&up, JOB, g, &mut buf).unwrap();
+    eps[g as usize - 1].send(0, &buf[..len], Instant::now()).unwrap();
+
+    for _ in 0..3 {
+        root.step(&sh);
+    }
+    assert_eq!(root.drv.probes, 1, "one probe of the child routed around");
+    assert_eq!(root.suspected, [c], "the transport's answer to the probe");
+    assert!(root.era.known_dead().contains(c));
+    assert_eq!(root.false_suspicions, 0);
+}
