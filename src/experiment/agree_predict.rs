@@ -14,8 +14,8 @@
 //!
 //! Where the nodes share a run's workers, a core visits its nodes in turn, as a worker steps
 //! its share (not so node processes, which the kernel schedules):
-//! a visit of a node with nothing to do costs what the 2-node calibration's workers sampled
-//! (`AgreeBenchReport::idle_visit_ns`), and a message waits for its node's turn
+//! a visit of a node with nothing to do costs what the 2-node calibration's workers measured
+//! on their passes without progress (`AgreeBenchReport::idle_visit_ns`), and a message waits for its node's turn
 //! ([`crate::sim::timing::Timing::set_visit`], the processor sharing `bench`'s model has too).
 //! What the model leaves out, explicitly: the runtime's heartbeats (one per `--heartbeat-us`
 //! per tree neighbour a node waits on, sharing the nodes' cores and sockets; by default their
@@ -163,7 +163,7 @@ fn compare_with_hop(
     else {
         return Ok(None);
     };
-    // The idle visit the 2-node calibration sampled (bench's processor sharing charges the
+    // The idle visit the 2-node calibration measured (bench's processor sharing charges the
     // same: a message waits for its node's turn in its worker's round).
     let visit_ns = node_hop.as_ref().map_or(0, |h| h.visit_ns);
     let sim = simulated(b, &model, model_cores, visit_ns, ff.agreement.len());
@@ -310,7 +310,7 @@ const HOP_AGREEMENTS: u64 = 2000;
 /// One hop through an ERA node (median and 95 % interval, ns): the failure-free agreement
 /// latency of 2 nodes of `b`'s kind, measured, divided by the hops the simulator's 2-node
 /// agreement takes (its latency under the transport's model `e` over `o_s + L + o_r`), and
-/// the visit of an idle node its workers sampled (ns, 0 if none did); an error if that run
+/// the visit of an idle node its workers measured (ns, 0 if none did); an error if that run
 /// saw any failure.
 fn two_node_hop(b: &AgreeBench, e: &crate::runtime::logp::Estimate) -> Result<(Ci, u64), String> {
     let two = AgreeBench {

@@ -39,6 +39,10 @@ pub(super) struct GroupHook {
     agree: Option<AgreeShare>,
     /// Passes of the agreement stream so far.
     agree_passes: u32,
+    /// Whether the last pass was the stream's alone, and whether its nodes made progress
+    /// there (`None`: not a stream pass, or one that did the group's work too): the worker
+    /// loop's timing of that pass goes to the share ([`GroupHook::busy_pass`]).
+    stream_pass: Option<bool>,
     /// This worker's passes without progress since the last collection.
     idle: IdlePasses,
     /// This worker's members' agreements (`None`: the group has none).
@@ -81,6 +85,7 @@ impl GroupHook {
             seen_agree: 0,
             agree: None,
             agree_passes: 0,
+            stream_pass: None,
             idle: IdlePasses::default(),
             agreements,
             inbox: Vec::new(),
@@ -137,14 +142,20 @@ impl GroupHook {
     /// once the stream is over. `None`: no stream, or the group's own work is due. A pass of
     /// a stream counts as progress whatever it did: its worker never waits (not even a spin
     /// hint's pause), as `ftcoll agree`'s loop never did, and the share keeps its own count
-    /// of idle passes for the stream's timeout.
+    /// of idle passes for the stream's timeout, and the times of its passes with and without
+    /// progress (`stream_pass`).
     #[inline]
     fn agree_pass(&mut self) -> Option<bool> {
+        self.stream_pass = None;
         let share = self.agree.as_mut()?;
         match share.worker.pass() {
-            Some(_) => {
+            Some(progress) => {
                 self.agree_passes = self.agree_passes.wrapping_add(1);
-                (!self.agree_passes.is_multiple_of(GROUP_WORK_EVERY)).then_some(true)
+                let alone = !self.agree_passes.is_multiple_of(GROUP_WORK_EVERY);
+                if alone {
+                    self.stream_pass = Some(progress);
+                }
+                alone.then_some(true)
             }
             None => {
                 let share = self.agree.take().expect("a share");
@@ -293,9 +304,15 @@ where
         self.idle.add(ns);
     }
 
+    /// A stream pass is always progress to the worker loop (its worker never waits); its
+    /// time goes to the share as what it was for the share's nodes (an idle stream pass is
+    /// the processor-sharing model's visit of idle nodes, `AgreeBenchReport::idle_visit_ns`).
     #[inline]
     fn busy_pass(&mut self, ns: u64) {
-        self.idle.add_busy(ns);
+        match (self.stream_pass.take(), self.agree.as_mut()) {
+            (Some(progress), Some(share)) => share.worker.passed(ns, progress),
+            _ => self.idle.add_busy(ns),
+        }
     }
 }
 

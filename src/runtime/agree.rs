@@ -156,7 +156,7 @@ pub struct AgreeBenchReport {
     /// Across hosts (`--join`): the largest uncertainty of a node's clock offset to rank 0.
     pub clock_uncertainty_ns: Option<u64>,
     /// What a worker's visit of an idle node cost, ns: the cheapest worker's mean over its
-    /// sampled idle passes, per node it steps (`None`: no worker sampled one; runs of node
+    /// passes without progress, per node it steps (`None`: no worker had one; runs of node
     /// processes have none).
     pub idle_visit_ns: Option<f64>,
     /// Across hosts (`--join`): connections rank 0 refused (no valid hello in time, too long,
@@ -346,9 +346,7 @@ impl AgreeRun {
                 deadline,
                 op_timeout: self.op_timeout,
                 idle_passes: 0,
-                passes: 0,
-                window: None,
-                idle: IdlePasses::default(),
+                timed: IdlePasses::default(),
             })
             .collect();
         (shares, AgreeFinish { sh: self.sh, started })
@@ -364,24 +362,11 @@ pub(crate) struct AgreeWorker {
     deadline: Option<Instant>,
     op_timeout: Duration,
     idle_passes: u32,
-    /// Passes so far, for the sampling of idle visits below.
-    passes: u32,
-    /// The sampled window of passes in progress: its start (`None`: at the next pass's, the
-    /// last one made progress), and its passes so far, none with progress.
-    window: Option<(Option<Instant>, u32)>,
-    /// Sampled windows without progress, per node visited: what a visit of a node with
-    /// nothing to do costs (the processor-sharing model's visit cost,
-    /// `experiment/agree_predict.rs`).
-    idle: IdlePasses,
+    /// The share's passes as the worker loop timed them ([`AgreeWorker::passed`]): those
+    /// without progress are what a visit of nodes with nothing to do costs (the
+    /// processor-sharing model's visit cost, `experiment/agree_predict.rs`).
+    timed: IdlePasses,
 }
-
-/// Every this many passes a worker times a window of [`SAMPLED_PASSES`] idle passes in a row
-/// (two clock reads amortized over the window's passes, one more for each pass with progress
-/// while it waits for them): the idle visit cost without a clock read per pass.
-const SAMPLE_EVERY: u32 = 1024;
-
-/// Passes in a sampled window.
-const SAMPLED_PASSES: u32 = 8;
 
 impl AgreeWorker {
     /// In the worker's own thread: settles the share's buffers in its memory, waits for
@@ -410,14 +395,11 @@ impl AgreeWorker {
     /// `op_timeout`: abandoned).
     #[inline]
     pub(crate) fn pass(&mut self) -> Option<bool> {
-        self.sample();
         let sh = &*self.sh;
         let mut progress = false;
         for node in self.nodes.iter_mut() {
             progress |= node.step(sh);
         }
-        self.sampled(progress);
-        let sh = &*self.sh;
         if sh.finished.load(Ordering::Acquire) >= sh.live.load(Ordering::Acquire) || sh.abort.load(Ordering::Acquire) {
             return None;
         }
@@ -435,38 +417,15 @@ impl AgreeWorker {
         Some(progress)
     }
 
-    /// Before a pass: every [`SAMPLE_EVERY`] passes opens a sampled window, which closes
-    /// once [`SAMPLED_PASSES`] passes in a row made no progress (a pass with progress
-    /// starts it again, [`AgreeWorker::sampled`]), counting them as idle passes.
+    /// The worker loop timed the share's last pass, start to next start, `ns`
+    /// ([`crate::runtime::cluster::WorkerHook::busy_pass`], no clock read of its own), which
+    /// made `progress` or not.
     #[inline]
-    fn sample(&mut self) {
-        self.passes = self.passes.wrapping_add(1);
-        match self.window {
-            None if self.passes.is_multiple_of(SAMPLE_EVERY) => self.window = Some((Some(Instant::now()), 0)),
-            Some((None, _)) => self.window = Some((Some(Instant::now()), 0)),
-            Some((Some(start), idle)) if idle == SAMPLED_PASSES => {
-                // A pass as long as an idle one may be was the thread's absence (a
-                // preemption): the window does not count. Counted per node visited.
-                let per_pass = start.elapsed().as_nanos() as u64 / u64::from(SAMPLED_PASSES);
-                if per_pass < crate::runtime::cluster::LONGEST_IDLE_PASS_NS {
-                    self.idle.add(per_pass / self.nodes.len().max(1) as u64);
-                }
-                self.window = None;
-            }
-            _ => {}
-        }
-    }
-
-    /// After a pass: a window being sampled counts it, or starts again at the next pass's
-    /// start if it made progress (so a window is always its passes, start to start).
-    #[inline]
-    fn sampled(&mut self, progress: bool) {
-        if let Some((start, idle)) = &mut self.window {
-            if progress {
-                (*start, *idle) = (None, 0);
-            } else {
-                *idle += 1;
-            }
+    pub(crate) fn passed(&mut self, ns: u64, progress: bool) {
+        if progress {
+            self.timed.add_busy(ns);
+        } else {
+            self.timed.add(ns);
         }
     }
 
@@ -476,12 +435,14 @@ impl AgreeWorker {
         self.nodes.iter().map(|n| n.rank).collect()
     }
 
-    /// The share's nodes, for [`AgreeFinish::finish`] (its sampled idle passes go to the
-    /// run's [`Shared`]).
+    /// The share's nodes, for [`AgreeFinish::finish`] (its timed passes go to the run's
+    /// [`Shared`]).
     pub(crate) fn into_nodes(self) -> Vec<Node> {
-        // (Its passes are counted per node visited.)
-        let idle = IdlePasses { nodes: 1, ..self.idle };
-        self.sh.idle.lock().expect("not poisoned").push(idle);
+        let timed = IdlePasses {
+            nodes: self.nodes.len() as u32,
+            ..self.timed
+        };
+        self.sh.idle.lock().expect("not poisoned").push(timed);
         self.nodes
     }
 }

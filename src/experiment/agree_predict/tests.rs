@@ -167,14 +167,14 @@ fn post_failure_agreements_are_classed_for_blocking_agreements_only() {
 #[test]
 fn a_two_node_run_samples_the_visit_of_an_idle_node() {
     // What the processor-sharing model charges per node a core passes by: the workers'
-    // sampled windows of passes without progress, per node visited.
+    // passes without progress, per node visited, as the worker loop timed them.
     let b = AgreeBench {
         iterations: 2000,
         ..bench(2, 2)
     };
     let r = crate::experiment::agree_local::run(&b).expect("runs");
     assert_eq!((r.disagreements, r.unfinished), (0, 0));
-    let v = r.idle_visit_ns.expect("an idle window sampled");
+    let v = r.idle_visit_ns.expect("an idle pass timed");
     assert!(
         v > 0.0 && v < crate::runtime::cluster::LONGEST_IDLE_PASS_NS as f64,
         "{v}"

@@ -44,7 +44,7 @@ pub(crate) struct Shared {
     /// A node process: every [`Shared::mark_dead`] is also told to the process that classes
     /// the returns (whose window leaves them out as this process's would).
     pub(crate) on_left_out: Option<LeftOutReport>,
-    /// Each worker's sampled idle passes, handed over when its share ends
+    /// Each worker's timed passes, handed over when its share ends
     /// ([`super::AgreeWorker`]): what a visit of an idle node costs.
     pub(super) idle: Mutex<Vec<crate::runtime::cluster::IdlePasses>>,
 }

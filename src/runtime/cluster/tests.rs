@@ -32,8 +32,9 @@ fn a_busy_pass_is_the_median_of_those_with_progress_not_their_mean() {
     for ns in [400, 420, 430, 9_000] {
         p.add_busy(ns);
     }
-    // A preemption or a sleep: not a pass.
+    // A preemption or a sleep: not a pass, counted apart.
     p.add_busy(LONGEST_IDLE_PASS_NS);
+    assert_eq!(p.busy_away, 1);
     // The median's bucket, at its middle (the mean would be 2562).
     assert_eq!(p.busy_ns(), Some(420.0 + BUSY_BUCKET_NS as f64 / 2.0));
     // Idle passes are apart.

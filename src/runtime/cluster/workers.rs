@@ -78,6 +78,10 @@ pub struct IdlePasses {
     /// times that, so a few of those would make the mean.
     #[serde(skip)]
     pub busy: Vec<u32>,
+    /// Passes with progress not in `busy`: [`LONGEST_IDLE_PASS_NS`] or longer (the thread
+    /// was away in them).
+    #[serde(skip)]
+    pub busy_away: u64,
 }
 
 /// The width of [`IdlePasses::busy`]'s buckets, ns.
@@ -105,6 +109,8 @@ impl IdlePasses {
             }
             let b = &mut self.busy[(ns / BUSY_BUCKET_NS) as usize];
             *b = b.saturating_add(1);
+        } else {
+            self.busy_away += 1;
         }
     }
 
