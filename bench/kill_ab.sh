@@ -3,7 +3,8 @@
 # (with -t inproc or -t udp: a threads run's injected crash, `agree --transport T`),
 # alternated REPS times in one run (drift and load hit every binary alike); prints per run the
 # first suspicion and the first successful agreement after the kill (µs), the node processes'
-# peak resident memory (kB) and the failure-free agreement p50 (µs), then per N and binary the
+# peak resident memory (kB; with -t inproc|udp the one process's, all nodes in it) and the
+# failure-free agreement p50 (µs), then per N and binary the
 # sorted values of each column; exits 1 if a run failed (its row says FAILED).
 #   bench/kill_ab.sh [-r REPS] [-n "4 8"] [-a AGREEMENTS] [-k KILL] [-t procs|inproc|udp] BINARY...
 #   e.g. bench/kill_ab.sh -r 8 /tmp/ftcoll-old target/release/ftcoll

@@ -32,7 +32,7 @@ mod shared;
 
 pub use node::DIGEST_BLOCK;
 pub use node::EraFraming;
-pub(crate) use node::{Node, NodeInit};
+pub(crate) use node::{Fold, Node, NodeInit};
 pub(crate) use shared::{CrashReport, LeftOutReport, Shared};
 
 const JOB: u64 = 0xE4A0_A64E_E000_0001;
@@ -460,7 +460,7 @@ impl AgreeFinish {
         nodes.sort_by_key(|n| n.rank);
         // (A node stopped mid-batch, e.g. by an abort, still has returns to hand over.)
         for node in nodes.iter_mut() {
-            node.record_returns(&self.sh, true);
+            node.record_returns(&self.sh, Fold::Wait);
         }
         report(&self.sh, &nodes, seconds)
     }

@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::agree::{AgreeId, EraConfig, Rebalance, Shape};
 use crate::runtime::agree::{
-    AgreeBench, AgreeTransport, CrashReport, Node, NodeInit, Shared, Stall, peak_rss_kb, stall_of, total, validate,
+    AgreeBench, AgreeTransport, CrashReport, Fold, Node, NodeInit, Shared, Stall, peak_rss_kb, stall_of, total,
+    validate,
 };
 use crate::runtime::agree_stream::{self, BATCH, FLUSH_MS};
 use crate::runtime::agree_window::Rec;
@@ -375,7 +376,7 @@ pub(crate) fn run_node(
         let done = !reported && (node.finished || timed_out || fenced);
         if done {
             // (Returns the node still batches go out with the last stream line.)
-            node.record_returns(&sh, true);
+            node.record_returns(&sh, Fold::Wait);
         }
         if let Some(tap) = node.tap.as_mut().filter(|t| {
             t.len() >= BATCH

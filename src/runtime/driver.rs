@@ -409,9 +409,12 @@ impl<F: Framing> Driver<F> {
             self.buf = buf;
         }
         // What the messages just handled made the machine doubt is probed after its own
-        // messages left (they are the agreement's critical path; the probe is the detector's).
+        // messages left (they are the agreement's critical path; the probe is the detector's),
+        // while `go()` holds: a node that stopped sends no sign of life.
         while let Some(p) = e.poll_doubt() {
-            self.probe(p, now);
+            if go() {
+                self.probe(p, now);
+            }
         }
         if self.marking && (sent || flushed) {
             // Leaving: what went out now (new messages, or the backlog a full window had

@@ -165,7 +165,7 @@ fn post_failure_agreements_are_classed_for_blocking_agreements_only() {
 }
 
 #[test]
-fn a_two_node_run_samples_the_visit_of_an_idle_node() {
+fn a_two_node_run_times_the_visit_of_an_idle_node() {
     // What the processor-sharing model charges per node a core passes by: the workers'
     // passes without progress, per node visited, as the worker loop timed them.
     let b = AgreeBench {

@@ -236,7 +236,8 @@ pub struct Era<V> {
     /// Trees rebuilt ([`Era::rebalances`]).
     rebuilds: usize,
     /// Processes this one has reason to think dead, for its failure detector to probe
-    /// ([`Era::poll_doubt`]); each live in `S_p` and at most once.
+    /// ([`Era::poll_doubt`]): none twice while waiting, none known dead (withdrawn when
+    /// found); at most one per process of the group.
     doubts: Vec<Rank>,
 }
 

@@ -144,6 +144,19 @@ const HANDOFF_NS: u64 = 10_000_000;
 /// loop, in bounded memory (`FOLD_AT` × [`BATCH`] returns).
 const FOLD_AT: usize = 64;
 
+/// What [`Node::record_returns`] folds besides handing the node's batch over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// Every batch waiting, now (waiting for another node's fold): the end of a run.
+    Wait,
+    /// Every batch waiting once [`FOLD_AT`] wait, unless another node is folding.
+    IfFull,
+    /// None: a dying node, whose worker steps survivors that have its death to find (a
+    /// fold of `FOLD_AT` batches held them 50-300 µs; docs/measurements.md, "Probing a
+    /// doubted neighbour").
+    Never,
+}
+
 /// Agreements per outcome digest.
 pub const DIGEST_BLOCK: u64 = 4096;
 
@@ -377,7 +390,7 @@ impl Node {
             // Its returns were handed over when it died; a dead node on a shared worker must
             // not wait for the window's lock on every pass after that.
             if !self.unrecorded.is_empty() {
-                self.record_returns(sh, false);
+                self.record_returns(sh, Fold::Never);
             }
             return false;
         }
@@ -406,7 +419,7 @@ impl Node {
             sh.mark_dead(self.rank, self.era.next_id().saturating_sub(1));
             sh.dead[self.rank as usize].store(true, Ordering::Release);
             self.check_alive(sh);
-            self.record_returns(sh, false);
+            self.record_returns(sh, Fold::Never);
             return true;
         }
         while let Some((peer, _)) = self.drv.poll_suspect() {
@@ -433,7 +446,7 @@ impl Node {
             // the survivors it steps had the failure to detect (docs/measurements.md,
             // "Probing a doubted neighbour"); they are folded with the others' (at the end
             // at the latest).
-            self.record_returns(sh, false);
+            self.record_returns(sh, Fold::Never);
             return true;
         }
         progress |= self.send_pending(sh, now);
@@ -450,14 +463,15 @@ impl Node {
                     .first()
                     .is_some_and(|(_, r)| self.drv.ns(now).saturating_sub(r.ret) >= HANDOFF_NS))
         {
-            self.record_returns(sh, self.finished);
+            self.record_returns(sh, if self.finished { Fold::Wait } else { Fold::IfFull });
         }
         progress
     }
 
     /// Hands the returns not yet recorded over, as one batch, and folds the batches waiting
-    /// unless another node is folding (`wait`: fold everything now).
-    pub(crate) fn record_returns(&mut self, sh: &Shared, wait: bool) {
+    /// as `fold` says.
+    pub(crate) fn record_returns(&mut self, sh: &Shared, fold: Fold) {
+        let wait = fold == Fold::Wait;
         if self.unrecorded.is_empty() && !wait {
             return;
         }
@@ -477,7 +491,7 @@ impl Node {
             drop(q);
             sh.last_return.fetch_max(last, Ordering::AcqRel);
         }
-        if wait || waiting >= FOLD_AT {
+        if wait || (fold == Fold::IfFull && waiting >= FOLD_AT) {
             sh.fold(wait);
         }
     }

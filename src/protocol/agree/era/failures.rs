@@ -102,26 +102,56 @@ impl<V: Value> Era<V> {
 
     /// An UP for agreement `id` came from `q`, unasked: if `q` is not a child of this process
     /// in its view, `q` sent it here because its own view has this process for its parent,
-    /// i.e. `q` knows dead the processes between them, of which `Parent(S_p, q)` in this
-    /// view is the nearest, alive here still. ERA waits for that process's contribution
-    /// until this process's own failure detector finds it (Part 4; §2: "the local failure
-    /// detector monitors only the processes appearing in its neighborhood"), which a
-    /// heartbeat detector does only after a timeout: it is doubted ([`Era::poll_doubt`]), for
-    /// the detector to probe now. §5.1 ("Impact of Failures") finds the failure-detecting
-    /// agreement's cost "strongly correlated to the network layer timeout and the
-    /// propagation latency of failure information in the failure detector infrastructure":
-    /// here failure information travels with the agreement's own messages. A doubt is no
-    /// suspicion: the rules and `S_p` are as they were until the detector reports one.
+    /// i.e. `q` knows dead the processes between them: `Parent(S_p, q)` in this view and its
+    /// ancestors up to this process, alive here still. ERA waits for the contribution of this
+    /// process's child among them until its own failure detector finds it (Part 4; §2: "the
+    /// local failure detector monitors only the processes appearing in its neighborhood"),
+    /// which a heartbeat detector does only after a timeout: each of them is doubted
+    /// ([`Era::poll_doubt`]), for the detector to probe now. Where the walk up does not come
+    /// to this process, `q` takes it for the root (every process above it in the tree dead,
+    /// §2's `Parent`): its own ancestors are doubted too. §5.1 ("Impact of Failures") finds
+    /// the failure-detecting agreement's cost "strongly correlated to the network layer
+    /// timeout and the propagation latency of failure information in the failure detector
+    /// infrastructure": here failure information travels with the agreement's own messages.
+    /// A doubt is no suspicion: the rules and `S_p` are as they were until the detector
+    /// reports one, and a doubted live process only gets a heartbeat (so may one after a
+    /// rebalancing that `q` made before this process did, whose trees differ for a while).
     pub(super) fn doubt_around(&mut self, id: AgreeId, q: Rank) {
         self.refresh_view(id);
         if self.view.kids.binary_search(&q).is_ok() {
             return;
         }
-        let Some(c) = self.tree_for(id).parent(&self.dead, q) else {
-            return;
-        };
-        if c != self.me && !self.dead[c as usize] && !self.doubts.contains(&c) {
-            self.doubts.push(c);
+        // Each walk is bounded by the tree's height (and, whatever the shape, by its size).
+        let size = self.tree_for(id).members().len();
+        let mut at = q;
+        let mut reached = false;
+        for _ in 0..size {
+            let Some(a) = self.tree_for(id).parent(&self.dead, at) else {
+                break;
+            };
+            if a == self.me {
+                reached = true;
+                break;
+            }
+            self.doubt(a);
+            at = a;
+        }
+        if !reached {
+            let mut at = self.me;
+            for _ in 0..size {
+                let Some(a) = self.tree_for(id).parent(&self.dead, at) else {
+                    break;
+                };
+                self.doubt(a);
+                at = a;
+            }
+        }
+    }
+
+    /// Doubts `a` unless it is known dead or already doubted.
+    fn doubt(&mut self, a: Rank) {
+        if a != self.me && !self.dead[a as usize] && !self.doubts.contains(&a) {
+            self.doubts.push(a);
             self.counters.doubts += 1;
         }
     }
@@ -195,5 +225,44 @@ mod tests {
         root.on_message(g, up);
         assert_eq!(root.poll_doubt(), None);
         assert_eq!(root.counters.doubts, 1);
+    }
+
+    /// Every process an UP came around is doubted, not only the nearest to its sender: on a
+    /// string 0-1-2-3, the root hears 3 (which knows 1 and 2 dead) and doubts both, its own
+    /// child 1 among them. On the binary tree of 8, process 1 hears 5, which knows 2 and 0
+    /// dead and takes 1 for the new root: 1 doubts 2 and 0, whose deaths make it root.
+    #[test]
+    fn an_up_around_several_processes_doubts_each() {
+        let drain = |e: &mut Era<And64>| {
+            let mut d: Vec<Rank> = std::iter::from_fn(|| e.poll_doubt()).collect();
+            d.sort_unstable();
+            d
+        };
+        let string = EraConfig {
+            shape: "string".parse().unwrap(),
+            ..EraConfig::default()
+        };
+        let mut q: Era<And64> = Era::new(3, 4, string).unwrap();
+        q.on_dead(2);
+        q.on_dead(1);
+        q.agree(And64(!0)).unwrap();
+        let (to, up) = q.poll_send().expect("an UP");
+        assert_eq!(to, 0);
+        let mut root: Era<And64> = Era::new(0, 4, string).unwrap();
+        root.agree(And64(!0)).unwrap();
+        root.on_message(3, up);
+        assert_eq!(drain(&mut root), [1, 2]);
+
+        let bin = EraConfig::default();
+        let mut q: Era<And64> = Era::new(5, 8, bin).unwrap();
+        q.on_dead(2);
+        q.on_dead(0);
+        q.agree(And64(!0)).unwrap();
+        let (to, up) = q.poll_send().expect("an UP");
+        assert_eq!(to, 1, "1 is the new root in 5's view");
+        let mut one: Era<And64> = Era::new(1, 8, bin).unwrap();
+        one.on_message(5, up);
+        assert_eq!(drain(&mut one), [0, 2]);
+        assert_eq!(one.counters.doubts, 2);
     }
 }

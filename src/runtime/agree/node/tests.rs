@@ -230,7 +230,7 @@ fn a_node_process_runs_without_building_the_window() {
         }
     }
     for node in &mut nodes {
-        node.record_returns(&sh, true);
+        node.record_returns(&sh, Fold::Wait);
         assert!(
             node.finished,
             "node {} returned {} of {total}",
