@@ -79,7 +79,7 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                     "window_full": r.transport.window_full, "suspected": r.transport.suspected,
                     "refused": r.transport.refused, "refused_probes": r.transport.refused_probes,
                     "died_on_host": r.transport.died_on_host,
-                    "heartbeats": r.heartbeats,
+                    "heartbeats": r.heartbeats, "probes": r.probes,
                 },
                 "prediction": prediction,
                 "failures": failures,
@@ -250,9 +250,10 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport, mode: AgreeMode, coordinator_rss:
     }
     let _ = writeln!(
         s,
-        "\nmessages per agreement: {:.2} (+ {} heartbeats)   agreements/s: {:.0}",
+        "\nmessages per agreement: {:.2} (+ {} heartbeats, {} of them probes)   agreements/s: {:.0}",
         r.messages_per_agreement,
         r.heartbeats,
+        r.probes,
         r.agreements as f64 / r.seconds.max(1e-9)
     );
     let _ = writeln!(

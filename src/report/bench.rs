@@ -2,7 +2,6 @@
 //! prediction, or one JSON object (`--json`), and the HdrHistogram interval log (`--hlog`).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -14,7 +13,13 @@ use crate::runtime::TransportKind;
 use crate::runtime::cluster::{ClusterResult, PollMode};
 use crate::runtime::kill::Kill;
 use crate::runtime::logp::{Calibration, Estimate};
-use crate::runtime::node::{OsuBcast, trace};
+
+mod logs;
+mod ranks;
+
+pub use logs::{write_hlog, write_trace};
+pub use ranks::{RankCompared, furthest, per_rank};
+use ranks::{compare_osu, osu_us};
 
 /// The settings of a bench run that its report shows.
 pub struct BenchFacts {
@@ -465,64 +470,6 @@ pub(super) fn pcts(h: &Histogram<u64>) -> serde_json::Value {
     })
 }
 
-/// `osu_bcast`'s figures in µs.
-fn osu_us(o: OsuBcast) -> serde_json::Value {
-    json!({"avg": o.avg / 1e3, "min": o.min / 1e3, "max": o.max / 1e3})
-}
-
-/// One rank's mean delivery time, measured and modeled (ns).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RankCompared {
-    pub rank: u32,
-    pub measured: f64,
-    pub model: f64,
-}
-
-impl RankCompared {
-    /// Measured over modeled (`None` for a rank the model delivers at once: the root).
-    pub fn ratio(&self) -> Option<f64> {
-        (self.model >= 1.0).then(|| self.measured / self.model)
-    }
-}
-
-/// The rank whose measured mean is furthest from the model's, by factor either way
-/// (`|ln ratio|`: 0.5 is as far as 2).
-pub fn furthest(ranks: &[RankCompared]) -> Option<&RankCompared> {
-    ranks
-        .iter()
-        .filter_map(|r| Some((r, r.ratio()?.ln().abs())))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(r, _)| r)
-}
-
-/// The ranks with a mean delivery time both measured and modeled, in rank order.
-pub fn per_rank(measured: &[Option<f64>], model: &[Option<f64>]) -> Vec<RankCompared> {
-    measured
-        .iter()
-        .zip(model)
-        .enumerate()
-        .filter_map(|(r, (m, p))| {
-            Some(RankCompared {
-                rank: r as u32,
-                measured: (*m)?,
-                model: (*p)?,
-            })
-        })
-        .collect()
-}
-
-/// Measured and modeled `osu_bcast` figures and their ratios (`null` without either).
-fn compare_osu(m: Option<OsuBcast>, p: Option<OsuBcast>) -> serde_json::Value {
-    let (Some(m), Some(p)) = (m, p) else {
-        return serde_json::Value::Null;
-    };
-    json!({
-        "measured_us": osu_us(m),
-        "predicted_us": osu_us(p),
-        "ratio": {"avg": m.avg / p.avg.max(1.0), "max": m.max / p.max.max(1.0)},
-    })
-}
-
 fn row(name: &str, h: &Histogram<u64>) -> String {
     let us = |v: u64| v as f64 / 1000.0;
     format!(
@@ -561,74 +508,10 @@ fn compare_rows(name: &str, h: &Histogram<u64>, pred: &[f64; 3]) -> String {
     s
 }
 
-pub fn write_hlog(f: &mut std::fs::File, res: &ClusterResult) -> std::io::Result<()> {
-    use hdrhistogram::serialization::V2DeflateSerializer;
-    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-    let mut bytes = Vec::new();
-    let mut ser = V2DeflateSerializer::new();
-    let mut w = IntervalLogWriterBuilder::new()
-        .add_comment("ftcoll bench latency histograms, values in ns")
-        .with_max_value_divisor(1000.0)
-        .begin_log_with(&mut bytes, &mut ser)?;
-    let d = res.wall;
-    for (tag, h) in [
-        ("coloring", &res.coloring),
-        ("quiescence", &res.quiescence),
-        ("delivery", &res.delivery),
-    ] {
-        w.write_histogram(h, Duration::ZERO, d, Tag::new(tag))
-            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-    }
-    crate::report::output::replace_contents(f, &bytes)
-}
-
-/// Writes the message trace the run's nodes published ([`trace::take`]) to `f` (`path` names
-/// it in messages), the operations from `from` on, and says on stderr how much it wrote and
-/// whether nodes could not keep every row.
-pub fn write_trace(f: &mut std::fs::File, path: &std::path::Path, from: u64) -> Result<(), String> {
-    let (rows, lost) = trace::take();
-    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-    let mut bytes = Vec::new();
-    let ops = trace::write_csv(&rows, from, &mut bytes).map_err(cannot)?;
-    crate::report::output::replace_contents(f, &bytes).map_err(cannot)?;
-    eprintln!(
-        "trace: {ops} operations from operation {from} written to {}",
-        path.display()
-    );
-    if lost > 0 {
-        eprintln!(
-            "trace: {lost} rows not kept (at most {} per node, {} in all): the last operations are incomplete",
-            trace::MAX_ROWS_PER_NODE,
-            trace::MAX_ROWS
-        );
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::transport::TransportStats;
-
-    #[test]
-    fn ranks_are_compared_where_both_sides_have_them() {
-        // Rank 2 died in every run of the model, rank 3 completed nothing measured.
-        let measured = [Some(1.0), Some(3000.0), Some(5000.0), None];
-        let model = [Some(0.0), Some(2000.0), None, Some(4000.0)];
-        let r = per_rank(&measured, &model);
-        assert_eq!(r.len(), 2);
-        assert_eq!((r[0].rank, r[0].ratio()), (0, None), "the root: delivered at its start");
-        assert_eq!((r[1].rank, r[1].ratio()), (1, Some(1.5)));
-        // Furthest either way: 0.4 is further than 1.5.
-        let c = |rank, measured, model| RankCompared { rank, measured, model };
-        let ranks = [c(0, 1.0, 0.0), c(1, 1500.0, 1000.0), c(2, 400.0, 1000.0)];
-        assert_eq!(furthest(&ranks).map(|r| r.rank), Some(2));
-        assert_eq!(
-            furthest(&ranks[..1]).map(|r| r.rank),
-            None,
-            "the root alone has no ratio"
-        );
-    }
 
     #[test]
     fn acks_per_data_is_a_udp_ratio() {

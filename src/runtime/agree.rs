@@ -139,6 +139,9 @@ pub struct AgreeBenchReport {
     pub first_suspicion_after_kill: Option<u64>,
     pub messages_per_agreement: f64,
     pub heartbeats: u64,
+    /// Of those, probes: heartbeats sent at once to a neighbour an ERA message came around
+    /// ([`crate::runtime::driver::Driver::probe`]).
+    pub probes: u64,
     pub transport: TransportStats,
     pub drops: DropCounters,
     pub agreements: u64,
@@ -486,6 +489,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
     let mut transport = TransportStats::default();
     let mut drops = DropCounters::default();
     let (mut suspicions, mut false_suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0, 0);
+    let mut probes = 0;
     for n in nodes {
         let s = n.drv.tp.stats();
         transport.sent += s.sent;
@@ -502,6 +506,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         false_suspicions += n.false_suspicions;
         messages += n.drv.messages;
         heartbeats += n.drv.heartbeats;
+        probes += n.drv.probes;
         if !n.dead {
             invalid += n.invalid;
         }
@@ -517,6 +522,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         first_suspicion_after_kill: first_suspicion,
         messages_per_agreement: messages as f64 / w.agreements.max(1) as f64,
         heartbeats,
+        probes,
         transport,
         drops,
         agreements: w.agreements,

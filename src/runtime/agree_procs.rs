@@ -80,6 +80,9 @@ pub struct ChildResult {
     pub suspected: Vec<u32>,
     pub messages: u64,
     pub heartbeats: u64,
+    /// Of those, probes ([`crate::runtime::driver::Driver::probe`]).
+    #[serde(default)]
+    pub probes: u64,
     pub transport: [u64; 4],
     pub drops: DropCounters,
     /// Outcome digests per block of [`crate::runtime::agree::DIGEST_BLOCK`] agreements.
@@ -416,6 +419,7 @@ fn result(node: &Node) -> ChildResult {
         suspected: node.suspected.clone(),
         messages: node.drv.messages,
         heartbeats: node.drv.heartbeats,
+        probes: node.drv.probes,
         transport: [t.sent, t.received, t.retransmits, t.suspected],
         counters: [t.window_full, t.acks_sent, t.refused, t.refused_probes],
         died_on_host: t.died_on_host,

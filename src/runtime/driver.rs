@@ -42,7 +42,7 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use crate::protocol::{Detector, DetectorConfig, Machine, Rank, Time};
-use crate::transport::{Delivery, Transport};
+use crate::transport::{Beat, Delivery, Transport};
 use crate::wire::{DecodeError, DropCounters, Header};
 
 /// What a datagram of a family carries.
@@ -300,20 +300,31 @@ impl<F: Framing> Driver<F> {
     }
 
     /// A heartbeat to `p`: outside the reliable stream where the transport can (no window
-    /// slot, nothing queued behind it); otherwise as a message.
-    fn beat(&mut self, p: Rank, now: Instant, t: Time) {
-        if self.tp.beat(p, now) {
-            self.heartbeats += 1;
-            self.det.sent(p, t);
-            return;
+    /// slot, nothing queued behind it); otherwise as a message. Whether one went (taken or
+    /// queued behind `p`'s earlier messages), which alone counts in `heartbeats`: a
+    /// transport that withholds it (its peer suspected, itself fenced) sent nothing, and the
+    /// detector's schedule moves on as if it had (the suspicion comes through
+    /// [`Driver::poll_suspect`]); a message the transport refused is tried at the next check.
+    fn beat(&mut self, p: Rank, now: Instant, t: Time) -> bool {
+        match self.tp.beat(p, now) {
+            Beat::Sent => {
+                self.heartbeats += 1;
+                self.det.sent(p, t);
+                return true;
+            }
+            Beat::Withheld => {
+                self.det.sent(p, t);
+                return false;
+            }
+            Beat::Unsupported => {}
         }
         let mut buf = std::mem::take(&mut self.buf);
         buf.resize(F::MAX_DATAGRAM, 0);
-        if let Some(len) = F::heartbeat(self.job, self.rank, &mut buf) {
-            self.heartbeats += 1;
-            self.send_bytes(p, &buf[..len], now);
-        }
+        let went = F::heartbeat(self.job, self.rank, &mut buf)
+            .is_some_and(|len| matches!(self.send_bytes(p, &buf[..len], now), Sent::Sent | Sent::Queued));
+        self.heartbeats += u64::from(went);
         self.buf = buf;
+        went
     }
 
     /// The machine doubts `peer` ([`Machine::poll_doubt`]): a heartbeat goes to it now if
@@ -325,9 +336,8 @@ impl<F: Framing> Driver<F> {
             return;
         }
         let t = self.ns(now);
-        if self.det.probe(peer, t) {
+        if self.det.probe(peer, t) && self.beat(peer, now, t) {
             self.probes += 1;
-            self.beat(peer, now, t);
         }
     }
 

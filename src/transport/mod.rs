@@ -30,6 +30,18 @@ pub enum Delivery<'a> {
     Fenced { by: u32 },
 }
 
+/// What [`Transport::beat`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Beat {
+    /// A heartbeat datagram left outside the reliable stream.
+    Sent,
+    /// This transport has such heartbeats but sent none: the peer is suspected, the rank is
+    /// not a peer's, or this endpoint is fenced (nothing for the caller to send either).
+    Withheld,
+    /// This transport has none: the caller sends its heartbeat as a message.
+    Unsupported,
+}
+
 /// Why a send was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendError {
@@ -160,11 +172,11 @@ pub trait Transport: Send {
     /// side hears the other through [`Transport::last_heard`]): it takes no slot of the send
     /// window, is never retransmitted (a lost one is replaced by the next period's) and never
     /// waits behind a full window, as a heartbeat sent as a message did, holding up the
-    /// messages queued after it under loss. `false`: this transport has none (nothing was
-    /// sent), and the caller sends its heartbeat as a message.
-    fn beat(&mut self, to: u32, now: Instant) -> bool {
+    /// messages queued after it under loss. [`Beat::Unsupported`] (the default): this
+    /// transport has none, and the caller sends its heartbeat as a message.
+    fn beat(&mut self, to: u32, now: Instant) -> Beat {
         let _ = (to, now);
-        false
+        Beat::Unsupported
     }
     /// Marks, into `marks` (by peer), what has been sent so far, for
     /// [`Transport::acked_through`]. By default none: then everything counts.

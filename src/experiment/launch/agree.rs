@@ -398,6 +398,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
     let unfinished = (expected_live - live.iter().filter(|r| r.finished).count().min(expected_live)) as u64;
     let mut transport = TransportStats::default();
     let (mut suspicions, mut messages, mut heartbeats, mut invalid) = (0, 0, 0, 0);
+    let mut probes = 0;
     // Processes suspected while alive: those fenced, and those a live node suspected that
     // were not killed (each counted once, as a threads run counts them).
     let mut falsely: Vec<bool> = fenced.clone();
@@ -422,6 +423,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         }
         messages += r.messages;
         heartbeats += r.heartbeats;
+        probes += r.probes;
         invalid += r.invalid;
         drops.merge(&r.drops);
     }
@@ -455,6 +457,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         first_suspicion_after_kill: first_suspicion,
         messages_per_agreement: messages as f64 / w.agreements.max(1) as f64,
         heartbeats,
+        probes,
         transport,
         drops,
         agreements: w.agreements,

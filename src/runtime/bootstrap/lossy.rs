@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::transport::{Delivery, SendError, Transport, TransportStats};
+use crate::transport::{Beat, Delivery, SendError, Transport, TransportStats};
 
 /// `inner`, dropping every `every`-th send (0: none); the drops are counted in `losses`.
 pub(crate) struct Lossy<T> {
@@ -68,7 +68,7 @@ impl<T: Transport> Transport for Lossy<T> {
         self.inner.sent_marks(marks);
     }
 
-    fn beat(&mut self, to: u32, now: Instant) -> bool {
+    fn beat(&mut self, to: u32, now: Instant) -> Beat {
         self.inner.beat(to, now)
     }
 

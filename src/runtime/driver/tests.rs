@@ -299,3 +299,29 @@ fn a_leaving_driver_waits_for_what_its_queue_lets_out_after_the_leave() {
     acked.lock().unwrap()[2] = 2;
     assert!(d.flushed_to_mark());
 }
+
+/// A heartbeat or probe the transport withholds (UDP: its peer suspected) is not counted:
+/// rank 0 of three UDP endpoints suspects rank 1, then beats and probes both peers; only
+/// rank 2's leave, each counted once.
+#[test]
+fn a_withheld_heartbeat_is_not_counted() {
+    use crate::protocol::detector::DetectorConfig;
+    use crate::runtime::TransportKind;
+    use crate::runtime::agree::EraFraming;
+    let mut eps = crate::runtime::endpoints(TransportKind::Udp, 3, JOB, 1, 0.0).unwrap();
+    let (tp, _) = eps.swap_remove(0);
+    let det = DetectorConfig {
+        heartbeat: 1_000_000_000,
+        suspect_after: 10_000_000_000,
+    };
+    let base = Instant::now();
+    let mut drv: Driver<EraFraming> = Driver::new(tp, JOB, det, base);
+    drv.start(base);
+    let now = Instant::now();
+    drv.suspect(1, now);
+    for p in [1, 2] {
+        drv.probe(p, now);
+    }
+    assert_eq!((drv.heartbeats, drv.probes), (1, 1));
+    assert_eq!(drv.tp.stats().beats_sent, 1, "the transport sent rank 2's alone");
+}

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use super::death_watch::DeathWatch;
-use super::{Delivery, SendError, Transport, TransportStats};
+use super::{Beat, Delivery, SendError, Transport, TransportStats};
 
 mod config;
 mod delay;
@@ -437,10 +437,10 @@ impl Transport for UdpTransport {
         self.core.acked_through(marks)
     }
 
-    fn beat(&mut self, to: u32, now: Instant) -> bool {
-        self.core.beat(to, now);
+    fn beat(&mut self, to: u32, now: Instant) -> Beat {
+        let sent = self.core.beat(to, now);
         transmit(&mut self.core, &mut self.link);
-        true
+        if sent { Beat::Sent } else { Beat::Withheld }
     }
 
     fn enforce_suspicion(&mut self, peer: u32, now: Instant) {

@@ -120,14 +120,15 @@ impl Reliable {
     /// A heartbeat to `to` outside the reliable stream: a PROBE (numbered, sealed), which the
     /// peer's transport answers with an ACK at once, so that each side hears the other; no
     /// window slot, no retransmission. Nothing to a suspected peer, an invalid rank or from
-    /// a fenced endpoint.
-    pub fn beat(&mut self, to: u32, _now: Instant) {
+    /// a fenced endpoint (`false`: none sent).
+    pub fn beat(&mut self, to: u32, _now: Instant) -> bool {
         let p = to as usize;
         if to >= self.size || to == self.rank || self.fenced_by.is_some() || self.peers[p].suspected {
-            return;
+            return false;
         }
         self.send_control(p, KIND_PROBE);
         self.stats.beats_sent += 1;
+        true
     }
 
     /// Stops this endpoint for good: a FENCE from `by` said it is suspected. Nothing queued

@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use super::*;
-use crate::transport::udp::header::KIND_FENCE;
+use crate::transport::SendError;
+use crate::transport::udp::header::{Header, KIND_ACK, KIND_DATA, KIND_FENCE, seal};
 use crate::transport::udp::impair::Impaired;
 use crate::transport::udp::link::{Link, Recv};
 use crate::transport::udp::pump::{receive, transmit};
@@ -550,7 +551,7 @@ fn a_beat_takes_no_window_slot_and_each_side_hears_the_other() {
     assert_eq!(ns[0].send(1, b"c", t0), Err(SendError::WindowFull));
     wire.borrow_mut().cut = false;
     let n0 = &mut ns[0];
-    n0.core.beat(1, t0);
+    assert!(n0.core.beat(1, t0));
     transmit(&mut n0.core, &mut n0.link);
     assert_eq!(ns[0].core.unacked(), 2, "the beat took no slot");
     assert_eq!(ns[0].stats().beats_sent, 1);
@@ -567,6 +568,6 @@ fn a_beat_takes_no_window_slot_and_each_side_hears_the_other() {
     assert_eq!((ns[0].stats().retransmits, ns[1].stats().retransmits), (0, 0));
     // A suspected peer gets no beat.
     ns[0].core.enforce(2, t2);
-    ns[0].core.beat(2, t2);
+    assert!(!ns[0].core.beat(2, t2));
     assert_eq!(ns[0].stats().beats_sent, 1);
 }

@@ -434,7 +434,7 @@ fn an_icmp_error_for_a_live_peer_that_keeps_answering_suspects_no_one() {
 fn an_icmp_error_quoting_a_heartbeat_suspects_at_once() {
     let (mut eps, addr1, _) = heard_pair(MS(300));
     let a = &mut eps[0];
-    assert!(a.beat(1, Instant::now()));
+    assert_eq!(a.beat(1, Instant::now()), Beat::Sent);
     assert_eq!(a.stats().beats_sent, 1);
     let beat = a.core.control_datagram(1).to_vec();
     a.core.on_refused(addr1, &beat, Instant::now());
