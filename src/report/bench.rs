@@ -1,5 +1,6 @@
 //! What `ftcoll bench` prints: the perftest-like table of measured latencies next to the LogP
-//! prediction, or one JSON object (`--json`), and the HdrHistogram interval log (`--hlog`).
+//! prediction, or one JSON object (`--json`); the files beside them (`--hlog`, `--trace`) are
+//! `report/bench/logs.rs`'s.
 
 use std::path::PathBuf;
 

@@ -213,7 +213,7 @@ impl Checked {
 /// of a message is sent again when the sender's retransmission timer expires, which on an
 /// idle link (a round trip far below the RTO's floor) is the transport's floor, `rto_min`
 /// plus the `ack_delay` a receiver may hold its acknowledgement
-/// (`transport/udp/reliable.rs`), linear for a thin flight's first expiries, then doubling
+/// (`transport/udp/reliable/send.rs`), linear for a thin flight's first expiries, then doubling
 /// up to `rto_max` ([`Loss`]).
 pub(crate) fn loss_model(p: f64, unit_ns: u64) -> Option<Loss> {
     if p <= 0.0 {
