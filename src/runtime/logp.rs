@@ -158,8 +158,16 @@ pub struct Calibration {
     pub noise: serde_json::Value,
 }
 
-/// The quantiles a calibration records.
-const NOISE_QS: [f64; 11] = [0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0];
+/// The quantiles a calibration records below its tail.
+const NOISE_QS: [f64; 12] = [0.0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99];
+/// Above the 0.99 quantile a calibration records one quantile every this much, up to 0.9995
+/// (then 0.9999 and the maximum): with 2000 samples that is every order statistic of the top
+/// 1 %. A draw between two recorded quantiles is interpolated linearly (`sim::noise::Dist`),
+/// so a coarse tail spreads its mass evenly between the points it has: with 0.99 at 4.9 µs
+/// and 0.999 at 40 µs (a few preempted round trips), 0.9 % of the draws were spread up to
+/// 40 µs wherever the samples between lay, and a 2-node UDP broadcast's modeled p99 read
+/// 2–7× the measured (docs/measurements.md, "A calibration's tail").
+const NOISE_TAIL_STEP: f64 = 0.0005;
 
 /// `o_s`, `o_r` and `L` per round trip (`L` as the direct method takes it from the medians).
 fn per_round_trip(rtt: &[u64], os: &[u64], or: &[u64]) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
@@ -180,8 +188,10 @@ fn noise_of(os: &[u64], or: &[u64], l: &[u64]) -> serde_json::Value {
 
 fn quantile_table(v: &[u64]) -> serde_json::Value {
     // `v` is sorted; the value at quantile q is the order statistic at rank q·(n − 1).
+    // Four decimals, as written: 0.99 + 19 steps is 0.9995, not 0.99949999.
+    let tail = (1..=19).map(|k| ((0.99 + k as f64 * NOISE_TAIL_STEP) * 1e4).round() / 1e4);
     let mut pts: Vec<(f64, f64)> = Vec::new();
-    for q in NOISE_QS {
+    for q in NOISE_QS.into_iter().chain(tail).chain([0.9999, 1.0]) {
         let x = v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)] as f64;
         pts.push((q, x));
     }
@@ -310,6 +320,45 @@ mod calibration_tests {
         assert_eq!(noise.or.constant(), Some(500));
         assert_eq!(noise.os.max(), 1199);
         assert!(Calibration::from_samples("udp".into(), 8, &[], &[], &[], 1.0, None).is_err());
+    }
+
+    /// The noisy prediction draws from the table as recorded: a tail of a few far outliers
+    /// (three preempted round trips of 2000) stays a few draws in a thousand, and the draws
+    /// between the 0.99 quantile and those outliers stay where the samples were. With the
+    /// old table (0.99, 0.999, 0.9999 and nothing between) the 0.999 quantile falls on an
+    /// outlier and 0.9 % of the draws spread evenly up to it: every tail check here fails.
+    #[test]
+    fn a_calibrations_tail_keeps_its_few_outliers_few() {
+        let n = 2000;
+        // 1980 round trips' o_s near 3 µs, 17 near 5 µs, three preempted at 40-60 µs.
+        let mut os: Vec<u64> = (0..n).map(|i| 3000 + i % 100).collect();
+        for (k, v) in os.iter_mut().rev().take(20).enumerate() {
+            *v = match k {
+                0 => 60_000,
+                1 => 50_000,
+                2 => 40_000,
+                _ => 5000 + k as u64,
+            };
+        }
+        let rtt = vec![20_000; n as usize];
+        let or = vec![1000; n as usize];
+        let json = Calibration::noise_from_samples(&rtt, &os, &or).unwrap();
+        let fixed = crate::model::LogGP::new(1, 1, 1, 0, 0).unwrap();
+        let noise = crate::sim::Noise::from_json(&json.to_string(), fixed).unwrap();
+        let mut rng = crate::protocol::ProtoRng::new(3);
+        let mut draws: Vec<u64> = (0..200_000).map(|_| noise.os.draw(&mut rng)).collect();
+        draws.sort_unstable();
+        let at = |q: f64| draws[(q * (draws.len() - 1) as f64) as usize];
+        assert!(at(0.98) < 3100, "below the tail: {}", at(0.98));
+        assert!((5000..=5100).contains(&at(0.995)), "inside the tail: {}", at(0.995));
+        assert!(
+            at(0.998) < 10_000,
+            "the outliers stay a few in a thousand: {}",
+            at(0.998)
+        );
+        assert_eq!(noise.os.max(), 60_000);
+        let above = draws.iter().filter(|&&d| d > 10_000).count() as f64 / draws.len() as f64;
+        assert!(above < 0.002, "{above}");
     }
 
     #[test]
