@@ -4,7 +4,8 @@
 //! transport), on as many cores as the nodes had ([`crate::sim::timing`]'s shared cores), for
 //! as many back-to-back agreements as the run measured failure-free. Compared per agreement
 //! (first entry to the last return, both sides) and per node (entry to return), at p50 and
-//! p99.
+//! p99. The model is noisy LogP, as `bench`'s is: each message's `o_s`, `o_r` and `L` drawn from
+//! the ping-pong's distributions, stretched so that their medians are the node's (`noise_for`).
 //!
 //! The overheads are the node's, as `bench`'s are ([`crate::experiment::bench::node_hop`]): a
 //! failure-free 2-node agreement is run on the same transport before the comparison; divided by
@@ -32,13 +33,16 @@
 //! that the protocol does not ask for. Only runs whose kills all come at one agreement and
 //! that stall no node are compared (the runtime classes from the first kill on).
 
+use std::sync::Arc;
+
 use crate::experiment::bench::node_hop::NodeHop;
-use crate::model::BenchModel;
+use crate::model::{BenchModel, LogGP};
 use crate::protocol::agree::And64;
 use crate::runtime::TransportKind;
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport};
 use crate::runtime::agree_window::Class;
-use crate::runtime::logp::Ci;
+use crate::runtime::logp::{Calibration, Ci, Estimate, estimate_samples};
+use crate::sim::Noise;
 use crate::sim::agree::{AgreeRun, AgreeSim, Kill, KillAt, run_once, run_post_failure};
 
 /// Bytes of the messages the ping-pong measures: about an ERA message of a 64-bit value.
@@ -80,6 +84,10 @@ pub struct AgreePrediction {
     pub node_hop: Option<NodeHop>,
     /// The cores the simulated processes shared (`None`: one each).
     pub model_cores: Option<u32>,
+    /// Noisy LogP: each message's `o_s`, `o_r` and `L` drawn from the ping-pong's
+    /// distributions (stretched to the node's overheads), so p99 means something; without,
+    /// every agreement of the model takes the same time.
+    pub noisy: bool,
     /// Failure-free agreements simulated.
     pub agreements: u64,
     /// Per agreement: first entry to the last return.
@@ -145,16 +153,18 @@ pub fn compare(
     model: BenchModel,
     model_cores: Option<u32>,
 ) -> Result<Option<AgreePrediction>, String> {
-    compare_with_hop(b, r, model, None, model_cores)
+    compare_with_hop(b, r, model, None, model_cores, None)
 }
 
-/// As [`compare`], with the node's hop that `model` includes.
+/// As [`compare`], with the node's hop that `model` includes and, for a noisy model, the
+/// distributions its messages' costs are drawn from.
 fn compare_with_hop(
     b: &AgreeBench,
     r: &AgreeBenchReport,
     model: BenchModel,
     node_hop: Option<NodeHop>,
     model_cores: Option<u32>,
+    noise: Option<Arc<Noise>>,
 ) -> Result<Option<AgreePrediction>, String> {
     let Some(ff) = r
         .classes
@@ -166,15 +176,17 @@ fn compare_with_hop(
     // The idle visit the 2-node calibration measured (bench's processor sharing charges the
     // same: a message waits for its node's turn in its worker's round).
     let visit_ns = node_hop.as_ref().map_or(0, |h| h.visit_ns);
-    let sim = simulated(b, &model, model_cores, visit_ns, ff.agreement.len());
+    let mut sim = simulated(b, &model, model_cores, visit_ns, ff.agreement.len());
+    sim.noise = noise.clone();
     sim.validate()?;
     let run = checked(run_once::<And64>(&sim, b.seed)?, "this run")?;
     let (agreement, node) = against(ff, &run, &model);
-    let post_failure = post_failure(b, r, &model, model_cores, visit_ns)?;
+    let post_failure = post_failure(b, r, &model, model_cores, visit_ns, noise.clone())?;
     Ok(Some(AgreePrediction {
         model,
         node_hop,
         model_cores,
+        noisy: noise.is_some(),
         agreements: sim.agreements,
         agreement,
         node,
@@ -194,6 +206,7 @@ fn post_failure(
     model: &BenchModel,
     model_cores: Option<u32>,
     visit_ns: u64,
+    noise: Option<Arc<Noise>>,
 ) -> Result<Option<PostFailure>, String> {
     // The runtime classes from the first kill on: kills at other agreements put their own
     // detecting and stabilizing agreements in its post-failure class, and a stalled node
@@ -207,6 +220,7 @@ fn post_failure(
         return Ok(None);
     };
     let mut sim = simulated(b, model, model_cores, visit_ns, pf.agreement.len());
+    sim.noise = noise;
     // The detecting and the stabilizing agreement come first.
     sim.agreements += 2;
     sim.kills = b
@@ -292,7 +306,10 @@ pub fn predict(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> Result<Opti
         AgreeTransport::Udp => TransportKind::Udp,
         AgreeTransport::Verbs => return Ok(None),
     };
-    let e = crate::runtime::logp::estimate(kind, 2000, ERA_MESSAGE_BYTES)?;
+    // The round trips give the medians and their distributions, as `bench`'s estimate does.
+    let (mut rtt, mut os, mut or) = estimate_samples(kind, 2000, ERA_MESSAGE_BYTES)?;
+    let dists = Calibration::noise_from_samples(&rtt, &os, &or);
+    let e = Estimate::from_samples(&mut rtt, &mut os, &mut or);
     let (two, visit_ns) = two_node_hop(b, &e)?;
     // Node processes are not visited in turn by a worker but scheduled by the kernel: no
     // visit cost for them (as `bench` charges one only where workers take turns).
@@ -300,8 +317,24 @@ pub fn predict(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> Result<Opti
     let hop = NodeHop::fold(two, e.o_send_ns, e.o_recv_ns, e.l_ns, visit_ns, 0);
     let (os, or) = hop.node_o_ns(e.o_send_ns, e.o_recv_ns);
     let model = BenchModel::new(os, or, e.l_ns);
+    let noise = dists.map(|d| noise_for(&d, &e, &model)).transpose()?;
     let host = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1);
-    compare_with_hop(b, r, model, Some(hop), model_cores(b, procs, host))
+    compare_with_hop(b, r, model, Some(hop), model_cores(b, procs, host), noise)
+}
+
+/// The ping-pong's distributions of `o_s`, `o_r` and `L` (`noise`'s JSON, in ns) for
+/// `model`: stretched so that their medians are the node's overheads, in the model's unit,
+/// as `bench`'s noisy prediction takes them.
+fn noise_for(dists: &serde_json::Value, e: &Estimate, model: &BenchModel) -> Result<Arc<Noise>, String> {
+    let (tr_os, tr_or) = (e.o_send_ns.max(1), e.o_recv_ns.max(1));
+    let fixed = LogGP::new(e.l_ns.max(1), tr_os, tr_or, 0, 0)?;
+    let ns = Noise::from_json(&dists.to_string(), fixed)?;
+    let u = model.unit_ns.max(1) as f64;
+    Ok(Arc::new(ns.scaled(
+        model.os_ns as f64 / tr_os as f64 / u,
+        model.or_ns as f64 / tr_or as f64 / u,
+        1.0 / u,
+    )))
 }
 
 /// Agreements of the 2-node calibration run (after a tenth as many unmeasured).

@@ -98,15 +98,21 @@ fn model_lines(p: &AgreePrediction, procs: Option<u32>) -> String {
     use std::fmt::Write;
     let m = &p.model;
     let mut s = format!(
-        "\nmodel: ERA in the LogGP simulator, o_s={} ns o_r={} ns L={} ns (ping-pong of {}-byte messages), {} ({} failure-free agreements; heartbeats not modeled)\n",
+        "\nmodel: ERA in the {}LogGP simulator, o_s={} ns o_r={} ns L={} ns (ping-pong of {}-byte messages{}), {} ({} failure-free agreements; heartbeats not modeled)\n",
+        if p.noisy { "noisy " } else { "" },
         m.os_ns,
         m.or_ns,
         m.l_ns,
         crate::experiment::agree_predict::ERA_MESSAGE_BYTES,
+        if p.noisy {
+            "; each message's o_s, o_r and L drawn from their distributions there, medians as above"
+        } else {
+            ""
+        },
         match (p.model_cores, p.node_hop.as_ref().map_or(0, |h| h.visit_ns)) {
             (Some(c), 0) => format!("the nodes sharing {c} cores"),
             (Some(c), v) => format!(
-                "the nodes sharing {c} cores, each visiting its nodes in turn, {v} ns a visit of an idle node (sampled: the 2-node run's idle passes)"
+                "the nodes sharing {c} cores, each visiting its nodes in turn, {v} ns a visit of an idle node (timed: the 2-node run's passes without progress)"
             ),
             (None, _) => "a core per node".to_string(),
         },
@@ -441,6 +447,7 @@ mod tests {
             model: BenchModel::new(2000, 800, 350),
             node_hop: None,
             model_cores,
+            noisy: false,
             agreements: 500,
             agreement: c,
             node: c,

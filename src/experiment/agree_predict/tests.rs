@@ -180,3 +180,75 @@ fn a_two_node_run_times_the_visit_of_an_idle_node() {
         "{v}"
     );
 }
+
+/// The ping-pong distributions of [`a_noisy_model_spreads_the_agreements_around_the_fixed_median`]:
+/// o_s mostly 900 ns with a tail to 3 µs, o_r 400 with one to 1.5 µs, 2000 round trips.
+fn noisy_pingpong() -> (serde_json::Value, Estimate) {
+    let os: Vec<u64> = (0..2000)
+        .map(|i| if i % 50 == 0 { 3000 } else { 880 + i % 40 })
+        .collect();
+    let or: Vec<u64> = (0..2000)
+        .map(|i| if i % 40 == 0 { 1500 } else { 390 + i % 20 })
+        .collect();
+    let rtt: Vec<u64> = (0..2000).map(|i| 2 * (os[i] + or[i] + 300)).collect();
+    let dists = Calibration::noise_from_samples(&rtt, &os, &or).unwrap();
+    let (mut r2, mut o2, mut q2) = (rtt.clone(), os.clone(), or.clone());
+    (dists, Estimate::from_samples(&mut r2, &mut o2, &mut q2))
+}
+
+/// A noisy model draws each message's costs from the ping-pong's distributions, stretched
+/// to the node's medians (here twice the transport's o_s and three times its o_r): its
+/// agreements vary (p99 above p50, where the fixed model's are equal), its median stays near
+/// the fixed model's of the node's overheads (a stretch the wrong way round would not), and
+/// it completes with no violation, with a core per node and on two shared cores visited in
+/// turn.
+#[test]
+fn a_noisy_model_spreads_the_agreements_around_the_fixed_median() {
+    let (dists, e) = noisy_pingpong();
+    let model = BenchModel::new(2 * e.o_send_ns, 3 * e.o_recv_ns, e.l_ns);
+    let noise = noise_for(&dists, &e, &model).unwrap();
+    let b = bench(8, 8);
+    for (cores, visit_ns) in [(None, 0), (Some(2), 300)] {
+        let fixed = run_once::<And64>(&simulated(&b, &model, cores, visit_ns, 400), 1).unwrap();
+        let mut sim = simulated(&b, &model, cores, visit_ns, 400);
+        sim.noise = Some(noise.clone());
+        sim.validate().unwrap();
+        let noisy = run_once::<And64>(&sim, 1).unwrap();
+        for run in [&fixed, &noisy] {
+            assert!(!run.aborted && run.violations.total() == 0, "{cores:?}");
+        }
+        let (f, n) = (fixed.latency.percentiles(), noisy.latency.percentiles());
+        if cores.is_none() {
+            assert_eq!(f.p50, f.p99, "the fixed model's agreements are all alike");
+            assert!(n.p99 > n.p50 * 1.2, "{n:?}");
+        } else {
+            // Nodes sharing cores vary on fixed costs too (whose turn a message waits for).
+            assert!(n.p99 - n.p50 > 2.0 * (f.p99 - f.p50), "{n:?} against {f:?}");
+        }
+        assert!((0.8..1.25).contains(&(n.p50 / f.p50)), "{cores:?}: {n:?} against {f:?}");
+    }
+}
+
+/// A run's prediction is noisy when given distributions, for its failure-free class and for
+/// its post-failure class: both modeled p99 above their p50.
+#[test]
+fn a_runs_noisy_prediction_models_a_tail_in_both_classes() {
+    let (dists, e) = noisy_pingpong();
+    let mut b = bench(4, 2);
+    b.iterations = 200;
+    b.kills = vec![(3, 100)];
+    let r = crate::experiment::agree_local::run(&b).expect("runs");
+    assert_eq!((r.disagreements, r.unfinished), (0, 0));
+    let model = BenchModel::new(2 * e.o_send_ns, 3 * e.o_recv_ns, e.l_ns);
+    let noise = noise_for(&dists, &e, &model).unwrap();
+    let p = compare_with_hop(&b, &r, model, None, Some(2), Some(noise))
+        .unwrap()
+        .expect("a prediction");
+    assert!(p.noisy);
+    assert!(p.agreement.predicted_p99_us > p.agreement.predicted_p50_us, "{p:?}");
+    let pf = p.post_failure.expect("a post-failure model");
+    assert!(pf.agreement.predicted_p99_us > pf.agreement.predicted_p50_us, "{pf:?}");
+    let fixed = compare(&b, &r, model, Some(2)).unwrap().expect("a prediction");
+    assert!(!fixed.noisy);
+    assert_eq!(fixed.agreement.predicted_p99_us, fixed.agreement.predicted_p50_us);
+}
