@@ -121,31 +121,29 @@ impl<V: Value> Era<V> {
         if self.view.kids.binary_search(&q).is_ok() {
             return;
         }
-        // Each walk is bounded by the tree's height (and, whatever the shape, by its size).
+        if !self.doubt_up(id, q) {
+            let me = self.me;
+            self.doubt_up(id, me);
+        }
+    }
+
+    /// Doubts every process above `from` in agreement `id`'s tree, up to this process or the
+    /// root; whether the walk came to this process. Bounded by the tree's height (and,
+    /// whatever the shape, by its size).
+    fn doubt_up(&mut self, id: AgreeId, from: Rank) -> bool {
         let size = self.tree_for(id).members().len();
-        let mut at = q;
-        let mut reached = false;
+        let mut at = from;
         for _ in 0..size {
             let Some(a) = self.tree_for(id).parent(&self.dead, at) else {
-                break;
+                return false;
             };
             if a == self.me {
-                reached = true;
-                break;
+                return true;
             }
             self.doubt(a);
             at = a;
         }
-        if !reached {
-            let mut at = self.me;
-            for _ in 0..size {
-                let Some(a) = self.tree_for(id).parent(&self.dead, at) else {
-                    break;
-                };
-                self.doubt(a);
-                at = a;
-            }
-        }
+        false
     }
 
     /// Doubts `a` unless it is known dead or already doubted.
