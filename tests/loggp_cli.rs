@@ -179,7 +179,8 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
         );
         assert!(lo <= med && med <= hi, "{k}: {c}");
     }
-    assert_eq!(cal["samples"], 200);
+    // At least --reps round trips, and at least 50 ms of them.
+    assert!(cal["samples"].as_u64().unwrap() >= 200, "{cal}");
     // bench takes o_s, o_r (its single o their mean) and L from the file instead of measuring;
     // the hop through a node it measures itself: what that takes beyond the transport's
     // o_s + L + o_r is added to o_s and o_r (`experiment::bench::node_hop`).
@@ -219,7 +220,7 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
     let p99 = b["prediction"]["coloring"]["predicted_us"]["p99"].as_f64().unwrap();
     let p50 = b["prediction"]["coloring"]["predicted_us"]["p50"].as_f64().unwrap();
     assert!(p99 >= p50 && p50 > 0.0, "{b}");
-    assert_eq!(b["calibration"]["samples"], 200);
+    assert!(b["calibration"]["samples"].as_u64().unwrap() >= 200, "{b}");
     // The measured distributions drive sim's noisy mode (in ns).
     let v = json(&[
         "sim", "--nodes", "16", "--runs", "50", "--L", "100", "--o", "50", "--noise", p, "--json",

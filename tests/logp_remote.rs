@@ -36,7 +36,11 @@ fn two_processes_measure_each_other_through_a_rendezvous_directory() {
     let s: serde_json::Value = serde_json::from_slice(&server.stdout).unwrap();
     let p = &c["peers"][0];
     assert_eq!(p["peer"], 1);
-    assert_eq!(p["direct"]["samples"], 100);
+    // At least --reps round trips and at least 50 ms of them (`runtime::logp::MIN_CALIBRATION`),
+    // those the measuring thread was preempted in left out and counted.
+    let samples = p["direct"]["samples"].as_u64().unwrap();
+    let away = p["direct"]["preempted"].as_u64().unwrap_or(0);
+    assert!(samples >= 100, "{p}");
     assert!(p["direct"]["rtt_ns"].as_u64().unwrap() > 0);
     let q = |k: &str| p["prtt"][k].as_u64().unwrap();
     assert!(
@@ -44,8 +48,8 @@ fn two_processes_measure_each_other_through_a_rendezvous_directory() {
         "{p}"
     );
     assert_eq!(q("d_ns"), 2 * q("prtt_1_0_ns"), "{p}");
-    // 110 pings, 110 + 2·110·4 PRTT messages, the end marker.
-    assert_eq!(s["served"], 110 + 110 + 2 * 110 * 4 + 1);
+    // 10 unmeasured pings and the measured ones, 110 + 2·110·4 PRTT messages, the end marker.
+    assert_eq!(s["served"], 10 + samples + away + 110 + 2 * 110 * 4 + 1);
 }
 
 /// Runs `args` for ranks 1.. in the background and rank 0 in the foreground; returns rank 0's
@@ -74,9 +78,11 @@ fn measure(args: &dyn Fn(&str) -> Vec<String>, ranks: u32) -> serde_json::Value 
 }
 
 /// A saved calibration is one `bench --params` takes: its samples and medians as written.
+/// A saved calibration of at least `samples` round trips (see the first test), and `bench`
+/// runs on it.
 fn check_calibration(path: &std::path::Path, samples: u64) {
     let cal: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert_eq!(cal["samples"], samples, "{cal}");
+    assert!(cal["samples"].as_u64().unwrap() >= samples, "{cal}");
     assert_eq!(cal["transport"], "udp");
     for k in ["os_ns", "or_ns", "L_ns"] {
         let c = &cal[k];
@@ -98,7 +104,7 @@ fn check_calibration(path: &std::path::Path, samples: u64) {
         "--json",
     ]);
     assert!(b["logp_estimate"].is_null(), "the calibration, no fresh estimate: {b}");
-    assert_eq!(b["calibration"]["samples"], samples, "{b}");
+    assert_eq!(b["calibration"]["samples"], cal["samples"], "{b}");
 }
 
 fn ftcoll_json(args: &[&str]) -> serde_json::Value {
@@ -140,7 +146,11 @@ fn rank_0_saves_a_calibration_of_its_peers_round_trips() {
         },
         3,
     );
-    assert_eq!(v["calibration"]["samples"], 200, "{v}");
+    // Both peers' round trips pooled.
+    let peers: u64 = (0..2)
+        .map(|i| v["peers"][i]["direct"]["samples"].as_u64().unwrap())
+        .sum();
+    assert_eq!(v["calibration"]["samples"], peers, "{v}");
     check_calibration(&cal, 200);
     // Between two hosts (here two loopback addresses).
     let port = common::free_port().to_string();

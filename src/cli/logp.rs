@@ -18,7 +18,9 @@ pub struct LogpArgs {
     /// Messages per PRTT burst (Netgauge uses about 10–16).
     #[arg(long, default_value_t = 16)]
     pub n: usize,
-    /// Repetitions per measurement (medians are reported).
+    /// Repetitions per measurement (medians are reported); the direct method takes at least
+    /// this many round trips and at least 50 ms of them, leaving out those the thread was
+    /// preempted in.
     #[arg(long, default_value_t = 2000)]
     pub reps: usize,
     /// Print one JSON object.

@@ -36,12 +36,12 @@
 use std::sync::Arc;
 
 use crate::experiment::bench::node_hop::NodeHop;
-use crate::model::{BenchModel, LogGP};
+use crate::model::BenchModel;
 use crate::protocol::agree::And64;
 use crate::runtime::TransportKind;
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport};
 use crate::runtime::agree_window::Class;
-use crate::runtime::logp::{Calibration, Ci, Estimate, estimate_samples};
+use crate::runtime::logp::{Ci, Estimate, estimate_samples};
 use crate::sim::Noise;
 use crate::sim::agree::{AgreeRun, AgreeSim, Kill, KillAt, run_once, run_post_failure};
 
@@ -307,9 +307,8 @@ pub fn predict(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> Result<Opti
         AgreeTransport::Verbs => return Ok(None),
     };
     // The round trips give the medians and their distributions, as `bench`'s estimate does.
-    let (mut rtt, mut os, mut or) = estimate_samples(kind, 2000, ERA_MESSAGE_BYTES)?;
-    let dists = Calibration::noise_from_samples(&rtt, &os, &or);
-    let e = Estimate::from_samples(&mut rtt, &mut os, &mut or);
+    let trips = estimate_samples(kind, 2000, ERA_MESSAGE_BYTES)?;
+    let (dists, e) = (trips.noise(), trips.estimate());
     let (two, visit_ns) = two_node_hop(b, &e)?;
     // Node processes are not visited in turn by a worker but scheduled by the kernel: no
     // visit cost for them (as `bench` charges one only where workers take turns).
@@ -322,19 +321,10 @@ pub fn predict(b: &AgreeBench, r: &AgreeBenchReport, procs: bool) -> Result<Opti
     compare_with_hop(b, r, model, Some(hop), model_cores(b, procs, host), noise)
 }
 
-/// The ping-pong's distributions of `o_s`, `o_r` and `L` (`noise`'s JSON, in ns) for
-/// `model`: stretched so that their medians are the node's overheads, in the model's unit,
-/// as `bench`'s noisy prediction takes them.
+/// The ping-pong's distributions for `model`, as `bench`'s noisy prediction takes them
+/// ([`crate::experiment::predict::node_noise`]).
 fn noise_for(dists: &serde_json::Value, e: &Estimate, model: &BenchModel) -> Result<Arc<Noise>, String> {
-    let (tr_os, tr_or) = (e.o_send_ns.max(1), e.o_recv_ns.max(1));
-    let fixed = LogGP::new(e.l_ns.max(1), tr_os, tr_or, 0, 0)?;
-    let ns = Noise::from_json(&dists.to_string(), fixed)?;
-    let u = model.unit_ns.max(1) as f64;
-    Ok(Arc::new(ns.scaled(
-        model.os_ns as f64 / tr_os as f64 / u,
-        model.or_ns as f64 / tr_or as f64 / u,
-        1.0 / u,
-    )))
+    crate::experiment::predict::node_noise(dists, e.o_send_ns, e.o_recv_ns, model)
 }
 
 /// Agreements of the 2-node calibration run (after a tenth as many unmeasured).

@@ -137,7 +137,7 @@ pub fn run(a: &LogpSpec) -> Result<(), String> {
         }
         _ => {
             let p = netgauge(a.transport, a.n, a.size, a.reps)?;
-            let (mut rtt, mut os, mut or) = estimate_samples(a.transport, a.reps, a.size)?;
+            let trips = estimate_samples(a.transport, a.reps, a.size)?;
             if a.save.is_some() {
                 // G: the gap's growth per byte up to the largest size (Netgauge's LogGP fit).
                 let big_g = (a.size < 1024)
@@ -145,9 +145,9 @@ pub fn run(a: &LogpSpec) -> Result<(), String> {
                     .transpose()?
                     .map(|q| ((q.g_ns - p.g_ns) / (1024 - a.size) as f64).max(0.0));
                 let name = a.transport.name().to_string();
-                calibration = Some(Calibration::from_samples(name, a.size, &rtt, &os, &or, p.g_ns, big_g)?);
+                calibration = Some(trips.calibration(name, a.size, p.g_ns, big_g)?);
             }
-            (p, Estimate::from_samples(&mut rtt, &mut os, &mut or))
+            (p, trips.estimate())
         }
     };
     if let (Some(c), Some(path)) = (&calibration, &a.save) {
@@ -296,15 +296,13 @@ fn remote(a: &LogpSpec, dir: &std::path::Path) -> Result<(), String> {
 /// message, as `bench --params` wants it) and the peers' mean Netgauge `g`. `G` needs a second
 /// message size, which the remote measurement does not take: left out.
 fn remote_calibration(a: &LogpSpec, peers: &[PeerLogp], raw: &[RoundTrips]) -> Result<Calibration, String> {
-    let (mut rtt, mut os, mut or) = (Vec::new(), Vec::new(), Vec::new());
-    for (r, s, o) in raw {
-        rtt.extend_from_slice(r);
-        os.extend_from_slice(s);
-        or.extend_from_slice(o);
+    let mut all = RoundTrips::default();
+    for r in raw {
+        all.extend(r);
     }
     let g_ns = peers.iter().map(|p| p.prtt.g_ns).sum::<f64>() / peers.len().max(1) as f64;
     let name = a.transport.name().to_string();
-    Calibration::from_samples(name, a.size, &rtt, &os, &or, g_ns, None)
+    all.calibration(name, a.size, g_ns, None)
 }
 
 /// Writes a calibration for `bench --params` and `sim --noise`.

@@ -230,6 +230,28 @@ pub struct Prediction {
     pub segments: Vec<SegmentPrediction>,
 }
 
+/// A ping-pong's distributions of `o_s`, `o_r` and `L` (`noise`'s JSON in ns, as
+/// `ftcoll logp --save` writes them and the predictions' estimates take them) for a node of
+/// `model`: the overheads' tables stretched so that their medians, the transport's `tr_os` and
+/// `tr_or`, become the node's `model.os_ns` and `model.or_ns` (a node's own work per message
+/// spread like the transport's), everything in the model's unit. Interruptions are in time,
+/// not in a message's work: their rate and lengths take the change of unit only
+/// ([`Noise::scaled`]).
+pub fn node_noise(dists: &serde_json::Value, tr_os: u64, tr_or: u64, model: &BenchModel) -> Result<Arc<Noise>, String> {
+    let (tr_os, tr_or) = (tr_os.max(1), tr_or.max(1));
+    let fixed = crate::model::LogGP::new(model.l_ns.max(1), tr_os, tr_or, 0, 0)?;
+    let ns = Noise::from_json(&dists.to_string(), fixed)?;
+    let u = model.unit_ns.max(1) as f64;
+    Ok(Arc::new(ns.scaled(
+        model.os_ns as f64 / tr_os as f64 / u,
+        model.or_ns as f64 / tr_or as f64 / u,
+        1.0 / u,
+    )))
+}
+
+#[cfg(test)]
+mod interrupts_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;

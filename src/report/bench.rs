@@ -215,8 +215,11 @@ pub fn print(r: &BenchReport) {
     match est {
         Some(e) => {
             s += &format!(
-                "LogP (estimated by ping-pong, median of {}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
+                "LogP (estimated by ping-pong, median of {}{}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
                 e.samples,
+                e.preempted
+                    .map(|n| format!("; {n} more left out, the thread preempted in them"))
+                    .unwrap_or_default(),
                 (e.o_send_ns + e.o_recv_ns).div_ceil(2),
                 e.o_send_ns,
                 e.o_recv_ns,

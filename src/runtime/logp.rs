@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::runtime::thread_switches::SwitchCounter;
 use crate::runtime::{TransportKind, endpoints};
 use crate::transport::{Delivery, Transport};
 
@@ -23,6 +24,9 @@ pub struct Estimate {
     /// 95% intervals of the medians of `o_send` and `o_recv` (the estimate's spread).
     pub o_send_ci_ns: Ci,
     pub o_recv_ci_ns: Ci,
+    /// Round trips measured and left out: the thread was preempted in them
+    /// ([`RoundTrips::preempted`]).
+    pub preempted: Option<usize>,
 }
 
 pub(crate) fn median(v: &mut [u64]) -> u64 {
@@ -63,26 +67,173 @@ fn await_one(t: &mut dyn Transport, other: &mut dyn Transport, limit: Duration) 
 
 /// Measures `reps` round trips of `size`-byte messages between two endpoints.
 pub fn estimate(kind: TransportKind, reps: usize, size: usize) -> Result<Estimate, String> {
-    let (mut rtt, mut os, mut or) = estimate_samples(kind, reps, size)?;
-    Ok(Estimate::from_samples(&mut rtt, &mut os, &mut or))
+    Ok(estimate_samples(kind, reps, size)?.estimate())
 }
 
-/// Per round trip: the RTT, the send call and the delivering poll (ns).
-pub type RoundTrips = (Vec<u64>, Vec<u64>, Vec<u64>);
+/// A ping-pong's round trips, ns each: the RTT, the send call and the delivering poll; and
+/// how many more were measured and left out because the measuring thread was preempted
+/// during them (`None`: this kernel does not say, and none was left out).
+///
+/// Why leave them out: a calibration is the machine's `o` and `L`, and the noisy prediction
+/// draws every message's costs from it. A round trip the thread was preempted in holds
+/// another thread's time slice, which depends on what else ran at that moment, not on the
+/// machine: with three `logp --rendezvous` processes on two cores, 5 % of rank 0's round
+/// trips were (docs/measurements.md, "Interruptions in time"). The interruptions that come
+/// whatever runs beside (timer ticks, a virtual machine's exits) stay, recorded apart
+/// ([`crate::sim::noise::Interrupts`]).
+#[derive(Clone, Debug, Default)]
+pub struct RoundTrips {
+    pub rtt: Vec<u64>,
+    pub os: Vec<u64>,
+    pub or: Vec<u64>,
+    pub preempted: Option<usize>,
+}
 
-/// [`estimate`]'s raw samples.
+impl RoundTrips {
+    fn with_capacity(n: usize) -> RoundTrips {
+        RoundTrips {
+            rtt: Vec::with_capacity(n),
+            os: Vec::with_capacity(n),
+            or: Vec::with_capacity(n),
+            preempted: None,
+        }
+    }
+
+    fn push(&mut self, rtt: u64, os: u64, or: u64) {
+        self.rtt.push(rtt);
+        self.os.push(os);
+        self.or.push(or);
+    }
+
+    /// The direct method's medians of these round trips.
+    pub fn estimate(&self) -> Estimate {
+        let (mut r, mut s, mut o) = (self.rtt.clone(), self.os.clone(), self.or.clone());
+        Estimate {
+            preempted: self.preempted,
+            ..Estimate::from_samples(&mut r, &mut s, &mut o)
+        }
+    }
+
+    /// Their distributions (`noise`'s JSON; `None`: no round trips).
+    pub fn noise(&self) -> Option<serde_json::Value> {
+        Calibration::noise_from_samples(&self.rtt, &self.os, &self.or)
+    }
+
+    /// A calibration of them (see [`Calibration::from_samples`]).
+    pub fn calibration(
+        &self,
+        transport: String,
+        size: usize,
+        g_ns: f64,
+        big_g_ns_per_byte: Option<f64>,
+    ) -> Result<Calibration, String> {
+        let c = Calibration::from_samples(transport, size, &self.rtt, &self.os, &self.or, g_ns, big_g_ns_per_byte)?;
+        Ok(Calibration {
+            preempted: self.preempted,
+            ..c
+        })
+    }
+
+    /// Pools `other`'s round trips into these (their left-out counts add up; unknown when
+    /// either's is).
+    pub fn extend(&mut self, other: &RoundTrips) {
+        let empty = self.rtt.is_empty();
+        self.rtt.extend_from_slice(&other.rtt);
+        self.os.extend_from_slice(&other.os);
+        self.or.extend_from_slice(&other.or);
+        self.preempted = if empty {
+            other.preempted
+        } else {
+            self.preempted.zip(other.preempted).map(|(a, b)| a + b)
+        };
+    }
+}
+
+/// A calibration's round trips add up to at least this long, so that its rate of
+/// interruptions ([`crate::sim::noise::Interrupts`]: a virtual machine's timer ticks come every
+/// few milliseconds) counts several of them rather than none or one.
+pub const MIN_CALIBRATION: Duration = Duration::from_millis(50);
+
+/// Round trips are checked for a preemption in batches of about this long: reading the
+/// thread's count takes microseconds, many in-process round trips.
+const BATCH_NS: u64 = 200_000;
+
+/// Preempted in more than this share of its round trips, a calibration keeps them all: the
+/// preemptions are then what this machine does to every message (more spinning threads
+/// than cores), not a few intervals of another thread's.
+const MOST_PREEMPTED: f64 = 0.1;
+
+/// Takes round trips until `reps` of them were not preempted and they add up to
+/// [`MIN_CALIBRATION`] (after `reps / 10` unmeasured, which also size the batches the thread's
+/// preemptions are counted over), or, once `reps` were measured, until ten times that has
+/// passed. `one` times a round trip.
+pub(crate) fn clean_round_trips(
+    reps: usize,
+    one: impl FnMut() -> Result<(u64, u64, u64), String>,
+) -> Result<RoundTrips, String> {
+    let mut switches = SwitchCounter::of_this_thread();
+    clean_round_trips_counted(reps, move || switches.read(), one)
+}
+
+/// [`clean_round_trips`] with `preempted` the thread's count of preemptions (`None`: not
+/// known, every round trip kept).
+fn clean_round_trips_counted(
+    reps: usize,
+    mut preempted: impl FnMut() -> Option<u64>,
+    mut one: impl FnMut() -> Result<(u64, u64, u64), String>,
+) -> Result<RoundTrips, String> {
+    let watched = preempted().is_some();
+    let mut warm: Vec<u64> = Vec::with_capacity(reps / 10);
+    for _ in 0..reps / 10 {
+        warm.push(one()?.0);
+    }
+    let batch = (BATCH_NS / median(&mut warm).max(1)).clamp(1, 1024) as usize;
+    let (mut kept, mut all) = (RoundTrips::with_capacity(reps), RoundTrips::default());
+    let (mut kept_ns, mut away) = (0u64, 0usize);
+    let start = Instant::now();
+    let enough = |kept: &RoundTrips, kept_ns: u64, measured: usize| {
+        (kept.rtt.len() >= reps && u128::from(kept_ns) >= MIN_CALIBRATION.as_nanos())
+            || (measured >= reps && start.elapsed() >= 10 * MIN_CALIBRATION)
+    };
+    while reps > 0 && !enough(&kept, kept_ns, all.rtt.len()) {
+        let before = if watched { preempted() } else { None };
+        let from = all.rtt.len();
+        for _ in 0..batch {
+            let (rtt, os, or) = one()?;
+            all.push(rtt, os, or);
+        }
+        if before == (if watched { preempted() } else { None }) {
+            for i in from..all.rtt.len() {
+                kept.push(all.rtt[i], all.os[i], all.or[i]);
+                kept_ns += all.rtt[i];
+            }
+        } else {
+            away += batch;
+        }
+    }
+    if !watched {
+        return Ok(all);
+    }
+    if away as f64 > MOST_PREEMPTED * all.rtt.len() as f64 {
+        eprintln!(
+            "ftcoll: warning: the measuring thread was preempted in {away} of {} round trips (more spinning threads than cores?): keeping them all",
+            all.rtt.len()
+        );
+        all.preempted = Some(0);
+        return Ok(all);
+    }
+    kept.preempted = Some(away);
+    Ok(kept)
+}
+
+/// [`estimate`]'s round trips.
 pub fn estimate_samples(kind: TransportKind, reps: usize, size: usize) -> Result<RoundTrips, String> {
     let mut eps = endpoints(kind, 2, 0x10_6f, 1, 0.0)?;
     let (b, a) = (eps.pop().expect("two"), eps.pop().expect("two"));
     let (mut a, mut b) = (a.0, b.0);
     let msg = vec![0x5au8; size.max(1)];
-    let (mut rtt, mut os, mut or) = (
-        Vec::with_capacity(reps),
-        Vec::with_capacity(reps),
-        Vec::with_capacity(reps),
-    );
     let limit = Duration::from_secs(1);
-    for i in 0..reps + reps / 10 {
+    clean_round_trips(reps, || {
         let t0 = Instant::now();
         a.send(1, &msg, t0).map_err(|e| format!("send failed: {e}"))?;
         let s = t0.elapsed().as_nanos() as u64;
@@ -90,14 +241,8 @@ pub fn estimate_samples(kind: TransportKind, reps: usize, size: usize) -> Result
         b.send(0, &msg, Instant::now())
             .map_err(|e| format!("send failed: {e}"))?;
         await_one(a.as_mut(), b.as_mut(), limit)?;
-        let total = t0.elapsed().as_nanos() as u64;
-        if i >= reps / 10 {
-            rtt.push(total);
-            os.push(s);
-            or.push(r);
-        }
-    }
-    Ok((rtt, os, or))
+        Ok((t0.elapsed().as_nanos() as u64, s, r))
+    })
 }
 
 /// A median with its 95 % confidence interval (distribution-free: the order statistics at
@@ -156,6 +301,10 @@ pub struct Calibration {
     pub big_g_ns_per_byte: Option<f64>,
     /// `{"os": {"quantiles": [[q, v], ..]}, "or": .., "L": ..}` in ns.
     pub noise: serde_json::Value,
+    /// Round trips measured and left out: the thread was preempted in them
+    /// ([`RoundTrips::preempted`]; `None`: not known, as in a file saved before).
+    #[serde(default)]
+    pub preempted: Option<usize>,
 }
 
 /// The quantiles a calibration records below its tail.
@@ -177,12 +326,43 @@ fn per_round_trip(rtt: &[u64], os: &[u64], or: &[u64]) -> (Vec<u64>, Vec<u64>, V
     (os.to_vec(), or.to_vec(), l)
 }
 
-/// The `noise` JSON of sorted `o_s`, `o_r` and `L` samples.
-fn noise_of(os: &[u64], or: &[u64], l: &[u64]) -> serde_json::Value {
+/// A round trip longer than the median one by this many times the median, and by at least
+/// [`INTERRUPTED_MIN_NS`], was interrupted ([`crate::sim::noise::Interrupts`]): in process
+/// (a round trip of 0.5 µs, its 99.99th percentile below 2 µs) an interruption is one of
+/// 5 µs or more; over UDP on loopback (10 µs) one of 30 µs or more.
+const INTERRUPTED_FACTOR: u64 = 2;
+/// See [`INTERRUPTED_FACTOR`].
+const INTERRUPTED_MIN_NS: u64 = 5_000;
+
+/// The `noise` JSON of round trips: `o_s`, `o_r` and `L` of the round trips that were not
+/// interrupted, and the interruptions apart (their rate per ns over all round trips' time and
+/// their excess over the median round trip).
+fn noise_of(rtt: &[u64], os: &[u64], or: &[u64]) -> serde_json::Value {
+    let med = median(&mut rtt.to_vec());
+    let cut = med + (INTERRUPTED_FACTOR * med).max(INTERRUPTED_MIN_NS);
+    let (mut keep_rtt, mut keep_os, mut keep_or, mut excess) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..rtt.len() {
+        if rtt[i] > cut {
+            excess.push(rtt[i] - med);
+        } else {
+            keep_rtt.push(rtt[i]);
+            keep_os.push(os[i]);
+            keep_or.push(or[i]);
+        }
+    }
+    let (mut os, mut or, mut l) = per_round_trip(&keep_rtt, &keep_os, &keep_or);
+    for v in [&mut os, &mut or, &mut l, &mut excess] {
+        v.sort_unstable();
+    }
+    let time: u64 = rtt.iter().sum();
     serde_json::json!({
-        "os": quantile_table(os),
-        "or": quantile_table(or),
-        "L": quantile_table(l),
+        "os": quantile_table(&os),
+        "or": quantile_table(&or),
+        "L": quantile_table(&l),
+        "interrupts": {
+            "rate": excess.len() as f64 / time.max(1) as f64,
+            "excess": if excess.is_empty() { serde_json::json!(0) } else { quantile_table(&excess) },
+        },
     })
 }
 
@@ -212,6 +392,7 @@ impl Calibration {
         if rtt.is_empty() || rtt.len() != os.len() || rtt.len() != or.len() {
             return Err("no round trips to calibrate from".into());
         }
+        let (os_all, or_all) = (os, or);
         let (mut os, mut or, mut l) = per_round_trip(rtt, os, or);
         let (os_ns, or_ns, l_ns) = (Ci::of(&mut os), Ci::of(&mut or), Ci::of(&mut l));
         Ok(Calibration {
@@ -223,7 +404,8 @@ impl Calibration {
             l_ns,
             g_ns,
             big_g_ns_per_byte,
-            noise: noise_of(&os, &or, &l),
+            noise: noise_of(rtt, os_all, or_all),
+            preempted: None,
         })
     }
 
@@ -233,11 +415,7 @@ impl Calibration {
         if rtt.is_empty() || rtt.len() != os.len() || rtt.len() != or.len() {
             return None;
         }
-        let (mut os, mut or, mut l) = per_round_trip(rtt, os, or);
-        for v in [&mut os, &mut or, &mut l] {
-            v.sort_unstable();
-        }
-        Some(noise_of(&os, &or, &l))
+        Some(noise_of(rtt, os, or))
     }
 
     /// Reads a saved calibration.
@@ -274,15 +452,39 @@ impl Calibration {
             )
         };
         format!(
-            "{}   {}   {}   g = {:.3} µs{}",
+            "{}   {}   {}   g = {:.3} µs{}{}",
             one("o_s", &self.os_ns),
             one("o_r", &self.or_ns),
             one("L", &self.l_ns),
             self.g_ns / 1e3,
             self.big_g_ns_per_byte
                 .map(|g| format!("   G = {:.4} ns/B", g))
+                .unwrap_or_default(),
+            self.preempted
+                .map(|n| format!("   (left out: {n} round trips the thread was preempted in)"))
                 .unwrap_or_default()
-        )
+        ) + &self.interrupts_text()
+    }
+
+    /// `; interrupted N times a second, median +X µs` from the noise's interruptions (empty for
+    /// a calibration saved before they were recorded).
+    fn interrupts_text(&self) -> String {
+        let Some(i) = self.noise.get("interrupts") else {
+            return String::new();
+        };
+        let rate = i["rate"].as_f64().unwrap_or(0.0);
+        let median = match &i["excess"] {
+            serde_json::Value::Object(t) => t["quantiles"]
+                .as_array()
+                .and_then(|q| q.iter().find(|p| p[0].as_f64() >= Some(0.5)))
+                .and_then(|p| p[1].as_f64()),
+            v => v.as_f64(),
+        }
+        .unwrap_or(0.0);
+        if rate == 0.0 {
+            return "   interruptions: none seen".into();
+        }
+        format!("   interruptions: {:.0}/s, median +{:.1} µs", rate * 1e9, median / 1e3)
     }
 }
 
@@ -361,6 +563,114 @@ mod calibration_tests {
         assert!(above < 0.002, "{above}");
     }
 
+    /// Round trips far longer than the median one are interruptions: counted per time, kept
+    /// out of `o_s`, `o_r` and `L`'s tables; the medians still count every round trip.
+    #[test]
+    fn interrupted_round_trips_become_a_rate_and_leave_the_tables() {
+        let n = 4000;
+        let mut rtt: Vec<u64> = (0..n).map(|i| 500 + i % 50).collect();
+        let mut os: Vec<u64> = (0..n).map(|i| 40 + i % 10).collect();
+        let or: Vec<u64> = vec![50; n as usize];
+        // Three interruptions, in the send (two) and in the wait (one); and one round trip
+        // long but below the cut (median + max(2 median, 5 µs)).
+        for (i, extra, in_send) in [
+            (7, 30_000, true),
+            (1500, 45_000, true),
+            (3000, 20_000, false),
+            (3500, 5_000, false),
+        ] {
+            rtt[i] += extra;
+            if in_send {
+                os[i] += extra;
+            }
+        }
+        let json = Calibration::noise_from_samples(&rtt, &os, &or).unwrap();
+        let total: u64 = rtt.iter().sum();
+        let i = &json["interrupts"];
+        assert!((i["rate"].as_f64().unwrap() - 3.0 / total as f64).abs() < 1e-15, "{i}");
+        let fixed = crate::model::LogGP::new(1, 1, 1, 0, 0).unwrap();
+        let noise = crate::sim::Noise::from_json(&json.to_string(), fixed).unwrap();
+        assert_eq!(noise.os.max(), 49, "the interrupted sends left o_s's table");
+        assert!(
+            noise.l.max() >= 2_000,
+            "the long one below the cut stays: {}",
+            noise.l.max()
+        );
+        let ex = &noise.interrupts.as_ref().unwrap().excess;
+        let mut rng = crate::protocol::ProtoRng::new(1);
+        let draws: Vec<u64> = (0..1000).map(|_| ex.draw(&mut rng)).collect();
+        assert!(draws.iter().all(|&d| (19_900..=45_100).contains(&d)), "{:?}", ex);
+        let c = Calibration::from_samples("udp".into(), 8, &rtt, &os, &or, 1.0, None).unwrap();
+        assert_eq!(c.noise, json, "a saved calibration records the same");
+        assert_eq!(c.samples, n as usize);
+        // None interrupted: a rate of 0.
+        let quiet = Calibration::noise_from_samples(&[500; 10], &[40; 10], &[50; 10]).unwrap();
+        assert_eq!(quiet["interrupts"]["rate"], 0.0);
+    }
+
+    /// Round trips timed with a preemption every `every` calls (a 1 ms one), 1 µs otherwise.
+    fn preempted_every(every: u64) -> (RoundTrips, u64) {
+        let mut k = 0u64;
+        let seen = std::cell::Cell::new(0u64);
+        let trips = clean_round_trips_counted(
+            100,
+            || Some(seen.get() / every),
+            || {
+                k += 1;
+                seen.set(k);
+                Ok(if k.is_multiple_of(every) {
+                    (1_000_000, 500_000, 500_000)
+                } else {
+                    (1000, 100, 50)
+                })
+            },
+        )
+        .unwrap();
+        (trips, k)
+    }
+
+    /// Batches the thread was preempted in are left out and counted, and as many more are
+    /// measured, until the kept ones add up to 50 ms; a thread preempted in most keeps them
+    /// all; a thread that cannot tell keeps them all.
+    #[test]
+    fn round_trips_the_thread_was_preempted_in_are_left_out() {
+        // 10 unmeasured of 1 µs: batches of 200 (200 µs).
+        let (trips, k) = preempted_every(5000);
+        assert!(trips.rtt.iter().all(|&r| r == 1000), "a preempted round trip was kept");
+        let kept_ns: u64 = trips.rtt.iter().sum();
+        assert!(kept_ns >= 50_000_000 && trips.rtt.len() >= 100, "{kept_ns}");
+        let away = trips.preempted.unwrap();
+        assert_eq!(away + trips.rtt.len(), (k - 10) as usize);
+        // Each preemption costs its batch.
+        assert_eq!(away, 200 * ((k / 5000) as usize), "{away} {k}");
+        assert_eq!(trips.estimate().preempted, trips.preempted);
+        let c = trips.calibration("inproc".into(), 8, 1.0, None).unwrap();
+        assert_eq!((c.preempted, c.samples), (trips.preempted, trips.rtt.len()));
+        // Preempted in every batch: all kept, the preemptions in the tables.
+        let (most, k) = preempted_every(7);
+        assert_eq!((most.preempted, most.rtt.len()), (Some(0), (k - 10) as usize));
+        assert!(most.rtt.contains(&1_000_000));
+        let blind = clean_round_trips_counted(10, || None, || Ok((1000, 100, 50))).unwrap();
+        assert_eq!(blind.preempted, None);
+        assert!(blind.rtt.len() >= 10);
+    }
+
+    #[test]
+    fn pooled_round_trips_add_their_left_out_counts() {
+        let one = |n: usize, away: Option<usize>| RoundTrips {
+            rtt: vec![1000; n],
+            os: vec![100; n],
+            or: vec![50; n],
+            preempted: away,
+        };
+        let mut all = RoundTrips::default();
+        all.extend(&one(3, Some(2)));
+        all.extend(&one(4, Some(1)));
+        assert_eq!((all.rtt.len(), all.preempted), (7, Some(3)));
+        all.extend(&one(1, None));
+        assert_eq!((all.os.len(), all.preempted), (8, None));
+    }
+
     #[test]
     fn the_estimate_carries_its_spread() {
         let mut rtt: Vec<u64> = (0..400).map(|i| 5000 + i).collect();
@@ -389,6 +699,7 @@ impl Estimate {
             samples: rtt.len(),
             o_send_ci_ns: Ci::of(os),
             o_recv_ci_ns: Ci::of(or),
+            preempted: None,
         }
     }
 }

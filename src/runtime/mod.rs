@@ -28,6 +28,7 @@ pub mod logp_remote;
 pub mod node;
 pub mod procs;
 pub mod ring_poll;
+pub mod thread_switches;
 pub mod watch;
 
 use serde::Serialize;

@@ -60,6 +60,7 @@ impl Runs {
                 or: Dist::Samples(vec![g.or, g.or + 2]),
                 l: Dist::Samples(vec![g.l, g.l / 2, 3 * g.l + 1]),
                 loss: None,
+                interrupts: None,
             })
         })
     }

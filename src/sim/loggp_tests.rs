@@ -172,6 +172,7 @@ impl Visit for NoisyVsFixed {
             or: Dist::Quantiles(vec![(0.0, g.or as f64), (1.0, g.or as f64)]),
             l: Dist::Const(g.l),
             loss: None,
+            interrupts: None,
         })));
         for seed in 0..4 {
             let a = fixed.run(shared, &self.faults, seed, 10_000_000);
@@ -293,6 +294,7 @@ fn one_hop_percentiles_follow_the_input_distribution() {
         or: Dist::Samples(vec![20]),
         l: Dist::Quantiles(q.clone()),
         loss: None,
+        interrupts: None,
     };
     let n = 2;
     let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, gp).unwrap();

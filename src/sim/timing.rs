@@ -422,7 +422,7 @@ impl Timing {
     fn send_drawn_or_shared(&mut self, core: Option<usize>, r: Rank, to: Rank, t: Time) -> Sent {
         let local = core.is_some() && to % self.cores == r % self.cores;
         let s = if let Some(nz) = self.noise.as_deref() {
-            let send = nz.os.draw(&mut self.nrng).saturating_add(self.logp.gk);
+            let send = nz.draw_os(&mut self.nrng).saturating_add(self.logp.gk);
             let (l, late) = if local {
                 nz.flight_local(&mut self.nrng)
             } else {
@@ -465,10 +465,13 @@ impl Timing {
     ) -> (Time, Time) {
         let local = core.is_some() && from % self.cores.max(1) == to % self.cores.max(1);
         let or = match (self.noise.as_deref(), self.or_local.filter(|_| local)) {
-            (Some(nz), None) => nz.or.draw(&mut self.nrng),
+            (Some(nz), None) => {
+                let c = nz.or.draw(&mut self.nrng);
+                nz.interrupted(c, &mut self.nrng)
+            }
             (Some(nz), Some(l)) => {
                 let drawn = u128::from(nz.or.draw(&mut self.nrng)) * u128::from(l) / u128::from(self.t_or.max(1));
-                Time::try_from(drawn).unwrap_or(Time::MAX)
+                nz.interrupted(Time::try_from(drawn).unwrap_or(Time::MAX), &mut self.nrng)
             }
             (None, Some(l)) => l,
             (None, None) => self.t_or,

@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::protocol::agree::{EraConfig, EraTree};
+use crate::runtime::logp::Calibration;
 
 fn bench(n: u32, workers: usize) -> AgreeBench {
     AgreeBench {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::node_hop::{HopSetup, NodeHop, measure as measure_hop};
 use super::{BenchEnv, BenchOutcome, Checked};
-use crate::experiment::predict::{BenchModel, Prediction, SharedCores, predict, shared_o_ns};
+use crate::experiment::predict::{BenchModel, Prediction, SharedCores, node_noise, predict, shared_o_ns};
 use crate::runtime::TransportKind;
 use crate::runtime::cluster::PollMode;
 use crate::runtime::logp::{Calibration, Estimate, estimate_samples};
@@ -76,9 +76,8 @@ impl Checked {
         let (est, est_noise): (Option<Estimate>, Option<serde_json::Value>) = match (given_o, given_l) {
             (Some(_), Some(_)) => (None, None),
             _ => {
-                let (mut rtt, mut os, mut or) = estimate_samples(a.transport, 2000, a.size)?;
-                let noise = Calibration::noise_from_samples(&rtt, &os, &or);
-                (Some(Estimate::from_samples(&mut rtt, &mut os, &mut or)), noise)
+                let trips = estimate_samples(a.transport, 2000, a.size)?;
+                (Some(trips.estimate()), trips.noise())
             }
         };
         // The transport's overheads (measured, calibrated or given).
@@ -151,14 +150,7 @@ impl Checked {
             Some(dists) if a.o_ns.is_none() && a.l_ns.is_none() && !dists.is_null() => {
                 // The transport's distributions, stretched so that their medians are the node's
                 // overheads (after processor sharing), in the model's unit.
-                let fixed = crate::model::LogGP::new(model.l_ns, tr_os.max(1), tr_or.max(1), 0, 0)?;
-                let ns = Noise::from_json(&dists.to_string(), fixed)?;
-                let u = model.unit_ns as f64;
-                Some(Arc::new(ns.scaled(
-                    model.os_ns as f64 / tr_os.max(1) as f64 / u,
-                    model.or_ns as f64 / tr_or.max(1) as f64 / u,
-                    1.0 / u,
-                )))
+                Some(node_noise(dists, tr_os, tr_or, &model)?)
             }
             _ => None,
         };

@@ -82,6 +82,7 @@ fn costs(s: &AgreeSim, which: u32) -> AgreeSim {
                 or: NoiseDist::Const(2),
                 l: NoiseDist::Quantiles(vec![(0.0, 1.0), (0.5, 3.0), (0.9, 9.0), (1.0, 40.0)]),
                 loss: None,
+                interrupts: None,
             }))
         }
     }
