@@ -37,13 +37,13 @@ import re, sys, collections
 rows = collections.defaultdict(list)
 cur = None
 for line in open(sys.argv[1]):
-    m = re.match(r'== round \d+: (\S+)', line)
+    m = re.match(r'== round \d+: (.+)$', line)
     if m:
         cur = m.group(1)
         continue
     c = [x.strip() for x in line.split('|')]
     if len(c) > 8 and c[1].isdigit():
-        ratio = lambda s: float(re.search(r'\(([\d.]+)\)', s).group(1))
+        ratio = lambda s: float(re.search(r'\(([^()]+)\)\s*$', s).group(1))
         rows[cur].append(((c[1], c[2], c[3]), ratio(c[6]), ratio(c[7])))
 print()
 for b, v in rows.items():

@@ -221,6 +221,10 @@ fn logp_save_feeds_bench_params_and_sim_noise() {
     let p50 = b["prediction"]["coloring"]["predicted_us"]["p50"].as_f64().unwrap();
     assert!(p99 >= p50 && p50 > 0.0, "{b}");
     assert!(b["calibration"]["samples"].as_u64().unwrap() >= 200, "{b}");
+    // A local run counts its workers' preemptions where the kernel tells.
+    if std::path::Path::new("/proc/thread-self/status").exists() {
+        assert!(b["preempted"].as_u64().is_some(), "{b}");
+    }
     // The measured distributions drive sim's noisy mode (in ns).
     let v = json(&[
         "sim", "--nodes", "16", "--runs", "50", "--L", "100", "--o", "50", "--noise", p, "--json",

@@ -204,11 +204,15 @@ fn report(p: &Prtt, d: &Estimate) -> String {
         p.l_ns / 1e3
     );
     s += &format!(
-        "direct method:         o_s = {:.3} µs   o_r = {:.3} µs   L = {:.3} µs   (RTT {:.2} µs)\n",
+        "direct method:         o_s = {:.3} µs   o_r = {:.3} µs   L = {:.3} µs   (RTT {:.2} µs; {} round trips{})\n",
         d.o_send_ns as f64 / 1e3,
         d.o_recv_ns as f64 / 1e3,
         d.l_ns as f64 / 1e3,
-        d.rtt_ns as f64 / 1e3
+        d.rtt_ns as f64 / 1e3,
+        d.samples,
+        d.preempted
+            .map(|n| format!(", {n} more left out: the thread was preempted in them"))
+            .unwrap_or_default()
     );
     s
 }

@@ -20,6 +20,7 @@ use crate::protocol::Protocol;
 use crate::runtime::board::{Control, WINDOW};
 use crate::runtime::cluster::{ClusterConfig, ClusterResult, Coordinator, IdlePasses, WorkerHook};
 use crate::runtime::node::Node;
+use crate::runtime::thread_switches::SwitchCounter;
 use crate::wire::WireMessage;
 
 /// One worker's hook: its members' crashes and failure reports, its share of an agreement
@@ -53,9 +54,20 @@ pub(super) struct GroupHook {
     stops: Vec<(u32, Option<u32>)>,
     /// When this worker's last pass with progress began (outside streams).
     last_progress: Instant,
+    /// This worker thread's preemptions (opened on it, [`WorkerHook::started`]) and their
+    /// count at the last collection.
+    preemptions: Option<(SwitchCounter, u64)>,
     /// Tests: this worker's agreement members are recorded.
     #[cfg(test)]
     placed_agree: bool,
+}
+
+/// A worker thread's preemptions since the last call (or since it started), setting a new
+/// mark (`None`: not counted).
+fn preempted_since(p: &mut Option<(SwitchCounter, u64)>) -> Option<u64> {
+    let (c, at) = p.as_mut()?;
+    let now = c.read()?;
+    Some(now.saturating_sub(std::mem::replace(at, now)))
 }
 
 /// While an agreement stream runs, its worker does the group's own work (the lead, crashes,
@@ -91,6 +103,7 @@ impl GroupHook {
             inbox: Vec::new(),
             stops: Vec::new(),
             last_progress: Instant::now(),
+            preemptions: None,
             #[cfg(test)]
             placed_agree: false,
         }
@@ -159,7 +172,8 @@ impl GroupHook {
             }
             None => {
                 let share = self.agree.take().expect("a share");
-                let _ = share.back.send(share.worker.into_nodes());
+                let preempted = preempted_since(&mut self.preemptions);
+                let _ = share.back.send(share.worker.into_nodes(preempted));
                 None
             }
         }
@@ -184,6 +198,7 @@ impl GroupHook {
                 .expect("not poisoned")
                 .push((self.index, share.worker.ranks()));
             share.worker.start();
+            let _ = preempted_since(&mut self.preemptions);
             self.agree_passes = 0;
             self.agree = Some(share);
         }
@@ -234,8 +249,10 @@ impl GroupHook {
             for node in nodes.iter() {
                 part.add_node(node);
             }
+            let preempted = preempted_since(&mut self.preemptions);
             part.idle_passes.push(IdlePasses {
                 nodes: nodes.len() as u32,
+                preempted,
                 ..std::mem::take(&mut self.idle)
             });
             if let Some(tx) = sh.reply.lock().expect("not poisoned").as_ref() {
@@ -265,6 +282,11 @@ where
             self.last_progress = Instant::now();
         }
         progress
+    }
+
+    fn started(&mut self) {
+        let mut c = SwitchCounter::of_this_thread();
+        self.preemptions = c.read().map(|now| (c, now));
     }
 
     fn block(&mut self, nodes: &mut [Node<P>], idle: u32) {

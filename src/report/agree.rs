@@ -72,7 +72,7 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                 "peak_rss_kb": r.peak_rss_kb,
                 "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
                 "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
-                "refused_streams": r.refused_streams,
+                "refused_streams": r.refused_streams, "preempted": r.preempted,
                 "transport_counters": {
                     "sent": r.transport.sent, "received": r.transport.received,
                     "retransmits": r.transport.retransmits, "acks_sent": r.transport.acks_sent,
@@ -284,6 +284,12 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport, mode: AgreeMode, coordinator_rss:
             s,
             "clocks: every node's offset to rank 0 by ping-pong; largest uncertainty {:.2} µs (per-agreement times carry it)",
             u as f64 / 1000.0
+        );
+    }
+    if let Some(n) = r.preempted {
+        let _ = writeln!(
+            s,
+            "the workers' threads were preempted {n} times over the run (involuntary context switches, warm-up included; the model has none)"
         );
     }
     let kb = |k: Option<u64>| k.map_or("?".to_string(), |k| k.to_string());

@@ -164,6 +164,7 @@ pub fn print(r: &BenchReport) {
             "failures": verdict.reasons,
             "measured_ops": res.measured,
             "wall_seconds": res.wall.as_secs_f64(),
+            "preempted": res.preempted(),
             "ops_per_second": res.measured as f64 / res.wall.as_secs_f64().max(1e-9),
             "prediction": pred.as_ref().map(|p| json!({
                 "coloring": compare(&res.coloring, &p.coloring),
@@ -360,6 +361,11 @@ pub fn print(r: &BenchReport) {
         res.measured,
         res.measured as f64 / res.wall.as_secs_f64().max(1e-9)
     );
+    if let Some(n) = res.preempted() {
+        s += &format!(
+            "the workers' threads were preempted {n} times over the run (involuntary context switches, warm-up included; the model has none)\n"
+        );
+    }
     if res.not_run > 0 {
         s += &format!(
             "stopped early: {} measured operations not run ({})\n",

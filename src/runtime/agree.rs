@@ -162,6 +162,9 @@ pub struct AgreeBenchReport {
     /// passes without progress, per node it steps (`None`: no worker had one; runs of node
     /// processes have none).
     pub idle_visit_ns: Option<f64>,
+    /// How many times the workers' threads were preempted over the stream (involuntary
+    /// context switches; `None`: not counted, runs of node processes).
+    pub preempted: Option<u64>,
     /// Across hosts (`--join`): connections rank 0 refused (no valid hello in time, too long,
     /// a rank taken, over the cap).
     pub refused_streams: Option<u64>,
@@ -439,10 +442,11 @@ impl AgreeWorker {
     }
 
     /// The share's nodes, for [`AgreeFinish::finish`] (its timed passes go to the run's
-    /// [`Shared`]).
-    pub(crate) fn into_nodes(self) -> Vec<Node> {
+    /// [`Shared`], with the preemptions of the thread that stepped them, if counted).
+    pub(crate) fn into_nodes(self, preempted: Option<u64>) -> Vec<Node> {
         let timed = IdlePasses {
             nodes: self.nodes.len() as u32,
+            preempted,
             ..self.timed
         };
         self.sh.idle.lock().expect("not poisoned").push(timed);
@@ -511,6 +515,7 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
             invalid += n.invalid;
         }
     }
+    let idle = sh.idle.lock().expect("not poisoned");
     AgreeBenchReport {
         classes: std::mem::take(&mut w.classes),
         disagreements: w.disagreements,
@@ -532,7 +537,10 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
         late: w.late,
         bad_lines: 0,
         clock_uncertainty_ns: None,
-        idle_visit_ns: IdlePasses::cheapest(&sh.idle.lock().expect("not poisoned"), IdlePasses::visit_ns),
+        idle_visit_ns: IdlePasses::cheapest(&idle, IdlePasses::visit_ns),
+        preempted: (!idle.is_empty())
+            .then(|| idle.iter().map(|w| w.preempted).sum::<Option<u64>>())
+            .flatten(),
         refused_streams: None,
     }
 }

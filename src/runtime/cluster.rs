@@ -277,6 +277,15 @@ impl ClusterResult {
         self.too_far += node.stats.too_far;
     }
 
+    /// How many times the run's workers were preempted, all together ([`IdlePasses::preempted`];
+    /// `None`: a worker that did not count, or no workers here: a run of processes).
+    pub fn preempted(&self) -> Option<u64> {
+        if self.idle_passes.is_empty() {
+            return None;
+        }
+        self.idle_passes.iter().map(|w| w.preempted).sum()
+    }
+
     /// Adds the node counters gathered in `part` ([`ClusterResult::add_node`]) to this
     /// result (the coordinator's); names who fenced a lost root.
     pub fn add_counters(&mut self, part: ClusterResult) {

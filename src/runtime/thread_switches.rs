@@ -71,7 +71,15 @@ mod tests {
         let cores = std::thread::available_parallelism().map_or(2, |p| p.get());
         let stop = std::sync::atomic::AtomicBool::new(false);
         let mut after = before;
+        // The spinners stop however this thread leaves the scope (a panic included).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         std::thread::scope(|s| {
+            let _stop = Stop(&stop);
             for _ in 0..2 * cores {
                 s.spawn(|| {
                     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -82,9 +90,8 @@ mod tests {
             let start = std::time::Instant::now();
             while after == before && start.elapsed() < std::time::Duration::from_secs(5) {
                 std::hint::spin_loop();
-                after = c.read().unwrap();
+                after = c.read().unwrap_or(before);
             }
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
         });
         assert!(
             after > before,

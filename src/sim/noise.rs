@@ -190,16 +190,19 @@ impl Loss {
 }
 
 /// Interruptions of a core that come at a rate in time rather than per message: a timer
-/// tick, a virtual machine's exit to its host, a preemption. A calibration's ping-pong sees
+/// tick, a virtual machine's exit to its host. A calibration's ping-pong sees
 /// them as a few round trips far longer than the rest (on this project's 2-core virtual
 /// machine one every few milliseconds, 15-60 µs each, in-process and over UDP alike), and
 /// `ftcoll logp --save` records them apart: how often per time unit (`rate`) and how long
 /// (`excess`: beyond the typical round trip), with `o_s`, `o_r` and `L` drawn from the other
 /// round trips only. An overhead of `c` time units is then interrupted with chance `c·rate`
-/// and lasts `excess` longer. Kept in the per-message tables instead, one interruption among
+/// and lasts `excess` longer (only one that starts in it: a message that reaches a process
+/// while its core is interrupted is not delayed, which measured closer to the runs here,
+/// docs/measurements.md). Kept in the per-message tables instead, one interruption among
 /// 2000 in-process round trips of 0.5 µs claimed one message in 2000 where a message of the
-/// node's 70 ns meets one in about 100 000, and stretching a table to the node's overheads
-/// stretched the interruption with it (docs/measurements.md, "Interruptions in time").
+/// node's 70 ns meets one in about 40 000 at 340 a second, and stretching a table to the
+/// node's overheads stretched the interruption with it (docs/measurements.md,
+/// "Interruptions in time").
 #[derive(Clone, Debug, PartialEq)]
 pub struct Interrupts {
     /// Interruptions per time unit.

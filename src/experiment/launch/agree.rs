@@ -468,6 +468,7 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         bad_lines,
         clock_uncertainty_ns: None,
         idle_visit_ns: None,
+        preempted: None,
         refused_streams: None,
     }
 }

@@ -61,6 +61,9 @@ where
     fn busy_pass(&mut self, ns: u64) {
         let _ = ns;
     }
+
+    /// Once, on the worker's thread, before its first pass. By default: nothing.
+    fn started(&mut self) {}
 }
 
 /// A worker's passes without progress: how many, and their time (see
@@ -82,6 +85,10 @@ pub struct IdlePasses {
     /// was away in them).
     #[serde(skip)]
     pub busy_away: u64,
+    /// How many times the worker's thread was preempted over these passes (involuntary
+    /// context switches, [`crate::runtime::thread_switches`]; `None`: not counted).
+    #[serde(skip)]
+    pub preempted: Option<u64>,
 }
 
 /// The width of [`IdlePasses::busy`]'s buckets, ns.
@@ -235,6 +242,7 @@ where
     // The start of the last pass and whether it made progress: its time is measured to the
     // next pass's start with the clock read the first node's step needs anyway.
     let mut last: Option<(Instant, bool)> = None;
+    hook.started();
     while !ctl.stop.load(Ordering::Relaxed) {
         let mut progress = false;
         let start = Instant::now();
