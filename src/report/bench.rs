@@ -219,7 +219,7 @@ pub fn print(r: &BenchReport) {
                 "LogP (estimated by ping-pong, median of {}{}): o = {} ns (send {} / recv {}), L = {} ns, RTT = {} ns\n",
                 e.samples,
                 e.preempted
-                    .map(|n| format!("; {n} more left out, the thread preempted in them"))
+                    .map(|n| format!("; {n} more left out, the thread was preempted in them"))
                     .unwrap_or_default(),
                 (e.o_send_ns + e.o_recv_ns).div_ceil(2),
                 e.o_send_ns,

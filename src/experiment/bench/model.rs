@@ -72,7 +72,8 @@ impl Checked {
         let given_o = a.o_ns.map(|o| (o, o)).or(cal_ns.map(|(os, or, _)| (os, or)));
         let given_l = a.l_ns.or(cal_ns.map(|(_, _, l)| l));
         // The estimate's round trips also give the distributions a calibration saves
-        // (`ftcoll logp --save`: the same 2000 ping-pongs), for the noisy prediction.
+        // (`ftcoll logp --save`: the same ping-pongs, 2000 or more and 50 ms of them at least),
+        // for the noisy prediction.
         let (est, est_noise): (Option<Estimate>, Option<serde_json::Value>) = match (given_o, given_l) {
             (Some(_), Some(_)) => (None, None),
             _ => {
