@@ -234,6 +234,16 @@ fn network_benchmark_survives_a_kill_inproc_and_udp() {
             c["sent"].as_u64().unwrap() > 0 && c["received"].as_u64().unwrap() > 0,
             "{transport}: {v}"
         );
+        // Standalone ACK datagrams per data datagram: UDP's, from the same counters; the
+        // in-process transport sends none and reports none.
+        match (transport, v["acks_per_data"].as_f64()) {
+            ("udp", Some(q)) => {
+                let (acks, sent) = (c["acks_sent"].as_u64().unwrap(), c["sent"].as_u64().unwrap());
+                assert!((q - acks as f64 / sent as f64).abs() < 1e-12, "{v}");
+            }
+            ("inproc", None) => assert!(v["acks_per_data"].is_null(), "{v}"),
+            _ => panic!("{transport}: acks_per_data {}", v["acks_per_data"]),
+        }
         // The workers' preemptions are counted where the kernel tells.
         if std::path::Path::new("/proc/thread-self/status").exists() {
             assert!(v["preempted"].as_u64().is_some(), "{transport}: {v}");

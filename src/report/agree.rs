@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::experiment::agree::Totals;
 use crate::experiment::agree_predict::{AgreePrediction, Compared};
-use crate::runtime::agree::{AgreeBench, AgreeBenchReport};
+use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport};
 use crate::sim::agree::AgreeSim;
 use crate::sim::stats::Dist;
 
@@ -73,6 +73,7 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                 "coordinator_peak_rss_kb": coordinator_rss, "era_stored_max": r.era_stored_max, "late_returns": r.late,
                 "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
                 "refused_streams": r.refused_streams, "preempted": r.preempted,
+                "acks_per_data": crate::report::bench::acks_per_data(b.transport == AgreeTransport::Udp, &r.transport),
                 "transport_counters": {
                     "sent": r.transport.sent, "received": r.transport.received,
                     "retransmits": r.transport.retransmits, "acks_sent": r.transport.acks_sent,
@@ -256,7 +257,7 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport, mode: AgreeMode, coordinator_rss:
     }
     let _ = writeln!(
         s,
-        "\nmessages per agreement: {:.2} (+ {} heartbeats, {} of them probes)   agreements/s: {:.0}",
+        "\nmessages per agreement: {:.2} (+ {} heartbeats over the run, {} of them probes)   agreements/s: {:.0}",
         r.messages_per_agreement,
         r.heartbeats,
         r.probes,
@@ -276,6 +277,19 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport, mode: AgreeMode, coordinator_rss:
         r.transport.suspected,
         r.drops.total()
     );
+    if let Some(q) = crate::report::bench::acks_per_data(b.transport == AgreeTransport::Udp, &r.transport) {
+        let budget = crate::report::bench::ACK_BUDGET;
+        let _ = writeln!(
+            s,
+            "transport: {q:.3} standalone ACK datagrams per data datagram ({} ACKs){}",
+            r.transport.acks_sent,
+            if q > budget {
+                format!("; above the {budget} a quiet critical path allows")
+            } else {
+                String::new()
+            }
+        );
+    }
     if mode != AgreeMode::Threads && r.bad_lines > 0 {
         let _ = writeln!(s, "malformed report lines from the nodes (dropped): {}", r.bad_lines);
     }

@@ -95,10 +95,11 @@ pub struct BenchReport<'a> {
 /// data or wait until the node is idle, so they do not sit on the forwarding path.
 pub const ACK_BUDGET: f64 = 0.25;
 
-/// Standalone ACK datagrams per data datagram sent over UDP (`None` for the other transports,
-/// which send no ACK datagrams, and when nothing was sent).
-pub fn acks_per_data(kind: TransportKind, t: &crate::transport::TransportStats) -> Option<f64> {
-    (kind == TransportKind::Udp && t.sent > 0).then(|| t.acks_sent as f64 / t.sent as f64)
+/// Standalone ACK datagrams per data datagram sent over UDP (`udp`: `None` for the other
+/// transports, which send no ACK datagrams, and when nothing was sent). `bench` and `agree`
+/// both print it.
+pub fn acks_per_data(udp: bool, t: &crate::transport::TransportStats) -> Option<f64> {
+    (udp && t.sent > 0).then(|| t.acks_sent as f64 / t.sent as f64)
 }
 
 /// Prints the report of `r`: one JSON object, or the table.
@@ -178,7 +179,7 @@ pub fn print(r: &BenchReport) {
             })),
             "segments": super::segments::json(res, pred.as_ref()),
             "transport": res.transport,
-            "acks_per_data": acks_per_data(a.transport, &res.transport),
+            "acks_per_data": acks_per_data(a.transport == TransportKind::Udp, &res.transport),
             "drops": res.drops,
             "stale": res.stale, "spoofed": res.spoofed, "wrong_kind": res.wrong_kind, "backpressure": res.backpressure,
             "deferred_overflow": res.deferred_overflow, "too_far": res.too_far,
@@ -451,7 +452,7 @@ pub fn print(r: &BenchReport) {
         "fail-stop: {} false suspicion(s) (live nodes suspected, fenced and stopped), {} FENCEs sent\n",
         res.false_suspicions, t.fences_sent
     );
-    if let Some(r) = acks_per_data(a.transport, t) {
+    if let Some(r) = acks_per_data(a.transport == TransportKind::Udp, t) {
         s += &format!(
             "transport: {r:.3} standalone ACK datagrams per data datagram ({} ACKs){}\n",
             t.acks_sent,
@@ -530,13 +531,13 @@ mod tests {
             acks_sent: 100,
             ..TransportStats::default()
         };
-        assert_eq!(acks_per_data(TransportKind::Udp, &t), Some(0.25));
-        assert_eq!(acks_per_data(TransportKind::Inproc, &t), None);
-        assert_eq!(acks_per_data(TransportKind::Udp, &TransportStats::default()), None);
+        assert_eq!(acks_per_data(true, &t), Some(0.25));
+        assert_eq!(acks_per_data(false, &t), None);
+        assert_eq!(acks_per_data(true, &TransportStats::default()), None);
         let quiet = TransportStats {
             sent: 400,
             ..TransportStats::default()
         };
-        assert_eq!(acks_per_data(TransportKind::Udp, &quiet), Some(0.0));
+        assert_eq!(acks_per_data(true, &quiet), Some(0.0));
     }
 }

@@ -80,12 +80,12 @@ impl Default for UdpConfig {
     /// - `rto_initial` 1 ms: before any sample, 20–50× a loopback RTT, so start-up (threads
     ///   spawning, first page faults) does not trigger retransmissions.
     /// - `rto_max` 100 ms and `max_retries` 8: a silent peer is suspected after
-    ///   [`UdpConfig::suspicion_time`] — 104 ms from `rto_min`, 329 ms from `rto_initial`,
+    ///   [`UdpConfig::suspicion_time`] — 107 ms from `rto_min`, 332 ms from `rto_initial`,
     ///   0.9 s at most — long enough for a peer thread descheduled on an oversubscribed host,
     ///   short enough for a failure detector. A thin flight (under
     ///   [`super::reliable::THIN_FLIGHT`] packets, the protocols' usual case) first retransmits
     ///   [`super::reliable::LINEAR_TIMEOUTS`] times without backing off and without counting
-    ///   retries: suspected [`UdpConfig::linear_time`] later (7.2 ms from `rto_initial`).
+    ///   retries: suspected [`UdpConfig::linear_time`] later (9 ms from `rto_initial`; both in the test below).
     /// - `stall_factor` 2, `stall_memory` 60 s, `silence_max` 2 s: a peer that came back
     ///   after a stall of `s` (a descheduled thread, a flooded socket) gets `2·s` of silence
     ///   before the next suspicion, and the lesson fades over minutes; a peer never seen
@@ -101,12 +101,20 @@ impl Default for UdpConfig {
     ///   buffer and SACK bitmap, so every loss is seen as a gap and repaired without waiting
     ///   for the timer; 64 messages per ~30 µs RTT is 2 M messages/s per peer, more than one
     ///   socket carries, for 80 KB of (lazily committed) buffers per peer.
-    /// - `ack_delay` 200 µs and `ack_every` 8: a broadcast tree's links carry DATA one way,
-    ///   so an ACK seldom finds DATA to ride on; held until 8 DATA came or 200 µs passed, one
+    /// - `ack_delay` 500 µs and `ack_every` 8: a broadcast tree's links carry DATA one way,
+    ///   so an ACK seldom finds DATA to ride on; held until 8 DATA came or 500 µs passed, one
     ///   ACK answers several operations, and ACK datagrams stay under a quarter of the DATA
-    ///   (`acks_per_data`) off the receivers' and senders' critical paths. The sender's
-    ///   retransmission timer is `rto + ack_delay`, so a held ACK is not a loss; a gap is
-    ///   still acknowledged at once, so loss repair does not wait.
+    ///   (`acks_per_data`) off the receivers' and senders' critical paths. An agreement's
+    ///   links carry DATA both ways, but the answer to a contribution (the decision) comes a
+    ///   whole agreement later, 0.3–1 ms with 64 nodes on two cores: at 200 µs 0.6 ACK
+    ///   datagrams went per data datagram there, each a `sendto` on a shared core that the
+    ///   model does not have (`agree` p50 1.4–1.7× its model), at 500 µs 0.03–0.05
+    ///   (docs/measurements.md, "ACKs held for an agreement's answer"). The sender's
+    ///   retransmission timer is `rto + ack_delay`, so a held ACK is not a loss, and each ACK
+    ///   says how long it was held, which its round-trip sample leaves out (the RTO is the
+    ///   path's, not the hold's); a gap is still acknowledged at once, so loss repair does
+    ///   not wait; only a lost datagram with nothing behind it on its link waits the timer,
+    ///   0.7 ms on loopback (0.5 before).
     fn default() -> Self {
         UdpConfig {
             rto_initial: Duration::from_millis(1),
@@ -120,7 +128,7 @@ impl Default for UdpConfig {
             bound_at_start: false,
             fence_repeats: 20,
             window: REORDER as usize,
-            ack_delay: Duration::from_micros(200),
+            ack_delay: Duration::from_micros(500),
             ack_every: 8,
             job: 0,
             loss: 0.0,
@@ -208,10 +216,12 @@ mod tests {
     #[test]
     fn suspicion_time_of_defaults_is_bounded() {
         let cfg = UdpConfig::default();
-        // 0.2 ms · (2^9 - 1) = 102.2 ms from rto_min, plus 9 ACK delays of 0.2 ms.
-        assert_eq!(cfg.suspicion_time(cfg.rto_min), Duration::from_micros(104_000));
+        // 0.2 ms · (2^9 - 1) = 102.2 ms from rto_min, plus 9 ACK delays of 0.5 ms.
+        assert_eq!(cfg.suspicion_time(cfg.rto_min), Duration::from_micros(106_700));
         // 1+2+…+64 ms, then twice 100 ms; plus the ACK delays.
-        assert_eq!(cfg.suspicion_time(cfg.rto_initial), Duration::from_micros(328_800));
-        assert_eq!(cfg.suspicion_time(Duration::MAX), Duration::from_micros(901_800));
+        assert_eq!(cfg.suspicion_time(cfg.rto_initial), Duration::from_micros(331_500));
+        assert_eq!(cfg.suspicion_time(Duration::MAX), Duration::from_micros(904_500));
+        // Six expiries of (1 ms + the ACK delay) without backing off.
+        assert_eq!(cfg.linear_time(cfg.rto_initial), Duration::from_micros(9_000));
     }
 }

@@ -2,6 +2,10 @@
 //! `magic u32 | version u8 | kind u8 | payload len u16 | job u64 | from u32 | to u32 |
 //!  seq u64 | ack u64 | sack u64 | tag [u8; 16]`, and the MAC seal over it.
 //!
+//! The `ack` field holds the cumulative ACK in its low 48 bits and, in its top 16, how long the
+//! sender held it, in µs (`Header::hold`, RFC 9002's `ack_delay`): the peer takes that out
+//! of its round-trip sample. Sequence numbers stay below 2^48 (`MAX_SEQ`).
+//!
 //! With a job key `tag` is the keyed MAC ([`super::auth`]) of the header's first 48 bytes and
 //! the payload; without one it is zero and ignored.
 
@@ -10,8 +14,11 @@ use crate::transport::MAX_PAYLOAD;
 
 /// "FTCU" (ftcoll UDP), first field of every datagram.
 pub const MAGIC: u32 = 0x5543_5446;
-/// Version of this transport's header (2: the MAC tag).
-pub const VERSION: u8 = 2;
+/// Version of this transport's header (2: the MAC tag; 3: the ACK's hold in the `ack` field).
+pub const VERSION: u8 = 3;
+/// Sequence numbers and cumulative ACKs are below this (the `ack` field's top 16 bits are the
+/// hold); 2^48 datagrams to one peer is years at millions a second.
+pub const MAX_SEQ: u64 = 1 << 48;
 /// Bytes of the header in front of every payload.
 pub const HEADER_LEN: usize = 64;
 /// Offset of the MAC tag in the header (the fields before it and the payload are covered).
@@ -41,7 +48,11 @@ pub(crate) struct Header {
     pub from: u32,
     pub to: u32,
     pub seq: u64,
+    /// The cumulative ACK, below [`MAX_SEQ`].
     pub ack: u64,
+    /// How long the sender held this ACK before it left, µs (saturated at `u16::MAX`): since
+    /// the DATA just below `ack` arrived.
+    pub hold: u16,
     pub sack: u64,
 }
 
@@ -72,7 +83,7 @@ impl Header {
         out[16..20].copy_from_slice(&self.from.to_le_bytes());
         out[20..24].copy_from_slice(&self.to.to_le_bytes());
         out[24..32].copy_from_slice(&self.seq.to_le_bytes());
-        write_ack_fields(out, self.ack, self.sack);
+        write_ack_fields(out, self.ack, self.hold, self.sack);
     }
 
     /// Decodes and checks what needs no state: magic, version, kind, lengths.
@@ -84,6 +95,7 @@ impl Header {
         if le_u32(d, 0)? != MAGIC || d[4] != VERSION {
             return None;
         }
+        let ack = le_u64(d, 32)?;
         let h = Header {
             kind: d[5],
             len: le_u16(d, 6)?,
@@ -91,14 +103,18 @@ impl Header {
             from: le_u32(d, 16)?,
             to: le_u32(d, 20)?,
             seq: le_u64(d, 24)?,
-            ack: le_u64(d, 32)?,
+            ack: ack & (MAX_SEQ - 1),
+            hold: (ack >> 48) as u16,
             sack: le_u64(d, 40)?,
         };
+        if h.seq >= MAX_SEQ {
+            return None;
+        }
         let ok = match h.kind {
             KIND_DATA => usize::from(h.len) == d.len() - HEADER_LEN,
             KIND_ACK => h.len == 0 && d.len() == HEADER_LEN,
             KIND_PROBE => h.len == 0 && d.len() == HEADER_LEN,
-            KIND_FENCE => h.len == 0 && h.seq == 0 && h.ack == 0 && h.sack == 0 && d.len() == HEADER_LEN,
+            KIND_FENCE => h.len == 0 && h.seq == 0 && h.ack == 0 && h.hold == 0 && h.sack == 0 && d.len() == HEADER_LEN,
             _ => false,
         };
         ok.then_some(h)
@@ -122,7 +138,9 @@ pub(crate) fn verify(key: &auth::AuthKey, d: &[u8]) -> bool {
 
 /// Rewrites the acknowledgement fields of a header (piggybacking on a retransmission).
 #[inline]
-pub(crate) fn write_ack_fields(out: &mut [u8], ack: u64, sack: u64) {
+pub(crate) fn write_ack_fields(out: &mut [u8], ack: u64, hold: u16, sack: u64) {
+    debug_assert!(ack < MAX_SEQ);
+    let ack = (ack & (MAX_SEQ - 1)) | u64::from(hold) << 48;
     out[32..40].copy_from_slice(&ack.to_le_bytes());
     out[40..48].copy_from_slice(&sack.to_le_bytes());
 }
@@ -140,6 +158,7 @@ pub(crate) mod tests {
             to,
             seq,
             ack,
+            hold: 0,
             sack: 0,
         }
     }
@@ -153,10 +172,15 @@ pub(crate) mod tests {
 
     #[test]
     fn header_roundtrip_and_stateless_checks() {
-        let mut h = data_header(7, 1, 2, u64::MAX - 1, 42, 3);
+        let mut h = data_header(7, 1, 2, MAX_SEQ - 1, MAX_SEQ - 2, 3);
         h.sack = 0b1011;
+        h.hold = u16::MAX;
         let d = datagram(h, b"abc");
         assert_eq!(Header::read(&d), Some(h));
+        // A sequence number from 2^48 on is malformed; an ACK's top 16 bits are its hold.
+        let mut bad = d.clone();
+        bad[24..32].copy_from_slice(&MAX_SEQ.to_le_bytes());
+        assert_eq!(Header::read(&bad), None, "seq");
         for cut in 0..d.len() {
             assert_eq!(Header::read(&d[..cut]), None, "truncated at {cut}");
         }
@@ -189,6 +213,7 @@ pub(crate) mod tests {
         let fence = Header {
             kind: KIND_FENCE,
             ack: 0,
+            hold: 0,
             sack: 0,
             ..ack
         };
@@ -205,14 +230,19 @@ pub(crate) mod tests {
             "fence with sack"
         );
         assert_eq!(
+            Header::read(&datagram(Header { hold: 1, ..fence }, &[])),
+            None,
+            "fence with a hold"
+        );
+        assert_eq!(
             Header::read(&datagram(Header { kind: 5, ..fence }, &[])),
             None,
             "kind 5"
         );
     }
 
-    /// The wire bytes of each kind, field by field (DATA and ACK are those of every earlier
-    /// version 2 endpoint: adding FENCE and PROBE changed nothing of them).
+    /// The wire bytes of each kind, field by field (version 3: those of version 2 but for
+    /// the hold in the `ack` field's top 16 bits).
     #[test]
     fn golden_bytes_of_every_kind() {
         let h = |kind, len, seq, ack, sack| Header {
@@ -223,15 +253,21 @@ pub(crate) mod tests {
             to: 5,
             seq,
             ack,
+            hold: if kind == KIND_FENCE { 0 } else { 0x1234 },
             sack,
         };
-        let mut want = vec![0x46, 0x54, 0x43, 0x55, 2];
+        let mut want = vec![0x46, 0x54, 0x43, 0x55, 3];
         let tail = |kind: u8, len: [u8; 2], seq: u64, ack: u64, sack: u64| {
             let mut v = vec![kind];
             v.extend_from_slice(&len);
             v.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1, 3, 0, 0, 0, 5, 0, 0, 0]);
             v.extend_from_slice(&seq.to_le_bytes());
-            v.extend_from_slice(&ack.to_le_bytes());
+            // The ACK in the low six bytes, the hold (0x1234 µs) in the top two.
+            let mut a = ack.to_le_bytes();
+            if kind != KIND_FENCE {
+                (a[6], a[7]) = (0x34, 0x12);
+            }
+            v.extend_from_slice(&a);
             v.extend_from_slice(&sack.to_le_bytes());
             v.extend_from_slice(&[0; 16]);
             v

@@ -26,7 +26,9 @@
 //!
 //! Datagram = 64-byte header (little-endian) + payload:
 //! `magic u32 | version u8 | kind u8 | payload len u16 | job u64 | from u32 | to u32 |
-//!  seq u64 | ack u64 | sack u64 | tag [u8; 16]`.
+//!  seq u64 | ack u64 | sack u64 | tag [u8; 16]`; the `ack` field's top 16 bits say how long
+//! the ACK was held, in µs, and each round-trip sample is taken less that hold (RFC 9002
+//! §5.3; `header.rs`, `rto.rs`).
 //!
 //! With a job key ([`UdpConfig::auth`]) `tag` is the keyed MAC ([`auth`]) of the header's
 //! first 48 bytes and the payload, and a datagram whose tag does not verify is dropped

@@ -95,6 +95,10 @@ struct Peer {
     fence_tx: Option<Instant>,
     /// Next sequence number expected from the peer (the cumulative ACK we send).
     rcv_next: u64,
+    /// When `rcv_next` last moved, on the poll's clock: about the arrival of the DATA just
+    /// below it (a poll's clock may read a little before; a hole filled, later), whence the
+    /// hold an ACK reports ([`super::rto::RtoEstimator::on_sample_held`]).
+    rcv_at: Instant,
     /// Bit i: `rcv_next + 1 + i` is in the reorder buffer (the SACK bitmap we send).
     held: u64,
     /// Reports of the open hole repeated so far (each waits twice as long as the last).
@@ -116,19 +120,25 @@ impl Peer {
     /// A DATA datagram to the peer carried our cumulative and selective ACK: no ACK datagram
     /// is owed any more, unless a duplicate must be reported (only an ACK datagram says so).
     #[inline]
-    fn rode_ack(&mut self) -> (u64, u64) {
+    fn rode_ack(&mut self, now: Instant) -> (u64, u16, u64) {
         if self.dsack == 0 {
             self.ack_pending = false;
         }
         self.unacked_rx = 0;
-        self.ack_fields()
+        self.ack_fields(now)
     }
 
-    /// The cumulative and selective ACK a datagram to the peer carries now, noted as sent.
+    /// The cumulative ACK, how long it was held (µs since the DATA below it arrived, as RFC
+    /// 9002's `ack_delay`; saturated) and the selective ACK a datagram to the peer carries
+    /// now, noted as sent.
     #[inline]
-    fn ack_fields(&mut self) -> (u64, u64) {
+    fn ack_fields(&mut self, now: Instant) -> (u64, u16, u64) {
         self.acked = (self.rcv_next, self.held);
-        self.acked
+        let hold = now
+            .saturating_duration_since(self.rcv_at)
+            .as_micros()
+            .min(u128::from(u16::MAX)) as u16;
+        (self.rcv_next, hold, self.held)
     }
 
     /// DATA `seq` of the peer was covered by an ACK we sent it.
@@ -245,6 +255,7 @@ impl Reliable {
                 fences_left: 0,
                 fence_tx: None,
                 rcv_next: 0,
+                rcv_at: now,
                 held: 0,
                 nack_repeats: 0,
                 unacked_rx: 0,

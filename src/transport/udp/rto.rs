@@ -59,7 +59,23 @@ impl RtoEstimator {
     /// A new RTT measurement `r` (of a packet never retransmitted: Karn's rule).
     #[inline]
     pub fn on_sample(&mut self, r: Duration) {
-        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        self.on_sample_held(r, Duration::ZERO);
+    }
+
+    /// A new RTT measurement `r` whose acknowledgement the peer held `held` before sending it
+    /// (RFC 9002 §5.3's `ack_delay`; the caller caps it at the configured hold): the smoothed
+    /// RTT and its variation take `r - held` (at least the clock's granularity), the least
+    /// RTT takes `r` as it is. Unlike RFC 9002 the hold is taken out even below the least
+    /// raw sample: on a link whose every ACK is held (a tree's, DATA one way) no raw sample
+    /// is free of a hold, and the smoothed RTT would be the hold. The peer measures the hold
+    /// from its poll's clock, which may read a little before the DATA came, so a reported hold
+    /// may exceed the true one by a poll's length; the RTO's floor (`rto_min`) covers that
+    /// for the timer, and the least RTT, which paces the repeats of a hole's repair, stays
+    /// raw so that such a sample cannot pin it near zero.
+    #[inline]
+    pub fn on_sample_held(&mut self, raw: Duration, held: Duration) {
+        self.min_rtt = Some(self.min_rtt.map_or(raw, |m| m.min(raw)));
+        let r = raw.saturating_sub(held).max(CLOCK_GRANULARITY);
         match self.srtt {
             // 2.2: SRTT = R, RTTVAR = R/2.
             None => {
@@ -170,5 +186,31 @@ mod tests {
         // Inverted bounds never panic.
         let e = RtoEstimator::new(MS(5), MS(10), MS(1));
         assert_eq!(e.rto(), MS(10));
+    }
+
+    #[test]
+    fn a_held_acks_hold_is_taken_out_of_the_smoothed_rtt_not_the_least() {
+        let us = Duration::from_micros;
+        let mut e = RtoEstimator::new(MS(1), us(200), MS(100));
+        // Every ACK held 500 µs on a 20 µs path: the smoothed RTT is the path's, the least
+        // RTT the raw sample's.
+        for r in [520, 530, 515, 525] {
+            e.on_sample_held(us(r), us(500));
+        }
+        assert_eq!(e.min_rtt(), Some(us(515)));
+        let srtt = e.srtt().unwrap();
+        assert!((us(15)..=us(30)).contains(&srtt), "{srtt:?}");
+        assert_eq!(e.rto(), us(200), "the floor");
+        // The same samples without their holds: the hold is all the estimator sees.
+        let mut raw = RtoEstimator::new(MS(1), us(200), MS(100));
+        for r in [520, 530, 515, 525] {
+            raw.on_sample(us(r));
+        }
+        assert!(raw.srtt().unwrap() >= us(515) && raw.rto() > us(520), "{raw:?}");
+        // A hold longer than the sample (a poll's clock read before the DATA came): the
+        // smoothed RTT takes the granularity, not zero, and the least RTT is untouched.
+        e.on_sample_held(us(600), us(700));
+        assert_eq!(e.min_rtt(), Some(us(515)));
+        assert!(e.srtt().unwrap() < srtt, "{:?}", e.srtt());
     }
 }

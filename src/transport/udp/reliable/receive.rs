@@ -4,7 +4,7 @@
 //! enforcement).
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Reliable;
 use crate::transport::Delivery;
@@ -88,7 +88,7 @@ impl Reliable {
         if h.kind == KIND_ACK && h.seq != 0 {
             self.on_duplicate_report(p, h.seq - 1, now);
         }
-        self.on_ack(p, h.ack, h.sack, now);
+        self.on_ack(p, h.ack, h.hold, h.sack, now);
         match h.kind {
             KIND_DATA => self.on_data(p, h.seq, &d[HEADER_LEN..], now, sink),
             KIND_PROBE => {
@@ -140,8 +140,9 @@ impl Reliable {
         self.stats.spurious_retransmits += 1;
     }
 
-    /// The peer acknowledged everything below `ack` and the packets flagged in `sack`.
-    pub(super) fn on_ack(&mut self, p: usize, ack: u64, sack: u64, now: Instant) {
+    /// The peer acknowledged everything below `ack` and the packets flagged in `sack`, having
+    /// held the acknowledgement `hold` µs.
+    pub(super) fn on_ack(&mut self, p: usize, ack: u64, hold: u16, sack: u64, now: Instant) {
         let peer = &self.peers[p];
         let (una, next) = (peer.snd_una, peer.next_seq);
         if ack > una {
@@ -150,7 +151,14 @@ impl Reliable {
             let ack_delay = self.cfg.ack_delay;
             let peer = &mut self.peers[p];
             if !newest.retransmitted {
-                peer.rto.on_sample(now.saturating_duration_since(newest.sent_at));
+                // Less the time the peer held its ACK (RFC 9002 §5.3): a thin flight's every
+                // ACK waits up to `ack_delay` for DATA to ride on, which is no part of the
+                // path's round trip (the timer adds `ack_delay` for it below).
+                // At most the configured hold: a flush later than that (the peer's thread
+                // away) is the path's, as RFC 9002 caps `ack_delay` at `max_ack_delay`.
+                let held = Duration::from_micros(u64::from(hold)).min(ack_delay);
+                peer.rto
+                    .on_sample_held(now.saturating_duration_since(newest.sent_at), held);
             }
             peer.snd_una = ack;
             peer.linear = 0;
@@ -181,7 +189,7 @@ impl Reliable {
         // flight's size (Early Retransmit, RFC 5827, down to one duplicate; RACK, RFC 8985
         // §6.2, with no reordering window); a resent one again at most once per least round
         // trip and a quarter (RACK's window, `min_RTT / 4`, on top). Not per smoothed RTT,
-        // as before: its samples include the ACKs a receiver held (up to `ack_delay`, a thin
+        // as before: its samples included the ACKs a receiver held (up to `ack_delay`, a thin
         // flight's every ACK), so a hole behind a lost message waited for the retransmission
         // timer (`bench --loss`: the checked correction's message behind a lost tree
         // message on the same link colored its receiver an RTO late).
@@ -284,6 +292,7 @@ impl Reliable {
             delivered += 1;
         }
         peer.held >>= 1;
+        peer.rcv_at = now;
         peer.unacked_rx += delivered;
         self.stats.received += delivered as u64;
         let due = if peer.held != 0 || peer.unacked_rx >= self.cfg.ack_every.clamp(1, (self.cfg.window / 4).max(1)) {

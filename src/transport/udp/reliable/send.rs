@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use super::{LINEAR_TIMEOUTS, Queued, Reliable, THIN_FLIGHT, TxSlot};
-use crate::transport::udp::header::{HEADER_LEN, Header, KIND_ACK, KIND_DATA, MAX_DATAGRAM, seal, write_ack_fields};
+use crate::transport::udp::header::{
+    HEADER_LEN, Header, KIND_ACK, KIND_DATA, MAX_DATAGRAM, MAX_SEQ, seal, write_ack_fields,
+};
 use crate::transport::{MAX_PAYLOAD, SendError};
 
 impl Reliable {
@@ -44,6 +46,8 @@ impl Reliable {
             return Err(SendError::WindowFull);
         }
         let seq = peer.next_seq;
+        debug_assert!(seq < MAX_SEQ, "2^48 datagrams to one peer");
+        let (ack, hold, sack) = self.peers[p].rode_ack(now);
         let header = Header {
             kind: KIND_DATA,
             len: bytes.len() as u16,
@@ -51,8 +55,9 @@ impl Reliable {
             from: self.rank,
             to,
             seq,
-            ack: peer.rcv_next,
-            sack: peer.held,
+            ack,
+            hold,
+            sack,
         };
         let i = self.tx_index(p, seq);
         let at = i * MAX_DATAGRAM;
@@ -70,7 +75,6 @@ impl Reliable {
         };
         let peer = &mut self.peers[p];
         peer.next_seq += 1;
-        peer.rode_ack();
         let rto = peer.rto.rto() + self.cfg.ack_delay;
         self.send_datagram(p, i, len);
         if !self.wheel.is_armed(to) {
@@ -85,8 +89,8 @@ impl Reliable {
         let at = i * MAX_DATAGRAM;
         let len = usize::from(self.tx_meta[i].len);
         let peer = &mut self.peers[p];
-        let (ack, sack) = peer.rode_ack();
-        write_ack_fields(&mut self.tx_buf[at..at + HEADER_LEN], ack, sack);
+        let (ack, hold, sack) = peer.rode_ack(now);
+        write_ack_fields(&mut self.tx_buf[at..at + HEADER_LEN], ack, hold, sack);
         let slot = &mut self.tx_meta[i];
         slot.retransmitted = true;
         slot.last_tx = now;
@@ -154,9 +158,9 @@ impl Reliable {
         self.wheel.schedule(p as u32, now + rto);
     }
 
-    pub(super) fn send_ack(&mut self, p: usize) {
+    pub(super) fn send_ack(&mut self, p: usize, now: Instant) {
         let peer = &mut self.peers[p];
-        let (ack, sack) = peer.ack_fields();
+        let (ack, hold, sack) = peer.ack_fields(now);
         let header = Header {
             kind: KIND_ACK,
             len: 0,
@@ -165,6 +169,7 @@ impl Reliable {
             to: p as u32,
             seq: peer.dsack,
             ack,
+            hold,
             sack,
         };
         peer.ack_pending = false;
@@ -188,7 +193,7 @@ impl Reliable {
                 self.peers[p].ack_listed = false;
                 self.ack_list.swap_remove(i);
             } else if peer.ack_due <= now {
-                self.send_ack(p);
+                self.send_ack(p, now);
                 self.peers[p].ack_listed = false;
                 self.ack_list.swap_remove(i);
                 if self.peers[p].held != 0 {

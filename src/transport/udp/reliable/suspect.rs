@@ -77,7 +77,7 @@ impl Reliable {
 
     /// Queues a FENCE to `p`.
     pub(super) fn send_fence(&mut self, p: usize, now: Instant) {
-        self.send_control(p, KIND_FENCE);
+        self.send_control(p, KIND_FENCE, now);
         self.peers[p].fence_tx = Some(now);
         self.stats.fences_sent += 1;
     }
@@ -91,9 +91,13 @@ impl Reliable {
     }
 
     /// Queues a header-only datagram of `kind` (FENCE or PROBE) to `p` in its control buffer.
-    fn send_control(&mut self, p: usize, kind: u8) {
+    fn send_control(&mut self, p: usize, kind: u8, now: Instant) {
         let peer = &mut self.peers[p];
-        let (ack, sack) = if kind == KIND_FENCE { (0, 0) } else { peer.ack_fields() };
+        let (ack, hold, sack) = if kind == KIND_FENCE {
+            (0, 0, 0)
+        } else {
+            peer.ack_fields(now)
+        };
         let header = Header {
             kind,
             len: 0,
@@ -109,6 +113,7 @@ impl Reliable {
                 0
             },
             ack,
+            hold,
             sack,
         };
         let buf = &mut self.ctl_buf[p];
@@ -121,12 +126,12 @@ impl Reliable {
     /// peer's transport answers with an ACK at once, so that each side hears the other; no
     /// window slot, no retransmission. Nothing to a suspected peer, an invalid rank or from
     /// a fenced endpoint (`false`: none sent).
-    pub fn beat(&mut self, to: u32, _now: Instant) -> bool {
+    pub fn beat(&mut self, to: u32, now: Instant) -> bool {
         let p = to as usize;
         if to >= self.size || to == self.rank || self.fenced_by.is_some() || self.peers[p].suspected {
             return false;
         }
-        self.send_control(p, KIND_PROBE);
+        self.send_control(p, KIND_PROBE, now);
         self.stats.beats_sent += 1;
         true
     }
@@ -182,7 +187,7 @@ impl Reliable {
         self.peers[p].probe_due = Some(now + self.cfg.probe_timeout);
         self.probing.push(r);
         self.stats.refused += 1;
-        self.send_control(p, KIND_PROBE);
+        self.send_control(p, KIND_PROBE, now);
     }
 
     /// Whether `quoted` is, byte for byte, the header of a DATA datagram to `p` still
