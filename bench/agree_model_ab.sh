@@ -2,9 +2,10 @@
 # bench/agree_model_ab.sh: `agree`'s measured against modeled latency for several ftcoll
 # binaries, alternating REPS times in one run, each rep starting with the next binary (drift
 # and load hit every binary alike): per run,
-# per agreement and per node, measured / modeled p50 and p99 (µs) and their ratio, for 8
-# in-process nodes (20 000 agreements), 4 UDP nodes (2000) and the default run; exits 1 if a
-# run failed (its row says FAILED).
+# per agreement and per node, measured / modeled p50 and p99 (µs) and their ratio (and over
+# UDP the standalone ACK datagrams per data datagram), for 8 in-process nodes (20 000
+# agreements), 4 UDP nodes (2000) and the default run; exits 1 if a run failed (its row says
+# FAILED).
 #   bench/agree_model_ab.sh [-r REPS] BINARY...
 #   e.g. bench/agree_model_ab.sh -r 3 /tmp/ftcoll-old target/release/ftcoll
 set -uo pipefail
@@ -31,7 +32,8 @@ for i in $(seq "$reps"); do
 import json, sys
 d = json.loads(sys.argv[2]); p = d["prediction"]; a = p["agreement"]; n = p["node"]
 f = lambda c, q: "%.2f/%.2f (%.2f)" % (c["measured_" + q + "_us"], c["predicted_" + q + "_us"], c["ratio_" + q])
-print(sys.argv[1], "agreement p50", f(a, "p50"), "p99", f(a, "p99"), "| node p50", f(n, "p50"), "p99", f(n, "p99"), "noisy=%s" % p.get("noisy"))
+q = d.get("acks_per_data")
+print(sys.argv[1], "agreement p50", f(a, "p50"), "p99", f(a, "p99"), "| node p50", f(n, "p50"), "p99", f(n, "p99"), "noisy=%s" % p.get("noisy"), "" if q is None else "acks/data=%.3f" % q)
 ' "$i $b [${args:-default}]" "$out" 2>/dev/null || { echo "$i $b [${args:-default}] FAILED (no prediction)"; failed=1; }
         done
     done
