@@ -106,9 +106,9 @@ impl Default for UdpConfig {
     ///   ACK answers several operations, and ACK datagrams stay under a quarter of the DATA
     ///   (`acks_per_data`) off the receivers' and senders' critical paths. An agreement's
     ///   links carry DATA both ways, but the answer to a contribution (the decision) comes a
-    ///   whole agreement later, 0.3–1 ms with 64 nodes on two cores: at 200 µs 0.6 ACK
-    ///   datagrams went per data datagram there (2000 agreements), each a `sendto` on a shared core that the
-    ///   model does not have (`agree` p50 1.4–1.7× its model), at 500 µs 0.02–0.05
+    ///   whole agreement later, 0.3–1 ms with 64 nodes on two cores: at 200 µs 0.53 ACK
+    ///   datagrams went per data datagram there (2000 agreements), each a `sendto` on a shared
+    ///   core that the model does not have (`agree` p50 1.5–2.4× its model), at 500 µs 0.004
     ///   (docs/measurements.md, "ACKs held for an agreement's answer"). The sender's
     ///   retransmission timer is `rto + ack_delay`, so a held ACK is not a loss, and each ACK
     ///   says how long it was held, which its round-trip sample leaves out (the RTO is the
