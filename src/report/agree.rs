@@ -278,17 +278,7 @@ fn table(b: &AgreeBench, r: &AgreeBenchReport, mode: AgreeMode, coordinator_rss:
         r.drops.total()
     );
     if let Some(q) = crate::report::bench::acks_per_data(b.transport == AgreeTransport::Udp, &r.transport) {
-        let budget = crate::report::bench::ACK_BUDGET;
-        let _ = writeln!(
-            s,
-            "transport: {q:.3} standalone ACK datagrams per data datagram ({} ACKs){}",
-            r.transport.acks_sent,
-            if q > budget {
-                format!("; above the {budget} a quiet critical path allows")
-            } else {
-                String::new()
-            }
-        );
+        s += &crate::report::bench::acks_line(q, r.transport.acks_sent);
     }
     if mode != AgreeMode::Threads && r.bad_lines > 0 {
         let _ = writeln!(s, "malformed report lines from the nodes (dropped): {}", r.bad_lines);

@@ -102,6 +102,17 @@ pub fn acks_per_data(udp: bool, t: &crate::transport::TransportStats) -> Option<
     (udp && t.sent > 0).then(|| t.acks_sent as f64 / t.sent as f64)
 }
 
+/// The text line of [`acks_per_data`] `q` with `acks` ACK datagrams (and, above
+/// [`ACK_BUDGET`], says so), as `bench` and `agree` print it.
+pub fn acks_line(q: f64, acks: u64) -> String {
+    let over = if q > ACK_BUDGET {
+        format!("; above the {ACK_BUDGET} a quiet critical path allows")
+    } else {
+        String::new()
+    };
+    format!("transport: {q:.3} standalone ACK datagrams per data datagram ({acks} ACKs){over}\n")
+}
+
 /// Prints the report of `r`: one JSON object, or the table.
 pub fn print(r: &BenchReport) {
     let BenchReport {
@@ -453,15 +464,7 @@ pub fn print(r: &BenchReport) {
         res.false_suspicions, t.fences_sent
     );
     if let Some(r) = acks_per_data(a.transport == TransportKind::Udp, t) {
-        s += &format!(
-            "transport: {r:.3} standalone ACK datagrams per data datagram ({} ACKs){}\n",
-            t.acks_sent,
-            if r > ACK_BUDGET {
-                format!("; above the {ACK_BUDGET} a quiet critical path allows")
-            } else {
-                String::new()
-            }
-        );
+        s += &acks_line(r, t.acks_sent);
     }
     if res.counters_lost > 0 {
         s += &format!(
