@@ -25,8 +25,9 @@ for n in $nodes; do
     for c in $corrections; do
       extra=()
       [[ $c == none ]] && extra+=(--correction none)
-      "$bin" bench --nodes "$n" --kill none --loss "$l" --iterations "$iters" "${extra[@]}" --json 2>/dev/null |
-        N=$n L=$l C=$c python3 -c '
+      # Captured first: a python3 starting beside the run would take a core from it.
+      out=$("$bin" bench --nodes "$n" --kill none --loss "$l" --iterations "$iters" "${extra[@]}" --json 2>/dev/null)
+      printf '%s' "$out" | N=$n L=$l C=$c python3 -c '
 import json, os, sys
 d = json.load(sys.stdin)
 p = d["prediction"]

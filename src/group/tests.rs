@@ -622,7 +622,7 @@ fn the_default_heartbeat_scales_with_the_members_per_core() {
 /// (the root, member 0: its children's contributions to it unacknowledged meanwhile, the
 /// transports retransmitting them) is not suspected under a 1 s
 /// `suspect_after`: the group's transports retransmit to it for at least that long
-/// (`runtime::endpoints_bounded`), where their default gave up after ~107 ms; the agreement
+/// (`runtime::endpoints_bounded`), where their default gave up after ~104 ms; the agreement
 /// returns with everyone.
 #[test]
 fn a_udp_group_member_hung_for_less_than_suspect_after_is_not_suspected() {

@@ -330,7 +330,7 @@ pub fn print(r: &BenchReport) {
             if a.loss_rto_measured {
                 "the run's mean wait before a timer retransmission"
             } else {
-                "the transport's floor, rto_min + ack_delay: no timer fired"
+                "the transport's floor on a one-way link, rto_min + ack_delay_one_way: no timer fired"
             },
             l.linear,
             ns(l.max),

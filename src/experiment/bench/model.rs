@@ -205,9 +205,11 @@ impl Checked {
 /// The model of `bench --loss p` in units of `unit_ns` ns (`None` without loss): a lost copy
 /// of a message is sent again when the sender's retransmission timer expires, which on an
 /// idle link (a round trip far below the RTO's floor) is the transport's floor, `rto_min`
-/// plus the `ack_delay` a receiver may hold its acknowledgement
-/// (`transport/udp/reliable/send.rs`), linear for a thin flight's first expiries, then doubling
-/// up to `rto_max` ([`Loss`]).
+/// plus the `ack_delay_one_way` a receiver holds its acknowledgement on a link that carries
+/// DATA one way, as a broadcast tree's do (`transport/udp/reliable.rs`, `TWO_WAY`), linear
+/// for a thin flight's first expiries, then doubling up to `rto_max` ([`Loss`]). A tree link
+/// that the checked correction also uses the other way waits `ack_delay` instead, 0.3 ms more,
+/// which the model does not tell apart: there a lost message is seldom left to the timer.
 pub(crate) fn loss_model(p: f64, unit_ns: u64) -> Option<Loss> {
     if p <= 0.0 {
         return None;
@@ -216,9 +218,9 @@ pub(crate) fn loss_model(p: f64, unit_ns: u64) -> Option<Loss> {
     let units = |d: std::time::Duration| (d.as_nanos() as u64 / unit_ns.max(1)).max(1);
     Some(Loss {
         p,
-        rto: units(cfg.rto_min + cfg.ack_delay),
+        rto: units(cfg.rto_min + cfg.ack_delay_one_way),
         linear: Loss::LINEAR,
-        max: units(cfg.rto_max + cfg.ack_delay),
+        max: units(cfg.rto_max + cfg.ack_delay_one_way),
     })
 }
 
@@ -233,8 +235,8 @@ mod tests {
         assert_eq!(loss_model(0.0, 50), None);
         let l = loss_model(0.1, 50).unwrap();
         let cfg = UdpConfig::default();
-        assert_eq!(u128::from(l.rto) * 50, (cfg.rto_min + cfg.ack_delay).as_nanos());
-        assert_eq!(u128::from(l.max) * 50, (cfg.rto_max + cfg.ack_delay).as_nanos());
+        assert_eq!(u128::from(l.rto) * 50, (cfg.rto_min + cfg.ack_delay_one_way).as_nanos());
+        assert_eq!(u128::from(l.max) * 50, (cfg.rto_max + cfg.ack_delay_one_way).as_nanos());
         assert_eq!(l.p, 0.1);
     }
 }

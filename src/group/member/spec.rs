@@ -66,7 +66,7 @@ pub struct MemberSpec {
 impl MemberSpec {
     /// The retransmissions of one datagram without an answer after which the member's
     /// transports may suspect the peer ([`UdpConfig::retries_for`] `suspect_after`):
-    /// [`UdpConfig`]'s default (8, a suspicion after about 107 ms), or as many more as it
+    /// [`UdpConfig`]'s default (8, a suspicion after about 104 ms), or as many more as it
     /// takes for [`UdpConfig::suspicion_time`] from the smallest RTO to reach `suspect_after`.
     pub fn transport_retries(&self) -> u32 {
         UdpConfig::default().retries_for(self.suspect_after)

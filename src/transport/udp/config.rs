@@ -47,9 +47,16 @@ pub struct UdpConfig {
     /// Unacknowledged messages per peer, 1..=64 (the receiver buffers and selectively
     /// acknowledges 64 packets beyond a gap); pre-allocated, `window * 1248` bytes per peer.
     pub window: usize,
-    /// How long a standalone ACK may wait for DATA to ride on (the sender's retransmission
-    /// timer allows for it, as QUIC's PTO allows for `max_ack_delay`).
+    /// How long a standalone ACK may wait for DATA to ride on where the link carries DATA
+    /// both ways (this endpoint sent DATA to the peer within [`super::reliable::TWO_WAY`]):
+    /// the sender's retransmission timer allows for it, as QUIC's PTO allows for
+    /// `max_ack_delay`.
     pub ack_delay: Duration,
+    /// The same where the link carries DATA one way (nothing sent back to the peer within
+    /// [`super::reliable::TWO_WAY`]: a broadcast tree's links): no DATA will come to ride
+    /// on, the hold only gathers several ACKs into one, and a lost datagram with nothing
+    /// behind it waits the sender's timer, `rto + ack_delay_one_way`. At most `ack_delay`.
+    pub ack_delay_one_way: Duration,
     /// A standalone ACK goes at once after this many in-order DATA datagrams from one peer
     /// (at most `window / 4`; a gap is acknowledged at once anyway).
     pub ack_every: usize,
@@ -80,12 +87,12 @@ impl Default for UdpConfig {
     /// - `rto_initial` 1 ms: before any sample, 20–50× a loopback RTT, so start-up (threads
     ///   spawning, first page faults) does not trigger retransmissions.
     /// - `rto_max` 100 ms and `max_retries` 8: a silent peer is suspected after
-    ///   [`UdpConfig::suspicion_time`] — 107 ms from `rto_min`, 332 ms from `rto_initial`,
+    ///   [`UdpConfig::suspicion_time`] — 104 ms from `rto_min`, 329 ms from `rto_initial`,
     ///   0.9 s at most — long enough for a peer thread descheduled on an oversubscribed host,
     ///   short enough for a failure detector. A thin flight (under
     ///   [`super::reliable::THIN_FLIGHT`] packets, the protocols' usual case) first retransmits
     ///   [`super::reliable::LINEAR_TIMEOUTS`] times without backing off and without counting
-    ///   retries: suspected [`UdpConfig::linear_time`] later (9 ms from `rto_initial`; both in the test below).
+    ///   retries: suspected [`UdpConfig::linear_time`] later (7.2 ms from `rto_initial`; both in the test below).
     /// - `stall_factor` 2, `stall_memory` 60 s, `silence_max` 2 s: a peer that came back
     ///   after a stall of `s` (a descheduled thread, a flooded socket) gets `2·s` of silence
     ///   before the next suspicion, and the lesson fades over minutes; a peer never seen
@@ -101,20 +108,24 @@ impl Default for UdpConfig {
     ///   buffer and SACK bitmap, so every loss is seen as a gap and repaired without waiting
     ///   for the timer; 64 messages per ~30 µs RTT is 2 M messages/s per peer, more than one
     ///   socket carries, for 80 KB of (lazily committed) buffers per peer.
-    /// - `ack_delay` 500 µs and `ack_every` 8: a broadcast tree's links carry DATA one way,
-    ///   so an ACK seldom finds DATA to ride on; held until 8 DATA came or 500 µs passed, one
-    ///   ACK answers several operations, and ACK datagrams stay under a quarter of the DATA
-    ///   (`acks_per_data`) off the receivers' and senders' critical paths. An agreement's
-    ///   links carry DATA both ways, but the answer to a contribution (the decision) comes a
-    ///   whole agreement later, 0.3–1 ms with 64 nodes on two cores: at 200 µs 0.53 ACK
-    ///   datagrams went per data datagram there (2000 agreements), each a `sendto` on a shared
-    ///   core that the model does not have (`agree` p50 1.5–2.4× its model), at 500 µs 0.004
-    ///   (docs/measurements.md, "ACKs held for an agreement's answer"). The sender's
-    ///   retransmission timer is `rto + ack_delay`, so a held ACK is not a loss, and each ACK
-    ///   says how long it was held, which its round-trip sample leaves out (the RTO is the
-    ///   path's, not the hold's); a gap is still acknowledged at once, so loss repair does
-    ///   not wait; only a lost datagram with nothing behind it on its link waits the timer,
-    ///   0.7 ms on loopback (0.5 before).
+    /// - `ack_delay_one_way` 200 µs and `ack_every` 8: a broadcast tree's links carry DATA
+    ///   one way, so an ACK finds no DATA to ride on; held until 8 DATA came or 200 µs
+    ///   passed, one ACK answers several operations, and ACK datagrams stay under a quarter
+    ///   of the DATA (`acks_per_data`) off the receivers' and senders' critical paths.
+    /// - `ack_delay` 500 µs on links that carry DATA both ways: an agreement's answer to a
+    ///   contribution (the decision) comes a whole agreement later, 0.3–1 ms with 64 nodes on
+    ///   two cores: at 200 µs 0.53 ACK datagrams went per data datagram there (2000
+    ///   agreements), each a `sendto` on a shared core that the model does not have (`agree`
+    ///   p50 1.5–2.4× its model), at 500 µs 0.004 (docs/measurements.md, "ACKs held for an
+    ///   agreement's answer"). On a one-way link that hold bought nothing and cost every
+    ///   lost datagram with nothing behind it 0.7 ms instead of 0.5 (`bench --loss
+    ///   --correction none`, "ACKs held only where an answer comes back").
+    ///
+    ///   The sender's retransmission timer is `rto` plus the hold the peer applies, which it
+    ///   tells from the same rule on its side (DATA heard from the peer within
+    ///   [`super::reliable::TWO_WAY`]), so a held ACK is not a loss; each ACK says how long
+    ///   it was held, which its round-trip sample leaves out (the RTO is the path's, not the
+    ///   hold's); a gap is still acknowledged at once, so loss repair does not wait.
     fn default() -> Self {
         UdpConfig {
             rto_initial: Duration::from_millis(1),
@@ -129,6 +140,7 @@ impl Default for UdpConfig {
             fence_repeats: 20,
             window: REORDER as usize,
             ack_delay: Duration::from_micros(500),
+            ack_delay_one_way: Duration::from_micros(200),
             ack_every: 8,
             job: 0,
             loss: 0.0,
@@ -154,7 +166,7 @@ impl UdpConfig {
         let (mut retries, mut rto, mut total) = (0u32, self.rto_min, Duration::ZERO);
         loop {
             // The time until expiry number `retries + 1` (as `suspicion_time` sums it).
-            total = total.saturating_add(rto).saturating_add(self.ack_delay);
+            total = total.saturating_add(rto).saturating_add(self.ack_delay_one_way);
             rto = rto.saturating_mul(2).min(max);
             if retries >= self.max_retries && total >= bound || retries >= 10_000 {
                 return retries;
@@ -165,8 +177,10 @@ impl UdpConfig {
 
     /// The floor of the time from the first unanswered transmission to the suspicion of a
     /// silent peer when the RTO was `rto` at that moment: `Σ_{i=0..=max_retries} min(rto·2^i,
-    /// rto_max)` (plus at most one timer-wheel tick, `rto_min / 8`, per expiry, and the
-    /// polling delay). It is the suspicion time of a peer never seen stalling; one that
+    /// rto_max) + ack_delay_one_way` (plus at most one timer-wheel tick, `rto_min / 8`, per
+    /// expiry, and the polling delay; on a link that carried DATA both ways, the expiries
+    /// within [`super::reliable::TWO_WAY`] of the peer's last DATA wait `ack_delay` instead
+    /// of `ack_delay_one_way`). It is the suspicion time of a peer never seen stalling; one that
     /// recovered from stalls is given up to `stall_factor` × its longest recent stall, at most
     /// `silence_max` (then suspected at the next expiry, within `rto_max`).
     pub fn suspicion_time(&self, rto: Duration) -> Duration {
@@ -174,8 +188,8 @@ impl UdpConfig {
         let mut r = rto.max(self.rto_min).min(max);
         let mut total = Duration::ZERO;
         for _ in 0..=self.max_retries {
-            // Each expiry waits the RTO plus the peer's ACK delay (see `ack_delay`).
-            total = total.saturating_add(r).saturating_add(self.ack_delay);
+            // Each expiry waits the RTO plus the peer's ACK delay (see `ack_delay_one_way`).
+            total = total.saturating_add(r).saturating_add(self.ack_delay_one_way);
             r = r.saturating_mul(2).min(max);
         }
         total
@@ -187,7 +201,7 @@ impl UdpConfig {
     /// no retry.
     pub fn linear_time(&self, rto: Duration) -> Duration {
         let r = rto.max(self.rto_min).min(self.rto_max.max(self.rto_min));
-        r.saturating_add(self.ack_delay)
+        r.saturating_add(self.ack_delay_one_way)
             .saturating_mul(super::reliable::LINEAR_TIMEOUTS)
     }
 
@@ -205,6 +219,9 @@ impl UdpConfig {
         if self.stall_memory.is_zero() {
             return bad("udp stall_memory must be positive");
         }
+        if self.ack_delay_one_way > self.ack_delay {
+            return bad("udp ack_delay_one_way must not exceed ack_delay");
+        }
         Ok(())
     }
 }
@@ -216,12 +233,12 @@ mod tests {
     #[test]
     fn suspicion_time_of_defaults_is_bounded() {
         let cfg = UdpConfig::default();
-        // 0.2 ms · (2^9 - 1) = 102.2 ms from rto_min, plus 9 ACK delays of 0.5 ms.
-        assert_eq!(cfg.suspicion_time(cfg.rto_min), Duration::from_micros(106_700));
+        // 0.2 ms · (2^9 - 1) = 102.2 ms from rto_min, plus 9 one-way ACK delays of 0.2 ms.
+        assert_eq!(cfg.suspicion_time(cfg.rto_min), Duration::from_micros(104_000));
         // 1+2+…+64 ms, then twice 100 ms; plus the ACK delays.
-        assert_eq!(cfg.suspicion_time(cfg.rto_initial), Duration::from_micros(331_500));
-        assert_eq!(cfg.suspicion_time(Duration::MAX), Duration::from_micros(904_500));
+        assert_eq!(cfg.suspicion_time(cfg.rto_initial), Duration::from_micros(328_800));
+        assert_eq!(cfg.suspicion_time(Duration::MAX), Duration::from_micros(901_800));
         // Six expiries of (1 ms + the ACK delay) without backing off.
-        assert_eq!(cfg.linear_time(cfg.rto_initial), Duration::from_micros(9_000));
+        assert_eq!(cfg.linear_time(cfg.rto_initial), Duration::from_micros(7_200));
     }
 }

@@ -35,6 +35,39 @@ pub const THIN_FLIGHT: u64 = 4;
 /// [`UdpConfig::linear_time`] later.
 pub const LINEAR_TIMEOUTS: u32 = 6;
 
+/// A link carries DATA both ways while this endpoint sent DATA to the peer within this long
+/// (the receiver's rule: it then holds an ACK up to `ack_delay`, for its own DATA to carry,
+/// else `ack_delay_one_way`), and the sender expects the longer hold while it heard DATA from
+/// the peer within as long (the same DATA, seen at its other end: its window opens at the
+/// arrival, after the send, so it closes later too). A contribution's answer comes one
+/// agreement later: 10 ms is about ten times the longest agreement of 64 nodes on two cores
+/// (`ftcoll agree`'s p99, 0.8–1.1 ms); a link quieter than that is one-way for the hold, which
+/// costs it a few more ACKs, never a loss.
+///
+/// The two ends disagree while the peer's first DATA in a while is on its way (a crossing:
+/// our DATA left meanwhile, its timer armed for the shorter hold, and the peer holds the ACK
+/// longer) or lost. Its arrival re-arms the timer for the longer hold (`heard_data`), before
+/// any expiry, a one-way delay being far below `rto_min`; a lost one can cost one early
+/// retransmission.
+pub const TWO_WAY: Duration = Duration::from_millis(10);
+
+/// Whether `at` (the last time something happened, if ever) lies within [`TWO_WAY`] of `now`.
+#[inline]
+fn recent(at: Option<Instant>, now: Instant) -> bool {
+    at.is_some_and(|t| now.saturating_duration_since(t) < TWO_WAY)
+}
+
+/// The hold of a link whose last DATA (the one direction the caller watches) was `at`:
+/// `ack_delay` within [`TWO_WAY`] of it, else `ack_delay_one_way`.
+#[inline]
+fn hold_after(cfg: &UdpConfig, at: Option<Instant>, now: Instant) -> Duration {
+    if recent(at, now) {
+        cfg.ack_delay
+    } else {
+        cfg.ack_delay_one_way
+    }
+}
+
 /// A datagram to put on the wire: `bytes` to `to`.
 #[derive(Debug)]
 pub struct Transmit<'a> {
@@ -114,9 +147,27 @@ struct Peer {
     /// cover that comes again was retransmitted because our ACK was lost or is late, not
     /// because the DATA was (see `on_data`).
     acked: (u64, u64),
+    /// When DATA last left for the peer (a retransmission too), and when DATA from it last
+    /// came (out of order or twice too): the two ends of the [`TWO_WAY`] rule.
+    data_tx: Option<Instant>,
+    data_rx: Option<Instant>,
 }
 
 impl Peer {
+    /// How long an ACK to the peer may wait for DATA to ride on: `ack_delay` while we send
+    /// the peer DATA too ([`TWO_WAY`]), else `ack_delay_one_way`.
+    #[inline]
+    fn hold(&self, cfg: &UdpConfig, now: Instant) -> Duration {
+        hold_after(cfg, self.data_tx, now)
+    }
+
+    /// The hold the peer applies to its ACKs of our DATA, as far as we can tell ([`TWO_WAY`]):
+    /// what our retransmission timer waits beyond the RTO.
+    #[inline]
+    fn allowance(&self, cfg: &UdpConfig, now: Instant) -> Duration {
+        hold_after(cfg, self.data_rx, now)
+    }
+
     /// A DATA datagram to the peer carried our cumulative and selective ACK: no ACK datagram
     /// is owed any more, unless a duplicate must be reported (only an ACK datagram says so).
     #[inline]
@@ -264,6 +315,8 @@ impl Reliable {
                 ack_due: now,
                 dsack: 0,
                 acked: (0, 0),
+                data_tx: None,
+                data_rx: None,
             })
             .collect();
         let slot = TxSlot {

@@ -148,22 +148,22 @@ impl Reliable {
         if ack > una {
             // Karn: the RTT of the newest packet acknowledged here, unless retransmitted.
             let newest = self.tx_meta[self.tx_index(p, ack - 1)];
-            let ack_delay = self.cfg.ack_delay;
             let peer = &mut self.peers[p];
+            let allowance = peer.allowance(&self.cfg, now);
             if !newest.retransmitted {
                 // Less the time the peer held its ACK (RFC 9002 §5.3): a thin flight's every
-                // ACK waits up to `ack_delay` for DATA to ride on, which is no part of the
-                // path's round trip (the timer adds `ack_delay` for it below).
-                // At most the configured hold: a flush later than that (the peer's thread
-                // away) is the path's, as RFC 9002 caps `ack_delay` at `max_ack_delay`.
-                let held = Duration::from_micros(u64::from(hold)).min(ack_delay);
+                // ACK waits up to its hold for DATA to ride on, which is no part of the
+                // path's round trip (the timer adds the hold for it below).
+                // At most the hold the peer applies: a flush later than that (the peer's
+                // thread away) is the path's, as RFC 9002 caps `ack_delay` at `max_ack_delay`.
+                let held = Duration::from_micros(u64::from(hold)).min(allowance);
                 peer.rto
                     .on_sample_held(now.saturating_duration_since(newest.sent_at), held);
             }
             peer.snd_una = ack;
             peer.linear = 0;
-            // The peer may hold its ACK for `ack_delay` (QUIC's max_ack_delay in its PTO).
-            let rto = peer.rto.rto() + ack_delay;
+            // The peer may hold its ACK that long (QUIC's max_ack_delay in its PTO).
+            let rto = peer.rto.rto() + allowance;
             if ack == next {
                 self.wheel.cancel(p as u32);
             } else {
@@ -208,6 +208,21 @@ impl Reliable {
         }
     }
 
+    /// DATA came from `p`: the link carries DATA both ways now if we send `p` DATA too, and `p`
+    /// holds its ACKs of ours `ack_delay` ([`super::TWO_WAY`]). When that is news, what we
+    /// have in flight to `p` was timed for the shorter hold, `ack_delay_one_way` (a crossing:
+    /// our DATA left while this was on its way): its timer is re-armed for the longer one, or
+    /// the ACK `p` now holds would come after it and the DATA would be resent for nothing.
+    fn heard_data(&mut self, p: usize, now: Instant) {
+        let peer = &mut self.peers[p];
+        let news = !super::recent(peer.data_rx, now);
+        peer.data_rx = Some(now);
+        if news && peer.snd_una < peer.next_seq && !peer.suspected {
+            let rto = peer.rto.rto() + self.cfg.ack_delay;
+            self.wheel.schedule(p as u32, now + rto);
+        }
+    }
+
     /// Asks for an ACK to `p` at `due` at the latest.
     pub(super) fn want_ack(&mut self, p: usize, due: Instant) {
         let peer = &mut self.peers[p];
@@ -245,6 +260,7 @@ impl Reliable {
         sink: &mut dyn FnMut(Delivery<'_>),
     ) -> usize {
         let from = p as u32;
+        self.heard_data(p, now);
         let rcv_next = self.peers[p].rcv_next;
         if seq < rcv_next {
             // Our ACK was lost or is late, or the peer's timer fired early: say again what we
@@ -298,7 +314,7 @@ impl Reliable {
         let due = if peer.held != 0 || peer.unacked_rx >= self.cfg.ack_every.clamp(1, (self.cfg.window / 4).max(1)) {
             now
         } else {
-            now + self.cfg.ack_delay
+            now + peer.hold(&self.cfg, now)
         };
         self.want_ack(p, due);
         delivered

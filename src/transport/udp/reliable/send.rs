@@ -75,7 +75,8 @@ impl Reliable {
         };
         let peer = &mut self.peers[p];
         peer.next_seq += 1;
-        let rto = peer.rto.rto() + self.cfg.ack_delay;
+        peer.data_tx = Some(now);
+        let rto = peer.rto.rto() + peer.allowance(&self.cfg, now);
         self.send_datagram(p, i, len);
         if !self.wheel.is_armed(to) {
             self.wheel.schedule(to, now + rto);
@@ -89,6 +90,7 @@ impl Reliable {
         let at = i * MAX_DATAGRAM;
         let len = usize::from(self.tx_meta[i].len);
         let peer = &mut self.peers[p];
+        peer.data_tx = Some(now);
         let (ack, hold, sack) = peer.rode_ack(now);
         write_ack_fields(&mut self.tx_buf[at..at + HEADER_LEN], ack, hold, sack);
         let slot = &mut self.tx_meta[i];
@@ -142,7 +144,7 @@ impl Reliable {
         if !linear {
             peer.rto.on_timeout();
         }
-        let rto = peer.rto.rto() + self.cfg.ack_delay;
+        let rto = peer.rto.rto() + peer.allowance(&self.cfg, now);
         let waited = now.saturating_duration_since(self.tx_meta[self.tx_index(p, una)].last_tx);
         self.stats.timeouts += 1;
         self.stats.timeout_wait_ns += waited.as_nanos() as u64;
@@ -216,7 +218,7 @@ impl Reliable {
     /// bitmap): first after twice the least round trip to `p` it has sampled (else a quarter
     /// of the RTO's floor; at least 10 µs), then twice as long each time, up to `rto_max`. A
     /// lost report (the NACK) then costs that, not the sender's retransmission timer
-    /// (`rto_min + ack_delay` and more).
+    /// (`rto_min` plus the receiver's hold, and more).
     pub(super) fn nack_repeat(&self, p: usize) -> Duration {
         let peer = &self.peers[p];
         let first = peer

@@ -274,7 +274,8 @@ fn repaired_after_losses(k: u64, lost: usize) -> (Duration, Duration) {
 #[test]
 fn a_thin_flight_retransmits_without_backoff_first_and_a_fat_one_backs_off() {
     let cfg = UdpConfig::default();
-    let expiry = cfg.rto_initial + cfg.ack_delay;
+    // A one-way link: the receiver holds its ACKs `ack_delay_one_way`.
+    let expiry = cfg.rto_initial + cfg.ack_delay_one_way;
     let slack = (cfg.rto_min / 8 + US(5)) * 4 + US(20);
     // One message lost three times: its fourth copy (the third retransmission) arrives after
     // three expiries of the same timeout, not after 1 + 2 + 4 of a doubling one.
@@ -302,10 +303,10 @@ fn one_at_a_time(wire: &Rc<RefCell<Wire>>, ns: &mut [Node], t0: Instant, gap: Du
     now
 }
 
-/// A link whose messages go one at a time (a tree link): every ACK is held `ack_delay`, for
-/// DATA to ride on that never comes, and says so (its hold), so the smoothed RTT is the
-/// path's round trip, 20 µs, not the hold (before the hold was reported, it was about
-/// `ack_delay`, and the RTO twice that); the least RTT stays the raw sample's.
+/// A link whose messages go one at a time (a tree link): every ACK is held
+/// `ack_delay_one_way`, for DATA to ride on that never comes, and says so (its hold), so the
+/// smoothed RTT is the path's round trip, 20 µs, not the hold (before the hold was reported,
+/// it was about the hold, and the RTO twice that); the least RTT stays the raw sample's.
 #[test]
 fn a_tree_links_held_acks_leave_the_smoothed_rtt_the_paths() {
     let cfg = UdpConfig::default();
@@ -316,8 +317,96 @@ fn a_tree_links_held_acks_leave_the_smoothed_rtt_the_paths() {
     let est = ns[0].core.rto_estimator(1).unwrap();
     let srtt = est.srtt().unwrap();
     assert!(srtt <= US(30), "the holds are taken out: {est:?}");
-    assert!(est.min_rtt().unwrap() >= cfg.ack_delay, "held, raw: {est:?}");
+    assert!(est.min_rtt().unwrap() >= cfg.ack_delay_one_way, "held, raw: {est:?}");
     assert_eq!(est.rto(), cfg.rto_min, "{est:?}");
+}
+
+/// Runs the two endpoints from `from` until rank 1 has sent `acks` ACK datagrams, in steps of
+/// 2 µs; returns when it sent the last (at most 5 ms later, else `None`).
+fn ack_sent_by_1(wire: &Rc<RefCell<Wire>>, ns: &mut [Node], from: Instant, acks: u64) -> (Option<Instant>, Instant) {
+    let mut now = from;
+    while now < from + Duration::from_millis(5) {
+        now += US(2);
+        tick(wire, ns, now);
+        if ns[1].stats().acks_sent >= acks {
+            return (Some(now), now);
+        }
+    }
+    (None, now)
+}
+
+/// A link that carries DATA both ways (an agreement's: a contribution up, the decision down a
+/// while later) holds its ACKs `ack_delay`, for the answer to ride on; its sender's timer
+/// allows for that hold (no retransmission while the ACK is held), and the link falls back to
+/// the one-way hold once it carried nothing back for `TWO_WAY`.
+#[test]
+fn a_two_way_links_acks_are_held_longer_and_its_sender_waits_for_them() {
+    let cfg = UdpConfig::default();
+    assert!(cfg.ack_delay > cfg.ack_delay_one_way + cfg.rto_min / 4);
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    // Warm: rank 0's RTO to rank 1 comes down to its floor, rto_min.
+    let mut now = one_at_a_time(&wire, &mut ns, t0, cfg.ack_delay_one_way + US(100));
+    assert_eq!(ns[0].core.rto_estimator(1).unwrap().rto(), cfg.rto_min);
+    // Rank 1 answers (DATA back to 0), then rank 0 sends again once that arrived.
+    ns[1].send(0, b"up", now).unwrap();
+    for _ in 0..20 {
+        now += US(2);
+        tick(&wire, &mut ns, now);
+    }
+    assert_eq!(ns[0].got.last(), Some(&(1, b"up".to_vec())));
+    let acks = ns[1].stats().acks_sent;
+    let sent = now;
+    ns[0].send(1, b"down", now).unwrap();
+    let (acked, mut now) = ack_sent_by_1(&wire, &mut ns, now, acks + 1);
+    let held = acked.expect("acknowledged") - sent;
+    // Arrived 10 µs after the send; held `ack_delay` (within a poll step), not the one-way hold.
+    assert!(held >= cfg.ack_delay && held <= cfg.ack_delay + US(20), "{held:?}");
+    // Its timer was `rto_min + ack_delay`: no retransmission while the ACK was held.
+    for _ in 0..50 {
+        now += US(2);
+        tick(&wire, &mut ns, now);
+    }
+    assert_eq!(ns[0].stats().retransmits, 0, "the held ACK was taken for a loss");
+    // Quiet for longer than `TWO_WAY`: one-way again, both ends.
+    now += TWO_WAY;
+    tick(&wire, &mut ns, now);
+    let acks = ns[1].stats().acks_sent;
+    let sent = now;
+    ns[0].send(1, b"down again", now).unwrap();
+    let (acked, _) = ack_sent_by_1(&wire, &mut ns, now, acks + 1);
+    let held = acked.expect("acknowledged") - sent;
+    assert!(
+        held >= cfg.ack_delay_one_way && held <= cfg.ack_delay_one_way + US(20),
+        "{held:?}"
+    );
+    assert_eq!(ns[0].stats().retransmits, 0);
+}
+
+/// DATA crossing: rank 0 sends while rank 1's first DATA to it is in flight. Rank 0 armed its
+/// timer for a one-way link's hold; rank 1, having just sent, holds its ACK `ack_delay`. The
+/// arrival of rank 1's DATA at rank 0 re-arms the timer for the longer hold, so the held ACK
+/// is not taken for a loss.
+#[test]
+fn a_crossing_re_arms_the_timer_for_the_peers_longer_hold() {
+    let cfg = UdpConfig::default();
+    let t0 = Instant::now();
+    let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
+    let now = one_at_a_time(&wire, &mut ns, t0, cfg.ack_delay_one_way + US(100));
+    assert_eq!(ns[0].core.rto_estimator(1).unwrap().rto(), cfg.rto_min);
+    let acks = ns[1].stats().acks_sent;
+    ns[1].send(0, b"up", now).unwrap();
+    ns[0].send(1, b"down", now).unwrap();
+    let sent = now;
+    let (acked, mut now) = ack_sent_by_1(&wire, &mut ns, now, acks + 1);
+    let held = acked.expect("acknowledged") - sent;
+    assert!(held >= cfg.ack_delay, "{held:?}");
+    for _ in 0..50 {
+        now += US(2);
+        tick(&wire, &mut ns, now);
+    }
+    assert_eq!(ns[0].stats().retransmits, 0, "resent while the peer held its ACK");
+    assert_eq!(ns[1].got.last(), Some(&(0, b"down".to_vec())));
 }
 
 #[test]
@@ -361,7 +450,7 @@ fn a_lost_report_of_a_hole_is_repeated_before_the_senders_timer() {
     // Two messages back to back on a fresh link, the first lost, and the receiver's first
     // report of the hole (its gap ACK) lost too: the receiver reports again a quarter of the
     // RTO's floor later (it has no round trip to the sender sampled), and the sender
-    // resends the hole then, not at its timer (rto_initial + ack_delay, 1.5 ms).
+    // resends the hole then, not at its timer (rto_initial + ack_delay_one_way, 1.2 ms).
     let cfg = UdpConfig::default();
     let t0 = Instant::now();
     let (wire, mut ns) = nodes(2, &cfg, US(10), t0);
@@ -420,11 +509,11 @@ fn the_retransmission_timer_repairs_a_lost_datagram() {
         }
     }
     let at = repaired_at.expect("retransmitted") - t0;
-    // RFC 6298: not before the initial RTO (plus the peer's allowed ACK delay, as QUIC's PTO),
-    // then within a timer-wheel tick and a poll step.
-    assert!(at >= cfg.rto_initial + cfg.ack_delay, "{at:?}");
+    // RFC 6298: not before the initial RTO (plus the peer's ACK delay on a one-way link, as
+    // QUIC's PTO), then within a timer-wheel tick and a poll step.
+    assert!(at >= cfg.rto_initial + cfg.ack_delay_one_way, "{at:?}");
     assert!(
-        at <= cfg.rto_initial + cfg.ack_delay + cfg.rto_min / 8 + step * 2,
+        at <= cfg.rto_initial + cfg.ack_delay_one_way + cfg.rto_min / 8 + step * 2,
         "{at:?}"
     );
     assert_eq!(ns[1].got, vec![(0, b"once".to_vec())]);
@@ -538,11 +627,11 @@ fn queued_datagrams_are_the_wire_bytes_in_order() {
         }
     });
     assert_eq!((n, got), (1, vec![b"xyz".to_vec()]));
-    // The ACK waits for `ack_delay` (DATA to ride on), then goes alone.
+    // The ACK waits for `ack_delay_one_way` (DATA to ride on: b sent a none), then goes alone.
     b.on_timers(t0 + US(10), &mut |_| {});
     assert!(b.poll_transmit().is_none());
-    assert_eq!(b.next_due(), Some(t0 + US(10) + cfg.ack_delay));
-    b.on_timers(t0 + US(10) + cfg.ack_delay, &mut |_| {});
+    assert_eq!(b.next_due(), Some(t0 + US(10) + cfg.ack_delay_one_way));
+    b.on_timers(t0 + US(10) + cfg.ack_delay_one_way, &mut |_| {});
     let t = b.poll_transmit().unwrap();
     assert_eq!(t.to, addrs[0]);
     let h = Header::read(t.bytes).unwrap();

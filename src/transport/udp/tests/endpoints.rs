@@ -188,10 +188,10 @@ fn udp_a_sleeping_receivers_duplicates_teach_the_rto_its_delay() {
     a.send(1, b"a", clock).unwrap();
     // Rank 1 sleeps through two expiries of rank 0's timer (after 1 ms, then 1 ms more: a
     // thin flight's first expiries do not back off, `LINEAR_TIMEOUTS`; each plus the ACK
-    // delay a peer may take, `d`). Timers fire at their deadline at the earliest, within a
-    // tick (rto_min / 8) after it.
+    // delay a peer may take on a one-way link, `d`). Timers fire at their deadline at the
+    // earliest, within a tick (rto_min / 8) after it.
     let us = Duration::from_micros;
-    let d = cfg.ack_delay;
+    let d = cfg.ack_delay_one_way;
     a.poll(clock + us(999) + d, &mut |_| {}).unwrap();
     assert_eq!(a.stats().retransmits, 0, "not before the RTO");
     a.poll(clock + us(1_030) + d, &mut |_| {}).unwrap();

@@ -9,8 +9,8 @@ use crate::transport::udp::auth::AuthKey;
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
 /// A configuration whose retransmission floor is short enough to test stalls against:
-/// `rto_max` 20 ms, so `suspicion_time(rto_min)` is 25.4 + 2 × 20 = 65.4 ms, plus 9 ACK delays
-/// of 0.5 ms: 69.9 ms.
+/// `rto_max` 20 ms, so `suspicion_time(rto_min)` is 25.4 + 2 × 20 = 65.4 ms, plus 9 one-way ACK
+/// delays of 0.2 ms: 67.2 ms.
 fn short_floor() -> UdpConfig {
     UdpConfig {
         rto_max: MS(20),
@@ -68,7 +68,7 @@ fn in_order(n: &Node, from: u32) -> bool {
 fn a_peer_that_came_back_from_a_stall_is_given_longer_at_its_next() {
     let cfg = short_floor();
     let floor = cfg.suspicion_time(cfg.rto_min);
-    assert_eq!(floor, US(69_900));
+    assert_eq!(floor, US(67_200));
     // Without a stall learned, a 90 ms stall is past the floor: suspected.
     let (_, at) = stall_run(&cfg, &[(MS(100), MS(190))], None, MS(400));
     let at = at.expect("a first 90 ms stall is suspected at the floor");
@@ -83,7 +83,7 @@ fn a_peer_that_came_back_from_a_stall_is_given_longer_at_its_next() {
 
 #[test]
 fn a_peer_that_stalled_300_ms_once_is_not_suspected_at_its_next_300_ms_stall() {
-    // The defaults' floor is 102 ms: a first 300 ms stall is suspected.
+    // The defaults' floor is 104 ms: a first 300 ms stall is suspected.
     let cfg = UdpConfig::default();
     let (_, at) = stall_run(&cfg, &[(MS(100), MS(400))], None, MS(600));
     assert!(at.is_some_and(|a| a < MS(400)), "{at:?}");
