@@ -55,7 +55,9 @@ pub struct UdpConfig {
     /// The same where the link carries DATA one way (nothing sent back to the peer within
     /// [`super::reliable::TWO_WAY`]: a broadcast tree's links): no DATA will come to ride
     /// on, the hold only gathers several ACKs into one, and a lost datagram with nothing
-    /// behind it waits the sender's timer, `rto + ack_delay_one_way`. At most `ack_delay`.
+    /// behind it waits the sender's timer, `rto + ack_delay_one_way`. At most `ack_delay`
+    /// (checked when an endpoint is built: a configuration that lowers `ack_delay` below the
+    /// default 200 µs lowers this too).
     pub ack_delay_one_way: Duration,
     /// A standalone ACK goes at once after this many in-order DATA datagrams from one peer
     /// (at most `window / 4`; a gap is acknowledged at once anyway).
@@ -82,7 +84,7 @@ impl Default for UdpConfig {
     /// Loopback and data-centre values: RTTs of 10–50 µs, busy-polling peers.
     ///
     /// - `rto_min` 200 µs: RFC 6298's 1 s floor exists for WAN paths and 200 ms delayed ACKs;
-    ///   here a floor of ~10 loopback RTTs plus `ack_delay` avoids spurious retransmissions
+    ///   here a floor of ~10 loopback RTTs plus the peer's hold avoids spurious retransmissions
     ///   while a lost packet is repaired in well under a millisecond.
     /// - `rto_initial` 1 ms: before any sample, 20–50× a loopback RTT, so start-up (threads
     ///   spawning, first page faults) does not trigger retransmissions.

@@ -11,7 +11,8 @@
 //! and a bounded retransmit window. ACKs ride on DATA going the same way, or go alone, one per
 //! peer per poll, `ack_delay` after the data they acknowledge where the link carries DATA
 //! both ways, `ack_delay_one_way` where it carries DATA one way (at once when there is a gap
-//! or a duplicate; [`reliable::TWO_WAY`]). Every buffer is allocated when the endpoint is built: nothing on the message path.
+//! or a duplicate; [`reliable::TWO_WAY`]). Every buffer is allocated when the endpoint is
+//! built: nothing on the message path.
 //!
 //! A peer that answers nothing to `max_retries` retransmissions in a row, and has been silent
 //! longer than its adaptive bound (`stall_factor` × the longest stall it recently recovered

@@ -46,9 +46,11 @@ pub const LINEAR_TIMEOUTS: u32 = 6;
 ///
 /// The two ends disagree while the peer's first DATA in a while is on its way (a crossing:
 /// our DATA left meanwhile, its timer armed for the shorter hold, and the peer holds the ACK
-/// longer) or lost. Its arrival re-arms the timer for the longer hold (`heard_data`), before
-/// any expiry, a one-way delay being far below `rto_min`; a lost one can cost one early
-/// retransmission.
+/// longer) or lost. Its arrival extends the timer by the difference of the holds
+/// (`heard_data`), before any expiry, a one-way delay being far below `rto_min`. A lost one
+/// can cost one early retransmission, which the peer reports as a duplicate; its ACK says
+/// how long it was held, and the RTO learns the delay less that hold, not the hold
+/// (`on_duplicate_report`).
 pub const TWO_WAY: Duration = Duration::from_millis(10);
 
 /// Whether `at` (the last time something happened, if ever) lies within [`TWO_WAY`] of `now`.
@@ -151,6 +153,9 @@ struct Peer {
     /// came (out of order or twice too): the two ends of the [`TWO_WAY`] rule.
     data_tx: Option<Instant>,
     data_rx: Option<Instant>,
+    /// The retransmission timer was last armed with the one-way hold (`ack_delay_one_way`):
+    /// DATA from the peer now extends it to the two-way hold (`heard_data`).
+    armed_one_way: bool,
 }
 
 impl Peer {
@@ -166,6 +171,15 @@ impl Peer {
     #[inline]
     fn allowance(&self, cfg: &UdpConfig, now: Instant) -> Duration {
         hold_after(cfg, self.data_rx, now)
+    }
+
+    /// The wait of a retransmission timer armed now: the RTO and the peer's hold
+    /// ([`Peer::allowance`]), noting which hold it allowed for.
+    #[inline]
+    fn timer_wait(&mut self, cfg: &UdpConfig, now: Instant) -> Duration {
+        let allowance = self.allowance(cfg, now);
+        self.armed_one_way = allowance < cfg.ack_delay;
+        self.rto.rto() + allowance
     }
 
     /// A DATA datagram to the peer carried our cumulative and selective ACK: no ACK datagram
@@ -317,6 +331,7 @@ impl Reliable {
                 acked: (0, 0),
                 data_tx: None,
                 data_rx: None,
+                armed_one_way: false,
             })
             .collect();
         let slot = TxSlot {

@@ -63,7 +63,7 @@ impl RtoEstimator {
     }
 
     /// A new RTT measurement `r` whose acknowledgement the peer held `held` before sending it
-    /// (RFC 9002 §5.3's `ack_delay`; the caller caps it at the configured hold): the smoothed
+    /// (RFC 9002 §5.3's `ack_delay`; the caller caps it at the hold it expects of the peer): the smoothed
     /// RTT and its variation take `r - held` (at least the clock's granularity), the least
     /// RTT takes `r` as it is. Unlike RFC 9002 the hold is taken out even below the least
     /// raw sample: on a link whose every ACK is held (a tree's, DATA one way) no raw sample

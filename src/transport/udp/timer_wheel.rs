@@ -60,6 +60,12 @@ impl TimerWheel {
         self.slot[key as usize] != NIL
     }
 
+    /// When `key` is due, if it is armed.
+    #[inline]
+    pub fn deadline(&self, key: u32) -> Option<Instant> {
+        self.is_armed(key).then(|| self.deadline[key as usize])
+    }
+
     #[inline]
     pub fn cancel(&mut self, key: u32) {
         let k = key as usize;

@@ -85,8 +85,12 @@ impl Reliable {
         peer.heard = true;
         peer.last_heard = now;
         peer.probe_due = None;
+        if h.kind == KIND_DATA {
+            // Before its ACK fields are read: DATA from the peer may change the hold it applies.
+            self.heard_data(p, now);
+        }
         if h.kind == KIND_ACK && h.seq != 0 {
-            self.on_duplicate_report(p, h.seq - 1, now);
+            self.on_duplicate_report(p, h.seq - 1, h.hold, now);
         }
         self.on_ack(p, h.ack, h.hold, h.sack, now);
         match h.kind {
@@ -122,8 +126,11 @@ impl Reliable {
     /// out of the estimator). The time from the original send to this report is a true upper
     /// sample of that delay, and the RTO adapts to it as the Eifel response does (RFC 4015):
     /// the next stall of that length then costs no retransmission, no duplicate and no extra
-    /// ACK. A duplicate we never retransmitted (the network's) teaches nothing.
-    fn on_duplicate_report(&mut self, p: usize, seq: u64, now: Instant) {
+    /// ACK. A duplicate we never retransmitted (the network's) teaches nothing. Less the time
+    /// the report's ACK says the peer held it (`hold` µs, at most `ack_delay`): a hold is no
+    /// delay of the path, and our timer allows for it already (a retransmission that beat a
+    /// held ACK: the peer's DATA that told us of its longer hold was lost).
+    fn on_duplicate_report(&mut self, p: usize, seq: u64, hold: u16, now: Instant) {
         let next = self.peers[p].next_seq;
         if next - seq > self.cfg.window as u64 {
             // Its window slot holds a later packet now: too old to learn from.
@@ -135,7 +142,8 @@ impl Reliable {
             return;
         }
         slot.dsacked = true;
-        let delay = now.saturating_duration_since(slot.sent_at);
+        let held = Duration::from_micros(u64::from(hold)).min(self.cfg.ack_delay);
+        let delay = now.saturating_duration_since(slot.sent_at).saturating_sub(held);
         self.peers[p].rto.on_spurious(delay);
         self.stats.spurious_retransmits += 1;
     }
@@ -162,12 +170,12 @@ impl Reliable {
             }
             peer.snd_una = ack;
             peer.linear = 0;
-            // The peer may hold its ACK that long (QUIC's max_ack_delay in its PTO).
-            let rto = peer.rto.rto() + allowance;
             if ack == next {
                 self.wheel.cancel(p as u32);
             } else {
-                self.wheel.schedule(p as u32, now + rto);
+                // The peer may hold its ACK that long (QUIC's max_ack_delay in its PTO).
+                let wait = peer.timer_wait(&self.cfg, now);
+                self.wheel.schedule(p as u32, now + wait);
             }
         }
         if sack == 0 {
@@ -209,17 +217,21 @@ impl Reliable {
     }
 
     /// DATA came from `p`: the link carries DATA both ways now if we send `p` DATA too, and `p`
-    /// holds its ACKs of ours `ack_delay` ([`super::TWO_WAY`]). When that is news, what we
-    /// have in flight to `p` was timed for the shorter hold, `ack_delay_one_way` (a crossing:
-    /// our DATA left while this was on its way): its timer is re-armed for the longer one, or
-    /// the ACK `p` now holds would come after it and the DATA would be resent for nothing.
+    /// holds its ACKs of ours `ack_delay` ([`super::TWO_WAY`]). A retransmission timer armed
+    /// for the shorter hold, `ack_delay_one_way` (a crossing: our DATA left while this was on
+    /// its way), is extended by the difference, or the ACK `p` now holds would come after it
+    /// and the DATA would be resent for nothing. Extended, never restarted: a peer that keeps
+    /// talking must not keep a lost message's timer from firing.
     fn heard_data(&mut self, p: usize, now: Instant) {
+        let extra = self.cfg.ack_delay.saturating_sub(self.cfg.ack_delay_one_way);
         let peer = &mut self.peers[p];
-        let news = !super::recent(peer.data_rx, now);
         peer.data_rx = Some(now);
-        if news && peer.snd_una < peer.next_seq && !peer.suspected {
-            let rto = peer.rto.rto() + self.cfg.ack_delay;
-            self.wheel.schedule(p as u32, now + rto);
+        if !peer.armed_one_way || peer.suspected || peer.snd_una == peer.next_seq {
+            return;
+        }
+        peer.armed_one_way = false;
+        if let Some(due) = self.wheel.deadline(p as u32) {
+            self.wheel.schedule(p as u32, due + extra);
         }
     }
 
@@ -260,7 +272,6 @@ impl Reliable {
         sink: &mut dyn FnMut(Delivery<'_>),
     ) -> usize {
         let from = p as u32;
-        self.heard_data(p, now);
         let rcv_next = self.peers[p].rcv_next;
         if seq < rcv_next {
             // Our ACK was lost or is late, or the peer's timer fired early: say again what we

@@ -76,10 +76,10 @@ impl Reliable {
         let peer = &mut self.peers[p];
         peer.next_seq += 1;
         peer.data_tx = Some(now);
-        let rto = peer.rto.rto() + peer.allowance(&self.cfg, now);
         self.send_datagram(p, i, len);
         if !self.wheel.is_armed(to) {
-            self.wheel.schedule(to, now + rto);
+            let wait = self.peers[p].timer_wait(&self.cfg, now);
+            self.wheel.schedule(to, now + wait);
         }
         self.stats.sent += 1;
         Ok(())
@@ -144,7 +144,7 @@ impl Reliable {
         if !linear {
             peer.rto.on_timeout();
         }
-        let rto = peer.rto.rto() + peer.allowance(&self.cfg, now);
+        let rto = peer.timer_wait(&self.cfg, now);
         let waited = now.saturating_duration_since(self.tx_meta[self.tx_index(p, una)].last_tx);
         self.stats.timeouts += 1;
         self.stats.timeout_wait_ns += waited.as_nanos() as u64;
