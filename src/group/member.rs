@@ -216,8 +216,8 @@ impl Member {
             None
         };
         let joined = (|| {
-            let (agreeing, broadcasting) = join_both(&spec, &shape, job).map_err(|e| {
-                // Rank 0 says whom it refused, which the others wait for in vain.
+            let (agreeing, broadcasting) = join_both(&spec, &shape, job, flags.give_up.clone()).map_err(|e| {
+                // Rank 0 says whom it refused (its join gave up then: the group cannot form).
                 match flags.refused.load(Ordering::Acquire) {
                     NONE_REFUSED => e,
                     r => format!(

@@ -1,6 +1,7 @@
 //! What a member's caller and its threads share ([`Flags`]): who fenced it, whether it
-//! leaves, how it left, and (rank 0) whom its rendezvous refused.
+//! leaves, how it left, and (rank 0) whom its rendezvous refused, and when its join gives up.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32};
 
 use crate::group::NOT_FENCED;
@@ -21,6 +22,9 @@ pub(super) struct Flags {
     pub(super) left: AtomicU8,
     /// Rank 0: the last member its rendezvous refused (another shape), or [`NONE_REFUSED`].
     pub(super) refused: AtomicU32,
+    /// The member's join gives up: set by rank 0's rendezvous when it refused a member (the
+    /// group cannot form), or by one of the member's two joins when the other failed.
+    pub(super) give_up: Arc<AtomicBool>,
 }
 
 impl Flags {
@@ -31,6 +35,7 @@ impl Flags {
             stop: AtomicBool::new(false),
             left: AtomicU8::new(LEFT_UNACKNOWLEDGED),
             refused: AtomicU32::new(NONE_REFUSED),
+            give_up: Arc::new(AtomicBool::new(false)),
         }
     }
 }

@@ -180,7 +180,7 @@ fn a_member_with_another_count_of_members_is_refused_naming_both() {
 }
 
 /// The one-line error of a join refused for another group shape, and of rank 0's join, which
-/// waited for it in vain.
+/// gave up when its rendezvous refused that member.
 fn refused_pair(zero: MemberSpec, one: MemberSpec) -> (String, String) {
     let zero = std::thread::spawn(move || Member::join(zero));
     let one = match Member::join(one) {
@@ -200,7 +200,9 @@ fn refused_pair(zero: MemberSpec, one: MemberSpec) -> (String, String) {
 /// A member that joins with another broadcast algorithm than rank 0's, or without broadcasts,
 /// is refused by rank 0's rendezvous and fails at once, naming both (not after its join
 /// timeout of a minute: before, it joined and then never delivered, only timed out); rank 0's
-/// join, which waits for every member, says whom it refused.
+/// join gives up then too (the group cannot form), saying whom it refused, not after its own
+/// timeout (it waited for it, 3 s here, and a member slower than that to arrive under a loaded
+/// CI never heard a challenge: a failure seen once).
 #[test]
 fn a_member_with_another_algorithm_or_without_broadcasts_is_refused_naming_both() {
     let gossip = Algo::CorrectedGossip {
@@ -219,7 +221,7 @@ fn a_member_with_another_algorithm_or_without_broadcasts_is_refused_naming_both(
     ] {
         let at = coordinator();
         let zero = MemberSpec {
-            timeout: Duration::from_secs(3),
+            timeout: Duration::from_secs(60),
             ..MemberSpec::new(0, 2, at)
         };
         let one = MemberSpec {
@@ -237,5 +239,6 @@ fn a_member_with_another_algorithm_or_without_broadcasts_is_refused_naming_both(
         };
         assert!(one.contains("corrected-tree") && one.contains(here), "{one}");
         assert!(zero.contains("rank 0 refused member 1"), "{zero}");
+        assert!(zero.contains("given up") && !zero.contains("missing after"), "{zero}");
     }
 }

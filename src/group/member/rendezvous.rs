@@ -41,7 +41,9 @@ pub(super) fn shape_of(spec: &MemberSpec) -> Result<GroupShape, String> {
 }
 
 /// Rank 0's rendezvous: binds the coordinator's address and answers joins until `stop`;
-/// refuses one that states another `shape` (the last refused rank goes to `flags.refused`).
+/// refuses one that states another `shape` (the last refused rank goes to `flags.refused`),
+/// and then has rank 0's own join give up (`flags.give_up`): the group cannot form, and rank
+/// 0 fails at once naming the refused member instead of waiting for its timeout.
 pub(super) fn serve_rendezvous(
     spec: &MemberSpec,
     shape: &GroupShape,
@@ -76,6 +78,7 @@ pub(super) fn serve_rendezvous(
                 if let Some(r) = agent.last_refused {
                     // A broadcast socket joins as `n + r`.
                     flags.refused.store(r % members, Ordering::Release);
+                    flags.give_up.store(true, Ordering::Release);
                 }
                 agent.wait(Duration::from_millis(5));
             }
@@ -97,10 +100,15 @@ const GIVEN_UP: &str = "given up";
 
 /// Joins rank 0's rendezvous with this member's agreement socket (as rank `r`) and, with
 /// broadcasts, its broadcast socket (as rank `n + r`) at once: each join waits for the whole
-/// table, and both give up as soon as one fails (rank 0 refused this member's `shape`).
-pub(super) fn join_both(spec: &MemberSpec, shape: &GroupShape, job: u64) -> Result<(Joined, Option<Joined>), String> {
+/// table, and both give up as soon as one fails (rank 0 refused this member's `shape`) or
+/// `cancel` is set (rank 0's rendezvous refused another member).
+pub(super) fn join_both(
+    spec: &MemberSpec,
+    shape: &GroupShape,
+    job: u64,
+    cancel: Arc<AtomicBool>,
+) -> Result<(Joined, Option<Joined>), String> {
     let n = table_len(spec);
-    let cancel = Arc::new(AtomicBool::new(false));
     let how = JoinAs {
         coordinator: spec.coordinator,
         bind: spec.bind,
