@@ -43,7 +43,11 @@ pub(super) fn shape_of(spec: &MemberSpec) -> Result<GroupShape, String> {
 /// Rank 0's rendezvous: binds the coordinator's address and answers joins until `stop`;
 /// refuses one that states another `shape` (the last refused rank goes to `flags.refused`),
 /// and then has rank 0's own join give up (`flags.give_up`): the group cannot form, and rank
-/// 0 fails at once naming the refused member instead of waiting for its timeout.
+/// 0 fails at once naming the refused member instead of waiting for its timeout. With a key,
+/// only a key holder's hello reaches the shape check (the control plane's challenge–response
+/// comes first); without one, a forged hello with another shape now stops rank 0's join, as
+/// a forged one with the same shape could already take a member's place (an unauthenticated
+/// group trusts its network).
 pub(super) fn serve_rendezvous(
     spec: &MemberSpec,
     shape: &GroupShape,
