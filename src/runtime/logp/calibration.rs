@@ -63,7 +63,7 @@ pub struct Calibration {
     /// `{"os": {"quantiles": [[q, v], ..]}, "or": .., "L": ..}` in ns.
     pub noise: serde_json::Value,
     /// Round trips measured and left out: the thread was preempted in them
-    /// ([`RoundTrips::preempted`]; `None`: not known, as in a file saved before).
+    /// ([`super::RoundTrips::preempted`]; `None`: not known, as in a file saved before).
     #[serde(default)]
     pub preempted: Option<usize>,
 }
@@ -141,7 +141,7 @@ fn quantile_table(v: &[u64]) -> serde_json::Value {
 }
 
 impl Calibration {
-    /// From [`estimate_samples`]' samples, Netgauge's `g` and an optional G.
+    /// From [`super::estimate_samples`]' samples, Netgauge's `g` and an optional G.
     pub fn from_samples(
         transport: String,
         size: usize,
@@ -171,7 +171,7 @@ impl Calibration {
         })
     }
 
-    /// The distributions alone (`noise`'s JSON) of [`estimate_samples`]' samples, as a
+    /// The distributions alone (`noise`'s JSON) of [`super::estimate_samples`]' samples, as a
     /// calibration of them would save them (`None`: no round trips).
     pub fn noise_from_samples(rtt: &[u64], os: &[u64], or: &[u64]) -> Option<serde_json::Value> {
         if rtt.is_empty() || rtt.len() != os.len() || rtt.len() != or.len() {
@@ -190,7 +190,7 @@ impl Calibration {
         Ok(c)
     }
 
-    /// The single `o` (mean of `o_s` and `o_r`, as [`Estimate::o_ns`]) and `L`, ns.
+    /// The single `o` (mean of `o_s` and `o_r`, as [`super::Estimate::o_ns`]) and `L`, ns.
     pub fn o_and_l_ns(&self) -> (u64, u64) {
         let o = ((self.os_ns.median + self.or_ns.median) / 2.0).round().max(1.0) as u64;
         (o, (self.l_ns.median.round() as u64).max(1))
