@@ -8,10 +8,33 @@ use super::{Left, Member, MemberSpec, bcast};
 use crate::group::{Event, GroupError};
 use crate::transport::udp::auth::AuthKey;
 
-/// A loopback address with a port free a moment ago, for rank 0's rendezvous.
+/// A loopback address with a port free a moment ago, for rank 0's rendezvous: below the
+/// kernel's ephemeral range, which every other socket of the tests binds in (port 0), and a
+/// different one for each call of this process. A port of that range, free when asked and
+/// then dropped, could be handed to another test's socket before rank 0 bound it, and that
+/// test's members would then send their hellos to a socket that never answers.
 pub(super) fn coordinator() -> SocketAddr {
-    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768)
+        .clamp(4096, 65535);
+    // Ports [base, low), above the well-known and common ones, as the integration tests'
+    // `free_port` (tests/common); test processes running side by side start apart.
+    let base = 20_000u32.min(low - 2000);
+    let span = low - base;
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (base + (start + k) % span) as u16;
+        let at = SocketAddr::from(([127, 0, 0, 1], port));
+        if std::net::UdpSocket::bind(at).is_ok() {
+            return at;
+        }
+    }
+    panic!("no free port below {low} for a rendezvous");
 }
 
 /// Every member of `specs` joins at once (each join waits for all); in rank order.
