@@ -336,7 +336,14 @@ where
     #[inline]
     fn send_phase(drv: &mut Driver<Datagrams<P::Msg>>, m: &mut Pass<'_, '_, P>) -> bool {
         if m.ops.busy(m.now) {
-            return false;
+            // The pass's instant was read before its receive: a counted wait (the synchronized
+            // correction start) that ended during the read is over now, and the model's node
+            // sends then, not a pass later (over UDP an empty read alone is ~0.5 µs).
+            let now = Instant::now();
+            if m.ops.busy(now) {
+                return false;
+            }
+            m.now = now;
         }
         m.begin_sends();
         let mut budget = m.ops.sends_per_step;

@@ -32,6 +32,8 @@ struct Spy {
     starts_seen: Arc<Mutex<Vec<u64>>>,
     sent: Arc<Mutex<Vec<Vec<u8>>>>,
     inbox: Vec<Vec<u8>>,
+    /// How long a read that finds nothing takes (a slow empty read, as UDP's system call).
+    empty_read: Duration,
 }
 
 impl Transport for Spy {
@@ -57,7 +59,10 @@ impl Transport for Spy {
         Ok(())
     }
     fn poll(&mut self, _: Instant, sink: &mut dyn FnMut(Delivery<'_>)) -> std::io::Result<usize> {
-        let Some(b) = self.inbox.pop() else { return Ok(0) };
+        let Some(b) = self.inbox.pop() else {
+            std::thread::sleep(self.empty_read);
+            return Ok(0);
+        };
         sink(Delivery::Message { from: 0, bytes: &b });
         Ok(1)
     }
@@ -119,6 +124,7 @@ fn bookkeeping_follows_the_send_and_the_hand_over() {
         starts_seen: starts_seen.clone(),
         sent: sent.clone(),
         inbox,
+        empty_read: Duration::ZERO,
     };
     let hand = |rank| Box::new(Hand(Generated::new(8), ctl.clone(), rank, handed.clone()));
     let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(spy(0, Vec::new())), hand(0), None, 1, None);
@@ -283,6 +289,7 @@ fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
         starts_seen: Arc::default(),
         sent: Arc::default(),
         inbox: Vec::new(),
+        empty_read: Duration::ZERO,
     };
     let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
     ctl.allowed.store(1, Relaxed);
@@ -305,6 +312,54 @@ fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
     assert!(
         gap >= least,
         "correction sent {gap:?} after the last tree send, before {least:?}"
+    );
+}
+
+/// A counted wait that ends while the node reads (an empty read as slow as UDP's system call,
+/// longer than the whole wait here) is over when the read returns: the first correction
+/// message leaves in that pass, as the model's process sends the moment its wait ends, not a
+/// pass later (the pass's instant was read before the receive).
+#[test]
+fn a_counted_wait_that_ends_during_a_read_sends_right_after_it() {
+    let n = 4;
+    let logp = LogP { l: 2, o: 1 };
+    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap();
+    let children = tree.children(0).len();
+    let shared = TreeShared::new(tree, logp, Correction::Checked, Start::Synchronized);
+    let wait_units = shared.sync_at - children as u64 * logp.o;
+    assert!(wait_units >= 2, "{wait_units}");
+    let tick = Duration::from_millis(1);
+    let ctl = Arc::new(Control::new(n));
+    let p = NodeParams {
+        shared: &shared,
+        n,
+        root: Some(0),
+        job: 7,
+        tick_ns: tick.as_nanos() as u64,
+        epoch: Instant::now(),
+    };
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let tp = Spy {
+        rank: 0,
+        n,
+        delay: Duration::ZERO,
+        ended: ends.clone(),
+        ctl: ctl.clone(),
+        at_send: Seen::default(),
+        sends_seen: Arc::default(),
+        starts_seen: Arc::default(),
+        sent: Arc::default(),
+        inbox: Vec::new(),
+        empty_read: tick * (wait_units as u32 + 2),
+    };
+    let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
+    ctl.allowed.store(1, Relaxed);
+    // One pass: the start's tree messages, the wait, one (slow, empty) read, the send phase.
+    root.step(&p, &ctl, Instant::now());
+    assert_eq!(
+        ends.lock().unwrap().len(),
+        children + 1,
+        "the correction's first message did not leave in the pass whose read outlasted the wait"
     );
 }
 
