@@ -2,8 +2,8 @@
 # A/B of ftcoll binaries: each binary's `bench --kill none --json` per node count and transport,
 # alternated REPS times in one run (so that drift and load hit every binary alike); prints per
 # run the coloring p50 and p99 (µs), measured/modeled p50, standalone ACKs per data datagram,
-# messages and retransmissions per operation, the load, measured/modeled p99 and whether the
-# prediction was noisy LogP.
+# messages and retransmissions per operation, the load, measured/modeled p99, whether the
+# prediction was noisy LogP, and the quiescence p50 (µs) with its measured/modeled ratio.
 #   bench/ab.sh [-r REPS] [-n "8 16"] [-t "udp inproc"] [-i ITERATIONS] BINARY...
 #   e.g. bench/ab.sh -r 3 -n "8 16" -t udp /tmp/ftcoll-old target/release/ftcoll
 set -eu
@@ -20,7 +20,7 @@ for b in "$@"; do # A `stages` build measures its clock reads too (`cargo bench 
   ! "$b" --version 2>/dev/null | grep -q '+stages' || echo "ab: note: $b is a build with the stages feature" >&2
 done
 echo "cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rep N transport binary coloring_p50_us coloring_p99_us ratio_p50 acks_per_data msgs_per_op rtx_per_op load ratio_p99 noisy"
+echo "rep N transport binary coloring_p50_us coloring_p99_us ratio_p50 acks_per_data msgs_per_op rtx_per_op load ratio_p99 noisy quiescence_p50_us quiescence_ratio_p50"
 for rep in $(seq "$reps"); do
   for n in $nodes; do
     for t in $transports; do
@@ -36,7 +36,9 @@ print("%.3f %.3f %.3f %s %.1f %.2f" % (d["coloring_latency_us"]["p50"], d["color
       d["transport"]["retransmits"] / ops))') $(cut -d' ' -f1 /proc/loadavg) $(echo "$out" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-print("%.3f %s" % (d["prediction"]["coloring"]["ratio"]["p99"], d["config"].get("noisy_model")))')"
+p = d["prediction"]
+print("%.3f %s %.3f %.3f" % (p["coloring"]["ratio"]["p99"], d["config"].get("noisy_model"),
+      d["quiescence_latency_us"]["p50"], p["quiescence"]["ratio"]["p50"]))')"
       done
     done
   done
