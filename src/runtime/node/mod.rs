@@ -314,10 +314,21 @@ where
             if let Some(iter) = m.ops.dying {
                 return (true, Some(Death::Crash(iter)));
             }
-            let units = m.now.saturating_duration_since(p.epoch).as_nanos() as u64 / p.tick_ns.max(1);
-            if m.poll_timeout().is_some_and(|t| t <= units) {
-                _ = m.handle(0, Event::Timer);
-                progress = true;
+            if let Some(due) = m.poll_timeout() {
+                let units = |now: Instant| now.saturating_duration_since(p.epoch).as_nanos() as u64 / p.tick_ns.max(1);
+                // Not due at the pass's instant, which was read before the receive: a timer
+                // that expired during the read fires now, not a pass later (as a counted
+                // wait's end, `send_phase`); the clock is read only while a timer is armed.
+                if due > units(m.now) {
+                    let now = Instant::now();
+                    if due <= units(now) {
+                        m.now = now;
+                    }
+                }
+                if due <= units(m.now) {
+                    _ = m.handle(0, Event::Timer);
+                    progress = true;
+                }
             }
             progress |= Self::send_phase(drv, m);
             m.publish();

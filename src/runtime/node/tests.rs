@@ -363,6 +363,61 @@ fn a_counted_wait_that_ends_during_a_read_sends_right_after_it() {
     );
 }
 
+/// A protocol timer that expires while the node reads fires when the read returns (the
+/// delayed correction's search to the right, Corrected Trees §3.2), not a pass later.
+#[test]
+fn a_timer_that_expires_during_a_read_fires_right_after_it() {
+    let n = 4;
+    let logp = LogP { l: 2, o: 1 };
+    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap();
+    let children = tree.children(0).len();
+    let shared = TreeShared::new(tree, logp, Correction::Delayed { delay: None }, Start::Synchronized);
+    let wait_units = shared.sync_at - children as u64 * logp.o;
+    let delay_units = shared.corr.delay;
+    let tick = Duration::from_millis(1);
+    let ctl = Arc::new(Control::new(n));
+    let p = NodeParams {
+        shared: &shared,
+        n,
+        root: Some(0),
+        job: 7,
+        tick_ns: tick.as_nanos() as u64,
+        epoch: Instant::now(),
+    };
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let tp = Spy {
+        rank: 0,
+        n,
+        delay: Duration::ZERO,
+        ended: ends.clone(),
+        ctl: ctl.clone(),
+        at_send: Seen::default(),
+        sends_seen: Arc::default(),
+        starts_seen: Arc::default(),
+        sent: Arc::default(),
+        inbox: Vec::new(),
+        // Every read outlasts the synchronized start's wait and the correction's delay.
+        empty_read: tick * (wait_units + delay_units + 2) as u32,
+    };
+    let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
+    ctl.allowed.store(1, Relaxed);
+    // The tree messages, the wait, a read, the correction's first message (to the left).
+    root.step(&p, &ctl, Instant::now());
+    assert_eq!(
+        ends.lock().unwrap().len(),
+        children + 1,
+        "the delayed correction did not start"
+    );
+    // A read that outlasts the delay: nobody answered from the right, so the search to the
+    // right begins in this pass.
+    root.step(&p, &ctl, Instant::now());
+    assert_eq!(
+        ends.lock().unwrap().len(),
+        children + 2,
+        "the timer that expired during the read did not fire in that pass"
+    );
+}
+
 /// The trace of a real run (cargo feature `trace`): every operation has one start, at the
 /// root; every node delivers it once, the root at its start and every other node at or after
 /// its first receive; and every receive has, before it, a send of the same message (label)
