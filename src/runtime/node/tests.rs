@@ -371,7 +371,9 @@ fn a_timer_that_expires_during_a_read_fires_right_after_it() {
     let logp = LogP { l: 2, o: 1 };
     let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap();
     let children = tree.children(0).len();
-    let shared = TreeShared::new(tree, logp, Correction::Delayed { delay: None }, Start::Synchronized);
+    // A delay of 40 ticks: a stall between the two steps shorter than that cannot fire the
+    // timer at the second step's instant and hide the pass's late timer.
+    let shared = TreeShared::new(tree, logp, Correction::Delayed { delay: Some(40) }, Start::Synchronized);
     let wait_units = shared.sync_at - children as u64 * logp.o;
     let delay_units = shared.corr.delay;
     let tick = Duration::from_millis(1);
