@@ -251,37 +251,46 @@ fn a_full_window_wrapping_the_slots_completes_every_operation() {
     assert!(r.messages.min() >= u64::from(n - 1), "{}", r.messages.min());
 }
 
-/// A counted wait (the synchronized correction start, `Action::Sleep`) runs from the end of
-/// the sends before it, as the model's process sleeps from the end of its last send: with
-/// sends slower than the pass's instant allows for, the first correction message still
-/// leaves a whole wait after the last tree message, not in the same pass.
-#[test]
-fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
-    let n = 4;
+/// The counted-wait tests' time unit.
+const TICK: Duration = Duration::from_millis(1);
+
+/// A corrected tree over 4 nodes (binomial, L = 2, o = 1) with `correction` and the
+/// synchronized start: its shared part, the root's children, and the root's wait after its
+/// tree sends in units (`TICK` each).
+fn four_nodes(correction: Correction) -> (TreeShared, usize, u64) {
     let logp = LogP { l: 2, o: 1 };
-    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap();
+    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, 4, logp).unwrap();
     let children = tree.children(0).len();
-    assert_eq!(children, 2);
-    let shared = TreeShared::new(tree, logp, Correction::Checked, Start::Synchronized);
-    // The root's wait after its tree sends, in units (1 ms each here).
+    let shared = TreeShared::new(tree, logp, correction, Start::Synchronized);
     let wait_units = shared.sync_at - children as u64 * logp.o;
     assert!(wait_units >= 2, "{wait_units}");
-    let tick = Duration::from_millis(1);
-    let ctl = Arc::new(Control::new(n));
-    let p = NodeParams {
-        shared: &shared,
-        n,
+    (shared, children, wait_units)
+}
+
+/// The root's parameters with units of `TICK`.
+fn tick_params(shared: &TreeShared) -> NodeParams<'_, TreeShared> {
+    NodeParams {
+        shared,
+        n: 4,
         root: Some(0),
         job: 7,
-        tick_ns: tick.as_nanos() as u64,
+        tick_ns: TICK.as_nanos() as u64,
         epoch: Instant::now(),
-    };
+    }
+}
+
+/// Rank 0 of 4 over a `Spy` whose sends take `delay` and whose empty reads `empty_read`,
+/// allowed its first operation; with the log of its sends' ends.
+fn spied_root(
+    ctl: &Arc<Control>,
+    delay: Duration,
+    empty_read: Duration,
+) -> (Node<CorrectedTree<0>>, Arc<Mutex<Vec<Instant>>>) {
     let ends = Arc::new(Mutex::new(Vec::new()));
     let tp = Spy {
         rank: 0,
-        n,
-        // Both tree sends together take longer than the wait.
-        delay: tick * wait_units as u32,
+        n: 4,
+        delay,
         ended: ends.clone(),
         ctl: ctl.clone(),
         at_send: Seen::default(),
@@ -289,10 +298,26 @@ fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
         starts_seen: Arc::default(),
         sent: Arc::default(),
         inbox: Vec::new(),
-        empty_read: Duration::ZERO,
+        empty_read,
     };
-    let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
+    let root = Node::<CorrectedTree<0>>::new(0, 4, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
     ctl.allowed.store(1, Relaxed);
+    (root, ends)
+}
+
+/// A counted wait (the synchronized correction start, `Action::Sleep`) runs from the end of
+/// the sends before it, as the model's process sleeps from the end of its last send: with
+/// sends slower than the pass's instant allows for, the first correction message still
+/// leaves a whole wait after the last tree message, not in the same pass.
+#[test]
+fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
+    let (shared, children, wait_units) = four_nodes(Correction::Checked);
+    assert_eq!(children, 2);
+    let tick = TICK;
+    let ctl = Arc::new(Control::new(4));
+    let p = tick_params(&shared);
+    // Both tree sends together take longer than the wait.
+    let (mut root, ends) = spied_root(&ctl, tick * wait_units as u32, Duration::ZERO);
     root.step(&p, &ctl, Instant::now());
     assert_eq!(
         ends.lock().unwrap().len(),
@@ -321,39 +346,10 @@ fn a_counted_wait_starts_when_the_sends_before_it_have_left() {
 /// pass later (the pass's instant was read before the receive).
 #[test]
 fn a_counted_wait_that_ends_during_a_read_sends_right_after_it() {
-    let n = 4;
-    let logp = LogP { l: 2, o: 1 };
-    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap();
-    let children = tree.children(0).len();
-    let shared = TreeShared::new(tree, logp, Correction::Checked, Start::Synchronized);
-    let wait_units = shared.sync_at - children as u64 * logp.o;
-    assert!(wait_units >= 2, "{wait_units}");
-    let tick = Duration::from_millis(1);
-    let ctl = Arc::new(Control::new(n));
-    let p = NodeParams {
-        shared: &shared,
-        n,
-        root: Some(0),
-        job: 7,
-        tick_ns: tick.as_nanos() as u64,
-        epoch: Instant::now(),
-    };
-    let ends = Arc::new(Mutex::new(Vec::new()));
-    let tp = Spy {
-        rank: 0,
-        n,
-        delay: Duration::ZERO,
-        ended: ends.clone(),
-        ctl: ctl.clone(),
-        at_send: Seen::default(),
-        sends_seen: Arc::default(),
-        starts_seen: Arc::default(),
-        sent: Arc::default(),
-        inbox: Vec::new(),
-        empty_read: tick * (wait_units as u32 + 2),
-    };
-    let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
-    ctl.allowed.store(1, Relaxed);
+    let (shared, children, wait_units) = four_nodes(Correction::Checked);
+    let ctl = Arc::new(Control::new(4));
+    let p = tick_params(&shared);
+    let (mut root, ends) = spied_root(&ctl, Duration::ZERO, TICK * (wait_units as u32 + 2));
     // One pass: the start's tree messages, the wait, one (slow, empty) read, the send phase.
     root.step(&p, &ctl, Instant::now());
     assert_eq!(
@@ -367,42 +363,14 @@ fn a_counted_wait_that_ends_during_a_read_sends_right_after_it() {
 /// delayed correction's search to the right, Corrected Trees §3.2), not a pass later.
 #[test]
 fn a_timer_that_expires_during_a_read_fires_right_after_it() {
-    let n = 4;
-    let logp = LogP { l: 2, o: 1 };
-    let tree = Tree::build(TreeKind::Binomial, Order::Interleaved, n, logp).unwrap();
-    let children = tree.children(0).len();
     // A delay of 40 ticks: a stall between the two steps shorter than that cannot fire the
     // timer at the second step's instant and hide the pass's late timer.
-    let shared = TreeShared::new(tree, logp, Correction::Delayed { delay: Some(40) }, Start::Synchronized);
-    let wait_units = shared.sync_at - children as u64 * logp.o;
-    let delay_units = shared.corr.delay;
-    let tick = Duration::from_millis(1);
-    let ctl = Arc::new(Control::new(n));
-    let p = NodeParams {
-        shared: &shared,
-        n,
-        root: Some(0),
-        job: 7,
-        tick_ns: tick.as_nanos() as u64,
-        epoch: Instant::now(),
-    };
-    let ends = Arc::new(Mutex::new(Vec::new()));
-    let tp = Spy {
-        rank: 0,
-        n,
-        delay: Duration::ZERO,
-        ended: ends.clone(),
-        ctl: ctl.clone(),
-        at_send: Seen::default(),
-        sends_seen: Arc::default(),
-        starts_seen: Arc::default(),
-        sent: Arc::default(),
-        inbox: Vec::new(),
-        // Every read outlasts the synchronized start's wait and the correction's delay.
-        empty_read: tick * (wait_units + delay_units + 2) as u32,
-    };
-    let mut root = Node::<CorrectedTree<0>>::new(0, n, Box::new(tp), Box::new(Generated::new(8)), None, 1, None);
-    ctl.allowed.store(1, Relaxed);
+    let (shared, children, wait_units) = four_nodes(Correction::Delayed { delay: Some(40) });
+    let ctl = Arc::new(Control::new(4));
+    let p = tick_params(&shared);
+    // Every read outlasts the synchronized start's wait and the correction's delay.
+    let read = TICK * (wait_units + shared.corr.delay + 2) as u32;
+    let (mut root, ends) = spied_root(&ctl, Duration::ZERO, read);
     // The tree messages, the wait, a read, the correction's first message (to the left).
     root.step(&p, &ctl, Instant::now());
     assert_eq!(
