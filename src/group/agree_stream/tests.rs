@@ -41,6 +41,41 @@ fn an_agreements_only_stream_with_a_kill_reports_the_kill_classes() {
     assert!(r.first_suspicion_after_kill.is_some() && r.first_success_after_kill.is_some());
 }
 
+/// With two members, the survivor's first successful agreement after the kill follows its
+/// own suspicion of the dead one (it cannot decide without it), and so must the report's
+/// stamps: the pass that suspects stamped its returns with its clock read before the
+/// suspicion's handling, and the first success read earlier than the first suspicion. In
+/// process and over UDP.
+#[test]
+fn the_first_success_after_a_kill_is_not_stamped_before_the_suspicion() {
+    for transport in [TransportKind::Inproc, TransportKind::Udp] {
+        let mut g = Group::builder(2)
+            .transport(transport)
+            .broadcasts(false)
+            .agreements(false)
+            .seed(9)
+            .build()
+            .unwrap();
+        let r = g
+            .agree_stream(AgreeStream {
+                kills: vec![(1, 30)],
+                ..AgreeStream::new(60)
+            })
+            .unwrap();
+        assert_eq!((r.disagreements, r.invalid, r.unfinished), (0, 0, 0), "{transport:?}");
+        let (Some(suspicion), Some(success)) = (r.first_suspicion_after_kill, r.first_success_after_kill) else {
+            panic!(
+                "{transport:?}: no suspicion or success after the kill ({} suspicions)",
+                r.suspicions
+            );
+        };
+        assert!(
+            success >= suspicion,
+            "{transport:?}: first success {success} ns after the kill, first suspicion {suspicion} ns"
+        );
+    }
+}
+
 /// A stream over two workers steps member `r` on worker `r % 2`, as `ftcoll agree` places
 /// its nodes.
 #[test]

@@ -395,6 +395,7 @@ impl Node {
             return false;
         }
         let now = Instant::now();
+        let suspicions = self.suspicions;
         if let Some(until) = self.stalled_until {
             if now < until {
                 return false;
@@ -436,9 +437,24 @@ impl Node {
         // What the messages just handled made ERA send (a decision's DOWN above all) goes out
         // before this node records its own return: the bookkeeping is off the critical path.
         progress |= self.send_pending(sh, now);
+        // A return is stamped with the pass's clock, read before its receives: the entry
+        // that follows it is too, so a node's entry-to-return spans whole passes either side
+        // and a failure-free pass costs no clock read. Not so on the failure path: the pass
+        // that suspects a node or returns a failed agreement does cold work after that read
+        // (the failure's detection and handling, ERA's Part 4), and its returns, stamped
+        // before it, came before the suspicion they follow: the kill to the first success
+        // read shorter than the kill to the first suspicion, both of which are stamped when
+        // they happen (docs/measurements.md, "Returns stamped before their failure"). From
+        // there on in such a pass each return reads the clock.
+        let mut failure_path = self.suspicions != suspicions;
+        let mut at = now;
         while let Some(o) = self.era.poll_output() {
             progress = true;
-            self.on_return(o, sh, now);
+            failure_path |= !o.ok();
+            if failure_path {
+                at = Instant::now().max(at);
+            }
+            self.on_return(o, sh, at);
         }
         if self.dead {
             // Handed over, not folded: folding every batch waiting (up to `FOLD_AT` of
