@@ -171,6 +171,9 @@ fn tree_ack_without_correction_is_inconsistent_under_a_crash() {
         Duration::from_millis(100),
     );
     assert!(r.violations > 0 && r.timeouts > 0, "{r:?}");
+    // An abandoned operation never colored: no coloring or quiescence latency for it.
+    assert_eq!(r.coloring.len(), r.measured - r.timeouts, "{r:?}");
+    assert_eq!(r.quiescence.len(), r.coloring.len());
 }
 
 #[test]

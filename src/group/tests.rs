@@ -247,6 +247,28 @@ impl crate::runtime::node::Payloads for Checked {
     }
 }
 
+/// A stream rooted at member 1 measures member 0's deliveries, not the root's own: the
+/// per-node delivery histogram skipped rank 0 instead of each operation's root, so every
+/// sample was the root's delivery to itself (1 ns) and member 0's were lost.
+#[test]
+fn a_stream_rooted_elsewhere_than_0_measures_the_other_members_deliveries() {
+    let mut g = Group::builder(2).build().unwrap();
+    let res = g
+        .stream(Stream {
+            roots: vec![1],
+            ..Stream::generated(50, 8)
+        })
+        .unwrap();
+    assert_eq!((res.measured, res.violations, res.timeouts), (50, 0, 0));
+    assert_eq!(res.delivery.len(), 50, "one non-root member per operation");
+    // A hop through two in-process nodes takes more than a nanosecond: member 0's deliveries.
+    assert!(res.delivery.min() > 1, "min {} ns", res.delivery.min());
+    assert!(
+        res.delivery.min() <= res.coloring.max(),
+        "a delivery is no later than its coloring"
+    );
+}
+
 #[test]
 fn a_stream_on_two_workers_between_broadcasts_delivers_checked_bytes_to_its_payloads() {
     let mut g = Group::builder(4).workers(2).build().unwrap();

@@ -110,13 +110,15 @@ impl ClusterConfig {
 /// What a run measured.
 #[derive(Debug)]
 pub struct ClusterResult {
-    /// Root's start to the last live node's delivery, ns, per measured operation.
+    /// Root's start to the last live node's delivery, ns, per measured operation that every
+    /// live node delivered (an abandoned one, counted in `timeouts`, has none).
     pub coloring: Histogram<u64>,
     /// Root's start to the last send/receive of the operation, ns.
     pub quiescence: Histogram<u64>,
     /// Messages per operation.
     pub messages: Histogram<u64>,
-    /// Per-node delivery latency, ns (merged over nodes).
+    /// Per-node delivery latency, ns (merged over the nodes other than each operation's
+    /// root).
     pub delivery: Histogram<u64>,
     /// Each rank's delivery latency summed over the measured operations (`osu_bcast`'s metric).
     pub per_rank: crate::runtime::node::RankTimes,
@@ -445,9 +447,15 @@ impl Coordinator {
                 return false;
             }
         }
+        // The claim first: the root stores the start, then claims the slot (Release), so a
+        // claim seen here (Acquire) comes with this operation's start; read the other way
+        // round, the start could be the one of the operation `WINDOW` before, claimed over in
+        // between (a root on another worker than the coordinator's).
+        let claimed = root.get(seq).is_some();
         let start = ctl.started_ns[(seq % WINDOW as u64) as usize].load(Ordering::Acquire);
-        if start == 0 || root.get(seq).is_none() {
-            if root.get(seq).is_none() && root.dead.load(Ordering::Acquire) {
+        if start == 0 || !claimed {
+            // Dead first, then the claim: a root that claimed before it died is seen to have.
+            if root.dead.load(Ordering::Acquire) && root.get(seq).is_none() {
                 // The root crashed before starting the operation: it never happens.
                 if seq >= self.warmup {
                     self.res.measured += 1;
@@ -522,7 +530,7 @@ impl Coordinator {
                     r.violations += 1;
                 } else {
                     r.per_rank.record(i, d.saturating_sub(start).max(1));
-                    if i != 0 {
+                    if i != root_rank as usize {
                         r.delivery.saturating_record(d.saturating_sub(start).max(1));
                     }
                 }
@@ -532,13 +540,19 @@ impl Coordinator {
             // A delivery is activity of the operation: quiescence is never before coloring
             // (`--procs` reports may carry a `last_ns` older than a later delivery stamp).
             let quiescence = last.max(colored).saturating_sub(start).max(1);
-            r.coloring.saturating_record(coloring);
-            r.quiescence.saturating_record(quiescence);
+            // An abandoned operation never colored: its last delivery so far is no coloring
+            // latency (it is a timeout, and a violation where a live node missed it).
+            if !abandoned {
+                r.coloring.saturating_record(coloring);
+                r.quiescence.saturating_record(quiescence);
+            }
             r.messages.saturating_record(msgs.max(1));
             let violated = r.violations > violations_before;
             if let Some(sg) = r.segment_of(seq) {
-                sg.coloring.saturating_record(coloring);
-                sg.quiescence.saturating_record(quiescence);
+                if !abandoned {
+                    sg.coloring.saturating_record(coloring);
+                    sg.quiescence.saturating_record(quiescence);
+                }
                 sg.messages.saturating_record(msgs.max(1));
                 sg.timeouts += u64::from(abandoned);
                 sg.violated_ops += u64::from(violated);

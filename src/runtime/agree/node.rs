@@ -456,6 +456,9 @@ impl Node {
             }
             self.on_return(o, sh, at);
         }
+        // The rest of the pass goes on from the latest instant (the transport's timers and
+        // the handoff's age never see time go back).
+        let now = at;
         if self.dead {
             // Handed over, not folded: folding every batch waiting (up to `FOLD_AT` of
             // them) here held this node's worker for 50-300 µs right after the kill, while

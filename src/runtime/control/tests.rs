@@ -481,3 +481,37 @@ fn a_farewell_repeats_the_table_before_its_stops_and_a_child_with_the_table_succ
     }
     assert!(tables >= 2 && stops >= 2, "{tables} tables, {stops} stops");
 }
+
+/// A coordinator on this host (a loopback address) shares the node's clocks: a probe whose
+/// interval holds 0 moves nothing (its midpoint is the two ways' asymmetry, not an offset),
+/// and the uncertainty is still the probe's half round trip; an interval that does not hold
+/// 0 (a wall clock stepped between the two alignments) is applied.
+#[test]
+fn a_coordinator_on_this_host_moves_the_clock_only_when_the_interval_excludes_0() {
+    let (job, n) = (0xC10C, 2u32);
+    // The node's clock: the probe leaves at 1000 and its answer is read at 3000 (a 2000 ns
+    // round trip, so the interval is the midpoint ± 1000).
+    for (t2, want) in [(2500u64, 0i64), (1000, 0), (3000, 0), (6000, 4000), (0, -2000)] {
+        let coord = raw_child();
+        let mut child = ChildAgent::new(coord.local_addr().unwrap(), job, 1, n).unwrap();
+        let reads = std::cell::Cell::new(0u64);
+        let answering = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let (len, from) = coord.recv_from(&mut buf).unwrap();
+            let m = crate::wire::mac::opened(None, &buf[..len]).and_then(|b| crate::wire::control::decode(b, job, n));
+            let Some((1, Msg::Ping { t1 })) = m else {
+                panic!("not a probe: {m:?}")
+            };
+            let pong = crate::wire::mac::sealed(None, &encode(job, 0, &Msg::Pong { t1, t2 }));
+            coord.send_to(&pong, from).unwrap();
+            coord
+        });
+        let clock = || {
+            reads.set(reads.get() + 1);
+            if reads.get() == 1 { 1000 } else { 3000 }
+        };
+        let got = child.sync_clock(&clock, 1);
+        drop(answering.join().unwrap());
+        assert_eq!(got, (want, 1000), "coordinator stamped {t2}");
+    }
+}
