@@ -198,6 +198,7 @@ pub fn print(r: &BenchReport) {
             "false_suspicions": res.false_suspicions,
             "clock_uncertainty_ns": res.clock_uncertainty_ns,
             "clocks_ns": res.clocks.iter().map(|c| c.map(|(o, u)| json!({"offset": o, "uncertainty": u}))).collect::<Vec<_>>(),
+            "deliveries_before_start": res.before_start,
         });
         println!("{v}");
         return;
@@ -432,8 +433,14 @@ pub fn print(r: &BenchReport) {
     }
     if let Some(u) = res.clock_uncertainty_ns {
         s += &format!(
-            "clocks: each process's offset to this coordinator estimated by ping-pong; largest uncertainty {:.2} µs\n",
+            "clocks: each process's offset to this coordinator estimated by ping-pong and applied to processes on other hosts (those on this host share its clocks); largest uncertainty {:.2} µs\n",
             u as f64 / 1e3
+        );
+    }
+    if res.before_start > 0 {
+        s += &format!(
+            "clocks: {} deliveries stamped before their operation's start, each recorded as 1 ns: the processes' clocks disagree by more than a hop, and the latencies near 0 are clock error\n",
+            res.before_start
         );
     }
     let t = &res.transport;

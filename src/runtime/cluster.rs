@@ -161,8 +161,13 @@ pub struct ClusterResult {
     /// `None` when every node shares one clock.
     pub clock_uncertainty_ns: Option<u64>,
     /// Multi-process runs: per rank, the clock offset to the coordinator and its uncertainty
-    /// (ns), as each process measured it (`None`: not reported).
+    /// (ns), as each process applied it (`None`: not reported).
     pub clocks: Vec<Option<(i64, u64)>>,
+    /// Deliveries of measured operations stamped before their operation's start: the
+    /// processes' clocks disagree by more than a hop (a clock offset off by more than its
+    /// estimate's uncertainty says, or one not applied). Each is recorded as 1 ns, so the
+    /// latencies near 0 are clock error; one process sharing a clock has none.
+    pub before_start: u64,
     /// Per worker of a local run, its passes without progress ([`IdlePasses`]; empty for a
     /// launched or multi-process run).
     pub idle_passes: Vec<IdlePasses>,
@@ -219,6 +224,7 @@ impl ClusterResult {
             counters_lost: 0,
             clock_uncertainty_ns: None,
             clocks: Vec::new(),
+            before_start: 0,
             idle_passes: Vec::new(),
             segments: Vec::new(),
         }
@@ -529,6 +535,7 @@ impl Coordinator {
                 if b.deliveries.load(Ordering::Relaxed) != 1 || b.bad_payload.load(Ordering::Relaxed) > 0 || d == 0 {
                     r.violations += 1;
                 } else {
+                    r.before_start += u64::from(d < start);
                     r.per_rank.record(i, d.saturating_sub(start).max(1));
                     if i != root_rank as usize {
                         r.delivery.saturating_record(d.saturating_sub(start).max(1));

@@ -106,3 +106,30 @@ fn a_delivery_half_published_is_waited_for_not_a_violation() {
     assert!(!c.tick(&ctl, epoch), "over");
     assert_eq!((c.retired(), c.result().violations, c.result().timeouts), (1, 0, 0));
 }
+
+/// A delivery stamped before its operation's start (processes whose clocks disagree by more
+/// than a hop) is counted, not only recorded as 1 ns.
+#[test]
+fn a_delivery_stamped_before_its_start_is_counted() {
+    let mut c = Coordinator::new(&one_op(Duration::from_secs(3600), Duration::ZERO));
+    let ctl = crate::runtime::board::Control::new(2);
+    let epoch = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(2));
+    use std::sync::atomic::Ordering;
+    ctl.started_ns[0].store(1000, Ordering::Release);
+    for (r, at) in [(0, 1000), (1, 400)] {
+        let b = ctl.boards[r].claim(0);
+        b.deliveries.store(1, Ordering::Relaxed);
+        b.delivered_ns.store(at, Ordering::Release);
+        b.last_ns.store(at, Ordering::Relaxed);
+        b.finished.store(true, Ordering::Release);
+    }
+    assert!(!c.tick(&ctl, epoch), "over");
+    let r = c.result();
+    assert_eq!((r.violations, r.timeouts, r.before_start), (0, 0, 1));
+    assert_eq!(
+        (r.delivery.len(), r.delivery.max()),
+        (1, 1),
+        "rank 1's, clamped to 1 ns"
+    );
+}
