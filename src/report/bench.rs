@@ -433,7 +433,7 @@ pub fn print(r: &BenchReport) {
     }
     if let Some(u) = res.clock_uncertainty_ns {
         s += &format!(
-            "clocks: each process's offset to this coordinator estimated by ping-pong and applied to processes on other hosts (those on this host share its clocks); largest uncertainty {:.2} µs\n",
+            "clocks: each process's offset to this coordinator estimated by ping-pong (not applied where a process reached it at an address of its own host and the estimate held 0); largest uncertainty {:.2} µs\n",
             u as f64 / 1e3
         );
     }

@@ -429,6 +429,15 @@ impl Coordinator {
         died != u64::MAX && died > seq
     }
 
+    /// Operation `seq` (the current one) is over: its slot's start is cleared before the
+    /// root may start the operation `WINDOW` later in it (which waits for `allowed`, moved
+    /// after this), and the operations before `seq + 1` are retired.
+    fn retire(&mut self, ctl: &Control, seq: u64) {
+        ctl.started_ns[(seq % WINDOW as u64) as usize].store(0, Ordering::Release);
+        self.cur += 1;
+        ctl.retired.store(self.cur, Ordering::Release);
+    }
+
     /// Checks the oldest unfinished operation; returns false once everything is done.
     pub(crate) fn tick(&mut self, ctl: &Control, epoch: Instant) -> bool {
         if self.cur >= self.total {
@@ -456,7 +465,10 @@ impl Coordinator {
         // The claim first: the root stores the start, then claims the slot (Release), so a
         // claim seen here (Acquire) comes with this operation's start; read the other way
         // round, the start could be the one of the operation `WINDOW` before, claimed over in
-        // between (a root on another worker than the coordinator's).
+        // between (a root on another worker than the coordinator's). A root whose first send
+        // was refused or overflowed claims the slot in its send phase, before it announces
+        // the start: retiring an operation clears its start (below), so what such a claim is
+        // seen with is 0, not started yet, never an older operation's start.
         let claimed = root.get(seq).is_some();
         let start = ctl.started_ns[(seq % WINDOW as u64) as usize].load(Ordering::Acquire);
         if start == 0 || !claimed {
@@ -471,8 +483,7 @@ impl Coordinator {
                         sg.unstarted += 1;
                     }
                 }
-                self.cur += 1;
-                ctl.retired.store(self.cur, Ordering::Release);
+                self.retire(ctl, seq);
                 return self.cur < self.total;
             }
             return true;
@@ -565,8 +576,7 @@ impl Coordinator {
                 sg.violated_ops += u64::from(violated);
             }
         }
-        self.cur += 1;
-        ctl.retired.store(self.cur, Ordering::Release);
+        self.retire(ctl, seq);
         if self.give_up_after.is_some_and(|k| self.timeouts_in_a_row >= k.max(1)) && self.cur < self.total {
             // Back-to-back timeouts: the rest would most likely wait out theirs too (a cut-off
             // node, a dead root's subtree). Stop, and count every measured operation left

@@ -375,9 +375,9 @@ where
 
 /// A real crash of this process: `SIGKILL` to itself (no unwinding, no exit handlers, the
 /// socket vanishes as after a fault), by the `kill` system call, so it dies within µs of its
-/// caller's stamp of the crash (a `kill -KILL` command, forked and exec'd, took about a
-/// millisecond more, which a launched run's kill-to-suspicion figures included); exits with
-/// 137 should that fail.
+/// caller's stamp of the crash (a `kill -KILL` command, forked and exec'd, took 1–2 ms more
+/// on the emulated cluster, which a launched run's kill-to-suspicion figures included; docs/
+/// measurements.md, "A launched node's own SIGKILL"); exits with 137 should that fail.
 pub(crate) fn sigkill_self() -> ! {
     let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::Kill);
     std::thread::sleep(Duration::from_secs(1));

@@ -238,9 +238,6 @@ impl Checked {
     ) -> Result<ClusterResult, String> {
         let a = &self.spec;
         let kills = &self.kills;
-        if a.transport == TransportKind::Inproc {
-            return Err("--procs needs --transport udp or verbs (processes do not share memory)".into());
-        }
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the ftcoll executable: {e}"))?;
         let dir = crate::experiment::launch::private_dir("ftcoll-procs")?;
         let key_args = match &bench.auth {

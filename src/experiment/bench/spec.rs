@@ -171,6 +171,10 @@ impl BenchSpec {
         if a.nodes < 2 {
             return Err(format!("--nodes must be at least 2, got {}", a.nodes));
         }
+        // Here, before anything is measured (the run's ping-pong may print a warning first).
+        if a.procs && a.transport == TransportKind::Inproc {
+            return Err("--procs needs --transport udp or verbs (processes do not share memory)".into());
+        }
         check_loss(a.loss)?;
         if a.loss > 0.0 && a.transport != TransportKind::Udp {
             return Err("--loss needs --transport udp (the loss is injected in the UDP transport and repaired by its retransmissions)".into());

@@ -66,8 +66,9 @@ impl ChildAgent {
         }
         let (rtt, measured) = best.unwrap_or((u64::MAX, 0));
         let unc = rtt / 2;
-        let offset = if self.parent.ip().is_loopback() && measured.unsigned_abs() <= unc {
-            // A coordinator on this host (reached over loopback) reads the same clocks: the
+        let offset = if on_this_host(self.parent.ip()) && measured.unsigned_abs() <= unc {
+            // A coordinator on this host (reached over loopback, or at an address of this
+            // host: rank 0's own node of a launched run) reads the same clocks: the
             // common wall-clock epoch aligned this process to it within two clock reads, and
             // the probe's midpoint would only add the asymmetry of its two ways (the way in
             // is the longer: the coordinator's receive, MAC and decode come before its stamp,
@@ -87,4 +88,11 @@ impl ChildAgent {
         }
         (offset, unc)
     }
+}
+
+/// Whether `ip` is an address of this host (in this network namespace): a loopback address,
+/// or one a socket can bind. A coordinator in another namespace of the same machine (the
+/// emulated cluster's) is not told apart from one on another host.
+pub(super) fn on_this_host(ip: std::net::IpAddr) -> bool {
+    ip.to_canonical().is_loopback() || std::net::UdpSocket::bind((ip, 0)).is_ok()
 }

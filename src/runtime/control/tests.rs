@@ -485,33 +485,64 @@ fn a_farewell_repeats_the_table_before_its_stops_and_a_child_with_the_table_succ
 /// A coordinator on this host (a loopback address) shares the node's clocks: a probe whose
 /// interval holds 0 moves nothing (its midpoint is the two ways' asymmetry, not an offset),
 /// and the uncertainty is still the probe's half round trip; an interval that does not hold
-/// 0 (a wall clock stepped between the two alignments) is applied.
+/// 0 (a wall clock stepped between the two alignments) is applied. The coordinator here
+/// stamps its answers at the probe's own send time (the interval's edge: it holds 0), and
+/// 10 s after or before it.
 #[test]
 fn a_coordinator_on_this_host_moves_the_clock_only_when_the_interval_excludes_0() {
     let (job, n) = (0xC10C, 2u32);
-    // The node's clock: the probe leaves at 1000 and its answer is read at 3000 (a 2000 ns
-    // round trip, so the interval is the midpoint ± 1000).
-    for (t2, want) in [(2500u64, 0i64), (1000, 0), (3000, 0), (6000, 4000), (0, -2000)] {
+    const S10: i64 = 10_000_000_000;
+    let base = Instant::now();
+    // The node's clock, 20 s in (so that 10 s before a stamp is still a time).
+    let clock = move || 2 * S10 as u64 + base.elapsed().as_nanos() as u64;
+    for shift in [0i64, S10, -S10] {
         let coord = raw_child();
         let mut child = ChildAgent::new(coord.local_addr().unwrap(), job, 1, n).unwrap();
-        let reads = std::cell::Cell::new(0u64);
         let answering = std::thread::spawn(move || {
             let mut buf = [0u8; 2048];
-            let (len, from) = coord.recv_from(&mut buf).unwrap();
-            let m = crate::wire::mac::opened(None, &buf[..len]).and_then(|b| crate::wire::control::decode(b, job, n));
-            let Some((1, Msg::Ping { t1 })) = m else {
-                panic!("not a probe: {m:?}")
-            };
-            let pong = crate::wire::mac::sealed(None, &encode(job, 0, &Msg::Pong { t1, t2 }));
-            coord.send_to(&pong, from).unwrap();
-            coord
+            // Every probe answered, until the clock report comes.
+            loop {
+                let (len, from) = coord.recv_from(&mut buf).unwrap();
+                let m =
+                    crate::wire::mac::opened(None, &buf[..len]).and_then(|b| crate::wire::control::decode(b, job, n));
+                match m {
+                    Some((1, Msg::Ping { t1 })) => {
+                        let t2 = t1.checked_add_signed(shift).unwrap();
+                        let pong = crate::wire::mac::sealed(None, &encode(job, 0, &Msg::Pong { t1, t2 }));
+                        coord.send_to(&pong, from).unwrap();
+                    }
+                    Some((1, Msg::Clock { offset, uncertainty })) => return (offset, uncertainty),
+                    m => panic!("{m:?}"),
+                }
+            }
         });
-        let clock = || {
-            reads.set(reads.get() + 1);
-            if reads.get() == 1 { 1000 } else { 3000 }
-        };
-        let got = child.sync_clock(&clock, 1);
-        drop(answering.join().unwrap());
-        assert_eq!(got, (want, 1000), "coordinator stamped {t2}");
+        let (offset, unc) = child.sync_clock(&clock, 5);
+        assert_eq!(
+            answering.join().unwrap(),
+            (offset, unc),
+            "the report is what was applied"
+        );
+        assert!(unc < 1_000_000_000, "answered: {unc}");
+        if shift == 0 {
+            assert_eq!(offset, 0, "the interval holds 0");
+        } else {
+            // The midpoint: the shift less half the round trip (to a nanosecond of rounding).
+            let want = shift - unc as i64;
+            assert!(
+                (offset - want).abs() <= 1,
+                "shift {shift}: offset {offset}, want {want}"
+            );
+        }
     }
+}
+
+/// Loopback addresses, v4, v6 and v4-mapped, are this host's; an address of the documentation
+/// range (no host has it) is not.
+#[test]
+fn a_loopback_or_bindable_address_is_this_hosts() {
+    use super::clock::on_this_host;
+    for ip in ["127.0.0.1", "127.3.4.5", "::1", "::ffff:127.0.0.1"] {
+        assert!(on_this_host(ip.parse().unwrap()), "{ip}");
+    }
+    assert!(!on_this_host("192.0.2.7".parse().unwrap()));
 }
