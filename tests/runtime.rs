@@ -174,6 +174,20 @@ fn tree_ack_without_correction_is_inconsistent_under_a_crash() {
     // An abandoned operation never colored: no coloring or quiescence latency for it.
     assert_eq!(r.coloring.len(), r.measured - r.timeouts, "{r:?}");
     assert_eq!(r.quiescence.len(), r.coloring.len());
+    // The segments' JSON still counts every measured operation, abandoned ones included.
+    let segments = ftcoll::report::segments::json(&r, None);
+    let counted: u64 = segments
+        .as_array()
+        .expect("segments")
+        .iter()
+        .map(|s| s["measured_ops"].as_u64().unwrap())
+        .sum();
+    assert!(r.segments.len() >= 2, "a crash inside the window: {segments}");
+    assert_eq!(counted, r.measured, "{segments}");
+    // A segment whose operations were all abandoned has no latency, not 0 µs.
+    let last = &segments[r.segments.len() - 1];
+    assert_eq!(last["timeouts"].as_u64(), last["measured_ops"].as_u64(), "{last}");
+    assert!(last["coloring_latency_us"].is_null(), "{last}");
 }
 
 #[test]

@@ -483,7 +483,12 @@ pub fn print(r: &BenchReport) {
 }
 
 /// Percentiles of a histogram in µs.
+/// A histogram's percentiles in µs; `null` for an empty one (every operation of a segment
+/// abandoned: no latency, not 0).
 pub(super) fn pcts(h: &Histogram<u64>) -> serde_json::Value {
+    if h.is_empty() {
+        return serde_json::Value::Null;
+    }
     let us = |v: u64| v as f64 / 1000.0;
     json!({
         "t_min": us(h.min()), "p50": us(h.value_at_quantile(0.5)), "avg": h.mean() / 1000.0,
@@ -492,6 +497,12 @@ pub(super) fn pcts(h: &Histogram<u64>) -> serde_json::Value {
 }
 
 fn row(name: &str, h: &Histogram<u64>) -> String {
+    if h.is_empty() {
+        return format!(
+            "{name:<22}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+            "-", "-", "-", "-", "-", "-"
+        );
+    }
     let us = |v: u64| v as f64 / 1000.0;
     format!(
         "{name:<22}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10.2}\n",
@@ -507,6 +518,14 @@ fn row(name: &str, h: &Histogram<u64>) -> String {
 pub(super) const QS: [f64; 3] = [0.5, 0.99, 0.999];
 
 pub(super) fn compare(h: &Histogram<u64>, pred: &[f64; 3]) -> serde_json::Value {
+    if h.is_empty() {
+        // Nothing measured: the prediction alone, no ratio.
+        return json!({
+            "measured_us": null,
+            "predicted_us": {"p50": pred[0] / 1e3, "p99": pred[1] / 1e3, "p99.9": pred[2] / 1e3},
+            "ratio": null,
+        });
+    }
     let m: Vec<f64> = QS.iter().map(|&q| h.value_at_quantile(q) as f64).collect();
     json!({
         "measured_us": {"p50": m[0] / 1e3, "p99": m[1] / 1e3, "p99.9": m[2] / 1e3},
@@ -518,6 +537,10 @@ pub(super) fn compare(h: &Histogram<u64>, pred: &[f64; 3]) -> serde_json::Value 
 fn compare_rows(name: &str, h: &Histogram<u64>, pred: &[f64; 3]) -> String {
     let mut s = String::new();
     for (i, q) in ["p50", "p99", "p99.9"].iter().enumerate() {
+        if h.is_empty() {
+            s += &format!("  {name:<11}{q:<7}{:>12}{:>12.2}{:>10}\n", "-", pred[i] / 1e3, "-");
+            continue;
+        }
         let m = h.value_at_quantile(QS[i]) as f64;
         s += &format!(
             "  {name:<11}{q:<7}{:>12.2}{:>12.2}{:>10.2}\n",

@@ -73,6 +73,10 @@ pub fn text(res: &ClusterResult, pred: Option<&Prediction>) -> String {
         "", "measured  model ratio", "measured  model ratio", "measured  model"
     );
     let cell = |h: &Histogram<u64>, q: usize, p: Option<&[f64; 3]>| {
+        if h.is_empty() {
+            // Every operation of the segment abandoned: nothing colored.
+            return format!("{:>8} {:>6} {:>5}   ", "-", "-", "-");
+        }
         let m = h.value_at_quantile(QS[q]) as f64;
         match p {
             Some(p) => format!("{:>8.2} {:>6.2} {:>5.2}   ", m / 1e3, p[q] / 1e3, m / p[q].max(1.0)),

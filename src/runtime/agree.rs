@@ -488,7 +488,10 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
     let live: Vec<&Node> = nodes.iter().filter(|n| !n.dead).collect();
     let unfinished = live.iter().filter(|n| !n.finished).count() as u64;
     let kill_ns = sh.kill_ns.load(Ordering::Acquire);
-    let first_success = w.first_success.map(|(_, last)| last.saturating_sub(kill_ns));
+    // (No kill fired, e.g. its node was fenced first: no time from it, not 0.)
+    let first_success = w
+        .first_success
+        .and_then(|(_, last)| after_kill(kill_ns, std::iter::once(last)));
     let first_suspicion = after_kill(kill_ns, nodes.iter().filter_map(|n| n.first_suspect_ns));
     let mut transport = TransportStats::default();
     let mut drops = DropCounters::default();
