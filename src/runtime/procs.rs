@@ -7,7 +7,9 @@
 //!
 //! Clock: every process aligns its monotonic clock to a common wall-clock epoch given by the
 //! coordinator, then measures its offset to the coordinator's clock by ping-pong (Cristian);
-//! timestamps are moved to the coordinator's clock and the worst uncertainty is reported.
+//! timestamps are moved to the coordinator's clock by it (not where the coordinator is on
+//! this host and the estimate holds 0: [`ChildAgent::sync_clock`]) and the worst uncertainty
+//! is reported.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
