@@ -84,20 +84,29 @@ fn an_op_timeout_beyond_u64_nanoseconds_saturates() {
 /// the operation waits for it, and is no violation once the count is there. Before, such an
 /// operation was over at `idle` with a violation (`1 violations, 0 timeouts` in a node-hop
 /// calibration on a loaded machine).
-#[test]
-fn a_delivery_half_published_is_waited_for_not_a_violation() {
-    let mut c = Coordinator::new(&one_op(Duration::from_secs(3600), Duration::ZERO));
+/// A coordinator of `one_op`'s single operation, started at `start` ns, that rank `r` delivered
+/// (and finished) at `delivered[r]` ns, its delivery counts not yet stamped; the control and
+/// the epoch (2 ms before now) to tick it with.
+fn started_op(start: u64, delivered: [u64; 2]) -> (Coordinator, crate::runtime::board::Control, std::time::Instant) {
+    use std::sync::atomic::Ordering;
+    let c = Coordinator::new(&one_op(Duration::from_secs(3600), Duration::ZERO));
     let ctl = crate::runtime::board::Control::new(2);
     let epoch = std::time::Instant::now();
     std::thread::sleep(Duration::from_millis(2));
-    use std::sync::atomic::Ordering;
-    ctl.started_ns[0].store(1, Ordering::Release);
-    for r in 0..2 {
+    ctl.started_ns[0].store(start, Ordering::Release);
+    for (r, at) in delivered.into_iter().enumerate() {
         let b = ctl.boards[r].claim(0);
-        b.delivered_ns.store(2, Ordering::Release);
-        b.last_ns.store(2, Ordering::Relaxed);
+        b.delivered_ns.store(at, Ordering::Release);
+        b.last_ns.store(at, Ordering::Relaxed);
         b.finished.store(true, Ordering::Release);
     }
+    (c, ctl, epoch)
+}
+
+#[test]
+fn a_delivery_half_published_is_waited_for_not_a_violation() {
+    use std::sync::atomic::Ordering;
+    let (mut c, ctl, epoch) = started_op(1, [2, 2]);
     // Rank 0's count is there, rank 1's not yet.
     ctl.boards[0].claim(0).deliveries.store(1, Ordering::Relaxed);
     assert!(c.tick(&ctl, epoch), "still running");
@@ -111,18 +120,10 @@ fn a_delivery_half_published_is_waited_for_not_a_violation() {
 /// than a hop) is counted, not only recorded as 1 ns.
 #[test]
 fn a_delivery_stamped_before_its_start_is_counted() {
-    let mut c = Coordinator::new(&one_op(Duration::from_secs(3600), Duration::ZERO));
-    let ctl = crate::runtime::board::Control::new(2);
-    let epoch = std::time::Instant::now();
-    std::thread::sleep(Duration::from_millis(2));
     use std::sync::atomic::Ordering;
-    ctl.started_ns[0].store(1000, Ordering::Release);
-    for (r, at) in [(0, 1000), (1, 400)] {
-        let b = ctl.boards[r].claim(0);
-        b.deliveries.store(1, Ordering::Relaxed);
-        b.delivered_ns.store(at, Ordering::Release);
-        b.last_ns.store(at, Ordering::Relaxed);
-        b.finished.store(true, Ordering::Release);
+    let (mut c, ctl, epoch) = started_op(1000, [1000, 400]);
+    for r in 0..2 {
+        ctl.boards[r].claim(0).deliveries.store(1, Ordering::Relaxed);
     }
     assert!(!c.tick(&ctl, epoch), "over");
     let r = c.result();
