@@ -302,6 +302,7 @@ pub fn refusal() -> Vec<Vec<u8>> {
         algo,
         in_flight: 32,
         max_payload: 1000,
+        streams: false,
     };
     vec![
         encode_refusal(
@@ -324,6 +325,7 @@ pub fn refusal() -> Vec<Vec<u8>> {
                 algo: None,
                 in_flight: 0,
                 max_payload: 0,
+                streams: true,
             },
         )
         .to_vec(),

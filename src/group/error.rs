@@ -20,6 +20,8 @@ pub enum GroupError {
     NoAgreements,
     /// The group was built without broadcasts ([`GroupBuilder::broadcasts`](super::GroupBuilder::broadcasts)).
     NoBroadcasts,
+    /// The member was joined without agreement streams ([`MemberSpec::streams`](super::MemberSpec::streams)).
+    NoStreams,
     /// A [`Stream`](super::Stream) that cannot run (no operations, a window out of range, no roots).
     BadStream(String),
     /// The group's thread is gone.
@@ -40,6 +42,7 @@ impl std::fmt::Display for GroupError {
             GroupError::TooManyToAgree { max } => write!(f, "agreements need at most {max} members"),
             GroupError::NoAgreements => f.write_str("the group was built without agreements"),
             GroupError::NoBroadcasts => f.write_str("the group was built without broadcasts"),
+            GroupError::NoStreams => f.write_str("the member was joined without agreement streams"),
             GroupError::BadStream(e) => write!(f, "cannot run the stream: {e}"),
             GroupError::Closed => f.write_str("the group's thread is gone"),
         }

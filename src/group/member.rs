@@ -32,6 +32,10 @@
 //! its own call comes, and reports a call that names another root than the one heard
 //! ([`Event::RootMismatch`]). A member that joins with another broadcast algorithm, window or
 //! payload limit than rank 0's is refused at the rendezvous ([`rendezvous`]).
+//!
+//! With [`MemberSpec::streams`] each member joins a third socket (rank `2n + r`, `n + r`
+//! without broadcasts), on which [`Member::agree_stream`] runs `ftcoll agree`'s closed loop
+//! of agreements among the members ([`stream`]).
 
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::Ordering;
@@ -44,24 +48,26 @@ mod flags;
 mod rendezvous;
 mod run;
 mod spec;
+mod stream;
 
 pub use bcast::MemberCounters;
+use bcast::{BcastSetup, rank0_model};
 pub use spec::MemberSpec;
+pub use stream::MemberStream;
 
 use super::agree::Agreements;
 use super::checks::MaxPayload;
 use super::{Event, GroupError, MAX_WALL, NOT_FENCED, nanos};
-use crate::model::{LogGP, LogP};
+use crate::model::LogP;
 use crate::protocol::detector::GAP_CEILING;
 use crate::runtime::agree::MAX_NODES as MAX_AGREE_NODES;
-use crate::runtime::control::ChildAgent;
 use crate::runtime::control::child::Joined;
 use crate::runtime::control::clock::SYNC_GIVE_UP;
 use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::dispatch::Dispatch;
 use flags::{Flags, LEFT_FLUSHED, NONE_REFUSED};
-use rendezvous::{join_both, serve_rendezvous, shape_of};
+use rendezvous::{join_all, serve_rendezvous, shape_of, stream_base};
 use run::Run;
 
 /// One process's member of a group of processes: broadcasts and agreements with the others,
@@ -119,6 +125,13 @@ pub struct Member {
     next_seq: Option<u64>,
     /// The longest payload a broadcast carries.
     max_payload: usize,
+    /// The stream socket and what a stream needs; `None`: built without streams.
+    streams: Option<stream::Streams>,
+    /// Events that came while a stream waited for its own agreements' returns, handed out
+    /// first by [`Member::next_event`] and [`Member::poll`].
+    pending: std::collections::VecDeque<Event>,
+    /// The stream's own agreements whose returns are not handed out.
+    internal: Vec<u64>,
 }
 
 /// What the caller asks of the member's thread.
@@ -216,7 +229,7 @@ impl Member {
             None
         };
         let joined = (|| {
-            let (agreeing, broadcasting) = join_both(&spec, &shape, job, flags.give_up.clone()).map_err(|e| {
+            let (agreeing, broadcasting, streaming) = join_all(&spec, &shape, job, flags.give_up.clone()).map_err(|e| {
                 // Rank 0 says whom it refused (its join gave up then: the group cannot form).
                 match flags.refused.load(Ordering::Acquire) {
                     NONE_REFUSED => e,
@@ -252,6 +265,10 @@ impl Member {
                     .map_err(|e| format!("cannot open this member's endpoint: {e}"))
             };
             let tp = open(sock, &peers[..n as usize], job)?;
+            // The group's common clock (rank 0's epoch on this host's clock), for broadcasts'
+            // and streams' times.
+            let epoch = (spec.broadcasts || spec.streams)
+                .then(|| crate::runtime::procs::coordinator_epoch(&mut agent, p.epoch_unix_ns));
             let a = Agreements::one(rank, n, tp, job, spec.heartbeat, spec.suspect_after)?
                 .idle_heartbeat(spec.heartbeat, idle)
                 .expecting_starts(start_window(spec.suspect_after));
@@ -273,15 +290,30 @@ impl Member {
                         seed: spec.seed,
                         op_timeout: spec.op_timeout,
                         max,
-                        epoch: crate::runtime::procs::coordinator_epoch(&mut agent, p.epoch_unix_ns),
+                        epoch: epoch.unwrap_or_else(Instant::now),
                         _agent: j.agent,
                     })
                 }
                 None => None,
             };
-            Ok::<_, String>((a, b, agent))
+            let streams = streaming.map(|j| {
+                let base = stream_base(&spec) as usize;
+                stream::Streams {
+                    sock: Some(j.sock),
+                    peers: peers[base..base + n as usize].to_vec(),
+                    cfg: cfg(0),
+                    epoch: epoch.unwrap_or_else(Instant::now),
+                    seed: spec.seed,
+                    heartbeat: spec.heartbeat,
+                    suspect_after: spec.suspect_after,
+                    linger: spec.linger,
+                    next: 0,
+                    _agent: j.agent,
+                }
+            });
+            Ok::<_, String>((a, b, streams, agent))
         })();
-        let (agreements, bcasts, agent) = match joined {
+        let (agreements, bcasts, streams, agent) = match joined {
             Ok(j) => j,
             Err(e) => {
                 flags.stop.store(true, Ordering::Release);
@@ -340,6 +372,9 @@ impl Member {
             next_id: 0,
             next_seq: spec.broadcasts.then_some(0),
             max_payload,
+            streams,
+            pending: std::collections::VecDeque::new(),
+            internal: Vec::new(),
         })
     }
 
@@ -453,12 +488,30 @@ impl Member {
     /// nothing came in time, or this member stopped (fenced: [`Member::fenced_by`] says by
     /// whom) and nothing more will come.
     pub fn next_event(&mut self, timeout: Duration) -> Option<Event> {
-        self.events.recv_timeout(timeout).ok()
+        if let Some(ev) = self.pending.pop_front() {
+            return Some(ev);
+        }
+        let end = Instant::now().checked_add(timeout);
+        loop {
+            let left = end.map_or(timeout, |e| e.saturating_duration_since(Instant::now()));
+            let ev = self.events.recv_timeout(left).ok()?;
+            if !self.is_internal(&ev) {
+                return Some(ev);
+            }
+        }
     }
 
     /// The next event if there is one, without waiting.
     pub fn poll(&mut self) -> Option<Event> {
-        self.events.try_recv().ok()
+        if let Some(ev) = self.pending.pop_front() {
+            return Some(ev);
+        }
+        loop {
+            let ev = self.events.try_recv().ok()?;
+            if !self.is_internal(&ev) {
+                return Some(ev);
+            }
+        }
     }
 
     /// Leaves the group, as MPI's finalize does, and says how it went: the member takes no
@@ -523,41 +576,6 @@ pub enum Left {
 pub(super) fn start_window(suspect_after: Duration) -> Duration {
     let ceiling = u32::try_from(GAP_CEILING).unwrap_or(u32::MAX);
     SYNC_GIVE_UP.saturating_add(suspect_after.saturating_mul(ceiling))
-}
-
-/// The broadcasts' model from rank 0's `o` and `L` (ns, as its rendezvous sent them): `L`
-/// in units of `o`, and `o` in ns (the unit). Rank 0 checked its own as `Member::join` does
-/// (`o` at most [`MAX_WALL`], `L` at most [`LogP::MAX`] times `o`); a datagram that passed
-/// the run's checks but carries more (another build's rank 0, say) is refused here rather
-/// than overflow.
-fn rank0_model(o_ns: u64, l_ns: u64) -> Result<(LogGP, u64), String> {
-    let tick_ns = o_ns.max(1);
-    let l = l_ns.saturating_add(tick_ns / 2) / tick_ns;
-    if tick_ns > nanos(MAX_WALL) || l > LogP::MAX {
-        return Err(format!(
-            "rank 0's broadcast overhead o ({o_ns} ns) must be at most {MAX_WALL:?} and its latency L ({l_ns} ns) at most {} times o (LogP::MAX)",
-            LogP::MAX
-        ));
-    }
-    Ok((LogP { l, o: 1 }.into(), tick_ns))
-}
-
-/// A member's broadcast endpoint once joined, for its thread.
-struct BcastSetup {
-    transport: Box<dyn Transport>,
-    job: u64,
-    algo: crate::protocol::bcast::algo::Algo,
-    /// Rank 0's LogP, in units of `tick_ns`.
-    model: LogGP,
-    tick_ns: u64,
-    seed: u64,
-    op_timeout: Duration,
-    /// The longest payload the algorithm's datagrams carry.
-    max: usize,
-    /// The coordinator's epoch on this host's clock.
-    epoch: Instant,
-    /// Kept open, as [`Run::_agent`].
-    _agent: ChildAgent,
 }
 
 #[cfg(test)]

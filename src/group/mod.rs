@@ -56,7 +56,7 @@ pub(crate) use checks::nanos;
 pub use checks::{MAX_WALL, max_payload_of};
 pub use error::GroupError;
 pub use event::Event;
-pub use member::{Left, Member, MemberCounters, MemberSpec};
+pub use member::{Left, Member, MemberCounters, MemberSpec, MemberStream};
 pub use stream::Stream;
 
 use std::sync::Arc;

@@ -22,7 +22,7 @@
 //! | `logp --between` | [`logp_between`]`(port)` | the long-term key |
 //! | `logp --rendezvous` | [`LOGP_RENDEZVOUS`] | [`RunId::session_key`] of [`RunId::resolve`] |
 //! | a library [`crate::group`] | [`group`]`(seed)`; its agreements [`group_agree`]`(seed)` | the caller's key |
-//! | a library [`crate::group::Member`] (a process each) | [`members`]`(seed)` | rank 0's nonce, in its table |
+//! | a library [`crate::group::Member`] (a process each) | [`members`]`(seed)`; its broadcasts [`member_broadcasts`]`(seed)`, its streams [`member_stream`]`(seed, k)` | rank 0's nonce, in its table |
 //!
 //! The job-id families differ in their top 16 bits (`0xF7C0`, `0xA6EE`, `0x6770`, `0x3E3B`, `0x40B0`) where they
 //! are built from a seed; the others are small numbers (a pid, a port, a generation's hash
@@ -70,6 +70,12 @@ pub fn members(seed: u64) -> u64 {
 /// The broadcast datagrams of that group of processes (on sockets of their own).
 pub fn member_broadcasts(seed: u64) -> u64 {
     members(seed) ^ 0xB0CA
+}
+
+/// Agreement stream `k` (0, 1, ... per member) of that group of processes (on sockets of
+/// their own; each stream its own, so that a straggler datagram of the last one is dropped).
+pub fn member_stream(seed: u64, k: u64) -> u64 {
+    members(seed) ^ 0x57EA ^ (k.wrapping_mul(0x9E37_79B9) << 16 & 0x0000_FFFF_FFFF_0000)
 }
 
 /// A bootstrap on this machine: the launching process's id and the node count (two

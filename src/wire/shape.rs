@@ -1,6 +1,6 @@
 //! What every member of a group of processes must have the same ([`GroupShape`]: how many
 //! members, whether it broadcasts, with which algorithm, how many operations in flight,
-//! payloads up to what),
+//! payloads up to what, whether it runs agreement streams),
 //! and rank 0's refusal of a member that joined with another ([`encode_refusal`]).
 //!
 //! A joining member states its shape's [`GroupShape::fingerprint`] in its control `Join`
@@ -9,8 +9,8 @@
 //! member fails at once and names both (a member admitted with another algorithm would
 //! decode none of the others' datagrams, and only time out).
 //!
-//! Layout of a shape ([`SHAPE_LEN`] bytes, little-endian): broadcasts (1: 0 or 1), 3 reserved
-//! zero bytes, members (4), operations in flight (4), longest payload (4), then the
+//! Layout of a shape ([`SHAPE_LEN`] bytes, little-endian): broadcasts (1: 0 or 1), streams
+//! (1: 0 or 1), 2 reserved zero bytes, members (4), operations in flight (4), longest payload (4), then the
 //! algorithm: tag (1), tree (1), order (1), start (1), correction or variant (1), 3 reserved
 //! zero bytes, the tree's parameter (4), the correction's or variant's parameter (8),
 //! gossip's `T` (8). Without broadcasts every byte after the members is zero. A refusal: magic `FTCR`, version, 3 reserved
@@ -43,6 +43,9 @@ pub struct GroupShape {
     pub in_flight: u32,
     /// The longest payload a broadcast carries (0 without).
     pub max_payload: u32,
+    /// Whether each member has a socket for agreement streams
+    /// ([`crate::group::Member::agree_stream`]).
+    pub streams: bool,
 }
 
 impl GroupShape {
@@ -50,12 +53,13 @@ impl GroupShape {
     pub fn encode(&self) -> [u8; SHAPE_LEN] {
         let mut o = [0u8; SHAPE_LEN];
         let mut w = Writer::new(&mut o);
+        let streams = u8::from(self.streams);
         let Some(algo) = &self.algo else {
-            w.bytes(&[0; 4]);
+            w.bytes(&[0, streams, 0, 0]);
             w.u32(self.members);
             return o;
         };
-        w.bytes(&[1, 0, 0, 0]);
+        w.bytes(&[1, streams, 0, 0]);
         w.u32(self.members);
         w.u32(self.in_flight);
         w.u32(self.max_payload);
@@ -74,18 +78,20 @@ impl GroupShape {
             return None;
         }
         let mut r = Reader::new(buf);
-        let head: [u8; 4] = r.array().ok()?;
+        let [broadcasts, streams, z0, z1]: [u8; 4] = r.array().ok()?;
         let members = r.u32().ok()?;
-        if head == [0; 4] {
+        if broadcasts > 1 || streams > 1 || [z0, z1] != [0; 2] {
+            return None;
+        }
+        let streams = streams == 1;
+        if broadcasts == 0 {
             return buf[8..].iter().all(|&b| b == 0).then_some(GroupShape {
                 members,
                 algo: None,
                 in_flight: 0,
                 max_payload: 0,
+                streams,
             });
-        }
-        if head != [1, 0, 0, 0] {
-            return None;
         }
         let (in_flight, max_payload) = (r.u32().ok()?, r.u32().ok()?);
         let [tag, tree, order, start, sub, z0, z1, z2] = r.array().ok()?;
@@ -110,6 +116,7 @@ impl GroupShape {
             algo: Some(algo),
             in_flight,
             max_payload,
+            streams,
         })
     }
 
@@ -126,10 +133,11 @@ impl GroupShape {
 
     /// The shape in words, one line.
     pub fn summary(&self) -> String {
+        let streams = if self.streams { ", agreement streams" } else { "" };
         match &self.algo {
-            None => format!("{} members, agreements only, no broadcasts", self.members),
+            None => format!("{} members, agreements only, no broadcasts{streams}", self.members),
             Some(a) => format!(
-                "{} members, broadcasts with {}, {} in flight, payloads up to {} bytes",
+                "{} members, broadcasts with {}, {} in flight, payloads up to {} bytes{streams}",
                 self.members,
                 a.describe(),
                 self.in_flight,
@@ -163,6 +171,14 @@ impl GroupShape {
             out.push(format!(
                 "payloads up to {} bytes at rank 0, {} here",
                 theirs.max_payload, self.max_payload
+            ));
+        }
+        if self.streams != theirs.streams {
+            let s = |on| if on { "on" } else { "off" };
+            out.push(format!(
+                "agreement streams {} at rank 0, {} here",
+                s(theirs.streams),
+                s(self.streams)
             ));
         }
         if out.is_empty() {
@@ -404,6 +420,7 @@ mod tests {
                 algo: Some(a),
                 in_flight: 32,
                 max_payload: 1000,
+                streams: false,
             })
             .collect();
         out.push(GroupShape {
@@ -411,6 +428,16 @@ mod tests {
             algo: None,
             in_flight: 0,
             max_payload: 0,
+            streams: false,
+        });
+        // The same but with agreement streams, with broadcasts and without.
+        out.push(GroupShape {
+            streams: true,
+            ..out[0].clone()
+        });
+        out.push(GroupShape {
+            streams: true,
+            ..out[out.len() - 2].clone()
         });
         // The same but for the members' count.
         out.push(GroupShape {
@@ -419,7 +446,7 @@ mod tests {
         });
         out.push(GroupShape {
             members: 1,
-            ..out[out.len() - 2].clone()
+            ..out[out.len() - 4].clone()
         });
         out
     }
@@ -489,10 +516,19 @@ mod tests {
         let d = more.differences(&all[0]);
         assert_eq!(d, "5 members at rank 0, 7 here");
         assert!(all[0].summary().starts_with("5 members, broadcasts with"));
+        let streaming = GroupShape {
+            streams: true,
+            ..all[0].clone()
+        };
+        assert_eq!(
+            streaming.differences(&all[0]),
+            "agreement streams off at rank 0, on here"
+        );
+        assert!(streaming.summary().ends_with(", agreement streams"));
     }
 
     /// A shape without broadcasts is zero past its members' count; any other byte there, or
-    /// a count in the reserved bytes, is refused.
+    /// a count in the reserved bytes, is refused. Its streams byte is 0 or 1.
     #[test]
     fn a_shape_without_broadcasts_is_canonical() {
         let s = GroupShape {
@@ -500,14 +536,23 @@ mod tests {
             algo: None,
             in_flight: 0,
             max_payload: 0,
+            streams: false,
         };
         let b = s.encode();
         assert_eq!(&b[4..8], &3u32.to_le_bytes());
-        assert_eq!(GroupShape::decode(&b), Some(s));
-        for i in (1..4).chain(8..SHAPE_LEN) {
+        assert_eq!(GroupShape::decode(&b), Some(s.clone()));
+        for i in (2..4).chain(8..SHAPE_LEN) {
             let mut c = b;
             c[i] = 1;
             assert_eq!(GroupShape::decode(&c), None, "byte {i}");
         }
+        let mut c = b;
+        c[1] = 1;
+        assert_eq!(GroupShape::decode(&c), Some(GroupShape { streams: true, ..s }));
+        c[1] = 2;
+        assert_eq!(GroupShape::decode(&c), None, "streams byte 2");
+        c[1] = 0;
+        c[0] = 2;
+        assert_eq!(GroupShape::decode(&c), None, "broadcasts byte 2");
     }
 }

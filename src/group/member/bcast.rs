@@ -29,10 +29,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use crate::group::Event;
+use crate::group::{Event, MAX_WALL, nanos};
+use crate::model::{LogGP, LogP};
 use crate::protocol::Protocol;
 use crate::runtime::board::{Control, NodeBoard, WINDOW};
+use crate::runtime::control::ChildAgent;
 use crate::runtime::node::{Node, NodeParams, Payloads};
+use crate::transport::Transport;
 use crate::transport::TransportStats;
 use crate::wire::WireMessage;
 
@@ -534,3 +537,38 @@ where
 
 #[cfg(test)]
 mod roots_tests;
+
+/// The broadcasts' model from rank 0's `o` and `L` (ns, as its rendezvous sent them): `L`
+/// in units of `o`, and `o` in ns (the unit). Rank 0 checked its own as `Member::join` does
+/// (`o` at most [`MAX_WALL`], `L` at most [`LogP::MAX`] times `o`); a datagram that passed
+/// the run's checks but carries more (another build's rank 0, say) is refused here rather
+/// than overflow.
+pub(super) fn rank0_model(o_ns: u64, l_ns: u64) -> Result<(LogGP, u64), String> {
+    let tick_ns = o_ns.max(1);
+    let l = l_ns.saturating_add(tick_ns / 2) / tick_ns;
+    if tick_ns > nanos(MAX_WALL) || l > LogP::MAX {
+        return Err(format!(
+            "rank 0's broadcast overhead o ({o_ns} ns) must be at most {MAX_WALL:?} and its latency L ({l_ns} ns) at most {} times o (LogP::MAX)",
+            LogP::MAX
+        ));
+    }
+    Ok((LogP { l, o: 1 }.into(), tick_ns))
+}
+
+/// A member's broadcast endpoint once joined, for its thread.
+pub(super) struct BcastSetup {
+    pub(super) transport: Box<dyn Transport>,
+    pub(super) job: u64,
+    pub(super) algo: crate::protocol::bcast::algo::Algo,
+    /// Rank 0's LogP, in units of `tick_ns`.
+    pub(super) model: LogGP,
+    pub(super) tick_ns: u64,
+    pub(super) seed: u64,
+    pub(super) op_timeout: Duration,
+    /// The longest payload the algorithm's datagrams carry.
+    pub(super) max: usize,
+    /// The coordinator's epoch on this host's clock.
+    pub(super) epoch: Instant,
+    /// Kept open, as the member thread's agent (`Run::_agent`).
+    pub(super) _agent: ChildAgent,
+}

@@ -29,6 +29,7 @@ pub(super) fn shape_of(spec: &MemberSpec) -> Result<GroupShape, String> {
             algo: None,
             in_flight: 0,
             max_payload: 0,
+            streams: spec.streams,
         });
     }
     let max = crate::group::checks::max_payload_of(&spec.algo, spec.n)?;
@@ -37,6 +38,7 @@ pub(super) fn shape_of(spec: &MemberSpec) -> Result<GroupShape, String> {
         algo: Some(spec.algo.clone()),
         in_flight: super::bcast::IN_FLIGHT as u32,
         max_payload: u32::try_from(max).unwrap_or(u32::MAX),
+        streams: spec.streams,
     })
 }
 
@@ -80,7 +82,7 @@ pub(super) fn serve_rendezvous(
             while !flags.stop.load(Ordering::Acquire) {
                 agent.serve(&ctl, &now_ns);
                 if let Some(r) = agent.last_refused {
-                    // A broadcast socket joins as `n + r`.
+                    // A broadcast or stream socket joins as `k n + r`.
                     flags.refused.store(r % members, Ordering::Release);
                     flags.give_up.store(true, Ordering::Release);
                 }
@@ -94,24 +96,34 @@ pub(super) fn serve_rendezvous(
 }
 
 /// Entries of the rendezvous table: each member's agreement socket, then (with broadcasts)
-/// each member's broadcast socket, as ranks `n..2n`.
+/// each member's broadcast socket, as ranks `n..2n`, then (with streams) each member's
+/// stream socket, as the next `n` ranks ([`stream_base`]).
 fn table_len(spec: &MemberSpec) -> u32 {
+    stream_base(spec) + if spec.streams { spec.n } else { 0 }
+}
+
+/// Where the stream sockets' entries start in the rendezvous table.
+pub(super) fn stream_base(spec: &MemberSpec) -> u32 {
     if spec.broadcasts { 2 * spec.n } else { spec.n }
 }
 
 /// What a join given up (the other socket's failed) says: the other's error is the one told.
 const GIVEN_UP: &str = "given up";
 
+/// This member's sockets, joined: agreements, broadcasts (with them), streams (with them).
+pub(super) type JoinedAll = (Joined, Option<Joined>, Option<Joined>);
+
 /// Joins rank 0's rendezvous with this member's agreement socket (as rank `r`) and, with
-/// broadcasts, its broadcast socket (as rank `n + r`) at once: each join waits for the whole
-/// table, and both give up as soon as one fails (rank 0 refused this member's `shape`) or
-/// `cancel` is set (rank 0's rendezvous refused another member).
-pub(super) fn join_both(
+/// broadcasts, its broadcast socket (as rank `n + r`), with streams its stream socket (as
+/// rank [`stream_base`]` + r`), at once: each join waits for the whole table, and all give up
+/// as soon as one fails (rank 0 refused this member's `shape`) or `cancel` is set (rank 0's
+/// rendezvous refused another member).
+pub(super) fn join_all(
     spec: &MemberSpec,
     shape: &GroupShape,
     job: u64,
     cancel: Arc<AtomicBool>,
-) -> Result<(Joined, Option<Joined>), String> {
+) -> Result<JoinedAll, String> {
     let n = table_len(spec);
     let how = JoinAs {
         coordinator: spec.coordinator,
@@ -129,19 +141,32 @@ pub(super) fn join_both(
         }
         j
     };
-    if !spec.broadcasts {
-        return Ok((join(spec.rank)?, None));
+    if !spec.broadcasts && !spec.streams {
+        return Ok((join(spec.rank)?, None, None));
     }
+    let others = [
+        spec.broadcasts.then_some(spec.n + spec.rank),
+        spec.streams.then_some(stream_base(spec) + spec.rank),
+    ];
     std::thread::scope(|s| {
-        let b = s.spawn(|| join(spec.n + spec.rank));
+        let others = others.map(|r| r.map(|r| s.spawn(move || join(r))));
         let a = join(spec.rank);
-        let b = b
-            .join()
-            .map_err(|_| "the broadcast socket's join panicked".to_string())?;
-        match (a, b) {
-            (Ok(a), Ok(b)) => Ok((a, Some(b))),
-            (Err(e), Err(f)) if e.ends_with(GIVEN_UP) => Err(f),
-            (Err(e), _) | (_, Err(e)) => Err(e),
+        let [b, c] =
+            others.map(|h| h.map(|h| h.join().unwrap_or_else(|_| Err("a socket's join panicked".to_string()))));
+        // The first error that is not another's giving up is the one told.
+        let errors = [
+            a.as_ref().err(),
+            b.as_ref().and_then(|b| b.as_ref().err()),
+            c.as_ref().and_then(|c| c.as_ref().err()),
+        ];
+        if let Some(e) = errors
+            .iter()
+            .flatten()
+            .find(|e| !e.ends_with(GIVEN_UP))
+            .or_else(|| errors.iter().flatten().next())
+        {
+            return Err((*e).clone());
         }
+        Ok((a?, b.transpose()?, c.transpose()?))
     })
 }

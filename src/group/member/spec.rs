@@ -43,6 +43,10 @@ pub struct MemberSpec {
     /// Broadcasts among the members ([`crate::group::Member::broadcast`]) on a second socket of
     /// each member's [default: on; every member must have the same]. Off: agreements only.
     pub broadcasts: bool,
+    /// Agreement streams among the members ([`crate::group::Member::agree_stream`]: a
+    /// closed loop of agreements, as `ftcoll agree` runs) on a socket of each member's own
+    /// [default: off; every member must have the same].
+    pub streams: bool,
     /// The broadcast algorithm [default: as a [`crate::group::Group`]'s, a binomial corrected
     /// tree with checked correction; every member must have the same].
     pub algo: Algo,
@@ -102,6 +106,7 @@ impl MemberSpec {
             suspect_after: DEFAULT_SUSPECT_AFTER,
             idle_heartbeat: None,
             broadcasts: true,
+            streams: false,
             algo: crate::group::default_algo(),
             logp: (Duration::from_micros(1), Duration::from_micros(2)),
             op_timeout: Duration::from_secs(10),

@@ -863,7 +863,7 @@ fn a_logp_out_of_range_is_refused_at_rank_0_and_from_rank_0() {
     let shape = super::rendezvous::shape_of(&spec0).unwrap();
     let service = super::rendezvous::serve_rendezvous(&spec0, &shape, job, flags.clone()).unwrap();
     let give_up = flags.give_up.clone();
-    let zero = std::thread::spawn(move || super::rendezvous::join_both(&spec0, &shape, job, give_up).map(|_| ()));
+    let zero = std::thread::spawn(move || super::rendezvous::join_all(&spec0, &shape, job, give_up).map(|_| ()));
     let r = Member::join(MemberSpec {
         timeout: Duration::from_secs(5),
         ..MemberSpec::new(1, 2, at)

@@ -107,6 +107,12 @@ impl Shared {
         }
     }
 
+    /// When this process's node died where the run's kills said, if one did.
+    pub(crate) fn kill_ns(&self) -> Option<u64> {
+        let k = self.kill_ns.load(Ordering::Acquire);
+        (k != u64::MAX).then_some(k)
+    }
+
     pub(crate) fn ns(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.base).as_nanos() as u64
     }

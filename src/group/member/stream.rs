@@ -1,0 +1,398 @@
+//! A closed loop of agreements among a group of processes ([`Member::agree_stream`]): the
+//! same stream as [`crate::group::Group::agree_stream`] runs among the threads of one
+//! process — every member enters its next agreement the moment its last one returned, with a
+//! contribution made from the seed, its rank and the agreement's id
+//! (`runtime::agree::contribution`), as ULFM's `benchagree` does, on ERA (Herault et al.,
+//! SC 2015) with the heartbeat failure detector over ERA's tree neighbours
+//! (`runtime/agree/node.rs`, the node `ftcoll agree` runs) — each member stepping its own
+//! node on the caller's thread, over a socket of its own that the rendezvous published
+//! ([`MemberSpec::streams`](super::MemberSpec::streams)).
+//!
+//! The stream is collective, as an MPI call is: every member calls it with the same stream.
+//! Its start and end are agreements of the group's own ([`Member::agree`]): the first, whose
+//! value carries a fingerprint of the stream's settings (so that members called with
+//! different ones all fail at once, instead of waiting for agreements that never come),
+//! returns at a member once every live member has called the stream; the last, whose value
+//! says whether this member finished with every value valid, returns once every live member
+//! is done with it, so that none stops answering while another still needs it (ERA's early
+//! return: a member returns before its children have the decision). Each stream has a job
+//! id of its own ([`crate::transport::ids::member_stream`]): a straggler datagram of the last
+//! is dropped and counted.
+//!
+//! A member the stream's kills name dies where they say: its node stops and its stream
+//! socket closes, as a killed process's would (its peers learn of it from the closed port or
+//! their detectors); the member itself lives on, but has no stream socket any more.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use super::Member;
+use crate::group::{AgreeStream, Event, GroupError};
+use crate::runtime::agree::{AgreeBench, AgreeTransport, Fold, Node, NodeInit, Shared, stall_of, total, validate};
+use crate::runtime::agree_stream::BATCH;
+use crate::runtime::agree_window::{Rec, hist};
+use crate::runtime::control::ChildAgent;
+use crate::transport::TransportStats;
+use crate::transport::udp::{UdpConfig, UdpTransport};
+use crate::wire::DropCounters;
+
+/// A member's stream socket and what its streams need.
+pub(super) struct Streams {
+    /// `None` once this member died in a stream (the socket closed with it).
+    pub(super) sock: Option<UdpSocket>,
+    /// Every member's stream socket, by rank.
+    pub(super) peers: Vec<SocketAddr>,
+    /// The member's transport settings (key, loss, retries); each stream sets its job.
+    pub(super) cfg: UdpConfig,
+    /// The group's common clock: rank 0's epoch on this host's clock.
+    pub(super) epoch: Instant,
+    pub(super) seed: u64,
+    pub(super) heartbeat: Duration,
+    pub(super) suspect_after: Duration,
+    pub(super) linger: Duration,
+    /// The next stream's number (its job id).
+    pub(super) next: u64,
+    /// Kept open, as the member's other control agents.
+    pub(super) _agent: ChildAgent,
+}
+
+/// What one member measured of a stream ([`Member::agree_stream`]). Times (`*_ns`) are on
+/// the group's common clock (ns since rank 0's epoch), so that they compare across members.
+#[derive(Clone, Debug)]
+pub struct MemberStream {
+    /// Agreements this member returned, the warm-up's included.
+    pub returned: u64,
+    /// It returned every agreement it was to (or the stream's time was up): not abandoned
+    /// after `op_timeout` without a return, not fenced, not killed.
+    pub finished: bool,
+    /// Returns whose value is not the AND of the live members' contributions (must be 0; a
+    /// member checks a share of the agreements, `runtime::agree`'s `checker`).
+    pub invalid: u64,
+    /// When this member died where the stream's kills said.
+    pub killed_ns: Option<u64>,
+    /// Who fenced this member's node in the stream (suspected it while it lived), if one did.
+    pub fenced_by: Option<u32>,
+    /// The members this member suspected, in order.
+    pub suspected: Vec<u32>,
+    /// When it first suspected one.
+    pub first_suspect_ns: Option<u64>,
+    /// Entry to return of each measured (not warm-up) agreement here, ns.
+    pub latency: Histogram<u64>,
+    /// ERA messages, heartbeats and probes this member sent.
+    pub messages: u64,
+    pub heartbeats: u64,
+    pub probes: u64,
+    /// The stream's transport and drop counters.
+    pub transport: TransportStats,
+    pub drops: DropCounters,
+    /// Outcome digests per block of [`crate::runtime::agree::DIGEST_BLOCK`] agreements: two
+    /// members that returned the same agreements with the same outcomes have the same.
+    pub digests: Vec<u64>,
+    /// The failed members the last agreement returned here agreed on.
+    pub failed: Vec<u32>,
+    /// The closing agreement: whether every live member finished with no invalid value
+    /// (`None`: it did not return within `op_timeout`); and the failed members it agreed on.
+    pub all_finished: Option<bool>,
+    pub closing_failed: Vec<u32>,
+    /// From this member's start of the stream to its last return, seconds.
+    pub seconds: f64,
+}
+
+/// A closing agreement's value bit: this member finished with every value valid.
+const FINISHED: u64 = 1;
+
+impl Member {
+    /// Runs a closed loop of agreements among all members (collective: every member calls it,
+    /// with the same `s`, and every member must be alive) on this member's stream socket,
+    /// stepping its node on the caller's thread, and returns what this member measured
+    /// ([`MemberStream`]). The group's own agreements and broadcasts go on beside it on the
+    /// member's thread; two of its agreements start and end the stream (their
+    /// [`Event::Agreed`] are not handed out), and events that come meanwhile are kept for
+    /// [`Member::next_event`].
+    ///
+    /// ```
+    /// use ftcoll::group::{AgreeStream, Member, MemberSpec};
+    ///
+    /// let port = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
+    /// let at: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    /// let members: Vec<_> = (0..3)
+    ///     .map(|rank| {
+    ///         std::thread::spawn(move || {
+    ///             let spec = MemberSpec { broadcasts: false, streams: true, ..MemberSpec::new(rank, 3, at) };
+    ///             let mut m = Member::join(spec).unwrap();
+    ///             let r = m.agree_stream(AgreeStream { warmup: 10, ..AgreeStream::new(100) }).unwrap();
+    ///             (r, m)
+    ///         })
+    ///     })
+    ///     .collect();
+    /// let done: Vec<_> = members.into_iter().map(|m| m.join().unwrap()).collect();
+    /// for (r, _member) in &done {
+    ///     assert_eq!((r.returned, r.invalid, r.finished, r.all_finished), (110, 0, true, Some(true)));
+    ///     assert_eq!(r.digests, done[0].0.digests);
+    /// }
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn agree_stream(&mut self, s: AgreeStream) -> Result<MemberStream, GroupError> {
+        let Some(st) = self.streams.as_ref() else {
+            return Err(GroupError::NoStreams);
+        };
+        if let Some(by) = self.fenced_by() {
+            return Err(GroupError::Fenced { rank: self.rank, by });
+        }
+        if s.agreements == 0 && s.duration.is_none() {
+            return Err(GroupError::BadStream("no agreements".into()));
+        }
+        let b = AgreeBench {
+            n: self.n,
+            era: s.era,
+            transport: AgreeTransport::Udp,
+            workers: 1,
+            pin: false,
+            warmup: s.warmup,
+            iterations: s.agreements,
+            duration: s.duration,
+            kills: s.kills.clone(),
+            stalls: s.stalls.clone(),
+            heartbeat: st.heartbeat,
+            suspect_after: st.suspect_after,
+            op_timeout: s.op_timeout,
+            seed: st.seed,
+        };
+        validate(&b).map_err(GroupError::BadStream)?;
+        if st.sock.is_none() {
+            return Err(GroupError::BadStream(
+                "this member died in an earlier stream (its stream socket closed with it)".into(),
+            ));
+        }
+        // The start: every live member has called the stream, with the same settings.
+        let h = settings_fingerprint(&s);
+        let start = (h << 32) | (!h & 0xFFFF_FFFF);
+        let (value, failed) = self.internal_agree(start, s.op_timeout, None)?.ok_or_else(|| {
+            GroupError::BadStream(format!("not every member called the stream within {:?}", s.op_timeout))
+        })?;
+        if let Some(&r) = failed.first() {
+            return Err(GroupError::Dead(r));
+        }
+        if value != start {
+            return Err(GroupError::BadStream(
+                "the members called the stream with different settings (agreements, warm-up, duration, kills, stalls, ERA's, timeout)".into(),
+            ));
+        }
+        let st = self.streams.as_mut().expect("checked above");
+        let mut sock = st.sock.take();
+        let own = sock
+            .as_ref()
+            .expect("checked above")
+            .try_clone()
+            .map_err(|e| GroupError::Setup(format!("cannot reuse the stream socket: {e}")))?;
+        let cfg = UdpConfig {
+            job: crate::transport::ids::member_stream(st.seed, st.next),
+            ..st.cfg.clone()
+        };
+        st.next += 1;
+        let tp = UdpTransport::from_socket(self.rank, own, &st.peers, cfg)
+            .map_err(|e| GroupError::Setup(format!("cannot open the stream's endpoint: {e}")))?;
+        let (epoch, linger) = (st.epoch, st.linger);
+        let warmup = b.warmup;
+        let first_kill = b.kills.iter().map(|k| warmup + k.1).min();
+        let sh = Shared::streaming(epoch, b.n, warmup, first_kill);
+        let kill_id = b.kills.iter().find(|k| k.0 == self.rank).map(|k| warmup + k.1);
+        let init = NodeInit {
+            rank: self.rank,
+            total: total(&b),
+            deadline: None,
+            kill_id,
+            stall: stall_of(&b, self.rank),
+        };
+        let mut node = Node::new(&b, init, Box::new(tp), epoch).map_err(GroupError::BadStream)?;
+        node.tap = Some(Vec::with_capacity(BATCH));
+        let mut latency = hist();
+        let mut drain = |node: &mut Node| {
+            if let Some(tap) = node.tap.as_mut() {
+                for (id, r) in tap.drain(..) {
+                    if id >= warmup {
+                        record(&mut latency, &r);
+                    }
+                }
+            }
+        };
+        // More members' threads than cores (this process's other threads, the other
+        // members): yield the core after an empty pass instead of spinning it away.
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let share_cores = self.n as usize + 1 > cores;
+        let idle = || {
+            if share_cores {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        };
+        let started = Instant::now();
+        node.set_deadline(b.duration.map(|d| started + d));
+        node.start(&sh, started);
+        let mut last_progress = started;
+        let (mut last_return, mut returned) = (started, 0);
+        loop {
+            let progress = node.step(&sh);
+            let now = Instant::now();
+            if progress {
+                last_progress = now;
+            }
+            if sock.is_some() && sh.kill_ns().is_some() {
+                // Killed: its endpoint closed (the node's transport is gone); so does the
+                // member's copy of the socket, and the port with them.
+                sock = None;
+            }
+            let fenced = node.drv.fenced_by().is_some();
+            let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
+            if node.finished || node.dead || fenced || timed_out {
+                node.record_returns(&sh, Fold::Wait);
+                drain(&mut node);
+                break;
+            }
+            if node.tap.as_ref().is_some_and(|t| t.len() >= BATCH) {
+                drain(&mut node);
+            }
+            if node.returned > returned {
+                (last_return, returned) = (now, node.returned);
+            }
+            if !progress {
+                idle();
+            }
+        }
+        let seconds = last_return.saturating_duration_since(started).as_secs_f64();
+        let killed_ns = sh.kill_ns();
+        let finished = node.finished && !node.dead;
+        // The end: every live member is done with the stream. Meanwhile this one answers its
+        // peers, which may still need its messages. A member that died where the kills said
+        // did its part.
+        let done = finished || killed_ns.is_some();
+        let mine = if done && node.invalid == 0 { FINISHED } else { 0 };
+        let alive = !node.dead;
+        let closing = self.internal_agree(
+            mine,
+            s.op_timeout,
+            Some(&mut || {
+                if alive && !node.step(&sh) {
+                    idle();
+                }
+            }),
+        )?;
+        if alive {
+            // What it sent is acknowledged before its endpoint closes (at most `linger`).
+            node.drv.leave();
+            let end = Instant::now().checked_add(linger);
+            while !node.drv.flushed_to_mark() && end.is_none_or(|e| Instant::now() < e) {
+                if !node.step(&sh) {
+                    idle();
+                }
+            }
+        }
+        if let Some(st) = self.streams.as_mut() {
+            st.sock = sock;
+        }
+        let t = node.drv.tp.stats();
+        Ok(MemberStream {
+            returned: node.returned,
+            finished,
+            invalid: node.invalid,
+            killed_ns,
+            fenced_by: node.drv.fenced_by(),
+            suspected: node.suspected.clone(),
+            first_suspect_ns: node.first_suspect_ns,
+            latency,
+            messages: node.drv.messages,
+            heartbeats: node.drv.heartbeats,
+            probes: node.drv.probes,
+            transport: t,
+            drops: node.drv.drops,
+            digests: node.digests.clone(),
+            failed: node.last_failed.clone(),
+            all_finished: closing.as_ref().map(|(v, _)| v & FINISHED != 0),
+            closing_failed: closing.map(|(_, f)| f).unwrap_or_default(),
+            seconds,
+        })
+    }
+
+    /// Enters one of the group's agreements for the stream's own use with `value` and waits
+    /// up to `timeout` for its return (`None`: none came), running `meanwhile` between
+    /// looks; other events are kept for [`Member::next_event`], and this agreement's return
+    /// is never handed out.
+    fn internal_agree(
+        &mut self,
+        value: u64,
+        timeout: Duration,
+        mut meanwhile: Option<&mut dyn FnMut()>,
+    ) -> Result<Option<(u64, Vec<u32>)>, GroupError> {
+        let id = self.agree(value)?;
+        self.internal.push(id);
+        let end = Instant::now().checked_add(timeout);
+        loop {
+            let ev = match meanwhile.as_deref_mut() {
+                Some(f) => {
+                    f();
+                    self.events.try_recv().ok()
+                }
+                None => self.events.recv_timeout(Duration::from_millis(10)).ok(),
+            };
+            match ev {
+                Some(Event::Agreed {
+                    id: got, value, failed, ..
+                }) if got == id => {
+                    self.internal.retain(|&i| i != id);
+                    return Ok(Some((value, failed)));
+                }
+                Some(ev) => self.keep(ev),
+                None => {}
+            }
+            if end.is_some_and(|e| Instant::now() >= e) {
+                // Its return, should it come, is still not handed out (`internal`).
+                return Ok(None);
+            }
+            if let Some(by) = self.fenced_by() {
+                return Err(GroupError::Fenced { rank: self.rank, by });
+            }
+        }
+    }
+
+    /// Keeps `ev` for the caller unless it is the return of one of the stream's own
+    /// agreements.
+    fn keep(&mut self, ev: Event) {
+        if !self.is_internal(&ev) {
+            self.pending.push_back(ev);
+        }
+    }
+
+    /// Whether `ev` is the return of one of the stream's own agreements (one given up
+    /// waiting for; it is forgotten then).
+    pub(super) fn is_internal(&mut self, ev: &Event) -> bool {
+        if let Event::Agreed { id, .. } = ev
+            && let Some(k) = self.internal.iter().position(|i| i == id)
+        {
+            self.internal.swap_remove(k);
+            return true;
+        }
+        false
+    }
+}
+
+/// One return's entry-to-return time into `h` (at least 1 ns, the histogram's floor).
+fn record(h: &mut Histogram<u64>, r: &Rec) {
+    h.saturating_record(r.ret.saturating_sub(r.entry).max(1));
+}
+
+/// A 32-bit fingerprint of what every member of a stream must have the same (FNV-1a over its
+/// settings as printed: the same build prints the same).
+fn settings_fingerprint(s: &AgreeStream) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in format!("{s:?}").bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h ^ (h >> 32)) & 0xFFFF_FFFF
+}
+
+#[cfg(test)]
+mod tests;
