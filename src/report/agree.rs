@@ -74,6 +74,7 @@ pub fn print_bench(b: &AgreeBench, r: &AgreeBenchReport, shown: &BenchShown) {
                 "bad_report_lines": r.bad_lines, "clock_uncertainty_us": r.clock_uncertainty_ns.map(|x| x as f64 / 1000.0),
                 "refused_streams": r.refused_streams, "preempted": r.preempted,
                 "acks_per_data": crate::report::bench::acks_per_data(b.transport == AgreeTransport::Udp, &r.transport),
+                "drops": r.drops,
                 "transport_counters": {
                     "sent": r.transport.sent, "received": r.transport.received,
                     "retransmits": r.transport.retransmits, "acks_sent": r.transport.acks_sent,
