@@ -61,9 +61,9 @@ fn members(n: u32, warmup: u64, agreements: u64) -> Result<Histogram<u64>, Strin
         .collect::<Result<_, _>>()?;
     let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
     for (r, m) in &done {
-        if (r.returned, r.invalid, r.all_finished) != (warmup + agreements, 0, Some(true)) {
+        if (r.returned, r.invalid, r.all_finished) != (warmup + agreements, 0, true) {
             return Err(format!(
-                "member {}: returned {}, invalid {}, all finished {:?}",
+                "member {}: returned {}, invalid {}, all finished {}",
                 m.rank(),
                 r.returned,
                 r.invalid,

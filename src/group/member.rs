@@ -130,8 +130,6 @@ pub struct Member {
     /// Events that came while a stream waited for its own agreements' returns, handed out
     /// first by [`Member::next_event`] and [`Member::poll`].
     pending: std::collections::VecDeque<Event>,
-    /// The stream's own agreements whose returns are not handed out.
-    internal: Vec<u64>,
 }
 
 /// What the caller asks of the member's thread.
@@ -282,7 +280,7 @@ impl Member {
                     // and bounds the payload.
                     let max = spec.algo.dispatch(n, model, MaxPayload)?;
                     Some(BcastSetup {
-                        transport: open(j.sock, &peers[n as usize..], bjob)?,
+                        transport: open(j.sock, &peers[n as usize..2 * n as usize], bjob)?,
                         job: bjob,
                         algo: spec.algo.clone(),
                         model,
@@ -307,7 +305,6 @@ impl Member {
                     heartbeat: spec.heartbeat,
                     suspect_after: spec.suspect_after,
                     linger: spec.linger,
-                    next: 0,
                     _agent: j.agent,
                 }
             });
@@ -374,7 +371,6 @@ impl Member {
             max_payload,
             streams,
             pending: std::collections::VecDeque::new(),
-            internal: Vec::new(),
         })
     }
 
@@ -488,30 +484,14 @@ impl Member {
     /// nothing came in time, or this member stopped (fenced: [`Member::fenced_by`] says by
     /// whom) and nothing more will come.
     pub fn next_event(&mut self, timeout: Duration) -> Option<Event> {
-        if let Some(ev) = self.pending.pop_front() {
-            return Some(ev);
-        }
-        let end = Instant::now().checked_add(timeout);
-        loop {
-            let left = end.map_or(timeout, |e| e.saturating_duration_since(Instant::now()));
-            let ev = self.events.recv_timeout(left).ok()?;
-            if !self.is_internal(&ev) {
-                return Some(ev);
-            }
-        }
+        self.pending
+            .pop_front()
+            .or_else(|| self.events.recv_timeout(timeout).ok())
     }
 
     /// The next event if there is one, without waiting.
     pub fn poll(&mut self) -> Option<Event> {
-        if let Some(ev) = self.pending.pop_front() {
-            return Some(ev);
-        }
-        loop {
-            let ev = self.events.try_recv().ok()?;
-            if !self.is_internal(&ev) {
-                return Some(ev);
-            }
-        }
+        self.pending.pop_front().or_else(|| self.events.try_recv().ok())
     }
 
     /// Leaves the group, as MPI's finalize does, and says how it went: the member takes no

@@ -11,13 +11,16 @@
 //! The stream is collective, as an MPI call is: every member calls it with the same stream.
 //! Its start and end are agreements of the group's own ([`Member::agree`]): the first, whose
 //! value carries a fingerprint of the stream's settings (so that members called with
-//! different ones all fail at once, instead of waiting for agreements that never come),
-//! returns at a member once every live member has called the stream; the last, whose value
-//! says whether this member finished with every value valid, returns once every live member
-//! is done with it, so that none stops answering while another still needs it (ERA's early
-//! return: a member returns before its children have the decision). Each stream has a job
-//! id of its own ([`crate::transport::ids::member_stream`]): a straggler datagram of the last
-//! is dropped and counted.
+//! different ones all fail at once, instead of waiting for agreements that never come; a
+//! member that cannot run the stream enters it too, with 0, so that the members' agreement
+//! ids stay in step), returns at a member once every live member has called the stream; the
+//! last, whose value says whether this member finished with every value valid, returns once
+//! every live member is done with it, so that none stops answering while another still
+//! needs it (ERA's early return: a member returns before its children have the decision).
+//! Neither has a timeout: an MPI collective waits for every live member's call too. Each
+//! stream has a job id of its own, from its start's id
+//! ([`crate::transport::ids::member_stream`]): a straggler datagram of the last is dropped
+//! and counted.
 //!
 //! A member the stream's kills name dies where they say: its node stops and its stream
 //! socket closes, as a killed process's would (its peers learn of it from the closed port or
@@ -52,8 +55,6 @@ pub(super) struct Streams {
     pub(super) heartbeat: Duration,
     pub(super) suspect_after: Duration,
     pub(super) linger: Duration,
-    /// The next stream's number (its job id).
-    pub(super) next: u64,
     /// Kept open, as the member's other control agents.
     pub(super) _agent: ChildAgent,
 }
@@ -92,9 +93,9 @@ pub struct MemberStream {
     pub digests: Vec<u64>,
     /// The failed members the last agreement returned here agreed on.
     pub failed: Vec<u32>,
-    /// The closing agreement: whether every live member finished with no invalid value
-    /// (`None`: it did not return within `op_timeout`); and the failed members it agreed on.
-    pub all_finished: Option<bool>,
+    /// The closing agreement: whether every live member finished with no invalid value (a
+    /// member the kills named counts as finished); and the failed members it agreed on.
+    pub all_finished: bool,
     pub closing_failed: Vec<u32>,
     /// From this member's start of the stream to its last return, seconds.
     pub seconds: f64,
@@ -107,10 +108,16 @@ impl Member {
     /// Runs a closed loop of agreements among all members (collective: every member calls it,
     /// with the same `s`, and every member must be alive) on this member's stream socket,
     /// stepping its node on the caller's thread, and returns what this member measured
-    /// ([`MemberStream`]). The group's own agreements and broadcasts go on beside it on the
-    /// member's thread; two of its agreements start and end the stream (their
-    /// [`Event::Agreed`] are not handed out), and events that come meanwhile are kept for
-    /// [`Member::next_event`].
+    /// ([`MemberStream`]). As an MPI collective, it waits for every live member's call: an
+    /// agreement of the group's own starts it (a member whose settings differ, or that
+    /// cannot run it, fails every member's start: `BadStream`; a member the start agreed
+    /// had failed: `Dead`), and another ends it once every live member is done. Those two use
+    /// two of this member's agreement ids ([`Member::agree`]'s next id is two higher after a
+    /// stream, one after a stream that failed at its start) and their [`Event::Agreed`] are
+    /// not handed out; the group's own agreements and
+    /// broadcasts go on beside the stream on the member's thread, and their events that come
+    /// meanwhile are kept for [`Member::next_event`]. `op_timeout` ends the stream here when
+    /// this member's node has done nothing (received, sent or returned) for that long.
     ///
     /// ```
     /// use ftcoll::group::{AgreeStream, Member, MemberSpec};
@@ -129,7 +136,7 @@ impl Member {
     ///     .collect();
     /// let done: Vec<_> = members.into_iter().map(|m| m.join().unwrap()).collect();
     /// for (r, _member) in &done {
-    ///     assert_eq!((r.returned, r.invalid, r.finished, r.all_finished), (110, 0, true, Some(true)));
+    ///     assert_eq!((r.returned, r.invalid, r.finished, r.all_finished), (110, 0, true, true));
     ///     assert_eq!(r.digests, done[0].0.digests);
     /// }
     /// # Ok::<(), std::io::Error>(())
@@ -160,38 +167,46 @@ impl Member {
             op_timeout: s.op_timeout,
             seed: st.seed,
         };
-        validate(&b).map_err(GroupError::BadStream)?;
-        if st.sock.is_none() {
-            return Err(GroupError::BadStream(
-                "this member died in an earlier stream (its stream socket closed with it)".into(),
-            ));
-        }
+        // A member that cannot run the stream still enters its start (contributing 0, which
+        // fails the fingerprint everywhere) and then says why: had it returned at once, the
+        // others' start would have paired with its caller's next agreement.
+        let local = validate(&b).map_err(GroupError::BadStream).err().or_else(|| {
+            st.sock.is_none().then(|| {
+                GroupError::BadStream("this member died in an earlier stream (its stream socket closed with it)".into())
+            })
+        });
         // The start: every live member has called the stream, with the same settings.
         let h = settings_fingerprint(&s);
-        let start = (h << 32) | (!h & 0xFFFF_FFFF);
-        let (value, failed) = self.internal_agree(start, s.op_timeout, None)?.ok_or_else(|| {
-            GroupError::BadStream(format!("not every member called the stream within {:?}", s.op_timeout))
-        })?;
+        let start = if local.is_some() {
+            0
+        } else {
+            (h << 32) | (!h & 0xFFFF_FFFF)
+        };
+        let (id, value, failed) = self.internal_agree(start, None)?;
+        if let Some(e) = local {
+            return Err(e);
+        }
         if let Some(&r) = failed.first() {
             return Err(GroupError::Dead(r));
         }
         if value != start {
             return Err(GroupError::BadStream(
-                "the members called the stream with different settings (agreements, warm-up, duration, kills, stalls, ERA's, timeout)".into(),
+                "the members called the stream with different settings (agreements, warm-up, duration, kills, stalls, ERA's, timeout), or one could not run it".into(),
             ));
         }
         let st = self.streams.as_mut().expect("checked above");
-        let mut sock = st.sock.take();
-        let own = sock
+        let own = st
+            .sock
             .as_ref()
             .expect("checked above")
             .try_clone()
             .map_err(|e| GroupError::Setup(format!("cannot reuse the stream socket: {e}")))?;
+        // The stream's job from its start's id, which every member shares (a count of this
+        // member's own streams would not be, were one ever left out).
         let cfg = UdpConfig {
-            job: crate::transport::ids::member_stream(st.seed, st.next),
+            job: crate::transport::ids::member_stream(st.seed, id),
             ..st.cfg.clone()
         };
-        st.next += 1;
         let tp = UdpTransport::from_socket(self.rank, own, &st.peers, cfg)
             .map_err(|e| GroupError::Setup(format!("cannot open the stream's endpoint: {e}")))?;
         let (epoch, linger) = (st.epoch, st.linger);
@@ -240,10 +255,8 @@ impl Member {
             if progress {
                 last_progress = now;
             }
-            if sock.is_some() && sh.kill_ns().is_some() {
-                // Killed: its endpoint closed (the node's transport is gone); so does the
-                // member's copy of the socket, and the port with them.
-                sock = None;
+            if node.returned > returned {
+                (last_return, returned) = (now, node.returned);
             }
             let fenced = node.drv.fenced_by().is_some();
             let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
@@ -255,46 +268,21 @@ impl Member {
             if node.tap.as_ref().is_some_and(|t| t.len() >= BATCH) {
                 drain(&mut node);
             }
-            if node.returned > returned {
-                (last_return, returned) = (now, node.returned);
-            }
             if !progress {
                 idle();
             }
         }
-        let seconds = last_return.saturating_duration_since(started).as_secs_f64();
         let killed_ns = sh.kill_ns();
+        if killed_ns.is_some() {
+            // Killed: its endpoint closed (the node's transport is gone); so does the
+            // member's copy of the socket, and the port with them.
+            self.streams.as_mut().expect("checked above").sock = None;
+        }
+        // What the stream measured, as it ended here: what the node sees while it waits for
+        // the others below (a peer that finished first and stopped answering, suspected) is
+        // not the stream's.
         let finished = node.finished && !node.dead;
-        // The end: every live member is done with the stream. Meanwhile this one answers its
-        // peers, which may still need its messages. A member that died where the kills said
-        // did its part.
-        let done = finished || killed_ns.is_some();
-        let mine = if done && node.invalid == 0 { FINISHED } else { 0 };
-        let alive = !node.dead;
-        let closing = self.internal_agree(
-            mine,
-            s.op_timeout,
-            Some(&mut || {
-                if alive && !node.step(&sh) {
-                    idle();
-                }
-            }),
-        )?;
-        if alive {
-            // What it sent is acknowledged before its endpoint closes (at most `linger`).
-            node.drv.leave();
-            let end = Instant::now().checked_add(linger);
-            while !node.drv.flushed_to_mark() && end.is_none_or(|e| Instant::now() < e) {
-                if !node.step(&sh) {
-                    idle();
-                }
-            }
-        }
-        if let Some(st) = self.streams.as_mut() {
-            st.sock = sock;
-        }
-        let t = node.drv.tp.stats();
-        Ok(MemberStream {
+        let mut report = MemberStream {
             returned: node.returned,
             finished,
             invalid: node.invalid,
@@ -306,75 +294,85 @@ impl Member {
             messages: node.drv.messages,
             heartbeats: node.drv.heartbeats,
             probes: node.drv.probes,
-            transport: t,
+            transport: TransportStats::default(),
             drops: node.drv.drops,
             digests: node.digests.clone(),
             failed: node.last_failed.clone(),
-            all_finished: closing.as_ref().map(|(v, _)| v & FINISHED != 0),
-            closing_failed: closing.map(|(_, f)| f).unwrap_or_default(),
-            seconds,
-        })
+            all_finished: false,
+            closing_failed: Vec::new(),
+            seconds: last_return.saturating_duration_since(started).as_secs_f64(),
+        };
+        // The end: every live member is done with the stream. Meanwhile this one answers its
+        // peers, which may still need its messages. A member that died where the kills said
+        // did its part.
+        let done = finished || killed_ns.is_some();
+        let mine = if done && node.invalid == 0 { FINISHED } else { 0 };
+        let closing = if node.dead {
+            self.internal_agree(mine, None)
+        } else {
+            self.internal_agree(
+                mine,
+                Some(&mut || {
+                    if !node.step(&sh) {
+                        idle();
+                    }
+                }),
+            )
+        };
+        if !node.dead {
+            // What it sent is acknowledged before its endpoint closes (at most `linger`).
+            node.drv.leave();
+            let end = Instant::now().checked_add(linger);
+            while !node.drv.flushed_to_mark() && end.is_none_or(|e| Instant::now() < e) {
+                if !node.step(&sh) {
+                    idle();
+                }
+            }
+        }
+        let (_, value, failed) = closing?;
+        report.all_finished = value & FINISHED != 0;
+        report.closing_failed = failed;
+        report.transport = node.drv.tp.stats();
+        Ok(report)
     }
 
     /// Enters one of the group's agreements for the stream's own use with `value` and waits
-    /// up to `timeout` for its return (`None`: none came), running `meanwhile` between
-    /// looks; other events are kept for [`Member::next_event`], and this agreement's return
-    /// is never handed out.
+    /// for its return, as a collective call does (it returns once every live member entered
+    /// it, or with the failed ones agreed on), running `meanwhile` between looks: its id,
+    /// value and failed set. Other events are kept for [`Member::next_event`]; this
+    /// agreement's return is never handed out.
     fn internal_agree(
         &mut self,
         value: u64,
-        timeout: Duration,
         mut meanwhile: Option<&mut dyn FnMut()>,
-    ) -> Result<Option<(u64, Vec<u32>)>, GroupError> {
+    ) -> Result<(u64, u64, Vec<u32>), GroupError> {
         let id = self.agree(value)?;
-        self.internal.push(id);
-        let end = Instant::now().checked_add(timeout);
         loop {
             let ev = match meanwhile.as_deref_mut() {
                 Some(f) => {
                     f();
-                    self.events.try_recv().ok()
+                    self.events.try_recv()
                 }
-                None => self.events.recv_timeout(Duration::from_millis(10)).ok(),
+                None => self
+                    .events
+                    .recv_timeout(Duration::from_millis(10))
+                    .map_err(|e| match e {
+                        std::sync::mpsc::RecvTimeoutError::Timeout => std::sync::mpsc::TryRecvError::Empty,
+                        std::sync::mpsc::RecvTimeoutError::Disconnected => std::sync::mpsc::TryRecvError::Disconnected,
+                    }),
             };
             match ev {
-                Some(Event::Agreed {
+                Ok(Event::Agreed {
                     id: got, value, failed, ..
-                }) if got == id => {
-                    self.internal.retain(|&i| i != id);
-                    return Ok(Some((value, failed)));
-                }
-                Some(ev) => self.keep(ev),
-                None => {}
-            }
-            if end.is_some_and(|e| Instant::now() >= e) {
-                // Its return, should it come, is still not handed out (`internal`).
-                return Ok(None);
+                }) if got == id => return Ok((id, value, failed)),
+                Ok(ev) => self.pending.push_back(ev),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(GroupError::Closed),
             }
             if let Some(by) = self.fenced_by() {
                 return Err(GroupError::Fenced { rank: self.rank, by });
             }
         }
-    }
-
-    /// Keeps `ev` for the caller unless it is the return of one of the stream's own
-    /// agreements.
-    fn keep(&mut self, ev: Event) {
-        if !self.is_internal(&ev) {
-            self.pending.push_back(ev);
-        }
-    }
-
-    /// Whether `ev` is the return of one of the stream's own agreements (one given up
-    /// waiting for; it is forgotten then).
-    pub(super) fn is_internal(&mut self, ev: &Event) -> bool {
-        if let Event::Agreed { id, .. } = ev
-            && let Some(k) = self.internal.iter().position(|i| i == id)
-        {
-            self.internal.swap_remove(k);
-            return true;
-        }
-        false
     }
 }
 

@@ -9,19 +9,20 @@ use crate::group::{AgreeStream, Event, GroupError, MemberSpec};
 
 /// `n` members with streams (and without broadcasts), joined.
 fn streaming(n: u32) -> Vec<Member> {
-    streaming_with(n, MemberSpec::new(0, n, coordinator()).suspect_after)
+    joined(n, |s| s)
 }
 
-/// `n` members with streams whose detectors suspect after `suspect_after`, joined.
-fn streaming_with(n: u32, suspect_after: Duration) -> Vec<Member> {
+/// `n` members with streams, their specs changed by `f`, joined.
+fn joined(n: u32, f: impl Fn(MemberSpec) -> MemberSpec) -> Vec<Member> {
     let at = coordinator();
     join_all(
         (0..n)
-            .map(|r| MemberSpec {
-                broadcasts: false,
-                streams: true,
-                suspect_after,
-                ..MemberSpec::new(r, n, at)
+            .map(|r| {
+                f(MemberSpec {
+                    broadcasts: false,
+                    streams: true,
+                    ..MemberSpec::new(r, n, at)
+                })
             })
             .collect(),
     )
@@ -30,19 +31,38 @@ fn streaming_with(n: u32, suspect_after: Duration) -> Vec<Member> {
     .collect()
 }
 
-/// Every member runs `streams[rank]` (each on a thread of its own), in rank order.
+/// Every member runs `streams[rank]` (each on a thread of its own, member `r` after
+/// `delays[r]` if given), in rank order.
 fn run(members: Vec<Member>, streams: Vec<AgreeStream>) -> Vec<(Member, Result<MemberStream, GroupError>)> {
-    let hs: Vec<_> = members
-        .into_iter()
-        .zip(streams)
-        .map(|(mut m, s)| {
-            std::thread::spawn(move || {
-                let r = m.agree_stream(s);
-                (m, r)
-            })
+    run_after(members, streams, &[])
+}
+
+fn run_after(
+    members: Vec<Member>,
+    streams: Vec<AgreeStream>,
+    delays: &[Duration],
+) -> Vec<(Member, Result<MemberStream, GroupError>)> {
+    let n = members.len();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (r, (mut m, s)) in members.into_iter().zip(streams).enumerate() {
+        let delay = delays.get(r).copied().unwrap_or_default();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            let got = m.agree_stream(s);
+            let _ = tx.send((r, m, got));
+        });
+    }
+    // A collective that never returns (a member's start or end not matched) fails here
+    // instead of hanging the test run.
+    let mut out: Vec<_> = (0..n)
+        .map(|_| {
+            rx.recv_timeout(Duration::from_secs(120))
+                .expect("a member's stream did not return in 120 s")
         })
         .collect();
-    hs.into_iter().map(|h| h.join().unwrap()).collect()
+    out.sort_by_key(|(r, _, _)| *r);
+    out.into_iter().map(|(_, m, got)| (m, got)).collect()
 }
 
 fn quick(agreements: u64) -> AgreeStream {
@@ -50,6 +70,22 @@ fn quick(agreements: u64) -> AgreeStream {
         warmup: 20,
         op_timeout: Duration::from_secs(10),
         ..AgreeStream::new(agreements)
+    }
+}
+
+/// Every member enters one more agreement of its own: each must get id `id` and see it
+/// return (the members' ids are in step).
+fn agree_in_step(members: &mut [Member], id: u64) {
+    for m in members.iter_mut() {
+        assert_eq!(m.agree(!0).unwrap(), id, "member {}", m.rank());
+    }
+    for m in members.iter_mut() {
+        let got = m.next_event(Duration::from_secs(20));
+        assert!(
+            matches!(got, Some(Event::Agreed { id: i, .. }) if i == id),
+            "member {}: {got:?}",
+            m.rank()
+        );
     }
 }
 
@@ -71,7 +107,7 @@ fn members_agree_on_every_value_of_a_stream_and_of_the_next() {
                 .unwrap_or_else(|e| panic!("round {round}, member {}: {e}", m.rank()));
             assert_eq!(
                 (r.returned, r.invalid, r.finished, r.all_finished),
-                (320, 0, true, Some(true)),
+                (320, 0, true, true),
                 "round {round}, member {}",
                 m.rank()
             );
@@ -88,21 +124,24 @@ fn members_agree_on_every_value_of_a_stream_and_of_the_next() {
         members = out.into_iter().map(|(m, _)| m).collect();
     }
     for m in &mut members {
-        let got: Vec<Event> = std::iter::from_fn(|| m.next_event(Duration::from_secs(5)))
-            .take_while(|e| !matches!(e, Event::Agreed { id: 0, .. }))
-            .chain(None)
-            .collect();
-        assert!(got.is_empty(), "before the caller's return: {got:?}");
+        let got = m.next_event(Duration::from_secs(5));
+        assert!(matches!(got, Some(Event::Agreed { id: 0, .. })), "{got:?}");
         // Nothing of the streams' own four agreements follows.
         assert_eq!(m.poll(), None);
     }
+    // Each stream used two ids: the caller's next is 5, at every member.
+    agree_in_step(&mut members, 5);
 }
 
 #[test]
 fn a_killed_member_dies_and_the_others_go_on_without_it() {
-    // Detectors slow enough that only the closed port finds the death within a second.
+    // Detectors slow enough that only the closed port (or a probe it leaves unanswered)
+    // finds the death within a second.
     let slow = Duration::from_secs(4);
-    let members = streaming_with(3, slow);
+    let members = joined(3, |s| MemberSpec {
+        suspect_after: slow,
+        ..s
+    });
     let s = AgreeStream {
         kills: vec![(2, 100)],
         ..quick(400)
@@ -115,6 +154,9 @@ fn a_killed_member_dies_and_the_others_go_on_without_it() {
         "it died entering agreement 120: {}",
         r[2].returned
     );
+    for s in &r {
+        assert!(s.all_finished, "a killed member did its part");
+    }
     for s in &r[..2] {
         assert_eq!((s.returned, s.invalid, s.finished), (420, 0, true));
         // A survivor suspects it, or learns of it from an agreement's failed set.
@@ -124,16 +166,14 @@ fn a_killed_member_dies_and_the_others_go_on_without_it() {
             "suspected before the kill"
         );
         assert_eq!(s.failed, [2], "the last agreement's failed set");
-        assert_eq!(s.all_finished, Some(true));
     }
-    // Found by the closed port or a probe left unanswered, not by the detector's silence.
     let first = r[..2].iter().filter_map(|s| s.first_suspect_ns).min();
     let took = Duration::from_nanos(first.expect("nobody suspected member 2") - killed);
     assert!(took < slow / 4, "suspected {took:?} after the kill");
     assert_eq!(r[0].digests, r[1].digests);
-    // Its stream socket closed with it (the port refuses), and it runs no more streams.
-    let (mut m2, _) = out.into_iter().nth(2).unwrap();
-    let port = m2.streams.as_ref().unwrap().peers[2];
+    // Its stream socket closed with it (the port refuses).
+    let mut members: Vec<Member> = out.into_iter().map(|(m, _)| m).collect();
+    let port = members[0].streams.as_ref().unwrap().peers[2];
     let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     probe.connect(port).unwrap();
     probe.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -142,35 +182,22 @@ fn a_killed_member_dies_and_the_others_go_on_without_it() {
         .recv(&mut [0; 16])
         .expect_err("an answer from a dead member's port");
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
-    match m2.agree_stream(quick(10)) {
-        Err(GroupError::BadStream(e)) => assert!(e.contains("died in an earlier stream"), "{e}"),
-        other => panic!("{other:?}"),
+    // It runs no more streams, and says why; the others are told at once that one could
+    // not, and every member's agreement ids stay in step.
+    let out = run(members, vec![quick(10); 3]);
+    for (m, r) in &out {
+        let want = if m.rank() == 2 {
+            "died in an earlier stream"
+        } else {
+            "or one could not run it"
+        };
+        match r {
+            Err(GroupError::BadStream(e)) => assert!(e.contains(want), "member {}: {e}", m.rank()),
+            other => panic!("member {}: {other:?}", m.rank()),
+        }
     }
-}
-
-/// A stream given up at its start (the others did not call it in time) leaves its starting
-/// agreement in flight: its return, when the others' calls complete it, is not the caller's.
-#[test]
-fn a_stream_given_up_at_its_start_hands_out_no_return_of_its_own() {
-    let mut m = streaming(2);
-    let alone = AgreeStream {
-        op_timeout: Duration::from_millis(200),
-        ..quick(10)
-    };
-    match m[0].agree_stream(alone) {
-        Err(GroupError::BadStream(e)) => assert!(e.contains("not every member called"), "{e}"),
-        other => panic!("{other:?}"),
-    }
-    // Member 1's own first agreement meets member 0's starting one.
-    assert_eq!(m[1].agree(!0).unwrap(), 0);
-    let got = m[1].next_event(Duration::from_secs(10));
-    assert!(matches!(got, Some(Event::Agreed { id: 0, .. })), "{got:?}");
-    assert_eq!(m[0].next_event(Duration::from_secs(1)), None);
-    // Member 0's next own agreement is its id 1, and is handed out.
-    assert_eq!(m[0].agree(!0).unwrap(), 1);
-    assert_eq!(m[1].agree(!0).unwrap(), 1);
-    let got = m[0].next_event(Duration::from_secs(10));
-    assert!(matches!(got, Some(Event::Agreed { id: 1, .. })), "{got:?}");
+    members = out.into_iter().map(|(m, _)| m).collect();
+    agree_in_step(&mut members, 3);
 }
 
 #[test]
@@ -187,30 +214,82 @@ fn members_called_with_different_settings_all_fail_at_once() {
     }
 }
 
+/// One member's settings cannot run (a kill of no member): it says so, the others fail
+/// their start, and the members' agreement ids stay in step (its start was entered too).
+#[test]
+fn a_member_that_cannot_run_the_stream_fails_every_members_start() {
+    let members = streaming(3);
+    let mut streams = vec![quick(50); 3];
+    streams[1].kills = vec![(5, 1)];
+    let out = run(members, streams);
+    for (m, r) in &out {
+        let want = if m.rank() == 1 {
+            "bad --kill 5@1"
+        } else {
+            "different settings"
+        };
+        match r {
+            Err(GroupError::BadStream(e)) => assert!(e.contains(want), "member {}: {e}", m.rank()),
+            other => panic!("member {}: {other:?}", m.rank()),
+        }
+    }
+    let mut members: Vec<Member> = out.into_iter().map(|(m, _)| m).collect();
+    agree_in_step(&mut members, 1);
+}
+
+/// A collective waits for every member's call: one that calls late is waited for.
+#[test]
+fn a_member_that_calls_late_is_waited_for() {
+    let members = streaming(3);
+    let late = [Duration::ZERO, Duration::ZERO, Duration::from_millis(300)];
+    for (m, r) in run_after(members, vec![quick(100); 3], &late) {
+        let r = r.unwrap_or_else(|e| panic!("member {}: {e}", m.rank()));
+        assert_eq!((r.returned, r.invalid, r.all_finished), (120, 0, true));
+        assert!(r.suspected.is_empty(), "member {}: {:?}", m.rank(), r.suspected);
+    }
+}
+
+/// Broadcasts and streams in one group, a broadcast either side of a stream.
+#[test]
+fn members_broadcast_and_stream_in_one_group() {
+    let members = joined(3, |s| MemberSpec { broadcasts: true, ..s });
+    let hs: Vec<_> = members
+        .into_iter()
+        .map(|mut m| {
+            std::thread::spawn(move || {
+                m.broadcast(1, b"before").unwrap();
+                let r = m.agree_stream(quick(100)).unwrap();
+                m.broadcast(2, b"after").unwrap();
+                let mut got = Vec::new();
+                while got.len() < 2 {
+                    match m.next_event(Duration::from_secs(20)) {
+                        Some(Event::Delivered { root, bytes, .. }) => got.push((root, bytes)),
+                        Some(_) => {}
+                        None => panic!("member {}: delivered {got:?} only", m.rank()),
+                    }
+                }
+                (r, got, m)
+            })
+        })
+        .collect();
+    let done: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    for (r, got, m) in &done {
+        assert_eq!(
+            (r.returned, r.invalid, r.all_finished),
+            (120, 0, true),
+            "member {}",
+            m.rank()
+        );
+        assert_eq!(got, &[(1, b"before".to_vec()), (2, b"after".to_vec())]);
+    }
+}
+
 #[test]
 fn a_member_without_streams_refuses_one() {
-    let at = coordinator();
-    let mut members: Vec<Member> = join_all(
-        (0..2)
-            .map(|r| MemberSpec {
-                broadcasts: false,
-                ..MemberSpec::new(r, 2, at)
-            })
-            .collect(),
-    )
-    .into_iter()
-    .map(Result::unwrap)
-    .collect();
+    let mut members = joined(2, |s| MemberSpec { streams: false, ..s });
     assert!(matches!(members[0].agree_stream(quick(10)), Err(GroupError::NoStreams)));
-    // Bad settings are refused before any agreement is entered.
-    let bad = AgreeStream {
-        kills: vec![(5, 1)],
-        ..quick(10)
-    };
-    let mut with = streaming(2);
-    assert!(matches!(with[0].agree_stream(bad), Err(GroupError::BadStream(_))));
-    assert_eq!(with[0].poll(), None);
-    drop(members.pop());
+    // No agreement was entered: the ids are still at 0.
+    agree_in_step(&mut members, 0);
 }
 
 #[test]
