@@ -72,8 +72,9 @@ pub fn member_broadcasts(seed: u64) -> u64 {
     members(seed) ^ 0xB0CA
 }
 
-/// Agreement stream `k` (0, 1, ... per member) of that group of processes (on sockets of
-/// their own; each stream its own, so that a straggler datagram of the last one is dropped).
+/// The agreement stream of that group of processes whose starting agreement has id `k` (the
+/// same at every member; on sockets of their own, each stream its own job, so that a
+/// straggler datagram of the last one is dropped).
 pub fn member_stream(seed: u64, k: u64) -> u64 {
     members(seed) ^ 0x57EA ^ (k.wrapping_mul(0x9E37_79B9) << 16 & 0x0000_FFFF_FFFF_0000)
 }

@@ -148,9 +148,6 @@ impl Member {
         if let Some(by) = self.fenced_by() {
             return Err(GroupError::Fenced { rank: self.rank, by });
         }
-        if s.agreements == 0 && s.duration.is_none() {
-            return Err(GroupError::BadStream("no agreements".into()));
-        }
         let b = AgreeBench {
             n: self.n,
             era: s.era,
@@ -167,25 +164,54 @@ impl Member {
             op_timeout: s.op_timeout,
             seed: st.seed,
         };
-        // A member that cannot run the stream still enters its start (contributing 0, which
-        // fails the fingerprint everywhere) and then says why: had it returned at once, the
-        // others' start would have paired with its caller's next agreement.
-        let local = validate(&b).map_err(GroupError::BadStream).err().or_else(|| {
-            st.sock.is_none().then(|| {
+        // The start's id, which every member shares: the stream's job comes from it (a count
+        // of this member's own streams would not be shared, were one ever left out).
+        let start_id = self.next_id;
+        let (epoch, linger) = (st.epoch, st.linger);
+        let warmup = b.warmup;
+        let first_kill = b.kills.iter().map(|k| warmup + k.1).min();
+        let sh = Shared::streaming(epoch, b.n, warmup, first_kill);
+        let kill_id = b.kills.iter().find(|k| k.0 == self.rank).map(|k| warmup + k.1);
+        // Everything that can fail here is tried before the start: a member that cannot run
+        // the stream still enters its start (contributing 0, which fails the fingerprint
+        // everywhere) and then says why; had it returned at once, the others' start would
+        // have paired with its caller's next agreement (every later collective off by one).
+        let node = (|| {
+            if s.agreements == 0 && s.duration.is_none() {
+                return Err(GroupError::BadStream("no agreements".into()));
+            }
+            validate(&b).map_err(GroupError::BadStream)?;
+            let sock = st.sock.as_ref().ok_or_else(|| {
                 GroupError::BadStream("this member died in an earlier stream (its stream socket closed with it)".into())
-            })
-        });
+            })?;
+            let own = sock
+                .try_clone()
+                .map_err(|e| GroupError::Setup(format!("cannot reuse the stream socket: {e}")))?;
+            let cfg = UdpConfig {
+                job: crate::transport::ids::member_stream(st.seed, start_id),
+                ..st.cfg.clone()
+            };
+            let tp = UdpTransport::from_socket(self.rank, own, &st.peers, cfg)
+                .map_err(|e| GroupError::Setup(format!("cannot open the stream's endpoint: {e}")))?;
+            let init = NodeInit {
+                rank: self.rank,
+                total: total(&b),
+                deadline: None,
+                kill_id,
+                stall: stall_of(&b, self.rank),
+            };
+            Node::new(&b, init, Box::new(tp), epoch).map_err(GroupError::BadStream)
+        })();
         // The start: every live member has called the stream, with the same settings.
         let h = settings_fingerprint(&s);
-        let start = if local.is_some() {
+        let start = if node.is_err() {
             0
         } else {
             (h << 32) | (!h & 0xFFFF_FFFF)
         };
         let (id, value, failed) = self.internal_agree(start, None)?;
-        if let Some(e) = local {
-            return Err(e);
-        }
+        debug_assert_eq!(id, start_id);
+        let mut node = node?;
         if let Some(&r) = failed.first() {
             return Err(GroupError::Dead(r));
         }
@@ -194,34 +220,6 @@ impl Member {
                 "the members called the stream with different settings (agreements, warm-up, duration, kills, stalls, ERA's, timeout), or one could not run it".into(),
             ));
         }
-        let st = self.streams.as_mut().expect("checked above");
-        let own = st
-            .sock
-            .as_ref()
-            .expect("checked above")
-            .try_clone()
-            .map_err(|e| GroupError::Setup(format!("cannot reuse the stream socket: {e}")))?;
-        // The stream's job from its start's id, which every member shares (a count of this
-        // member's own streams would not be, were one ever left out).
-        let cfg = UdpConfig {
-            job: crate::transport::ids::member_stream(st.seed, id),
-            ..st.cfg.clone()
-        };
-        let tp = UdpTransport::from_socket(self.rank, own, &st.peers, cfg)
-            .map_err(|e| GroupError::Setup(format!("cannot open the stream's endpoint: {e}")))?;
-        let (epoch, linger) = (st.epoch, st.linger);
-        let warmup = b.warmup;
-        let first_kill = b.kills.iter().map(|k| warmup + k.1).min();
-        let sh = Shared::streaming(epoch, b.n, warmup, first_kill);
-        let kill_id = b.kills.iter().find(|k| k.0 == self.rank).map(|k| warmup + k.1);
-        let init = NodeInit {
-            rank: self.rank,
-            total: total(&b),
-            deadline: None,
-            kill_id,
-            stall: stall_of(&b, self.rank),
-        };
-        let mut node = Node::new(&b, init, Box::new(tp), epoch).map_err(GroupError::BadStream)?;
         node.tap = Some(Vec::with_capacity(BATCH));
         let mut latency = hist();
         let mut drain = |node: &mut Node| {
@@ -294,7 +292,7 @@ impl Member {
             messages: node.drv.messages,
             heartbeats: node.drv.heartbeats,
             probes: node.drv.probes,
-            transport: TransportStats::default(),
+            transport: node.drv.tp.stats(),
             drops: node.drv.drops,
             digests: node.digests.clone(),
             failed: node.last_failed.clone(),
@@ -332,7 +330,6 @@ impl Member {
         let (_, value, failed) = closing?;
         report.all_finished = value & FINISHED != 0;
         report.closing_failed = failed;
-        report.transport = node.drv.tp.stats();
         Ok(report)
     }
 
@@ -366,9 +363,11 @@ impl Member {
                     id: got, value, failed, ..
                 }) if got == id => return Ok((id, value, failed)),
                 Ok(ev) => self.pending.push_back(ev),
+                Err(_) if self.fenced_by().is_some() => {}
                 Err(std::sync::mpsc::TryRecvError::Empty) => {}
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(GroupError::Closed),
             }
+            // (A fenced member's thread stops and its channel closes: fenced, not closed.)
             if let Some(by) = self.fenced_by() {
                 return Err(GroupError::Fenced { rank: self.rank, by });
             }
