@@ -168,6 +168,10 @@ pub struct AgreeBenchReport {
     /// Across hosts (`--join`): connections rank 0 refused (no valid hello in time, too long,
     /// a rank taken, over the cap).
     pub refused_streams: Option<u64>,
+    /// The outcome digests (per block of [`DIGEST_BLOCK`] agreements) of the lowest live
+    /// node that returned the most agreements: what `group::Member::agree_stream`'s members
+    /// report, to compare a run with another of the same seed.
+    pub digests: Vec<u64>,
 }
 
 /// Bit 63 of every contribution says "continue": an agreement whose value has it clear is
@@ -545,6 +549,11 @@ fn report(sh: &Shared, nodes: &[Node], seconds: f64) -> AgreeBenchReport {
             .then(|| idle.iter().map(|w| w.preempted).sum::<Option<u64>>())
             .flatten(),
         refused_streams: None,
+        digests: live
+            .iter()
+            .max_by_key(|n| (n.returned, std::cmp::Reverse(n.rank)))
+            .map(|n| n.digests.clone())
+            .unwrap_or_default(),
     }
 }
 

@@ -470,6 +470,11 @@ pub(crate) fn merge(b: &AgreeBench, o: Outcomes) -> AgreeBenchReport {
         idle_visit_ns: None,
         preempted: None,
         refused_streams: None,
+        digests: live
+            .iter()
+            .max_by_key(|r| (r.returned, std::cmp::Reverse(r.rank)))
+            .map(|r| r.digests.clone())
+            .unwrap_or_default(),
     }
 }
 

@@ -326,3 +326,38 @@ fn a_member_joined_with_streams_is_refused_by_a_rank_0_without() {
     }
     assert!(got[0].is_err(), "rank 0's group cannot form");
 }
+
+/// The same stream in two shells, a group of processes' members and a `Group`'s threads,
+/// with the same seed: every agreement's outcome (value and sets, through the members'
+/// digests) is the same.
+#[test]
+fn members_return_what_a_group_of_threads_returns_for_the_same_seed() {
+    let members = joined(3, |s| MemberSpec { seed: 7, ..s });
+    let s = quick(5000);
+    let out = run(members, vec![s.clone(); 3]);
+    let mut g = crate::group::Group::builder(3)
+        .transport(crate::runtime::TransportKind::Udp)
+        .broadcasts(false)
+        .agreements(false)
+        .seed(7)
+        .build()
+        .unwrap();
+    let threads = g.agree_stream(s).unwrap();
+    assert_eq!(
+        (threads.agreements, threads.disagreements, threads.invalid),
+        (5020, 0, 0)
+    );
+    assert_eq!(threads.digests.len(), 2, "5020 agreements: two blocks");
+    for (m, r) in &out {
+        assert_eq!(r.as_ref().unwrap().digests, threads.digests, "member {}", m.rank());
+    }
+    // Another seed, other values: the digests tell them apart.
+    let mut other = crate::group::Group::builder(3)
+        .transport(crate::runtime::TransportKind::Udp)
+        .broadcasts(false)
+        .agreements(false)
+        .seed(8)
+        .build()
+        .unwrap();
+    assert_ne!(other.agree_stream(quick(5000)).unwrap().digests, threads.digests);
+}
