@@ -140,6 +140,14 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// FNV-1a, 64 bits, over `bytes`: a fingerprint two processes of one build compute alike
+/// (not a MAC: see [`super::mac`] for what must resist forgery).
+pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

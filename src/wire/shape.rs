@@ -123,12 +123,7 @@ impl GroupShape {
     /// A 64-bit digest of the shape for a control `Join` (FNV-1a over [`GroupShape::encode`];
     /// never 0, which a `Join` uses for "no shape stated").
     pub fn fingerprint(&self) -> u64 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in self.encode() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        h.max(1)
+        super::codec::fnv1a(self.encode()).max(1)
     }
 
     /// The shape in words, one line.

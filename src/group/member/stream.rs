@@ -383,11 +383,7 @@ fn record(h: &mut Histogram<u64>, r: &Rec) {
 /// A 32-bit fingerprint of what every member of a stream must have the same (FNV-1a over its
 /// settings as printed: the same build prints the same).
 fn settings_fingerprint(s: &AgreeStream) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{s:?}").bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = crate::wire::codec::fnv1a(format!("{s:?}").bytes());
     (h ^ (h >> 32)) & 0xFFFF_FFFF
 }
 
