@@ -562,3 +562,85 @@ fn stress_agree_procs_keeps_survivors_and_never_disagrees() {
     assert!(started < 4 * gens, "{out}");
     assert!(started >= 4 + failures.saturating_sub(2), "{out}");
 }
+
+/// Differential: `agree --procs`'s node processes are members of a group of processes
+/// (`group::Member`, joined at the parent's rendezvous); the same benchmark among threads
+/// (`agree --transport udp`) must return the same outcome for every agreement with the same
+/// seed (the contributions come from the seed, the rank and the agreement's id), and another
+/// seed must not.
+#[test]
+fn procs_members_return_what_threads_return_for_the_same_seed() {
+    use ftcoll::runtime::agree::{AgreeBench, AgreeTransport};
+    use std::time::Duration;
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
+    let b = AgreeBench {
+        n: 4,
+        era: ftcoll::protocol::agree::EraConfig::default(),
+        transport: AgreeTransport::Udp,
+        workers: 1,
+        pin: false,
+        warmup: 20,
+        iterations: 3000,
+        duration: None,
+        kills: vec![],
+        stalls: Vec::new(),
+        heartbeat: Duration::from_millis(1),
+        suspect_after: Duration::from_millis(500),
+        op_timeout: Duration::from_secs(10),
+        seed: 11,
+    };
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ftcoll"));
+    let procs = ftcoll::experiment::launch::agree::run(&b, exe).unwrap();
+    let threads = ftcoll::experiment::agree_local::run(&b).unwrap();
+    for r in [&procs, &threads] {
+        assert_eq!(
+            (r.agreements, r.disagreements, r.unfinished, r.invalid),
+            (3020, 0, 0, 0)
+        );
+    }
+    assert!(!procs.digests.is_empty());
+    assert_eq!(procs.digests, threads.digests);
+    let other = ftcoll::experiment::launch::agree::run(&AgreeBench { seed: 12, ..b }, exe).unwrap();
+    assert_eq!(other.digests.len(), procs.digests.len());
+    assert_ne!(other.digests, procs.digests);
+}
+
+/// A node process whose parent is gone (SIGKILLed: no destructor kills its children) stops
+/// its stream when its input ends, instead of running out the stream's duration.
+#[test]
+fn node_processes_stop_when_their_parent_dies() {
+    use std::time::{Duration, Instant};
+    let _alone = ALONE.read().unwrap_or_else(|e| e.into_inner());
+    let mut parent = std::process::Command::new(env!("CARGO_BIN_EXE_ftcoll"))
+        .args(["agree", "--procs", "--nodes", "3", "--duration", "120", "--no-model"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let nodes = loop {
+        let found = common::children_with(parent.id(), "agree-node");
+        if found.len() == 3 {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "the node processes did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Into the stream (they joined, started, and run their agreements for two minutes).
+    std::thread::sleep(Duration::from_millis(1500));
+    let alive = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"));
+    assert!(
+        nodes.iter().all(|&p| alive(p)),
+        "a node process ended before its parent"
+    );
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while nodes.iter().any(|&p| alive(p)) {
+        assert!(
+            Instant::now() < deadline,
+            "node processes still run 20 s after their parent died: {nodes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

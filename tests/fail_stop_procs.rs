@@ -3,28 +3,16 @@
 //! coordinator, and the declaration is made true: the process is SIGKILLed, every later
 //! operation completes without it, and the run counts one false suspicion and fails for it.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The pid of `parent`'s child whose command line holds `--rank <rank>`.
 fn child_of(parent: u32, rank: u32) -> Option<u32> {
-    let want = format!("--rank\0{rank}\0");
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // ppid is the 2nd field after the parenthesized command name.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if ppid == Some(parent) && String::from_utf8_lossy(&cmd).contains(&want) {
-            return Some(pid);
-        }
-    }
-    None
+    common::children_with(parent, &format!("--rank\0{rank}\0"))
+        .first()
+        .copied()
 }
 
 fn signal(sig: &str, pid: u32) {

@@ -131,7 +131,7 @@ fn run_other(command: &Command) -> Result<(), String> {
         Command::Reproduce(a) => reproduce::run(a),
         Command::Logp(a) => logp::run(a),
         Command::Node(a) => node::run(a),
-        Command::AgreeNode { spec } => crate::runtime::agree_procs::child(spec),
+        Command::AgreeNode { spec } => crate::experiment::launch::agree_node::child(spec),
         Command::Bootstrap(a) => bootstrap::run(a),
         Command::BootNode(a) => bootstrap::run_node(a),
         Command::LaunchTree { nodes } => bootstrap::print_launch_tree(*nodes),

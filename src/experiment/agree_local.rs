@@ -47,17 +47,20 @@ pub fn run(b: &AgreeBench) -> Result<AgreeBenchReport, String> {
         .failure_detector(b.heartbeat, b.suspect_after)
         .build()
         .map_err(one_line)?;
-    group
-        .agree_stream(AgreeStream {
-            agreements: b.iterations,
-            warmup: b.warmup,
-            duration: b.duration,
-            kills: b.kills.clone(),
-            stalls: b.stalls.clone(),
-            era: b.era,
-            op_timeout: b.op_timeout,
-        })
-        .map_err(one_line)
+    group.agree_stream(stream_of(b)).map_err(one_line)
+}
+
+/// The stream of agreements `b` describes (the threads' run, and each node process's).
+pub(crate) fn stream_of(b: &AgreeBench) -> AgreeStream {
+    AgreeStream {
+        agreements: b.iterations,
+        warmup: b.warmup,
+        duration: b.duration,
+        kills: b.kills.clone(),
+        stalls: b.stalls.clone(),
+        era: b.era,
+        op_timeout: b.op_timeout,
+    }
 }
 
 #[cfg(test)]

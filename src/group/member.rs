@@ -54,6 +54,7 @@ pub use bcast::MemberCounters;
 use bcast::{BcastSetup, rank0_model};
 pub use spec::MemberSpec;
 pub use stream::MemberStream;
+pub(crate) use stream::StreamHooks;
 
 use super::agree::Agreements;
 use super::checks::MaxPayload;
@@ -67,6 +68,7 @@ use crate::transport::Transport;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::dispatch::Dispatch;
 use flags::{Flags, LEFT_FLUSHED, NONE_REFUSED};
+pub(crate) use rendezvous::Rendezvous;
 use rendezvous::{join_all, serve_rendezvous, shape_of, stream_base};
 use run::Run;
 
@@ -119,7 +121,7 @@ pub struct Member {
     flags: Arc<Flags>,
     thread: Option<JoinHandle<()>>,
     /// Rank 0: the rendezvous service, answering members that missed the table.
-    coordinator: Option<JoinHandle<()>>,
+    coordinator: Option<JoinHandle<rendezvous::Served>>,
     next_id: u64,
     /// The next broadcast's operation; `None`: built without broadcasts.
     next_seq: Option<u64>,
@@ -155,6 +157,16 @@ impl Member {
     /// member's data sockets, sends their addresses to rank 0 until the whole table comes back
     /// (or `spec.timeout` passes), and starts the member's thread.
     pub fn join(spec: MemberSpec) -> Result<Member, GroupError> {
+        Self::join_as(spec, true)
+    }
+
+    /// Joins a group whose rendezvous a process that is not a member serves at
+    /// `spec.coordinator` ([`Rendezvous`]): as [`Member::join`], but rank 0 serves nothing.
+    pub(crate) fn join_served(spec: MemberSpec) -> Result<Member, GroupError> {
+        Self::join_as(spec, false)
+    }
+
+    fn join_as(spec: MemberSpec, rank0_serves: bool) -> Result<Member, GroupError> {
         let setup = GroupError::Setup;
         let MemberSpec { rank, n, .. } = spec;
         if n < 2 || rank >= n {
@@ -221,8 +233,13 @@ impl Member {
         // What every member must have the same (an impossible algorithm for `n` is refused).
         let shape = shape_of(&spec).map_err(|e| setup(format!("the broadcast algorithm: {e}")))?;
         let flags = Arc::new(Flags::new());
-        let coordinator = if rank == 0 {
-            Some(serve_rendezvous(&spec, &shape, job, flags.clone()).map_err(setup)?)
+        let coordinator = if rank == 0 && rank0_serves {
+            let epoch = (spec.coordinator, Instant::now(), crate::runtime::procs::unix_ns());
+            Some(
+                serve_rendezvous(&spec, &shape, job, flags.clone(), epoch)
+                    .map_err(setup)?
+                    .0,
+            )
         } else {
             None
         };
@@ -517,7 +534,10 @@ impl Member {
         // Rung as a request is: an idle thread sleeps up to its idle heartbeat period
         // (`suspect_after / 8` by default: seconds, or years) and would only then see `stop`.
         let _ = self.bell.send(&[1]);
-        for t in [self.thread.take(), self.coordinator.take()].into_iter().flatten() {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.coordinator.take() {
             let _ = t.join();
         }
     }

@@ -57,6 +57,7 @@ pub use checks::{MAX_WALL, max_payload_of};
 pub use error::GroupError;
 pub use event::Event;
 pub use member::{Left, Member, MemberCounters, MemberSpec, MemberStream};
+pub(crate) use member::{Rendezvous, StreamHooks};
 pub use stream::Stream;
 
 use std::sync::Arc;

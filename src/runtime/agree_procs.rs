@@ -1,21 +1,16 @@
-//! The node process of `ftcoll agree --procs` (`ftcoll agree-node`, [`child`]): every node its
-//! own OS process over UDP loopback, so that a kill is a real `SIGKILL` and peers learn of it
-//! from the closed socket (ICMP port unreachable through `IP_RECVERR`,
-//! `transport/udp/icmp.rs`) or the heartbeats. The parent's side is
-//! `experiment::launch::agree`.
-//!
-//! Control goes through the children's pipes only: each child binds a port of the kernel's
-//! choice and keeps that socket for its life (no port is chosen in one process and bound in
-//! another, which some other program could take in between), prints `bound ADDR`, gets the
-//! group's address table with its spec (`next SPEC`), then prints `ready`; the parent writes
-//! `go` to every stdin; a child streams its returns in batches
-//! ([`agree_stream`]), which the parent merges into one online window (per-agreement rows in
-//! constant memory), prints one JSON result line when it returns the run's last agreement (or,
-//! at its injected crash, a `killed_ns` line on which the parent SIGKILLs it and notes the
-//! time) and keeps answering its peers (ERA's early return) until the parent closes its stdin.
-//! Clocks: every child aligns its monotonic clock to the parent's wall-clock epoch (same
-//! machine), so kill and return times compare across processes. `agree --join`
-//! (`experiment::launch::agree_join`) speaks the same lines over TCP across hosts.
+//! The line protocol of agreement node processes and its node loop: what a node process
+//! says to the process that coordinates it (`ready`, its returns in batches
+//! ([`agree_stream`]), its injected crash with its time, the peers whose returns stop
+//! counting, its result line; `parse` reads them) and what it is told (`go`, `next SPEC`,
+//! the end of its input). The node processes of `agree --procs` are members of a group of
+//! processes (`experiment::launch::agree_node`, which speaks these lines to its parent over
+//! its pipes); those of `agree --join` speak them over TCP to rank 0
+//! (`experiment::launch::agree_join`) and run `run_node`, the same node (ERA on the
+//! heartbeat detector, `runtime/agree/node.rs`) over a transport their rendezvous connected
+//! (UDP or verbs). Either way a kill is a real `SIGKILL` and peers learn of it from the
+//! closed socket (ICMP port unreachable through `IP_RECVERR`, `transport/udp/icmp.rs`), the
+//! host's death board or their heartbeats. The coordinating side merges the streamed returns
+//! into one online window (per-agreement rows in constant memory).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
@@ -31,19 +26,18 @@ use crate::runtime::agree::{
 };
 use crate::runtime::agree_stream::{self, BATCH, FLUSH_MS};
 use crate::runtime::agree_window::Rec;
-use crate::runtime::procs::aligned_epoch;
 use crate::transport::Transport;
-use crate::transport::death_watch::Watching;
-use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::DropCounters;
-
-/// The first word of the line in which a node process says the address it bound.
-pub const BOUND: &str = "bound";
 
 /// Everything one node process needs (passed as one JSON argument).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ChildSpec {
     pub rank: u32,
+    /// The group's size.
+    pub nodes: u32,
+    /// Every node's address, by rank (`agree --join`'s nodes; empty for `agree --procs`'s,
+    /// which join a rendezvous: [`ChildSpec::coordinator`]).
+    #[serde(default)]
     pub peers: Vec<SocketAddr>,
     pub epoch_unix_ns: u64,
     pub tree: String,
@@ -63,6 +57,11 @@ pub struct ChildSpec {
     pub seed: u64,
     /// Generation of the group (`stress agree --procs`); 0 for `agree --procs`.
     pub generation: u64,
+    /// The rendezvous of the generation's group (`agree --procs`: the parent's, which its
+    /// node processes join as members, `experiment::launch::agree_node`); `None` for a
+    /// launched node (`agree --join`), which has its `peers`.
+    #[serde(default)]
+    pub coordinator: Option<SocketAddr>,
     /// The generation's death board, when the node processes share this host
     /// ([`crate::transport::death_watch`]; `None`: none, as for launched nodes).
     #[serde(default)]
@@ -124,7 +123,7 @@ struct LeftOut {
 /// crash report.
 pub(crate) type Out = Arc<Mutex<Box<dyn Write + Send>>>;
 
-fn say(out: &Out, line: &str) -> Result<(), String> {
+pub(crate) fn say(out: &Out, line: &str) -> Result<(), String> {
     let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
     writeln!(o, "{line}")
         .and_then(|()| o.flush())
@@ -181,9 +180,9 @@ fn shape_config(s: &ChildSpec) -> Result<EraConfig, String> {
     })
 }
 
-fn bench_of(s: &ChildSpec) -> Result<AgreeBench, String> {
+pub(crate) fn bench_of(s: &ChildSpec) -> Result<AgreeBench, String> {
     Ok(AgreeBench {
-        n: s.peers.len() as u32,
+        n: s.nodes,
         era: shape_config(s)?,
         transport: AgreeTransport::Udp,
         workers: 1,
@@ -219,98 +218,6 @@ pub(crate) fn lines_of(input: impl Read + Send + 'static) -> mpsc::Receiver<Stri
         }
     });
     rx
-}
-
-/// `ftcoll agree-node`: one node process (a kill: see `crash_report`). It runs generations
-/// until its stdin closes: after each, a `next SPEC` line starts the next one in the same
-/// process.
-pub fn child(spec_json: &str) -> Result<(), String> {
-    let mut s: ChildSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad --spec: {e}"))?;
-    // One reader of stdin for the process's life; its end (EOF) ends the process.
-    let rx = lines_of(std::io::stdin());
-    let out: Out = Arc::new(Mutex::new(Box::new(std::io::stdout())));
-    // The socket of every generation: a spec without peers has this process choose its port
-    // and say it (`bound ADDR`); its first `next SPEC` then brings the address table.
-    let at = match s.peers.get(s.rank as usize) {
-        Some(&a) => a,
-        None if s.peers.is_empty() => SocketAddr::from(([127, 0, 0, 1], 0)),
-        None => return Err(format!("--spec: rank {} of {} nodes", s.rank, s.peers.len())),
-    };
-    let sock = UdpTransport::bind_socket(at).map_err(|e| format!("cannot bind {at}: {e}"))?;
-    // A table that came after this process said its bound port came after every node's did
-    // (the parent waits for all): a closed port is then a dead node's
-    // (`UdpConfig::bound_at_start`). A table given up front may name ports not bound yet.
-    let bound_first = s.peers.is_empty();
-    if s.peers.is_empty() {
-        let me = sock
-            .local_addr()
-            .map_err(|e| format!("cannot read the bound address: {e}"))?;
-        say(&out, &format!("{BOUND} {me}"))?;
-        match first_spec(&rx)? {
-            Some(next) => s = next,
-            None => return Ok(()),
-        }
-    }
-    loop {
-        if s.rank as usize >= s.peers.len() {
-            return Err(format!("--spec: rank {} of {} nodes", s.rank, s.peers.len()));
-        }
-        // Each generation its own job id: a straggler datagram of the last one is dropped.
-        let cfg = UdpConfig {
-            job: crate::transport::ids::agree_generation(s.generation),
-            bound_at_start: bound_first,
-            ..UdpConfig::default()
-        };
-        let own = sock
-            .try_clone()
-            .map_err(|e| format!("cannot reuse the node's socket: {e}"))?;
-        let mut tp = UdpTransport::from_socket(s.rank, own, &s.peers, cfg)
-            .map_err(|e| format!("cannot open the endpoint at {}: {e}", s.peers[s.rank as usize]))?;
-        // The generation's death board (node processes of one host): this thread holds the
-        // rank's mutexes until the generation ends (dropped: left), a kill tells the peers
-        // at once.
-        // Without it (another C library's mutex layout, a board that cannot be mapped) the
-        // node runs as before: deaths are seen from the closed port and the heartbeats.
-        let watching = match &s.death_board {
-            Some(path) => match Watching::start(std::path::Path::new(path), s.rank, s.peers.len() as u32) {
-                Ok(w) => {
-                    tp.watch_deaths(w.watch());
-                    Some(w)
-                }
-                Err(e) => {
-                    // Once per process (its generations all get boards alike).
-                    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-                    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                        eprintln!(
-                            "ftcoll agree-node {}: no death board ({path}: {e}): deaths are seen from the closed port",
-                            s.rank
-                        );
-                    }
-                    None
-                }
-            },
-            None => None,
-        };
-        let base = aligned_epoch(s.epoch_unix_ns);
-        let next = run_node(&s, &rx, &out, base, Box::new(tp), true)?;
-        drop(watching);
-        match next {
-            Some(next) => s = next,
-            None => return Ok(()),
-        }
-    }
-}
-
-/// The first `next SPEC` line on the input (`None` at its end).
-fn first_spec(rx: &mpsc::Receiver<String>) -> Result<Option<ChildSpec>, String> {
-    for l in rx.iter() {
-        if let Some(next) = l.strip_prefix("next ") {
-            return serde_json::from_str(next)
-                .map(Some)
-                .map_err(|e| format!("bad next spec: {e}"));
-        }
-    }
-    Ok(None)
 }
 
 /// One generation of one node process over `tp`, on the common clock `base`: say `ready`,
@@ -434,9 +341,6 @@ fn result(node: &Node) -> ChildResult {
 
 /// One line a node process says to its parent (or over its stream to rank 0).
 pub(crate) enum Line {
-    /// `BOUND ADDR`: the node's socket is bound (it keeps it for its life); the launcher
-    /// reads the address itself (`experiment::launch::spawn::Procs::addresses`).
-    Bound,
     Ready,
     /// The node's own time of its crash, on the common clock.
     Killed(u64),
@@ -457,9 +361,7 @@ pub(crate) fn parse(l: &str) -> Line {
     if let Some(body) = l.strip_prefix(agree_stream::PREFIX) {
         return agree_stream::decode(body).map_or(Line::Bad, Line::Recs);
     }
-    if let Some(a) = l.strip_prefix(BOUND).and_then(|a| a.strip_prefix(' ')) {
-        a.trim().parse::<SocketAddr>().map_or(Line::Bad, |_| Line::Bound)
-    } else if l.trim() == "ready" {
+    if l.trim() == "ready" {
         Line::Ready
     } else if let Ok(k) = serde_json::from_str::<Killed>(l) {
         Line::Killed(k.killed_ns)
@@ -483,8 +385,6 @@ mod tests {
     #[test]
     fn node_lines_parse_and_anything_else_is_bad() {
         assert!(matches!(parse("ready"), Line::Ready));
-        assert!(matches!(parse("bound 127.0.0.1:4000"), Line::Bound));
-        assert!(matches!(parse("bound 127.0.0.1"), Line::Bad));
         assert!(matches!(parse(r#"{"rank":2,"killed_ns":77}"#), Line::Killed(77)));
         assert!(matches!(
             parse(r#"{"left_out":3,"from_id":190}"#),
@@ -507,6 +407,9 @@ mod tests {
             r#"{"rank":2}"#,
             r#"{"left_out":3}"#,
             "ready now",
+            // (Node processes no longer say the address they bound: they join the parent's
+            // rendezvous.)
+            "bound 127.0.0.1:4000",
         ] {
             assert!(matches!(parse(bad), Line::Bad), "{bad:?}");
         }

@@ -16,7 +16,7 @@
 //! | `bench --procs` | [`bench`](fn@bench)`(seed)` | [`fresh_session`], handed to the children in their key file |
 //! | `bench --join`, `node --join`, `agree --join` | [`bench`](fn@bench)`(seed)`, [`agree`]`(seed)` | rank 0's nonce ([`run_nonce`]), sent in its challenge |
 //! | `node --rendezvous`, `--hostfile`, `--verbs-dir`, `bench --boot` | [`bench`](fn@bench)`(seed)` or `--job` | [`RunId::session_key`] of [`RunId::resolve`] |
-//! | `agree --procs`, `stress agree --procs` | [`agree_generation`]`(generation)` | unauthenticated (loopback; the pipes are the control plane) |
+//! | `agree --procs`, `stress agree --procs` (node processes are [`crate::group::Member`]s) | a member's ids of `seed + generation` | unauthenticated (loopback, the rendezvous as the data; the specs go over the pipes) |
 //! | `bootstrap`, `bootstrap --kill` | [`bootstrap`]`(launcher pid, nodes)` | [`RunId::session_key`] of [`bootstrap_run_id`], under [`fresh_session`] |
 //! | `boot-node` (hand-started) | `--job` | [`RunId::session_key`] of [`RunId::resolve`] |
 //! | `logp --between` | [`logp_between`]`(port)` | the long-term key |
@@ -25,8 +25,7 @@
 //! | a library [`crate::group::Member`] (a process each) | [`members`]`(seed)`; its broadcasts [`member_broadcasts`]`(seed)`, its streams [`member_stream`]`(seed, k)` | rank 0's nonce, in its table |
 //!
 //! The job-id families differ in their top 16 bits (`0xF7C0`, `0xA6EE`, `0x6770`, `0x3E3B`, `0x40B0`) where they
-//! are built from a seed; the others are small numbers (a pid, a port, a generation's hash
-//! with `0xA6EE` in its low bits). Run ids: `--run-id STR`, else the launcher's
+//! are built from a seed; the others are small numbers (a pid, a port). Run ids: `--run-id STR`, else the launcher's
 //! (`LAUNCHERS`: Slurm `SLURM_JOB_ID`.`SLURM_STEP_ID`, PMIx `PMIX_NAMESPACE` as Open MPI's
 //! `mpirun` exports it, older Open MPI `OMPI_MCA_ess_base_jobid`), else, unkeyed only,
 //! `default` with a warning.
@@ -42,13 +41,6 @@ pub fn bench(seed: u64) -> u64 {
 /// A launched agreement run (`agree --join`): control plane and data, from the seed.
 pub fn agree(seed: u64) -> u64 {
     0xA6EE_0000_0000_0000 ^ seed
-}
-
-/// One generation of an agreement run's node processes (`agree --procs`: generation 0;
-/// `stress agree --procs`: each its own, so that a straggler datagram of the last one is
-/// dropped).
-pub fn agree_generation(generation: u64) -> u64 {
-    generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA6EE
 }
 
 /// A library group's broadcasts ([`crate::group`]), from its seed.
@@ -256,9 +248,6 @@ mod tests {
             put(super::agree(seed), "agree");
             put(super::group(seed), "group");
             put(super::group_agree(seed), "group agreements");
-        }
-        for g in 0..4096u64 {
-            put(super::agree_generation(g), "agree generation");
         }
         for pid in (1..4_194_304u32).step_by(997) {
             for nodes in [2, 3, 64, 1000, 65_535] {

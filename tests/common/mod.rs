@@ -66,3 +66,25 @@ pub fn free_port() -> u16 {
 /// watcher starved of its core does not, by design, count others' silence against them) take
 /// this for writing and run alone in their binary; the other tests there take it for reading.
 pub static ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The pids of `parent`'s children whose command line (its arguments NUL-separated, as
+/// `/proc/PID/cmdline` holds them) contains `word`.
+pub fn children_with(parent: u32, word: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // ppid is the 2nd field after the parenthesized command name.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmd).contains(word) {
+            out.push(pid);
+        }
+    }
+    out
+}

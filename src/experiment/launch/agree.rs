@@ -1,16 +1,20 @@
-//! `agree --procs` and `stress agree --procs`: the parent's side. It starts one `ftcoll
-//! agree-node` process per node ([`crate::runtime::agree_procs`] is the node's side), says
-//! `go` to all once every one is ready, merges their streamed returns into one online window
-//! and SIGKILLs a node at its injected crash. `agree --join` ([`super::agree_join`]) drives
-//! launched nodes through the same `Cluster` over TCP streams.
+//! `agree --procs` and `stress agree --procs`: the parent's side. It serves the rendezvous of
+//! a group of processes (`group::Rendezvous`, without being a member of it), starts one `ftcoll
+//! agree-node` process per node, each a [`crate::group::Member`] of that group
+//! ([`super::agree_node`] is the node's side), says `go` to all once every one joined and is
+//! ready, merges their streamed returns into one online window and SIGKILLs a node at its
+//! injected crash. `agree --join` ([`super::agree_join`]) drives launched nodes through the
+//! same `Cluster` over TCP streams.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::experiment::launch::agree_node::member_spec;
 use crate::experiment::launch::death_boards::{DeathBoards, unlink_board, with_board};
 use crate::experiment::launch::spawn::{Launch, Procs, Report};
+use crate::group::Rendezvous;
 use crate::protocol::agree::{AgreeId, Rebalance};
 use crate::runtime::agree::{AgreeBench, AgreeBenchReport, AgreeTransport, validate};
 use crate::runtime::agree_procs::{ChildResult, ChildSpec, Line, parse};
@@ -29,14 +33,14 @@ pub(crate) struct Cluster {
     epoch_unix_ns: u64,
 }
 
-/// How long a node process may take to bind its port, and all to be ready.
+/// How long the node processes may take to join and all be ready.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Cluster {
     /// `n` slots on the clock of `epoch_unix_ns` (as aligned by this process), for processes
     /// of `exe`.
     pub(crate) fn new(exe: &Path, n: u32, epoch_unix_ns: u64) -> Self {
-        let mut launch = Launch::new(exe, Report::Pipe(crate::runtime::agree_procs::BOUND), START_TIMEOUT);
+        let mut launch = Launch::new(exe, Report::Control, START_TIMEOUT);
         launch.stdin = true;
         launch.what = "node process";
         Self {
@@ -65,14 +69,14 @@ impl Cluster {
             .map(|(slot, l)| (slot, l.as_deref().map_or(Line::Eof, parse)))
     }
 
-    /// The addresses the new processes in `slots` bound (each says `bound ADDR` once its
-    /// socket, which it keeps, is bound), in the order of `slots`.
-    fn bound(&mut self, slots: &[u32]) -> Result<Vec<SocketAddr>, String> {
-        self.procs.addresses(slots)
+    /// The rendezvous of generation `g`'s group, on this cluster's clock, for `b`'s nodes
+    /// ([`super::agree_node::member_spec`]) at a port of the kernel's choice.
+    fn rendezvous(&self, b: &AgreeBench, g: u64) -> Result<Rendezvous, String> {
+        let at = SocketAddr::from(([127, 0, 0, 1], 0));
+        Rendezvous::start(&member_spec(b, 0, at, g), at, self.epoch, self.epoch_unix_ns)
     }
 
-    /// Hands the process of `slot` its spec for the next generation (the first one, for a
-    /// process just bound).
+    /// Hands the process of `slot` its spec for the next generation.
     fn send_spec(&mut self, slot: u32, spec: &ChildSpec) -> Result<(), String> {
         let line = format!("next {}", serde_json::to_string(spec).map_err(|e| e.to_string())?);
         self.procs.send(slot as usize, &line);
@@ -89,9 +93,9 @@ impl Cluster {
         at
     }
 
-    /// Waits until every slot's process said `ready` (within `within`), then tells them all
-    /// `go`.
-    pub(crate) fn start(&mut self, within: Duration) -> Result<Instant, String> {
+    /// Waits until every slot's process said `ready` (within `within`), runs `before_go`,
+    /// then tells them all `go`.
+    pub(crate) fn start(&mut self, within: Duration, before_go: impl FnOnce()) -> Result<Instant, String> {
         let n = self.procs.len();
         let mut ready = vec![false; n];
         let deadline = Instant::now() + within;
@@ -107,6 +111,7 @@ impl Cluster {
                 _ => {}
             }
         }
+        before_go();
         let started = Instant::now();
         for slot in 0..n {
             self.procs.send(slot, "go");
@@ -199,7 +204,7 @@ impl Outcomes {
                 self.merge.close(slot as u32, &dead);
             }
             Line::Bad => self.bad_lines += 1,
-            Line::Ready | Line::Bound => {}
+            Line::Ready => {}
         }
     }
 
@@ -234,6 +239,7 @@ pub(crate) fn spec_of(
 ) -> ChildSpec {
     ChildSpec {
         rank,
+        nodes: b.n,
         peers: peers.to_vec(),
         epoch_unix_ns,
         tree: b.era.shape.to_string(),
@@ -257,7 +263,16 @@ pub(crate) fn spec_of(
         op_timeout_ms: b.op_timeout.as_millis() as u64,
         seed: b.seed,
         generation,
+        coordinator: None,
         death_board: None,
+    }
+}
+
+/// Node `rank`'s spec in generation `generation`, whose group meets at `rendezvous`.
+fn member_of(b: &AgreeBench, rank: u32, rendezvous: &Rendezvous, epoch_unix_ns: u64, generation: u64) -> ChildSpec {
+    ChildSpec {
+        coordinator: Some(rendezvous.addr()),
+        ..spec_of(b, rank, &[], epoch_unix_ns, generation)
     }
 }
 
@@ -268,18 +283,16 @@ pub fn run(b: &AgreeBench, exe: &Path) -> Result<AgreeBenchReport, String> {
         return Err("--procs runs over UDP: use --transport udp".into());
     }
     let mut c = Cluster::new(exe, b.n, unix_ns());
-    // Every process binds a port of its own choice and keeps it; the table then goes to all.
-    for r in 0..b.n {
-        c.spawn(r, &spec_of(b, r, &[], c.epoch_unix_ns, 0))?;
-    }
-    let all: Vec<u32> = (0..b.n).collect();
-    let peers = c.bound(&all)?;
+    // Every process joins the group at this rendezvous with sockets of its own choice.
+    let rendezvous = c.rendezvous(b, 0)?;
     let boards = DeathBoards::new(b.n);
     let board = boards.as_ref().and_then(|d| d.board(0));
     for r in 0..b.n {
-        c.send_spec(r, &with_board(spec_of(b, r, &peers, c.epoch_unix_ns, 0), &board))?;
+        c.spawn(r, &with_board(member_of(b, r, &rendezvous, c.epoch_unix_ns, 0), &board))?;
     }
-    let started = c.start(START_TIMEOUT)?;
+    // Every member joined (and timed its clock) once all are ready: the rendezvous ends
+    // before the run starts, not on the thread that reads the run's lines while it runs.
+    let started = c.start(START_TIMEOUT, || drop(rendezvous))?;
     unlink_board(&board);
     let o = c.collect(started, idle_limit(b), window_of(b));
     // The end: closing stdin stops every node.
@@ -299,12 +312,14 @@ pub struct Generation {
     pub newcomers: u32,
 }
 
-/// `stress agree --procs`: generations of one group of node processes. Each generation runs
+/// `stress agree --procs`: generations of node processes. Each generation runs
 /// `b.iterations` agreements with `kills_of(g)` injected (each a SIGKILL); the survivors keep
-/// their processes (and ports) into the next generation, whose membership is the shrink of
-/// the last agreement's failed set — checked identical at every survivor — plus newcomers
-/// started in the failed ranks, who get the group's address table with their spec. `each`
-/// sees every generation; returning `false` ends the run.
+/// their processes into the next generation, whose membership is the shrink of the last
+/// agreement's failed set — checked identical at every survivor — plus newcomers started in
+/// the failed ranks. A group of processes forms once ([`crate::group::Member`]): each
+/// generation is a group of its own, which survivors and newcomers join at that generation's
+/// rendezvous (the survivors leave the last one first, with new sockets). `each` sees every
+/// generation; returning `false` ends the run.
 pub fn stress(
     b: &AgreeBench,
     exe: &Path,
@@ -313,7 +328,6 @@ pub fn stress(
 ) -> Result<(), String> {
     validate(b)?;
     let n = b.n;
-    let mut peers: Vec<SocketAddr> = vec![SocketAddr::from(([127, 0, 0, 1], 0)); n as usize];
     let mut c = Cluster::new(exe, n, unix_ns());
     let boards = DeathBoards::new(n);
     let mut fresh: Vec<u32> = (0..n).collect();
@@ -322,19 +336,19 @@ pub fn stress(
         let mut gb = b.clone();
         gb.kills = kills_of(g);
         validate(&gb)?;
-        // Newcomers bind ports of their own choice (and keep them); survivors keep theirs.
-        for &r in &fresh {
-            c.spawn(r, &spec_of(&gb, r, &[], c.epoch_unix_ns, g))?;
-        }
-        for (&r, a) in fresh.iter().zip(c.bound(&fresh)?) {
-            peers[r as usize] = a;
-        }
+        // Newcomers are started with the generation's spec, survivors are handed it.
+        let rendezvous = c.rendezvous(&gb, g)?;
         let board = boards.as_ref().and_then(|d| d.board(g));
         for r in 0..n {
-            c.send_spec(r, &with_board(spec_of(&gb, r, &peers, c.epoch_unix_ns, g), &board))?;
+            let spec = with_board(member_of(&gb, r, &rendezvous, c.epoch_unix_ns, g), &board);
+            if fresh.contains(&r) {
+                c.spawn(r, &spec)?;
+            } else {
+                c.send_spec(r, &spec)?;
+            }
         }
         let newcomers = fresh.len() as u32;
-        let started = c.start(START_TIMEOUT)?;
+        let started = c.start(START_TIMEOUT, || drop(rendezvous))?;
         unlink_board(&board);
         let o = c.collect(started, idle_limit(b), window_of(&gb));
         // The shrink at every survivor: all ranks but the agreed failed set.

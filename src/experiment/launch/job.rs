@@ -3,6 +3,5 @@
 //! there), re-exported here for the launchers.
 
 pub use crate::transport::ids::{
-    LOGP_RENDEZVOUS, RunId, agree, agree_generation, bench, bootstrap, bootstrap_run_id, fresh_session, logp_between,
-    node_hop, run_nonce,
+    LOGP_RENDEZVOUS, RunId, agree, bench, bootstrap, bootstrap_run_id, fresh_session, logp_between, node_hop, run_nonce,
 };

@@ -7,6 +7,7 @@
 
 pub mod agree;
 pub mod agree_join;
+pub mod agree_node;
 pub mod bcast;
 pub mod boot;
 mod death_boards;

@@ -29,11 +29,12 @@ use std::time::{Duration, Instant};
 /// chosen here and bound there, where another program could take it in between).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Report {
-    /// One stdout line `PREFIX ADDR` (`agree-node`: `bound`, `boot-node`: `listening`),
+    /// One stdout line `PREFIX ADDR` (`boot-node`: `listening`),
     /// collected by [`Procs::addresses`].
     Pipe(&'static str),
     /// Over the control plane ([`crate::runtime::control`], sealed with the run's key:
-    /// `node`); the launcher watches that the children live ([`Procs::check_exited`]).
+    /// `node`; `agree-node` joins its parent's rendezvous, `crate::group::Rendezvous`); the
+    /// launcher watches that the children live ([`Procs::check_exited`]).
     Control,
     /// No address: a sub-run that runs to its end ([`Launch::output`]).
     Nothing,

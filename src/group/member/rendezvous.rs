@@ -5,6 +5,7 @@
 //! once naming both (admitted, it would decode none of the others' broadcasts, and only time
 //! out).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -50,20 +51,25 @@ pub(super) fn shape_of(spec: &MemberSpec) -> Result<GroupShape, String> {
 /// comes first); without one, a forged hello with another shape now stops rank 0's join, as
 /// a forged one with the same shape could already take a member's place (an unauthenticated
 /// group trusts its network).
+/// The rendezvous binds `at` (its port may be 0: the kernel's choice, returned with the
+/// thread) and times its clock probes from `epoch`, which is `epoch_unix_ns` on the wall
+/// clock: the group's common clock.
 pub(super) fn serve_rendezvous(
     spec: &MemberSpec,
     shape: &GroupShape,
     job: u64,
     flags: Arc<Flags>,
-) -> Result<JoinHandle<()>, String> {
+    (at, epoch, epoch_unix_ns): (SocketAddr, Instant, u64),
+) -> Result<(JoinHandle<Served>, SocketAddr), String> {
     let n = table_len(spec);
-    let mut agent = ParentAgent::bind(spec.coordinator, job, n)
-        .map_err(|e| format!("cannot bind the coordinator at {}: {e}", spec.coordinator))?;
+    let mut agent = ParentAgent::bind(at, job, n).map_err(|e| format!("cannot bind the coordinator at {at}: {e}"))?;
+    let bound = agent
+        .addr()
+        .map_err(|e| format!("cannot read the coordinator's address: {e}"))?;
     agent.set_key(spec.key.clone());
     agent.set_shape(Some(shape.clone()));
     // Rank 0 may leave as soon as its own join returned: the others get the table at once.
     agent.set_table_to_all(true);
-    let (epoch, epoch_unix_ns) = (Instant::now(), crate::runtime::procs::unix_ns());
     let ns = |d: Duration| crate::group::nanos(d).max(1);
     agent
         .launch(JobParams {
@@ -91,7 +97,12 @@ pub(super) fn serve_rendezvous(
             // Members still joining (rank 0 leaves as soon as its own join returned, or its
             // join failed) get the table once more, or are told that none will come.
             agent.farewell();
+            Served {
+                clock_uncertainty_ns: agent.clocks.iter().flatten().map(|&(_, u)| u).max(),
+                refused_hellos: agent.refused_hellos,
+            }
         })
+        .map(|t| (t, bound))
         .map_err(|e| format!("cannot start the rendezvous thread: {e}"))
 }
 
@@ -169,4 +180,60 @@ pub(super) fn join_all(
         }
         Ok((a?, b.transpose()?, c.transpose()?))
     })
+}
+
+/// A rendezvous served by a process that is not a member (a launcher: `ftcoll agree
+/// --procs`'s parent, whose node processes join it with [`super::Member::join_served`]), for
+/// the group `spec` describes (its `n`, seed, key, shape and LogP; its rank and coordinator
+/// are not used), at `at` (port 0: the kernel's choice, [`Rendezvous::addr`]), with the
+/// common clock `epoch`, which is `epoch_unix_ns` on the wall clock. It serves until dropped,
+/// then says farewell, as rank 0's does.
+pub(crate) struct Rendezvous {
+    addr: SocketAddr,
+    flags: Arc<Flags>,
+    thread: Option<JoinHandle<Served>>,
+}
+
+/// What a rendezvous saw, once it stopped serving.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Served {
+    /// The largest uncertainty of a member's clock offset to the rendezvous's clock, ns
+    /// (`None`: no member timed its clock).
+    pub(crate) clock_uncertainty_ns: Option<u64>,
+    /// Hellos refused as not sealed for this run (replayed or forged).
+    pub(crate) refused_hellos: u64,
+}
+
+impl Rendezvous {
+    pub(crate) fn start(spec: &MemberSpec, at: SocketAddr, epoch: Instant, epoch_unix_ns: u64) -> Result<Self, String> {
+        let shape = shape_of(spec)?;
+        let job = crate::transport::ids::members(spec.seed);
+        let flags = Arc::new(Flags::new());
+        let (thread, addr) = serve_rendezvous(spec, &shape, job, flags.clone(), (at, epoch, epoch_unix_ns))?;
+        Ok(Rendezvous {
+            addr,
+            flags,
+            thread: Some(thread),
+        })
+    }
+
+    /// Where the members join.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops serving (after the farewell) and says what it saw.
+    pub(crate) fn finish(mut self) -> Served {
+        self.flags.stop.store(true, Ordering::Release);
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
+    }
+}
+
+impl Drop for Rendezvous {
+    fn drop(&mut self) {
+        self.flags.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

@@ -33,11 +33,15 @@ use hdrhistogram::Histogram;
 
 use super::Member;
 use crate::group::{AgreeStream, Event, GroupError};
-use crate::runtime::agree::{AgreeBench, AgreeTransport, Fold, Node, NodeInit, Shared, stall_of, total, validate};
-use crate::runtime::agree_stream::BATCH;
+use crate::protocol::agree::AgreeId;
+use crate::runtime::agree::{
+    AgreeBench, AgreeTransport, CrashReport, Fold, LeftOutReport, Node, NodeInit, Shared, stall_of, total, validate,
+};
+use crate::runtime::agree_stream::{BATCH, FLUSH_MS};
 use crate::runtime::agree_window::{Rec, hist};
 use crate::runtime::control::ChildAgent;
 use crate::transport::TransportStats;
+use crate::transport::death_watch::DeathWatch;
 use crate::transport::udp::{UdpConfig, UdpTransport};
 use crate::wire::DropCounters;
 
@@ -93,12 +97,43 @@ pub struct MemberStream {
     pub digests: Vec<u64>,
     /// The failed members the last agreement returned here agreed on.
     pub failed: Vec<u32>,
+    /// The most agreements ERA kept here at once (its garbage collection bounds them).
+    pub max_stored: usize,
     /// The closing agreement: whether every live member finished with no invalid value (a
     /// member the kills named counts as finished); and the failed members it agreed on.
     pub all_finished: bool,
     pub closing_failed: Vec<u32>,
     /// From this member's start of the stream to its last return, seconds.
     pub seconds: f64,
+}
+
+/// A launcher's tap of a stream's returns ([`StreamHooks::tap`]).
+pub(crate) type Tap = Box<dyn FnMut(&[(AgreeId, Rec)])>;
+/// What a launcher does with a member's part as it ends ([`StreamHooks::on_done`]).
+pub(crate) type OnDone = Box<dyn FnOnce(&MemberStream)>;
+
+/// What a launcher hooks into a member's stream ([`Member::agree_stream_with`]): `ftcoll agree
+/// --procs`'s node processes are members whose streams report to their parent
+/// (`experiment/launch/agree_node.rs`).
+#[derive(Default)]
+pub(crate) struct StreamHooks<'a> {
+    /// Every return, in batches, as the node makes them (at most [`FLUSH_MS`] apart).
+    pub(crate) tap: Option<Tap>,
+    /// The node's crash where the kills said, and a peer whose returns stop counting
+    /// ([`Shared`]'s hooks).
+    pub(crate) on_crash: Option<CrashReport>,
+    pub(crate) on_left_out: Option<LeftOutReport>,
+    /// The member's part, as it ends here (before the closing agreement, which waits for the
+    /// others).
+    pub(crate) on_done: Option<OnDone>,
+    /// The host's death board, on the stream's transport.
+    pub(crate) deaths: Option<DeathWatch>,
+    /// The stream's failure detector (heartbeat, suspicion floor) instead of the member's.
+    pub(crate) detector: Option<(Duration, Duration)>,
+    /// Asked on every pass of the stream and while its start and end wait: `true` ends the
+    /// stream here (unfinished) and gives those waits up (the launcher is gone: its node
+    /// process's input ended).
+    pub(crate) stop: Option<Box<dyn FnMut() -> bool + 'a>>,
 }
 
 /// A closing agreement's value bit: this member finished with every value valid.
@@ -142,6 +177,16 @@ impl Member {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn agree_stream(&mut self, s: AgreeStream) -> Result<MemberStream, GroupError> {
+        self.agree_stream_with(s, StreamHooks::default())
+    }
+
+    /// [`Member::agree_stream`] with a launcher's `hooks` (`ftcoll agree --procs`'s node
+    /// processes: [`StreamHooks`]).
+    pub(crate) fn agree_stream_with(
+        &mut self,
+        s: AgreeStream,
+        mut hooks: StreamHooks<'_>,
+    ) -> Result<MemberStream, GroupError> {
         let Some(st) = self.streams.as_ref() else {
             return Err(GroupError::NoStreams);
         };
@@ -159,8 +204,8 @@ impl Member {
             duration: s.duration,
             kills: s.kills.clone(),
             stalls: s.stalls.clone(),
-            heartbeat: st.heartbeat,
-            suspect_after: st.suspect_after,
+            heartbeat: hooks.detector.map_or(st.heartbeat, |d| d.0),
+            suspect_after: hooks.detector.map_or(st.suspect_after, |d| d.1),
             op_timeout: s.op_timeout,
             seed: st.seed,
         };
@@ -170,7 +215,9 @@ impl Member {
         let (epoch, linger) = (st.epoch, st.linger);
         let warmup = b.warmup;
         let first_kill = b.kills.iter().map(|k| warmup + k.1).min();
-        let sh = Shared::streaming(epoch, b.n, warmup, first_kill);
+        let mut sh = Shared::streaming(epoch, b.n, warmup, first_kill);
+        sh.on_crash = hooks.on_crash.take();
+        sh.on_left_out = hooks.on_left_out.take();
         let kill_id = b.kills.iter().find(|k| k.0 == self.rank).map(|k| warmup + k.1);
         // Everything that can fail here is tried before the start: a member that cannot run
         // the stream still enters its start (contributing 0, which fails the fingerprint
@@ -191,8 +238,11 @@ impl Member {
                 job: crate::transport::ids::member_stream(st.seed, start_id),
                 ..st.cfg.clone()
             };
-            let tp = UdpTransport::from_socket(self.rank, own, &st.peers, cfg)
+            let mut tp = UdpTransport::from_socket(self.rank, own, &st.peers, cfg)
                 .map_err(|e| GroupError::Setup(format!("cannot open the stream's endpoint: {e}")))?;
+            if let Some(d) = hooks.deaths.take() {
+                tp.watch_deaths(d);
+            }
             let init = NodeInit {
                 rank: self.rank,
                 total: total(&b),
@@ -209,7 +259,9 @@ impl Member {
         } else {
             (h << 32) | (!h & 0xFFFF_FFFF)
         };
-        let (id, value, failed) = self.internal_agree(start, None)?;
+        let mut stop = hooks.stop.take();
+        let mut stopped = || stop.as_mut().is_some_and(|f| f());
+        let (id, value, failed) = self.internal_agree(start, None, &mut stopped)?;
         debug_assert_eq!(id, start_id);
         let mut node = node?;
         if let Some(&r) = failed.first() {
@@ -222,8 +274,15 @@ impl Member {
         }
         node.tap = Some(Vec::with_capacity(BATCH));
         let mut latency = hist();
+        let flush_every = hooks.tap.as_ref().map(|_| Duration::from_millis(FLUSH_MS));
+        let mut to_tap = hooks.tap.take();
         let mut drain = |node: &mut Node| {
             if let Some(tap) = node.tap.as_mut() {
+                if let Some(f) = to_tap.as_mut()
+                    && !tap.is_empty()
+                {
+                    f(tap);
+                }
                 for (id, r) in tap.drain(..) {
                     if id >= warmup {
                         record(&mut latency, &r);
@@ -246,6 +305,7 @@ impl Member {
         node.set_deadline(b.duration.map(|d| started + d));
         node.start(&sh, started);
         let mut last_progress = started;
+        let mut last_flush = started;
         let (mut last_return, mut returned) = (started, 0);
         loop {
             let progress = node.step(&sh);
@@ -258,13 +318,24 @@ impl Member {
             }
             let fenced = node.drv.fenced_by().is_some();
             let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
-            if node.finished || node.dead || fenced || timed_out {
+            if node.finished || node.dead || fenced || timed_out || stopped() {
+                // Unfinished, it enters no agreement of its own any more (its next says
+                // stop, as at the stream's deadline): it only answers its peers below, and
+                // alone (its peers gone) it would decide each one at once, within one step,
+                // until the stream's end.
+                node.set_deadline(Some(now));
                 node.record_returns(&sh, Fold::Wait);
                 drain(&mut node);
                 break;
             }
-            if node.tap.as_ref().is_some_and(|t| t.len() >= BATCH) {
+            // (A launcher's tap gets a batch at least every `FLUSH_MS`: its window merges
+            // the members' returns as they come.)
+            if node.tap.as_ref().is_some_and(|t| {
+                t.len() >= BATCH
+                    || flush_every.is_some_and(|f| !t.is_empty() && now.saturating_duration_since(last_flush) >= f)
+            }) {
                 drain(&mut node);
+                last_flush = now;
             }
             if !progress {
                 idle();
@@ -296,17 +367,21 @@ impl Member {
             drops: node.drv.drops,
             digests: node.digests.clone(),
             failed: node.last_failed.clone(),
+            max_stored: node.max_stored,
             all_finished: false,
             closing_failed: Vec::new(),
             seconds: last_return.saturating_duration_since(started).as_secs_f64(),
         };
+        if let Some(f) = hooks.on_done.take() {
+            f(&report);
+        }
         // The end: every live member is done with the stream. Meanwhile this one answers its
         // peers, which may still need its messages. A member that died where the kills said
         // did its part.
         let done = finished || killed_ns.is_some();
         let mine = if done && node.invalid == 0 { FINISHED } else { 0 };
         let closing = if node.dead {
-            self.internal_agree(mine, None)
+            self.internal_agree(mine, None, &mut stopped)
         } else {
             self.internal_agree(
                 mine,
@@ -315,6 +390,7 @@ impl Member {
                         idle();
                     }
                 }),
+                &mut stopped,
             )
         };
         if !node.dead {
@@ -337,11 +413,13 @@ impl Member {
     /// for its return, as a collective call does (it returns once every live member entered
     /// it, or with the failed ones agreed on), running `meanwhile` between looks: its id,
     /// value and failed set. Other events are kept for [`Member::next_event`]; this
-    /// agreement's return is never handed out.
+    /// agreement's return is never handed out. `stop` (a launcher's [`StreamHooks::stop`])
+    /// gives the wait up.
     fn internal_agree(
         &mut self,
         value: u64,
         mut meanwhile: Option<&mut dyn FnMut()>,
+        stop: &mut dyn FnMut() -> bool,
     ) -> Result<(u64, u64, Vec<u32>), GroupError> {
         let id = self.agree(value)?;
         loop {
@@ -370,6 +448,9 @@ impl Member {
             // (A fenced member's thread stops and its channel closes: fenced, not closed.)
             if let Some(by) = self.fenced_by() {
                 return Err(GroupError::Fenced { rank: self.rank, by });
+            }
+            if stop() {
+                return Err(GroupError::BadStream("its launcher stopped the stream".into()));
             }
         }
     }

@@ -835,7 +835,6 @@ fn a_join_timeout_past_what_an_instant_holds_waits_without_a_deadline() {
 #[test]
 fn a_logp_out_of_range_is_refused_at_rank_0_and_from_rank_0() {
     use std::sync::Arc;
-    use std::sync::atomic::Ordering;
 
     let at = coordinator();
     for logp in [
@@ -859,10 +858,9 @@ fn a_logp_out_of_range_is_refused_at_rank_0_and_from_rank_0() {
         ..MemberSpec::new(0, 2, at)
     };
     let job = crate::transport::ids::members(spec0.seed);
-    let flags = Arc::new(super::Flags::new());
     let shape = super::rendezvous::shape_of(&spec0).unwrap();
-    let service = super::rendezvous::serve_rendezvous(&spec0, &shape, job, flags.clone()).unwrap();
-    let give_up = flags.give_up.clone();
+    let service = super::Rendezvous::start(&spec0, at, Instant::now(), crate::runtime::procs::unix_ns()).unwrap();
+    let give_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let zero = std::thread::spawn(move || super::rendezvous::join_all(&spec0, &shape, job, give_up).map(|_| ()));
     let r = Member::join(MemberSpec {
         timeout: Duration::from_secs(5),
@@ -874,6 +872,5 @@ fn a_logp_out_of_range_is_refused_at_rank_0_and_from_rank_0() {
         Ok(_) => panic!("joined with rank 0's L of u64::MAX ns"),
     }
     zero.join().unwrap().unwrap();
-    flags.stop.store(true, Ordering::Release);
-    service.join().unwrap();
+    drop(service);
 }
