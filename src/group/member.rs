@@ -157,16 +157,20 @@ impl Member {
     /// member's data sockets, sends their addresses to rank 0 until the whole table comes back
     /// (or `spec.timeout` passes), and starts the member's thread.
     pub fn join(spec: MemberSpec) -> Result<Member, GroupError> {
-        Self::join_as(spec, true)
+        Self::join_as(spec, true, false)
     }
 
     /// Joins a group whose rendezvous a process that is not a member serves at
     /// `spec.coordinator` ([`Rendezvous`]): as [`Member::join`], but rank 0 serves nothing.
-    pub(crate) fn join_served(spec: MemberSpec) -> Result<Member, GroupError> {
-        Self::join_as(spec, false)
+    /// `same_host`: the rendezvous runs on this host, so the group's common clock is its
+    /// epoch on this host's clock as it stands (node processes of one launcher, as `agree
+    /// --procs`'s always were), not shifted by the offset that clock probes measure across
+    /// hosts (on one host the true offset is 0, and a measured one only adds its error).
+    pub(crate) fn join_served(spec: MemberSpec, same_host: bool) -> Result<Member, GroupError> {
+        Self::join_as(spec, false, same_host)
     }
 
-    fn join_as(spec: MemberSpec, rank0_serves: bool) -> Result<Member, GroupError> {
+    fn join_as(spec: MemberSpec, rank0_serves: bool, same_host: bool) -> Result<Member, GroupError> {
         let setup = GroupError::Setup;
         let MemberSpec { rank, n, .. } = spec;
         if n < 2 || rank >= n {
@@ -282,8 +286,13 @@ impl Member {
             let tp = open(sock, &peers[..n as usize], job)?;
             // The group's common clock (rank 0's epoch on this host's clock), for broadcasts'
             // and streams' times.
-            let epoch = (spec.broadcasts || spec.streams)
-                .then(|| crate::runtime::procs::coordinator_epoch(&mut agent, p.epoch_unix_ns));
+            let epoch = (spec.broadcasts || spec.streams).then(|| {
+                if same_host {
+                    crate::runtime::procs::aligned_epoch(p.epoch_unix_ns)
+                } else {
+                    crate::runtime::procs::coordinator_epoch(&mut agent, p.epoch_unix_ns)
+                }
+            });
             let a = Agreements::one(rank, n, tp, job, spec.heartbeat, spec.suspect_after)?
                 .idle_heartbeat(spec.heartbeat, idle)
                 .expecting_starts(start_window(spec.suspect_after));

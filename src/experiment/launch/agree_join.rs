@@ -105,7 +105,7 @@ fn member_spec_of(b: &AgreeBench, j: &JoinSpec) -> MemberSpec {
 /// open, the run's stream of agreements reported over it; it stays a member until rank 0
 /// closes the stream.
 fn member_node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
-    let mut m = Member::join_served(member_spec_of(b, j)).map_err(|e| e.to_string())?;
+    let mut m = Member::join_served(member_spec_of(b, j), false).map_err(|e| e.to_string())?;
     let job = crate::experiment::launch::job::agree(b.seed);
     let (input, output, _) = join::connect(j.coordinator, j.timeout, j.key.as_ref(), job, j.rank)?;
     let out: Out = Arc::new(Mutex::new(Box::new(output)));

@@ -15,8 +15,10 @@
 //! group's ([`Member::agree_stream`]): every node process starts together and none stops
 //! answering while another still needs it; after the end it waits, still a member, for the
 //! next generation's spec (it then leaves and joins that generation's rendezvous) or the end
-//! of its input (it leaves and exits). Clocks: the rendezvous's clock probes put every member
-//! on the parent's epoch, so kill and return times compare across processes.
+//! of its input (it leaves and exits). Clocks: every member aligns its clock to the parent's
+//! wall-clock epoch, which the rendezvous hands out (one host: no clock probes, whose
+//! measured offset would only add its error to a true one of 0), so kill and return times
+//! compare across processes.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -92,7 +94,8 @@ fn generation(s: &ChildSpec, input: &Input, out: &Out) -> Result<Option<ChildSpe
     let coordinator = s
         .coordinator
         .ok_or("--spec: no rendezvous (coordinator) for the node process")?;
-    let mut m = Member::join_served(member_spec(&b, s.rank, coordinator, s.generation)).map_err(|e| e.to_string())?;
+    let mut m =
+        Member::join_served(member_spec(&b, s.rank, coordinator, s.generation), true).map_err(|e| e.to_string())?;
     // The generation's death board (node processes of one host): held until the generation
     // ends (dropped: left), a kill tells the peers at once. Without it (another C library's
     // mutex layout, a board that cannot be mapped) deaths are seen from the closed port and

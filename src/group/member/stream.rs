@@ -318,12 +318,16 @@ impl Member {
             }
             let fenced = node.drv.fenced_by().is_some();
             let timed_out = now.saturating_duration_since(last_progress) > b.op_timeout;
-            if node.finished || node.dead || fenced || timed_out || stopped() {
-                // Unfinished, it enters no agreement of its own any more (its next says
-                // stop, as at the stream's deadline): it only answers its peers below, and
-                // alone (its peers gone) it would decide each one at once, within one step,
-                // until the stream's end.
-                node.set_deadline(Some(now));
+            let stop = !(node.finished || node.dead || fenced || timed_out) && stopped();
+            if node.finished || node.dead || fenced || timed_out || stop {
+                if stop {
+                    // Its launcher is gone: it enters no agreement of its own any more (its
+                    // next says stop, as at the stream's deadline, and ends the others'
+                    // streams too, whose launcher is gone as well). Stepped on below with
+                    // its peers gone, it would decide each agreement alone at once, within
+                    // one step, until the stream's end.
+                    node.set_deadline(Some(now));
+                }
                 node.record_returns(&sh, Fold::Wait);
                 drain(&mut node);
                 break;
