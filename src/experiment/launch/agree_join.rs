@@ -101,11 +101,12 @@ fn member_spec_of(b: &AgreeBench, j: &JoinSpec) -> MemberSpec {
 }
 
 /// One node over UDP: a member of the group of the run's processes (joined at rank 0's
-/// rendezvous, which times its clock against rank 0's), then, once the stream to rank 0 is
+/// rendezvous, against whose clock it times its own), then, once the stream to rank 0 is
 /// open, the run's stream of agreements reported over it; it stays a member until rank 0
 /// closes the stream.
 fn member_node(b: &AgreeBench, j: &JoinSpec) -> Result<(), String> {
-    let mut m = Member::join_served(member_spec_of(b, j), false).map_err(|e| e.to_string())?;
+    // Rank 0's own member shares the rendezvous's clock (one process): no probes.
+    let mut m = Member::join_served(member_spec_of(b, j), j.rank == 0).map_err(|e| e.to_string())?;
     let job = crate::experiment::launch::job::agree(b.seed);
     let (input, output, _) = join::connect(j.coordinator, j.timeout, j.key.as_ref(), job, j.rank)?;
     let out: Out = Arc::new(Mutex::new(Box::new(output)));
