@@ -335,14 +335,17 @@ fn members_return_what_a_group_of_threads_returns_for_the_same_seed() {
     let members = joined(3, |s| MemberSpec { seed: 7, ..s });
     let s = quick(5000);
     let out = run(members, vec![s.clone(); 3]);
-    let mut g = crate::group::Group::builder(3)
-        .transport(crate::runtime::TransportKind::Udp)
-        .broadcasts(false)
-        .agreements(false)
-        .seed(7)
-        .build()
-        .unwrap();
-    let threads = g.agree_stream(s).unwrap();
+    // An agreements-only group of three threads over UDP with `seed`.
+    let threads_of = |seed| {
+        crate::group::Group::builder(3)
+            .transport(crate::runtime::TransportKind::Udp)
+            .broadcasts(false)
+            .agreements(false)
+            .seed(seed)
+            .build()
+            .unwrap()
+    };
+    let threads = threads_of(7).agree_stream(s).unwrap();
     assert_eq!(
         (threads.agreements, threads.disagreements, threads.invalid),
         (5020, 0, 0)
@@ -352,12 +355,8 @@ fn members_return_what_a_group_of_threads_returns_for_the_same_seed() {
         assert_eq!(r.as_ref().unwrap().digests, threads.digests, "member {}", m.rank());
     }
     // Another seed, other values: the digests tell them apart.
-    let mut other = crate::group::Group::builder(3)
-        .transport(crate::runtime::TransportKind::Udp)
-        .broadcasts(false)
-        .agreements(false)
-        .seed(8)
-        .build()
-        .unwrap();
-    assert_ne!(other.agree_stream(quick(5000)).unwrap().digests, threads.digests);
+    assert_ne!(
+        threads_of(8).agree_stream(quick(5000)).unwrap().digests,
+        threads.digests
+    );
 }
